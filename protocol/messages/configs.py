@@ -1,0 +1,41 @@
+"""DescribeConfigs (32): the topic and broker configuration clients ask to see."""
+
+from protocol.schema import F, Message, Struct  # noqa: F401
+
+DescribeConfigsRequest = Message(
+    "DescribeConfigsRequest", api_key=32, valid="0-4", flexible="4+", fields=[
+        F("resources", [
+            F("resource_type", "int8"),
+            F("resource_name", "string"),
+            F("configuration_keys", "[]string", nullable="0+"),
+        ]),
+        F("include_synonyms", "bool", "1+"),
+        F("include_documentation", "bool", "3+"),
+    ])
+
+DescribeConfigsResponse = Message(
+    "DescribeConfigsResponse", api_key=32, valid="0-4", flexible="4+", fields=[
+        F("throttle_time_ms", "int32"),
+        F("results", [
+            F("error_code", "int16"),
+            F("error_message", "string", nullable="0+"),
+            F("resource_type", "int8"),
+            F("resource_name", "string"),
+            F("configs", [
+                F("name", "string"),
+                F("value", "string", nullable="0+"),
+                F("read_only", "bool"),
+                F("is_default", "bool", "0"),
+                F("config_source", "int8", "1+", default=-1),
+                F("is_sensitive", "bool"),
+                F("synonyms", [
+                    F("name", "string", "1+"),
+                    F("value", "string", "1+", nullable="0+"),
+                    F("source", "int8", "1+"),
+                ], "1+"),
+                F("config_type", "int8", "3+"),
+                F("documentation", "string", "3+", nullable="0+"),
+            ]),
+        ]),
+    ])
+

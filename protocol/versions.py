@@ -1,0 +1,43 @@
+"""Version negotiation: what we implement, what we advertise, which version to speak.
+
+Owns the one place where versions are chosen. Messages carry no version.
+
+The broker advertises MinVersion 0 for every API it serves, as Kafka 3.9 does, because old
+librdkafka (kcat on Debian 12 uses 2.0.2) enables features such as compression only when the
+advertised range *contains* particular old versions (PROTOCOL.md §1). The MaxVersion is
+exactly what is implemented, so every client sends min(its cap, our max). A request for a
+version below what we implement is refused the way Kafka 4.0 refuses Produce v0-2: the
+connection is closed.
+"""
+
+from __future__ import annotations
+
+from protocol.messages import APIS
+
+
+def implemented(api_key: int) -> tuple[int, int] | None:
+    api = APIS.get(api_key)
+    if api is None:
+        return None
+    v = api.request.versions
+    return (v.low, v.high)
+
+
+def advertised(api_keys=None) -> list[tuple[int, int, int]]:
+    """(api_key, min, max) for ApiVersions responses, ascending by key."""
+    keys = sorted(APIS if api_keys is None else api_keys)
+    return [(k, 0, APIS[k].request.versions.high) for k in keys]
+
+
+def is_implemented(api_key: int, version: int) -> bool:
+    rng = implemented(api_key)
+    return rng is not None and rng[0] <= version <= rng[1]
+
+
+def pick_version(api_key: int, broker_min: int, broker_max: int) -> int | None:
+    """Highest version both sides support (the client's choice), or None if disjoint."""
+    ours = implemented(api_key)
+    if ours is None:
+        return None
+    low, high = max(ours[0], broker_min), min(ours[1], broker_max)
+    return high if low <= high else None

@@ -1,0 +1,137 @@
+"""Framing, headers and the sans-IO connections, driven with plain bytes."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol import framing
+from protocol.connection import NEED_DATA, ClientConnection, ServerConnection, decode_request
+from protocol.errors import DecodeError, FrameTooLarge, ProtocolError, UnsupportedVersion
+from protocol.messages import API_VERSIONS, APIS, METADATA, PRODUCE
+
+
+def _request(api_key, version, correlation_id=7, client_id="c", tail=b""):
+    body = struct.pack(">hhi", api_key, version, correlation_id)
+    body += struct.pack(">h", len(client_id)) + client_id.encode() + tail
+    return framing.frame(body)
+
+
+def test_frame_decoder_waits_for_whole_frames_split_anywhere():
+    client = ClientConnection("test")
+    stream = b"".join(client.send_request(METADATA, v, {"topics": None})[1] for v in (1, 9, 12))
+    for cut in range(len(stream) + 1):
+        server = ServerConnection()
+        got = []
+        for chunk in (stream[:cut], stream[cut:]):
+            server.receive_data(chunk)
+            while (r := server.next_request()) is not NEED_DATA:
+                got.append(r.api_version)
+        assert got == [1, 9, 12]
+
+
+@pytest.mark.parametrize("size", [-1, -2**31, 101])
+def test_frame_size_outside_limits_is_refused_before_the_body_arrives(size):
+    decoder = framing.FrameDecoder(max_frame=100)
+    decoder.receive_data(struct.pack(">i", size))
+    with pytest.raises(FrameTooLarge):
+        decoder.next_frame()
+
+
+def test_tls_client_hello_on_the_plaintext_port_is_refused():
+    server = ServerConnection()
+    server.receive_data(bytes.fromhex("16030100a5010000a103"))  # reads as ~369 MB
+    with pytest.raises(FrameTooLarge):
+        server.next_request()
+
+
+def test_request_header_v2_keeps_a_classic_client_id():
+    client = ClientConnection("my-client")
+    _, raw = client.send_request(API_VERSIONS, 3, {"client_software_name": "x",
+                                                   "client_software_version": "1"})
+    # after size, key, version and correlation id: int16 length 9, not a compact string
+    assert raw[12:14] == b"\x00\x09" and raw[14:23] == b"my-client"
+    request = decode_request(raw[4:])
+    assert request.header.client_id == "my-client"
+    assert request.body.client_software_name == "x"
+
+
+def test_api_versions_of_an_unknown_version_is_answered_in_v0():
+    server = ServerConnection()
+    server.receive_data(_request(API_VERSIONS, 99, tail=b"\x00garbage"))
+    request = server.next_request()
+    assert request.body is None and request.api_version == 99
+
+
+@pytest.mark.parametrize("api_key,version", [(PRODUCE, 2), (METADATA, 13), (9999, 0)])
+def test_unsupported_versions_and_unknown_keys_close_the_connection(api_key, version):
+    with pytest.raises(UnsupportedVersion):
+        decode_request(_request(api_key, version)[4:])
+
+
+def test_truncated_and_trailing_bodies_are_refused():
+    client = ClientConnection("c")
+    _, raw = client.send_request(METADATA, 4, {"topics": [{"name": "t"}]})
+    with pytest.raises(DecodeError):
+        decode_request(raw[4:-1])
+    with pytest.raises(DecodeError):
+        decode_request(raw[4:] + b"\x00")
+
+
+def test_client_connection_matches_responses_by_correlation_id():
+    from protocol.connection import encode_response
+    client = ClientConnection("c")
+    cid_a, raw_a = client.send_request(METADATA, 12, {"topics": None})
+    cid_b, raw_b = client.send_request(API_VERSIONS, 3, {})
+    req_b = decode_request(raw_b[4:])
+    assert client.in_flight == 2
+    # ApiVersions answers with header v0 even though v3 is flexible
+    resp_b = encode_response(API_VERSIONS, 3, cid_b, {"error_code": 0, "api_keys": [
+        {"api_key": 3, "min_version": 0, "max_version": 12}]})
+    body_b = APIS[API_VERSIONS].response.build({"error_code": 0, "api_keys": [
+        {"api_key": 3, "min_version": 0, "max_version": 12}]}, 3)
+    assert resp_b == framing.frame(cid_b.to_bytes(4, "big") + body_b)  # no header tag byte
+    client.receive_data(resp_b)
+    got = client.next_response()
+    assert (got.correlation_id, got.api_key) == (cid_b, API_VERSIONS)
+    assert got.body.api_keys[0].max_version == 12
+    assert req_b.header.correlation_id == cid_b and client.in_flight == 1
+    client.receive_data(encode_response(METADATA, 12, cid_a, {"brokers": [], "topics": []}))
+    assert client.next_response().correlation_id == cid_a
+
+
+def test_api_versions_error_reply_is_decoded_in_the_v0_layout():
+    from protocol.connection import encode_response
+    client = ClientConnection("c")
+    cid, _ = client.send_request(API_VERSIONS, 4, {})
+    client.receive_data(encode_response(API_VERSIONS, 0, cid, {
+        "error_code": 35, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 3}]}))
+    got = client.next_response()
+    assert got.api_version == 0 and got.body.error_code == 35
+    assert got.body.api_keys[0].max_version == 3
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=300))
+def test_fuzz_frames_yield_requests_or_protocol_errors(raw):
+    server = ServerConnection(max_frame=1024)
+    server.receive_data(raw)
+    try:
+        while server.next_request() is not NEED_DATA:
+            pass
+    except ProtocolError:
+        pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([(0, 3), (0, 9), (1, 4), (1, 12), (3, 0), (3, 12), (18, 3), (19, 5),
+                        (32, 4), (37, 2), (2, 7), (22, 4), (23, 2)]), st.binary(max_size=120))
+def test_fuzz_bodies_behind_a_valid_header(case, tail):
+    api_key, version = case
+    try:
+        decode_request(_request(api_key, version, tail=tail)[4:])
+    except ProtocolError:
+        pass

@@ -1,0 +1,129 @@
+"""Our declarations against Apache Kafka's own JSON message definitions.
+
+For every version we implement, each field Kafka declares must be declared by us with the
+same type, presence, nullability, tag and default, and we must declare nothing Kafka does
+not. Skipped when ../shared/kafka-spec is absent (it is reference data, not part of the
+project).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from protocol.messages import APIS
+from protocol.schema import F, Message, Struct, Versions
+
+SPEC = Path(__file__).resolve().parents[3] / "shared" / "kafka-spec" / "clients"
+pytestmark = pytest.mark.skipif(not SPEC.is_dir(), reason="../shared/kafka-spec is absent")
+
+_NUMERIC = {"int8", "int16", "int32", "int64", "uint16", "uint32"}
+
+
+def _load(name: str) -> dict:
+    text = "\n".join(line for line in (SPEC / f"{name}.json").read_text().splitlines()
+                     if not line.strip().startswith("//"))
+    return json.loads(text)
+
+
+def snake(name: str) -> str:
+    s = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name)
+    return re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", s).lower()
+
+
+def _kafka_type(f: dict, common: dict) -> tuple[str, list | None]:
+    t = f["type"]
+    nested = f.get("fields")
+    if t.startswith("[]") and (nested is not None or t[2:] in common):
+        return "[]struct", nested if nested is not None else common[t[2:]]
+    if nested is not None or t in common:
+        return "struct", nested if nested is not None else common[t]
+    return t, None
+
+
+def _our_type(f: F) -> tuple[str, list | None]:
+    if isinstance(f.type, list):
+        return "[]struct", f.type
+    if isinstance(f.type, Struct):
+        return "struct", f.type.fields
+    return f.type, None
+
+
+def _compare(kfields: list, ours: list[F], versions: range, common: dict, path: str,
+             problems: list[str]) -> None:
+    by_name = {f.name: f for f in ours}
+    seen = set()
+    for kf in kfields:
+        kv = Versions.parse(kf["versions"])
+        live = [v for v in versions if v in kv]
+        if not live:
+            continue
+        name = snake(kf["name"])
+        where = f"{path}.{name}"
+        of = by_name.get(name)
+        if of is None:
+            problems.append(f"{where}: missing (Kafka has it in {kf['versions']})")
+            continue
+        seen.add(name)
+        ktype, knested = _kafka_type(kf, common)
+        otype, onested = _our_type(of)
+        if ktype != otype:
+            problems.append(f"{where}: type {otype}, Kafka {ktype}")
+        kn = Versions.parse(kf.get("nullableVersions"))
+        kt = Versions.parse(kf.get("taggedVersions"))
+        for v in versions:
+            if (v in kv) != (v in of.versions):
+                problems.append(f"{where}: present in v{v} is {v in of.versions}, Kafka {v in kv}")
+            if v in kv and (v in kn) != (v in of.nullable):
+                problems.append(f"{where}: nullable in v{v} is {v in of.nullable}, Kafka {v in kn}")
+            if v in kv and (v in kt) != (of.tag is not None and v in of.tagged):
+                problems.append(f"{where}: tagged in v{v} differs from Kafka")
+        if kf.get("tag") != of.tag:
+            problems.append(f"{where}: tag {of.tag}, Kafka {kf.get('tag')}")
+        kd = kf.get("default")
+        if ktype in _NUMERIC and kd is not None:
+            if of.default_for(live[0]) != int(str(kd), 0):
+                problems.append(f"{where}: default {of.default_for(live[0])}, Kafka {kd}")
+        if knested is not None and onested is not None:
+            _compare(knested, onested, range(live[0], live[-1] + 1), common, where, problems)
+    for name in by_name.keys() - seen:
+        problems.append(f"{path}.{name}: declared by us but not by Kafka in our versions")
+
+
+def _messages():
+    for api in APIS.values():
+        yield api.request
+        yield api.response
+
+
+@pytest.mark.parametrize("message", list(_messages()), ids=lambda m: m.name)
+def test_declaration_matches_kafka_spec(message: Message):
+    spec = _load(message.name)
+    common = {c["name"]: c["fields"] for c in spec.get("commonStructs", [])}
+    ours = message.versions
+    kafka_valid = Versions.parse(spec["validVersions"])
+    versions = range(ours.low, ours.high + 1)
+    assert all(v in kafka_valid for v in versions), "we claim versions Kafka does not have"
+    assert spec.get("apiKey") == message.api_key
+    flexible = Versions.parse(spec.get("flexibleVersions"))
+    assert [message.is_flexible(v) for v in versions] == [v in flexible for v in versions]
+    problems: list[str] = []
+    _compare(spec["fields"], message.fields, versions, common, message.name, problems)
+    assert problems == []
+
+
+def test_crosscheck_catches_a_wrong_declaration():
+    """The checker itself must fail on a declaration that differs from Kafka's."""
+    wrong = Message("ProduceRequest", api_key=0, valid="3-10", flexible="9+", fields=[
+        F("transactional_id", "string", "3+"),  # not nullable: wrong
+        F("acks", "int32"),  # wrong type
+    ])
+    spec = _load("ProduceRequest")
+    problems: list[str] = []
+    _compare(spec["fields"], wrong.fields, range(3, 11), {}, "ProduceRequest", problems)
+    assert any("transactional_id: nullable" in p for p in problems)
+    assert any("acks: type int32" in p for p in problems)
+    assert any("topic_data: missing" in p for p in problems)
