@@ -1,0 +1,606 @@
+"""RecordBatch v2 (magic 2): the 61-byte header, CRC-32C, produce-side validation,
+in-place offset/epoch rewrites, and encoding/decoding of the records inside.
+
+Layout and rules: PROTOCOL.md section 3 (Kafka DefaultRecordBatch.java, DefaultRecord.java).
+The broker's hot path uses only parse_batch_header, batch_crc_ok, validate_produced_batch,
+iter_batch_headers and the set_* rewrites; none of them looks at records or copies the
+batch. encode_batch / decode_batch serve the client, the coordinator, tests and Spark.
+
+Every length read from the wire is checked against the bytes actually present before it
+is used, and every failure surfaces as a RecordError subclass (record_errors.py).
+Sans-IO: no sockets, files or clocks; callers pass timestamps in.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Iterator, NamedTuple, Sequence
+
+from crc32c import crc32c
+
+from .codecs import Codec, compress, decompress
+from .record_errors import (CorruptRecordError, InvalidRecordError, RecordError,
+                            RecordTooLargeError, UnsupportedCodecError)
+
+__all__ = [
+    "BATCH_OVERHEAD", "MAGIC", "LOG_OVERHEAD", "DEFAULT_MAX_DECOMPRESSED",
+    "BatchHeader", "Record", "parse_batch_header", "batch_crc_ok",
+    "validate_produced_batch", "iter_batch_headers", "set_base_offset",
+    "set_partition_leader_epoch", "encode_batch", "decode_batch", "decode_batches",
+    "zigzag_encode", "zigzag_decode", "encode_varint", "encode_varlong",
+    "decode_varint", "decode_varlong", "varint_size",
+    "RecordError", "CorruptRecordError", "InvalidRecordError", "RecordTooLargeError",
+    "UnsupportedCodecError", "Codec",
+]
+
+# Header field offsets within a batch.
+BASE_OFFSET_POS = 0
+LENGTH_POS = 8
+LEADER_EPOCH_POS = 12
+MAGIC_POS = 16
+CRC_POS = 17
+ATTRIBUTES_POS = 21
+LAST_OFFSET_DELTA_POS = 23
+BASE_TIMESTAMP_POS = 27
+MAX_TIMESTAMP_POS = 35
+PRODUCER_ID_POS = 43
+PRODUCER_EPOCH_POS = 51
+BASE_SEQUENCE_POS = 53
+RECORDS_COUNT_POS = 57
+RECORDS_POS = 61
+
+BATCH_OVERHEAD = 61
+LOG_OVERHEAD = 12  # BaseOffset + BatchLength: the bytes BatchLength does not count
+MIN_BATCH_LENGTH = BATCH_OVERHEAD - LOG_OVERHEAD
+MAGIC = 2
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+
+# Bound on one batch's decompressed records. Kafka has none; ours stops bombs while
+# leaving room for highly compressible batches near message.max.bytes.
+DEFAULT_MAX_DECOMPRESSED = 64 * 1024 * 1024
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_INT32_MAX = 2**31 - 1
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+# Smallest record: one byte each for length, attributes, timestamp delta, offset delta,
+# key length, value length and header count.
+_MIN_RECORD_SIZE = 7
+
+assert _HEADER.size == BATCH_OVERHEAD
+
+
+class BatchHeader(NamedTuple):
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size(self) -> int:
+        """Total bytes of the batch, BaseOffset and BatchLength included."""
+        return LOG_OVERHEAD + self.batch_length
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return (self.attributes & TIMESTAMP_TYPE_MASK) >> 3
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+
+_new_header = tuple.__new__  # builds the NamedTuple from unpack_from's tuple directly
+
+
+@dataclass(slots=True)
+class Record:
+    """One record with absolute offset and timestamp. Header keys are str; a key that
+    is not valid UTF-8 on the wire decodes with surrogateescape, so re-encoding it gives
+    back the original bytes."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+# --- header view ------------------------------------------------------------------
+
+def parse_batch_header(buf, pos: int = 0) -> BatchHeader:
+    """Read the 61-byte header at `pos` of bytes/bytearray/memoryview without copying.
+
+    Checks only structure (enough bytes for a header, magic 2, BatchLength >= 49); the
+    batch body may be incomplete and the CRC is not checked (see batch_crc_ok).
+    """
+    if pos < 0 or len(buf) - pos < BATCH_OVERHEAD:
+        raise CorruptRecordError(
+            f"need {BATCH_OVERHEAD} bytes for a batch header at {pos}, have {len(buf) - pos}")
+    fields = _HEADER.unpack_from(buf, pos)
+    if fields[3] != MAGIC:
+        raise CorruptRecordError(f"unsupported batch magic {fields[3]} at {pos}")
+    if fields[1] < MIN_BATCH_LENGTH:
+        raise CorruptRecordError(f"batch length {fields[1]} at {pos} is below {MIN_BATCH_LENGTH}")
+    return _new_header(BatchHeader, fields)
+
+
+def batch_crc_ok(buf, pos: int, header: BatchHeader) -> bool:
+    """True if the CRC-32C over bytes [pos+21, pos+size) matches the header's CRC.
+
+    Raises CorruptRecordError if `buf` does not hold the whole batch.
+    """
+    end = pos + header.size
+    if len(buf) < end:
+        raise CorruptRecordError(f"batch at {pos} needs {header.size} bytes, buffer ends at {len(buf)}")
+    with memoryview(buf) as mv:
+        return crc32c(mv[pos + ATTRIBUTES_POS : end]) == header.crc
+
+
+def validate_produced_batch(buf, max_size: int) -> BatchHeader:
+    """What a broker checks on one partition's records from a Produce request (v3+).
+
+    In order: exactly one complete batch filling `buf` (empty or trailing bytes ->
+    InvalidRecordError, truncated or structurally bad -> CorruptRecordError); size <=
+    max_size (RecordTooLargeError); CRC (CorruptRecordError); codec id 0..4
+    (UnsupportedCodecError); LastOffsetDelta + 1 == RecordsCount > 0 and not a control
+    batch (InvalidRecordError). Records are not decoded.
+    """
+    n = len(buf)
+    if n == 0:
+        raise InvalidRecordError("produce data holds no record batch")
+    header = parse_batch_header(buf, 0)
+    size = header.size
+    if size > n:
+        raise CorruptRecordError(f"truncated batch: header says {size} bytes, {n} present")
+    if size < n:
+        raise InvalidRecordError(
+            f"produce data must be exactly one batch; {n - size} bytes follow the first")
+    if size > max_size:
+        raise RecordTooLargeError(f"batch of {size} bytes exceeds the limit of {max_size}")
+    if not batch_crc_ok(buf, 0, header):
+        raise CorruptRecordError("batch CRC mismatch")
+    if header.attributes & COMPRESSION_MASK > Codec.ZSTD:
+        raise UnsupportedCodecError(f"unsupported compression codec id {header.compression}")
+    count = header.records_count
+    if count <= 0 or header.last_offset_delta + 1 != count:
+        raise InvalidRecordError(
+            f"LastOffsetDelta {header.last_offset_delta} + 1 != RecordsCount {count} or no records")
+    if header.attributes & CONTROL_MASK:
+        raise InvalidRecordError("clients may not produce control batches")
+    return header
+
+
+def iter_batch_headers(buf, pos: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield (position, header) for each complete batch in buf[pos:end].
+
+    Stops silently at an incomplete tail (fetch responses may end mid-batch); raises
+    CorruptRecordError on a structurally bad header.
+    """
+    end = len(buf) if end is None else min(end, len(buf))
+    while end - pos >= BATCH_OVERHEAD:
+        header = parse_batch_header(buf, pos)
+        nxt = pos + header.size
+        if nxt > end:
+            return
+        yield pos, header
+        pos = nxt
+
+
+def set_base_offset(buf, pos: int, base_offset: int) -> None:
+    """Rewrite BaseOffset in place; it is outside the CRC, so the CRC stays valid."""
+    _I64.pack_into(buf, pos + BASE_OFFSET_POS, base_offset)
+
+
+def set_partition_leader_epoch(buf, pos: int, epoch: int) -> None:
+    """Rewrite PartitionLeaderEpoch in place; also outside the CRC."""
+    _I32.pack_into(buf, pos + LEADER_EPOCH_POS, epoch)
+
+
+# --- varints (zigzag, as Kafka's ByteUtils.writeVarint / writeVarlong) ---------------
+
+def zigzag_encode(n: int) -> int:
+    return (n << 1) ^ (n >> 63)
+
+
+def zigzag_decode(z: int) -> int:
+    return (z >> 1) ^ -(z & 1)
+
+
+_ONE_BYTE = [bytes((i,)) for i in range(128)]
+
+
+def _uvarint_bytes(z: int) -> bytes:
+    if z < 0x80:
+        return _ONE_BYTE[z]
+    if z < 0x4000:
+        return bytes(((z & 0x7F) | 0x80, z >> 7))
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+_VARINT_TABLE = [_uvarint_bytes(z) for z in range(2048)]
+
+
+def _zz(n: int) -> bytes:
+    """Zigzag varint bytes of an int64 without a range check (callers check)."""
+    return _uvarint_bytes((n << 1) ^ (n >> 63))
+
+
+def encode_varint(n: int) -> bytes:
+    """Zigzag varint of an int32 (1-5 bytes)."""
+    if not -(2**31) <= n <= _INT32_MAX:
+        raise ValueError(f"{n} is outside the int32 range")
+    return _zz(n)
+
+
+def encode_varlong(n: int) -> bytes:
+    """Zigzag varint of an int64 (1-10 bytes)."""
+    if not _INT64_MIN <= n <= _INT64_MAX:
+        raise ValueError(f"{n} is outside the int64 range")
+    return _zz(n)
+
+
+def varint_size(n: int) -> int:
+    """Encoded size of the zigzag varint of `n`."""
+    return max(1, (zigzag_encode(n).bit_length() + 6) // 7)
+
+
+def _decode_uvarint(buf, pos: int, max_shift: int, max_value: int) -> tuple[int, int]:
+    try:
+        b = buf[pos]
+        pos += 1
+        result = b & 0x7F
+        shift = 0
+        while b >= 0x80:
+            shift += 7
+            if shift > max_shift:
+                raise CorruptRecordError("varint is too long")
+            b = buf[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+    except IndexError:
+        raise CorruptRecordError("truncated varint") from None
+    if result > max_value:
+        raise CorruptRecordError("varint is out of range")
+    return result, pos
+
+
+def decode_varint(buf, pos: int = 0) -> tuple[int, int]:
+    """Read a zigzag int32 varint (at most 5 bytes); returns (value, next position)."""
+    try:
+        b = buf[pos]
+    except IndexError:
+        raise CorruptRecordError("truncated varint") from None
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    z, pos = _decode_uvarint(buf, pos, 28, 0xFFFFFFFF)
+    return (z >> 1) ^ -(z & 1), pos
+
+
+def decode_varlong(buf, pos: int = 0) -> tuple[int, int]:
+    """Read a zigzag int64 varint (at most 10 bytes); returns (value, next position)."""
+    try:
+        b = buf[pos]
+    except IndexError:
+        raise CorruptRecordError("truncated varint") from None
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    z, pos = _decode_uvarint(buf, pos, 63, 2**64 - 1)
+    return (z >> 1) ^ -(z & 1), pos
+
+
+# --- encoding ---------------------------------------------------------------------
+
+def encode_batch(
+    records: Sequence[Record | tuple],
+    *,
+    base_offset: int = 0,
+    base_timestamp: int | None = None,
+    compression: int = Codec.NONE,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    timestamp_type: int = CREATE_TIME,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    compression_level: int | None = None,
+) -> bytes:
+    """Build one RecordBatch v2 and return its bytes, CRC-32C included.
+
+    `records` are Record objects or tuples in Record's field order
+    (offset, timestamp, key, value, headers). Offsets are absolute: each record's
+    OffsetDelta is offset - base_offset, which must be >= 0, strictly increasing and fit
+    an int32; LastOffsetDelta is the last record's delta. BaseTimestamp defaults to the
+    first record's timestamp (as the Java producer does) and MaxTimestamp is the largest
+    record timestamp. Header keys are str (UTF-8) or bytes.
+
+        >>> batch = encode_batch([Record(0, 1_700_000_000_000, b"k", b"v", [("h", b"1")]),
+        ...                       (1, 1_700_000_000_005, None, b"v2", [])],
+        ...                      compression=Codec.ZSTD)
+        >>> header, recs = decode_batch(batch)
+        >>> header.records_count, header.last_offset_delta, recs[1].timestamp
+        (2, 1, 1700000000005)
+
+    Raises ValueError (or TypeError for wrong value types) on bad input and
+    UnsupportedCodecError for an unknown codec.
+    """
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+        raise ValueError(f"timestamp_type must be 0 or 1, not {timestamp_type}")
+    if not 0 <= compression <= Codec.ZSTD:
+        raise UnsupportedCodecError(f"unsupported compression codec id {compression}")
+
+    # The header is packed into the first 61 bytes once the records are known; for an
+    # uncompressed batch this avoids copying the body.
+    body = bytearray(BATCH_OVERHEAD) if compression == Codec.NONE else bytearray()
+    prev_delta = -1
+    max_ts = None
+    table = _VARINT_TABLE
+    uv = _uvarint_bytes
+    for r in records:
+        if type(r) is tuple:
+            offset, ts, key, value, headers = r
+        else:
+            offset, ts, key, value, headers = r.offset, r.timestamp, r.key, r.value, r.headers
+        if base_timestamp is None:
+            base_timestamp = ts
+        if max_ts is None or ts > max_ts:
+            max_ts = ts
+        delta = offset - base_offset
+        if delta <= prev_delta or delta > _INT32_MAX:
+            raise ValueError(
+                f"record offset {offset} must exceed the previous one and be within "
+                f"int32 of base_offset {base_offset}")
+        prev_delta = delta
+        ts_delta = ts - base_timestamp
+        if not _INT64_MIN <= ts_delta <= _INT64_MAX:
+            raise ValueError(f"timestamp {ts} is too far from base timestamp {base_timestamp}")
+
+        # Varints inline: a table lookup for zigzag values below 2048 (every length
+        # under 1 KiB), _uvarint_bytes otherwise. Lengths are >= 0, so zigzag is n << 1.
+        z = (ts_delta << 1) ^ (ts_delta >> 63)
+        rec = bytearray(b"\x00")  # record attributes: unused, always 0
+        rec += table[z] if z < 2048 else uv(z)
+        z = delta << 1
+        rec += table[z] if z < 2048 else uv(z)
+        if key is None:
+            rec += b"\x01"  # -1
+        else:
+            z = len(key) << 1
+            rec += table[z] if z < 2048 else uv(z)
+            rec += key
+        if value is None:
+            rec += b"\x01"
+        else:
+            z = len(value) << 1
+            rec += table[z] if z < 2048 else uv(z)
+            rec += value
+        if headers:
+            z = len(headers) << 1
+            rec += table[z] if z < 2048 else uv(z)
+            for hkey, hvalue in headers:
+                if type(hkey) is str:
+                    hkey = hkey.encode("utf-8", "surrogateescape")
+                z = len(hkey) << 1
+                rec += table[z] if z < 2048 else uv(z)
+                rec += hkey
+                if hvalue is None:
+                    rec += b"\x01"
+                else:
+                    z = len(hvalue) << 1
+                    rec += table[z] if z < 2048 else uv(z)
+                    rec += hvalue
+        else:
+            rec += b"\x00"
+        z = len(rec) << 1
+        body += table[z] if z < 2048 else uv(z)
+        body += rec
+
+    if compression == Codec.NONE:
+        out = body
+    else:
+        out = bytearray(BATCH_OVERHEAD)
+        out += compress(compression, body, level=compression_level)
+    attributes = (compression | timestamp_type << 3 | bool(is_transactional) << 4
+                  | bool(is_control) << 5)
+    try:
+        _HEADER.pack_into(
+            out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch, MAGIC, 0,
+            attributes, prev_delta, base_timestamp, max_ts, producer_id, producer_epoch,
+            base_sequence, len(records))
+    except struct.error as e:
+        raise ValueError(f"batch header field out of range: {e}") from None
+    with memoryview(out) as mv:
+        _U32.pack_into(out, CRC_POS, crc32c(mv[ATTRIBUTES_POS:]))
+    return bytes(out)
+
+
+# --- decoding ---------------------------------------------------------------------
+
+def decode_batch(buf, pos: int = 0, *,
+                 max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> tuple[BatchHeader, list[Record]]:
+    """Decode the batch at `pos`: check its CRC, decompress (at most `max_decompressed`
+    bytes) and return its header and records with absolute offsets and timestamps.
+
+    For LogAppendTime batches every record's timestamp is the batch's MaxTimestamp, as
+    Java's DefaultRecordBatch reports it. Raises CorruptRecordError for any structural
+    problem and UnsupportedCodecError for codec ids 5-7.
+    """
+    return _decode_at(buf, pos, parse_batch_header(buf, pos), max_decompressed)
+
+
+def decode_batches(buf, *, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED
+                   ) -> list[tuple[BatchHeader, list[Record]]]:
+    """decode_batch over every complete batch in `buf`; an incomplete tail is skipped."""
+    return [_decode_at(buf, pos, header, max_decompressed)
+            for pos, header in iter_batch_headers(buf)]
+
+
+def _decode_at(buf, pos: int, header: BatchHeader, max_decompressed: int):
+    end = pos + header.size
+    if not batch_crc_ok(buf, pos, header):  # also rejects a truncated batch
+        raise CorruptRecordError(f"batch CRC mismatch at {pos}")
+    count = header.records_count
+    codec = header.attributes & COMPRESSION_MASK
+    if codec != Codec.NONE:
+        if codec > Codec.ZSTD:
+            raise UnsupportedCodecError(f"unsupported compression codec id {codec}")
+        with memoryview(buf) as mv:
+            data = decompress(codec, mv[pos + RECORDS_POS : end], max_decompressed)
+        start, stop = 0, len(data)
+    elif type(buf) is bytes:
+        data, start, stop = buf, pos + RECORDS_POS, end
+    else:
+        # Copy once so that keys and values slice out as bytes.
+        with memoryview(buf) as mv:
+            data = mv[pos + RECORDS_POS : end].tobytes()
+        start, stop = 0, len(data)
+    if count < 0 or count * _MIN_RECORD_SIZE > stop - start:
+        raise CorruptRecordError(f"records count {count} does not fit {stop - start} bytes")
+    if header.attributes & TIMESTAMP_TYPE_MASK:
+        fixed_ts = header.max_timestamp
+    else:
+        fixed_ts = None
+    records = _decode_records(data, start, stop, count, header.base_offset,
+                              header.base_timestamp, fixed_ts)
+    return header, records
+
+
+def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: int,
+                    base_ts: int, fixed_ts: int | None) -> list[Record]:
+    # Hot loop for consumers and Spark: single-byte varints (the common case) are
+    # decoded inline, longer ones through decode_varint. IndexError means a varint or
+    # field ran off the end of `data`.
+    dv = decode_varint
+    dvl = decode_varlong
+    records: list[Record] = []
+    append = records.append
+    try:
+        for _ in range(count):
+            length, pos = dv(data, pos)
+            if length < 0 or length > end - pos:
+                raise CorruptRecordError(f"record length {length} exceeds the {end - pos} bytes left")
+            rec_end = pos + length
+            b = data[pos + 1]  # after the unused record attributes byte
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                pos += 2
+            else:
+                ts_delta, pos = dvl(data, pos + 1)
+            b = data[pos]
+            if b < 0x80:
+                off_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                off_delta, pos = dv(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                n = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                n, pos = dv(data, pos)
+            if n < 0:  # any negative length means null, as in Java
+                key = None
+            elif n > rec_end - pos:
+                raise CorruptRecordError(f"key length {n} overruns its record")
+            else:
+                key = data[pos : pos + n]
+                pos += n
+            b = data[pos]
+            if b < 0x80:
+                n = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                n, pos = dv(data, pos)
+            if n < 0:
+                value = None
+            elif n > rec_end - pos:
+                raise CorruptRecordError(f"value length {n} overruns its record")
+            else:
+                value = data[pos : pos + n]
+                pos += n
+            b = data[pos]
+            if b == 0:
+                headers = []
+                pos += 1
+            else:
+                headers, pos = _decode_headers(data, pos, rec_end)
+            if pos != rec_end:
+                raise CorruptRecordError(f"record declared {length} bytes but used {length + pos - rec_end}")
+            append(Record(base_offset + off_delta,
+                          base_ts + ts_delta if fixed_ts is None else fixed_ts,
+                          key, value, headers))
+    except IndexError:
+        raise CorruptRecordError("truncated record") from None
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} bytes follow the last of {count} records")
+    return records
+
+
+def _decode_headers(data: bytes, pos: int, rec_end: int) -> tuple[list, int]:
+    dv = decode_varint
+    count, pos = dv(data, pos)
+    # Each header takes at least 2 bytes, so this also bounds the loop.
+    if count < 0 or 2 * count > rec_end - pos:
+        raise CorruptRecordError(f"bad header count {count}")
+    headers = []
+    for _ in range(count):
+        n, pos = dv(data, pos)
+        if n < 0 or n > rec_end - pos:
+            raise CorruptRecordError(f"bad header key length {n}")
+        key = str(data[pos : pos + n], "utf-8", "surrogateescape")
+        pos += n
+        n, pos = dv(data, pos)
+        if n < 0:
+            value = None
+        elif n > rec_end - pos:
+            raise CorruptRecordError(f"header value length {n} overruns its record")
+        else:
+            value = data[pos : pos + n]
+            pos += n
+        headers.append((key, value))
+    return headers, pos
