@@ -1,0 +1,157 @@
+"""Loading one partition log from disk at start-up, with crash recovery (Kafka's LogLoader).
+
+Owns: the start-up pass over a ``<topic>-<partition>`` directory -- clearing leftovers of
+interrupted deletes/cleanings and orphan indexes, opening the segments, deciding which to
+trust and which to recover, and describing what recovery did (`RecoveryReport`).
+
+Rules (RELIABILITY.md §E, LogLoader.java):
+
+* clean shutdown: segments are trusted; only a missing or insane index, or an active
+  segment whose tail does not parse, makes a segment be recovered;
+* unclean shutdown: every segment holding offsets >= the recovery point (the segment
+  containing it and all later ones) is recovered: each batch's size and CRC-32C checked,
+  both indexes rebuilt, the .log cut at the first invalid byte. When a segment had to be
+  cut, every later segment is deleted -- nothing after corruption can be trusted;
+* if the checkpointed log start offset lies beyond what survived, the log restarts empty
+  there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import time
+
+from .config import LogConfig
+from .errors import CorruptSegmentError
+from .index import CorruptIndexError
+from .segment import DELETED_SUFFIX, LogSegment
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+CLEANED_SUFFIX = ".cleaned"
+
+
+def fsync_dir(path: str) -> None:
+    """Make file creations/renames/unlinks in ``path`` durable (Kafka's Utils.flushDir)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclasses.dataclass(frozen=True)
+class RecoveryReport:
+    """What loading one partition recovered (only made when something was)."""
+
+    topic: str
+    partition: int
+    truncated_bytes: int      # bytes cut from .log files (torn/corrupt tails)
+    segments_recovered: int   # segments re-scanned with indexes rebuilt
+    segments_deleted: int     # segments dropped because they followed a corrupt one
+    log_end_offset: int
+    duration_ms: float
+
+
+@dataclasses.dataclass
+class LoadedLog:
+    segments: list[LogSegment]
+    log_end_offset: int
+    log_start_offset: int
+    report: RecoveryReport | None
+
+
+def new_segment(directory: str, base_offset: int, config: LogConfig,
+                created_ms: int | None) -> LogSegment:
+    return LogSegment(directory, base_offset,
+                      index_interval_bytes=config.index_interval_bytes,
+                      max_index_size=config.segment_index_bytes, created_ms=created_ms)
+
+
+def scan_directory(directory: str) -> list[int]:
+    """Base offsets of the segments on disk, after removing leftovers of interrupted
+    deletes (``*.deleted``), cleaner output (``*.cleaned``) and orphan index files.
+
+    ``*.swap`` files (a compaction that was swapping in results) are left alone for the
+    cleaner to complete; nothing else writes them.
+    """
+    logs: set[int] = set()
+    indexes: list[tuple[int, str]] = []
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX):
+            os.unlink(path)
+            continue
+        m = _SEGMENT_FILE.match(name)
+        if not m:
+            continue  # partition.metadata, leader-epoch-checkpoint, *.swap, ...
+        if m.group(2) == "log":
+            logs.add(int(m.group(1)))
+        else:
+            indexes.append((int(m.group(1)), path))
+    for base, path in indexes:
+        if base not in logs:
+            os.unlink(path)
+    return sorted(logs)
+
+
+def load_segments(directory: str, topic: str, partition: int, config: LogConfig, *,
+                  recovery_point: int, log_start_offset: int, clean_shutdown: bool,
+                  now_ms: int | None) -> LoadedLog:
+    """Open (creating if absent) and, where needed, recover the segments of one log.
+
+    ``now_ms`` becomes the creation time of loaded segments (Kafka uses the time of
+    opening) for time-based rolling when batches carry no timestamps.
+    """
+    started = time.monotonic()  # only to report how long recovery took
+    os.makedirs(directory, exist_ok=True)
+    bases = scan_directory(directory)
+    segments = [new_segment(directory, base, config, now_ms) for base in bases]
+    recovered = deleted = truncated = 0
+    i = 0
+    while i < len(segments):
+        seg = segments[i]
+        next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        if not clean_shutdown and (next_base is None or next_base > recovery_point):
+            cut = seg.recover()
+            recovered += 1
+            truncated += cut
+            if cut:
+                for dead in segments[i + 1:]:
+                    dead.delete()
+                deleted += len(segments) - i - 1
+                del segments[i + 1:]
+        else:
+            try:
+                seg.load()
+            except CorruptIndexError:
+                truncated += seg.recover()
+                recovered += 1
+        i += 1
+    if not segments:
+        segments.append(new_segment(directory, log_start_offset, config, now_ms))
+    try:
+        leo = segments[-1].read_next_offset()
+    except CorruptSegmentError:
+        # A clean shutdown should never leave a torn tail; if it did, trust nothing there.
+        truncated += segments[-1].recover()
+        recovered += 1
+        leo = segments[-1].read_next_offset()
+    log_start_offset = max(log_start_offset, segments[0].base_offset)
+    if leo < log_start_offset:
+        # The checkpointed log start lies beyond what survived: everything below it is
+        # gone by definition, so the log restarts, empty, there.
+        for seg in segments:
+            seg.delete()
+        deleted += len(segments)
+        segments = [new_segment(directory, log_start_offset, config, now_ms)]
+        leo = log_start_offset
+    report = None
+    if recovered or deleted:
+        for seg in segments:
+            seg.flush()
+        fsync_dir(directory)
+        report = RecoveryReport(topic, partition, truncated, recovered, deleted, leo,
+                                (time.monotonic() - started) * 1000.0)
+    return LoadedLog(segments, leo, log_start_offset, report)

@@ -1,0 +1,537 @@
+"""The log of one topic-partition: an ordered list of segments in ``<topic>-<partition>/``.
+
+Owns (Kafka's UnifiedLog/LocalLog for one partition): offset assignment on append
+(BaseOffset and PartitionLeaderEpoch rewritten in place; the CRC stays valid), segment
+rolling, reads of whole batches, ListOffsets lookups, truncation (followers), log start
+offset movement (DeleteRecords) and retention. Loading and crash recovery are loader.py's.
+
+It knows the log end offset (LEO), the log start offset and the recovery point (the offset
+up to which everything is fsynced). The high watermark (HW) is *not* the log's: callers own
+it and pass it in where Kafka's log uses it (the upper bound of a consumer read, the limit
+for retention). Time is injected as ``now_ms``; nothing here reads a clock.
+
+Durability: appends go to the page cache; a segment is fsynced when it is rolled, on
+`flush()` (also after flush.messages messages) and on `close()`.
+
+Events go to ``on_event(kind, **fields)``, with exactly the fields broker/events.py
+declares: ``segment_roll`` (topic, partition, base_offset of the new segment) and
+``segment_delete`` (topic, partition, base_offset, reason: retention_ms, retention_bytes,
+log_start_offset or truncate). Recovery is reported by return value (`RecoveryReport`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+import crc32c
+
+from protocol.records import (
+    ATTRIBUTES_POS,
+    CONTROL_MASK,
+    CRC_POS,
+    MAX_TIMESTAMP_POS,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    Codec,
+    UnsupportedCodecError,
+    batch_crc_ok,
+    parse_batch_header,
+    set_base_offset,
+    set_partition_leader_epoch,
+)
+
+from .config import LogConfig
+from .errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    OffsetOutOfRange,  # noqa: F401  (handlers catch it from here)
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
+from .loader import RecoveryReport, fsync_dir, load_segments, new_segment
+from .segment import (
+    HEADER_SIZE,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    OffsetAndTimestamp,
+)
+
+EventSink = Callable[..., None]
+
+# ListOffsets special timestamps (Kafka's ListOffsetsRequest).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+
+
+
+def _no_event(kind: str, **fields: Any) -> None:
+    pass
+
+
+class AppendInfo(NamedTuple):
+    """Offsets a Produce response reports; log_append_time is -1 under CreateTime."""
+
+    base_offset: int
+    last_offset: int
+    log_append_time: int
+
+
+class PartitionLog:
+    """The segments of one partition. Construct with `PartitionLog.open`."""
+
+    def __init__(self, directory: str, topic: str, partition: int, config: LogConfig,
+                 on_event: EventSink | None = None) -> None:
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self._on_event = on_event or _no_event
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []  # segments' base offsets, for bisect
+        self._leo = 0
+        self._log_start_offset = 0
+        self.recovery_point = 0
+        self._unflushed_messages = 0
+        # Renamed-to-.deleted files waiting for file.delete.delay.ms: [due_ms or None, paths].
+        self._pending_deletes: list[list[Any]] = []
+        self.recovery_report: RecoveryReport | None = None
+
+    # ------------------------------------------------------------------ loading
+
+    @classmethod
+    def open(cls, directory: str, topic: str, partition: int, config: LogConfig, *,
+             recovery_point: int = 0, log_start_offset: int = 0, clean_shutdown: bool = True,
+             now_ms: int | None = None, on_event: EventSink | None = None) -> "PartitionLog":
+        """Load (creating if absent) the log in ``directory``; after an unclean shutdown,
+        recover the segments at/after ``recovery_point`` (see loader.py for the rules).
+        `recovery_report` tells what recovery did (None if nothing was recovered)."""
+        log = cls(directory, topic, partition, config, on_event)
+        loaded = load_segments(directory, topic, partition, config,
+                               recovery_point=recovery_point, log_start_offset=log_start_offset,
+                               clean_shutdown=clean_shutdown, now_ms=now_ms)
+        log.segments = loaded.segments
+        log._bases = [s.base_offset for s in loaded.segments]
+        log._leo = loaded.log_end_offset
+        log._log_start_offset = loaded.log_start_offset
+        # Everything up to the LEO is on disk: a clean close fsynced it, recovery just did.
+        log.recovery_point = loaded.log_end_offset
+        log.recovery_report = loaded.report
+        return log
+
+    def _new_segment(self, base_offset: int, created_ms: int | None) -> LogSegment:
+        return new_segment(self.directory, base_offset, self.config, created_ms)
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def size(self) -> int:
+        """Bytes of all segments' .log files (what retention.bytes bounds)."""
+        return sum(s.size for s in self.segments)
+
+    def _emit(self, kind: str, **fields: Any) -> None:
+        self._on_event(kind, topic=self.topic, partition=self.partition, **fields)
+
+    # ------------------------------------------------------------------ appending
+
+    def append(self, batch: bytes | bytearray, *, leader_epoch: int = 0, now_ms: int,
+               origin: str = "client", validated: BatchHeader | None = None) -> AppendInfo:
+        """Append one batch as leader: validate, assign offsets from the LEO, stamp the
+        leader epoch, roll if needed, write.
+
+        A ``bytearray`` is rewritten in place (no copy); ``bytes`` are copied once. Raises
+        CorruptRecordError (bad magic/length/CRC), InvalidRecordError (not exactly one
+        batch, RecordsCount != LastOffsetDelta + 1, a control batch from a client),
+        UnsupportedCodecError, RecordTooLargeError (> max.message.bytes) or
+        RecordBatchTooLargeError (> segment.bytes); nothing is written then.
+        ``origin="coordinator"`` (Kafka's AppendOrigin.COORDINATOR) may write control
+        batches (transaction markers); clients may not.
+
+        ``validated``: the header `protocol.records.validate_produced_batch` returned for
+        these very bytes. The caller has checked structure, CRC and max.message.bytes, so
+        only the segment-size check remains (saves a second CRC pass over the batch).
+        """
+        buf = batch if isinstance(batch, bytearray) else bytearray(batch)
+        if validated is None:
+            header = self._validate_batch(buf, allow_control=origin != "client")
+        elif validated.size > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"batch of {validated.size} bytes exceeds segment.bytes {self.config.segment_bytes}")
+        set_base_offset(buf, 0, self._leo)
+        set_partition_leader_epoch(buf, 0, leader_epoch)
+        log_append_time = -1
+        if self.config.log_append_time:
+            # Kafka's setMaxTimestamp(LOG_APPEND_TIME, now): the timestamp-type bit and
+            # MaxTimestamp are inside the CRC (which covers Attributes onwards), so this is
+            # the one case that re-computes it.
+            attributes = struct.unpack_from(">h", buf, ATTRIBUTES_POS)[0] | TIMESTAMP_TYPE_MASK
+            struct.pack_into(">h", buf, ATTRIBUTES_POS, attributes)
+            struct.pack_into(">q", buf, MAX_TIMESTAMP_POS, now_ms)
+            struct.pack_into(">I", buf, CRC_POS, crc32c.crc32c(memoryview(buf)[ATTRIBUTES_POS:]))
+            log_append_time = now_ms
+        header = parse_batch_header(buf, 0)
+        self._maybe_roll(header.size, header.max_timestamp, header.base_offset,
+                         header.last_offset, now_ms)
+        self.active.append(buf, header)
+        self._leo = header.last_offset + 1
+        self._count_unflushed(header.records_count)
+        return AppendInfo(header.base_offset, header.last_offset, log_append_time)
+
+    def _validate_batch(self, buf: bytearray, *, allow_control: bool) -> BatchHeader:
+        # Kafka's LogValidator checks for one batch, in the order Kafka applies them.
+        if len(buf) < HEADER_SIZE:
+            raise CorruptRecordError(f"batch of {len(buf)} bytes is shorter than its header")
+        header = parse_batch_header(buf, 0)  # raises CorruptRecordError on magic/length
+        if header.size > len(buf):
+            raise CorruptRecordError(f"batch length {header.batch_length} disagrees with {len(buf)} bytes")
+        if header.size < len(buf):
+            raise InvalidRecordError("a produce request must carry exactly one batch per partition")
+        if header.size > self.config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"batch of {header.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}")
+        if header.size > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"batch of {header.size} bytes exceeds segment.bytes {self.config.segment_bytes}")
+        if not batch_crc_ok(buf, 0, header):
+            raise CorruptRecordError("batch CRC-32C mismatch")
+        if header.records_count <= 0 or header.last_offset_delta + 1 != header.records_count:
+            raise InvalidRecordError(
+                f"RecordsCount {header.records_count} != LastOffsetDelta + 1 ({header.last_offset_delta + 1})")
+        if header.compression > Codec.ZSTD:
+            raise UnsupportedCodecError(f"unsupported compression codec id {header.compression}")
+        if header.attributes & CONTROL_MASK and not allow_control:
+            raise InvalidRecordError("clients may not produce control batches")
+        return header
+
+    def append_as_follower(self, data: bytes | bytearray, *, now_ms: int) -> tuple[int, int] | None:
+        """Append batches fetched from the leader, keeping their offsets and leader epochs.
+
+        Whole batches only: a trailing partial batch (fetch responses may end in one) is
+        ignored. Every batch must pass its CRC and start at or after the LEO, in order.
+        Returns (first offset, last offset) appended, or None if ``data`` held no batch.
+        """
+        view = memoryview(data)
+        headers: list[tuple[int, BatchHeader]] = []
+        pos = 0
+        expected = self._leo
+        while pos + HEADER_SIZE <= len(view):
+            header = parse_batch_header(view, pos)
+            if header.magic != 2 or header.size < HEADER_SIZE:
+                raise CorruptRecordError(f"bad batch header at {pos}")
+            if pos + header.size > len(view):
+                break
+            if not batch_crc_ok(view, pos, header):
+                raise CorruptRecordError(f"batch CRC-32C mismatch at {pos}")
+            if header.base_offset < expected:
+                raise InvalidRecordError(
+                    f"follower append at offset {header.base_offset} below expected {expected}")
+            headers.append((pos, header))
+            expected = header.last_offset + 1
+            pos += header.size
+        if not headers:
+            return None
+        first, last = headers[0][1], headers[-1][1]
+        self._maybe_roll(pos, max(h.max_timestamp for _, h in headers), first.base_offset,
+                         last.last_offset, now_ms)
+        self.active.append_chunk(view[:pos], headers)
+        self._leo = last.last_offset + 1
+        self._count_unflushed(sum(h.records_count for _, h in headers))
+        return first.base_offset, last.last_offset
+
+    def _count_unflushed(self, messages: int) -> None:
+        self._unflushed_messages += messages
+        if self._unflushed_messages >= self.config.flush_interval_messages:
+            self.flush()
+
+    # ------------------------------------------------------------------ rolling
+
+    def _maybe_roll(self, size: int, max_timestamp: int, first_offset: int, last_offset: int,
+                    now_ms: int) -> None:
+        reason = self.active.should_roll(
+            batch_size=size, max_timestamp=max_timestamp, last_offset=last_offset,
+            now_ms=now_ms, segment_bytes=self.config.segment_bytes,
+            segment_ms=self.config.segment_ms)
+        if reason is not None:  # size, time, index_full or offset_overflow
+            self.roll(now_ms, base_offset=max(self._leo, first_offset))
+
+    def roll(self, now_ms: int, *, base_offset: int | None = None) -> LogSegment:
+        """Close the active segment for appends (fsyncing it) and start a new one at the
+        LEO (or ``base_offset``, for a follower whose next batch starts past a gap)."""
+        new_base = self._leo if base_offset is None else max(base_offset, self._leo)
+        old = self.active
+        if old.size == 0:
+            if old.base_offset == new_base:
+                return old  # already an empty segment at the right offset
+            # An empty segment holds nothing: replace it rather than keep an empty file.
+            old.delete()
+            self.segments.pop()
+        else:
+            old.on_become_inactive()
+        # Stale files at the new name (left by an earlier truncation) must not be reused.
+        stale = os.path.join(self.directory, f"{new_base:020d}")
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            if os.path.exists(stale + suffix):
+                os.unlink(stale + suffix)
+        seg = self._new_segment(new_base, created_ms=now_ms)
+        self.segments.append(seg)
+        self._bases = [s.base_offset for s in self.segments]
+        fsync_dir(self.directory)
+        # Every older segment was fsynced when it stopped being active.
+        self.recovery_point = max(self.recovery_point, new_base)
+        if old.size:
+            self._emit("segment_roll", base_offset=new_base)
+        return seg
+
+    # ------------------------------------------------------------------ reading
+
+    def _segment_index(self, offset: int) -> int:
+        """Index of the segment whose range holds ``offset`` (floor by base offset)."""
+        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+
+    def read(self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_message: bool = True, min_one: bool | None = None) -> bytes:
+        """Bytes of whole batches from the batch containing ``fetch_offset``: one pread.
+
+        At most ``max_bytes``, except that the first batch comes whole even if larger
+        (``min_one_message``, as for the first partition of a Fetch). ``max_offset`` is an
+        exclusive bound -- the caller's HW for consumers -- : a batch is served only if its
+        last offset is below it. Returns b'' at the LEO (or at ``max_offset``). Raises
+        OffsetOutOfRangeError if ``fetch_offset`` < log start offset or > LEO.
+        ``min_one`` is an alias of ``min_one_message`` (the fetch handler's spelling).
+        """
+        if min_one is not None:
+            min_one_message = min_one
+        leo = self._leo
+        if fetch_offset < self._log_start_offset or fetch_offset > leo:
+            raise OffsetOutOfRangeError(fetch_offset, self._log_start_offset, leo)
+        upper = leo if max_offset is None else min(max_offset, leo)
+        if fetch_offset >= upper:
+            return b""
+        upper_segment = self._segment_index(upper) if upper < leo else None
+        i = self._segment_index(fetch_offset)
+        while i < len(self.segments):
+            seg = self.segments[i]
+            max_position = None
+            if upper_segment is not None:
+                if i > upper_segment:
+                    return b""
+                if i == upper_segment:
+                    found = seg.translate_offset(upper)
+                    max_position = found[0] if found is not None else None
+            found_range = seg.read(fetch_offset, max_bytes, max_position, min_one_message)
+            if found_range is None:
+                if i == upper_segment:
+                    return b""
+                i += 1  # nothing at/after fetch_offset here (a gap): try the next segment
+                continue
+            position, size = found_range
+            return seg.pread(position, size) if size else b""
+        return b""
+
+    # ------------------------------------------------------------------ ListOffsets
+
+    def earliest(self) -> OffsetAndTimestamp:
+        return OffsetAndTimestamp(self._log_start_offset, -1)
+
+    def latest(self) -> OffsetAndTimestamp:
+        return OffsetAndTimestamp(self._leo, -1)
+
+    def max_timestamp_offset(self) -> OffsetAndTimestamp | None:
+        """ListOffsets -3 (KIP-734): the largest timestamp and the last offset of the batch
+        carrying it (batch granularity, as Kafka before 3.8); None if no timestamps."""
+        best = max(self.segments, key=lambda s: s.max_timestamp)
+        if best.max_timestamp < 0:
+            return None
+        return OffsetAndTimestamp(best.offset_of_max_timestamp, best.max_timestamp)
+
+    def active_segment_headers(self) -> Iterator[BatchHeader]:
+        """Headers of the active segment's batches, oldest first (for rebuilding producer
+        state after a restart; records are not read)."""
+        for _pos, header in self.active.headers():
+            yield header
+
+    def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
+        """ListOffsets by time (Kafka's fetchOffsetByTimestamp).
+
+        -2 earliest, -1 latest (the LEO: the caller caps it at HW for consumers), -3 the
+        batch holding the largest timestamp; otherwise the first batch at or after the log
+        start offset whose max timestamp is >= ``timestamp`` (see
+        `LogSegment.find_offset_by_timestamp` for the batch-granularity rule). None when
+        no batch qualifies.
+        """
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self.earliest()
+        if timestamp == LATEST_TIMESTAMP:
+            return self.latest()
+        if timestamp == MAX_TIMESTAMP:
+            return self.max_timestamp_offset()
+        for seg in self.segments:
+            if seg.max_timestamp >= timestamp:
+                found = seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    # ------------------------------------------------------------------ truncation
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch at or after ``offset`` (a follower diverged from its leader).
+
+        A batch straddling ``offset`` goes whole, so the new LEO may be below ``offset``.
+        Returns True if anything was removed.
+        """
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        if offset >= self._leo:
+            return False
+        if offset < self.segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        while len(self.segments) > 1 and self.active.base_offset > offset:
+            self._schedule_delete(self.segments.pop(), "truncate")
+        self._bases = [s.base_offset for s in self.segments]
+        self.active.truncate_to(offset)
+        self.active.flush()
+        self._leo = self.active.read_next_offset()
+        self._log_start_offset = min(self._log_start_offset, self._leo)
+        self.recovery_point = min(self.recovery_point, self._leo)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and restart the log, empty, at ``offset`` (LEO = log start)."""
+        for seg in self.segments:
+            self._schedule_delete(seg, "truncate")
+        self.segments = [self._new_segment(offset, created_ms=None)]
+        self._bases = [offset]
+        fsync_dir(self.directory)
+        self._leo = self._log_start_offset = self.recovery_point = offset
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: advance the log start offset to ``offset`` (never backwards).
+
+        The caller checks ``offset`` <= HW. Segments wholly below the new start go at the
+        next `apply_retention`. Returns the log start offset.
+        """
+        if offset > self._leo or offset < 0:
+            raise OffsetOutOfRangeError(offset, self._log_start_offset, self._leo)
+        self._log_start_offset = max(self._log_start_offset, offset)
+        return self._log_start_offset
+
+    # ------------------------------------------------------------------ retention
+
+    def apply_retention(self, now_ms: int, *, high_watermark: int | None = None) -> list[int]:
+        """Delete the oldest segments Kafka's deleteOldSegments would; return their bases.
+
+        In order: segments wholly below the log start offset; then, when cleanup.policy
+        includes "delete", segments whose largest timestamp is more than retention.ms old
+        and the oldest segments while the log exceeds retention.bytes. A segment is only
+        eligible if the next one starts at or below the HW (default: the LEO), so nothing
+        a consumer has not been allowed to see is deleted; the empty active segment never
+        goes, and if every segment goes the log first rolls so one remains. The log start
+        offset moves to the new first segment. Also unlinks .deleted files that have
+        waited file.delete.delay.ms.
+        """
+        self._purge_deleted(now_ms)
+        hw = self._leo if high_watermark is None else min(high_watermark, self._leo)
+        deleted = self._delete_old(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset,
+            "log_start_offset", hw, now_ms)
+        if self.config.deletes and self.config.retention_ms >= 0:
+            deleted += self._delete_old(
+                lambda seg, nxt: now_ms - seg.largest_timestamp > self.config.retention_ms,
+                "retention_ms", hw, now_ms)
+        if self.config.deletes and self.config.retention_bytes >= 0:
+            excess = self.size - self.config.retention_bytes
+
+            def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
+                nonlocal excess
+                if excess - seg.size >= 0:
+                    excess -= seg.size
+                    return True
+                return False
+
+            if excess > 0:
+                deleted += self._delete_old(over_size, "retention_bytes", hw, now_ms)
+        self._purge_deleted(now_ms)
+        return deleted
+
+    def _delete_old(self, predicate: Callable[[LogSegment, LogSegment | None], bool],
+                    reason: str, hw: int, now_ms: int) -> list[int]:
+        doomed: list[LogSegment] = []
+        for i, seg in enumerate(self.segments):
+            nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
+            upper = nxt.base_offset if nxt is not None else self._leo
+            last_and_empty = nxt is None and seg.size == 0
+            if last_and_empty or hw < upper or not predicate(seg, nxt):
+                break
+            doomed.append(seg)
+        if not doomed:
+            return []
+        if len(doomed) == len(self.segments):
+            self.roll(now_ms)  # keep an active segment to append to
+        del self.segments[:len(doomed)]
+        self._bases = [s.base_offset for s in self.segments]
+        self._log_start_offset = max(self._log_start_offset, self.segments[0].base_offset)
+        for seg in doomed:
+            self._schedule_delete(seg, reason)
+        fsync_dir(self.directory)
+        return [seg.base_offset for seg in doomed]
+
+    def _schedule_delete(self, seg: LogSegment, reason: str) -> None:
+        # Due time unknown here (no clock): the next _purge_deleted(now_ms) sets it.
+        self._pending_deletes.append([None, seg.rename_to_deleted()])
+        self._emit("segment_delete", base_offset=seg.base_offset, reason=reason)
+
+    def _purge_deleted(self, now_ms: int | None) -> None:
+        """Unlink .deleted files whose delay has passed (all of them if now_ms is None)."""
+        keep = []
+        for entry in self._pending_deletes:
+            if entry[0] is None and now_ms is not None:
+                entry[0] = now_ms + self.config.file_delete_delay_ms
+            if now_ms is None or entry[0] <= now_ms:
+                for path in entry[1]:
+                    try:
+                        os.unlink(path)
+                    except FileNotFoundError:
+                        pass
+            else:
+                keep.append(entry)
+        self._pending_deletes = keep
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def flush(self) -> None:
+        """fsync the active segment (older ones were fsynced on roll); recovery point = LEO."""
+        self.active.flush()
+        self.recovery_point = self._leo
+        self._unflushed_messages = 0
+
+    def close(self) -> None:
+        """Flush and close every segment; pending .deleted files are unlinked now."""
+        for seg in self.segments:
+            seg.close()
+        self.recovery_point = self._leo
+        self._purge_deleted(None)
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.topic}-{self.partition}, start={self._log_start_offset}, "
+                f"leo={self._leo}, segments={len(self.segments)})")

@@ -1,0 +1,294 @@
+"""All partition logs of one data directory (Kafka's LogManager, one log.dirs entry).
+
+Owns: the data directory layout -- one ``<topic>-<partition>`` directory per partition,
+the clean-shutdown marker ``.kafka_cleanshutdown``, and the two checkpoint files
+``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` (Kafka's text
+format: a version line ``0``, a count line, then ``topic partition offset`` lines).
+
+Start-up (`open`): the marker is read and removed at once (so a crash from here on is
+unclean), the checkpoints are read, every partition directory is loaded -- recovering the
+unflushed segments when the marker was missing -- and a `RecoveryReport` is returned for
+each partition where something had to be recovered. `close` flushes everything, writes
+the checkpoints, then the marker, so its presence promises all three are durable.
+
+Topic deletion renames each partition directory to ``<topic>-<partition>.<uuid>-delete``
+(Kafka's name), fsyncs the data dir, then removes it. The rename makes deletion atomic
+across a crash: a half-removed directory never looks like a live partition, and start-up
+removes any ``-delete`` leftovers.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from .config import LogConfig
+from .loader import RecoveryReport, fsync_dir
+from .log import EventSink, PartitionLog
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+PARTITION_METADATA_FILE = "partition.metadata"
+DELETE_DIR_SUFFIX = "-delete"
+_CHECKPOINT_VERSION = 0
+
+# Kafka's legal topic names (Topic.java): also what keeps a name from escaping the data dir.
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+TopicPartition = tuple[str, int]
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that does not follow the format."""
+
+
+def validate_topic_name(topic: str) -> None:
+    if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
+        raise ValueError(f"illegal topic name {topic!r}")
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    """``my-topic-3`` -> ("my-topic", 3). Topic names may contain '-', so split at the
+    last one; anything that does not end in ``-<digits>`` is not a partition directory."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit() or not _LEGAL_TOPIC.match(topic):
+        return None
+    return topic, int(part)
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def read_checkpoint(path: str) -> dict[TopicPartition, int]:
+    """Parse a Kafka offset checkpoint file; a missing file is an empty checkpoint."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return {}
+    try:
+        version = int(lines[0])
+        count = int(lines[1])
+    except (IndexError, ValueError) as exc:
+        raise CheckpointError(f"{path}: bad header") from exc
+    if version != _CHECKPOINT_VERSION:
+        raise CheckpointError(f"{path}: unsupported version {version}")
+    entries = [line for line in lines[2:] if line.strip()]
+    if len(entries) != count:
+        raise CheckpointError(f"{path}: expected {count} entries, found {len(entries)}")
+    result: dict[TopicPartition, int] = {}
+    for line in entries:
+        fields = line.split()
+        if len(fields) != 3:
+            raise CheckpointError(f"{path}: malformed line {line!r}")
+        try:
+            result[(fields[0], int(fields[1]))] = int(fields[2])
+        except ValueError as exc:
+            raise CheckpointError(f"{path}: malformed line {line!r}") from exc
+    return result
+
+
+def write_checkpoint(path: str, offsets: Mapping[TopicPartition, int]) -> None:
+    """Write atomically and durably: temp file, fsync, rename, fsync the directory
+    (Kafka's CheckpointFile), so a crash leaves either the old or the new file."""
+    lines = [str(_CHECKPOINT_VERSION), str(len(offsets))]
+    lines += [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def write_partition_metadata(directory: str, topic_id: uuid.UUID) -> None:
+    """Kafka's ``partition.metadata``: which topic incarnation the directory belongs to.
+    Written once (a topic id never changes), temp file + rename like the checkpoints."""
+    path = os.path.join(directory, PARTITION_METADATA_FILE)
+    if os.path.exists(path):
+        return
+    # Kafka prints a Uuid as URL-safe base64 without padding.
+    encoded = base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(f"version: 0\ntopic_id: {encoded}\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _no_event(kind: str, **fields: Any) -> None:
+    pass
+
+
+class LogManager:
+    """The partition logs under ``data_dir``.
+
+    ``config_for(topic)`` gives a topic's LogConfig when its log is loaded at start-up
+    (default: ``default_config``); `get_or_create` may pass one explicitly.
+    """
+
+    def __init__(self, data_dir: str, default_config: LogConfig | None = None, *,
+                 config_for: Callable[[str], LogConfig] | None = None,
+                 on_event: EventSink | None = None) -> None:
+        self.data_dir = data_dir
+        self.default_config = default_config or LogConfig()
+        self._config_for = config_for or (lambda topic: self.default_config)
+        self._on_event = on_event or _no_event
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self.had_clean_shutdown: bool | None = None
+        # Problems start-up worked around (a malformed checkpoint), for the broker to log.
+        self.warnings: list[str] = []
+
+    # ------------------------------------------------------------------ start-up
+
+    @property
+    def recovered_uncleanly(self) -> bool:
+        """True when `open` found no clean-shutdown marker."""
+        return self.had_clean_shutdown is False
+
+    def open(self, now_ms: int | None = None) -> list[RecoveryReport]:
+        """Load every partition directory; return what recovery did (empty if nothing).
+
+        ``now_ms`` is the creation time given to loaded segments (time-based rolling of
+        segments whose batches carry no timestamps)."""
+        os.makedirs(self.data_dir, exist_ok=True)
+        marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        if clean:
+            os.unlink(marker)
+            fsync_dir(self.data_dir)
+        self.had_clean_shutdown = clean
+        recovery_points = self._read_checkpoint_or_empty(RECOVERY_POINT_CHECKPOINT)
+        log_starts = self._read_checkpoint_or_empty(LOG_START_OFFSET_CHECKPOINT)
+        reports: list[RecoveryReport] = []
+        for name in sorted(os.listdir(self.data_dir)):
+            path = os.path.join(self.data_dir, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(path, ignore_errors=True)  # a topic delete the crash interrupted
+                continue
+            tp = parse_partition_dir(name)
+            if tp is None:
+                continue  # not ours (lost+found, -future/-stray dirs, ...)
+            log = PartitionLog.open(
+                path, tp[0], tp[1], self._config_for(tp[0]),
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=log_starts.get(tp, 0),
+                clean_shutdown=clean, now_ms=now_ms, on_event=self._on_event)
+            self._logs[tp] = log
+            if log.recovery_report is not None:
+                reports.append(log.recovery_report)
+        # Recovery moved recovery points up to the LEOs; record that before serving.
+        self.checkpoint()
+        return reports
+
+    def _read_checkpoint_or_empty(self, name: str) -> dict[TopicPartition, int]:
+        # Kafka refuses to start on a malformed checkpoint. We treat it as absent instead:
+        # recovery point 0 means "recover everything", which is slower but always safe;
+        # log start 0 only means retention re-deletes what it already deleted.
+        try:
+            return read_checkpoint(os.path.join(self.data_dir, name))
+        except CheckpointError as exc:
+            self.warnings.append(f"ignored {name}: {exc}")
+            return {}
+
+    # ------------------------------------------------------------------ partitions
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None, *,
+                      topic_id: uuid.UUID | None = None) -> PartitionLog:
+        """The log of a partition, created (empty) if absent. An already open log keeps its
+        config. ``topic_id`` is recorded in ``partition.metadata`` (Kafka's file) if given."""
+        log = self._logs.get((topic, partition))
+        if log is not None:
+            return log
+        validate_topic_name(topic)
+        if partition < 0:
+            raise ValueError(f"illegal partition {partition}")
+        path = os.path.join(self.data_dir, partition_dir_name(topic, partition))
+        log = PartitionLog.open(path, topic, partition, config or self._config_for(topic),
+                                on_event=self._on_event)
+        if topic_id is not None:
+            write_partition_metadata(path, topic_id)
+        fsync_dir(self.data_dir)
+        self._logs[(topic, partition)] = log
+        return log
+
+    def partitions(self) -> list[TopicPartition]:
+        return sorted(self._logs)
+
+    def logs(self) -> Iterable[PartitionLog]:
+        return list(self._logs.values())
+
+    def delete_topic(self, topic: str) -> list[int]:
+        """Delete every partition of ``topic``; returns the partitions deleted."""
+        parts = sorted(p for t, p in self._logs if t == topic)
+        for p in parts:
+            self.delete_partition(topic, p)
+        return parts
+
+    delete = delete_topic
+
+    def delete_partition(self, topic: str, partition: int) -> bool:
+        log = self._logs.pop((topic, partition), None)
+        if log is None:
+            return False
+        log.close()
+        doomed = os.path.join(
+            self.data_dir,
+            f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.rename(log.directory, doomed)
+        fsync_dir(self.data_dir)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+    # ------------------------------------------------------------------ periodic work
+
+    def apply_retention(self, now_ms: int, high_watermarks: Mapping[TopicPartition, int] | None = None
+                        ) -> dict[TopicPartition, list[int]]:
+        """Run retention on every log; returns the deleted segment base offsets per
+        partition (only partitions where something was deleted). ``high_watermarks``
+        bounds deletion per partition (default: the LEO)."""
+        deleted: dict[TopicPartition, list[int]] = {}
+        for tp, log in list(self._logs.items()):
+            hw = high_watermarks.get(tp) if high_watermarks is not None else None
+            bases = log.apply_retention(now_ms, high_watermark=hw)
+            if bases:
+                deleted[tp] = bases
+        return deleted
+
+    def flush_all(self) -> None:
+        for log in self._logs.values():
+            log.flush()
+
+    def checkpoint(self) -> None:
+        """Write both checkpoint files (Kafka does this every
+        log.flush.offset.checkpoint.interval.ms; the broker calls it on a timer)."""
+        write_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_CHECKPOINT),
+                         {tp: log.recovery_point for tp, log in self._logs.items()})
+        write_checkpoint(os.path.join(self.data_dir, LOG_START_OFFSET_CHECKPOINT),
+                         {tp: log.log_start_offset for tp, log in self._logs.items()})
+
+    def close(self) -> None:
+        """Clean shutdown: flush and close every log, checkpoint, then write the marker."""
+        for log in self._logs.values():
+            log.close()
+        self.checkpoint()
+        marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
+        with open(marker, "w") as f:
+            f.flush()
+            os.fsync(f.fileno())
+        fsync_dir(self.data_dir)
+        self._logs.clear()

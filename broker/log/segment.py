@@ -1,0 +1,504 @@
+"""One log segment: a .log file of whole RecordBatch v2 batches plus its two sparse indexes.
+
+Owns: the files ``<20-digit base offset>.log/.index/.timeindex`` of one segment (Kafka's
+LogSegment): appending batches (and deciding when to add index entries), locating the
+batch that contains an offset or the first batch at/after a timestamp, reading byte ranges
+of whole batches, recovery (re-scan + CRC check + index rebuild + truncation of the first
+invalid byte onward), truncation, and the segment's roll conditions.
+
+Batches are opaque here: only the 61-byte batch header is ever parsed (through
+protocol/records), records are never decoded. Plain synchronous file I/O on raw file
+descriptors (``os.pread``/``os.pwrite``): appends land in the page cache, ``flush()``
+fsyncs. The .log file holds exactly the valid bytes -- there is no preallocation.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from protocol.records import (
+    BATCH_OVERHEAD,
+    MAGIC,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    RecordError,
+    batch_crc_ok,
+    decode_batch,
+    parse_batch_header,
+)
+
+from .errors import CorruptSegmentError
+from .index import CorruptIndexError, OffsetIndex, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+
+HEADER_SIZE = BATCH_OVERHEAD  # the 61-byte RecordBatch v2 header (PROTOCOL.md §3)
+_INT32_MAX = (1 << 31) - 1
+# Header walks read this much at a time so a scan over many small batches costs one
+# syscall per chunk, not one per batch. Recovery reads bigger chunks (it reads everything).
+_WALK_CHUNK = 64 * 1024
+_RECOVER_CHUNK = 1024 * 1024
+
+
+def segment_name(base_offset: int) -> str:
+    """Kafka's file stem: the base offset zero-padded to 20 digits."""
+    return f"{base_offset:020d}"
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """Answer of a ListOffsets lookup (Kafka's TimestampAndOffset, offset first as the
+    ListOffsets response lists them); timestamp -1 where none applies."""
+
+    offset: int
+    timestamp: int
+
+
+def _header(buf: bytes | bytearray | memoryview, pos: int) -> BatchHeader:
+    """Parse and minimally validate one header; any defect -> CorruptSegmentError.
+
+    The checks are the ones Kafka's FileLogInputStream makes before trusting a size:
+    magic 2, and a length that at least covers the header itself.
+    """
+    try:
+        header = parse_batch_header(buf, pos)
+    except (ValueError, struct.error) as exc:
+        raise CorruptSegmentError(f"unparsable batch header: {exc}") from exc
+    if header.magic != MAGIC:
+        raise CorruptSegmentError(f"batch magic {header.magic} != 2")
+    if header.size < HEADER_SIZE or header.last_offset_delta < 0:
+        raise CorruptSegmentError(f"impossible batch length {header.batch_length}")
+    return header
+
+
+class LogSegment:
+    """A segment of a partition log, starting at ``base_offset``.
+
+    Invariants: the .log holds whole batches only; every batch's base offset is >= the
+    segment base offset and its last offset fits a relative int32; index entries point
+    at batch starts.
+    """
+
+    def __init__(self, directory: str, base_offset: int, *, index_interval_bytes: int = 4096,
+                 max_index_size: int = 10 * 1024 * 1024, created_ms: int | None = None) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        stem = os.path.join(directory, segment_name(base_offset))
+        self.log_path = stem + LOG_SUFFIX
+        # Remember whether the indexes were there before we (re)create them: a missing
+        # index is rebuilt from the .log (RELIABILITY R2).
+        self.indexes_existed = (os.path.exists(stem + INDEX_SUFFIX)
+                                and os.path.exists(stem + TIME_INDEX_SUFFIX))
+        self._fd: int | None = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        self.offset_index = OffsetIndex(stem + INDEX_SUFFIX, base_offset, max_index_size)
+        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX, base_offset, max_index_size)
+        self._bytes_since_last_index_entry = 0
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        # Wall-clock creation time for time-based rolling when batches carry no timestamps.
+        # Unknown for segments loaded from disk until the first roll check sees `now_ms`.
+        self.created_ms = created_ms
+        self._first_batch_timestamp: int | None = None
+        # Written since the last fsync? Sealed segments are clean, so closing a log with
+        # many segments costs fsyncs only for the ones that changed.
+        self._dirty = False
+
+    # ------------------------------------------------------------------ loading / recovery
+
+    def load(self) -> None:
+        """Load both indexes (clean path). Raises CorruptIndexError if either is missing
+        or fails its sanity check; the caller then runs `recover()`."""
+        if not self.indexes_existed and self.size > 0:
+            raise CorruptIndexError(f"index files of {self.log_path} are missing")
+        self.offset_index.load(self.size)
+        self.time_index.load()
+        # After a clean close the time index's last entry is the segment's max timestamp
+        # (close and roll append it), as in Kafka's LogSegment.
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
+        if self.max_timestamp < 0:
+            self.offset_of_max_timestamp = -1
+
+    def recover(self) -> int:
+        """Re-scan every batch, rebuild both indexes, cut the .log at the first invalid byte.
+
+        A batch is valid when its header parses (magic 2, sane length), it lies wholly
+        inside the file, its offsets are monotonic and fit the segment, and its CRC-32C
+        matches. Returns the number of bytes truncated (0 if the segment was intact).
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp, self.offset_of_max_timestamp = -1, -1
+        self._bytes_since_last_index_entry = 0
+        self._first_batch_timestamp = None
+        file_size = os.fstat(self.fd).st_size
+        next_offset = self.base_offset
+        buf: bytes = b""
+        buf_start = 0
+        pos = 0
+        while pos + HEADER_SIZE <= file_size:
+            rel = pos - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                buf, buf_start, rel = self._pread(min(_RECOVER_CHUNK, file_size - pos), pos), pos, 0
+            try:
+                header = _header(buf, rel)
+            except CorruptSegmentError:
+                break
+            if pos + header.size > file_size:
+                break  # torn tail: the batch was never completely written
+            if header.base_offset < next_offset or header.last_offset - self.base_offset > _INT32_MAX:
+                break  # offsets going backwards or out of the segment's range
+            if rel + header.size > len(buf):
+                want = max(header.size, min(_RECOVER_CHUNK, file_size - pos))
+                buf, buf_start, rel = self._pread(want, pos), pos, 0
+            if not batch_crc_ok(buf, rel, header):
+                break
+            self._index_batch(header, pos)
+            next_offset = header.last_offset + 1
+            pos += header.size
+            self._bytes_since_last_index_entry += header.size
+        truncated = file_size - pos
+        if truncated:
+            os.ftruncate(self.fd, pos)
+        self.size = pos
+        self._dirty = True
+        # Kafka's recover() ends by recording the final max timestamp in the time index.
+        self._seal_max_timestamp()
+        return truncated
+
+    def read_next_offset(self) -> int:
+        """The offset after this segment's last batch (its share of the LEO).
+
+        Walks headers from the last offset-index entry to the end, as Kafka's
+        readNextOffset does. Raises CorruptSegmentError if the walk does not end exactly at
+        the end of the file (a tail that a clean shutdown should never leave).
+        """
+        _, position = self.offset_index.lookup((1 << 63) - 1)
+        next_offset = self.base_offset
+        end = position
+        for pos, header in self._walk(position, self.size):
+            if header.base_offset < next_offset:
+                raise CorruptSegmentError(f"{self.log_path}: offsets go backwards at {pos}")
+            next_offset = header.last_offset + 1
+            end = pos + header.size
+        if end != self.size:
+            raise CorruptSegmentError(f"{self.log_path}: incomplete batch at {end}")
+        return next_offset
+
+    # ------------------------------------------------------------------ appending
+
+    def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader) -> int:
+        """Append one batch (already validated, offsets assigned); returns its position."""
+        position = self.size
+        self._dirty = True
+        self._index_batch(header, position)
+        _pwrite_all(self.fd, batch, position)
+        self.size += header.size
+        self._bytes_since_last_index_entry += header.size
+        return position
+
+    def append_chunk(self, data: bytes | bytearray | memoryview,
+                     headers: list[tuple[int, BatchHeader]]) -> None:
+        """Append several contiguous batches in one write (follower replication);
+        ``headers`` are (position within ``data``, header) of each batch."""
+        base = self.size
+        self._dirty = True
+        for rel, header in headers:
+            self._index_batch(header, base + rel)
+            self._bytes_since_last_index_entry += header.size
+        _pwrite_all(self.fd, data, base)
+        self.size += len(data)
+
+    def _index_batch(self, header: BatchHeader, position: int) -> None:
+        # Kafka's LogSegment.append: track the max timestamp (and the last offset of the
+        # batch carrying it), and add an index entry for this batch once more than
+        # index.interval.bytes have gone by since the last one.
+        if self._first_batch_timestamp is None and position == 0:
+            self._first_batch_timestamp = header.max_timestamp
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.last_offset
+        if (self._bytes_since_last_index_entry > self.index_interval_bytes
+                and not self.offset_index.is_full and not self.time_index.is_full):
+            # (A full index only happens when rebuilding after segment.index.bytes shrank;
+            # lookups past the last entry then just scan further.)
+            self.offset_index.append(header.last_offset, position)
+            if self.max_timestamp >= 0:
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_last_index_entry = 0
+
+    def should_roll(self, *, batch_size: int, max_timestamp: int, last_offset: int,
+                    now_ms: int, segment_bytes: int, segment_ms: int) -> str | None:
+        """Why the next batch must go to a new segment, or None (Kafka's shouldRoll).
+
+        * ``size``: this segment would grow past segment.bytes;
+        * ``time``: the segment is older than segment.ms, measured between the first
+          batch's max timestamp and the incoming one (wall clock ``now_ms`` against the
+          creation time when batches carry no timestamps);
+        * ``index_full``: an index reached segment.index.bytes;
+        * ``offset_overflow``: the batch's last offset does not fit a relative int32.
+        """
+        if self.created_ms is None:
+            self.created_ms = now_ms
+        if self.size > 0 and self.size > segment_bytes - batch_size:
+            return "size"
+        if self.size > 0 and self._time_waited_for_roll(now_ms, max_timestamp) > segment_ms:
+            return "time"
+        if self.offset_index.is_full or self.time_index.is_full:
+            return "index_full"
+        if last_offset - self.base_offset > _INT32_MAX:
+            return "offset_overflow"
+        return None
+
+    def _time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        first = self.first_batch_timestamp()
+        if first is not None and first >= 0:
+            return message_timestamp - first
+        return now_ms - (self.created_ms if self.created_ms is not None else now_ms)
+
+    def first_batch_timestamp(self) -> int | None:
+        if self._first_batch_timestamp is None and self.size >= HEADER_SIZE:
+            self._first_batch_timestamp = _header(self._pread(HEADER_SIZE, 0), 0).max_timestamp
+        return self._first_batch_timestamp
+
+    def on_become_inactive(self) -> None:
+        """The log rolled past this segment: record its final max timestamp and fsync it."""
+        self._seal_max_timestamp()
+        self.flush()
+
+    def _seal_max_timestamp(self) -> None:
+        # Kafka appends the segment's max timestamp to the time index when the segment
+        # becomes inactive, is recovered or closed, so a reopen finds it in the last entry.
+        if self.max_timestamp >= 0:
+            before = len(self.time_index)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp,
+                                         skip_full_check=True)
+            self._dirty = self._dirty or len(self.time_index) != before
+
+    # ------------------------------------------------------------------ reading
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch whose last offset is >= ``offset``."""
+        _, position = self.offset_index.lookup(offset)
+        for pos, header in self._walk(max(position, start_position), self.size):
+            if header.last_offset >= offset:
+                return pos, header
+        return None
+
+    def read(self, start_offset: int, max_bytes: int, max_position: int | None = None,
+             min_one_message: bool = True) -> tuple[int, int] | None:
+        """Byte range (position, size) of whole batches from the batch containing
+        ``start_offset``, at most ``max_bytes`` long and ending at or before
+        ``max_position`` -- except that with ``min_one_message`` the first batch is
+        returned whole even if it alone exceeds ``max_bytes`` (Kafka's minOneMessage).
+
+        None when no batch at/after ``start_offset`` starts before ``max_position``;
+        size 0 when the first batch exceeds ``max_bytes`` and ``min_one_message`` is off.
+        """
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        start = found[0]
+        limit = self.size if max_position is None else min(max_position, self.size)
+        if start >= limit:
+            return None
+        # Batches between `start` and the last indexed batch start at or before
+        # start + max_bytes are whole and in range: jump there and walk headers only over
+        # the last stretch (at most ~index.interval.bytes), not over every small batch.
+        _, jump = self.offset_index.lookup_position(min(limit, start + max_bytes))
+        end = max(start, jump)
+        for pos, header in self._walk(end, limit):
+            batch_end = pos + header.size
+            if batch_end - start > max_bytes:
+                if end == start and min_one_message:
+                    end = batch_end
+                break
+            end = batch_end
+        return start, end - start
+
+    def pread(self, position: int, size: int) -> bytes:
+        """The bytes of a range returned by `read` (one ``os.pread``)."""
+        return self._pread(size, position)
+
+    def find_offset_by_timestamp(self, timestamp: int,
+                                 starting_offset: int | None = None) -> OffsetAndTimestamp | None:
+        """The first record at/after ``starting_offset`` whose timestamp is >= ``timestamp``
+        (ListOffsets by time, Kafka's LogSegment.findOffsetByTimestamp).
+
+        Headers locate the first batch whose MaxTimestamp is >= the target. The answer is
+        that batch's first record when BaseTimestamp (the first record's timestamp)
+        already qualifies, or the batch uses LogAppendTime (every record carries
+        MaxTimestamp). Only otherwise -- the qualifying record is inside the batch -- is
+        that one batch decoded, as Kafka does; this is ListOffsets, not the fetch path.
+        If it cannot be decoded we answer its base offset and MaxTimestamp (never after
+        Kafka's answer, so a consumer seeking there skips nothing).
+        """
+        if self.max_timestamp < timestamp:
+            return None
+        begin = self.base_offset if starting_offset is None else starting_offset
+        _, ts_offset = self.time_index.lookup(timestamp)
+        _, position = self.offset_index.lookup(max(ts_offset, begin))
+        for pos, header in self._walk(position, self.size):
+            if header.last_offset < begin or header.max_timestamp < timestamp:
+                continue
+            if header.attributes & TIMESTAMP_TYPE_MASK:
+                return OffsetAndTimestamp(max(header.base_offset, begin), header.max_timestamp)
+            if header.base_timestamp >= timestamp and header.base_offset >= begin:
+                return OffsetAndTimestamp(header.base_offset, header.base_timestamp)
+            try:
+                _, records = decode_batch(self._pread(header.size, pos))
+            except RecordError:
+                return OffsetAndTimestamp(max(header.base_offset, begin), header.max_timestamp)
+            for record in records:
+                if record.offset >= begin and record.timestamp >= timestamp:
+                    return OffsetAndTimestamp(record.offset, record.timestamp)
+        return None
+
+    def headers(self) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of every batch in the segment."""
+        return self._walk(0, self.size)
+
+    def _walk(self, position: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
+        """Yield (position, header) of each complete batch in [position, end), reading
+        headers in chunks. Stops at the first batch that does not end by ``end``."""
+        buf: bytes = b""
+        buf_start = position
+        pos = position
+        while pos + HEADER_SIZE <= end:
+            rel = pos - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                buf, buf_start, rel = self._pread(min(_WALK_CHUNK, end - pos), pos), pos, 0
+                if len(buf) < HEADER_SIZE:
+                    return
+            header = _header(buf, rel)
+            if pos + header.size > end:
+                return
+            yield pos, header
+            pos += header.size
+
+    # ------------------------------------------------------------------ truncation
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= ``offset`` (a batch straddling
+        ``offset`` goes whole, as in Kafka); returns the bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        removed = self.size - position
+        self.offset_index.truncate_to_position(position)
+        self.time_index.truncate_to(offset)
+        os.ftruncate(self.fd, position)
+        self.size = position
+        self._dirty = True
+        self._bytes_since_last_index_entry = 0
+        if position == 0:
+            self._first_batch_timestamp = None
+        self._recompute_max_timestamp()
+        return removed
+
+    def _recompute_max_timestamp(self) -> None:
+        # The time index's last entry covers every batch up to its offset; only batches
+        # after it need their headers read to get the exact max again.
+        ts, ts_offset = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = (ts, ts_offset) if ts >= 0 else (-1, -1)
+        _, position = self.offset_index.lookup(ts_offset)
+        for _pos, header in self._walk(position, self.size):
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+
+    # ------------------------------------------------------------------ files
+
+    @property
+    def fd(self) -> int:
+        if self._fd is None:
+            raise ValueError(f"segment {self.log_path} is closed")
+        return self._fd
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Max batch timestamp, or the file's mtime when batches carry none (Kafka's
+        LogSegment.largestTimestamp; used by time retention)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    def _pread(self, size: int, position: int) -> bytes:
+        data = os.pread(self.fd, size, position)
+        # A regular file returns short reads only at EOF; loop anyway, it is cheap.
+        while 0 < len(data) < size:
+            more = os.pread(self.fd, size - len(data), position + len(data))
+            if not more:
+                break
+            data += more
+        return data
+
+    def flush(self) -> None:
+        """fsync the .log and both indexes if anything was written since the last flush."""
+        if self._fd is None or not self._dirty:
+            return
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+        self._dirty = False
+
+    def close(self) -> None:
+        """Record the final max timestamp (so a clean reopen knows it), fsync, close."""
+        if self._fd is None:
+            return
+        self._seal_max_timestamp()
+        self.flush()
+        os.close(self._fd)
+        self._fd = None
+        self.offset_index.close()
+        self.time_index.close()
+
+    def paths(self) -> list[str]:
+        return [self.log_path, self.offset_index.path, self.time_index.path]
+
+    def rename_to_deleted(self) -> list[str]:
+        """Close the files and give them the ``.deleted`` suffix (Kafka's async delete:
+        the names vanish from the log at once, the bytes after file.delete.delay.ms)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.offset_index.close()
+        self.time_index.close()
+        renamed = []
+        for path in self.paths():
+            try:
+                os.rename(path, path + DELETED_SUFFIX)
+                renamed.append(path + DELETED_SUFFIX)
+            except FileNotFoundError:
+                pass
+        return renamed
+
+    def delete(self) -> None:
+        """Close and unlink all three files now."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.offset_index.delete()
+        self.time_index.delete()
+        try:
+            os.unlink(self.log_path)
+        except FileNotFoundError:
+            pass
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
+
+
+def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
+    view = memoryview(data).cast("B")
+    while view:
+        n = os.pwrite(fd, view, position)
+        view = view[n:]
+        position += n
