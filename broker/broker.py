@@ -1,0 +1,141 @@
+"""The broker's state, shared by every handler: config, metadata, partitions, events.
+
+Owns: `Broker`, which opens the data directory (metadata image, log recovery), creates and
+deletes topics and partitions, and wakes long-polling fetches when data arrives. It does no
+socket I/O (broker.server does) and reads the clock only through `now_ms`, which tests can
+replace.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import trio
+
+from broker.config import BrokerConfig, topic_log_config
+from broker.events import EventLog
+from broker.log.manager import LogManager
+from broker.metadata import MetadataImage, TopicInfo
+from broker.partition import Partition
+
+VERSION = "0.1.0"
+
+
+@dataclass(frozen=True)
+class Listener:
+    host: str
+    port: int
+
+
+def parse_listener(text: str) -> Listener:
+    """'HOST:PORT' or Kafka's 'PLAINTEXT://HOST:PORT'."""
+    if "://" in text:
+        text = text.split("://", 1)[1]
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"listener must be HOST:PORT, got {text!r}")
+    return Listener(host.strip("[]"), int(port))
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.time):
+        self.config = config
+        self.node_id: int = config["broker.id"]
+        self.listener = parse_listener(config["listeners"])
+        self.advertised = parse_listener(config["advertised.listeners"] or config["listeners"])
+        self.data_dir = config["log.dirs"]
+        self._clock = clock
+        self.events = EventLog(self.data_dir, self.node_id,
+                               segment_bytes=config["events.segment.bytes"],
+                               retention_files=config["events.retention.files"], clock=clock)
+        self.metadata = MetadataImage(self.data_dir, self.node_id)
+        self.logs = LogManager(self.data_dir, on_event=self._on_log_event)
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self._data_arrived = trio.Event()
+        self.started_ms = self.now_ms()
+        self.clean_start = True
+
+    def now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    # -- life cycle -------------------------------------------------------------------------
+
+    def open(self) -> None:
+        reports = self.logs.open(now_ms=self.now_ms())
+        self.clean_start = not self.logs.recovered_uncleanly
+        for r in reports:
+            self.events.emit("log_recovery", topic=r.topic, partition=r.partition,
+                             truncated_bytes=r.truncated_bytes,
+                             segments_recovered=r.segments_recovered,
+                             log_end_offset=r.log_end_offset, duration_ms=r.duration_ms)
+        for info in self.metadata.topics.values():
+            for index in range(info.partitions):
+                self._open_partition(info, index)
+        self.events.emit("broker_start", listener=f"{self.listener.host}:{self.listener.port}",
+                         data_dir=str(self.data_dir), cluster_id=self.metadata.cluster_id,
+                         clean_shutdown=self.clean_start, version=VERSION)
+        self.events.flush()
+
+    def close(self, reason: str = "shutdown") -> None:
+        self.logs.close()
+        self.events.emit("broker_stop", reason=reason, uptime_ms=self.now_ms() - self.started_ms)
+        self.events.close()
+
+    def _on_log_event(self, kind: str, **fields: Any) -> None:
+        self.events.emit(kind, **fields)
+
+    # -- topics -----------------------------------------------------------------------------
+
+    def _open_partition(self, info: TopicInfo, index: int) -> Partition:
+        log = self.logs.get_or_create(info.name, index, topic_log_config(self.config, info.configs),
+                                      topic_id=info.topic_id)
+        partition = self.partitions[(info.name, index)] = Partition(info.name, index, log)
+        return partition
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int = 1,
+                     configs: dict[str, Any] | None = None, *, auto: bool = False,
+                     internal: bool = False) -> TopicInfo:
+        info = self.metadata.create_topic(name, partitions, replication_factor, configs, internal)
+        for index in range(partitions):
+            self._open_partition(info, index)
+        self.events.emit("topic_create", topic=name, topic_id=str(info.topic_id),
+                         partitions=partitions, replication_factor=replication_factor,
+                         configs=json.dumps(info.configs, default=str), auto=auto)
+        return info
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        info = self.metadata.delete_topic(name)
+        for index in range(info.partitions):
+            self.partitions.pop((name, index), None)
+        self.logs.delete_topic(name)
+        self.events.emit("topic_delete", topic=name, topic_id=str(info.topic_id))
+        self.notify_data_arrived()  # wake fetches waiting on the deleted partitions
+        return info
+
+    def create_partitions(self, name: str, count: int) -> None:
+        info = self.metadata.topics[name]
+        old = info.partitions
+        self.metadata.set_partitions(name, count)
+        for index in range(old, count):
+            self._open_partition(info, index)
+        self.events.emit("partitions_create", topic=name, old_count=old, new_count=count)
+
+    # -- data arrival, for long-polling fetches -------------------------------------------
+
+    def notify_data_arrived(self) -> None:
+        self._data_arrived.set()
+        self._data_arrived = trio.Event()
+
+    async def wait_for_data(self) -> None:
+        await self._data_arrived.wait()
+
+    # -- housekeeping -----------------------------------------------------------------------
+
+    def apply_retention(self) -> None:
+        self.logs.apply_retention(self.now_ms())

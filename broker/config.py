@@ -1,0 +1,218 @@
+"""Typed, validated broker and topic configuration with Kafka's property names and defaults.
+
+Owns: the table of properties we support (`BROKER_PROPERTIES`, `TOPIC_PROPERTIES`), parsing
+of Java-style .properties files and `-o key=value` overrides, and `BrokerConfig`, the one
+object the rest of the broker reads. An unknown key or a bad value is refused at start-up
+with one line naming the key (`ConfigError`). Topic-level overrides (CreateTopics configs)
+are validated against the same table and resolved with `topic_log_config`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.log.config import LogConfig
+
+LONG_MAX = 2**63 - 1
+
+
+class ConfigError(ValueError):
+    """A configuration key or value that the broker refuses; the message names the key."""
+
+
+@dataclass(frozen=True)
+class Prop:
+    name: str
+    kind: str  # int | long | bool | str | list
+    default: Any
+    doc: str
+    minimum: int | None = None
+    choices: tuple[str, ...] | None = None
+    topic_name: str | None = None  # the topic-level property this broker default feeds
+
+    def parse(self, raw: Any) -> Any:
+        value = raw
+        if isinstance(raw, str):
+            text = raw.strip()
+            try:
+                if self.kind in ("int", "long"):
+                    value = int(text)
+                elif self.kind == "bool":
+                    if text.lower() not in ("true", "false"):
+                        raise ValueError
+                    value = text.lower() == "true"
+                elif self.kind == "list":
+                    value = tuple(x.strip() for x in text.split(",") if x.strip())
+                else:
+                    value = text
+            except ValueError:
+                raise ConfigError(f"invalid value {raw!r} for {self.name}: expected {self.kind}")
+        if self.kind == "int" and not -2**31 <= value < 2**31:
+            raise ConfigError(f"invalid value {raw!r} for {self.name}: out of int32 range")
+        if self.minimum is not None and value is not None and value < self.minimum:
+            raise ConfigError(f"invalid value {raw!r} for {self.name}: must be >= {self.minimum}")
+        if self.choices is not None and value not in self.choices:
+            raise ConfigError(f"invalid value {raw!r} for {self.name}: one of {', '.join(self.choices)}")
+        return value
+
+
+def _props(*props: Prop) -> dict[str, Prop]:
+    return {p.name: p for p in props}
+
+
+BROKER_PROPERTIES = _props(
+    Prop("broker.id", "int", 0, "This broker's id.", minimum=0),
+    Prop("listeners", "str", "PLAINTEXT://127.0.0.1:9092", "Where the broker listens."),
+    Prop("advertised.listeners", "str", None, "Address given to clients; defaults to listeners."),
+    Prop("log.dirs", "str", "./data", "The data directory."),
+    Prop("num.partitions", "int", 1, "Partitions of an auto-created topic.", minimum=1),
+    Prop("default.replication.factor", "int", 1, "Replication factor of auto-created topics.",
+         minimum=1),
+    Prop("auto.create.topics.enable", "bool", True, "Create topics named in Metadata requests."),
+    Prop("delete.topic.enable", "bool", True, "Allow DeleteTopics."),
+    Prop("message.max.bytes", "int", 1048588, "Largest record batch accepted.", minimum=0,
+         topic_name="max.message.bytes"),
+    Prop("socket.request.max.bytes", "int", 104857600, "Largest request frame.", minimum=1),
+    Prop("log.segment.bytes", "int", 1073741824, "Segment size before a roll.", minimum=14,
+         topic_name="segment.bytes"),
+    Prop("log.roll.ms", "long", None, "Segment age before a roll (overrides log.roll.hours).",
+         minimum=1, topic_name="segment.ms"),
+    Prop("log.roll.hours", "int", 168, "Segment age before a roll.", minimum=1),
+    Prop("log.retention.ms", "long", None, "Retention time (overrides minutes/hours); -1 keeps all.",
+         minimum=-1, topic_name="retention.ms"),
+    Prop("log.retention.minutes", "int", None, "Retention time in minutes.", minimum=-1),
+    Prop("log.retention.hours", "int", 168, "Retention time in hours.", minimum=-1),
+    Prop("log.retention.bytes", "long", -1, "Retention size per partition; -1 keeps all.",
+         minimum=-1, topic_name="retention.bytes"),
+    Prop("log.retention.check.interval.ms", "long", 300000, "How often retention runs.",
+         minimum=1),
+    Prop("log.index.interval.bytes", "int", 4096, "Bytes between offset index entries.",
+         minimum=0, topic_name="index.interval.bytes"),
+    Prop("log.index.size.max.bytes", "int", 10485760, "Largest index before a roll.", minimum=4,
+         topic_name="segment.index.bytes"),
+    Prop("log.cleanup.policy", "list", ("delete",), "delete or compact.",
+         topic_name="cleanup.policy"),
+    Prop("log.segment.delete.delay.ms", "long", 60000, "Delay before a deleted segment's files go.",
+         minimum=0, topic_name="file.delete.delay.ms"),
+    Prop("log.flush.interval.messages", "long", LONG_MAX, "Records between fsyncs.", minimum=1,
+         topic_name="flush.messages"),
+    Prop("log.message.timestamp.type", "str", "CreateTime", "CreateTime or LogAppendTime.",
+         choices=("CreateTime", "LogAppendTime"), topic_name="message.timestamp.type"),
+    Prop("min.insync.replicas", "int", 1, "ISR size acks=all needs.", minimum=1,
+         topic_name="min.insync.replicas"),
+    Prop("compression.type", "str", "producer", "Only 'producer' (keep the producer's codec).",
+         choices=("producer",), topic_name="compression.type"),
+    Prop("producer.id.expiration.ms", "int", 86400000, "Idle time before producer state goes.",
+         minimum=1),
+    Prop("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.",
+         minimum=1),
+    Prop("offsets.topic.replication.factor", "int", 3, "Replication of __consumer_offsets.",
+         minimum=1),
+    Prop("events.segment.bytes", "long", 64 * 1024 * 1024,
+         "minibroker: event log file size before rotation.", minimum=1024),
+    Prop("events.retention.files", "int", 20, "minibroker: event log files kept.", minimum=1),
+    Prop("events.request.sample.per.second", "int", 200,
+         "minibroker: request latency events per API per second (0 = none).", minimum=0),
+    Prop("shutdown.drain.timeout.ms", "int", 5000,
+         "minibroker: how long a graceful shutdown waits for in-flight requests.", minimum=0),
+)
+
+# Topic-level properties a CreateTopics request may set, each with the broker default it
+# overrides (the same relation Kafka's LogConfig documents).
+TOPIC_PROPERTIES: dict[str, Prop] = {}
+for _p in BROKER_PROPERTIES.values():
+    if _p.topic_name:
+        TOPIC_PROPERTIES[_p.topic_name] = Prop(_p.topic_name, _p.kind, None, _p.doc, _p.minimum,
+                                               _p.choices)
+TOPIC_PROPERTIES["delete.retention.ms"] = Prop("delete.retention.ms", "long", None,
+                                               "Tombstone retention when compacting.", minimum=0)
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """The resolved broker configuration; look properties up by their Kafka name."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    @classmethod
+    def load(cls, overrides: dict[str, str] | None = None, file_text: str | None = None,
+             **cli: Any) -> "BrokerConfig":
+        """Defaults, then the properties file, then `-o` overrides, then explicit CLI flags."""
+        raw: dict[str, Any] = {}
+        if file_text:
+            raw.update(parse_properties(file_text))
+        raw.update(overrides or {})
+        raw.update({k: v for k, v in cli.items() if v is not None})
+        values = {name: prop.default for name, prop in BROKER_PROPERTIES.items()}
+        for key, value in raw.items():
+            prop = BROKER_PROPERTIES.get(key)
+            if prop is None:
+                raise ConfigError(f"unknown config key {key!r}")
+            values[key] = prop.parse(value)
+        return cls(values)
+
+    @property
+    def retention_ms(self) -> int:
+        v = self.values
+        if v["log.retention.ms"] is not None:
+            return v["log.retention.ms"]
+        if v["log.retention.minutes"] is not None:
+            return v["log.retention.minutes"] * 60_000
+        hours = v["log.retention.hours"]
+        return -1 if hours < 0 else hours * 3_600_000
+
+    @property
+    def segment_ms(self) -> int:
+        v = self.values
+        return v["log.roll.ms"] if v["log.roll.ms"] is not None else v["log.roll.hours"] * 3_600_000
+
+    def topic_defaults(self) -> dict[str, Any]:
+        """The value every topic property takes when a topic does not override it."""
+        out = {}
+        for prop in BROKER_PROPERTIES.values():
+            if prop.topic_name:
+                out[prop.topic_name] = self.values[prop.name]
+        out["retention.ms"] = self.retention_ms
+        out["segment.ms"] = self.segment_ms
+        out["delete.retention.ms"] = 86_400_000
+        return out
+
+
+def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, Any]:
+    """Parse CreateTopics configs; ConfigError names the first bad key."""
+    parsed = {}
+    for key, raw in configs.items():
+        prop = TOPIC_PROPERTIES.get(key)
+        if prop is None:
+            raise ConfigError(f"unknown topic config {key!r}")
+        if raw is None:
+            raise ConfigError(f"null value for topic config {key!r}")
+        parsed[key] = prop.parse(raw)
+    return parsed
+
+
+def topic_log_config(broker: BrokerConfig, overrides: dict[str, Any]) -> LogConfig:
+    """The LogConfig of one topic: broker defaults, then the topic's own overrides."""
+    eff = broker.topic_defaults() | overrides
+    if isinstance(eff["cleanup.policy"], tuple):
+        eff["cleanup.policy"] = ",".join(eff["cleanup.policy"])
+    return LogConfig.from_properties(eff)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties, the subset Kafka's server.properties uses: key=value, # comments."""
+    out = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
+        if sep < 0:
+            raise ConfigError(f"line {number}: expected key=value, got {line!r}")
+        out[line[:sep].strip()] = line[sep + 1:].strip()
+    return out
+

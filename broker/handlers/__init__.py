@@ -1,0 +1,55 @@
+"""Request handlers, one module per API family, and the dispatch table.
+
+Owns: `RequestContext` (what a handler may use: the broker, the parsed request, the peer)
+and `HANDLERS` (api key -> async handler). A handler returns a response body as a mapping,
+or None when the protocol says no response is sent (acks=0 produce). Errors travel as
+Kafka error codes inside the body; a handler raises only on our own bugs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from broker.broker import Broker
+from protocol.connection import Request
+from protocol import messages as m
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: Broker
+    request: Request
+    peer: str
+
+    @property
+    def version(self) -> int:
+        return self.request.api_version
+
+    @property
+    def body(self) -> Any:
+        return self.request.body
+
+
+Handler = Callable[[RequestContext], Awaitable[Any]]
+
+from broker.handlers import (  # noqa: E402  (the modules import RequestContext from here)
+    api_versions, configs, fetch, leader_epoch, list_offsets, metadata, produce, producer_id,
+    topics,
+)
+
+HANDLERS: dict[int, Handler] = {
+    m.PRODUCE: produce.handle,
+    m.FETCH: fetch.handle,
+    m.LIST_OFFSETS: list_offsets.handle,
+    m.METADATA: metadata.handle,
+    m.API_VERSIONS: api_versions.handle,
+    m.CREATE_TOPICS: topics.handle_create_topics,
+    m.DELETE_TOPICS: topics.handle_delete_topics,
+    m.INIT_PRODUCER_ID: producer_id.handle,
+    m.OFFSET_FOR_LEADER_EPOCH: leader_epoch.handle,
+    m.DESCRIBE_CONFIGS: configs.handle,
+    m.CREATE_PARTITIONS: topics.handle_create_partitions,
+}
+
+assert HANDLERS.keys() == m.APIS.keys(), "every declared API needs a handler, and no more"

@@ -1,0 +1,87 @@
+"""DescribeConfigs: a topic's effective configuration, or the broker's.
+
+Each entry says where its value comes from (config_source): 1 a topic override, 4 the
+broker's static config, 5 Kafka's default. kcat -L and AdminClient.describe_configs read
+exactly these fields. Only TOPIC (2) and BROKER (4) resources are described.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.broker import Broker
+from broker.config import BROKER_PROPERTIES, TOPIC_PROPERTIES
+from broker.handlers import RequestContext
+from protocol.errors import ErrorCode
+
+TOPIC, BROKER = 2, 4
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+_TYPES = {"bool": 1, "str": 2, "int": 3, "long": 5, "list": 7}  # ConfigEntry.ConfigType ids
+
+
+def _render(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value)
+
+
+def topic_config_entries(broker: Broker, overrides: dict[str, Any]) -> list[dict]:
+    defaults = broker.config.topic_defaults()
+    entries = []
+    for name in sorted(TOPIC_PROPERTIES):
+        overridden = name in overrides
+        entries.append({
+            "name": name, "value": _render(overrides[name] if overridden else defaults.get(name)),
+            "read_only": False, "is_default": not overridden,
+            "config_source": DYNAMIC_TOPIC_CONFIG if overridden else DEFAULT_CONFIG,
+            "is_sensitive": False, "synonyms": [],
+            "config_type": _TYPES[TOPIC_PROPERTIES[name].kind], "documentation": None,
+        })
+    return entries
+
+
+def _broker_entries(broker: Broker) -> list[dict]:
+    entries = []
+    for name, prop in sorted(BROKER_PROPERTIES.items()):
+        value = broker.config[name]
+        default = value == prop.default
+        entries.append({
+            "name": name, "value": _render(value), "read_only": True, "is_default": default,
+            "config_source": DEFAULT_CONFIG if default else STATIC_BROKER_CONFIG,
+            "is_sensitive": False, "synonyms": [], "config_type": _TYPES[prop.kind],
+            "documentation": None,
+        })
+    return entries
+
+
+async def handle(ctx: RequestContext) -> dict:
+    broker = ctx.broker
+    results = []
+    for r in ctx.body.resources:
+        out = {"error_code": ErrorCode.NONE, "error_message": None,
+               "resource_type": r.resource_type, "resource_name": r.resource_name, "configs": []}
+        if r.resource_type == TOPIC:
+            info = broker.metadata.topics.get(r.resource_name)
+            if info is None:
+                out.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                           error_message=f"Topic {r.resource_name!r} does not exist.")
+            else:
+                out["configs"] = topic_config_entries(broker, info.configs)
+        elif r.resource_type == BROKER:
+            if r.resource_name not in ("", str(broker.node_id)):
+                out.update(error_code=ErrorCode.INVALID_REQUEST,
+                           error_message=f"Unknown broker {r.resource_name!r}.")
+            else:
+                out["configs"] = _broker_entries(broker)
+        else:
+            out.update(error_code=ErrorCode.INVALID_REQUEST,
+                       error_message=f"Resource type {r.resource_type} is not supported.")
+        if r.configuration_keys is not None:
+            keys = set(r.configuration_keys)
+            out["configs"] = [c for c in out["configs"] if c["name"] in keys]
+        results.append(out)
+    return {"throttle_time_ms": 0, "results": results}

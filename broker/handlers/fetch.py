@@ -1,0 +1,74 @@
+"""Fetch: serve whole record batches below the high watermark, long-polling when asked.
+
+The bytes go out as they lie on disk (one pread per partition; nothing is decoded). Size
+limits follow KIP-74: `max_bytes` bounds the response and `partition_max_bytes` each
+partition, except that the first batch of the response is always sent whole so a consumer
+can make progress past a batch larger than its limits.
+
+A fetch that has fewer than `min_bytes` waits up to `max_wait_ms` for appends to any
+partition, then reads again. Incremental fetch sessions (KIP-227) are not offered: we answer
+session_id 0, which every client treats as "send full fetch requests".
+"""
+
+from __future__ import annotations
+
+import trio
+
+from broker.handlers import RequestContext
+from broker.handlers.common import check_leader_epoch, lookup
+from broker.log.errors import LogError, OffsetOutOfRange
+from protocol.errors import ErrorCode
+
+READ_COMMITTED = 1
+
+
+async def handle(ctx: RequestContext) -> dict:
+    body = ctx.body
+    deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
+    while True:
+        responses, total, errors = _read(ctx)
+        if total >= body.min_bytes or errors or trio.current_time() >= deadline:
+            break
+        with trio.move_on_at(deadline):
+            await ctx.broker.wait_for_data()
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0,
+            "responses": responses}
+
+
+def _read(ctx: RequestContext) -> tuple[list, int, bool]:
+    body, broker = ctx.body, ctx.broker
+    budget = body.get("max_bytes", 2**31 - 1)
+    total, errors = 0, False
+    aborted = [] if body.isolation_level == READ_COMMITTED else None
+    responses = []
+    for topic in body.topics:
+        partitions = []
+        for p in topic.partitions:
+            partition, error = lookup(broker, topic.topic, p.partition)
+            if partition is not None:
+                error = check_leader_epoch(partition, p.get("current_leader_epoch", -1))
+            records = b""
+            if error == ErrorCode.NONE:
+                hw = partition.high_watermark
+                limit = min(p.partition_max_bytes, budget)
+                try:
+                    if p.fetch_offset > hw:
+                        raise OffsetOutOfRange(p.fetch_offset)
+                    if p.fetch_offset < hw and (limit > 0 or total == 0):
+                        records = partition.log.read(p.fetch_offset, limit,
+                                                     max_offset=hw, min_one=total == 0)
+                except LogError as e:  # out of range, or a segment damaged under us
+                    error = e.error_code
+            errors |= error != ErrorCode.NONE
+            total += len(records)
+            budget = max(budget - len(records), 0)
+            partitions.append({
+                "partition_index": p.partition, "error_code": error,
+                "high_watermark": partition.high_watermark if partition else -1,
+                "last_stable_offset": partition.high_watermark if partition else -1,
+                "log_start_offset": partition.log_start_offset if partition else -1,
+                "aborted_transactions": aborted, "preferred_read_replica": -1,
+                "records": records,
+            })
+        responses.append({"topic": topic.topic, "partitions": partitions})
+    return responses, total, errors

@@ -1,0 +1,36 @@
+"""OffsetForLeaderEpoch: where a leader epoch ends, so clients and followers can detect
+divergence (KIP-101, KIP-320).
+
+The answer for epoch E is the start offset of the first epoch after E, or the log end offset
+when E is the current epoch; an epoch newer than ours is UNDEFINED (-1, -1). Every batch on
+this broker was written in the leader epoch kept by the partition (one epoch until
+replication brings leader changes).
+"""
+
+from __future__ import annotations
+
+from broker.handlers import RequestContext
+from broker.handlers.common import check_leader_epoch, lookup
+from protocol.errors import ErrorCode
+
+UNDEFINED_EPOCH = UNDEFINED_OFFSET = -1
+
+
+async def handle(ctx: RequestContext) -> dict:
+    topics = []
+    for topic in ctx.body.topics:
+        partitions = []
+        for p in topic.partitions:
+            out = {"error_code": ErrorCode.NONE, "partition": p.partition,
+                   "leader_epoch": UNDEFINED_EPOCH, "end_offset": UNDEFINED_OFFSET}
+            partition, error = lookup(ctx.broker, topic.topic, p.partition)
+            if partition is not None:
+                error = check_leader_epoch(partition, p.get("current_leader_epoch", -1))
+            if error != ErrorCode.NONE:
+                out["error_code"] = error
+            elif 0 <= p.leader_epoch <= partition.leader_epoch:
+                out["leader_epoch"] = p.leader_epoch
+                out["end_offset"] = partition.log_end_offset
+            partitions.append(out)
+        topics.append({"topic": topic.topic, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}

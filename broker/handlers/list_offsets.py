@@ -1,0 +1,53 @@
+"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3, v7) and by timestamp.
+
+v0 answers in the old layout: a list of offsets (at most max_num_offsets) instead of one.
+The max-timestamp lookup is Kafka's pre-3.7 "shallow" answer: the last offset of the batch
+with the largest MaxTimestamp, read from batch headers only.
+"""
+
+from __future__ import annotations
+
+from broker.handlers import RequestContext
+from broker.handlers.common import check_leader_epoch, lookup
+from protocol.errors import ErrorCode
+
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+async def handle(ctx: RequestContext) -> dict:
+    topics = []
+    for topic in ctx.body.topics:
+        partitions = [_partition(ctx, topic.name, p) for p in topic.partitions]
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _partition(ctx: RequestContext, topic: str, p) -> dict:
+    out = {"partition_index": p.partition_index, "error_code": ErrorCode.NONE,
+           "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
+    partition, error = lookup(ctx.broker, topic, p.partition_index)
+    if partition is not None:
+        error = check_leader_epoch(partition, p.get("current_leader_epoch", -1))
+    if error != ErrorCode.NONE:
+        out["error_code"] = error
+        return out
+    ts = p.timestamp
+    if ts == LATEST:
+        found = (partition.high_watermark, -1)
+    elif ts == EARLIEST:
+        found = (partition.log_start_offset, -1)
+    elif ts == MAX_TIMESTAMP:
+        found = partition.log.max_timestamp_offset()
+    elif ts < 0:
+        out["error_code"] = ErrorCode.INVALID_REQUEST
+        return out
+    else:
+        found = partition.log.offset_for_timestamp(ts)
+    if ctx.version == 0:
+        if found is not None and p.get("max_num_offsets", 1) > 0:
+            out["old_style_offsets"] = [found[0]]
+        return out
+    if found is not None:
+        out["offset"], out["timestamp"] = found
+        out["leader_epoch"] = partition.leader_epoch
+    return out

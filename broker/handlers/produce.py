@@ -1,0 +1,77 @@
+"""Produce: validate each partition's batch by its header, append it, answer with offsets.
+
+The batch is never decoded: the 61-byte header and the CRC-32C are checked
+(protocol.records.validate_produced_batch), BaseOffset and PartitionLeaderEpoch are
+rewritten in place by the log (both outside the CRC), and the bytes go to the file as they
+came. With one replica, acks=-1 and acks=1 are answered alike once the append returns;
+acks=0 gets no response at all.
+"""
+
+from __future__ import annotations
+
+from broker.handlers import RequestContext
+from broker.metadata import topic_name_error
+from protocol import records
+from protocol.codecs import Codec
+from protocol.errors import ErrorCode
+from protocol.record_errors import (
+    CorruptRecordError, InvalidRecordError, RecordTooLargeError, UnsupportedCodecError,
+)
+
+_RECORD_ERRORS = (
+    (RecordTooLargeError, ErrorCode.MESSAGE_TOO_LARGE),
+    (UnsupportedCodecError, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
+    (InvalidRecordError, ErrorCode.INVALID_RECORD),
+    (CorruptRecordError, ErrorCode.CORRUPT_MESSAGE),
+)
+ZSTD_MIN_PRODUCE_VERSION = 7  # KIP-110: older clients cannot have sent zstd
+
+
+async def handle(ctx: RequestContext) -> dict | None:
+    body = ctx.body
+    now_ms = ctx.broker.now_ms()
+    appended = False
+    responses = []
+    for topic_data in body.topic_data:
+        partition_responses = []
+        for partition_data in topic_data.partition_data:
+            error, result = _produce_partition(ctx, topic_data.name, partition_data, now_ms)
+            appended |= error == ErrorCode.NONE
+            partition_responses.append({
+                "index": partition_data.index, "error_code": error,
+                "base_offset": result.base_offset if result else -1,
+                "log_append_time_ms": result.log_append_time if result else -1,
+                "log_start_offset": result.log_start_offset if result else -1,
+                "record_errors": [], "error_message": None,
+            })
+        responses.append({"name": topic_data.name, "partition_responses": partition_responses})
+    if appended:
+        ctx.broker.notify_data_arrived()
+    if body.acks == 0:
+        return None
+    return {"responses": responses, "throttle_time_ms": 0}
+
+
+def _produce_partition(ctx: RequestContext, topic: str, data, now_ms: int):
+    body, broker = ctx.body, ctx.broker
+    if body.acks not in (-1, 0, 1):
+        return ErrorCode.INVALID_REQUIRED_ACKS, None
+    if topic_name_error(topic):
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, None
+    partition = broker.partition(topic, data.index)
+    if partition is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+    if not data.records:
+        return ErrorCode.INVALID_RECORD, None
+    try:
+        header = records.validate_produced_batch(data.records,
+                                                 partition.log.config.max_message_bytes)
+    except tuple(e for e, _ in _RECORD_ERRORS) as e:
+        return next(code for cls, code in _RECORD_ERRORS if isinstance(e, cls)), None
+    if header.compression > Codec.ZSTD or (header.compression == Codec.ZSTD
+                                           and ctx.version < ZSTD_MIN_PRODUCE_VERSION):
+        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, None
+    if header.is_transactional or body.transactional_id is not None:
+        return ErrorCode.INVALID_TXN_STATE, None  # transactions are not supported
+    result = partition.append_batch(bytearray(data.records), header, now_ms)
+    return result.error, result if result.error == ErrorCode.NONE else None

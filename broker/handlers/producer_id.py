@@ -1,0 +1,29 @@
+"""InitProducerId: producer ids and epochs for idempotent producers.
+
+A producer id is never reused, across restarts (the metadata image reserves them in
+blocks). A request that names its current id and epoch (v3+, KIP-360) gets the epoch bumped.
+Transactions are not supported: a transactional id is refused with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients report as fatal rather than retrying.
+"""
+
+from __future__ import annotations
+
+from broker.handlers import RequestContext
+from protocol.errors import ErrorCode
+
+MAX_EPOCH = 32767
+
+
+async def handle(ctx: RequestContext) -> dict:
+    body = ctx.body
+    out = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": -1,
+           "producer_epoch": -1}
+    if body.transactional_id is not None:
+        out["error_code"] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return out
+    pid, epoch = body.get("producer_id", -1), body.get("producer_epoch", -1)
+    if pid >= 0 and 0 <= epoch < MAX_EPOCH:
+        out["producer_id"], out["producer_epoch"] = pid, epoch + 1
+    else:
+        out["producer_id"], out["producer_epoch"] = ctx.broker.metadata.next_producer_id(), 0
+    return out

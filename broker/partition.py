@@ -1,0 +1,85 @@
+"""One partition this broker leads: its log, leader epoch, high watermark and producer state.
+
+Owns: `Partition.append_batch` (the produce path after request validation: idempotence
+check, offset assignment, append) and `Partition.read` (the fetch path: whole batches below
+the high watermark, as bytes off disk).
+
+With a single replica the ISR is this broker alone, so the high watermark is the log end
+offset as soon as an append returns; replication will move the HW rule into a pure
+PartitionState without changing this interface. Record batches stay opaque: only their
+61-byte header is read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from broker.log.errors import LogError
+from broker.log.log import PartitionLog
+from broker.producer_state import ProducerStateManager
+from protocol.errors import ErrorCode
+from protocol.records import BatchHeader
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    error: ErrorCode
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+
+
+class Partition:
+    def __init__(self, topic: str, index: int, log: PartitionLog, leader_epoch: int = 0):
+        self.topic = topic
+        self.index = index
+        self.log = log
+        self.leader_epoch = leader_epoch
+        self.producers = ProducerStateManager()
+        self._rebuild_producer_state()
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    def append_batch(self, batch: bytearray, header: BatchHeader, now_ms: int) -> AppendResult:
+        if header.producer_id >= 0:
+            check = self.producers.check(header.producer_id, header.producer_epoch,
+                                         header.base_sequence, header.records_count)
+            if check.error != ErrorCode.NONE:
+                return AppendResult(check.error)
+            if check.duplicate is not None:
+                return AppendResult(ErrorCode.NONE, check.duplicate.first_offset, -1,
+                                    self.log.log_start_offset)
+        try:
+            base_offset, _last, append_time = self.log.append(
+                batch, leader_epoch=self.leader_epoch, now_ms=now_ms, validated=header)
+        except LogError as e:  # e.g. a batch larger than segment.bytes
+            return AppendResult(e.error_code)
+        if header.producer_id >= 0:
+            self.producers.update(header.producer_id, header.producer_epoch,
+                                  header.base_sequence, header.records_count, base_offset,
+                                  header.max_timestamp, now_ms)
+        return AppendResult(ErrorCode.NONE, base_offset, append_time, self.log.log_start_offset)
+
+    def _rebuild_producer_state(self) -> None:
+        """Replay producer batches of the active segment after a restart (headers only).
+
+        Kafka snapshots producer state at each roll; we rescan the active segment, which holds
+        the batches a producer can still be retrying right after a broker restart. A producer
+        whose last batch lies in an older segment starts afresh (allowed for unknown ids).
+        """
+        for header in self.log.active_segment_headers():
+            if header.producer_id >= 0:
+                self.producers.update(header.producer_id, header.producer_epoch,
+                                      header.base_sequence, header.records_count,
+                                      header.base_offset, header.max_timestamp,
+                                      header.max_timestamp)

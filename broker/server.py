@@ -1,0 +1,200 @@
+"""The trio server: listener, one task per connection, graceful drain.
+
+Owns: `serve()`, the root of the broker's nursery tree (listener, housekeeping, signal
+watcher), and the per-connection loop. Requests on one connection are answered strictly in
+the order they arrived (Kafka's guarantee; clients pipeline on it), but a connection never
+waits for another: each has its own task, so a slow or stuck client only stalls itself.
+
+A protocol violation on a connection (bad frame size, unparseable body, unknown api key,
+unsupported version) closes that connection after one log line; the broker keeps serving
+everyone else. Responses computed back to back are written with one send.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import signal
+import time
+
+import trio
+
+from broker.broker import Broker
+from broker.handlers import HANDLERS, RequestContext
+from protocol.connection import NEED_DATA, ServerConnection
+from protocol.errors import ProtocolError
+from protocol.messages import APIS, FETCH
+
+log = logging.getLogger("minibroker.server")
+
+RECEIVE_SIZE = 256 * 1024
+
+
+class RequestSampler:
+    """Bounds request events to N per API per second, so the event log stays cheap."""
+
+    def __init__(self, per_second: int):
+        self.per_second = per_second
+        self._window = -1
+        self._counts: dict[int, int] = {}
+
+    def allow(self, api_key: int, now_s: int) -> bool:
+        if now_s != self._window:
+            self._window, self._counts = now_s, {}
+        n = self._counts.get(api_key, 0)
+        if n >= self.per_second:
+            return False
+        self._counts[api_key] = n + 1
+        return True
+
+
+class Server:
+    def __init__(self, broker: Broker):
+        self.broker = broker
+        self.sampler = RequestSampler(broker.config["events.request.sample.per.second"])
+        self.in_flight = 0
+        self.connections = 0
+        self._idle = trio.Event()
+        self._idle.set()
+
+    async def handle_connection(self, stream: trio.SocketStream) -> None:
+        peer = _peer_name(stream)
+        conn = ServerConnection(self.broker.config["socket.request.max.bytes"])
+        self.connections += 1
+        try:
+            async with stream:
+                await self._serve(stream, conn, peer)
+        except ProtocolError as e:
+            log.warning("closing connection from %s: %s", peer, e)
+            self.broker.events.emit("connection_error", peer=peer, error=str(e))
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+            pass  # the client went away; nothing to answer
+        finally:
+            self.connections -= 1
+
+    async def _serve(self, stream: trio.SocketStream, conn: ServerConnection, peer: str) -> None:
+        outbox: list[bytes] = []
+        while True:
+            data = await stream.receive_some(RECEIVE_SIZE)
+            if not data:
+                return
+            conn.receive_data(data)
+            while (request := conn.next_request()) is not NEED_DATA:
+                if request.api_key == FETCH and outbox:
+                    # a fetch may wait; earlier answers must not wait with it
+                    await stream.send_all(b"".join(outbox))
+                    outbox.clear()
+                response = await self._dispatch(conn, request, peer)
+                if response is not None:
+                    outbox.append(response)
+            if outbox:
+                await stream.send_all(b"".join(outbox) if len(outbox) > 1 else outbox[0])
+                outbox.clear()
+
+    async def _dispatch(self, conn: ServerConnection, request, peer: str) -> bytes | None:
+        started = time.perf_counter()
+        self.in_flight += 1
+        self._idle = trio.Event() if self.in_flight == 1 else self._idle
+        error = ""
+        try:
+            ctx = RequestContext(self.broker, request, peer)
+            body = await HANDLERS[request.api_key](ctx)
+            if body is None:  # acks=0 produce: no response at all
+                return None
+            if request.body is None:  # ApiVersions of an unknown version: v0 layout
+                response = _encode_v0_api_versions(conn, request, body)
+            else:
+                response = conn.encode_response(request, body)
+            return response
+        finally:
+            self.in_flight -= 1
+            if self.in_flight == 0:
+                self._idle.set()
+            now = time.time()
+            if self.sampler.allow(request.api_key, int(now)):
+                api = APIS.get(request.api_key)
+                self.broker.events.emit(
+                    "request", api=api.name if api else str(request.api_key),
+                    api_key=request.api_key, api_version=request.api_version,
+                    client_id=request.header.client_id or "",
+                    latency_ms=round((time.perf_counter() - started) * 1000, 3),
+                    request_bytes=request.size, response_bytes=0, error=error)
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+
+def _encode_v0_api_versions(conn: ServerConnection, request, body) -> bytes:
+    from protocol.connection import encode_response
+    return encode_response(request.api_key, 0, request.header.correlation_id, body)
+
+
+async def _wait_for_stop(install_signal_handlers: bool) -> str:
+    if not install_signal_handlers:
+        await trio.sleep(math.inf)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            return signal.Signals(signum).name
+    return "signal"
+
+
+def _peer_name(stream: trio.SocketStream) -> str:
+    try:
+        host, port = stream.socket.getpeername()[:2]
+        return f"{host}:{port}"
+    except OSError:
+        return "?"
+
+
+CHECKPOINT_INTERVAL_S = 60  # log.flush.offset.checkpoint.interval.ms
+
+
+async def _housekeeping(broker: Broker) -> None:
+    """Periodic work: flush events often, checkpoint recovery points, apply retention."""
+    retention_every = broker.config["log.retention.check.interval.ms"] / 1000
+    now = trio.current_time()
+    next_retention, next_checkpoint = now + retention_every, now + CHECKPOINT_INTERVAL_S
+    while True:
+        await trio.sleep(0.5)
+        broker.events.flush()  # buffered; flushed often so tools and tests see events promptly
+        now = trio.current_time()
+        if now >= next_checkpoint:
+            # an unclean restart then rescans only what was written since
+            broker.logs.flush_all()
+            broker.logs.checkpoint()
+            next_checkpoint = now + CHECKPOINT_INTERVAL_S
+        if now >= next_retention:
+            broker.apply_retention()
+            next_retention = now + retention_every
+
+
+async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
+                install_signal_handlers: bool = True) -> None:
+    """Run until SIGTERM/SIGINT (or cancellation), then drain and close cleanly."""
+    server = Server(broker)
+    reason = "cancelled"
+    try:
+        async with trio.open_nursery() as root:
+            listeners = await trio.open_tcp_listeners(broker.listener.port,
+                                                      host=broker.listener.host)
+            async with trio.open_nursery() as connections:
+                async with trio.open_nursery() as accepting:
+                    accepting.start_soon(functools.partial(
+                        trio.serve_listeners, server.handle_connection, listeners,
+                        handler_nursery=connections))
+                    root.start_soon(_housekeeping, broker)
+                    log.info("minibroker %d listening on %s:%d", broker.node_id,
+                             broker.listener.host, broker.listener.port)
+                    task_status.started(server)
+                    reason = await _wait_for_stop(install_signal_handlers)
+                    accepting.cancel_scope.cancel()  # stop accepting; finish what is in flight
+                for listener in listeners:
+                    await listener.aclose()
+                with trio.move_on_after(broker.config["shutdown.drain.timeout.ms"] / 1000):
+                    await server.wait_idle()
+                connections.cancel_scope.cancel()
+            root.cancel_scope.cancel()
+    finally:
+        broker.close(reason)
+        log.info("minibroker %d stopped (%s)", broker.node_id, reason)
