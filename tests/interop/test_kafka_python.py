@@ -1,0 +1,101 @@
+"""kafka-python 3.x against the real broker process: admin, every codec, offsets by time."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
+from kafka.errors import InvalidPartitionsError, TopicAlreadyExistsError
+from kafka.partitioner.default import murmur2
+
+pytestmark = pytest.mark.interop
+CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
+
+
+def _topic(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _consume(bootstrap: str, topic: str, partitions: int, expected: int) -> list:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             consumer_timeout_ms=10_000, auto_offset_reset="earliest")
+    consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+    consumer.seek_to_beginning()
+    got = []
+    try:
+        for msg in consumer:
+            got.append(msg)
+            if len(got) == expected:
+                break
+    finally:
+        consumer.close()
+    assert len(got) == expected
+    return got
+
+
+def test_admin_round_trip(shared_broker):
+    admin = KafkaAdminClient(bootstrap_servers=shared_broker.bootstrap)
+    try:
+        name = _topic("kp-admin")
+        admin.create_topics([NewTopic(name, num_partitions=2, replication_factor=1)])
+        assert name in admin.list_topics()
+        with pytest.raises(TopicAlreadyExistsError):
+            admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)])
+        admin.create_partitions({name: NewPartitions(total_count=4)})
+        with pytest.raises(InvalidPartitionsError):
+            admin.create_partitions({name: NewPartitions(total_count=3)})
+        described = admin.describe_topics([name])
+        assert len(described[0]["partitions"]) == 4
+        admin.delete_topics([name])
+        assert name not in admin.list_topics()
+    finally:
+        admin.close()
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_every_codec_round_trips(shared_broker, codec):
+    name = _topic(f"kp-{codec}")
+    producer = KafkaProducer(bootstrap_servers=shared_broker.bootstrap, compression_type=codec,
+                             linger_ms=5)
+    futures = [producer.send(name, key=b"k%d" % (i % 7), value=b"value-%d" % i,
+                             headers=[("i", b"%d" % i)]) for i in range(300)]
+    producer.flush()
+    offsets = [f.get(timeout=10).offset for f in futures]
+    producer.close()
+    assert offsets == list(range(300))
+    got = _consume(shared_broker.bootstrap, name, 1, 300)
+    assert [m.value for m in got] == [b"value-%d" % i for i in range(300)]
+    assert [m.headers for m in got] == [[("i", b"%d" % i)] for i in range(300)]
+
+
+def test_keyed_records_follow_murmur2(shared_broker):
+    name = _topic("kp-keys")
+    admin = KafkaAdminClient(bootstrap_servers=shared_broker.bootstrap)
+    admin.create_topics([NewTopic(name, num_partitions=4, replication_factor=1)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=shared_broker.bootstrap)
+    keys = [b"user-%d" % i for i in range(40)]
+    placed = {k: producer.send(name, key=k, value=k).get(timeout=10).partition for k in keys}
+    producer.close()
+    assert placed == {k: (murmur2(k) & 0x7FFFFFFF) % 4 for k in keys}
+    got = _consume(shared_broker.bootstrap, name, 4, 40)
+    assert {m.key: m.partition for m in got} == placed
+
+
+def test_offsets_for_times_and_end_offsets(shared_broker):
+    name = _topic("kp-times")
+    producer = KafkaProducer(bootstrap_servers=shared_broker.bootstrap)
+    for i in range(5):
+        producer.send(name, value=b"x", timestamp_ms=1_600_000_000_000 + i * 10).get(timeout=10)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=shared_broker.bootstrap)
+    tp = TopicPartition(name, 0)
+    try:
+        found = consumer.offsets_for_times({tp: 1_600_000_000_015})[tp]
+        assert (found.offset, found.timestamp) == (2, 1_600_000_000_020)
+        assert consumer.beginning_offsets([tp])[tp] == 0
+        assert consumer.end_offsets([tp])[tp] == 5
+    finally:
+        consumer.close()
