@@ -64,8 +64,9 @@ class Broker:
     # -- life cycle -------------------------------------------------------------------------
 
     def open(self) -> None:
+        fresh = not self.metadata.topics  # a new data directory has nothing to recover
         reports = self.logs.open(now_ms=self.now_ms())
-        self.clean_start = not self.logs.recovered_uncleanly
+        self.clean_start = fresh or not self.logs.recovered_uncleanly
         for r in reports:
             self.events.emit("log_recovery", topic=r.topic, partition=r.partition,
                              truncated_bytes=r.truncated_bytes,

@@ -42,6 +42,9 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
 }
 
 
+BUFFERED_TYPES = frozenset({"request"})
+
+
 class EventLog:
     """Append-only JSON-lines writer with size rotation. Not thread-safe; one per broker."""
 
@@ -78,6 +81,10 @@ class EventLog:
         line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
         self._file.write(line)
         self._size += len(line)
+        if type not in BUFFERED_TYPES:
+            # rare events reach the OS at once so a kill -9 cannot take them with it;
+            # sampled request events are flushed by the broker every half second
+            self._file.flush()
         if self._size >= self.segment_bytes:
             self._rotate()
 
