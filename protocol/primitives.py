@@ -79,17 +79,28 @@ class UVarInt(Construct):
         return obj
 
 
+_ONE_BYTE = [bytes((i,)) for i in range(128)]
+
+
+def uvarint_bytes(z: int) -> bytes:
+    """Unsigned LEB128 of any non-negative int; records use it for zigzag varlongs too."""
+    if z < 0x80:
+        return _ONE_BYTE[z]
+    if z < 0x4000:
+        return bytes(((z & 0x7F) | 0x80, z >> 7))
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
 def encode_uvarint(value: int) -> bytes:
+    """The wire protocol's unsigned varint: 32 bits at most."""
     if value < 0 or value > 0xFFFFFFFF:
         raise ValueError(f"unsigned varint out of range: {value}")
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    return uvarint_bytes(value)
 
 
 _UVARINT = UVarInt()

@@ -20,6 +20,7 @@ from typing import Iterator, NamedTuple, Sequence
 from crc32c import crc32c
 
 from .codecs import Codec, compress, decompress
+from .primitives import uvarint_bytes
 from .record_errors import (CorruptRecordError, InvalidRecordError, RecordError,
                             RecordTooLargeError, UnsupportedCodecError)
 
@@ -244,28 +245,22 @@ def zigzag_decode(z: int) -> int:
     return (z >> 1) ^ -(z & 1)
 
 
-_ONE_BYTE = [bytes((i,)) for i in range(128)]
+_VARINT_TABLE = [uvarint_bytes(z) for z in range(2048)]
 
 
-def _uvarint_bytes(z: int) -> bytes:
-    if z < 0x80:
-        return _ONE_BYTE[z]
-    if z < 0x4000:
-        return bytes(((z & 0x7F) | 0x80, z >> 7))
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
-_VARINT_TABLE = [_uvarint_bytes(z) for z in range(2048)]
+def _put_nullable_bytes(out: bytearray, data: bytes | None) -> None:
+    """A record's length-prefixed bytes: zigzag varint length (-1 for null), then the bytes."""
+    if data is None:
+        out += b"\x01"  # zigzag(-1)
+        return
+    z = len(data) << 1
+    out += _VARINT_TABLE[z] if z < 2048 else uvarint_bytes(z)
+    out += data
 
 
 def _zz(n: int) -> bytes:
     """Zigzag varint bytes of an int64 without a range check (callers check)."""
-    return _uvarint_bytes((n << 1) ^ (n >> 63))
+    return uvarint_bytes((n << 1) ^ (n >> 63))
 
 
 def encode_varint(n: int) -> bytes:
@@ -380,7 +375,8 @@ def encode_batch(
     prev_delta = -1
     max_ts = None
     table = _VARINT_TABLE
-    uv = _uvarint_bytes
+    uv = uvarint_bytes
+    put = _put_nullable_bytes
     for r in records:
         if type(r) is tuple:
             offset, ts, key, value, headers = r
@@ -401,39 +397,20 @@ def encode_batch(
             raise ValueError(f"timestamp {ts} is too far from base timestamp {base_timestamp}")
 
         # Varints inline: a table lookup for zigzag values below 2048 (every length
-        # under 1 KiB), _uvarint_bytes otherwise. Lengths are >= 0, so zigzag is n << 1.
+        # under 1 KiB), uvarint_bytes otherwise. Lengths are >= 0, so zigzag is n << 1.
         z = (ts_delta << 1) ^ (ts_delta >> 63)
         rec = bytearray(b"\x00")  # record attributes: unused, always 0
         rec += table[z] if z < 2048 else uv(z)
         z = delta << 1
         rec += table[z] if z < 2048 else uv(z)
-        if key is None:
-            rec += b"\x01"  # -1
-        else:
-            z = len(key) << 1
-            rec += table[z] if z < 2048 else uv(z)
-            rec += key
-        if value is None:
-            rec += b"\x01"
-        else:
-            z = len(value) << 1
-            rec += table[z] if z < 2048 else uv(z)
-            rec += value
+        put(rec, key)
+        put(rec, value)
         if headers:
             z = len(headers) << 1
             rec += table[z] if z < 2048 else uv(z)
             for hkey, hvalue in headers:
-                if type(hkey) is str:
-                    hkey = hkey.encode("utf-8", "surrogateescape")
-                z = len(hkey) << 1
-                rec += table[z] if z < 2048 else uv(z)
-                rec += hkey
-                if hvalue is None:
-                    rec += b"\x01"
-                else:
-                    z = len(hvalue) << 1
-                    rec += table[z] if z < 2048 else uv(z)
-                    rec += hvalue
+                put(rec, hkey.encode("utf-8", "surrogateescape") if type(hkey) is str else hkey)
+                put(rec, hvalue)
         else:
             rec += b"\x00"
         z = len(rec) << 1

@@ -13,7 +13,7 @@ from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["WaitTimeout", "wait_until", "wait_until_async"]
+__all__ = ["WaitTimeout", "wait_until"]
 
 
 class WaitTimeout(AssertionError):
@@ -78,40 +78,3 @@ def wait_until(
         if now >= deadline:
             raise _timeout_error(predicate, timeout_s, message, attempts, last_value, last_exc)
         time.sleep(min(interval_s, deadline - now))
-
-
-async def wait_until_async(
-    predicate: Callable[[], Any],
-    timeout_s: float,
-    interval_s: float = 0.05,
-    message: str = "",
-    *,
-    ignore_exceptions: tuple[type[BaseException], ...] = (),
-) -> Any:
-    """``wait_until`` for trio tests: sleeps with ``trio.sleep``.
-
-    ``predicate`` may be a plain function or an async function (its result is awaited).
-    """
-    import trio
-
-    if timeout_s < 0 or interval_s <= 0:
-        raise ValueError("timeout_s must be >= 0 and interval_s > 0")
-    deadline = trio.current_time() + timeout_s
-    attempts = 0
-    last_value: Any = None
-    last_exc: BaseException | None = None
-    while True:
-        attempts += 1
-        try:
-            last_value = predicate()
-            if inspect.isawaitable(last_value):
-                last_value = await last_value
-        except ignore_exceptions as e:  # type: ignore[misc]
-            last_value, last_exc = None, e
-        else:
-            if last_value:
-                return last_value
-        now = trio.current_time()
-        if now >= deadline:
-            raise _timeout_error(predicate, timeout_s, message, attempts, last_value, last_exc)
-        await trio.sleep(min(interval_s, deadline - now))
