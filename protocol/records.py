@@ -302,28 +302,25 @@ def _decode_uvarint(buf, pos: int, max_shift: int, max_value: int) -> tuple[int,
     return result, pos
 
 
-def decode_varint(buf, pos: int = 0) -> tuple[int, int]:
-    """Read a zigzag int32 varint (at most 5 bytes); returns (value, next position)."""
+def _decode_zigzag(buf, pos: int, max_shift: int, max_value: int) -> tuple[int, int]:
     try:
         b = buf[pos]
     except IndexError:
         raise CorruptRecordError("truncated varint") from None
-    if b < 0x80:
+    if b < 0x80:  # the common one-byte case, without the loop
         return (b >> 1) ^ -(b & 1), pos + 1
-    z, pos = _decode_uvarint(buf, pos, 28, 0xFFFFFFFF)
+    z, pos = _decode_uvarint(buf, pos, max_shift, max_value)
     return (z >> 1) ^ -(z & 1), pos
+
+
+def decode_varint(buf, pos: int = 0) -> tuple[int, int]:
+    """Read a zigzag int32 varint (at most 5 bytes); returns (value, next position)."""
+    return _decode_zigzag(buf, pos, 28, 0xFFFFFFFF)
 
 
 def decode_varlong(buf, pos: int = 0) -> tuple[int, int]:
     """Read a zigzag int64 varint (at most 10 bytes); returns (value, next position)."""
-    try:
-        b = buf[pos]
-    except IndexError:
-        raise CorruptRecordError("truncated varint") from None
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    z, pos = _decode_uvarint(buf, pos, 63, 2**64 - 1)
-    return (z >> 1) ^ -(z & 1), pos
+    return _decode_zigzag(buf, pos, 63, 2**64 - 1)
 
 
 # --- encoding ---------------------------------------------------------------------
