@@ -17,14 +17,28 @@ import pytest
 from protocol.messages import APIS
 from protocol.schema import F, Message, Struct, Versions
 
-SPEC = Path(__file__).resolve().parents[3] / "shared" / "kafka-spec" / "clients"
+from protocol import consumer_protocol
+from protocol.messages import group, offsets, offsets_topic
+
+SPEC_ROOT = Path(__file__).resolve().parents[3] / "shared" / "kafka-spec"
+SPEC = SPEC_ROOT / "clients"
 pytestmark = pytest.mark.skipif(not SPEC.is_dir(), reason="../shared/kafka-spec is absent")
+
+# Declarations that are not request/response pairs, and where Kafka keeps their JSON.
+DATA_MESSAGES = [
+    (consumer_protocol.ConsumerProtocolSubscription, "clients"),
+    (consumer_protocol.ConsumerProtocolAssignment, "clients"),
+    (offsets_topic.OffsetCommitKey, "group-coordinator"),
+    (offsets_topic.OffsetCommitValue, "group-coordinator"),
+    (offsets_topic.GroupMetadataKey, "group-coordinator"),
+    (offsets_topic.GroupMetadataValue, "group-coordinator"),
+]
 
 _NUMERIC = {"int8", "int16", "int32", "int64", "uint16", "uint32"}
 
 
-def _load(name: str) -> dict:
-    text = "\n".join(line for line in (SPEC / f"{name}.json").read_text().splitlines()
+def _load(name: str, folder: str = "clients") -> dict:
+    text = "\n".join(line for line in (SPEC_ROOT / folder / f"{name}.json").read_text().splitlines()
                      if not line.strip().startswith("//"))
     return json.loads(text)
 
@@ -95,13 +109,18 @@ def _compare(kfields: list, ours: list[F], versions: range, common: dict, path: 
 
 def _messages():
     for api in APIS.values():
-        yield api.request
-        yield api.response
+        yield api.request, "clients"
+        yield api.response, "clients"
+    for module in (group, offsets):  # declared ahead of their handlers
+        for message in vars(module).values():
+            if isinstance(message, Message) and message.api_key not in APIS:
+                yield message, "clients"
+    yield from DATA_MESSAGES
 
 
-@pytest.mark.parametrize("message", list(_messages()), ids=lambda m: m.name)
-def test_declaration_matches_kafka_spec(message: Message):
-    spec = _load(message.name)
+@pytest.mark.parametrize("message,folder", list(_messages()), ids=lambda m: getattr(m, "name", ""))
+def test_declaration_matches_kafka_spec(message: Message, folder: str):
+    spec = _load(message.name, folder)
     common = {c["name"]: c["fields"] for c in spec.get("commonStructs", [])}
     ours = message.versions
     kafka_valid = Versions.parse(spec["validVersions"])
