@@ -55,6 +55,8 @@ class Broker:
         self.logs = LogManager(self.data_dir, on_event=self._on_log_event)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._data_arrived = trio.Event()
+        from broker.coordinator.runtime import CoordinatorRuntime
+        self.groups = CoordinatorRuntime(self)
         self.started_ms = self.now_ms()
         self.clean_start = True
 

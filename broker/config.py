@@ -109,6 +109,21 @@ BROKER_PROPERTIES = _props(
          minimum=1),
     Prop("offsets.topic.replication.factor", "int", 3, "Replication of __consumer_offsets.",
          minimum=1),
+    Prop("offsets.topic.segment.bytes", "int", 104857600, "Segment size of __consumer_offsets.",
+         minimum=1),
+    Prop("offsets.retention.minutes", "int", 10080, "How long committed offsets are kept.",
+         minimum=1),
+    Prop("offsets.retention.check.interval.ms", "long", 600000,
+         "How often expired offsets are removed.", minimum=1),
+    Prop("offset.metadata.max.bytes", "int", 4096, "Longest metadata of a committed offset.",
+         minimum=0),
+    Prop("group.min.session.timeout.ms", "int", 6000, "Shortest session timeout a member may ask.",
+         minimum=0),
+    Prop("group.max.session.timeout.ms", "int", 1800000, "Longest session timeout a member may ask.",
+         minimum=0),
+    Prop("group.initial.rebalance.delay.ms", "int", 3000,
+         "How long a new group waits for more members before its first rebalance.", minimum=0),
+    Prop("group.max.size", "int", 2**31 - 1, "Most members a group may have.", minimum=1),
     Prop("events.segment.bytes", "long", 64 * 1024 * 1024,
          "minibroker: event log file size before rotation.", minimum=1024),
     Prop("events.retention.files", "int", 20, "minibroker: event log files kept.", minimum=1),
@@ -198,7 +213,7 @@ def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, Any]:
 def topic_log_config(broker: BrokerConfig, overrides: dict[str, Any]) -> LogConfig:
     """The LogConfig of one topic: broker defaults, then the topic's own overrides."""
     eff = broker.topic_defaults() | overrides
-    if isinstance(eff["cleanup.policy"], tuple):
+    if isinstance(eff["cleanup.policy"], (tuple, list)):  # a list once read back from JSON
         eff["cleanup.policy"] = ",".join(eff["cleanup.policy"])
     return LogConfig.from_properties(eff)
 

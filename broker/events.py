@@ -39,6 +39,25 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
                 "latency_ms": "double", "request_bytes": "long", "response_bytes": "long",
                 "error": "string"},
     "connection_error": {"peer": "string", "error": "string"},
+    # group coordinator: enough to rebuild every rebalance (owned and assigned partitions are
+    # decoded from the consumer protocol bytes when the protocol type is "consumer")
+    "group_state": {"group": "string", "generation": "long", "old_state": "string",
+                    "new_state": "string", "protocol_type": "string", "protocol": "string",
+                    "members": "long", "reason": "string"},
+    "group_join": {"group": "string", "generation": "long", "member": "string",
+                   "group_instance_id": "string", "client_id": "string", "client_host": "string",
+                   "protocol_type": "string", "protocols": "array<string>",
+                   "owned": "array<string>", "session_timeout_ms": "long",
+                   "rebalance_timeout_ms": "long", "kind": "string", "reason": "string"},
+    "group_sync": {"group": "string", "generation": "long", "member": "string",
+                   "leader": "boolean"},
+    "group_assignment": {"group": "string", "generation": "long", "protocol": "string",
+                         "member": "string", "client_id": "string", "leader": "boolean",
+                         "assigned": "array<string>"},
+    "group_leave": {"group": "string", "generation": "long", "member": "string",
+                    "group_instance_id": "string", "reason": "string"},
+    "offset_commit": {"group": "string", "generation": "long", "member": "string",
+                      "offsets": "array<string>"},
 }
 
 

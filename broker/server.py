@@ -70,6 +70,10 @@ class Server:
             self.broker.events.emit("connection_error", peer=peer, error=str(e))
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
             pass  # the client went away; nothing to answer
+        except Exception as e:  # noqa: BLE001  a bug of ours: it costs this connection only
+            log.exception("closing connection from %s after an internal error", peer)
+            self.broker.events.emit("connection_error", peer=peer,
+                                    error=f"internal error: {type(e).__name__}: {e}")
         finally:
             self.connections -= 1
 
@@ -184,6 +188,7 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
                         trio.serve_listeners, server.handle_connection, listeners,
                         handler_nursery=connections))
                     root.start_soon(_housekeeping, broker)
+                    await root.start(broker.groups.run)
                     log.info("minibroker %d listening on %s:%d", broker.node_id,
                              broker.listener.host, broker.listener.port)
                     task_status.started(server)

@@ -34,8 +34,8 @@ class RequestContext:
 Handler = Callable[[RequestContext], Awaitable[Any]]
 
 from broker.handlers import (  # noqa: E402  (the modules import RequestContext from here)
-    api_versions, configs, fetch, leader_epoch, list_offsets, metadata, produce, producer_id,
-    topics,
+    api_versions, configs, fetch, groups, leader_epoch, list_offsets, metadata, offsets, produce,
+    producer_id, topics,
 )
 
 HANDLERS: dict[int, Handler] = {
@@ -50,6 +50,17 @@ HANDLERS: dict[int, Handler] = {
     m.OFFSET_FOR_LEADER_EPOCH: leader_epoch.handle,
     m.DESCRIBE_CONFIGS: configs.handle,
     m.CREATE_PARTITIONS: topics.handle_create_partitions,
+    m.OFFSET_COMMIT: offsets.handle_offset_commit,
+    m.OFFSET_FETCH: offsets.handle_offset_fetch,
+    m.OFFSET_DELETE: offsets.handle_offset_delete,
+    m.FIND_COORDINATOR: groups.handle_find_coordinator,
+    m.JOIN_GROUP: groups.handle_join_group,
+    m.HEARTBEAT: groups.handle_heartbeat,
+    m.LEAVE_GROUP: groups.handle_leave_group,
+    m.SYNC_GROUP: groups.handle_sync_group,
+    m.DESCRIBE_GROUPS: groups.handle_describe_groups,
+    m.LIST_GROUPS: groups.handle_list_groups,
+    m.DELETE_GROUPS: groups.handle_delete_groups,
 }
 
 assert HANDLERS.keys() == m.APIS.keys(), "every declared API needs a handler, and no more"

@@ -8,6 +8,7 @@ does, when auto.create.topics.enable is on and the request allows it (v4+).
 from __future__ import annotations
 
 from broker.handlers import RequestContext
+from broker.coordinator.runtime import OFFSETS_TOPIC
 from broker.metadata import topic_name_error
 from protocol.errors import ErrorCode
 
@@ -45,6 +46,8 @@ def _topic(ctx: RequestContext, name, allow_auto: bool) -> dict:
     if not isinstance(name, str):  # a topic id we do not know
         return {"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": name,
                 "partitions": []}
+    if name == OFFSETS_TOPIC:
+        broker.groups.ensure_offsets_topic()  # with its own partitions and configs, never as a plain topic
     info = broker.metadata.topics.get(name)
     if info is None:
         if topic_name_error(name):

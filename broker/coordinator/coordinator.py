@@ -1,0 +1,376 @@
+"""The group coordinator of one broker: which groups it owns, their membership and offsets.
+
+Owns: `GroupCoordinator`, the pure facade the handlers call. It routes a group to its
+__consumer_offsets partition (Utils.abs(hashCode) % partitions), refuses groups whose
+partition this broker does not lead (NOT_COORDINATOR) or is still loading
+(COORDINATOR_LOAD_IN_PROGRESS), applies OffsetCommit's generation and member checks, builds
+the GroupMetadata records, and replays records — both those it wrote and, at load, those on
+disk. Membership lives in broker.coordinator.membership, offsets in .offsets.
+
+Which partitions are led here is the only thing replication will change: `begin_load` /
+`finish_load` / `unload` are called when this broker gains or loses a partition's leadership.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from broker.coordinator.group import ClassicGroup, GroupState, Member
+from broker.coordinator.membership import (
+    Append, Emit, GroupConfig, JoinRequest, Membership, Reply, group_id_error,
+)
+from broker.coordinator.offsets import OffsetRecord, OffsetStore, partition_of
+from protocol.consumer_protocol import decode_assignment, decode_subscription
+from protocol.errors import DecodeError, ErrorCode
+from protocol.messages import offsets_topic
+from protocol.messages.offsets_topic import GroupKey, OffsetKey
+
+E = ErrorCode
+S = GroupState
+CONSUMER = "consumer"
+
+
+@dataclass(frozen=True)
+class CoordinatorConfig:
+    num_partitions: int = 50  # offsets.topic.num.partitions
+    offsets_retention_ms: int = 7 * 24 * 3_600_000  # offsets.retention.minutes
+    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    group: GroupConfig = field(default_factory=GroupConfig)
+
+
+def _partitions_named(protocol_type: str, assignment: bytes) -> list[str]:
+    if protocol_type != CONSUMER or not assignment:
+        return []
+    try:
+        parts = decode_assignment(assignment).partitions
+    except DecodeError:
+        return []
+    return [f"{t}-{p}" for t, ps in sorted(parts.items()) for p in sorted(ps)]
+
+
+def _owned_partitions(protocol_type: str, protocols: list[tuple[str, bytes]]) -> list[str]:
+    if protocol_type != CONSUMER or not protocols:
+        return []
+    try:
+        owned = decode_subscription(protocols[0][1]).owned_partitions
+    except DecodeError:
+        return []
+    return [f"{t}-{p}" for t, ps in sorted(owned.items()) for p in sorted(ps)]
+
+
+class GroupCoordinator:
+    def __init__(self, config: CoordinatorConfig = CoordinatorConfig(),
+                 new_member_id: Callable[[str], str] | None = None):
+        self.config = config
+        self.membership = Membership(config.group, group_record=self.group_record,
+                                     owned_of=_owned_partitions, assigned_of=_partitions_named)
+        if new_member_id is not None:
+            self.membership.new_member_id = new_member_id
+        self.offsets = OffsetStore(config.offset_metadata_max_bytes)
+        self.owned: set[int] = set()
+        self.loading: set[int] = set()
+
+    @property
+    def groups(self) -> dict[str, ClassicGroup]:
+        return self.membership.groups
+
+    @property
+    def timers(self):
+        return self.membership.timers
+
+    # -- routing ------------------------------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_of(group_id, self.config.num_partitions)
+
+    def check(self, group_id: str | None) -> ErrorCode:
+        """Whether this coordinator may serve the group right now."""
+        error = group_id_error(group_id)
+        if error != E.NONE:
+            return error
+        partition = self.partition_for(group_id)
+        if partition in self.loading:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
+        if partition not in self.owned:
+            return E.NOT_COORDINATOR
+        return E.NONE
+
+    # -- membership, after the routing check ---------------------------------------------------
+
+    def join(self, waiter: Any, req: JoinRequest, now_ms: int) -> list:
+        from broker.coordinator.membership import join_error
+        error = self.check(req.group_id)
+        if error != E.NONE:
+            return [Reply(waiter, join_error(error, req.member_id))]
+        return self.membership.join(waiter, req, now_ms)
+
+    def sync(self, waiter: Any, group_id: str, generation: int, member_id: str,
+             group_instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
+             assignments: dict[str, bytes], now_ms: int) -> list:
+        from broker.coordinator.membership import sync_body
+        error = self.check(group_id)
+        if error != E.NONE:
+            return [Reply(waiter, sync_body(error))]
+        return self.membership.sync(waiter, group_id, generation, member_id, group_instance_id,
+                                    protocol_type, protocol_name, assignments, now_ms)
+
+    def heartbeat(self, waiter: Any, group_id: str, generation: int, member_id: str,
+                  group_instance_id: str | None, now_ms: int) -> list:
+        error = self.check(group_id)
+        if error != E.NONE:
+            return [Reply(waiter, {"throttle_time_ms": 0, "error_code": error})]
+        return self.membership.heartbeat(waiter, group_id, generation, member_id,
+                                         group_instance_id, now_ms)
+
+    def leave(self, waiter: Any, group_id: str, identities: list[tuple[str, str | None]],
+              now_ms: int) -> list:
+        error = self.check(group_id)
+        if error != E.NONE:
+            return [Reply(waiter, {"throttle_time_ms": 0, "error_code": error, "members": [
+                {"member_id": m, "group_instance_id": i, "error_code": error}
+                for m, i in identities]})]
+        return self.membership.leave(waiter, group_id, identities, now_ms)
+
+    def on_timers(self, now_ms: int) -> list:
+        return self.membership.on_timers(now_ms)
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    def commit_error(self, group_id: str, generation: int, member_id: str,
+                     group_instance_id: str | None) -> ErrorCode:
+        """Kafka's ClassicGroup.validateOffsetCommit, plus the routing check."""
+        error = self.check(group_id)
+        if error != E.NONE:
+            return error
+        group = self.groups.get(group_id)
+        if group is None:
+            # a group that does not use Kafka for membership may still store offsets
+            return E.NONE if generation < 0 and not member_id else E.ILLEGAL_GENERATION
+        if group.state == S.DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and not member_id and group.state == S.EMPTY:
+            return E.NONE  # a standalone commit
+        if group_instance_id is not None and group.static_members.get(group_instance_id,
+                                                                        member_id) != member_id:
+            return E.FENCED_INSTANCE_ID
+        if member_id not in group.members:
+            return E.UNKNOWN_MEMBER_ID
+        if generation != group.generation:
+            return E.ILLEGAL_GENERATION
+        if group.state == S.COMPLETING_REBALANCE:
+            return E.REBALANCE_IN_PROGRESS
+        return E.NONE
+
+    def commit(self, waiter: Any, group_id: str, generation: int, member_id: str,
+               group_instance_id: str | None,
+               offsets: list[tuple[str, int, int, int, str | None]], now_ms: int) -> list:
+        """OffsetCommit: the answer follows the append of its records, never precedes it."""
+        error = self.commit_error(group_id, generation, member_id, group_instance_id)
+        if error != E.NONE:
+            return [Reply(waiter, {(t, p): error for t, p, *_ in offsets})]
+        group = self.groups.get(group_id)
+        if group is None:  # a standalone commit creates the group, Empty
+            group = self.groups[group_id] = ClassicGroup(group_id, state_timestamp_ms=now_ms)
+        if member_id in group.members and group.state == S.STABLE:
+            self.membership._heartbeat_reset(group, group.members[member_id], now_ms)
+        records, errors = self.offsets.prepare_commit(group_id, offsets, now_ms)
+        out: list = []
+        if records:
+            out.append(Append(group_id, records))
+        out.append(Emit("offset_commit", {
+            "group": group_id, "generation": generation, "member": member_id,
+            "offsets": [f"{t}-{p}={o}" for t, p, o, *_ in offsets if errors[(t, p)] == E.NONE]}))
+        out.append(Reply(waiter, errors))
+        return out
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None):
+        """(error, {(topic, partition): CommittedOffset | None})."""
+        error = self.check(group_id)
+        if error != E.NONE:
+            return error, {}
+        return E.NONE, self.offsets.fetch(group_id, partitions)
+
+    def expire_offsets(self, now_ms: int) -> list:
+        """Tombstones for offsets past offsets.retention.minutes (KIP-211's rules)."""
+        def is_empty(group_id: str) -> bool:
+            group = self.groups.get(group_id)
+            return group is None or group.state == S.EMPTY
+
+        def subscribed(group_id: str, topic: str) -> bool:
+            group = self.groups.get(group_id)
+            if group is None or group.state != S.STABLE or group.protocol_type != CONSUMER:
+                return True  # Kafka expires per topic only for a stable consumer group
+            return topic in self._subscribed_topics(group)
+
+        def empty_since(group_id: str) -> int | None:
+            group = self.groups.get(group_id)
+            return group.state_timestamp_ms if group is not None else None
+
+        records = self.offsets.expire(now_ms, self.config.offsets_retention_ms, is_empty,
+                                      subscribed, empty_since)
+        by_group: dict[str, list[OffsetRecord]] = {}
+        for record in records:
+            key = offsets_topic.decode_key(record.key)
+            by_group.setdefault(key.group, []).append(record)
+        return [Append(g, rs) for g, rs in by_group.items()]
+
+    # -- administration -------------------------------------------------------------------------
+
+    def describe(self, group_id: str) -> dict:
+        error = self.check(group_id)
+        group = self.groups.get(group_id)
+        body = {"error_code": error, "error_message": None, "group_id": group_id,
+                "group_state": S.DEAD.value, "protocol_type": "", "protocol_data": "",
+                "members": [], "authorized_operations": -2**31}
+        if error != E.NONE or group is None:
+            return body
+        stable = group.state == S.STABLE
+        body.update(group_state=group.state.value, protocol_type=group.protocol_type or "",
+                    protocol_data=group.protocol or "" if stable else "", members=[
+                        {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "member_metadata": m.metadata(group.protocol) if stable else b"",
+                         "member_assignment": m.assignment if stable else b""}
+                        for m in group.members.values()])
+        return body
+
+    def list_groups(self, states: set[str] | None = None) -> list[dict]:
+        names = set(self.groups) | self.offsets.groups()
+        out = []
+        for name in sorted(names):
+            if self.check(name) != E.NONE:
+                continue
+            group = self.groups.get(name)
+            state = group.state.value if group else S.EMPTY.value
+            if state == S.DEAD.value or (states and state not in states):
+                continue
+            out.append({"group_id": name, "protocol_type": (group.protocol_type if group else
+                                                            None) or CONSUMER,
+                        "group_state": state, "group_type": "classic"})
+        return out
+
+    def delete_group(self, group_id: str, now_ms: int) -> tuple[ErrorCode, list]:
+        error = self.check(group_id)
+        if error != E.NONE:
+            return error, []
+        group = self.groups.get(group_id)
+        if group is None and not self.offsets.has_offsets(group_id):
+            return E.GROUP_ID_NOT_FOUND, []
+        if group is not None and group.state != S.EMPTY:
+            return E.NON_EMPTY_GROUP, []
+        records = self.offsets.delete_group(group_id)
+        records.append(OffsetRecord(offsets_topic.encode_group_key(group_id), None))
+        if group is not None:
+            previous = group.transition_to(S.DEAD, now_ms)
+            effects = [Emit("group_state", {
+                "group": group_id, "generation": group.generation, "old_state": previous.value,
+                "new_state": S.DEAD.value, "protocol_type": group.protocol_type or "",
+                "protocol": group.protocol or "", "members": 0, "reason": "deleted"})]
+        else:
+            effects = []
+        return E.NONE, [Append(group_id, records), *effects]
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]):
+        """OffsetDelete: (group error, {tp: error}, effects)."""
+        error = self.check(group_id)
+        if error != E.NONE:
+            return error, {}, []
+        group = self.groups.get(group_id)
+        if group is None and not self.offsets.has_offsets(group_id):
+            return E.GROUP_ID_NOT_FOUND, {}, []
+        subscribed = self._subscribed_topics(group) if group and group.state != S.EMPTY else set()
+        errors = {tp: E.GROUP_SUBSCRIBED_TO_TOPIC if tp[0] in subscribed else E.NONE
+                  for tp in partitions}
+        records = self.offsets.delete_offsets(group_id, [tp for tp, e in errors.items()
+                                                         if e == E.NONE])
+        return E.NONE, errors, [Append(group_id, records)] if records else []
+
+    def _subscribed_topics(self, group: ClassicGroup) -> set[str]:
+        if group.protocol_type != CONSUMER:
+            return set()
+        topics: set[str] = set()
+        for member in group.members.values():
+            try:
+                topics.update(decode_subscription(member.metadata(group.protocol)).topics)
+            except DecodeError:
+                pass
+        return topics
+
+    # -- records and replay -------------------------------------------------------------------
+
+    def group_record(self, group: ClassicGroup) -> list[OffsetRecord]:
+        value = {
+            "protocol_type": group.protocol_type or "", "generation": group.generation,
+            "protocol": group.protocol, "leader": group.leader_id if group.members else None,
+            "current_state_timestamp": group.state_timestamp_ms,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "rebalance_timeout": m.rebalance_timeout_ms,
+                         "session_timeout": m.session_timeout_ms,
+                         "subscription": m.metadata(group.protocol), "assignment": m.assignment}
+                        for m in group.members.values()],
+        }
+        return [OffsetRecord(offsets_topic.encode_group_key(group.group_id),
+                             offsets_topic.encode_group_value(value))]
+
+    def replay(self, key: bytes, value: bytes | None, now_ms: int, loading: bool = False) -> None:
+        """Apply one __consumer_offsets record: offsets always; a group record rebuilds the
+        group only while loading (a live group already is what its record says), and a group
+        tombstone removes it."""
+        decoded = offsets_topic.decode_key(key)
+        if isinstance(decoded, OffsetKey) or decoded is None:
+            self.offsets.replay(key, value)
+            return
+        if value is None:
+            self.groups.pop(decoded.group, None)
+            return
+        if loading or decoded.group not in self.groups:
+            self.groups[decoded.group] = self._group_from_record(
+                decoded, offsets_topic.decode_value(decoded, value), now_ms)
+
+    def _group_from_record(self, key: GroupKey, v, now_ms: int) -> ClassicGroup:
+        group = ClassicGroup(key.group, generation=v.generation,
+                             protocol_type=v.protocol_type or None, protocol=v.protocol,
+                             leader_id=v.leader, state_timestamp_ms=v.current_state_timestamp)
+        for m in v.members:
+            member = Member(m.member_id, m.get("group_instance_id"), m.client_id, m.client_host,
+                            m.get("rebalance_timeout", -1), m.session_timeout, v.protocol_type,
+                            [(v.protocol, m.subscription)], m.assignment, is_new=False,
+                            last_heartbeat_ms=now_ms)
+            group.members[member.member_id] = member
+            if member.group_instance_id is not None:
+                group.static_members[member.group_instance_id] = member.member_id
+        group.state = S.STABLE if group.members else S.EMPTY
+        return group
+
+    def begin_load(self, partition: int) -> None:
+        self.loading.add(partition)
+
+    def finish_load(self, partition: int, now_ms: int) -> None:
+        """Loaded members get a full session to heartbeat, as after a coordinator move."""
+        self.loading.discard(partition)
+        self.owned.add(partition)
+        for group in self.groups.values():
+            if self.partition_for(group.group_id) == partition:
+                for member in group.members.values():
+                    self.membership._heartbeat_reset(group, member, now_ms)
+
+    def unload(self, partition: int, now_ms: int) -> list:
+        """This broker no longer leads the partition: its groups go, members must find the
+        new coordinator (NOT_COORDINATOR from here on)."""
+        self.owned.discard(partition)
+        self.loading.discard(partition)
+        out: list = []
+        for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
+            group = self.groups.pop(group_id)
+            for member in group.members.values():
+                self.timers.cancel(("heartbeat", group_id, member.member_id))
+                for waiter in (member.awaiting_join, member.awaiting_sync):
+                    if waiter is not None:
+                        out.append(Reply(waiter, {"error_code": E.NOT_COORDINATOR}))
+        self.offsets.unload(lambda g: self.partition_for(g) == partition)
+        return out
+
+    def offsets_topic_partitions(self) -> Iterable[int]:
+        return range(self.config.num_partitions)

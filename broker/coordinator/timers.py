@@ -1,0 +1,54 @@
+"""One keyed timer service for the coordinator, driven by an injected clock.
+
+Owns: `TimerService`. Session expiry, rebalance timeouts, the initial rebalance delay and
+the sync timeout are all entries here, keyed so that rescheduling replaces the old deadline
+(a heartbeat pushes its member's session deadline forward without leaving the old one
+behind). It never reads a clock: callers pass `now_ms`, and the trio runtime sleeps until
+`next_deadline()`.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Hashable
+
+
+class TimerService:
+    def __init__(self):
+        self._deadlines: dict[Hashable, int] = {}
+        self._heap: list[tuple[int, int, Hashable]] = []
+        self._seq = 0  # ties broken by scheduling order, so expiry order is deterministic
+
+    def schedule(self, key: Hashable, deadline_ms: int) -> None:
+        self._deadlines[key] = deadline_ms
+        self._seq += 1
+        heapq.heappush(self._heap, (deadline_ms, self._seq, key))
+
+    def cancel(self, key: Hashable) -> None:
+        self._deadlines.pop(key, None)  # its heap entry is skipped when it surfaces
+
+    def deadline(self, key: Hashable) -> int | None:
+        return self._deadlines.get(key)
+
+    def next_deadline(self) -> int | None:
+        self._drop_stale()
+        return self._heap[0][0] if self._heap else None
+
+    def pop_due(self, now_ms: int) -> list[Hashable]:
+        """Keys whose deadline is at or before now, earliest first; each fires once."""
+        due = []
+        while True:
+            self._drop_stale()
+            if not self._heap or self._heap[0][0] > now_ms:
+                return due
+            _, _, key = heapq.heappop(self._heap)
+            del self._deadlines[key]
+            due.append(key)
+
+    def _drop_stale(self) -> None:
+        heap = self._heap
+        while heap and self._deadlines.get(heap[0][2]) != heap[0][0]:
+            heapq.heappop(heap)
+
+    def __len__(self) -> int:
+        return len(self._deadlines)

@@ -1,0 +1,142 @@
+"""Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups,
+ListGroups, DeleteGroups — thin translations between wire bodies and the coordinator.
+
+The coordinator (broker.coordinator) decides; these handlers only unpack requests, wait for
+the coordinator's answer when the protocol says to wait (JoinGroup until the rebalance
+completes, SyncGroup until the leader's assignment arrives), and shape the response for the
+request's version.
+"""
+
+from __future__ import annotations
+
+from broker.coordinator.membership import JoinRequest, group_id_error, join_error, sync_body
+from broker.coordinator.runtime import Waiter
+from broker.handlers import RequestContext
+from protocol.errors import ErrorCode
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+JOIN_REQUIRES_KNOWN_MEMBER_ID = 4  # KIP-394: JoinGroup v4+ gets MEMBER_ID_REQUIRED first
+NULLABLE_PROTOCOL_NAME = 7
+
+
+def _answer(waiter: Waiter, fallback: dict) -> dict:
+    """The coordinator's answer, or the error that stopped its records reaching the log."""
+    if waiter.error != ErrorCode.NONE:
+        return dict(fallback, error_code=waiter.error)
+    return waiter.body
+
+
+def _coordinator_entry(ctx: RequestContext, key: str, key_type: int) -> dict:
+    broker = ctx.broker
+    out = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.NONE,
+           "error_message": None}
+    if key_type != GROUP_KEY:
+        out.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                   error_message="transactions are not supported")
+        return out
+    error = group_id_error(key)
+    if error != ErrorCode.NONE:
+        out.update(error_code=error, error_message="invalid group id")
+        return out
+    broker.groups.ensure_offsets_topic()
+    out.update(node_id=broker.node_id, host=broker.advertised.host, port=broker.advertised.port)
+    return out
+
+
+async def handle_find_coordinator(ctx: RequestContext) -> dict:
+    body = ctx.body
+    key_type = body.get("key_type", GROUP_KEY)
+    if ctx.version >= 4:
+        return {"throttle_time_ms": 0, "coordinators": [
+            _coordinator_entry(ctx, key, key_type) for key in body.coordinator_keys]}
+    entry = _coordinator_entry(ctx, body.key, key_type)
+    entry.pop("key")
+    return {"throttle_time_ms": 0, **entry}
+
+
+async def handle_join_group(ctx: RequestContext) -> dict:
+    b = ctx.body
+    request = JoinRequest(
+        group_id=b.group_id, member_id=b.member_id,
+        group_instance_id=b.get("group_instance_id"),
+        session_timeout_ms=b.session_timeout_ms,
+        # v0 had no rebalance timeout: the session timeout served as both (Kafka does this)
+        rebalance_timeout_ms=b.rebalance_timeout_ms if ctx.version >= 1 else b.session_timeout_ms,
+        protocol_type=b.protocol_type, protocols=[(p.name, p.metadata) for p in b.protocols],
+        client_id=ctx.request.header.client_id or "", client_host="/" + ctx.peer.rsplit(":", 1)[0],
+        require_known_member_id=ctx.version >= JOIN_REQUIRES_KNOWN_MEMBER_ID,
+        reason=b.get("reason"))
+    coordinator = ctx.broker.groups.coordinator
+    waiter = await ctx.broker.groups.call(coordinator.join, request)
+    body = {"throttle_time_ms": 0, **_answer(waiter, join_error(ErrorCode.NONE, b.member_id))}
+    if ctx.version < NULLABLE_PROTOCOL_NAME and body["protocol_name"] is None:
+        body["protocol_name"] = ""  # before v7 an error reply carries an empty name, not null
+    return body
+
+
+async def handle_sync_group(ctx: RequestContext) -> dict:
+    b = ctx.body
+    coordinator = ctx.broker.groups.coordinator
+    assignments = {a.member_id: a.assignment for a in b.assignments}
+    waiter = await ctx.broker.groups.call(
+        coordinator.sync, b.group_id, b.generation_id, b.member_id, b.get("group_instance_id"),
+        b.get("protocol_type"), b.get("protocol_name"), assignments)
+    return _answer(waiter, sync_body(ErrorCode.NONE))
+
+
+async def handle_heartbeat(ctx: RequestContext) -> dict:
+    b = ctx.body
+    coordinator = ctx.broker.groups.coordinator
+    waiter = await ctx.broker.groups.call(coordinator.heartbeat, b.group_id, b.generation_id,
+                                          b.member_id, b.get("group_instance_id"))
+    return _answer(waiter, {"throttle_time_ms": 0})
+
+
+async def handle_leave_group(ctx: RequestContext) -> dict:
+    b = ctx.body
+    if ctx.version >= 3:
+        identities = [(m.member_id, m.group_instance_id) for m in b.members]
+    else:
+        identities = [(b.member_id, None)]
+    coordinator = ctx.broker.groups.coordinator
+    waiter = await ctx.broker.groups.call(coordinator.leave, b.group_id, identities)
+    body = _answer(waiter, {"throttle_time_ms": 0, "members": []})
+    if ctx.version < 3 and body.get("members"):
+        # v0-2 name one member, and its error is the response's error
+        body["error_code"] = body["error_code"] or body["members"][0]["error_code"]
+    return body
+
+
+async def handle_describe_groups(ctx: RequestContext) -> dict:
+    coordinator = ctx.broker.groups.coordinator
+    return {"throttle_time_ms": 0,
+            "groups": [coordinator.describe(group_id) for group_id in ctx.body.groups]}
+
+
+async def handle_list_groups(ctx: RequestContext) -> dict:
+    body = ctx.body
+    states = set(body.get("states_filter") or []) or None
+    types = {t.lower() for t in body.get("types_filter") or []}
+    groups = ctx.broker.groups.coordinator.list_groups(states)
+    if types:
+        groups = [g for g in groups if g["group_type"] in types]
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}
+
+
+async def handle_delete_groups(ctx: RequestContext) -> dict:
+    runtime = ctx.broker.groups
+    results = []
+    for group_id in ctx.body.groups_names:
+        error, effects = runtime.coordinator.delete_group(group_id, ctx.broker.now_ms())
+        if effects:
+            waiter = Waiter()
+            runtime.apply([*effects, _Resolve(waiter)])
+            error = waiter.error or error
+        results.append({"group_id": group_id, "error_code": error})
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _Resolve(waiter: Waiter):
+    """A reply with no body: it tells whether the records before it reached the log."""
+    from broker.coordinator.membership import Reply
+    return Reply(waiter, {})
