@@ -394,42 +394,48 @@ class Membership:
 
     def on_timers(self, now_ms: int) -> list:
         out: list = []
-        for key in self.timers.pop_due(now_ms):
-            kind, group_id = key[0], key[1]
-            group = self.groups.get(group_id)
-            if group is None or group.state == S.DEAD:
-                continue
-            if kind == "heartbeat":
-                member = group.members.get(key[2])
-                if member is None:
-                    continue
-                if member.awaiting_join is not None or member.awaiting_sync is not None:
-                    # a member inside a rebalance is bounded by the rebalance timeouts
-                    self._heartbeat_reset(group, member, now_ms)
-                else:
-                    self._remove_member(group, member, now_ms, "session timeout", out)
-            elif kind == "pending":
-                group.pending_members.discard(key[2])
-                self._try_complete_join(group, now_ms, out)
-            elif kind == "join" and group.state == S.PREPARING_REBALANCE:
-                self._complete_join(group, now_ms, out)
-            elif kind == "initial" and group.state == S.PREPARING_REBALANCE:
-                remaining = self._initial_remaining.get(group_id, 0)
-                if group.new_member_added and remaining > 0:
-                    delay = min(self.config.initial_rebalance_delay_ms, remaining)
-                    self._initial_remaining[group_id] = remaining - delay
-                    group.new_member_added = False
-                    self.timers.schedule(("initial", group_id), now_ms + delay)
-                else:
-                    self._initial_remaining.pop(group_id, None)
-                    self._complete_join(group, now_ms, out)
-            elif kind == "sync" and group.state == S.COMPLETING_REBALANCE:
-                for member in [m for m in group.members.values()
-                               if m.member_id not in group.synced]:
-                    self._remove_member(group, member, now_ms, "did not sync in time", out,
-                                        update_group=False)
-                self._prepare_rebalance(group, now_ms, "members did not sync in time", out)
+        # fire until nothing is due: a timer may reschedule itself for this very instant
+        # (an initial delay of 0 extended by a member that arrived during it)
+        while due := self.timers.pop_due(now_ms):
+            for key in due:
+                self._fire(key, now_ms, out)
         return out
+
+    def _fire(self, key: tuple, now_ms: int, out: list) -> None:
+        kind, group_id = key[0], key[1]
+        group = self.groups.get(group_id)
+        if group is None or group.state == S.DEAD:
+            return
+        if kind == "heartbeat":
+            member = group.members.get(key[2])
+            if member is None:
+                return
+            if member.awaiting_join is not None or member.awaiting_sync is not None:
+                # a member inside a rebalance is bounded by the rebalance timeouts
+                self._heartbeat_reset(group, member, now_ms)
+            else:
+                self._remove_member(group, member, now_ms, "session timeout", out)
+        elif kind == "pending":
+            group.pending_members.discard(key[2])
+            self._try_complete_join(group, now_ms, out)
+        elif kind == "join" and group.state == S.PREPARING_REBALANCE:
+            self._complete_join(group, now_ms, out)
+        elif kind == "initial" and group.state == S.PREPARING_REBALANCE:
+            remaining = self._initial_remaining.get(group_id, 0)
+            if group.new_member_added and remaining > 0:
+                delay = min(self.config.initial_rebalance_delay_ms, remaining)
+                self._initial_remaining[group_id] = remaining - delay
+                group.new_member_added = False
+                self.timers.schedule(("initial", group_id), now_ms + delay)
+            else:
+                self._initial_remaining.pop(group_id, None)
+                self._complete_join(group, now_ms, out)
+        elif kind == "sync" and group.state == S.COMPLETING_REBALANCE:
+            for member in [m for m in group.members.values()
+                           if m.member_id not in group.synced]:
+                self._remove_member(group, member, now_ms, "did not sync in time", out,
+                                    update_group=False)
+            self._prepare_rebalance(group, now_ms, "members did not sync in time", out)
 
     # -- helpers ------------------------------------------------------------------------------
 
