@@ -404,8 +404,12 @@ def build_parser(prog: str = "minibroker bench") -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["groups"]:
+        from broker import bench_groups
+        return bench_groups.main(argv[1:])
     parser = build_parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
     if args.records <= 0 or args.record_size < 0 or args.partitions <= 0:
         parser.error("--records and --partitions must be > 0, --record-size >= 0")
     if args.topic is None:

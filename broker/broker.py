@@ -54,7 +54,8 @@ class Broker:
         self.metadata = MetadataImage(self.data_dir, self.node_id)
         self.logs = LogManager(self.data_dir, on_event=self._on_log_event)
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self._data_arrived = trio.Event()
+        # fetches long-polling each partition; an append wakes only its own partition's
+        self._fetch_waiters: dict[tuple[str, int], set[trio.Event]] = {}
         from broker.coordinator.runtime import CoordinatorRuntime
         self.groups = CoordinatorRuntime(self)
         self.started_ms = self.now_ms()
@@ -118,7 +119,8 @@ class Broker:
             self.partitions.pop((name, index), None)
         self.logs.delete_topic(name)
         self.events.emit("topic_delete", topic=name, topic_id=str(info.topic_id))
-        self.notify_data_arrived()  # wake fetches waiting on the deleted partitions
+        for index in range(info.partitions):  # fetches waiting on them answer at once
+            self.notify_data_arrived(name, index)
         return info
 
     def create_partitions(self, name: str, count: int) -> None:
@@ -131,12 +133,25 @@ class Broker:
 
     # -- data arrival, for long-polling fetches -------------------------------------------
 
-    def notify_data_arrived(self) -> None:
-        self._data_arrived.set()
-        self._data_arrived = trio.Event()
+    def notify_data_arrived(self, topic: str, partition: int) -> None:
+        """Wake the fetches waiting on this partition, and only those."""
+        for event in self._fetch_waiters.pop((topic, partition), ()):
+            event.set()
 
-    async def wait_for_data(self) -> None:
-        await self._data_arrived.wait()
+    async def wait_for_data(self, partitions: list[tuple[str, int]]) -> None:
+        """Return when any of these partitions has an append (the caller bounds the wait)."""
+        event = trio.Event()
+        for tp in partitions:
+            self._fetch_waiters.setdefault(tp, set()).add(event)
+        try:
+            await event.wait()
+        finally:
+            for tp in partitions:
+                waiters = self._fetch_waiters.get(tp)
+                if waiters is not None:
+                    waiters.discard(event)
+                    if not waiters:
+                        del self._fetch_waiters[tp]
 
     # -- housekeeping -----------------------------------------------------------------------
 

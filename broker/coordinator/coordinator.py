@@ -314,6 +314,13 @@ class GroupCoordinator:
         return [OffsetRecord(offsets_topic.encode_group_key(group.group_id),
                              offsets_topic.encode_group_value(value))]
 
+    def replay_record(self, record: OffsetRecord, now_ms: int) -> None:
+        """Replay a record this coordinator just wrote (offsets without re-parsing)."""
+        if record.entry is not None:
+            self.offsets.replay_record(record)
+        else:
+            self.replay(record.key, record.value, now_ms)
+
     def replay(self, key: bytes, value: bytes | None, now_ms: int, loading: bool = False) -> None:
         """Apply one __consumer_offsets record: offsets always; a group record rebuilds the
         group only while loading (a live group already is what its record says), and a group

@@ -25,7 +25,7 @@ belong to the group (ClassicGroup.validateOffsetCommit in Kafka).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from protocol.errors import ErrorCode
 from protocol.messages import offsets_topic
@@ -66,10 +66,17 @@ class CommittedOffset:
 
 @dataclass(frozen=True)
 class OffsetRecord:
-    """One record for __consumer_offsets: key and value bytes; value None is a tombstone."""
+    """One record for __consumer_offsets: key and value bytes; value None is a tombstone.
+
+    `entry` is what the bytes say, (group, topic, partition, CommittedOffset or None), when
+    this coordinator built the record itself: replay then applies it without parsing the
+    bytes it has just encoded. Records read from disk have no entry and are decoded.
+    """
 
     key: bytes
     value: bytes | None
+    entry: tuple[str, str, int, "CommittedOffset | None"] | None = field(default=None,
+                                                                          compare=False)
 
 
 def _java_length(s: str) -> int:
@@ -78,7 +85,8 @@ def _java_length(s: str) -> int:
 
 
 def _tombstone(group: str, topic: str, partition: int) -> OffsetRecord:
-    return OffsetRecord(offsets_topic.encode_offset_key(group, topic, partition), None)
+    return OffsetRecord(offsets_topic.encode_offset_key(group, topic, partition), None,
+                        (group, topic, partition, None))
 
 
 class OffsetStore:
@@ -130,6 +138,8 @@ class OffsetStore:
             records.append(OffsetRecord(
                 offsets_topic.encode_offset_key(group, topic, partition),
                 offsets_topic.encode_offset_value(offset, leader_epoch, metadata or "", now_ms),
+                (group, topic, partition,
+                 CommittedOffset(offset, leader_epoch, metadata or "", now_ms)),
             ))
         return records, errors
 
@@ -210,6 +220,24 @@ class OffsetStore:
 
     # -- replay: the only mutation ------------------------------------------------------
 
+    def replay_record(self, record: OffsetRecord) -> None:
+        """`replay` for a record this coordinator built: its entry, no parsing."""
+        if record.entry is None:
+            self.replay(record.key, record.value)
+            return
+        group, topic, partition, committed = record.entry
+        self._set(group, (topic, partition), committed)
+
+    def _set(self, group: str, tp: TopicPartition, committed: CommittedOffset | None) -> None:
+        if committed is None:
+            group_offsets = self._offsets.get(group)
+            if group_offsets is not None:
+                group_offsets.pop(tp, None)
+                if not group_offsets:
+                    del self._offsets[group]  # so groups() forgets it
+            return
+        self._offsets.setdefault(group, {})[tp] = committed
+
     def replay(self, key: bytes, value: bytes | None) -> None:
         """Apply one __consumer_offsets record, in log order: a commit sets, a tombstone deletes.
 
@@ -223,21 +251,17 @@ class OffsetStore:
             return  # GroupKey (the group code replays it) or an unknown type (None)
         tp = (decoded.topic, decoded.partition)
         if value is None:
-            group_offsets = self._offsets.get(decoded.group)
-            if group_offsets is not None:
-                group_offsets.pop(tp, None)
-                if not group_offsets:
-                    del self._offsets[decoded.group]  # so groups() forgets it
+            self._set(decoded.group, tp, None)
             return
         v = offsets_topic.decode_value(decoded, value)
-        self._offsets.setdefault(decoded.group, {})[tp] = CommittedOffset(
+        self._set(decoded.group, tp, CommittedOffset(
             offset=v.offset,
             # absent before OffsetCommitValue v3; the expire timestamp exists in v1 only
             leader_epoch=v.get("leader_epoch", NO_LEADER_EPOCH),
             metadata=v.metadata,
             commit_timestamp_ms=v.commit_timestamp,
             expire_timestamp_ms=v.get("expire_timestamp", NO_EXPIRE_TIMESTAMP),
-        )
+        ))
 
     # -- reads --------------------------------------------------------------------------
 

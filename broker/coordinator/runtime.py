@@ -108,8 +108,8 @@ class CoordinatorRuntime:
             log.error("cannot append to %s-%d: %s", OFFSETS_TOPIC, index, result.error.name)
             return ErrorCode.NOT_COORDINATOR
         for record in effect.records:
-            self.coordinator.replay(record.key, record.value, now)
-        self.broker.notify_data_arrived()
+            self.coordinator.replay_record(record, now)
+        self.broker.notify_data_arrived(OFFSETS_TOPIC, index)
         return ErrorCode.NONE
 
     # -- __consumer_offsets ---------------------------------------------------------------------

@@ -30,7 +30,8 @@ async def handle(ctx: RequestContext) -> dict:
         if total >= body.min_bytes or errors or trio.current_time() >= deadline:
             break
         with trio.move_on_at(deadline):
-            await ctx.broker.wait_for_data()
+            await ctx.broker.wait_for_data(
+                [(t.topic, p.partition) for t in body.topics for p in t.partitions])
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0,
             "responses": responses}
 

@@ -30,13 +30,14 @@ ZSTD_MIN_PRODUCE_VERSION = 7  # KIP-110: older clients cannot have sent zstd
 async def handle(ctx: RequestContext) -> dict | None:
     body = ctx.body
     now_ms = ctx.broker.now_ms()
-    appended = False
+    appended: list[tuple[str, int]] = []
     responses = []
     for topic_data in body.topic_data:
         partition_responses = []
         for partition_data in topic_data.partition_data:
             error, result = _produce_partition(ctx, topic_data.name, partition_data, now_ms)
-            appended |= error == ErrorCode.NONE
+            if error == ErrorCode.NONE:
+                appended.append((topic_data.name, partition_data.index))
             partition_responses.append({
                 "index": partition_data.index, "error_code": error,
                 "base_offset": result.base_offset if result else -1,
@@ -45,8 +46,8 @@ async def handle(ctx: RequestContext) -> dict | None:
                 "record_errors": [], "error_message": None,
             })
         responses.append({"name": topic_data.name, "partition_responses": partition_responses})
-    if appended:
-        ctx.broker.notify_data_arrived()
+    for topic, index in appended:
+        ctx.broker.notify_data_arrived(topic, index)
     if body.acks == 0:
         return None
     return {"responses": responses, "throttle_time_ms": 0}

@@ -40,7 +40,7 @@ class Harness:
             elif isinstance(e, Append):
                 for r in e.records:
                     self.records.append(r)
-                    self.c.replay(r.key, r.value, self.now)
+                    self.c.replay_record(r, self.now)
             else:
                 self.events.append(e)
 
