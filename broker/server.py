@@ -21,7 +21,7 @@ import time
 import trio
 
 from broker.broker import Broker
-from broker.handlers import HANDLERS, RequestContext
+from broker.handlers import HANDLERS, CloseConnection, RequestContext
 from protocol.connection import NEED_DATA, ServerConnection
 from protocol.errors import ProtocolError
 from protocol.messages import APIS, FETCH
@@ -89,7 +89,13 @@ class Server:
                     # a fetch may wait; earlier answers must not wait with it
                     await stream.send_all(b"".join(outbox))
                     outbox.clear()
-                response = await self._dispatch(conn, request, peer)
+                try:
+                    response = await self._dispatch(conn, request, peer)
+                except CloseConnection as e:
+                    if outbox:  # what was answered before still goes out
+                        await stream.send_all(b"".join(outbox))
+                    log.info("closing connection from %s: %s", peer, e)
+                    return
                 if response is not None:
                     outbox.append(response)
             if outbox:

@@ -33,6 +33,11 @@ class RequestContext:
 
 Handler = Callable[[RequestContext], Awaitable[Any]]
 
+
+class CloseConnection(Exception):
+    """Answer nothing and close this connection: the only way an acks=0 producer learns that
+    its batch was refused (Kafka's KafkaApis.handleProduceRequest does the same)."""
+
 from broker.handlers import (  # noqa: E402  (the modules import RequestContext from here)
     api_versions, configs, fetch, groups, leader_epoch, list_offsets, metadata, offsets, produce,
     producer_id, topics,

@@ -29,15 +29,35 @@ def _render(value: Any) -> str | None:
     return str(value)
 
 
+# topic property -> the broker properties it inherits from (several for time units)
+_BROKER_SYNONYMS: dict[str, list[str]] = {}
+for _prop in BROKER_PROPERTIES.values():
+    if _prop.topic_name:
+        _BROKER_SYNONYMS.setdefault(_prop.topic_name, []).append(_prop.name)
+_BROKER_SYNONYMS["retention.ms"] += ["log.retention.minutes", "log.retention.hours"]
+_BROKER_SYNONYMS["segment.ms"] += ["log.roll.hours"]
+
+
+def _source(broker: Broker, name: str, overridden: bool) -> int:
+    """Where a topic's value comes from, as Kafka reports it: its first synonym's source."""
+    if overridden:
+        return DYNAMIC_TOPIC_CONFIG
+    for broker_name in _BROKER_SYNONYMS.get(name, ()):
+        if broker.config[broker_name] != BROKER_PROPERTIES[broker_name].default:
+            return STATIC_BROKER_CONFIG
+    return DEFAULT_CONFIG
+
+
 def topic_config_entries(broker: Broker, overrides: dict[str, Any]) -> list[dict]:
     defaults = broker.config.topic_defaults()
     entries = []
     for name in sorted(TOPIC_PROPERTIES):
         overridden = name in overrides
+        source = _source(broker, name, overridden)
         entries.append({
             "name": name, "value": _render(overrides[name] if overridden else defaults.get(name)),
-            "read_only": False, "is_default": not overridden,
-            "config_source": DYNAMIC_TOPIC_CONFIG if overridden else DEFAULT_CONFIG,
+            "read_only": False, "is_default": source == DEFAULT_CONFIG,
+            "config_source": source,
             "is_sensitive": False, "synonyms": [],
             "config_type": _TYPES[TOPIC_PROPERTIES[name].kind], "documentation": None,
         })
@@ -80,7 +100,7 @@ async def handle(ctx: RequestContext) -> dict:
         else:
             out.update(error_code=ErrorCode.INVALID_REQUEST,
                        error_message=f"Resource type {r.resource_type} is not supported.")
-        if r.configuration_keys is not None:
+        if r.configuration_keys:  # null or empty both mean every key (ConfigHelper)
             keys = set(r.configuration_keys)
             out["configs"] = [c for c in out["configs"] if c["name"] in keys]
         results.append(out)

@@ -1,6 +1,7 @@
 """ListOffsets: earliest (-2), latest (-1), max timestamp (-3, v7) and by timestamp.
 
-v0 answers in the old layout: a list of offsets (at most max_num_offsets) instead of one.
+v0 answers in the old layout: a list of offsets (at most max_num_offsets) instead of one;
+for latest that is the log end offset followed by each segment's base offset, newest first.
 The max-timestamp lookup is Kafka's pre-3.7 "shallow" answer: the last offset of the batch
 with the largest MaxTimestamp, read from batch headers only.
 """
@@ -20,6 +21,20 @@ async def handle(ctx: RequestContext) -> dict:
         partitions = [_partition(ctx, topic.name, p) for p in topic.partitions]
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _legacy_offsets(partition, timestamp: int, found, max_num_offsets: int) -> list[int]:
+    """ListOffsets v0 (Kafka's legacyFetchOffsetsBefore): for latest, the log end offset and
+    then every segment's base offset, newest first; for earliest, the log start offset."""
+    if max_num_offsets <= 0:
+        return []
+    if timestamp == LATEST:
+        bases = [max(s.base_offset, partition.log_start_offset)
+                 for s in reversed(partition.log.segments)]
+        if partition.log.segments and partition.log.segments[-1].size == 0:
+            bases = bases[1:]  # an empty active segment starts at the log end offset itself
+        return [partition.log_end_offset, *bases][:max_num_offsets]
+    return [found[0]] if found is not None else []
 
 
 def _partition(ctx: RequestContext, topic: str, p) -> dict:
@@ -44,8 +59,8 @@ def _partition(ctx: RequestContext, topic: str, p) -> dict:
     else:
         found = partition.log.offset_for_timestamp(ts)
     if ctx.version == 0:
-        if found is not None and p.get("max_num_offsets", 1) > 0:
-            out["old_style_offsets"] = [found[0]]
+        out["old_style_offsets"] = _legacy_offsets(partition, ts, found,
+                                                   p.get("max_num_offsets", 1))
         return out
     if found is not None:
         out["offset"], out["timestamp"] = found

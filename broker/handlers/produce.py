@@ -9,7 +9,7 @@ acks=0 gets no response at all.
 
 from __future__ import annotations
 
-from broker.handlers import RequestContext
+from broker.handlers import CloseConnection, RequestContext
 from broker.metadata import topic_name_error
 from protocol import records
 from protocol.codecs import Codec
@@ -49,6 +49,10 @@ async def handle(ctx: RequestContext) -> dict | None:
     for topic, index in appended:
         ctx.broker.notify_data_arrived(topic, index)
     if body.acks == 0:
+        failed = [(r["name"], pr["index"], ErrorCode(pr["error_code"]).name)
+                  for r in responses for pr in r["partition_responses"] if pr["error_code"]]
+        if failed:
+            raise CloseConnection(f"acks=0 produce refused: {failed}")
         return None
     return {"responses": responses, "throttle_time_ms": 0}
 
