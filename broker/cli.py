@@ -1,8 +1,10 @@
 """The `minibroker` command line.
 
-Owns: argument parsing and the subcommands `serve` (run one broker in the foreground) and
-`bench` (throughput benchmarks driving real clients, broker.bench). Configuration errors
-end the process with one line naming the key and exit status 2.
+Owns: argument parsing and the subcommands `serve` (run one broker in the foreground),
+`bench` (throughput benchmarks driving real clients, broker.bench), `dump-log` (print
+segment files, broker.tools.dump_log) and `groups` (list and describe consumer groups,
+broker.tools.groups). Configuration errors end the process with one line naming the key
+and exit status 2.
 """
 
 from __future__ import annotations
@@ -74,6 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
                            add_help=False)
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     bench.set_defaults(func=lambda a: __import__("broker.bench", fromlist=["main"]).main(a.rest))
+
+    from broker.tools import dump_log, groups
+    dump = sub.add_parser("dump-log", help="print the batches and records of log segments")
+    dump_log.add_arguments(dump)
+    dump.set_defaults(func=dump_log.main)
+    grp = sub.add_parser("groups", help="list and describe consumer groups")
+    groups.add_arguments(grp)
+    grp.set_defaults(func=groups.main)
     return parser
 
 

@@ -1,0 +1,476 @@
+"""`minibroker dump-log`: print the batches (and records) of log segment files, in the
+manner of Kafka's kafka-dump-log.sh (DumpLogSegments).
+
+    minibroker dump-log DIR/orders-0/00000000000000000000.log --print-data-log
+    minibroker dump-log DIR/__consumer_offsets-7 --offsets-decoder
+    minibroker dump-log DIR/orders-0 --json
+
+PATH is a ``.log`` segment or a partition directory (then each of its segments, in offset
+order). One line per batch; with ``--print-data-log`` one ``|`` line per record under it;
+``--offsets-decoder`` (implies ``--print-data-log``) shows __consumer_offsets keys and
+values readably and decodes the consumer protocol's subscriptions and assignments;
+``--json`` prints one JSON object per file, batch, record and problem instead.
+
+The file is read with plain Python and never written, so a live segment can be dumped: the
+file's size is taken once when it is opened (as Kafka's FileRecords does) and a partial
+batch at its end is reported, not decoded. A batch whose CRC does not match is printed
+with ``isvalid: false`` and the dump goes on with the next batch; only a header that is
+structurally broken (bad magic, impossible length) ends a file's dump, because the next
+batch's position cannot be known.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, TextIO
+
+from protocol.codecs import Codec
+from protocol.consumer_protocol import decode_assignment, decode_subscription
+from protocol.messages import offsets_topic
+from protocol.records import (
+    BATCH_OVERHEAD, DELETE_HORIZON_MASK, LOG_OVERHEAD, MAGIC, BatchHeader, RecordError,
+    batch_crc_ok, decode_batch, parse_batch_header,
+)
+
+__all__ = ["dump", "main", "segment_files"]
+
+_SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
+_INT32_MAX = 2**31 - 1
+_HEADER_START = struct.Struct(">qiib")  # BaseOffset, BatchLength, LeaderEpoch, Magic
+_CONTROL_KEY = struct.Struct(">hh")
+_END_TXN_VALUE = struct.Struct(">hi")
+_CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
+
+
+class DumpError(Exception):
+    """A path that cannot be dumped at all (missing, unreadable, a directory without
+    segments); content problems inside a segment are reported in the dump instead."""
+
+
+# --- reading ---------------------------------------------------------------------
+
+@dataclass(slots=True)
+class Batch:
+    position: int
+    header: BatchHeader
+    data: bytes  # the whole batch
+    crc_ok: bool
+
+
+@dataclass(slots=True)
+class Tail:
+    """Bytes after the last whole batch that were not dumped."""
+    position: int
+    size: int
+    reason: str
+    partial: bool  # True: an unfinished batch (a live segment or a torn write)
+
+
+def segment_files(path: str | os.PathLike) -> list[Path]:
+    """The segments PATH names: the file itself, or a directory's NNN.log files in order."""
+    p = Path(path)
+    if p.is_dir():
+        found = sorted((int(m.group(1)), child) for child in p.iterdir()
+                       if (m := _SEGMENT_NAME.match(child.name)) and child.is_file())
+        if not found:
+            raise DumpError(f"{p} holds no log segments (files named <20 digits>.log)")
+        return [child for _, child in found]
+    if not p.exists():
+        raise DumpError(f"{p}: no such file or directory")
+    return [p]
+
+
+def _header_problem(head: bytes) -> str | None:
+    """What makes a 61-byte header unusable for walking on (Kafka's FileLogInputStream
+    checks), or None."""
+    _, length, _, magic = _HEADER_START.unpack_from(head)
+    if magic != MAGIC:
+        return f"magic {magic}, expected {MAGIC}"
+    if length < BATCH_OVERHEAD - LOG_OVERHEAD:
+        return f"batch length {length} is below {BATCH_OVERHEAD - LOG_OVERHEAD}"
+    (last_offset_delta,) = struct.unpack_from(">i", head, 23)
+    if last_offset_delta < 0:
+        return f"lastOffsetDelta {last_offset_delta}"
+    return None
+
+
+def read_segment(f, size: int) -> Iterator[Batch | Tail]:
+    """Whole batches from an open binary file of `size` bytes, then at most one Tail."""
+    pos = 0
+    while pos < size:
+        left = size - pos
+        f.seek(pos)
+        head = f.read(min(left, BATCH_OVERHEAD))
+        if len(head) < BATCH_OVERHEAD:
+            yield Tail(pos, left, f"an incomplete batch header ({left} of {BATCH_OVERHEAD} "
+                                  f"bytes)", partial=True)
+            return
+        problem = _header_problem(head)
+        if problem:
+            yield Tail(pos, left, f"a corrupt batch header at position {pos} ({problem}); "
+                                  f"the rest of the file cannot be walked", partial=False)
+            return
+        header = parse_batch_header(head)
+        if header.size > left:
+            yield Tail(pos, left, f"a partial batch at position {pos} (its header says "
+                                  f"{header.size} bytes, {left} are present)", partial=True)
+            return
+        data = head + f.read(header.size - BATCH_OVERHEAD)
+        if len(data) < header.size:  # the file shrank under us (truncation, deletion)
+            yield Tail(pos, left, f"a partial batch at position {pos} (the file ended "
+                                  f"while it was read)", partial=True)
+            return
+        yield Batch(pos, header, data, batch_crc_ok(data, 0, header))
+        pos += header.size
+
+
+# --- rendering helpers -------------------------------------------------------------
+
+def _codec_name(codec: int) -> str:
+    try:
+        return Codec(codec).name.lower()
+    except ValueError:
+        return f"unknown({codec})"
+
+
+def _sequence(base_sequence: int, delta: int) -> int:
+    """Kafka's DefaultRecordBatch.incrementSequence: sequences wrap at int32 max to 0."""
+    if base_sequence < 0:
+        return -1
+    if base_sequence > _INT32_MAX - delta:
+        return delta - (_INT32_MAX - base_sequence) - 1
+    return base_sequence + delta
+
+
+_CONTROL_CHARS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}
+
+
+def _text(data: bytes | None) -> str | None:
+    """Bytes as UTF-8 text; undecodable bytes as \\xNN (as Python escapes them)."""
+    return None if data is None else data.decode("utf-8", "backslashreplace")
+
+
+def _one_line(text: str) -> str:
+    """Control characters escaped, so that every record stays on one line."""
+    return text.translate(_CONTROL_CHARS)
+
+
+def _timestamp_type(header: BatchHeader) -> str:
+    return "LogAppendTime" if header.timestamp_type else "CreateTime"
+
+
+def _batch_fields(b: Batch) -> dict[str, Any]:
+    h = b.header
+    return {
+        "baseOffset": h.base_offset, "lastOffset": h.last_offset, "count": h.records_count,
+        "baseSequence": h.base_sequence,
+        "lastSequence": _sequence(h.base_sequence, h.last_offset_delta),
+        "producerId": h.producer_id, "producerEpoch": h.producer_epoch,
+        "partitionLeaderEpoch": h.partition_leader_epoch,
+        "isTransactional": h.is_transactional, "isControl": h.is_control,
+        "deleteHorizonMs": h.base_timestamp if h.attributes & DELETE_HORIZON_MASK else None,
+        "position": b.position, "timestampType": _timestamp_type(h),
+        "maxTimestamp": h.max_timestamp, "size": h.size, "magic": h.magic,
+        "compresscodec": _codec_name(h.compression), "crc": h.crc, "crcValid": b.crc_ok,
+    }
+
+
+def _bool(v: bool) -> str:
+    return "true" if v else "false"
+
+
+def format_batch(b: Batch) -> str:
+    """Kafka's batch line (DumpLogSegments.printBatchLevel); deleteHorizonMs only when the
+    batch has one (a compacted batch holding tombstones)."""
+    f = _batch_fields(b)
+    horizon = "" if f["deleteHorizonMs"] is None else f" deleteHorizonMs: {f['deleteHorizonMs']}"
+    return (f"baseOffset: {f['baseOffset']} lastOffset: {f['lastOffset']} count: {f['count']}"
+            f" baseSequence: {f['baseSequence']} lastSequence: {f['lastSequence']}"
+            f" producerId: {f['producerId']} producerEpoch: {f['producerEpoch']}"
+            f" partitionLeaderEpoch: {f['partitionLeaderEpoch']}"
+            f" isTransactional: {_bool(f['isTransactional'])}"
+            f" isControl: {_bool(f['isControl'])}{horizon} position: {f['position']}"
+            f" {f['timestampType']}: {f['maxTimestamp']} size: {f['size']} magic: {f['magic']}"
+            f" compresscodec: {f['compresscodec']} crc: {f['crc']} isvalid: {_bool(f['crcValid'])}")
+
+
+# --- __consumer_offsets ------------------------------------------------------------
+
+def _java_list(items) -> str:
+    return "[" + ", ".join(items) + "]"
+
+
+def _partitions(parts: dict[str, list[int]]) -> list[str]:
+    return [f"{t}-{p}" for t, ps in parts.items() for p in ps]
+
+
+def _member_assignment_text(protocol_type: str, member) -> str:
+    """Kafka's GroupMetadataManager formatting: member=[t-0, t-1] (plus :hex user data)
+    for the consumer protocol, member=hex bytes otherwise."""
+    if protocol_type == "consumer":
+        try:
+            a = decode_assignment(member.assignment)
+        except Exception:  # noqa: BLE001 - undecodable bytes are shown as hex
+            return f"{member.member_id}={member.assignment.hex()}"
+        text = f"{member.member_id}={_java_list(_partitions(a.partitions))}"
+        return f"{text}:{a.user_data.hex()}" if a.user_data else text
+    return f"{member.member_id}={member.assignment.hex()}"
+
+
+def _member_subscription_text(protocol_type: str, member) -> str:
+    if protocol_type == "consumer":
+        try:
+            s = decode_subscription(member.subscription)
+        except Exception:  # noqa: BLE001
+            return f"{member.member_id}={member.subscription.hex()}"
+        return f"{member.member_id}={_java_list(s.topics)}"
+    return f"{member.member_id}={member.subscription.hex()}"
+
+
+def _subscription_json(protocol_type: str, data: bytes) -> Any:
+    if protocol_type != "consumer":
+        return data.hex()
+    try:
+        s = decode_subscription(data)
+    except Exception:  # noqa: BLE001
+        return data.hex()
+    return {"version": s.version, "topics": s.topics,
+            "userData": None if s.user_data is None else s.user_data.hex(),
+            "ownedPartitions": s.owned_partitions, "generationId": s.generation_id,
+            "rackId": s.rack_id}
+
+
+def _assignment_json(protocol_type: str, data: bytes) -> Any:
+    if protocol_type != "consumer":
+        return data.hex()
+    try:
+        a = decode_assignment(data)
+    except Exception:  # noqa: BLE001
+        return data.hex()
+    return {"version": a.version, "partitions": a.partitions,
+            "userData": None if a.user_data is None else a.user_data.hex()}
+
+
+def decode_offsets_record(offset: int, key: bytes | None, value: bytes | None
+                          ) -> tuple[str | None, str | None, dict]:
+    """(key text, payload text, JSON fields) of one __consumer_offsets record.
+
+    Texts follow Kafka's offsets decoder: ``offset_commit::group=G,partition=T-P`` /
+    ``offset=N leaderEpoch=E metadata=M``, ``group_metadata::group=G`` / a JSON summary,
+    ``<DELETE>`` for a tombstone. A payload text of None prints no payload.
+    """
+    if key is None:
+        msg = f"Error at offset {offset}, skipping. The record has no key."
+        return msg, None, {"error": msg}
+    try:
+        k = offsets_topic.decode_key(key)
+    except Exception as e:  # noqa: BLE001 - a bad record is reported, not fatal
+        msg = f"Error at offset {offset}, skipping. {e}"
+        return msg, None, {"error": msg}
+    if k is None:
+        version = struct.unpack_from(">h", key)[0]
+        msg = f"Unknown record type {version} at offset {offset}, skipping."
+        return msg, None, {"error": msg}
+    if isinstance(k, offsets_topic.OffsetKey):
+        key_text = f"offset_commit::group={k.group},partition={k.topic}-{k.partition}"
+        key_json = {"type": "offset_commit", "group": k.group, "topic": k.topic,
+                    "partition": k.partition}
+    else:
+        key_text = f"group_metadata::group={k.group}"
+        key_json = {"type": "group_metadata", "group": k.group}
+    try:
+        v = offsets_topic.decode_value(k, value)
+    except Exception as e:  # noqa: BLE001
+        msg = f"Error at offset {offset}, skipping. {e}"
+        return key_text, f"<{msg}>", {"key": key_json, "error": msg}
+    if v is None:
+        return key_text, "<DELETE>", {"key": key_json, "payload": None}
+    if isinstance(k, offsets_topic.OffsetKey):
+        payload = {"offset": v.offset, "leaderEpoch": v.get("leader_epoch", -1),
+                   "metadata": v.metadata, "commitTimestamp": v.commit_timestamp}
+        if "expire_timestamp" in v:
+            payload["expireTimestamp"] = v.expire_timestamp
+        text = f"offset={v.offset} leaderEpoch={payload['leaderEpoch']} metadata={v.metadata}"
+        return key_text, text, {"key": key_json, "payload": payload}
+    ptype = v.protocol_type
+    members = list(v.members)
+    summary = {
+        "protocolType": ptype, "protocol": v.protocol, "generationId": v.generation,
+        "assignment": "{" + ",".join(_member_assignment_text(ptype, m) for m in members) + "}",
+        "subscription": "{" + ",".join(_member_subscription_text(ptype, m)
+                                       for m in members) + "}",
+    }
+    payload = {
+        "protocolType": ptype, "protocol": v.protocol, "generationId": v.generation,
+        "leader": v.leader, "currentStateTimestamp": v.get("current_state_timestamp", -1),
+        "members": [{
+            "memberId": m.member_id, "groupInstanceId": m.get("group_instance_id"),
+            "clientId": m.client_id, "clientHost": m.client_host,
+            "rebalanceTimeout": m.get("rebalance_timeout", -1),
+            "sessionTimeout": m.session_timeout,
+            "subscription": _subscription_json(ptype, m.subscription),
+            "assignment": _assignment_json(ptype, m.assignment),
+        } for m in members],
+    }
+    return (key_text, json.dumps(summary, separators=(",", ":"), ensure_ascii=False),
+            {"key": key_json, "payload": payload})
+
+
+# --- dumping -----------------------------------------------------------------------
+
+class _Printer:
+    def __init__(self, out: TextIO, as_json: bool, print_data: bool, offsets: bool):
+        self.out = out
+        self.as_json = as_json
+        self.print_data = print_data or offsets
+        self.offsets = offsets
+
+    def emit(self, obj: dict) -> None:
+        self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+
+    def line(self, text: str) -> None:
+        self.out.write(text + "\n")
+
+    def file(self, path: Path) -> None:
+        m = _SEGMENT_NAME.match(path.name)
+        start = int(m.group(1)) if m else None
+        if self.as_json:
+            self.emit({"type": "file", "file": str(path), "logStartOffset": start})
+            return
+        self.line(f"Dumping {path}")
+        if start is not None:
+            self.line(f"Log starting offset: {start}")
+
+    def batch(self, path: Path, b: Batch) -> None:
+        if self.as_json:
+            self.emit({"type": "batch", "file": str(path), **_batch_fields(b)})
+        else:
+            self.line(format_batch(b))
+        if not self.print_data:
+            return
+        if not b.crc_ok:
+            self.records_error(path, b, "the batch CRC does not match")
+            return
+        try:
+            header, records = decode_batch(b.data)
+        except RecordError as e:
+            self.records_error(path, b, str(e))
+            return
+        for r in records:
+            self.record(path, header, r)
+
+    def records_error(self, path: Path, b: Batch, reason: str) -> None:
+        if self.as_json:
+            self.emit({"type": "error", "file": str(path), "position": b.position,
+                       "baseOffset": b.header.base_offset,
+                       "error": f"records not decoded: {reason}"})
+        else:
+            self.line(f"| records not decoded: {reason}")
+
+    def record(self, path: Path, h: BatchHeader, r) -> None:
+        ts_type = _timestamp_type(h)
+        key_size = -1 if r.key is None else len(r.key)
+        value_size = -1 if r.value is None else len(r.value)
+        seq = _sequence(h.base_sequence, r.offset - h.base_offset)
+        header_keys = [k for k, _ in r.headers]
+        control = None
+        if h.is_control:
+            control = _control_marker(r.key, r.value)
+            key_text = payload_text = None
+            extra: dict = {"control": control}
+        elif self.offsets:
+            key_text, payload_text, extra = decode_offsets_record(r.offset, r.key, r.value)
+        else:
+            key_text, payload_text = _text(r.key), _text(r.value)
+            extra = {"key": key_text, "payload": payload_text}
+        if self.as_json:
+            self.emit({"type": "record", "file": str(path), "offset": r.offset,
+                       "timestampType": ts_type, "timestamp": r.timestamp,
+                       "keySize": key_size, "valueSize": value_size, "sequence": seq,
+                       "headerKeys": header_keys, **extra})
+            return
+        text = (f"| offset: {r.offset} {ts_type}: {r.timestamp} keySize: {key_size}"
+                f" valueSize: {value_size} sequence: {seq}"
+                f" headerKeys: [{_one_line(','.join(header_keys))}]")
+        if control is not None:
+            text += f" {control}"
+        if key_text is not None:
+            text += f" key: {_one_line(key_text)}"
+        if payload_text is not None:
+            text += f" payload: {_one_line(payload_text)}"
+        self.line(text)
+
+    def tail(self, path: Path, t: Tail) -> None:
+        if self.as_json:
+            self.emit({"type": "tail", "file": str(path), "position": t.position,
+                       "invalidBytes": t.size, "partial": t.partial, "reason": t.reason})
+            return
+        note = "; a torn write, or a segment still being appended to" if t.partial else ""
+        self.line(f"Found {t.size} invalid bytes at the end of {path.name}: {t.reason}{note}")
+
+
+def _control_marker(key: bytes | None, value: bytes | None) -> str:
+    """Kafka's text for an end-transaction marker, or the control type id."""
+    if key is None or len(key) < _CONTROL_KEY.size:
+        return "controlType: UNKNOWN"
+    _, ctype = _CONTROL_KEY.unpack_from(key)
+    name = _CONTROL_TYPES.get(ctype)
+    if name is None:
+        return f"controlType: UNKNOWN({ctype})"
+    epoch = "?"
+    if value is not None and len(value) >= _END_TXN_VALUE.size:
+        epoch = _END_TXN_VALUE.unpack_from(value)[1]
+    return f"endTxnMarker: {name} coordinatorEpoch: {epoch}"
+
+
+def dump(paths: list[str | os.PathLike], *, print_data_log: bool = False,
+         offsets_decoder: bool = False, as_json: bool = False,
+         out: TextIO | None = None) -> None:
+    """Dump every segment the paths name to `out` (stdout). Raises DumpError for a path
+    that cannot be dumped at all; what is wrong inside a segment is printed."""
+    out = sys.stdout if out is None else out
+    printer = _Printer(out, as_json, print_data_log, offsets_decoder)
+    files = [f for p in paths for f in segment_files(p)]
+    for path in files:
+        try:
+            f = open(path, "rb")
+        except OSError as e:
+            raise DumpError(f"cannot read {path}: {e.strerror or e}") from None
+        with f:
+            printer.file(path)
+            size = os.fstat(f.fileno()).st_size
+            for item in read_segment(f, size):
+                if isinstance(item, Batch):
+                    printer.batch(path, item)
+                else:
+                    printer.tail(path, item)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="a .log segment file or a partition directory")
+    parser.add_argument("--print-data-log", action="store_true",
+                        help="print every record (offset, timestamp, sizes, headers, key, "
+                             "payload)")
+    parser.add_argument("--offsets-decoder", action="store_true",
+                        help="decode __consumer_offsets records (implies --print-data-log)")
+    parser.add_argument("--json", action="store_true",
+                        help="one JSON object per file, batch, record and problem")
+
+
+def main(args) -> int:
+    try:
+        dump(args.paths, print_data_log=args.print_data_log,
+             offsets_decoder=args.offsets_decoder, as_json=args.json)
+    except DumpError as e:
+        print(f"minibroker dump-log: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # `| head`: stop quietly, and let the exit flush go nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
