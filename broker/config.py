@@ -38,6 +38,8 @@ class Prop:
             try:
                 if self.kind in ("int", "long"):
                     value = int(text)
+                elif self.kind == "double":
+                    value = float(text)
                 elif self.kind == "bool":
                     if text.lower() not in ("true", "false"):
                         raise ValueError
@@ -97,6 +99,13 @@ BROKER_PROPERTIES = _props(
          minimum=0, topic_name="file.delete.delay.ms"),
     Prop("log.flush.interval.messages", "long", LONG_MAX, "Records between fsyncs.", minimum=1,
          topic_name="flush.messages"),
+    Prop("log.cleaner.delete.retention.ms", "long", 86400000,
+         "How long tombstones survive compaction.", minimum=0, topic_name="delete.retention.ms"),
+    Prop("log.cleaner.min.cleanable.ratio", "double", 0.5,
+         "Dirty share of a compacted log that triggers cleaning.", minimum=0,
+         topic_name="min.cleanable.dirty.ratio"),
+    Prop("log.cleaner.backoff.ms", "long", 15000, "How often the log cleaner looks for work.",
+         minimum=1),
     Prop("log.message.timestamp.type", "str", "CreateTime", "CreateTime or LogAppendTime.",
          choices=("CreateTime", "LogAppendTime"), topic_name="message.timestamp.type"),
     Prop("min.insync.replicas", "int", 1, "ISR size acks=all needs.", minimum=1,
@@ -140,8 +149,6 @@ for _p in BROKER_PROPERTIES.values():
     if _p.topic_name:
         TOPIC_PROPERTIES[_p.topic_name] = Prop(_p.topic_name, _p.kind, None, _p.doc, _p.minimum,
                                                _p.choices)
-TOPIC_PROPERTIES["delete.retention.ms"] = Prop("delete.retention.ms", "long", None,
-                                               "Tombstone retention when compacting.", minimum=0)
 
 
 @dataclass(frozen=True)
@@ -193,7 +200,6 @@ class BrokerConfig:
                 out[prop.topic_name] = self.values[prop.name]
         out["retention.ms"] = self.retention_ms
         out["segment.ms"] = self.segment_ms
-        out["delete.retention.ms"] = 86_400_000
         return out
 
 

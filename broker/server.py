@@ -161,10 +161,12 @@ CHECKPOINT_INTERVAL_S = 60  # log.flush.offset.checkpoint.interval.ms
 
 
 async def _housekeeping(broker: Broker) -> None:
-    """Periodic work: flush events often, checkpoint recovery points, apply retention."""
+    """Periodic work: flush events, checkpoint recovery points, retention, compaction."""
     retention_every = broker.config["log.retention.check.interval.ms"] / 1000
+    cleaner_every = broker.config["log.cleaner.backoff.ms"] / 1000
     now = trio.current_time()
     next_retention, next_checkpoint = now + retention_every, now + CHECKPOINT_INTERVAL_S
+    next_clean = now + cleaner_every
     while True:
         await trio.sleep(0.5)
         broker.events.flush()  # buffered; flushed often so tools and tests see events promptly
@@ -177,6 +179,9 @@ async def _housekeeping(broker: Broker) -> None:
         if now >= next_retention:
             broker.apply_retention()
             next_retention = now + retention_every
+        if now >= next_clean:
+            broker.clean_compacted()  # keeps __consumer_offsets small and fast to load
+            next_clean = trio.current_time() + cleaner_every
 
 
 async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,

@@ -16,7 +16,7 @@ from protocol.errors import ErrorCode
 
 TOPIC, BROKER = 2, 4
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
-_TYPES = {"bool": 1, "str": 2, "int": 3, "long": 5, "list": 7}  # ConfigEntry.ConfigType ids
+_TYPES = {"bool": 1, "str": 2, "int": 3, "long": 5, "double": 6, "list": 7}  # ConfigEntry.ConfigType ids
 
 
 def _render(value: Any) -> str | None:

@@ -1,6 +1,7 @@
 """Produce: validate each partition's batch by its header, append it, answer with offsets.
 
-The batch is never decoded: the 61-byte header and the CRC-32C are checked
+The batch is not decoded (except for compacted topics, whose records must all have keys,
+as in Kafka): the 61-byte header and the CRC-32C are checked
 (protocol.records.validate_produced_batch), BaseOffset and PartitionLeaderEpoch are
 rewritten in place by the log (both outside the CRC), and the bytes go to the file as they
 came. With one replica, acks=-1 and acks=1 are answered alike once the append returns;
@@ -15,7 +16,8 @@ from protocol import records
 from protocol.codecs import Codec
 from protocol.errors import ErrorCode
 from protocol.record_errors import (
-    CorruptRecordError, InvalidRecordError, RecordTooLargeError, UnsupportedCodecError,
+    CorruptRecordError, InvalidRecordError, RecordError, RecordTooLargeError,
+    UnsupportedCodecError,
 )
 
 _RECORD_ERRORS = (
@@ -57,6 +59,15 @@ async def handle(ctx: RequestContext) -> dict | None:
     return {"responses": responses, "throttle_time_ms": 0}
 
 
+def _has_null_key(batch: bytes) -> bool:
+    """Compacted topics need keys; like Kafka, only they pay for decoding the records."""
+    try:
+        _, batch_records = records.decode_batch(batch)
+    except RecordError:
+        return True
+    return any(r.key is None for r in batch_records)
+
+
 def _produce_partition(ctx: RequestContext, topic: str, data, now_ms: int):
     body, broker = ctx.body, ctx.broker
     if body.acks not in (-1, 0, 1):
@@ -78,5 +89,7 @@ def _produce_partition(ctx: RequestContext, topic: str, data, now_ms: int):
         return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, None
     if header.is_transactional or body.transactional_id is not None:
         return ErrorCode.INVALID_TXN_STATE, None  # transactions are not supported
+    if partition.log.config.compacts and _has_null_key(data.records):
+        return ErrorCode.INVALID_RECORD, None  # compaction keeps the latest value per key
     result = partition.append_batch(bytearray(data.records), header, now_ms)
     return result.error, result if result.error == ErrorCode.NONE else None

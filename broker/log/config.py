@@ -1,7 +1,7 @@
 """Per-log configuration: Kafka's log/topic properties as one frozen, typed dataclass.
 
 Owns: `LogConfig` (the knobs a `PartitionLog` obeys: segment rolling, index density,
-retention, size limits, flush policy, timestamp type) and the mapping from Kafka's
+retention, size limits, flush policy, timestamp type, compaction) and the mapping from Kafka's
 property names -- both the broker-wide ``log.*`` names and the topic-level overrides
 (``segment.bytes``, ``retention.ms``...) -- onto its snake_case fields.
 
@@ -42,6 +42,10 @@ _PROPERTY_FIELDS: dict[str, tuple[str, Any]] = {
     "flush.messages": ("flush_interval_messages", int),
     "log.message.timestamp.type": ("message_timestamp_type", str),
     "message.timestamp.type": ("message_timestamp_type", str),
+    "log.cleaner.delete.retention.ms": ("delete_retention_ms", int),
+    "delete.retention.ms": ("delete_retention_ms", int),
+    "log.cleaner.min.cleanable.ratio": ("min_cleanable_dirty_ratio", float),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", float),
 }
 
 # Coarser-unit broker properties: Kafka uses the *.ms form when present, else these.
@@ -81,6 +85,12 @@ class LogConfig:
     flush_interval_messages: int = _LONG_MAX
     # log.message.timestamp.type / message.timestamp.type.
     message_timestamp_type: str = "CreateTime"
+    # log.cleaner.delete.retention.ms / delete.retention.ms: how long a compacted topic keeps
+    # a tombstone after the cleaner first saw it (KIP-534 delete horizon).
+    delete_retention_ms: int = 24 * _HOUR_MS
+    # log.cleaner.min.cleanable.ratio / min.cleanable.dirty.ratio: dirty share of the
+    # non-active bytes at which a compacted log is cleaned.
+    min_cleanable_dirty_ratio: float = 0.5
 
     def __post_init__(self) -> None:
         # Kafka's own lower bounds (LogConfig.java ConfigDef): a segment must hold at least a
@@ -101,6 +111,10 @@ class LogConfig:
             raise ValueError("file.delete.delay.ms must be >= 0")
         if self.flush_interval_messages < 1:
             raise ValueError("flush.messages must be >= 1")
+        if self.delete_retention_ms < 0:
+            raise ValueError("delete.retention.ms must be >= 0")
+        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
+            raise ValueError("min.cleanable.dirty.ratio must be in [0, 1]")
         if not self.cleanup_policies or not self.cleanup_policies <= _CLEANUP_POLICIES:
             raise ValueError(f"unknown cleanup.policy {self.cleanup_policy!r}")
         if self.message_timestamp_type not in _TIMESTAMP_TYPES:
@@ -114,6 +128,11 @@ class LogConfig:
     def deletes(self) -> bool:
         """True when time/size retention applies (cleanup.policy contains "delete")."""
         return "delete" in self.cleanup_policies
+
+    @property
+    def compacts(self) -> bool:
+        """True when the log cleaner applies (cleanup.policy contains "compact")."""
+        return "compact" in self.cleanup_policies
 
     @property
     def log_append_time(self) -> bool:

@@ -1,7 +1,7 @@
 """Loading one partition log from disk at start-up, with crash recovery (Kafka's LogLoader).
 
 Owns: the start-up pass over a ``<topic>-<partition>`` directory -- clearing leftovers of
-interrupted deletes/cleanings and orphan indexes, opening the segments, deciding which to
+interrupted deletes/cleanings and orphan indexes, completing interrupted cleaner swaps, opening the segments, deciding which to
 trust and which to recover, and describing what recovery did (`RecoveryReport`).
 
 Rules (RELIABILITY.md §E, LogLoader.java):
@@ -13,7 +13,14 @@ Rules (RELIABILITY.md §E, LogLoader.java):
   both indexes rebuilt, the .log cut at the first invalid byte. When a segment had to be
   cut, every later segment is deleted -- nothing after corruption can be trusted;
 * if the checkpointed log start offset lies beyond what survived, the log restarts empty
-  there.
+  there;
+* the log cleaner (cleaner.py) writes ``*.cleaned`` files, renames them ``*.swap`` once
+  complete and fsynced, renames the segments they replace ``*.deleted``, then strips
+  ``.swap``. So ``*.cleaned`` and ``*.deleted`` leftovers are deleted, while a
+  ``<base>.log.swap`` is complete and is finished here (Kafka's LogLoader): every segment
+  whose base offset lies in [base, the swap's next offset) -- the ones it replaces, the
+  cleaner guarantees exactly those -- is deleted, the swap renamed into place, and its
+  indexes rebuilt from the .log (index ``*.swap`` files are dropped, as Kafka does).
 """
 
 from __future__ import annotations
@@ -26,10 +33,12 @@ import time
 from .config import LogConfig
 from .errors import CorruptSegmentError
 from .index import CorruptIndexError
-from .segment import DELETED_SUFFIX, LogSegment
+from .segment import DELETED_SUFFIX, HEADER_SIZE, LogSegment, _header
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+_SWAP_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)\.swap$")
 CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 
 
 def fsync_dir(path: str) -> None:
@@ -69,13 +78,60 @@ def new_segment(directory: str, base_offset: int, config: LogConfig,
                       max_index_size=config.segment_index_bytes, created_ms=created_ms)
 
 
-def scan_directory(directory: str) -> list[int]:
-    """Base offsets of the segments on disk, after removing leftovers of interrupted
-    deletes (``*.deleted``), cleaner output (``*.cleaned``) and orphan index files.
+def _swap_next_offset(path: str, base_offset: int) -> int:
+    """The offset after the last whole batch of a .swap file (its base if it has none)."""
+    next_offset = base_offset
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        pos = 0
+        while pos + HEADER_SIZE <= size:
+            try:
+                header = _header(os.pread(fd, HEADER_SIZE, pos), 0)
+            except CorruptSegmentError:
+                break
+            if pos + header.size > size:
+                break
+            next_offset = max(next_offset, header.last_offset + 1)
+            pos += header.size
+    finally:
+        os.close(fd)
+    return next_offset
 
-    ``*.swap`` files (a compaction that was swapping in results) are left alone for the
-    cleaner to complete; nothing else writes them.
+
+def complete_swaps(directory: str) -> int:
+    """Finish cleaner swaps a crash interrupted (see the module docstring); returns how
+    many ``.log.swap`` files were completed."""
+    swaps: dict[int, dict[str, str]] = {}
+    for name in os.listdir(directory):
+        m = _SWAP_FILE.match(name)
+        if m:
+            swaps.setdefault(int(m.group(1)), {})[m.group(2)] = os.path.join(directory, name)
+    completed = 0
+    for base, files in sorted(swaps.items()):
+        for kind in ("index", "timeindex"):
+            if kind in files:
+                os.unlink(files[kind])  # rebuilt from the .log, or the swap is undone
+        if "log" not in files:
+            continue  # a .cleaned -> .swap (or .swap -> "") rename cut short: nothing to finish
+        end = max(_swap_next_offset(files["log"], base), base + 1)
+        for name in os.listdir(directory):
+            m = _SEGMENT_FILE.match(name)
+            if m and base <= int(m.group(1)) < end:
+                os.unlink(os.path.join(directory, name))
+        os.rename(files["log"], files["log"][:-len(SWAP_SUFFIX)])
+        completed += 1
+    if swaps:
+        fsync_dir(directory)
+    return completed
+
+
+def scan_directory(directory: str) -> list[int]:
+    """Base offsets of the segments on disk, after completing interrupted cleaner swaps
+    (``*.swap``) and removing leftovers of interrupted deletes (``*.deleted``), cleaner
+    output (``*.cleaned``) and orphan index files.
     """
+    complete_swaps(directory)
     logs: set[int] = set()
     indexes: list[tuple[int, str]] = []
     for name in os.listdir(directory):

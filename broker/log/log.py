@@ -3,7 +3,9 @@
 Owns (Kafka's UnifiedLog/LocalLog for one partition): offset assignment on append
 (BaseOffset and PartitionLeaderEpoch rewritten in place; the CRC stays valid), segment
 rolling, reads of whole batches, ListOffsets lookups, truncation (followers), log start
-offset movement (DeleteRecords) and retention. Loading and crash recovery are loader.py's.
+offset movement (DeleteRecords), retention, and swapping the log cleaner's output in for
+the segments it compacted (`replace_segments`; the cleaning itself is cleaner.py's).
+Loading and crash recovery are loader.py's.
 
 It knows the log end offset (LEO), the log start offset and the recovery point (the offset
 up to which everything is fsynced). The high watermark (HW) is *not* the log's: callers own
@@ -53,7 +55,14 @@ from .errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
-from .loader import RecoveryReport, fsync_dir, load_segments, new_segment
+from .loader import (
+    CLEANED_SUFFIX,
+    SWAP_SUFFIX,
+    RecoveryReport,
+    fsync_dir,
+    load_segments,
+    new_segment,
+)
 from .segment import (
     HEADER_SIZE,
     INDEX_SUFFIX,
@@ -516,6 +525,33 @@ class PartitionLog:
             else:
                 keep.append(entry)
         self._pending_deletes = keep
+
+    # ------------------------------------------------------------------ compaction
+
+    def replace_segments(self, new: LogSegment, old: list[LogSegment], *,
+                         now_ms: int | None = None) -> None:
+        """Swap the log cleaner's output ``new`` (files ``*.cleaned``, complete and
+        fsynced) in for the consecutive non-active segments ``old`` (Kafka's
+        replaceSegments). Crash points, each finished or undone by the loader:
+        ``.cleaned`` -> ``.swap`` (from here the swap is complete and wins), the old
+        segments renamed ``.deleted`` (unlinked after file.delete.delay.ms), ``.swap`` ->
+        final names. ``new`` must hold exactly ``old``'s surviving batches and the last
+        old segment must end below ``new``'s next offset unless ``old`` is one segment
+        of ``new``'s base offset (the loader deletes the bases in that range). No event:
+        the caller reports the clean."""
+        first = self.segments.index(old[0])
+        if (self.segments[first:first + len(old)] != old or first + len(old) >= len(self.segments)
+                or new.base_offset != old[0].base_offset):
+            raise ValueError("replace_segments: not consecutive non-active segments of this log")
+        new.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+        fsync_dir(self.directory)
+        due = None if now_ms is None else now_ms + self.config.file_delete_delay_ms
+        for seg in old:
+            self._pending_deletes.append([due, seg.rename_to_deleted()])
+        new.change_file_suffixes(SWAP_SUFFIX, "")
+        fsync_dir(self.directory)
+        self.segments[first:first + len(old)] = [new]
+        self._bases = [s.base_offset for s in self.segments]
 
     # ------------------------------------------------------------------ lifecycle
 

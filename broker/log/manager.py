@@ -1,9 +1,11 @@
 """All partition logs of one data directory (Kafka's LogManager, one log.dirs entry).
 
 Owns: the data directory layout -- one ``<topic>-<partition>`` directory per partition,
-the clean-shutdown marker ``.kafka_cleanshutdown``, and the two checkpoint files
+the clean-shutdown marker ``.kafka_cleanshutdown``, the two checkpoint files
 ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` (Kafka's text
-format: a version line ``0``, a count line, then ``topic partition offset`` lines).
+format: a version line ``0``, a count line, then ``topic partition offset`` lines), and
+the log cleaner's ``cleaner-offset-checkpoint`` (same format: each compacted partition's
+first uncleaned offset), written after each `clean_compacted` that cleaned something.
 
 Start-up (`open`): the marker is read and removed at once (so a crash from here on is
 unclean), the checkpoints are read, every partition directory is loaded -- recovering the
@@ -27,13 +29,16 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from .cleaner import CleanResult, clean, cleanable_bytes
 from .config import LogConfig
+from .errors import LogError, RecordError
 from .loader import RecoveryReport, fsync_dir
 from .log import EventSink, PartitionLog
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 PARTITION_METADATA_FILE = "partition.metadata"
 DELETE_DIR_SUFFIX = "-delete"
 _CHECKPOINT_VERSION = 0
@@ -147,6 +152,10 @@ class LogManager:
         self.had_clean_shutdown: bool | None = None
         # Problems start-up worked around (a malformed checkpoint), for the broker to log.
         self.warnings: list[str] = []
+        # Cleaner checkpoints, read on first use; partitions whose cleaning failed are
+        # skipped until restart (Kafka's uncleanable partitions).
+        self._cleaner_checkpoints: dict[TopicPartition, int] | None = None
+        self._uncleanable: set[TopicPartition] = set()
 
     # ------------------------------------------------------------------ start-up
 
@@ -252,6 +261,10 @@ class LogManager:
         os.rename(log.directory, doomed)
         fsync_dir(self.data_dir)
         shutil.rmtree(doomed, ignore_errors=True)
+        self._uncleanable.discard((topic, partition))
+        if self._cleaner_offsets().pop((topic, partition), None) is not None:
+            # A re-created partition must not inherit the old one's cleaned range.
+            self._write_cleaner_checkpoint()
         return True
 
     # ------------------------------------------------------------------ periodic work
@@ -268,6 +281,47 @@ class LogManager:
             if bases:
                 deleted[tp] = bases
         return deleted
+
+    def clean_compacted(self, now_ms: int) -> list[tuple[str, int, CleanResult]]:
+        """Run the log cleaner (cleaner.py) on every log whose cleanup.policy contains
+        "compact" and whose dirty ratio (dirty bytes / non-active bytes) is at least its
+        min.cleanable.dirty.ratio, with something dirty; then persist the cleaner
+        checkpoints. Returns (topic, partition, CleanResult) per log cleaned. A log whose
+        cleaning fails on bad data is skipped until restart (a line in `warnings`)."""
+        checkpoints = self._cleaner_offsets()
+        results: list[tuple[str, int, CleanResult]] = []
+        for tp, log in sorted(self._logs.items()):
+            if not log.config.compacts or tp in self._uncleanable:
+                continue
+            checkpoint = checkpoints.get(tp, 0)
+            dirty, total = cleanable_bytes(log, checkpoint)
+            if dirty == 0 or dirty / total < log.config.min_cleanable_dirty_ratio:
+                continue
+            try:
+                result = clean(log, now_ms=now_ms, cleaner_checkpoint=checkpoint)
+            except (RecordError, LogError) as exc:
+                self._uncleanable.add(tp)
+                self.warnings.append(f"cleaning {tp[0]}-{tp[1]} failed, skipped until restart: {exc}")
+                continue
+            checkpoints[tp] = result.new_checkpoint
+            results.append((tp[0], tp[1], result))
+        if results:
+            self._write_cleaner_checkpoint()
+        return results
+
+    def cleaner_checkpoint(self, topic: str, partition: int) -> int:
+        """The first offset of the partition's log not yet cleaned (0 if never)."""
+        return self._cleaner_offsets().get((topic, partition), 0)
+
+    def _cleaner_offsets(self) -> dict[TopicPartition, int]:
+        if self._cleaner_checkpoints is None:
+            self._cleaner_checkpoints = self._read_checkpoint_or_empty(CLEANER_OFFSET_CHECKPOINT)
+        return self._cleaner_checkpoints
+
+    def _write_cleaner_checkpoint(self) -> None:
+        offsets = self._cleaner_offsets()
+        write_checkpoint(os.path.join(self.data_dir, CLEANER_OFFSET_CHECKPOINT),
+                         {tp: off for tp, off in offsets.items() if tp in self._logs})
 
     def flush_all(self) -> None:
         for log in self._logs.values():

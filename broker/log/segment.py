@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 from protocol.records import (
     BATCH_OVERHEAD,
+    DELETE_HORIZON_MASK,
     MAGIC,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
@@ -85,20 +86,23 @@ class LogSegment:
     """
 
     def __init__(self, directory: str, base_offset: int, *, index_interval_bytes: int = 4096,
-                 max_index_size: int = 10 * 1024 * 1024, created_ms: int | None = None) -> None:
+                 max_index_size: int = 10 * 1024 * 1024, created_ms: int | None = None,
+                 file_suffix: str = "") -> None:
+        # ``file_suffix`` (e.g. ".cleaned") names the files ``<base>.log<suffix>`` etc.: the
+        # log cleaner writes its output under such names, then `change_file_suffixes`.
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         stem = os.path.join(directory, segment_name(base_offset))
-        self.log_path = stem + LOG_SUFFIX
+        self.log_path = stem + LOG_SUFFIX + file_suffix
         # Remember whether the indexes were there before we (re)create them: a missing
         # index is rebuilt from the .log (RELIABILITY R2).
-        self.indexes_existed = (os.path.exists(stem + INDEX_SUFFIX)
-                                and os.path.exists(stem + TIME_INDEX_SUFFIX))
+        self.indexes_existed = (os.path.exists(stem + INDEX_SUFFIX + file_suffix)
+                                and os.path.exists(stem + TIME_INDEX_SUFFIX + file_suffix))
         self._fd: int | None = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self._fd).st_size
-        self.offset_index = OffsetIndex(stem + INDEX_SUFFIX, base_offset, max_index_size)
-        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX, base_offset, max_index_size)
+        self.offset_index = OffsetIndex(stem + INDEX_SUFFIX + file_suffix, base_offset, max_index_size)
+        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + file_suffix, base_offset, max_index_size)
         self._bytes_since_last_index_entry = 0
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
@@ -347,9 +351,14 @@ class LogSegment:
         for pos, header in self._walk(position, self.size):
             if header.last_offset < begin or header.max_timestamp < timestamp:
                 continue
-            if header.attributes & TIMESTAMP_TYPE_MASK:
+            # A batch the log cleaner rewrote may have lost its first records (BaseOffset is
+            # then no record's offset) and, with the delete-horizon bit, its BaseTimestamp is
+            # the horizon, not a record's timestamp: only decoding answers for those.
+            whole = (header.records_count == header.last_offset_delta + 1
+                     and not header.attributes & DELETE_HORIZON_MASK)
+            if whole and header.attributes & TIMESTAMP_TYPE_MASK:
                 return OffsetAndTimestamp(max(header.base_offset, begin), header.max_timestamp)
-            if header.base_timestamp >= timestamp and header.base_offset >= begin:
+            if whole and header.base_timestamp >= timestamp and header.base_offset >= begin:
                 return OffsetAndTimestamp(header.base_offset, header.base_timestamp)
             try:
                 _, records = decode_batch(self._pread(header.size, pos))
@@ -462,6 +471,22 @@ class LogSegment:
 
     def paths(self) -> list[str]:
         return [self.log_path, self.offset_index.path, self.time_index.path]
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename the three files from ``...<old_suffix>`` to ``...<new_suffix>`` (Kafka's
+        LogSegment.changeFileSuffixes; the cleaner's .cleaned -> .swap -> ""). Open
+        descriptors stay valid. The indexes go first and the .log last: the .log's name
+        is what the loader acts on, so it commits the step."""
+        def renamed(path: str) -> str:
+            if not path.endswith(old_suffix):
+                raise ValueError(f"{path} does not end in {old_suffix!r}")
+            return path[:len(path) - len(old_suffix)] + new_suffix
+
+        self.offset_index.rename(renamed(self.offset_index.path))
+        self.time_index.rename(renamed(self.time_index.path))
+        new_log_path = renamed(self.log_path)
+        os.rename(self.log_path, new_log_path)
+        self.log_path = new_log_path
 
     def rename_to_deleted(self) -> list[str]:
         """Close the files and give them the ``.deleted`` suffix (Kafka's async delete:
