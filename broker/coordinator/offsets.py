@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from protocol.errors import ErrorCode
 from protocol.messages import offsets_topic
-from protocol.messages.offsets_topic import GroupKey, OffsetKey
+from protocol.messages.offsets_topic import OffsetKey
 
 # What OffsetFetch answers for a partition without a committed offset (Kafka's
 # OffsetFetchResponse.INVALID_OFFSET); the leader epoch answer is then -1 and metadata "".

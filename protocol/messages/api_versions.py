@@ -3,7 +3,7 @@
 Its response always travels with header v0 (protocol.headers); an unknown request version
 is answered with error 35 and a v0 body (broker.handlers.api_versions)."""
 
-from protocol.schema import F, Message, Struct  # noqa: F401
+from protocol.schema import F, Message
 
 ApiVersionsRequest = Message(
     "ApiVersionsRequest", api_key=18, valid="0-4", flexible="3+", fields=[

@@ -1,6 +1,6 @@
 """DescribeConfigs (32): the topic and broker configuration clients ask to see."""
 
-from protocol.schema import F, Message, Struct  # noqa: F401
+from protocol.schema import F, Message
 
 DescribeConfigsRequest = Message(
     "DescribeConfigsRequest", api_key=32, valid="0-4", flexible="4+", fields=[

@@ -1,6 +1,6 @@
 """Fetch (1): record batches out, served as the bytes on disk."""
 
-from protocol.schema import F, Message, Struct  # noqa: F401
+from protocol.schema import F, Message, Struct
 
 FetchRequest = Message(
     "FetchRequest", api_key=1, valid="4-12", flexible="12+", fields=[

@@ -2,7 +2,7 @@
 Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16),
 DeleteGroups (42)."""
 
-from protocol.schema import F, Message, Struct  # noqa: F401
+from protocol.schema import F, Message
 
 FindCoordinatorRequest = Message(
     "FindCoordinatorRequest", api_key=10, valid="0-4", flexible="3+", fields=[

@@ -1,6 +1,6 @@
 """OffsetForLeaderEpoch (23): where a leader epoch ends, for truncation detection."""
 
-from protocol.schema import F, Message, Struct  # noqa: F401
+from protocol.schema import F, Message
 
 OffsetForLeaderEpochRequest = Message(
     "OffsetForLeaderEpochRequest", api_key=23, valid="0-4", flexible="4+", fields=[

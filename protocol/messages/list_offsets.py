@@ -1,6 +1,6 @@
 """ListOffsets (2): earliest, latest and by-timestamp offset lookups."""
 
-from protocol.schema import F, Message, Struct  # noqa: F401
+from protocol.schema import F, Message
 
 ListOffsetsRequest = Message(
     "ListOffsetsRequest", api_key=2, valid="0-7", flexible="6+", fields=[

@@ -1,6 +1,6 @@
 """Metadata (3): brokers, topics, partitions, leaders and topic ids."""
 
-from protocol.schema import F, Message, Struct  # noqa: F401
+from protocol.schema import F, Message
 
 MetadataRequest = Message(
     "MetadataRequest", api_key=3, valid="0-12", flexible="9+", fields=[

@@ -1,6 +1,6 @@
 """Committed offsets: OffsetCommit (8), OffsetFetch (9), OffsetDelete (47)."""
 
-from protocol.schema import F, Message, Struct  # noqa: F401
+from protocol.schema import F, Message
 
 OffsetCommitRequest = Message(
     "OffsetCommitRequest", api_key=8, valid="2-9", flexible="8+", fields=[

@@ -1,6 +1,6 @@
 """Produce (0): record batches in, offsets out. Records stay opaque bytes."""
 
-from protocol.schema import F, Message, Struct  # noqa: F401
+from protocol.schema import F, Message, Struct
 
 ProduceRequest = Message(
     "ProduceRequest", api_key=0, valid="3-10", flexible="9+", fields=[

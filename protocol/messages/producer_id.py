@@ -1,6 +1,6 @@
 """InitProducerId (22): producer ids and epochs for idempotent producers."""
 
-from protocol.schema import F, Message, Struct  # noqa: F401
+from protocol.schema import F, Message
 
 InitProducerIdRequest = Message(
     "InitProducerIdRequest", api_key=22, valid="0-4", flexible="2+", fields=[

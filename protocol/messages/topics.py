@@ -1,6 +1,6 @@
 """Topic administration: CreateTopics (19), DeleteTopics (20), CreatePartitions (37)."""
 
-from protocol.schema import F, Message, Struct  # noqa: F401
+from protocol.schema import F, Message
 
 CreateTopicsRequest = Message(
     "CreateTopicsRequest", api_key=19, valid="0-7", flexible="5+", fields=[

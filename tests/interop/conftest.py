@@ -294,3 +294,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
                  b.tail()),
             )
     return report
+
+
+@pytest.fixture
+def raw(shared_broker):
+    """A factory of raw-socket connections to the module's broker, closed afterwards."""
+    from tests.interop.raw import Raw
+    opened = []
+
+    def make():
+        opened.append(Raw(shared_broker))
+        return opened[-1]
+    yield make
+    for r in opened:
+        r.close()

@@ -19,7 +19,7 @@ from protocol.messages import (
     METADATA, OFFSET_FOR_LEADER_EPOCH, PRODUCE,
 )
 from protocol.records import Record, decode_batches, encode_batch
-from tests.interop.test_bad_input import Raw
+from tests.interop.raw import Raw
 
 pytestmark = pytest.mark.interop
 

@@ -3,57 +3,18 @@ and protocol errors come back as Kafka error codes."""
 
 from __future__ import annotations
 
-import socket
 import struct
 
 import pytest
 
-from protocol.connection import ClientConnection
 from protocol.errors import ErrorCode
 from protocol.framing import frame
-from protocol.messages import API_VERSIONS, CREATE_TOPICS, METADATA, PRODUCE
+from protocol.messages import API_VERSIONS, METADATA, PRODUCE
 from protocol.records import Record, encode_batch
 
+from tests.interop.raw import create_topic, produce
+
 pytestmark = pytest.mark.interop
-
-
-class Raw:
-    """A blocking socket speaking through our sans-IO ClientConnection."""
-
-    def __init__(self, broker):
-        self.sock = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
-        self.conn = ClientConnection("raw-test")
-
-    def call(self, api_key: int, version: int, body) -> object:
-        _, raw = self.conn.send_request(api_key, version, body)
-        self.sock.sendall(raw)
-        while (response := self.conn.next_response()) is None:
-            data = self.sock.recv(65536)
-            assert data, "broker closed the connection"
-            self.conn.receive_data(data)
-        return response.body
-
-    def closed_by_peer(self) -> bool:
-        try:
-            return self.sock.recv(1) == b""
-        except ConnectionResetError:
-            return True
-
-    def close(self):
-        self.sock.close()
-
-
-@pytest.fixture
-def raw(shared_broker):
-    opened = []
-
-    def make():
-        r = Raw(shared_broker)
-        opened.append(r)
-        return r
-    yield make
-    for r in opened:
-        r.close()
 
 
 def _alive(raw) -> None:
@@ -95,59 +56,46 @@ def test_api_versions_of_unknown_version_answers_35_in_v0(raw):
     assert size == 4 + 2 + 4 + 6 * count
 
 
-def _produce(raw, topic: str, records: bytes, version: int = 9):
-    body = raw().call(PRODUCE, version, {"acks": 1, "timeout_ms": 5000, "topic_data": [
-        {"name": topic, "partition_data": [{"index": 0, "records": records}]}]})
-    return body.responses[0].partition_responses[0]
-
-
-def _create(raw, name: str, **configs):
-    body = raw().call(CREATE_TOPICS, 5, {"topics": [{
-        "name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
-        "configs": [{"name": k, "value": v} for k, v in configs.items()]}], "timeout_ms": 5000})
-    return body.topics[0]
-
-
 def test_crc_mismatch_is_corrupt_message_and_nothing_is_appended(raw):
-    assert _create(raw, "bad-crc").error_code == 0
+    assert create_topic(raw(), "bad-crc").error_code == 0
     batch = bytearray(encode_batch([Record(0, 1000, b"k", b"v" * 50, [])]))
     batch[-1] ^= 0xFF
-    assert _produce(raw, "bad-crc", bytes(batch)).error_code == ErrorCode.CORRUPT_MESSAGE
-    good = _produce(raw, "bad-crc", encode_batch([Record(0, 1000, b"k", b"v", [])]))
+    assert produce(raw(), "bad-crc", bytes(batch)).error_code == ErrorCode.CORRUPT_MESSAGE
+    good = produce(raw(), "bad-crc", encode_batch([Record(0, 1000, b"k", b"v", [])]))
     assert (good.error_code, good.base_offset) == (0, 0)
 
 
 def test_batch_over_max_message_bytes_is_refused(raw):
-    assert _create(raw, "small-max", **{"max.message.bytes": "1000"}).error_code == 0
+    assert create_topic(raw(), "small-max", **{"max.message.bytes": "1000"}).error_code == 0
     big = encode_batch([Record(0, 1000, None, b"x" * 2000, [])])
-    assert _produce(raw, "small-max", big).error_code == ErrorCode.MESSAGE_TOO_LARGE
-    ok = _produce(raw, "small-max", encode_batch([Record(0, 1000, None, b"x" * 100, [])]))
+    assert produce(raw(), "small-max", big).error_code == ErrorCode.MESSAGE_TOO_LARGE
+    ok = produce(raw(), "small-max", encode_batch([Record(0, 1000, None, b"x" * 100, [])]))
     assert (ok.error_code, ok.base_offset) == (0, 0)
 
 
 def test_two_batches_in_one_partition_are_invalid_record(raw):
-    assert _create(raw, "two-batches").error_code == 0
+    assert create_topic(raw(), "two-batches").error_code == 0
     one = encode_batch([Record(0, 1000, None, b"a", [])])
-    assert _produce(raw, "two-batches", one + one).error_code == ErrorCode.INVALID_RECORD
+    assert produce(raw(), "two-batches", one + one).error_code == ErrorCode.INVALID_RECORD
 
 
 @pytest.mark.parametrize("name", ["", ".", "..", "a" * 250, "has space", "ünïcode", "a/b"])
 def test_invalid_topic_names(raw, name):
-    assert _create(raw, name).error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert create_topic(raw(), name).error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
     md = raw().call(METADATA, 12, {"topics": [{"name": name}]})
     assert md.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
     batch = encode_batch([Record(0, 1000, None, b"a", [])])
-    assert _produce(raw, name, batch).error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert produce(raw(), name, batch).error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
 
 
 def test_unknown_topic_config_is_invalid_config(raw):
-    topic = _create(raw, "bad-config", **{"no.such.config": "1"})
+    topic = create_topic(raw(), "bad-config", **{"no.such.config": "1"})
     assert topic.error_code == ErrorCode.INVALID_CONFIG
     assert "no.such.config" in topic.error_message
 
 
 def test_invalid_required_acks(raw):
-    assert _create(raw, "acks").error_code == 0
+    assert create_topic(raw(), "acks").error_code == 0
     body = raw().call(PRODUCE, 9, {"acks": 2, "timeout_ms": 1000, "topic_data": [
         {"name": "acks", "partition_data": [{"index": 0, "records": encode_batch(
             [Record(0, 1, None, b"a", [])])}]}]})

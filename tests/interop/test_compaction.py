@@ -13,8 +13,8 @@ from broker.coordinator.offsets import partition_of
 from broker.events import read_events
 from protocol.errors import ErrorCode
 from protocol.records import Record, encode_batch
-from tests.interop.test_bad_input import Raw, _create, _produce
-from tests.interop.test_confluent import create_topic
+from tests.interop import raw as raw_api
+from tests.interop.librdkafka import create_topic
 from tests.util import wait_until
 
 pytestmark = pytest.mark.interop
@@ -56,9 +56,9 @@ def test_a_busy_groups_offsets_partition_is_compacted_and_survives_restart(make_
 
 
 def test_compacted_topics_refuse_records_without_keys(shared_broker):
-    raw = Raw(shared_broker)
-    assert _create(lambda: raw, "compacted-keys", **{"cleanup.policy": "compact"}).error_code == 0
+    raw = raw_api.Raw(shared_broker)
+    assert raw_api.create_topic(raw, "compacted-keys", **{"cleanup.policy": "compact"}).error_code == 0
     keyless = encode_batch([Record(0, 1, b"k", b"v", []), Record(1, 1, None, b"v", [])])
-    assert _produce(lambda: raw, "compacted-keys", keyless).error_code == ErrorCode.INVALID_RECORD
+    assert raw_api.produce(raw, "compacted-keys", keyless).error_code == ErrorCode.INVALID_RECORD
     keyed = encode_batch([Record(0, 1, b"k", b"v", [])])
-    assert _produce(lambda: raw, "compacted-keys", keyed).error_code == ErrorCode.NONE
+    assert raw_api.produce(raw, "compacted-keys", keyed).error_code == ErrorCode.NONE

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 from kafka.partitioner.default import murmur2
 
+from tests.interop.librdkafka import _admin, consume_all, create_topic, produce
 from tests.util import wait_until
 
 pytestmark = pytest.mark.interop
@@ -18,53 +18,6 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 def _topic(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def _admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap})
-
-
-def create_topic(bootstrap: str, name: str, partitions: int = 1, **config: str) -> None:
-    admin = _admin(bootstrap)  # the client must outlive its futures
-    futures = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config)])
-    futures[name].result(timeout=10)
-
-
-def produce(bootstrap: str, topic: str, messages, **config) -> list:
-    """Produce (key, value, headers[, partition]) tuples; returns delivered messages in order."""
-    delivered, errors = [], []
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **config})
-
-    def on_delivery(err, msg):
-        (errors if err else delivered).append(err or msg)
-
-    for m in messages:
-        key, value, headers = m[:3]
-        kwargs = {"partition": m[3]} if len(m) > 3 else {}
-        producer.produce(topic, value=value, key=key, headers=headers, on_delivery=on_delivery,
-                         **kwargs)
-    assert producer.flush(15) == 0
-    assert errors == []
-    return delivered
-
-
-def consume_all(bootstrap: str, topic: str, partitions: int, expected: int,
-                timeout_s: float = 20) -> list:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-" + topic,
-                         "enable.auto.commit": False, "enable.partition.eof": False})
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    got = []
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(got) < expected and time.monotonic() < deadline:
-            for msg in consumer.consume(num_messages=1000, timeout=0.5):
-                assert msg.error() is None, msg.error()
-                got.append(msg)
-    finally:
-        consumer.close()
-    assert len(got) == expected, f"consumed {len(got)} of {expected}"
-    return got
 
 
 def test_metadata_and_topic_admin(shared_broker):

@@ -29,7 +29,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from protocol.codecs import Codec
 from protocol.messages import CREATE_TOPICS, FETCH
 from protocol.records import iter_batch_headers
-from tests.interop.test_bad_input import Raw
+from tests.interop.raw import Raw
 
 pytestmark = pytest.mark.interop
 

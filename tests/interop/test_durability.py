@@ -9,7 +9,7 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
-from tests.interop.test_confluent import consume_all, create_topic
+from tests.interop.librdkafka import consume_all, create_topic
 
 pytestmark = pytest.mark.interop
 

@@ -30,9 +30,8 @@ from tests.interop.group_helpers import (
     GroupMember, SubprocessMember, all_partitions, broker_assignment, describe_group,
     disjoint_cover, pump, pump_for,
 )
-from tests.interop.test_bad_input import Raw
-from tests.interop.test_confluent import create_topic, produce
-from tests.util import wait_until
+from tests.interop.raw import Raw
+from tests.interop.librdkafka import create_topic, produce
 
 pytestmark = pytest.mark.interop
 
@@ -324,6 +323,13 @@ def test_a_static_member_restarting_within_its_session_gets_its_partitions_back(
 SUB = encode_subscription(Subscription(["raw-topic"]))
 
 
+def _find_coordinator(raw: Raw, group: str) -> None:
+    """What every client does first; it also creates __consumer_offsets on first need, before
+    which the broker is no group's coordinator (NOT_COORDINATOR)."""
+    body = raw.call(FIND_COORDINATOR, 2, {"key": group, "key_type": 0})
+    assert (body.error_code, body.node_id) == (ErrorCode.NONE, 0)
+
+
 def _join(raw: Raw, group: str, member_id: str = "", *, version: int = 5,
           session_ms: int = 30000, rebalance_ms: int = 5000, protocol_type: str = "consumer",
           protocols=(("range", SUB),), instance: str | None = None):
@@ -366,6 +372,7 @@ def _listed(raw: Raw, states: list[str]) -> dict[str, str]:
 
 def _stable_member(raw: Raw, group: str, assignment: bytes = b"") -> tuple[str, int]:
     """Join (v5: MEMBER_ID_REQUIRED, then again with the id) and sync as the only member."""
+    _find_coordinator(raw, group)
     first = _join(raw, group)
     assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
     joined = _join(raw, group, first.member_id)
@@ -377,21 +384,9 @@ def _stable_member(raw: Raw, group: str, assignment: bytes = b"") -> tuple[str, 
     return joined.member_id, joined.generation_id
 
 
-@pytest.fixture
-def raw(shared_broker):
-    opened = []
-
-    def make() -> Raw:
-        r = Raw(shared_broker)
-        opened.append(r)
-        return r
-    yield make
-    for r in opened:
-        r.close()
-
-
 def test_empty_group_id_is_invalid_group_id(raw):
     r = raw()
+    _find_coordinator(r, "a-valid-group")
     assert _join(r, "").error_code == ErrorCode.INVALID_GROUP_ID
     assert _join(r, "", version=6).error_code == ErrorCode.INVALID_GROUP_ID
     assert r.call(FIND_COORDINATOR, 2, {"key": "", "key_type": 0}).error_code == \
@@ -404,6 +399,7 @@ def test_empty_group_id_is_invalid_group_id(raw):
 def test_group_id_longer_than_32767_bytes_in_a_compact_string_is_invalid_group_id(raw):
     long_id = "g" * 40000
     r = raw()
+    _find_coordinator(r, "a-valid-group")
     assert _join(r, long_id, version=6).error_code == ErrorCode.INVALID_GROUP_ID
     assert r.call(FIND_COORDINATOR, 3, {"key": long_id, "key_type": 0}).error_code == \
         ErrorCode.INVALID_GROUP_ID
@@ -419,12 +415,15 @@ def test_group_id_longer_than_32767_bytes_in_a_compact_string_is_invalid_group_i
 
 @pytest.mark.parametrize("session_ms", [999, 1_800_001])
 def test_session_timeout_outside_the_broker_bounds_is_invalid(raw, session_ms):
-    body = _join(raw(), _name("sess"), session_ms=session_ms)
+    r, group = raw(), _name("sess")
+    _find_coordinator(r, group)
+    body = _join(r, group, session_ms=session_ms)
     assert body.error_code == ErrorCode.INVALID_SESSION_TIMEOUT
 
 
 def test_join_v4_plus_without_member_id_requires_one(raw):
     r, group = raw(), _name("kip394")
+    _find_coordinator(r, group)
     for version in (4, 5, 6, 7):
         body = _join(r, group, version=version)
         assert body.error_code == ErrorCode.MEMBER_ID_REQUIRED

@@ -19,7 +19,7 @@ from broker.events import read_events
 from tests.interop.group_helpers import (
     GroupMember, all_partitions, broker_assignment, describe_group, disjoint_cover, pump,
 )
-from tests.interop.test_confluent import create_topic, produce
+from tests.interop.librdkafka import create_topic, produce
 from tests.util import wait_until
 
 pytestmark = pytest.mark.interop

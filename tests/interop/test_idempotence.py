@@ -8,7 +8,7 @@ import pytest
 from protocol.errors import ErrorCode
 from protocol.messages import FETCH, INIT_PRODUCER_ID, PRODUCE
 from protocol.records import Record, decode_batches, encode_batch
-from tests.interop.test_bad_input import Raw, _create
+from tests.interop.raw import Raw, create_topic
 
 pytestmark = pytest.mark.interop
 
@@ -35,7 +35,7 @@ def _all_values(broker, topic: str) -> list[bytes]:
 
 def test_retries_are_deduplicated_and_gaps_refused(broker):
     raw = Raw(broker)
-    assert _create(lambda: raw, "idem").error_code == 0
+    assert create_topic(raw, "idem").error_code == 0
     init = raw.call(INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": -1})
     pid, epoch = init.producer_id, init.producer_epoch
     assert init.error_code == 0 and pid >= 0 and epoch == 0

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Producer
 
 from broker.events import EVENT_TYPES, read_events
-from tests.interop.test_confluent import create_topic
+from tests.interop.librdkafka import create_topic
 from tests.util import wait_until
 
 pytestmark = pytest.mark.interop
