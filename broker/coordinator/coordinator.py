@@ -84,10 +84,14 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return partition_of(group_id, self.config.num_partitions)
 
-    def check(self, group_id: str | None) -> ErrorCode:
-        """Whether this coordinator may serve the group right now."""
+    def check(self, group_id: str | None, allow_empty: bool = False) -> ErrorCode:
+        """Whether this coordinator may serve the group right now.
+
+        `allow_empty`: Kafka accepts the empty group id on OffsetCommit, OffsetFetch,
+        DescribeGroups and DeleteGroups (isValidGroupId keeps it for old clients), and refuses
+        it everywhere else."""
         error = group_id_error(group_id)
-        if error != E.NONE:
+        if error != E.NONE and not (allow_empty and group_id == ""):
             return error
         partition = self.partition_for(group_id)
         if partition in self.loading:
@@ -140,7 +144,7 @@ class GroupCoordinator:
     def commit_error(self, group_id: str, generation: int, member_id: str,
                      group_instance_id: str | None) -> ErrorCode:
         """Kafka's ClassicGroup.validateOffsetCommit, plus the routing check."""
-        error = self.check(group_id)
+        error = self.check(group_id, allow_empty=True)
         if error != E.NONE:
             return error
         group = self.groups.get(group_id)
@@ -186,7 +190,7 @@ class GroupCoordinator:
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None):
         """(error, {(topic, partition): CommittedOffset | None})."""
-        error = self.check(group_id)
+        error = self.check(group_id, allow_empty=True)
         if error != E.NONE:
             return error, {}
         return E.NONE, self.offsets.fetch(group_id, partitions)
@@ -218,7 +222,7 @@ class GroupCoordinator:
     # -- administration -------------------------------------------------------------------------
 
     def describe(self, group_id: str) -> dict:
-        error = self.check(group_id)
+        error = self.check(group_id, allow_empty=True)
         group = self.groups.get(group_id)
         body = {"error_code": error, "error_message": None, "group_id": group_id,
                 "group_state": S.DEAD.value, "protocol_type": "", "protocol_data": "",
@@ -251,7 +255,7 @@ class GroupCoordinator:
         return out
 
     def delete_group(self, group_id: str, now_ms: int) -> tuple[ErrorCode, list]:
-        error = self.check(group_id)
+        error = self.check(group_id, allow_empty=True)
         if error != E.NONE:
             return error, []
         group = self.groups.get(group_id)

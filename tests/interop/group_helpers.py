@@ -137,8 +137,9 @@ def pump(members: list, until: Callable[[], Any], timeout_s: float, message: str
     except WaitTimeout as e:
         if broker is None or group is None:
             raise
-        raise WaitTimeout(f"{e}\nmembers: {[(m.name, sorted(m.owned)) for m in members]}\n"
-                          f"broker events of group {group}:\n{group_story(broker, group)}") from None
+        owned = [(m.name, sorted(m.owned)) for m in members]
+        raise WaitTimeout(f"{e}\nmembers: {owned}\nbroker events of group {group}:\n"
+                          f"{group_story(broker, group)}") from None
 
 
 def group_story(broker, group: str) -> str:

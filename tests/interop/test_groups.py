@@ -23,8 +23,8 @@ from protocol.consumer_protocol import (
 )
 from protocol.errors import ErrorCode
 from protocol.messages import (
-    DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS,
-    OFFSET_COMMIT, OFFSET_FETCH, SYNC_GROUP,
+    DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP,
+    LIST_GROUPS, OFFSET_COMMIT, OFFSET_FETCH, SYNC_GROUP,
 )
 from tests.interop.group_helpers import (
     GroupMember, SubprocessMember, all_partitions, broker_assignment, describe_group,
@@ -261,6 +261,49 @@ def test_committed_offsets_survive_kill_9_of_the_broker(make_broker):
         second.close()
 
 
+def test_a_live_group_rides_out_kill_9_of_the_broker_without_a_rebalance(make_broker):
+    """RELIABILITY C2, broker failure: the group is reloaded from __consumer_offsets and its
+    members keep their generation, so they neither rejoin nor are expired."""
+    broker = make_broker(**FAST_GROUPS)
+    bootstrap = broker.bootstrap
+    topic, group = _name("g4b"), _name("grp4b")
+    create_topic(bootstrap, topic, 4)
+    everything = all_partitions(topic, 4)
+    session_ms = 3000
+    members = [GroupMember(bootstrap, group, [topic], f"c{i}", **{"session.timeout.ms": session_ms})
+               for i in range(2)]
+    try:
+        pump(members, lambda: disjoint_cover([m.owned for m in members], everything),
+             CONVERGE_S, "2 members to share the partitions", broker=broker, group=group)
+        owned = [set(m.owned) for m in members]
+        _produce_values(bootstrap, topic, [(p, b"before-%d" % p) for p in range(4)])
+        pump(members, lambda: sum(len(m.messages) for m in members) >= 4, CONVERGE_S,
+             "records before the kill")
+        marks = [m.mark() for m in members]
+
+        broker.restart(kill=True)
+        restarted_at = time.time()
+        _produce_values(bootstrap, topic, [(p, b"after-%d" % p) for p in range(4)])
+        pump(members, lambda: sum(len(m.messages) for m in members) >= 8, CONVERGE_S,
+             "records after the restart", broker=broker, group=group)
+        # past a whole session: a member the reloaded group did not count would be expired
+        pump_for(members, session_ms / 1000 + 1)
+        assert [m.events[k:] for m, k in zip(members, marks)] == [[], []], "a rebalance"
+        assert [m.owned for m in members] == owned
+        values = sorted(v for m in members for v in m.values())
+        assert values == sorted([b"before-%d" % p for p in range(4)] +
+                                [b"after-%d" % p for p in range(4)]), "no record twice"
+        after = [e for e in read_events(broker.data_dir)
+                 if e.get("group") == group and e["ts"] >= restarted_at * 1000 - 5]
+        assert not [e for e in after if e["type"] in ("group_state", "group_leave",
+                                                      "group_join")], after
+        description = describe_group(bootstrap, group)
+        assert description.state == ConsumerGroupState.STABLE
+        assert broker_assignment(description) == {m.name: m.owned for m in members}
+    finally:
+        _close_all(members)
+
+
 # -- 5. static membership: a bounce within the session timeout is no rebalance ------------------
 
 @pytest.mark.parametrize("bounced", ["follower", "leader"])
@@ -413,6 +456,33 @@ def test_group_id_longer_than_32767_bytes_in_a_compact_string_is_invalid_group_i
         ErrorCode.NONE
 
 
+@pytest.mark.parametrize("group_id", ["", "g" * 40000], ids=["empty", "40000-bytes"])
+def test_membership_apis_refuse_an_invalid_group_id(raw, group_id):
+    """Heartbeat, SyncGroup and LeaveGroup (flexible versions) refuse what JoinGroup refuses.
+    (OffsetCommit, OffsetFetch, DescribeGroups and DeleteGroups accept "" in Kafka, for old
+    clients; only the over-long id is checked for those.)"""
+    r = raw()
+    _find_coordinator(r, "a-valid-group")
+    assert r.call(HEARTBEAT, 4, {"group_id": group_id, "generation_id": 1,
+                                 "member_id": "m"}).error_code == ErrorCode.INVALID_GROUP_ID
+    assert r.call(SYNC_GROUP, 4, {"group_id": group_id, "generation_id": 1, "member_id": "m",
+                                  "assignments": []}).error_code == ErrorCode.INVALID_GROUP_ID
+    left = r.call(LEAVE_GROUP, 4, {"group_id": group_id, "members": [{"member_id": "m"}]})
+    assert (left.error_code, [m.error_code for m in left.members]) == (
+        ErrorCode.INVALID_GROUP_ID, [ErrorCode.INVALID_GROUP_ID])
+    if group_id:
+        described = r.call(DESCRIBE_GROUPS, 5, {"groups": [group_id]}).groups[0]
+        assert (described.error_code, described.group_id) == (ErrorCode.INVALID_GROUP_ID,
+                                                              group_id)
+        assert r.call(OFFSET_FETCH, 6, {"group_id": group_id, "topics": None}).error_code == \
+            ErrorCode.INVALID_GROUP_ID
+        fetched = r.call(OFFSET_FETCH, 8, {"groups": [{"group_id": group_id, "topics": None}]})
+        assert [g.error_code for g in fetched.groups] == [ErrorCode.INVALID_GROUP_ID]
+        deleted = r.call(DELETE_GROUPS, 2, {"groups_names": [group_id]}).results
+        assert [g.error_code for g in deleted] == [ErrorCode.INVALID_GROUP_ID]
+    assert group_id not in _listed(r, [])
+
+
 @pytest.mark.parametrize("session_ms", [999, 1_800_001])
 def test_session_timeout_outside_the_broker_bounds_is_invalid(raw, session_ms):
     r, group = raw(), _name("sess")
@@ -453,6 +523,40 @@ def test_offset_commit_with_a_stale_generation_is_illegal_and_stores_nothing(raw
     assert _fetch(r, group, topic) == (ErrorCode.NONE, 5)
     assert _commit(r, group, generation + 1, member_id, topic, 7) == ErrorCode.NONE
     assert _fetch(r, group, topic) == (ErrorCode.NONE, 7)
+
+
+def test_a_second_instance_with_the_same_static_id_fences_the_first(raw):
+    old, new, group = raw(), raw(), _name("fenced")
+    _find_coordinator(old, group)
+    first = _join(old, group, instance="inst")
+    assert (first.error_code, first.generation_id) == (ErrorCode.NONE, 1)
+    assert first.member_id.startswith("inst-")  # static members are named after the instance
+    assert _sync(old, group, 1, first.member_id, {first.member_id: b"mine"}).error_code == 0
+
+    second = _join(new, group, instance="inst")  # the same instance, restarted elsewhere
+    assert second.error_code == ErrorCode.NONE
+    assert second.member_id != first.member_id
+    assert second.generation_id == 1, "a static rejoin of a stable group is no rebalance"
+    synced = _sync(new, group, 1, second.member_id, {})
+    assert (synced.error_code, synced.assignment) == (ErrorCode.NONE, b"mine")
+
+    def heartbeat(r, member_id):
+        return r.call(HEARTBEAT, 3, {"group_id": group, "generation_id": 1,
+                                     "member_id": member_id, "group_instance_id": "inst"})
+    assert heartbeat(old, first.member_id).error_code == ErrorCode.FENCED_INSTANCE_ID
+    assert heartbeat(new, second.member_id).error_code == ErrorCode.NONE
+    committed = old.call(OFFSET_COMMIT, 7, {
+        "group_id": group, "generation_id_or_member_epoch": 1, "member_id": first.member_id,
+        "group_instance_id": "inst", "topics": [{"name": "t", "partitions": [
+            {"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}]}]})
+    assert committed.topics[0].partitions[0].error_code == ErrorCode.FENCED_INSTANCE_ID
+    left = old.call(LEAVE_GROUP, 3, {"group_id": group, "members": [
+        {"member_id": first.member_id, "group_instance_id": "inst"}]})
+    assert [m.error_code for m in left.members] == [ErrorCode.FENCED_INSTANCE_ID]
+    described = _describe(old, group)
+    assert described.group_state == "Stable"
+    assert [(m.member_id, m.group_instance_id) for m in described.members] == [
+        (second.member_id, "inst")]
 
 
 def test_inconsistent_protocols_are_refused(raw):

@@ -34,7 +34,8 @@ def _name(prefix: str) -> str:
 
 
 def _produce(bootstrap: str, topic: str, tag: str, per_partition: int) -> set[bytes]:
-    values = [(p, f"{tag}-{p}-{i}".encode()) for p in range(PARTITIONS) for i in range(per_partition)]
+    values = [(p, f"{tag}-{p}-{i}".encode())
+              for p in range(PARTITIONS) for i in range(per_partition)]
     produce(bootstrap, topic, [(None, v, None, p) for p, v in values])
     return {v for _, v in values}
 
@@ -100,7 +101,7 @@ def test_kafka_python_group_resumes_from_committed_offsets(shared_broker):
         consumer.close()
 
 
-# -- aiokafka ---------------------------------------------------------------------------------------
+# -- aiokafka -------------------------------------------------------------------------------------
 
 def test_aiokafka_group_resumes_from_committed_offsets(shared_broker):
     bootstrap = shared_broker.bootstrap

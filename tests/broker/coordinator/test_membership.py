@@ -383,3 +383,16 @@ def test_events_name_owned_and_assigned_partitions():
     assert assigned == [{"group": GROUP, "generation": 1, "protocol": "cooperative-sticky",
                          "member": member, "client_id": "app", "leader": True,
                          "assigned": ["t-0", "t-2"]}]
+
+
+def test_the_empty_group_id_is_accepted_only_where_kafka_accepts_it():
+    h = Harness()
+    h.c.finish_load(0, 0)
+    waiter = object()
+    h.apply(h.c.commit(waiter, "", -1, "", None, [("t", 0, 7, -1, "")], h.now))
+    assert h.replies[waiter][("t", 0)] == E.NONE
+    assert h.c.fetch_offsets("", [("t", 0)])[1][("t", 0)].offset == 7
+    assert h.c.describe("")["error_code"] == E.NONE
+    joined = object()
+    h.apply(h.c.join(joined, JoinRequest("", "", None, 10_000, 10_000, "consumer", [("r", b"")]), 0))
+    assert h.replies[joined]["error_code"] == E.INVALID_GROUP_ID
