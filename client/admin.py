@@ -1,0 +1,450 @@
+"""AdminClient: topics, partitions and groups, on trio.
+
+Owns: `AdminClient` and the plain dataclasses it takes and returns (`NewTopic`,
+`CreatedTopic`, `TopicListing`, `TopicDescription`, `PartitionInfo`, `GroupListing`,
+`GroupDescription`, `MemberDescription`).
+
+    async with AdminClient(bootstrap_servers="127.0.0.1:9092") as admin:
+        await admin.create_topics({"orders": 3})          # or [NewTopic("orders", 3, 1)]
+        await admin.create_partitions({"orders": 6})      # total, not extra
+        [t.name for t in await admin.list_topics()]
+        await admin.describe_groups(["billing"])          # {"billing": GroupDescription}
+        await admin.delete_topics(["orders"])
+
+Kafka errors come back as the typed exceptions of client.errors (TopicAlreadyExistsError,
+UnknownTopicOrPartitionError, ...). When a call names several topics, every topic is
+attempted and the first failure (in the caller's order) is raised; the others took effect.
+
+Retries: a connection failure, a timeout, and a retriable error code that is about the
+broker's state rather than the caller's input (NOT_CONTROLLER, the coordinator errors,
+THROTTLING_QUOTA_EXCEEDED, REQUEST_TIMED_OUT, ...) are retried with retry_backoff_ms doubling
+up to retry_backoff_max_ms, until default_api_timeout_ms (or the call's `timeout_ms`) runs
+out; then KafkaTimeoutError says what was last seen. UNKNOWN_TOPIC_OR_PARTITION, retriable for
+a producer that waits for a topic, is an answer here and is raised at once.
+
+Topic calls go to the controller named by Metadata, group calls to the group's coordinator
+(FindCoordinator, sent to the least-loaded connection), ListGroups to every broker.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence, TypeVar
+
+import trio
+
+from client.cluster import Cluster
+from client.config import AdminConfig, check_config
+from client.connection import BrokerConnection, ConnectionPool
+from client.errors import KafkaError, KafkaTimeoutError, for_code
+from client.types import TopicPartition
+from protocol.consumer_protocol import decode_assignment
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.messages import (
+    CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_GROUPS, FIND_COORDINATOR,
+    LIST_GROUPS,
+)
+
+__all__ = ["AdminClient", "CreatedTopic", "GroupDescription", "GroupListing",
+           "MemberDescription", "NewTopic", "PartitionInfo", "TopicDescription",
+           "TopicListing"]
+
+T = TypeVar("T")
+
+# Retriable codes that are answers about the caller's input, not the broker's state.
+_NOT_RETRIED = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
+_COORDINATOR_ERRORS = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                 ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                 ErrorCode.NOT_COORDINATOR})
+
+
+# -- what goes in and comes out ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class NewTopic:
+    """A topic to create. -1 partitions or replication factor: the broker's default
+    (num.partitions, default.replication.factor). `replica_assignments` (partition ->
+    broker ids) replaces both counts."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: Mapping[str, str | None] = field(default_factory=dict)
+    replica_assignments: Mapping[int, Sequence[int]] | None = None
+
+
+@dataclass(frozen=True)
+class CreatedTopic:
+    name: str
+    topic_id: uuid.UUID | None
+    num_partitions: int
+    replication_factor: int
+
+
+@dataclass(frozen=True)
+class TopicListing:
+    name: str
+    topic_id: uuid.UUID | None
+    is_internal: bool
+    num_partitions: int
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    partition: int
+    leader: int | None
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    topic_id: uuid.UUID | None
+    is_internal: bool
+    partitions: tuple[PartitionInfo, ...]
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str | None  # None: the broker's ListGroups version does not say (< v4)
+    coordinator: int  # node id of the broker that answered for it
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: tuple[TopicPartition, ...]  # decoded for protocol type "consumer"
+    member_metadata: bytes
+    member_assignment: bytes
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    state: str  # "Stable", "Empty", "PreparingRebalance", ..., "Dead" (no such group)
+    protocol_type: str
+    protocol: str  # the chosen assignor ("range", "cooperative-sticky", ...) when stable
+    members: tuple[MemberDescription, ...]
+    coordinator: int
+
+
+# -- the client -------------------------------------------------------------------------
+
+class AdminClient:
+    """Administrative operations on a Kafka cluster; an async context manager.
+
+    `AdminClient(bootstrap_servers="h1:9092,h2:9092", request_timeout_ms=..., ...)` takes
+    AdminConfig's names (client.config); an unknown name is a TypeError."""
+
+    def __init__(self, bootstrap_servers: str | Sequence[str] = "localhost:9092",
+                 **config: Any):
+        self.config: AdminConfig = check_config(
+            "admin", bootstrap_servers=bootstrap_servers, **config)  # type: ignore[assignment]
+        self._pool: ConnectionPool | None = None
+        self._cluster: Cluster | None = None
+
+    async def __aenter__(self) -> "AdminClient":
+        pool = ConnectionPool(self.config)
+        await pool.__aenter__()
+        self._pool = pool
+        self._cluster = Cluster(pool, self.config)
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        pool, self._pool, self._cluster = self._pool, None, None
+        if pool is not None:
+            await pool.__aexit__(*exc_info)
+
+    @property
+    def cluster(self) -> Cluster:
+        if self._cluster is None:
+            raise RuntimeError("the AdminClient is not open (use `async with`)")
+        return self._cluster
+
+    @property
+    def pool(self) -> ConnectionPool:
+        if self._pool is None:
+            raise RuntimeError("the AdminClient is not open (use `async with`)")
+        return self._pool
+
+    # -- topics ------------------------------------------------------------------------
+
+    async def create_topics(self, topics: Iterable[NewTopic | str] | Mapping[str, int], *,
+                            validate_only: bool = False,
+                            timeout_ms: int | None = None) -> dict[str, CreatedTopic]:
+        """Create topics: a list of NewTopic (or names, for broker defaults), or a dict
+        name -> partition count. Returns what the broker created, by name, in order."""
+        if isinstance(topics, Mapping):
+            wanted = [NewTopic(name, n) for name, n in topics.items()]
+        else:
+            wanted = [NewTopic(t) if isinstance(t, str) else t for t in topics]
+        remaining = {t.name: t for t in wanted}
+        created: dict[str, CreatedTopic] = {}
+        failed: dict[str, KafkaError] = {}
+
+        async def attempt() -> None:
+            conn = await self._controller()
+            version = conn.version_for(CREATE_TOPICS)
+            body = {"topics": [_new_topic_body(t, version) for t in remaining.values()],
+                    "timeout_ms": self._op_timeout(timeout_ms),
+                    "validate_only": validate_only}
+            resp = await conn.request(CREATE_TOPICS, body, version)
+            self._settle(resp.body.topics, remaining, failed, lambda r: created.__setitem__(
+                r.name, CreatedTopic(r.name, _uuid(r.get("topic_id")),
+                                     r.get("num_partitions", -1),
+                                     r.get("replication_factor", -1))))
+
+        await self._retrying("CreateTopics", attempt, timeout_ms)
+        self.cluster.request_update()
+        _raise_first(wanted, failed)
+        return {t.name: created[t.name] for t in wanted if t.name in created}
+
+    async def delete_topics(self, names: Iterable[str], *,
+                            timeout_ms: int | None = None) -> None:
+        """Delete topics by name (UnknownTopicOrPartitionError if one does not exist)."""
+        wanted = list(dict.fromkeys(names))
+        remaining = {n: n for n in wanted}
+        failed: dict[str, KafkaError] = {}
+
+        async def attempt() -> None:
+            conn = await self._controller()
+            body = {"topics": [{"name": n} for n in remaining],
+                    "topic_names": list(remaining), "timeout_ms": self._op_timeout(timeout_ms)}
+            resp = await conn.request(DELETE_TOPICS, body)
+            self._settle(resp.body.responses, remaining, failed, lambda r: None)
+
+        await self._retrying("DeleteTopics", attempt, timeout_ms)
+        self.cluster.request_update()
+        _raise_first(wanted, failed)
+
+    async def create_partitions(self, new_totals: Mapping[str, int], *,
+                                validate_only: bool = False,
+                                timeout_ms: int | None = None) -> None:
+        """Grow topics to the given total partition counts ({"orders": 6})."""
+        wanted = list(new_totals)
+        remaining = dict(new_totals)
+        failed: dict[str, KafkaError] = {}
+
+        async def attempt() -> None:
+            conn = await self._controller()
+            body = {"topics": [{"name": n, "count": c, "assignments": None}
+                               for n, c in remaining.items()],
+                    "timeout_ms": self._op_timeout(timeout_ms), "validate_only": validate_only}
+            resp = await conn.request(CREATE_PARTITIONS, body)
+            self._settle(resp.body.results, remaining, failed, lambda r: None)
+
+        await self._retrying("CreatePartitions", attempt, timeout_ms)
+        self.cluster.request_update()
+        _raise_first(wanted, failed)
+
+    async def list_topics(self, *, include_internal: bool = False,
+                          timeout_ms: int | None = None) -> list[TopicListing]:
+        """Every topic in the cluster (internal ones only if asked), sorted by name."""
+        metadata = await self._retrying("Metadata", self.cluster.refresh, timeout_ms)
+        return [TopicListing(t.name, t.topic_id, t.is_internal, len(t.partitions))
+                for name, t in sorted(metadata.topics.items())
+                if include_internal or not t.is_internal]
+
+    async def describe_topics(self, names: Iterable[str], *,
+                              timeout_ms: int | None = None) -> dict[str, TopicDescription]:
+        """Partitions, leaders and replicas of the named topics, by name, in order."""
+        wanted = list(dict.fromkeys(names))
+        metadata = await self._retrying(
+            "Metadata", lambda: self.cluster.refresh(wanted), timeout_ms)
+        out = {}
+        for name in wanted:
+            t = metadata.topics.get(name)
+            if t is None:
+                code = metadata.topic_errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                raise for_code(code, f"topic '{name}'")
+            out[name] = TopicDescription(
+                name, t.topic_id, t.is_internal,
+                tuple(PartitionInfo(p.partition, p.leader, p.replicas, p.isr)
+                      for _, p in sorted(t.partitions.items())))
+        return out
+
+    # -- groups ------------------------------------------------------------------------
+
+    async def list_groups(self, *, timeout_ms: int | None = None) -> list[GroupListing]:
+        """Every group on every broker, sorted by group id."""
+        metadata = await self._retrying("Metadata", self.cluster.maybe_refresh, timeout_ms)
+        found: dict[str, GroupListing] = {}
+        for node_id in sorted(metadata.brokers):
+            async def attempt(node_id: int = node_id) -> Any:
+                conn = await self.pool.get(node_id)
+                resp = await conn.request(LIST_GROUPS, {"states_filter": [],
+                                                        "types_filter": []})
+                if resp.body.error_code != ErrorCode.NONE:
+                    raise for_code(resp.body.error_code, f"ListGroups on node {node_id}")
+                return resp.body
+
+            body = await self._retrying(f"ListGroups on node {node_id}", attempt, timeout_ms)
+            for g in body.groups:
+                found[g.group_id] = GroupListing(g.group_id, g.protocol_type,
+                                                 g.get("group_state"), node_id)
+        return [found[g] for g in sorted(found)]
+
+    async def describe_groups(self, group_ids: Iterable[str], *,
+                              timeout_ms: int | None = None) -> dict[str, GroupDescription]:
+        """State, protocol and members of each group, by id, in order. A group that does
+        not exist is described with state "Dead" and no members, as Kafka does."""
+        out: dict[str, GroupDescription] = {}
+        for group_id in dict.fromkeys(group_ids):
+            async def attempt(group_id: str = group_id) -> GroupDescription:
+                node_id, conn = await self._coordinator(group_id)
+                resp = await conn.request(DESCRIBE_GROUPS, {
+                    "groups": [group_id], "include_authorized_operations": False})
+                g = next((g for g in resp.body.groups if g.group_id == group_id), None)
+                if g is None:
+                    raise for_code(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                   f"DescribeGroups did not describe group '{group_id}'")
+                if g.error_code != ErrorCode.NONE:
+                    raise for_code(g.error_code, f"group '{group_id}'")
+                return _group_description(g, node_id)
+
+            out[group_id] = await self._retrying(f"DescribeGroups({group_id})", attempt,
+                                                 timeout_ms)
+        return out
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _op_timeout(self, timeout_ms: int | None) -> int:
+        """The broker-side timeout_ms of topic operations."""
+        return self.config.request_timeout_ms if timeout_ms is None else timeout_ms
+
+    async def _controller(self) -> BrokerConnection:
+        """The controller's connection (Metadata names it), else the least-loaded one."""
+        metadata = await self.cluster.maybe_refresh()
+        node_id = metadata.controller_id
+        if node_id is not None and node_id in self.pool.nodes:
+            return await self.pool.get(node_id)
+        return await self.pool.least_loaded()
+
+    async def _coordinator(self, group_id: str) -> tuple[int, BrokerConnection]:
+        """FindCoordinator (key type 0, to the least-loaded connection), then a connection
+        to the node it names."""
+        conn = await self.pool.least_loaded()
+        version = conn.version_for(FIND_COORDINATOR)
+        resp = await conn.request(FIND_COORDINATOR, {
+            "key": group_id, "key_type": 0, "coordinator_keys": [group_id]}, version)
+        body = resp.body
+        if version >= 4:
+            c = next((c for c in body.coordinators if c.key == group_id), None)
+            if c is None:
+                raise for_code(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                               f"FindCoordinator named no coordinator for '{group_id}'")
+            code, node_id, host, port = c.error_code, c.node_id, c.host, c.port
+            message = c.get("error_message")
+        else:
+            code, node_id, host, port = body.error_code, body.node_id, body.host, body.port
+            message = body.get("error_message")
+        if code != ErrorCode.NONE:
+            raise for_code(code, message or f"FindCoordinator for group '{group_id}'")
+        if node_id not in self.pool.nodes:
+            self.pool.update_nodes({**self.pool.nodes, node_id: (host, port)})
+        return node_id, await self.pool.get(node_id)
+
+    def _settle(self, results: Iterable[Any], remaining: dict, failed: dict[str, KafkaError],
+                on_success: Callable[[Any], None]) -> None:
+        """Sort per-topic results: successes and final errors leave `remaining`; when a
+        retriable error remains, raise it so that `_retrying` tries those topics again."""
+        retry: KafkaError | None = None
+        for r in results:
+            name = r.name
+            if name not in remaining:
+                continue
+            code = ErrorCode.of(r.error_code)
+            if code is ErrorCode.NONE:
+                on_success(r)
+                del remaining[name]
+                continue
+            detail = r.get("error_message")
+            error = for_code(code, f"topic '{name}'" + (f": {detail}" if detail else ""))
+            if _should_retry(error):
+                retry = retry or error
+            else:
+                failed[name] = error
+                del remaining[name]
+        if retry is not None and remaining:
+            raise retry
+
+    async def _retrying(self, what: str, attempt: Callable[[], Awaitable[T]],
+                        timeout_ms: int | None) -> T:
+        """Run `attempt` until it succeeds, raises a non-retriable error, or the call's
+        deadline (default_api_timeout_ms) passes; back off between tries."""
+        budget_ms = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = trio.current_time() + budget_ms / 1000
+        tries = 0
+        last: KafkaError | None = None
+        while True:
+            with trio.move_on_at(deadline):
+                try:
+                    return await attempt()
+                except KafkaError as e:
+                    if not _should_retry(e) or tries >= self.config.retries:
+                        raise
+                    last = e
+                    if e.refresh_metadata or e.code is ErrorCode.NOT_CONTROLLER:
+                        self.cluster.request_update()
+                    await trio.sleep(self.config.retry_backoff_s(tries))
+                    tries += 1
+                    continue
+            detail = f"; last error: {last}" if last is not None else ""
+            raise KafkaTimeoutError(f"{what} did not complete within {budget_ms} ms "
+                                    f"({tries} retries){detail}") from last
+
+
+def _should_retry(error: KafkaError) -> bool:
+    return error.retriable and error.code not in _NOT_RETRIED
+
+
+def _raise_first(order: Iterable[Any], failed: dict[str, KafkaError]) -> None:
+    for item in order:
+        name = item.name if isinstance(item, NewTopic) else item
+        if name in failed:
+            raise failed[name]
+
+
+def _uuid(value: Any) -> uuid.UUID | None:
+    return None if value is None or value == uuid.UUID(int=0) else value
+
+
+def _new_topic_body(t: NewTopic, version: int) -> dict:
+    partitions, rf = t.num_partitions, t.replication_factor
+    assignments = []
+    if t.replica_assignments is not None:
+        assignments = [{"partition_index": p, "broker_ids": list(b)}
+                       for p, b in sorted(t.replica_assignments.items())]
+        partitions, rf = -1, -1
+    elif version < 4:  # -1 (broker default) needs CreateTopics v4 (KIP-464)
+        partitions = 1 if partitions == -1 else partitions
+        rf = 1 if rf == -1 else rf
+    return {"name": t.name, "num_partitions": partitions, "replication_factor": rf,
+            "assignments": assignments,
+            "configs": [{"name": k, "value": v} for k, v in t.configs.items()]}
+
+
+def _group_description(g: Any, node_id: int) -> GroupDescription:
+    members = []
+    for m in g.members:
+        assignment: tuple[TopicPartition, ...] = ()
+        if g.protocol_type == "consumer" and m.member_assignment:
+            try:
+                decoded = decode_assignment(m.member_assignment)
+            except ProtocolError:
+                decoded = None
+            if decoded is not None:
+                assignment = tuple(sorted(TopicPartition(t, p)
+                                          for t, ps in decoded.partitions.items() for p in ps))
+        members.append(MemberDescription(
+            m.member_id, m.get("group_instance_id"), m.client_id, m.client_host, assignment,
+            bytes(m.member_metadata), bytes(m.member_assignment)))
+    return GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data,
+                            tuple(members), node_id)

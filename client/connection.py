@@ -1,0 +1,577 @@
+"""The trio pump over protocol.connection: one connection per broker node, and the pool.
+
+Owns: `BrokerConnection` (one TCP stream to one broker driving the sans-IO
+`protocol.connection.ClientConnection`), `ConnectionPool` (connections by address, node ids
+mapped to addresses, least-loaded choice, reconnect backoff, idle reaping), `open_connection`
+(a standalone connection for tests and tools) and `background_nursery`.
+
+A BrokerConnection runs three things while it is open, all in the nursery given to `open()`:
+- the writer task: the only task that writes to the stream. Callers hand it whole frames
+  through an unbounded memory channel, so a caller cancelled by its timeout can never leave
+  half a frame on the wire. It coalesces queued frames into one write.
+- the reader task: the only task that reads. It feeds bytes to ClientConnection, which
+  decodes each response with the (api key, version) remembered under its correlation id,
+  and hands the response to the caller waiting under that id (one `_Waiter` per request).
+- the callers: `await conn.request(api_key, body)` encodes, queues, and waits with a cancel
+  scope of request_timeout_ms. Any number of requests may be in flight at once (pipelined);
+  each caller gets its own response whatever order they complete in.
+
+On open, the connection negotiates versions with ApiVersions v3, as librdkafka does. A broker
+that does not know v3 answers UNSUPPORTED_VERSION with a v0 body naming its own ApiVersions
+range (KIP-511, PROTOCOL.md §2); we ask once more at the highest version both sides know.
+Every later request speaks protocol.versions.pick_version(api_key, broker_min, broker_max),
+or fails with IncompatibleBrokerVersion when the ranges are disjoint.
+
+When the stream fails (EOF, reset, a response that does not parse) every request in flight
+fails with KafkaConnectionError (retriable) and the connection becomes closed; `open()` may be
+called again to reopen it. A request that times out fails alone with KafkaTimeoutError: the
+connection stays open for the others and a late response is dropped.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+import trio
+
+from client.config import ClientConfig
+from client.errors import (
+    IncompatibleBrokerVersion, KafkaConnectionError, KafkaError, KafkaTimeoutError,
+    NoBrokersAvailable,
+)
+from protocol.connection import NEED_DATA, ClientConnection, Response
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.framing import DEFAULT_MAX_FRAME
+from protocol.messages import API_VERSIONS, APIS
+from protocol.versions import implemented, pick_version
+
+__all__ = ["BrokerConnection", "ConnectionPool", "Response", "api_name", "background_nursery",
+           "open_connection", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"]
+
+CLIENT_SOFTWARE_NAME = "minibroker-client"
+CLIENT_SOFTWARE_VERSION = "0.1.0"
+FIRST_API_VERSIONS_VERSION = 3  # what librdkafka sends first (PROTOCOL.md §1)
+RECEIVE_SIZE = 1 << 16
+MAX_COALESCED_WRITE = 1 << 20
+
+_NEW, _CONNECTING, _READY, _CLOSED = "new", "connecting", "ready", "closed"
+_STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+
+def api_name(api_key: int) -> str:
+    api = APIS.get(api_key)
+    return api.name if api is not None else f"api key {api_key}"
+
+
+@asynccontextmanager
+async def background_nursery() -> AsyncIterator[trio.Nursery]:
+    """A nursery for background tasks that are cancelled when the block ends.
+
+    Unlike `async with trio.open_nursery()`, an exception raised by the block itself is not
+    fed into the nursery, so it reaches the caller as itself rather than wrapped in an
+    ExceptionGroup (background tasks here fail only from bugs)."""
+    manager = trio.open_nursery()
+    nursery = await manager.__aenter__()
+    try:
+        yield nursery
+    finally:
+        nursery.cancel_scope.cancel()
+        await manager.__aexit__(None, None, None)
+
+
+class _Waiter:
+    """The caller's side of one request in flight: resolved or failed exactly once."""
+
+    __slots__ = ("event", "response", "error")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.response: Response | None = None
+        self.error: KafkaError | None = None
+
+    def resolve(self, response: Response) -> None:
+        if not self.event.is_set():
+            self.response = response
+            self.event.set()
+
+    def fail(self, error: KafkaError) -> None:
+        if not self.event.is_set():
+            self.error = error
+            self.event.set()
+
+
+class BrokerConnection:
+    """One connection to one broker: pipelined requests matched by correlation id.
+
+        async with background_nursery() as nursery:
+            conn = BrokerConnection("127.0.0.1", 9092, config)
+            await conn.open(nursery)              # TCP connect + ApiVersions
+            resp = await conn.request(METADATA, {"topics": None})
+            resp.body.brokers, resp.api_version
+    """
+
+    def __init__(self, host: str, port: int, config: ClientConfig | None = None, *,
+                 node_id: int | None = None, max_frame: int = DEFAULT_MAX_FRAME):
+        self.host, self.port = host, port
+        self.node_id = node_id
+        self.config = config if config is not None else ClientConfig()
+        self.max_frame = max_frame
+        self.api_versions: dict[int, tuple[int, int]] = {}  # api key -> broker (min, max)
+        self.api_versions_version: int | None = None  # the ApiVersions version that worked
+        self.failure: KafkaError | None = None  # why the connection last closed
+        self.last_active = 0.0  # trio clock, for idle reaping
+        self._state = _NEW
+        self._protocol: ClientConnection | None = None
+        self._pending: dict[int, _Waiter] = {}
+        self._outgoing: trio.MemorySendChannel | None = None
+        self._cancel_scope: trio.CancelScope | None = None
+        self._opening = False
+        self._finished = trio.Event()  # set while no run is under way
+        self._finished.set()
+
+    # -- state -------------------------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    @property
+    def is_ready(self) -> bool:
+        return self._state == _READY
+
+    @property
+    def is_closed(self) -> bool:
+        return self._state in (_NEW, _CLOSED)
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent and not yet answered, failed or timed out."""
+        return len(self._pending)
+
+    def __repr__(self) -> str:
+        node = "" if self.node_id is None else f" node {self.node_id}"
+        return f"<BrokerConnection {self.address}{node} {self._state} in_flight={self.in_flight}>"
+
+    # -- opening and closing ---------------------------------------------------------
+
+    async def open(self, nursery: trio.Nursery) -> None:
+        """Connect and negotiate versions; the connection's tasks then run in `nursery`.
+
+        Raises KafkaConnectionError (cannot connect, lost during the handshake),
+        KafkaTimeoutError or IncompatibleBrokerVersion; the connection is then closed."""
+        if self._state in (_CONNECTING, _READY) or self._opening:
+            raise RuntimeError(f"{self!r} is already open")
+        self._opening = True
+        try:
+            await self._finished.wait()  # the previous run's cleanup, if it is still going
+            await nursery.start(self._run)
+        finally:
+            self._opening = False
+
+    async def close(self) -> None:
+        """Close the connection; requests in flight fail with KafkaConnectionError."""
+        if self._state in (_CONNECTING, _READY):
+            if self.failure is None:
+                self.failure = KafkaConnectionError(f"connection to {self.address} closed")
+            if self._cancel_scope is not None:
+                self._cancel_scope.cancel()
+        await self._finished.wait()
+
+    async def wait_closed(self) -> None:
+        """Return once the connection is closed (at once if it is not open)."""
+        await self._finished.wait()
+
+    async def _run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        self._state = _CONNECTING
+        self.failure = None
+        self._finished = trio.Event()
+        self._protocol = ClientConnection(self.config.client_id, self.max_frame)
+        self.api_versions = {}
+        stream: trio.SocketStream | None = None
+        started = False
+        error: KafkaError | None = None
+        send, receive = trio.open_memory_channel(math.inf)
+        self._outgoing = send
+        # close() and _fail() cancel this scope: it covers the connect, the handshake and the
+        # two tasks, so a close during the handshake ends the attempt too
+        scope = self._cancel_scope = trio.CancelScope()
+        try:
+            with scope:
+                stream = await self._connect()
+                self.last_active = trio.current_time()
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._writer, stream, receive)
+                    nursery.start_soon(self._reader, stream)
+                    try:
+                        await self._handshake()
+                    except KafkaError as e:
+                        error = e
+                        self._fail(e)
+                    else:
+                        if self._state == _CONNECTING:  # not failed meanwhile
+                            self._state = _READY
+                            started = True
+                            task_status.started()
+        except KafkaError as e:
+            error = e
+        finally:
+            self._state = _CLOSED
+            self._cancel_scope = None
+            send.close()
+            if self.failure is None:
+                self.failure = error or KafkaConnectionError(
+                    f"connection to {self.address} closed")
+            self._fail_pending(self.failure)
+            if stream is not None:
+                await trio.aclose_forcefully(stream)
+            self._finished.set()
+        if not started:
+            raise (error or self.failure).clone()
+
+    async def _connect(self) -> trio.SocketStream:
+        timeout_ms = self.config.socket_connection_setup_timeout_ms
+        try:
+            with trio.fail_after(timeout_ms / 1000):
+                return await trio.open_tcp_stream(self.host, self.port)
+        except trio.TooSlowError:
+            raise KafkaConnectionError(f"cannot connect to {self.address}: no answer within "
+                                       f"{timeout_ms} ms") from None
+        except OSError as e:
+            raise KafkaConnectionError(
+                f"cannot connect to {self.address}: {e.strerror or e}") from e
+
+    async def _handshake(self) -> None:
+        """ApiVersions v3, then (KIP-511) once more at the version the broker names."""
+        body = {"client_software_name": CLIENT_SOFTWARE_NAME,
+                "client_software_version": CLIENT_SOFTWARE_VERSION}
+        version = FIRST_API_VERSIONS_VERSION
+        resp = await self._roundtrip(API_VERSIONS, version, body)
+        if resp.body.error_code == ErrorCode.UNSUPPORTED_VERSION:
+            theirs = {k.api_key: (k.min_version, k.max_version) for k in resp.body.api_keys}
+            rng = theirs.get(API_VERSIONS)
+            fallback = 0 if rng is None else pick_version(API_VERSIONS, *rng)
+            if fallback is None:
+                raise IncompatibleBrokerVersion(
+                    f"the broker at {self.address} serves ApiVersions {rng[0]}-{rng[1]}, "
+                    f"we speak {self._ours(API_VERSIONS)}")
+            version = fallback
+            resp = await self._roundtrip(API_VERSIONS, version, body)
+        if resp.body.error_code != ErrorCode.NONE:
+            code = ErrorCode.of(resp.body.error_code)
+            raise IncompatibleBrokerVersion(
+                f"ApiVersions v{version} to {self.address} failed: {code.name}")
+        self.api_versions = {k.api_key: (k.min_version, k.max_version)
+                             for k in resp.body.api_keys}
+        self.api_versions_version = version
+
+    # -- the two tasks ---------------------------------------------------------------
+
+    async def _writer(self, stream: trio.SocketStream,
+                      receive: trio.MemoryReceiveChannel) -> None:
+        try:
+            async with receive:
+                async for frame in receive:
+                    chunks, size = [frame], len(frame)
+                    while size < MAX_COALESCED_WRITE:
+                        try:
+                            more = receive.receive_nowait()
+                        except (trio.WouldBlock, trio.EndOfChannel):
+                            break
+                        chunks.append(more)
+                        size += len(more)
+                    await stream.send_all(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+                    self.last_active = trio.current_time()
+        except _STREAM_ERRORS as e:
+            self._fail(KafkaConnectionError(
+                f"connection to {self.address} lost while sending: {e or type(e).__name__}"))
+
+    async def _reader(self, stream: trio.SocketStream) -> None:
+        protocol = self._protocol
+        try:
+            while True:
+                data = await stream.receive_some(RECEIVE_SIZE)
+                if not data:
+                    self._fail(KafkaConnectionError(
+                        f"the broker at {self.address} closed the connection"))
+                    return
+                self.last_active = trio.current_time()
+                protocol.receive_data(data)
+                while (resp := protocol.next_response()) is not NEED_DATA:
+                    waiter = self._pending.pop(resp.correlation_id, None)
+                    if waiter is not None:  # None: its caller timed out; drop it
+                        waiter.resolve(resp)
+        except _STREAM_ERRORS as e:
+            self._fail(KafkaConnectionError(
+                f"connection to {self.address} lost: {e or type(e).__name__}"))
+        except ProtocolError as e:
+            self._fail(KafkaConnectionError(
+                f"the broker at {self.address} broke the protocol: {e}"))
+
+    def _fail(self, error: KafkaError) -> None:
+        """The connection is unusable: fail every request in flight and stop both tasks."""
+        if self.failure is None:
+            self.failure = error
+        if self._state in (_CONNECTING, _READY):
+            self._state = _CLOSED
+        self._fail_pending(self.failure)
+        if self._outgoing is not None:
+            self._outgoing.close()
+        if self._cancel_scope is not None:
+            self._cancel_scope.cancel()
+
+    def _fail_pending(self, error: KafkaError) -> None:
+        pending, self._pending = self._pending, {}
+        for waiter in pending.values():
+            # one exception object per caller: each raise writes its own traceback
+            waiter.fail(error.clone())
+
+    # -- requests --------------------------------------------------------------------
+
+    def _ours(self, api_key: int) -> str:
+        rng = implemented(api_key)
+        return "none" if rng is None else f"{rng[0]}-{rng[1]}"
+
+    def version_for(self, api_key: int) -> int:
+        """The version we speak for `api_key`: the highest both sides support."""
+        rng = self.api_versions.get(api_key)
+        if rng is None:
+            raise IncompatibleBrokerVersion(
+                f"the broker at {self.address} does not serve {api_name(api_key)} "
+                f"(api key {api_key})")
+        version = pick_version(api_key, *rng)
+        if version is None:
+            raise IncompatibleBrokerVersion(
+                f"no {api_name(api_key)} version in common with the broker at {self.address}: "
+                f"it serves {rng[0]}-{rng[1]}, we speak {self._ours(api_key)}")
+        return version
+
+    def supports(self, api_key: int) -> bool:
+        rng = self.api_versions.get(api_key)
+        return rng is not None and pick_version(api_key, *rng) is not None
+
+    async def request(self, api_key: int, body: Any, version: int | None = None, *,
+                      timeout_ms: int | None = None,
+                      expect_response: bool = True) -> Response | None:
+        """Send one request and wait for its response (None when `expect_response` is
+        False, as for Produce with acks=0: it returns once the frame is queued).
+
+        `version` None picks the highest version both sides support. Raises
+        KafkaConnectionError (not open, or lost while waiting), KafkaTimeoutError (no
+        answer within `timeout_ms`, default request_timeout_ms) or
+        IncompatibleBrokerVersion. Kafka error codes inside the body are not raised here."""
+        if self._state != _READY:
+            reason = f": {self.failure}" if self.failure is not None else ""
+            raise KafkaConnectionError(f"connection to {self.address} is not open{reason}")
+        if version is None:
+            version = self.version_for(api_key)
+        else:
+            rng = self.api_versions.get(api_key)
+            if rng is None or not rng[0] <= version <= rng[1] or pick_version(
+                    api_key, version, version) is None:
+                raise IncompatibleBrokerVersion(
+                    f"{api_name(api_key)} v{version} is not served by both sides (the broker "
+                    f"at {self.address}: {'none' if rng is None else f'{rng[0]}-{rng[1]}'}, "
+                    f"we speak {self._ours(api_key)})")
+        return await self._roundtrip(api_key, version, body, timeout_ms, expect_response)
+
+    async def _roundtrip(self, api_key: int, version: int, body: Any,
+                         timeout_ms: int | None = None,
+                         expect_response: bool = True) -> Response | None:
+        correlation_id, frame = self._protocol.send_request(api_key, version, body,
+                                                            expect_response)
+        waiter = None
+        if expect_response:
+            waiter = self._pending[correlation_id] = _Waiter()
+        try:
+            self._outgoing.send_nowait(frame)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            self._pending.pop(correlation_id, None)
+            raise KafkaConnectionError(
+                f"connection to {self.address} closed: {self.failure}") from None
+        if waiter is None:
+            return None
+        timeout_ms = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
+        try:
+            with trio.move_on_after(timeout_ms / 1000):
+                await waiter.event.wait()
+        finally:
+            if self._pending.get(correlation_id) is waiter:
+                del self._pending[correlation_id]
+        if not waiter.event.is_set():
+            raise KafkaTimeoutError(f"no answer to {api_name(api_key)} v{version} from "
+                                    f"{self.address} within {timeout_ms} ms")
+        if waiter.error is not None:
+            raise waiter.error
+        return waiter.response
+
+
+@asynccontextmanager
+async def open_connection(host: str, port: int, config: ClientConfig | None = None,
+                          **kwargs: Any) -> AsyncIterator[BrokerConnection]:
+    """A standalone open connection, closed when the block ends."""
+    async with background_nursery() as nursery:
+        conn = BrokerConnection(host, port, config, **kwargs)
+        await conn.open(nursery)
+        try:
+            yield conn
+        finally:
+            await conn.close()
+
+
+class ConnectionPool:
+    """Connections by broker address; node ids map to addresses from cluster metadata.
+
+        async with ConnectionPool(config) as pool:
+            conn = await pool.least_loaded()    # any live broker (bootstrap if none yet)
+            pool.update_nodes({0: ("127.0.0.1", 9092)})
+            conn = await pool.get(0)
+
+    Bootstrap addresses are tried in order until one answers. A connection that failed is
+    reopened on next use, after reconnect_backoff_ms doubling per consecutive failure up to
+    reconnect_backoff_max_ms. Connections idle for connections_max_idle_ms are closed.
+    """
+
+    def __init__(self, config: ClientConfig | None = None):
+        self.config = config if config is not None else ClientConfig()
+        self.nodes: dict[int, tuple[str, int]] = {}  # node id -> address, from metadata
+        self._conns: dict[tuple[str, int], BrokerConnection] = {}
+        self._connecting: dict[tuple[str, int], trio.Event] = {}
+        self._failures: dict[tuple[str, int], tuple[int, float]] = {}  # count, last time
+        self._nursery: trio.Nursery | None = None
+        self._nursery_manager = None
+
+    async def __aenter__(self) -> "ConnectionPool":
+        self._nursery_manager = background_nursery()
+        self._nursery = await self._nursery_manager.__aenter__()
+        if self.config.connections_max_idle_ms >= 0:
+            self._nursery.start_soon(self._reap_idle)
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        manager, self._nursery_manager = self._nursery_manager, None
+        try:
+            with trio.CancelScope(shield=True):
+                for conn in list(self._conns.values()):
+                    await conn.close()
+        finally:
+            self._nursery = None
+            await manager.__aexit__(*exc_info)
+
+    # -- addresses ---------------------------------------------------------------------
+
+    def update_nodes(self, nodes: dict[int, tuple[str, int]]) -> None:
+        """Node id -> (host, port), as the latest Metadata response lists them."""
+        self.nodes = dict(nodes)
+        for address, conn in self._conns.items():
+            conn.node_id = next((n for n, a in self.nodes.items() if a == address), None)
+
+    def connection(self, node_id: int) -> BrokerConnection | None:
+        """The node's connection object if one exists (open or not), without connecting."""
+        address = self.nodes.get(node_id)
+        return None if address is None else self._conns.get(address)
+
+    @property
+    def connections(self) -> list[BrokerConnection]:
+        return list(self._conns.values())
+
+    def in_backoff(self, address: tuple[str, int]) -> bool:
+        failures, when = self._failures.get(address, (0, 0.0))
+        return failures > 0 and trio.current_time() < when + self.config.reconnect_backoff_s(
+            failures)
+
+    # -- connecting --------------------------------------------------------------------
+
+    async def get(self, node_id: int) -> BrokerConnection:
+        """A ready connection to the node (connecting or reconnecting as needed)."""
+        address = self.nodes.get(node_id)
+        if address is None:
+            raise KafkaConnectionError(f"node {node_id} is not in the cluster metadata")
+        return await self.connect(*address, node_id=node_id)
+
+    async def connect(self, host: str, port: int, *,
+                      node_id: int | None = None) -> BrokerConnection:
+        """A ready connection to the address; concurrent callers share one attempt."""
+        if self._nursery is None:
+            raise RuntimeError("the connection pool is not open (use `async with`)")
+        address = (host, port)
+        while True:
+            conn = self._conns.get(address)
+            if conn is not None and conn.is_ready:
+                return conn
+            attempt = self._connecting.get(address)
+            if attempt is None:
+                break
+            await attempt.wait()
+            conn = self._conns.get(address)
+            if conn is not None and conn.is_ready:
+                return conn
+            if conn is not None and conn.failure is not None:
+                raise conn.failure.clone()
+        attempt = self._connecting[address] = trio.Event()
+        try:
+            failures, when = self._failures.get(address, (0, 0.0))
+            if failures:
+                await trio.sleep_until(when + self.config.reconnect_backoff_s(failures))
+            conn = self._conns.get(address)
+            if conn is None:
+                if node_id is None:
+                    node_id = next((n for n, a in self.nodes.items() if a == address), None)
+                conn = self._conns[address] = BrokerConnection(host, port, self.config,
+                                                               node_id=node_id)
+            try:
+                await conn.open(self._nursery)
+            except KafkaError:
+                self._failures[address] = (failures + 1, trio.current_time())
+                raise
+            self._failures.pop(address, None)
+            return conn
+        finally:
+            del self._connecting[address]
+            attempt.set()
+
+    def least_loaded_ready(self) -> BrokerConnection | None:
+        """The ready connection with the fewest requests in flight, if any is open."""
+        ready = [c for c in self._conns.values() if c.is_ready]
+        return min(ready, key=lambda c: c.in_flight) if ready else None
+
+    async def least_loaded(self) -> BrokerConnection:
+        """The ready connection with the fewest requests in flight (where FindCoordinator
+        and Metadata go). With none open: known nodes, then the bootstrap addresses, in
+        order (those not backing off first), until one answers; else NoBrokersAvailable."""
+        conn = self.least_loaded_ready()
+        if conn is not None:
+            return conn
+        candidates: list[tuple[str, int]] = []
+        for address in [*self.nodes.values(), *self.config.bootstrap_addresses]:
+            if address not in candidates:
+                candidates.append(address)
+        candidates.sort(key=self.in_backoff)  # stable: order kept within each group
+        failures = []
+        for host, port in candidates:
+            try:
+                return await self.connect(host, port)
+            except (KafkaConnectionError, KafkaTimeoutError, IncompatibleBrokerVersion) as e:
+                failures.append(f"{host}:{port}: {e}")
+        raise NoBrokersAvailable("no broker answered: " + "; ".join(failures))
+
+    async def close_node(self, node_id: int) -> None:
+        conn = self.connection(node_id)
+        if conn is not None:
+            await conn.close()
+
+    async def _reap_idle(self) -> None:
+        idle_s = self.config.connections_max_idle_ms / 1000
+        while True:
+            now = trio.current_time()
+            next_check = now + max(idle_s, 0.001)
+            for conn in list(self._conns.values()):
+                if conn.is_ready and conn.in_flight == 0:
+                    expiry = conn.last_active + idle_s
+                    if expiry <= now:
+                        await conn.close()
+                    else:
+                        next_check = min(next_check, expiry)
+            await trio.sleep_until(next_check)
