@@ -22,7 +22,7 @@ import trio
 
 from broker.broker import Broker
 from broker.handlers import HANDLERS, CloseConnection, RequestContext
-from protocol.connection import NEED_DATA, ServerConnection
+from protocol.connection import NEED_DATA, ServerConnection, encode_response
 from protocol.errors import ProtocolError
 from protocol.messages import APIS, FETCH
 
@@ -106,38 +106,36 @@ class Server:
         started = time.perf_counter()
         self.in_flight += 1
         self._idle = trio.Event() if self.in_flight == 1 else self._idle
+        response: bytes | None = None
         error = ""
         try:
-            ctx = RequestContext(self.broker, request, peer)
-            body = await HANDLERS[request.api_key](ctx)
+            body = await HANDLERS[request.api_key](RequestContext(self.broker, request, peer))
             if body is None:  # acks=0 produce: no response at all
                 return None
-            if request.body is None:  # ApiVersions of an unknown version: v0 layout
-                response = _encode_v0_api_versions(conn, request, body)
+            if request.body is None:  # ApiVersions of an unknown version: the v0 layout
+                response = encode_response(request.api_key, 0, request.header.correlation_id, body)
             else:
                 response = conn.encode_response(request, body)
             return response
+        except BaseException as e:
+            error = type(e).__name__
+            raise
         finally:
             self.in_flight -= 1
             if self.in_flight == 0:
                 self._idle.set()
-            now = time.time()
-            if self.sampler.allow(request.api_key, int(now)):
+            if self.sampler.allow(request.api_key, int(time.time())):
                 api = APIS.get(request.api_key)
                 self.broker.events.emit(
                     "request", api=api.name if api else str(request.api_key),
                     api_key=request.api_key, api_version=request.api_version,
                     client_id=request.header.client_id or "",
                     latency_ms=round((time.perf_counter() - started) * 1000, 3),
-                    request_bytes=request.size, response_bytes=0, error=error)
+                    request_bytes=request.size,
+                    response_bytes=len(response) if response is not None else 0, error=error)
 
     async def wait_idle(self) -> None:
         await self._idle.wait()
-
-
-def _encode_v0_api_versions(conn: ServerConnection, request, body) -> bytes:
-    from protocol.connection import encode_response
-    return encode_response(request.api_key, 0, request.header.correlation_id, body)
 
 
 async def _wait_for_stop(install_signal_handlers: bool) -> str:

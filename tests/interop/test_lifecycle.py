@@ -50,7 +50,8 @@ def test_events_record_topics_requests_and_recovery(broker):
     created = [e for e in events if e["type"] == "topic_create"]
     assert [(e["topic"], e["partitions"]) for e in created] == [(topic, 2)]
     produces = [e for e in events if e["type"] == "request" and e["api"] == "Produce"]
-    assert produces and all(e["latency_ms"] >= 0 for e in produces)
+    assert produces and all(e["latency_ms"] >= 0 and e["response_bytes"] > 0
+                            and e["error"] == "" for e in produces)
     starts = [e for e in events if e["type"] == "broker_start"]
     assert [s["clean_shutdown"] for s in starts] == [True, False]
     for e in events:  # every event carries exactly its declared fields
