@@ -1,7 +1,7 @@
 """Typed client configuration with Kafka's property names and defaults.
 
 Owns: `ClientConfig` (what every client needs: bootstrap, connections, metadata, retries),
-`AdminConfig`, the registry of config kinds, and `check_config(kind, **kwargs)`, which is how
+`AdminConfig`, `ProducerConfig`, the registry of config kinds, and `check_config(kind, **kwargs)`, which is how
 the public classes turn their keyword arguments into a config object.
 
 A Kafka property name becomes a Python name by replacing dots with underscores
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 __all__ = [
-    "ClientConfig", "AdminConfig", "check_config", "register_config", "config_kinds",
+    "ClientConfig", "AdminConfig", "ProducerConfig", "check_config", "register_config", "config_kinds",
     "kafka_name", "parse_address", "int_field", "str_field", "bool_field", "choice_field",
     "INT32_MAX",
 ]
@@ -193,9 +193,72 @@ class AdminConfig(ClientConfig):
     _client_id_prefix = "adminclient"
 
 
+def _check_acks(name: str, value: Any) -> int:
+    """0, 1, -1 or "all" (also as strings, as Kafka's properties); "all" is -1."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        value = -1 if text == "all" else int(text) if text.lstrip("-").isdigit() else value
+    if isinstance(value, bool) or value not in (0, 1, -1):
+        raise ValueError(f"config {name} must be 0, 1, -1 or 'all', got {value!r}")
+    return int(value)
+
+
+def _check_optional_bool(name: str, value: Any) -> bool | None:
+    return None if value is None else _check_bool(name, value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProducerConfig(ClientConfig):
+    """Producer settings (Kafka's ProducerConfig), Kafka's defaults except linger_ms.
+
+    - `acks`: 0, 1, -1 / "all" (stored as an int; "all" = -1, Java 3.x's default).
+    - `linger_ms` 5: Kafka 4.0's default (KIP-1030; 3.x had 0). A few milliseconds let a
+      burst of sends share batches at no visible latency cost.
+    - `enable_idempotence`: left unset it is True (as Java 3.x) unless another setting
+      conflicts (acks != all, retries == 0, max_in_flight_requests_per_connection > 5),
+      in which case it quietly becomes False; set True explicitly with a conflicting
+      setting it is a ValueError, as Java's ConfigException.
+    """
+
+    acks: int = field(default=-1, metadata={"check": _check_acks})
+    compression_type: str = choice_field("none", ["none", "gzip", "snappy", "lz4", "zstd"])
+    batch_size: int = int_field(16384)
+    linger_ms: int = int_field(5)
+    max_in_flight_requests_per_connection: int = int_field(5, low=1)
+    retries: int = int_field(INT32_MAX)
+    delivery_timeout_ms: int = int_field(120000, low=1)
+    request_timeout_ms: int = int_field(30000, low=1)
+    enable_idempotence: bool | None = field(
+        default=None, metadata={"check": _check_optional_bool})
+    buffer_memory: int = int_field(33554432, low=1)
+    max_request_size: int = int_field(1048576, low=1)
+    allow_auto_create_topics: bool = bool_field(True)
+
+    _client_id_prefix = "producer"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        conflicts = []
+        if self.acks != -1:
+            conflicts.append(f"acks={self.acks} (idempotence needs acks=all)")
+        if self.retries == 0:
+            conflicts.append("retries=0 (idempotence needs retries > 0)")
+        if self.max_in_flight_requests_per_connection > 5:
+            conflicts.append("max_in_flight_requests_per_connection > 5")
+        if self.enable_idempotence is None:
+            object.__setattr__(self, "enable_idempotence", not conflicts)
+        elif self.enable_idempotence and conflicts:
+            raise ValueError("enable_idempotence=True conflicts with " + ", ".join(conflicts))
+
+    @property
+    def codec(self) -> int:
+        return ["none", "gzip", "snappy", "lz4", "zstd"].index(self.compression_type)
+
+
 # -- kinds and checking -----------------------------------------------------------------
 
-_KINDS: dict[str, type[ClientConfig]] = {"common": ClientConfig, "admin": AdminConfig}
+_KINDS: dict[str, type[ClientConfig]] = {"common": ClientConfig, "admin": AdminConfig,
+                                         "producer": ProducerConfig}
 
 
 def register_config(kind: str) -> Callable[[type[ClientConfig]], type[ClientConfig]]:

@@ -1,0 +1,291 @@
+"""The public Producer: send records, await their delivery.
+
+Owns: `Producer` (config, partitioning, buffer accounting, the records that wait for their
+topic's metadata, and the lifetime of the background tasks: Cluster.run, Sender.run and the
+metadata watcher).
+
+    async with Producer(bootstrap_servers="127.0.0.1:9092", linger_ms=5) as producer:
+        handle = await producer.send("orders", b"v", key=b"k", headers=[("h", b"1")])
+        meta = await handle              # RecordMetadata(topic, partition, offset, timestamp)
+        await producer.send_and_wait("orders", b"v2")
+        await producer.flush()
+
+Partitioning: an explicit `partition` wins; a keyed record goes to
+toPositive(murmur2(key)) % partitions (client.partitioner, byte for byte Java's); an unkeyed
+record goes to the topic's *sticky* partition (KIP-480, Java 2.4+): one partition, chosen at
+random among those with a leader, is used until the record would start a new batch there
+(the previous one filled up or was sent), then another is chosen. Unkeyed records thus fill
+whole batches instead of one small batch per partition.
+
+A record whose topic is not in the metadata yet waits (bounded by delivery_timeout_ms) while
+metadata is refreshed every retry_backoff_ms; with the topic still unknown at the deadline its
+handle fails with UnknownTopicOrPartitionError (KafkaTimeoutError if the broker never said).
+`send` waits only while buffer_memory is full. Leaving the `async with` block normally
+delivers everything queued first (as Java's close()); leaving it with an exception fails
+what is still queued with KafkaError.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any, Iterable
+
+import trio
+
+from client.cluster import Cluster
+from client.config import ProducerConfig, check_config
+from client.connection import ConnectionPool, background_nursery
+from client.errors import KafkaError, KafkaTimeoutError, error_class
+from client.partitioner import partition_for_key
+from client.producer.accumulator import BATCH_OVERHEAD, RecordAccumulator, record_size
+from client.producer.sender import DeliveryHandle, RecordMetadata, Sender
+from client.types import TopicPartition
+from protocol.errors import ErrorCode
+
+__all__ = ["Producer", "RecordMetadata", "DeliveryHandle"]
+
+Headers = Iterable[tuple[str, bytes | None]]
+
+
+class _Waiting:
+    __slots__ = ("value", "key", "headers", "partition", "handle", "size", "created_ms")
+
+    def __init__(self, value, key, headers, partition, handle, size, created_ms):
+        self.value, self.key, self.headers, self.partition = value, key, headers, partition
+        self.handle, self.size, self.created_ms = handle, size, created_ms
+
+
+class Producer:
+    def __init__(self, bootstrap_servers: str | list[str] = "localhost:9092", **config: Any):
+        self.config: ProducerConfig = check_config(  # type: ignore[assignment]
+            "producer", bootstrap_servers=bootstrap_servers, **config)
+        self._pool: ConnectionPool | None = None
+        self._cluster: Cluster | None = None
+        self._sender: Sender | None = None
+        self._nursery_manager = None
+        self._acc = RecordAccumulator(
+            batch_size=self.config.batch_size, linger_ms=self.config.linger_ms,
+            delivery_timeout_ms=self.config.delivery_timeout_ms,
+            retry_backoff_ms=self.config.retry_backoff_ms)
+        self._sticky: dict[str, int] = {}
+        self._waiting: dict[str, list[_Waiting]] = {}
+        self._waiting_changed = trio.Event()
+        self._pending: set[DeliveryHandle] = set()
+        self._buffered = 0
+        self._buffer_freed = trio.Event()
+        self._closed = False
+
+    # -- lifetime ----------------------------------------------------------------------
+
+    async def __aenter__(self) -> "Producer":
+        pool = ConnectionPool(self.config)
+        await pool.__aenter__()
+        self._pool = pool
+        try:
+            self._cluster = Cluster(pool, self.config, topics=(),
+                                    allow_auto_topic_creation=self.config.allow_auto_create_topics)
+            self._sender = Sender(self.config, pool, self._cluster, self._acc)
+            self._nursery_manager = background_nursery()
+            nursery = await self._nursery_manager.__aenter__()
+            await nursery.start(self._cluster.run)
+            await nursery.start(self._sender.run)
+            nursery.start_soon(self._watch_metadata)
+        except BaseException:
+            await pool.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                await self.flush()
+        finally:
+            self._closed = True
+            error = KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "the producer was closed")
+            if self._sender is not None:
+                self._sender.fail_all(error)
+            for topic in list(self._waiting):
+                for w in self._waiting.pop(topic):
+                    w.handle._fail(error.clone())
+            manager, self._nursery_manager = self._nursery_manager, None
+            try:
+                if manager is not None:
+                    await manager.__aexit__(None, None, None)
+            finally:
+                for handle in list(self._pending):
+                    handle._fail(error.clone())
+                pool, self._pool = self._pool, None
+                if pool is not None:
+                    await pool.__aexit__(None, None, None)
+
+    # -- sending -----------------------------------------------------------------------
+
+    async def send(self, topic: str, value: bytes | None, key: bytes | None = None,
+                   headers: Headers | None = None,
+                   partition: int | None = None) -> DeliveryHandle:
+        """Queue a record; returns its delivery handle (`await handle` -> RecordMetadata).
+        Waits only while buffer_memory is full."""
+        if self._sender is None or self._closed:
+            raise RuntimeError("the Producer is not open (use `async with`)")
+        if not isinstance(topic, str) or not topic:
+            raise TypeError("topic must be a non-empty str")
+        for name, data in (("value", value), ("key", key)):
+            if data is not None and not isinstance(data, (bytes, bytearray, memoryview)):
+                raise TypeError(f"{name} must be bytes or None, got {type(data).__name__}")
+        key = bytes(key) if key is not None else None
+        value = bytes(value) if value is not None else None
+        hdrs = [(k, None if v is None else bytes(v)) for k, v in (headers or ())]
+        size = record_size(key, value, hdrs)
+        timestamp = int(time.time() * 1000)
+        handle = DeliveryHandle(topic, timestamp, self._on_done)
+        if size + BATCH_OVERHEAD > self.config.max_request_size or \
+                size > self.config.buffer_memory:
+            handle._fail(error_class(ErrorCode.MESSAGE_TOO_LARGE)(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"the record is {size} bytes, more than max_request_size "
+                f"{self.config.max_request_size} or buffer_memory {self.config.buffer_memory}"))
+            return handle
+        while self._buffered and self._buffered + size > self.config.buffer_memory:
+            await self._buffer_freed.wait()
+            if self._closed:
+                raise RuntimeError("the Producer was closed")
+        self._buffered += size
+        handle._size = size
+        self._pending.add(handle)
+        self.cluster.add_topics([topic])
+        self._route(topic, _Waiting(value, key, hdrs, partition, handle, size, self._now_ms()))
+        return handle
+
+    async def send_and_wait(self, topic: str, value: bytes | None, key: bytes | None = None,
+                            headers: Headers | None = None,
+                            partition: int | None = None) -> RecordMetadata:
+        handle = await self.send(topic, value, key=key, headers=headers, partition=partition)
+        return await handle
+
+    async def flush(self) -> None:
+        """Send everything queued now (linger_ms is skipped) and wait for every handle."""
+        handles = list(self._pending)
+        if not handles:
+            return
+        self._acc.flushing += 1
+        try:
+            if self._sender is not None:
+                self._sender.wakeup()
+            for handle in handles:
+                await handle._event.wait()
+        finally:
+            self._acc.flushing -= 1
+
+    @property
+    def cluster(self) -> Cluster:
+        if self._cluster is None:
+            raise RuntimeError("the Producer is not open (use `async with`)")
+        return self._cluster
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _now_ms(self) -> float:
+        return trio.current_time() * 1000
+
+    def _on_done(self, handle: DeliveryHandle) -> None:
+        if handle in self._pending:
+            self._pending.discard(handle)
+            self._buffered -= handle._size
+            self._buffer_freed.set()
+            self._buffer_freed = trio.Event()
+
+    def _route(self, topic: str, w: _Waiting) -> None:
+        """Partition and append the record, or hold it until the topic's metadata comes."""
+        if self._waiting.get(topic) or self.cluster.metadata.partitions_for(topic) is None:
+            self._waiting.setdefault(topic, []).append(w)
+            self.cluster.request_update()
+            self._waiting_changed.set()
+            return
+        partitions = self.cluster.metadata.partitions_for(topic) or []
+        count = len(partitions)
+        if w.partition is not None:
+            if not 0 <= w.partition < count:
+                w.handle._fail(error_class(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"partition {w.partition} of {topic} does not exist ({count} partitions)"))
+                return
+            partition = w.partition
+        elif w.key is not None:
+            partition = partition_for_key(w.key, count)
+        else:
+            partition = self._sticky_partition(topic, partitions, w.size)
+        tp = TopicPartition(topic, partition)
+        w.handle.partition = partition
+        batch = self._acc.append(tp, w.handle.timestamp, w.key, w.value, w.headers, w.handle,
+                                 w.created_ms, w.size)
+        if batch.full or batch.record_count == 1:
+            self._sender.wakeup()
+
+    def _sticky_partition(self, topic: str, partitions: list[int], size: int) -> int:
+        current = self._sticky.get(topic)
+        if current is not None and not self._acc.would_start_batch(
+                TopicPartition(topic, current), size):
+            return current
+        md = self.cluster.metadata
+        available = [p for p in partitions if md.leader_for(topic, p) is not None] or partitions
+        choices = [p for p in available if p != current] or available
+        chosen = random.choice(choices)
+        self._sticky[topic] = chosen
+        return chosen
+
+    async def _watch_metadata(self) -> None:
+        """Place the records that wait for their topic after every metadata refresh; ask
+        for another refresh every retry_backoff_ms while any wait; fail them at their
+        delivery timeout."""
+        cluster = self.cluster
+        while True:
+            generation = cluster.generation
+            self._waiting_changed = trio.Event()
+            deadline = None
+            if self._waiting:
+                oldest = min(w.created_ms for ws in self._waiting.values() for w in ws)
+                deadline = (oldest + self.config.delivery_timeout_ms) / 1000
+                deadline = min(deadline, trio.current_time() +
+                               self.config.retry_backoff_ms / 1000)
+            with trio.move_on_at(deadline if deadline is not None else float("inf")):
+                async with trio.open_nursery() as nursery:
+                    async def refreshed():
+                        await cluster.wait_for_refresh(generation)
+                        nursery.cancel_scope.cancel()
+
+                    async def changed():
+                        await self._waiting_changed.wait()
+                        nursery.cancel_scope.cancel()
+                    nursery.start_soon(refreshed)
+                    nursery.start_soon(changed)
+            self._place_waiting()
+            if self._waiting:
+                cluster.request_update()
+            self._sender.wakeup()
+
+    def _place_waiting(self) -> None:
+        now = self._now_ms()
+        md = self.cluster.metadata
+        for topic in list(self._waiting):
+            waiting = self._waiting[topic]
+            if md.partitions_for(topic) is not None:
+                del self._waiting[topic]
+                for w in waiting:
+                    self._route(topic, w)
+                continue
+            expired = [w for w in waiting if now >= w.created_ms +
+                       self.config.delivery_timeout_ms]
+            if not expired:
+                continue
+            self._waiting[topic] = [w for w in waiting if w not in expired]
+            if not self._waiting[topic]:
+                del self._waiting[topic]
+            code = md.topic_errors.get(topic)
+            for w in expired:
+                text = (f"topic {topic} not present in metadata after "
+                        f"{self.config.delivery_timeout_ms} ms")
+                if code is not None:
+                    w.handle._fail(error_class(code)(code, text))
+                else:
+                    w.handle._fail(KafkaTimeoutError(text))

@@ -1,0 +1,298 @@
+"""The sender: the trio task that moves ready batches from the accumulator to the brokers.
+
+Owns: `RecordMetadata` (what a delivered record's handle gives), `DeliveryHandle` (the
+awaitable returned by Producer.send) and `Sender`.
+
+One loop (`Sender.run`) does, each time it is woken (an append filled a batch, a response
+came back, metadata changed) or a linger / backoff / delivery timer is due:
+1. with idempotence, gets a producer id first (InitProducerId, to the least-loaded broker),
+   and a bumped epoch when the accumulator reports a sequence gap (KIP-360, once nothing is
+   in flight);
+2. fails batches past delivery_timeout_ms (KafkaTimeoutError naming the last error seen);
+3. groups the ready partitions by leader (unknown leader: asks for a metadata update) and,
+   for every broker with fewer than max_in_flight_requests_per_connection requests out,
+   drains one batch per partition into one Produce request, sent in its own task so that
+   requests to one broker are pipelined on its connection.
+
+A response is handled per partition: success resolves the handles (offset = base offset +
+index); a retriable error (or a lost connection) puts the batch back with retry_backoff_ms,
+keeping its sequence, and requests a metadata update when the error says the cache is stale
+(NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, ...); OUT_OF_ORDER_SEQUENCE_NUMBER is
+retried while an earlier batch of the partition is unacknowledged; anything else, or
+`retries` used up, fails the batch's handles with the typed error. acks=0 sends the request
+with expect_response=False and resolves the handles with offset -1 once it is queued.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import trio
+
+from client.cluster import Cluster
+from client.config import INT32_MAX, ProducerConfig
+from client.connection import ConnectionPool
+from client.errors import KafkaError, KafkaTimeoutError, for_code
+from client.producer.accumulator import ProducerBatch, RecordAccumulator
+from protocol.errors import ErrorCode
+from protocol.messages import INIT_PRODUCER_ID, PRODUCE
+from protocol.records import encode_batch
+
+__all__ = ["DeliveryHandle", "RecordMetadata", "Sender"]
+
+
+class RecordMetadata(NamedTuple):
+    """Where a record landed. offset is -1 with acks=0 (nobody told us); timestamp is the
+    record's create time, or the broker's append time for LogAppendTime topics."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class DeliveryHandle:
+    """`await handle` -> RecordMetadata once the broker acknowledged the record, or raises
+    the delivery error (a client.errors.KafkaError)."""
+
+    __slots__ = ("topic", "partition", "timestamp", "_event", "_result", "_error",
+                 "_on_done", "_size")
+
+    def __init__(self, topic: str, timestamp: int, on_done: Callable[["DeliveryHandle"],
+                                                                     None] | None = None):
+        self.topic = topic
+        self.partition: int | None = None
+        self.timestamp = timestamp
+        self._event = trio.Event()
+        self._result: RecordMetadata | None = None
+        self._error: BaseException | None = None
+        self._on_done = on_done
+        self._size = 0  # bytes counted against buffer_memory
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def _resolve(self, result: RecordMetadata) -> None:
+        if not self._event.is_set():
+            self._result = result
+            self._finish()
+
+    def _fail(self, error: BaseException) -> None:
+        if not self._event.is_set():
+            self._error = error
+            self._finish()
+
+    def _finish(self) -> None:
+        self._event.set()
+        if self._on_done is not None:
+            self._on_done(self)
+
+    async def wait(self) -> RecordMetadata:
+        await self._event.wait()
+        if self._error is not None:
+            error = self._error
+            raise error.clone() if isinstance(error, KafkaError) else error
+        assert self._result is not None
+        return self._result
+
+    def __await__(self):
+        return self.wait().__await__()
+
+    def __repr__(self) -> str:
+        state = ("pending" if not self.done() else
+                 f"failed {self._error!r}" if self._error is not None else repr(self._result))
+        return f"<DeliveryHandle {self.topic} {state}>"
+
+
+def _now_ms() -> float:
+    return trio.current_time() * 1000
+
+
+class Sender:
+    def __init__(self, config: ProducerConfig, pool: ConnectionPool, cluster: Cluster,
+                 accumulator: RecordAccumulator, clock_ms: Callable[[], float] = _now_ms):
+        self.config = config
+        self.pool = pool
+        self.cluster = cluster
+        self.acc = accumulator
+        self.clock_ms = clock_ms
+        self.fatal: KafkaError | None = None  # producer-wide failure (InitProducerId refused)
+        self._wake = trio.Event()
+        self._in_flight: dict[int, int] = {}  # node id -> requests out
+        self._pid_failures = 0
+
+    def wakeup(self) -> None:
+        self._wake.set()
+
+    # -- the loop ----------------------------------------------------------------------
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            while True:
+                self._wake = trio.Event()
+                now = self.clock_ms()
+                for batch in self.acc.expire(now):
+                    self._fail_batch(batch, self._timeout_error(batch, now), counted=False)
+                if self.fatal is not None:
+                    for batch in self.acc.abort_all():
+                        self._fail_batch(batch, self.fatal.clone(), counted=False)
+                if self.config.enable_idempotence and self.fatal is None and (
+                        self.acc.producer_id < 0 or (self.acc.needs_reset
+                                                     and self.acc.in_flight_batches == 0
+                                                     and self.acc.queued_batches > 0)):
+                    await self._init_producer_id()  # sleeps its backoff when it fails
+                    continue
+                wait_until = self._send_ready(nursery, now)
+                expiry = self.acc.next_expiry()
+                if expiry is not None:
+                    wait_until = expiry if wait_until is None else min(wait_until, expiry)
+                timeout = math.inf if wait_until is None else max(0.0, wait_until - now) / 1000
+                with trio.move_on_after(timeout):
+                    await self._wake.wait()
+
+    def _send_ready(self, nursery: trio.Nursery, now: float) -> float | None:
+        if self.config.enable_idempotence and (self.acc.producer_id < 0 or
+                                               self.acc.needs_reset):
+            _, next_at = self.acc.ready(now)  # wait for the in-flight ones before a bump
+            return next_at
+        tps, next_at = self.acc.ready(now)
+        by_node: dict[int, list] = {}
+        for tp in tps:
+            leader = self.cluster.metadata.leader_for(tp.topic, tp.partition)
+            if leader is None or self.cluster.metadata.node(leader) is None:
+                self.cluster.request_update()
+                continue
+            by_node.setdefault(leader, []).append(tp)
+        limit = self.config.max_in_flight_requests_per_connection
+        for node, node_tps in by_node.items():
+            if self._in_flight.get(node, 0) >= limit:
+                continue
+            batches = self.acc.drain(node_tps, now, self.config.max_request_size)
+            if batches:
+                self._in_flight[node] = self._in_flight.get(node, 0) + 1
+                nursery.start_soon(self._send, node, batches)
+        return next_at
+
+    # -- idempotence -------------------------------------------------------------------
+
+    async def _init_producer_id(self) -> None:
+        """Get a producer id, or a bumped epoch of ours (KIP-360) after a sequence gap."""
+        body = {"transactional_id": None, "transaction_timeout_ms": INT32_MAX,
+                "producer_id": self.acc.producer_id, "producer_epoch": self.acc.producer_epoch}
+        try:
+            conn = await self.pool.least_loaded()
+            if self.acc.producer_id >= 0 and conn.version_for(INIT_PRODUCER_ID) < 3:
+                body["producer_id"] = body["producer_epoch"] = -1  # no bump: a new id
+            resp = await conn.request(INIT_PRODUCER_ID, body)
+            code = ErrorCode.of(resp.body.error_code)
+            if code is not ErrorCode.NONE:
+                raise for_code(code, "InitProducerId")
+        except KafkaError as e:
+            if not e.retriable:
+                self.fatal = e
+                return
+            await trio.sleep(self.config.retry_backoff_s(self._pid_failures))
+            self._pid_failures += 1
+            return
+        self._pid_failures = 0
+        self.acc.reset_producer(resp.body.producer_id, resp.body.producer_epoch)
+
+    # -- one request -------------------------------------------------------------------
+
+    def _encode(self, batch: ProducerBatch) -> bytes:
+        if batch.encoded is None:
+            batch.encoded = encode_batch(
+                [(i, ts, key, value, headers)
+                 for i, (ts, key, value, headers) in enumerate(batch.records)],
+                compression=self.config.codec, producer_id=batch.producer_id,
+                producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence)
+        return batch.encoded
+
+    async def _send(self, node: int, batches: list[ProducerBatch]) -> None:
+        acks = self.config.acks
+        try:
+            topics: dict[str, list] = {}
+            for b in batches:
+                topics.setdefault(b.tp.topic, []).append(
+                    {"index": b.tp.partition, "records": self._encode(b)})
+            body = {"transactional_id": None, "acks": acks,
+                    "timeout_ms": self.config.request_timeout_ms,
+                    "topic_data": [{"name": t, "partition_data": p}
+                                   for t, p in topics.items()]}
+            try:
+                conn = await self.pool.get(node)
+                resp = await conn.request(PRODUCE, body, expect_response=acks != 0)
+            except KafkaError as e:
+                if e.retriable:
+                    self.cluster.request_update()  # the leader may have moved
+                for b in batches:
+                    self._on_error(b, e.code, e)
+                return
+            if resp is None:  # acks=0
+                for b in batches:
+                    self._complete(b, -1, -1)
+                return
+            answers = {(t.name, p.index): p for t in resp.body.responses
+                       for p in t.partition_responses}
+            for b in batches:
+                p = answers.get((b.tp.topic, b.tp.partition))
+                if p is None:
+                    self._on_error(b, ErrorCode.UNKNOWN_SERVER_ERROR, KafkaError(
+                        ErrorCode.UNKNOWN_SERVER_ERROR, "no answer for the partition"))
+                    continue
+                code = ErrorCode.of(p.error_code)
+                if code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+                    self._complete(b, p.base_offset, p.get("log_append_time_ms", -1))
+                else:
+                    self._on_error(b, code, for_code(code, p.get("error_message")))
+        finally:
+            self._in_flight[node] -= 1
+            self.wakeup()
+
+    def _complete(self, batch: ProducerBatch, base_offset: int, append_time: int) -> None:
+        self.acc.complete(batch)
+        tp = batch.tp
+        for i, (handle, (ts, _, _, _)) in enumerate(zip(batch.handles, batch.records)):
+            handle._resolve(RecordMetadata(
+                tp.topic, tp.partition, base_offset + i if base_offset >= 0 else -1,
+                append_time if append_time >= 0 else ts))
+
+    def _on_error(self, batch: ProducerBatch, code: ErrorCode, error: KafkaError) -> None:
+        now = self.clock_ms()
+        self.cluster.note_error(code)
+        retriable = code.retriable
+        if code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+            retriable = self.acc.has_unacked_before(batch) or (
+                batch.producer_epoch != self.acc.producer_epoch or self.acc.needs_reset)
+        elif code in (ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.INVALID_PRODUCER_EPOCH) \
+                and self.config.enable_idempotence:
+            self.acc.needs_reset = True  # a new epoch, then the batch is re-sequenced
+            retriable = True
+        if retriable and batch.attempts <= self.config.retries and \
+                now < batch.created_ms + self.config.delivery_timeout_ms:
+            self.acc.reenqueue(batch, now, error)
+        elif retriable and batch.attempts <= self.config.retries:
+            batch.last_error = error
+            self._fail_batch(batch, self._timeout_error(batch, now))
+        else:
+            self._fail_batch(batch, error)
+
+    def _fail_batch(self, batch: ProducerBatch, error: KafkaError, counted: bool = True) -> None:
+        if counted:
+            self.acc.fail(batch)
+        for handle in batch.handles:
+            handle._fail(error.clone())
+
+    def _timeout_error(self, batch: ProducerBatch, now: float) -> KafkaTimeoutError:
+        last = f"; last error: {batch.last_error}" if batch.last_error is not None else ""
+        return KafkaTimeoutError(
+            f"expiring {batch.record_count} record(s) for {batch.tp.topic}-{batch.tp.partition}:"
+            f" {now - batch.created_ms:.0f} ms has passed since batch creation "
+            f"(delivery_timeout_ms={self.config.delivery_timeout_ms}){last}")
+
+    def fail_all(self, error: KafkaError) -> None:
+        """Fail every queued batch (closing the producer without delivering)."""
+        for batch in self.acc.abort_all():
+            self._fail_batch(batch, error, counted=False)

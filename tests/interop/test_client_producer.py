@@ -1,0 +1,226 @@
+"""client.Producer against the real broker, read back with kafka-python and confluent-kafka:
+every codec, keyed partitioning as Java's, acks 0/1/all, idempotence, a missing topic, and a
+kill -9 restart in mid-stream."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import trio
+from confluent_kafka import OFFSET_BEGINNING, Consumer as CKConsumer
+from confluent_kafka import TopicPartition as CKTopicPartition
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KPTopicPartition
+from kafka.partitioner.default import murmur2 as kp_murmur2
+
+from client import AdminClient, Producer, RecordMetadata, errors
+from client.partitioner import partition_for_key
+
+pytestmark = pytest.mark.interop
+
+DEADLINE_S = 60
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def _topic(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+async def _create(bootstrap: str, name: str, partitions: int) -> None:
+    async with AdminClient(bootstrap_servers=bootstrap) as admin:
+        await admin.create_topics({name: partitions})
+
+
+def _kp_consume(bootstrap: str, topic: str, partitions: int, expected: int) -> list:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             consumer_timeout_ms=10_000)
+    consumer.assign([KPTopicPartition(topic, p) for p in range(partitions)])
+    consumer.seek_to_beginning()
+    got = []
+    try:
+        for msg in consumer:
+            got.append(msg)
+            if len(got) == expected:
+                break
+    finally:
+        consumer.close()
+    return got
+
+
+def _end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        tps = [KPTopicPartition(topic, p) for p in range(partitions)]
+        ends = consumer.end_offsets(tps)
+        return [ends[tp] for tp in tps]
+    finally:
+        consumer.close()
+
+
+def _ck_consume(bootstrap: str, topic: str, partitions: int, expected: int) -> list:
+    consumer = CKConsumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
+                           "enable.auto.commit": False})
+    consumer.assign([CKTopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    got = []
+    try:
+        idle = 0
+        while len(got) < expected and idle < 20:
+            msgs = consumer.consume(num_messages=expected - len(got), timeout=0.5)
+            idle = 0 if msgs else idle + 1
+            for m in msgs:
+                assert m.error() is None, m.error()
+                got.append(m)
+    finally:
+        consumer.close()
+    return got
+
+
+def _records(n: int) -> list[tuple[bytes, bytes, list]]:
+    return [(b"key-%d" % (i % 97), b"value-%d-" % i + b"x" * (i % 50),
+             [("idx", b"%d" % i), ("kind", b"keyed")]) for i in range(n)]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+async def test_keyed_records_with_headers_read_back_by_other_clients(shared_broker, codec):
+    bootstrap = shared_broker.bootstrap
+    name, partitions = _topic(f"prod-{codec}"), 3
+    await _create(bootstrap, name, partitions)
+    records = _records(1000)
+    with trio.fail_after(DEADLINE_S):
+        async with Producer(bootstrap_servers=bootstrap, compression_type=codec) as producer:
+            handles = [await producer.send(name, v, key=k, headers=h) for k, v, h in records]
+            await producer.flush()
+            metas = [await h for h in handles]
+    for (key, _, _), meta in zip(records, metas):
+        assert isinstance(meta, RecordMetadata) and meta.topic == name
+        # kafka-python's DefaultPartitioner: (murmur2(key) & 0x7fffffff) % n
+        assert meta.partition == (kp_murmur2(key) & 0x7FFFFFFF) % partitions
+        assert meta.partition == partition_for_key(key, partitions)
+    by_partition: dict[int, list[int]] = {}
+    for meta in metas:
+        by_partition.setdefault(meta.partition, []).append(meta.offset)
+    for offsets in by_partition.values():  # in send order, contiguous from 0
+        assert offsets == list(range(len(offsets)))
+
+    expected = {(k, v, tuple(h)) for k, v, h in records}
+    sent_at = {(m.partition, m.offset): r for m, r in zip(metas, records)}
+    kp = _kp_consume(bootstrap, name, partitions, len(records))
+    assert len(kp) == len(records)
+    assert {(m.key, m.value, tuple(m.headers)) for m in kp} == expected
+    for m in kp:
+        assert sent_at[(m.partition, m.offset)] == (m.key, m.value, list(m.headers))
+    ck = _ck_consume(bootstrap, name, partitions, len(records))
+    assert len(ck) == len(records)
+    assert {(m.key(), m.value(), tuple(m.headers())) for m in ck} == expected
+    for m in ck:
+        assert sent_at[(m.partition(), m.offset())][:2] == (m.key(), m.value())
+
+
+@pytest.mark.parametrize("acks", [0, 1, -1, "all"])
+async def test_acks(shared_broker, acks):
+    bootstrap = shared_broker.bootstrap
+    name = _topic("acks")
+    await _create(bootstrap, name, 1)
+    with trio.fail_after(DEADLINE_S):
+        async with Producer(bootstrap_servers=bootstrap, acks=acks) as producer:
+            assert producer.config.enable_idempotence is (acks in (-1, "all"))
+            handles = [await producer.send(name, b"v%d" % i) for i in range(200)]
+            metas = [await h for h in handles]
+    if acks == 0:
+        assert all(m.offset == -1 for m in metas)
+    else:
+        assert [m.offset for m in metas] == list(range(200))
+    got = _kp_consume(bootstrap, name, 1, 200)
+    assert [m.value for m in got] == [b"v%d" % i for i in range(200)]
+
+
+async def test_unkeyed_records_stick_to_a_partition_per_batch(shared_broker):
+    bootstrap = shared_broker.bootstrap
+    name = _topic("sticky")
+    await _create(bootstrap, name, 4)
+    with trio.fail_after(DEADLINE_S):
+        async with Producer(bootstrap_servers=bootstrap, linger_ms=1000,
+                            batch_size=1000) as producer:
+            handles = [await producer.send(name, b"x" * 80) for _ in range(30)]
+            metas = [await h for h in handles]
+    # ~9 records fill a 1000-byte batch: consecutive records share partitions in runs
+    runs = 1 + sum(1 for a, b in zip(metas, metas[1:]) if a.partition != b.partition)
+    assert runs <= 5
+    assert len({m.partition for m in metas}) >= 2
+
+
+async def test_idempotent_offsets_contiguous_without_duplicates(shared_broker):
+    bootstrap = shared_broker.bootstrap
+    name = _topic("idem")
+    await _create(bootstrap, name, 2)
+    with trio.fail_after(DEADLINE_S):
+        async with Producer(bootstrap_servers=bootstrap, batch_size=512,
+                            enable_idempotence=True) as producer:
+            handles = [await producer.send(name, b"%d" % i, partition=i % 2)
+                       for i in range(2000)]
+            metas = [await h for h in handles]
+    for p in (0, 1):
+        assert [m.offset for m in metas if m.partition == p] == list(range(1000))
+    got = _kp_consume(bootstrap, name, 2, 2000)
+    assert sorted(int(m.value) for m in got) == list(range(2000))
+    assert len({(m.partition, m.offset) for m in got}) == 2000
+
+
+async def test_missing_topic_fails_after_delivery_timeout(make_broker):
+    broker = make_broker(**{"auto.create.topics.enable": "false"})
+    with trio.fail_after(DEADLINE_S):
+        async with Producer(bootstrap_servers=broker.bootstrap, delivery_timeout_ms=1500,
+                            request_timeout_ms=1000) as producer:
+            started = trio.current_time()
+            handle = await producer.send("no-such-topic", b"v")
+            with pytest.raises(errors.UnknownTopicOrPartitionError, match="no-such-topic"):
+                await handle
+            assert trio.current_time() - started >= 1.5
+            with pytest.raises(errors.KafkaError):
+                await producer.send_and_wait("no-such-topic", b"w", key=b"k")
+
+
+def test_unknown_config_is_a_type_error():
+    with pytest.raises(TypeError, match="linger_msec"):
+        Producer(bootstrap_servers="127.0.0.1:9092", linger_msec=5)
+    with pytest.raises(ValueError):
+        Producer(bootstrap_servers="127.0.0.1:9092", acks=1, enable_idempotence=True)
+
+
+async def test_restart_mid_stream_keeps_every_acknowledged_record_once(broker):
+    bootstrap = broker.bootstrap
+    name = _topic("restart")
+    await _create(bootstrap, name, 2)
+    acked: list[RecordMetadata] = []
+    failed = 0
+    total = 3000
+    with trio.fail_after(DEADLINE_S):
+        async with Producer(bootstrap_servers=bootstrap, batch_size=1024, linger_ms=2,
+                            retry_backoff_ms=50, reconnect_backoff_ms=20) as producer:
+            handles = []
+            async with trio.open_nursery() as nursery:
+                for i in range(total):
+                    handles.append(await producer.send(name, b"%d" % i, partition=i % 2))
+                    if i == total // 3:
+                        await handles[-1]  # some records acknowledged before the kill
+                        nursery.start_soon(trio.to_thread.run_sync,
+                                           lambda: broker.restart(kill=True))
+                    elif i % 100 == 99:
+                        await handles[-1]  # keep sending in chunks through the restart
+            for h in handles:
+                try:
+                    acked.append(await h)
+                except errors.KafkaError:
+                    failed += 1
+    assert failed == 0  # the default delivery timeout outlasts a restart
+    got = _kp_consume(bootstrap, name, 2, total)
+    ends = _end_offsets(bootstrap, name, 2)
+    assert sum(ends) == total  # nothing beyond what we read: no duplicate anywhere
+    values = [int(m.value) for m in got]
+    assert len(values) == len(set(values)) == total  # each exactly once
+    by_offset = {(m.partition, m.offset): int(m.value) for m in got}
+    for i, meta in enumerate(acked):
+        assert by_offset[(meta.partition, meta.offset)] == i
+    for p in (0, 1):  # and the log is in send order
+        assert [v for v in values if v % 2 == p] == sorted(v for v in values if v % 2 == p)
