@@ -1,0 +1,75 @@
+"""Consumer settings: `ConsumerConfig`, registered as config kind "consumer".
+
+Kafka's ConsumerConfig names (dots -> underscores) and Kafka's defaults:
+
+    cfg = check_config("consumer", bootstrap_servers="h:9092", group_id="billing",
+                       auto_offset_reset="earliest")
+
+What the consumer uses today (assign mode): group_id (committed offsets only),
+auto_offset_reset, fetch_min_bytes, fetch_max_wait_ms, fetch_max_bytes,
+max_partition_fetch_bytes, max_poll_records, isolation_level (read_uncommitted only),
+default_api_timeout_ms, client_rack. The group-membership settings (session_timeout_ms,
+heartbeat_interval_ms, max_poll_interval_ms, partition_assignment_strategy,
+group_instance_id, enable_auto_commit, auto_commit_interval_ms) are accepted and checked
+so that code written against the full consumer configures it, but subscribe() and auto
+commit are not implemented yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from client.config import (
+    ClientConfig, bool_field, choice_field, int_field, register_config, str_field,
+)
+
+__all__ = ["ConsumerConfig", "ASSIGNORS"]
+
+ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
+
+
+def _check_strategy(name: str, value: Any) -> tuple[str, ...]:
+    """A name, a comma-separated string of names, or a list of names (Kafka's list type)."""
+    if isinstance(value, str):
+        items = [v.strip() for v in value.split(",") if v.strip()]
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        items = [v.strip() for v in value]
+    else:
+        raise TypeError(f"config {name} must be a str or a list of str, "
+                        f"got {type(value).__name__}")
+    if not items:
+        raise ValueError(f"config {name} names no assignor")
+    return tuple(items)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConsumerConfig(ClientConfig):
+    """KafkaConsumer settings (Kafka's ConsumerConfig), Kafka's defaults."""
+
+    group_id: str | None = str_field(None, nullable=True)
+    group_instance_id: str | None = str_field(None, nullable=True)
+    auto_offset_reset: str = choice_field("latest", ["earliest", "latest", "none"])
+    enable_auto_commit: bool = bool_field(True)
+    auto_commit_interval_ms: int = int_field(5000)
+    fetch_min_bytes: int = int_field(1)
+    fetch_max_wait_ms: int = int_field(500)
+    fetch_max_bytes: int = int_field(52428800, low=1)
+    max_partition_fetch_bytes: int = int_field(1048576, low=1)
+    max_poll_records: int = int_field(500, low=1)
+    max_poll_interval_ms: int = int_field(300000, low=1)
+    session_timeout_ms: int = int_field(45000, low=1)
+    heartbeat_interval_ms: int = int_field(3000, low=1)
+    partition_assignment_strategy: tuple[str, ...] = field(
+        default=("range", "cooperative-sticky"), metadata={"check": _check_strategy})
+    isolation_level: str = choice_field("read_uncommitted", ["read_uncommitted"])
+    default_api_timeout_ms: int = int_field(60000)
+    client_rack: str = str_field("")
+    check_crcs: bool = bool_field(True)
+    exclude_internal_topics: bool = bool_field(True)
+    allow_auto_create_topics: bool = bool_field(True)
+
+    _client_id_prefix = "consumer"
+
+
+register_config("consumer")(ConsumerConfig)

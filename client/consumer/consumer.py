@@ -1,0 +1,416 @@
+"""The Consumer, on trio: assign mode (no group membership yet).
+
+Owns: `Consumer`.
+
+    async with Consumer(bootstrap_servers="127.0.0.1:9092", group_id="billing",
+                        auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition("orders", 0), TopicPartition("orders", 1)])
+        batches = await consumer.getmany(timeout_ms=1000)   # {tp: [ConsumerRecord, ...]}
+        async for record in consumer:                        # forever, one at a time
+            ...
+        await consumer.commit()                              # the current positions
+
+Positions: a partition assigned without a position starts at the group's committed offset
+(when group_id is set and one exists), else where auto_offset_reset says (ListOffsets
+earliest / latest; 'none' raises NoOffsetForPartitionError from position() / getmany()).
+`seek` sets one; `position` resolves and returns it; `getmany` and iteration advance it
+past the records they return.
+
+Committed offsets: `commit` sends OffsetCommit as a standalone commit (generation -1, empty
+member id, as Java's assign-mode consumer does) to the group's coordinator, found with
+FindCoordinator; `committed` reads one back with OffsetFetch (None when nothing is
+committed). Both need group_id (InvalidGroupIdError otherwise) and retry coordinator
+errors, connection failures and timeouts until default_api_timeout_ms.
+
+Not yet: `subscribe()` and group membership (NotImplementedError), auto commit,
+read_committed, background prefetching (a fetch is sent when getmany finds no buffered
+records; with several leaders, one Fetch per leader in parallel).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence, TypeVar
+
+import trio
+
+from client.cluster import Cluster
+from client.config import check_config
+from client.connection import BrokerConnection, ConnectionPool
+from client.consumer.config import ConsumerConfig
+from client.consumer.fetcher import (
+    ConsumerRecord, Fetcher, NoOffsetForPartitionError, SubscriptionState,
+)
+from client.errors import (
+    KafkaConnectionError, KafkaError, KafkaTimeoutError, for_code,
+)
+from client.types import TopicPartition
+from protocol.errors import ErrorCode
+from protocol.messages import FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH
+
+__all__ = ["Consumer", "ConsumerRecord", "NoOffsetForPartitionError"]
+
+T = TypeVar("T")
+log = logging.getLogger("minibroker.client.consumer")
+
+_SUBSCRIBE_MISSING = ("group membership (subscribe, and topics given to Consumer()) is not "
+                      "implemented yet: use assign([TopicPartition(topic, partition), ...])")
+_COORDINATOR_ERRORS = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                 ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                 ErrorCode.NOT_COORDINATOR})
+
+
+class Consumer:
+    """A Kafka consumer; an async context manager. Takes ConsumerConfig's names
+    (client.consumer.config); an unknown name is a TypeError."""
+
+    def __init__(self, *topics: str, bootstrap_servers: str | Sequence[str] = "localhost:9092",
+                 group_id: str | None = None, **config: Any):
+        if topics:
+            raise NotImplementedError(_SUBSCRIBE_MISSING)
+        self.config: ConsumerConfig = check_config(  # type: ignore[assignment]
+            "consumer", bootstrap_servers=bootstrap_servers, group_id=group_id, **config)
+        self._state = SubscriptionState()
+        self._pool: ConnectionPool | None = None
+        self._cluster: Cluster | None = None
+        self._fetcher: Fetcher | None = None
+        self._closed = False
+        self._coordinator_id: int | None = None
+        self._next_auto_commit: float | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def __aenter__(self) -> "Consumer":
+        pool = ConnectionPool(self.config)
+        await pool.__aenter__()
+        self._pool = pool
+        self._cluster = Cluster(
+            pool, self.config, topics=self._state.topics(),
+            allow_auto_topic_creation=self.config.allow_auto_create_topics)
+        self._fetcher = Fetcher(pool, self._cluster, self.config, self._state)
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        if self._auto_commits() and self._pool is not None:
+            # Java's close() commits the positions of what was consumed, when auto-committing
+            with trio.move_on_after(self.config.default_api_timeout_ms / 1000):
+                try:
+                    await self.commit()
+                except KafkaError as e:
+                    log.warning("auto-commit on close failed: %s", e)
+        pool, self._pool, self._cluster, self._fetcher = self._pool, None, None, None
+        self._closed = True
+        if pool is not None:
+            await pool.__aexit__(*exc_info)
+
+    @property
+    def fetcher(self) -> Fetcher:
+        if self._fetcher is None:
+            raise RuntimeError("the Consumer is not open (use `async with`)")
+        return self._fetcher
+
+    # -- assignment --------------------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str], listener: Any = None) -> None:
+        raise NotImplementedError(_SUBSCRIBE_MISSING)
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Consume exactly these partitions (replacing any earlier assignment; partitions
+        kept keep their positions)."""
+        tps = [TopicPartition(tp[0], tp[1]) for tp in partitions]
+        self._state.assign(tps)
+        if self._cluster is not None:
+            self._cluster.add_topics({tp.topic for tp in tps})
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._state.assignment()
+
+    def unsubscribe(self) -> None:
+        self._state.assign([])
+
+    # -- positions ---------------------------------------------------------------------
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        """Fetch `tp` from `offset` next (records already buffered for it are dropped)."""
+        self._state.seek(tp, offset)
+
+    async def seek_to_beginning(self, *tps: TopicPartition) -> None:
+        await self._reset_now(tps or self.assignment(), "earliest")
+
+    async def seek_to_end(self, *tps: TopicPartition) -> None:
+        await self._reset_now(tps or self.assignment(), "latest")
+
+    async def _reset_now(self, tps: Iterable[TopicPartition], strategy: str) -> None:
+        tps = list(tps)
+        for tp in tps:
+            self._state.request_reset(tp, strategy)
+        await self.fetcher.reset_offsets(tps, strategy)
+
+    async def position(self, tp: TopicPartition) -> int:
+        """The offset of the next record to be returned for `tp`, resolved first (committed
+        offset, else auto_offset_reset) when it has none."""
+        self._state.state(tp)  # ValueError if not assigned
+        if self._state.position(tp) is None:
+            await self._ensure_positions([tp])
+        position = self._state.position(tp)
+        if position is None:
+            raise KafkaTimeoutError(f"no position for {tp.topic}-{tp.partition}")
+        return position
+
+    async def _ensure_positions(self, tps: Iterable[TopicPartition] | None = None) -> None:
+        missing = [tp for tp in (self._state.missing_positions() if tps is None else tps)
+                   if self._state.position(tp) is None]
+        if not missing:
+            return
+        by_strategy: dict[str, list[TopicPartition]] = {}
+        need_committed = [tp for tp in missing if self._state.state(tp).reset is None]
+        if self.config.group_id is not None and need_committed:
+            committed = await self._fetch_committed(need_committed)
+            for tp in need_committed:
+                offset = committed.get(tp)
+                if offset is not None and self._state.position(tp) is None:
+                    self._state.seek(tp, offset)
+        for tp in missing:
+            if self._state.is_assigned(tp) and self._state.position(tp) is None:
+                strategy = self._state.state(tp).reset or self.config.auto_offset_reset
+                by_strategy.setdefault(strategy, []).append(tp)
+        if "none" in by_strategy:
+            raise NoOffsetForPartitionError(by_strategy["none"])
+        for strategy, group in by_strategy.items():
+            await self.fetcher.reset_offsets(group, strategy)
+
+    # -- pause -------------------------------------------------------------------------
+
+    def pause(self, *tps: TopicPartition) -> None:
+        """Stop returning (and fetching) records of these partitions until resumed."""
+        for tp in tps:
+            self._state.pause(tp)
+
+    def resume(self, *tps: TopicPartition) -> None:
+        for tp in tps:
+            self._state.resume(tp)
+
+    def paused(self) -> set[TopicPartition]:
+        return self._state.paused()
+
+    # -- consuming ---------------------------------------------------------------------
+
+    async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
+                      max_records: int | None = None
+                      ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records by partition, at most `max_records` (max_poll_records) in all; waits up
+        to `timeout_ms` for some to arrive and returns {} if none did. Positions move past
+        what is returned. `partitions`, if given, restricts which assigned partitions
+        records are returned for (others stay buffered)."""
+        if partitions:
+            raise NotImplementedError("getmany(*partitions) is not supported yet")
+        await self._maybe_auto_commit()
+        limit = self.config.max_poll_records if max_records is None else max_records
+        if limit <= 0:
+            raise ValueError(f"max_records must be > 0, got {limit}")
+        deadline = trio.current_time() + max(0, timeout_ms) / 1000
+        fetcher = self.fetcher
+        idle_rounds = 0
+        first = True
+        while True:
+            drained = self._state.drain(limit)
+            if drained:
+                return drained
+            left_ms = int((deadline - trio.current_time()) * 1000)
+            if left_ms <= 0 and not first:
+                return {}
+            first = False
+            with trio.move_on_at(deadline if left_ms > 0 else trio.current_time() + 1):
+                await self._ensure_positions()
+            if self._state.has_buffered():
+                continue
+            wait_ms = max(0, min(self.config.fetch_max_wait_ms, left_ms))
+            with trio.move_on_at(max(deadline, trio.current_time())
+                                 + self.config.request_timeout_ms / 1000):
+                fetched = await fetcher.fetch_round(wait_ms)
+            if fetched:
+                idle_rounds = 0
+                continue
+            # Nothing fetchable (all paused, no leader known yet): back off, not spin.
+            left = deadline - trio.current_time()
+            if left <= 0:
+                return {}
+            await trio.sleep(min(left, self.config.retry_backoff_s(idle_rounds)))
+            idle_rounds += 1
+
+    def _auto_commits(self) -> bool:
+        return bool(self.config.enable_auto_commit and self.config.group_id)
+
+    async def _maybe_auto_commit(self) -> None:
+        """enable.auto.commit as Java does it: inside the poll, every auto.commit.interval.ms,
+        commit the positions of what earlier polls returned."""
+        if not self._auto_commits():
+            return
+        now = trio.current_time()
+        if self._next_auto_commit is None:
+            self._next_auto_commit = now + self.config.auto_commit_interval_ms / 1000
+        elif now >= self._next_auto_commit:
+            self._next_auto_commit = now + self.config.auto_commit_interval_ms / 1000
+            await self.commit()
+
+    def __aiter__(self) -> "Consumer":
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        while True:
+            if self._closed:
+                raise StopAsyncIteration
+            batch = await self.getmany(timeout_ms=self.config.fetch_max_wait_ms,
+                                       max_records=1)
+            for records in batch.values():
+                return records[0]
+
+    # -- committed offsets -------------------------------------------------------------
+
+    async def commit(self, offsets: Mapping[TopicPartition, int | tuple[int, str | None]]
+                     | None = None) -> None:
+        """Commit `offsets` (tp -> offset, or (offset, metadata)) for group_id; by default
+        the current position of every assigned partition that has one."""
+        group_id = self._group_id()
+        if offsets is None:
+            offsets = {tp: s for tp in self._state.assignment()
+                       if (s := self._state.position(tp)) is not None}
+        if not offsets:
+            return
+        entries: dict[TopicPartition, tuple[int, str | None]] = {}
+        for tp, value in offsets.items():
+            offset, metadata = (value, "") if isinstance(value, int) else value
+            if offset < 0:
+                raise ValueError(f"commit offset must be >= 0, got {offset} for {tp}")
+            entries[TopicPartition(tp[0], tp[1])] = (offset, metadata)
+
+        async def attempt() -> None:
+            conn = await self._coordinator()
+            topics: dict[str, list] = {}
+            for tp, (offset, metadata) in entries.items():
+                topics.setdefault(tp.topic, []).append({
+                    "partition_index": tp.partition, "committed_offset": offset,
+                    "committed_leader_epoch": -1, "committed_metadata": metadata})
+            resp = await conn.request(OFFSET_COMMIT, {
+                "group_id": group_id, "generation_id_or_member_epoch": -1, "member_id": "",
+                "group_instance_id": None, "retention_time_ms": -1,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+            retry: KafkaError | None = None
+            for t in resp.body.topics:
+                for p in t.partitions:
+                    code = ErrorCode.of(p.error_code)
+                    if code is ErrorCode.NONE:
+                        continue
+                    error = for_code(code, f"OffsetCommit {t.name}-{p.partition_index} "
+                                           f"for group '{group_id}'")
+                    if not error.retriable:
+                        raise error
+                    retry = retry or error
+            if retry is not None:
+                raise retry
+
+        await self._retrying(f"OffsetCommit for group '{group_id}'", attempt)
+
+    async def committed(self, tp: TopicPartition) -> int | None:
+        """The offset committed for `tp` by group_id, or None if there is none."""
+        return (await self._fetch_committed([tp])).get(TopicPartition(tp[0], tp[1]))
+
+    async def _fetch_committed(self, tps: Sequence[TopicPartition]
+                               ) -> dict[TopicPartition, int | None]:
+        group_id = self._group_id()
+        topics: dict[str, list[int]] = {}
+        for tp in tps:
+            topics.setdefault(tp[0], []).append(tp[1])
+        wanted = [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
+
+        async def attempt() -> dict[TopicPartition, int | None]:
+            conn = await self._coordinator()
+            version = conn.version_for(OFFSET_FETCH)
+            resp = await conn.request(OFFSET_FETCH, {
+                "group_id": group_id, "topics": wanted,
+                "groups": [{"group_id": group_id, "topics": wanted}],
+                "require_stable": False}, version)
+            body = resp.body
+            if version >= 8:
+                g = next((g for g in body.groups if g.group_id == group_id), None)
+                if g is None:
+                    raise for_code(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                   f"OffsetFetch did not answer for group '{group_id}'")
+                code, result_topics = ErrorCode.of(g.error_code), g.topics
+            else:
+                code, result_topics = ErrorCode.of(body.get("error_code", 0)), body.topics
+            if code is not ErrorCode.NONE:
+                raise for_code(code, f"OffsetFetch for group '{group_id}'")
+            out: dict[TopicPartition, int | None] = {}
+            for t in result_topics:
+                for p in t.partitions:
+                    pcode = ErrorCode.of(p.error_code)
+                    if pcode is not ErrorCode.NONE:
+                        raise for_code(pcode, f"OffsetFetch {t.name}-{p.partition_index} "
+                                              f"for group '{group_id}'")
+                    out[TopicPartition(t.name, p.partition_index)] = (
+                        p.committed_offset if p.committed_offset >= 0 else None)
+            return out
+
+        return await self._retrying(f"OffsetFetch for group '{group_id}'", attempt)
+
+    def _group_id(self) -> str:
+        if not self.config.group_id:
+            raise for_code(ErrorCode.INVALID_GROUP_ID,
+                           "committed offsets need a group_id: Consumer(..., group_id=...)")
+        return self.config.group_id
+
+    async def _coordinator(self) -> BrokerConnection:
+        """The group coordinator's connection: FindCoordinator (key type 0, to the
+        least-loaded connection) unless one is known."""
+        if self._pool is None:
+            raise RuntimeError("the Consumer is not open (use `async with`)")
+        pool, group_id = self._pool, self._group_id()
+        if self._coordinator_id is not None:
+            return await pool.get(self._coordinator_id)
+        conn = await pool.least_loaded()
+        version = conn.version_for(FIND_COORDINATOR)
+        resp = await conn.request(FIND_COORDINATOR, {
+            "key": group_id, "key_type": 0, "coordinator_keys": [group_id]}, version)
+        body = resp.body
+        if version >= 4:
+            c = next((c for c in body.coordinators if c.key == group_id), None)
+            if c is None:
+                raise for_code(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                               f"FindCoordinator named no coordinator for '{group_id}'")
+            code, node_id, host, port = c.error_code, c.node_id, c.host, c.port
+            message = c.get("error_message")
+        else:
+            code, node_id, host, port = body.error_code, body.node_id, body.host, body.port
+            message = body.get("error_message")
+        if code != ErrorCode.NONE:
+            raise for_code(code, message or f"FindCoordinator for group '{group_id}'")
+        if node_id not in pool.nodes:
+            pool.update_nodes({**pool.nodes, node_id: (host, port)})
+        self._coordinator_id = node_id
+        return await pool.get(node_id)
+
+    async def _retrying(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        budget_ms = self.config.default_api_timeout_ms
+        deadline = trio.current_time() + budget_ms / 1000
+        tries = 0
+        last: KafkaError | None = None
+        while True:
+            with trio.move_on_at(deadline):
+                try:
+                    return await attempt()
+                except KafkaError as e:
+                    if not e.retriable:
+                        raise
+                    last = e
+                    if (e.code in _COORDINATOR_ERRORS
+                            or isinstance(e, (KafkaConnectionError, KafkaTimeoutError))):
+                        self._coordinator_id = None
+                    if e.refresh_metadata and self._cluster is not None:
+                        self._cluster.request_update()
+                    await trio.sleep(self.config.retry_backoff_s(tries))
+                    tries += 1
+                    continue
+            detail = f"; last error: {last}" if last is not None else ""
+            raise KafkaTimeoutError(f"{what} did not complete within {budget_ms} ms "
+                                    f"({tries} retries){detail}") from last

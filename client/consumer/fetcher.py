@@ -1,0 +1,412 @@
+"""The consumer's fetcher: positions of assigned partitions, Fetch and ListOffsets.
+
+Owns: `ConsumerRecord` (what the consumer hands out), `NoOffsetForPartitionError`,
+`SubscriptionState` (per assigned partition: position, paused flag, pending reset and the
+records fetched but not yet returned) and `Fetcher` (the trio side).
+
+    state = SubscriptionState()
+    state.assign([TopicPartition("orders", 0)])
+    fetcher = Fetcher(pool, cluster, config, state)
+    await fetcher.reset_offsets([tp], "earliest")     # ListOffsets -> positions
+    await fetcher.fetch_round(max_wait_ms=500)         # one Fetch per leader broker
+    state.drain(max_records=500)                        # {tp: [ConsumerRecord, ...]}
+
+A partition's *position* is the offset of the next record the application will be given.
+Fetched records wait in the partition's buffer; `drain` returns them and moves the
+position past them. A fetch is only sent for a partition whose buffer is empty, from its
+position; a response is dropped for a partition that was sought, unassigned or refilled
+while the request was in flight. Records below the position (a fetch may return a batch
+that starts earlier) and control batches are skipped; when a response holds nothing to
+return (only control records, say), the position moves past the batches it did hold.
+
+Errors per partition (data, not exceptions, ARCHITECTURE rule 7): OFFSET_OUT_OF_RANGE
+resets the partition by auto_offset_reset ('none': OffsetOutOfRangeError is raised from
+the round); NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION and the other
+metadata-refreshing codes request a metadata refresh and the partition is fetched again
+in a later round. isolation_level is read_uncommitted.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import trio
+
+from client.cluster import Cluster
+from client.connection import ConnectionPool
+from client.consumer.config import ConsumerConfig
+from client.errors import (
+    KafkaConnectionError, KafkaError, KafkaTimeoutError, error_class, for_code,
+)
+from client.types import TopicPartition
+from protocol.errors import ErrorCode
+from protocol.messages import FETCH, LIST_OFFSETS
+from protocol.records import decode_batches
+
+__all__ = ["ConsumerRecord", "Fetcher", "NoOffsetForPartitionError", "NoOffsetForPartition",
+           "SubscriptionState", "EARLIEST", "LATEST"]
+
+EARLIEST = -2  # ListOffsets timestamps
+LATEST = -1
+READ_UNCOMMITTED = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRecord:
+    """One consumed record. timestamp_type: 0 CreateTime, 1 LogAppendTime."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+class NoOffsetForPartitionError(error_class(ErrorCode.OFFSET_OUT_OF_RANGE)):  # type: ignore[misc]
+    """A partition has no position, no committed offset, and auto_offset_reset is 'none'
+    (Java's NoOffsetForPartitionException). `.partitions` lists them."""
+
+    def __init__(self, partitions: Iterable[TopicPartition]):
+        self.partitions = sorted(set(partitions))
+        names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in self.partitions)
+        super().__init__(ErrorCode.OFFSET_OUT_OF_RANGE,
+                         f"no offset for partitions {names} and auto_offset_reset is 'none'")
+
+
+NoOffsetForPartition = NoOffsetForPartitionError
+
+
+# -- per-partition state ------------------------------------------------------------------
+
+class _PartitionState:
+    __slots__ = ("position", "paused", "reset", "buffer", "after_buffer")
+
+    def __init__(self) -> None:
+        self.position: int | None = None
+        self.paused = False
+        self.reset: str | None = None  # a pending reset strategy (skips committed offsets)
+        self.buffer: deque[ConsumerRecord] = deque()
+        self.after_buffer: int | None = None  # the position once the buffer is drained
+
+    def set_position(self, offset: int) -> None:
+        self.position = offset
+        self.reset = None
+        self.buffer.clear()
+        self.after_buffer = None
+
+
+class SubscriptionState:
+    """The assigned partitions and their positions (pure; no I/O)."""
+
+    def __init__(self) -> None:
+        self._parts: dict[TopicPartition, _PartitionState] = {}
+        self._rotation = 0
+
+    # assignment
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        wanted = list(dict.fromkeys(partitions))
+        old = self._parts
+        self._parts = {tp: old.get(tp) or _PartitionState() for tp in wanted}
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._parts)
+
+    def topics(self) -> set[str]:
+        return {tp.topic for tp in self._parts}
+
+    def is_assigned(self, tp: TopicPartition) -> bool:
+        return tp in self._parts
+
+    def state(self, tp: TopicPartition) -> _PartitionState:
+        try:
+            return self._parts[tp]
+        except KeyError:
+            raise ValueError(f"partition {tp.topic}-{tp.partition} is not assigned to "
+                             f"this consumer") from None
+
+    # positions
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        if offset < 0:
+            raise ValueError(f"seek offset must be >= 0, got {offset}")
+        self.state(tp).set_position(offset)
+
+    def request_reset(self, tp: TopicPartition, strategy: str) -> None:
+        s = self.state(tp)
+        s.set_position(0)
+        s.position = None
+        s.reset = strategy
+
+    def position(self, tp: TopicPartition) -> int | None:
+        return self.state(tp).position
+
+    def missing_positions(self) -> list[TopicPartition]:
+        return [tp for tp, s in self._parts.items() if s.position is None]
+
+    # pause
+    def pause(self, tp: TopicPartition) -> None:
+        self.state(tp).paused = True
+
+    def resume(self, tp: TopicPartition) -> None:
+        self.state(tp).paused = False
+
+    def paused(self) -> set[TopicPartition]:
+        return {tp for tp, s in self._parts.items() if s.paused}
+
+    # fetching
+    def fetchable(self) -> dict[TopicPartition, int]:
+        """Partitions to fetch now, with the offset to fetch from."""
+        return {tp: s.position for tp, s in self._parts.items()
+                if not s.paused and s.position is not None and not s.buffer}
+
+    def has_buffered(self) -> bool:
+        return any(s.buffer and not s.paused for s in self._parts.values())
+
+    def drain(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Buffered records of unpaused partitions, at most `max_records`, taking from the
+        partitions in turn; positions move past what is returned."""
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        items = list(self._parts.items())
+        if not items:
+            return out
+        start = self._rotation % len(items)
+        self._rotation += 1
+        left = max_records
+        for tp, s in itertools.chain(items[start:], items[:start]):
+            if left <= 0:
+                break
+            if s.paused or not s.buffer:
+                continue
+            taken = []
+            while s.buffer and left > 0:
+                taken.append(s.buffer.popleft())
+                left -= 1
+            out[tp] = taken
+            s.position = taken[-1].offset + 1
+            if not s.buffer and s.after_buffer is not None:
+                s.position = max(s.position, s.after_buffer)
+                s.after_buffer = None
+        return out
+
+
+# -- the trio side --------------------------------------------------------------------------
+
+class Fetcher:
+    """Sends Fetch and ListOffsets for the assigned partitions (see the module docstring)."""
+
+    def __init__(self, pool: ConnectionPool, cluster: Cluster, config: ConsumerConfig,
+                 state: SubscriptionState):
+        self.pool = pool
+        self.cluster = cluster
+        self.config = config
+        self.state = state
+        self._lock = trio.Lock()  # one fetch round at a time
+
+    async def _leaders(self, tps: Iterable[TopicPartition]
+                       ) -> tuple[dict[int, list[TopicPartition]], list[TopicPartition]]:
+        """Group partitions by leader node; also return those without a known leader."""
+        self.cluster.add_topics({tp.topic for tp in tps})
+        metadata = await self.cluster.maybe_refresh()
+        by_node: dict[int, list[TopicPartition]] = {}
+        unknown = []
+        for tp in tps:
+            leader = metadata.leader_for(tp.topic, tp.partition)
+            if leader is None or leader not in self.pool.nodes:
+                unknown.append(tp)
+            else:
+                by_node.setdefault(leader, []).append(tp)
+        if unknown:
+            self.cluster.request_update()
+        return by_node, unknown
+
+    # -- ListOffsets -------------------------------------------------------------------
+
+    async def list_offsets(self, tps: Iterable[TopicPartition], timestamp: int,
+                           timeout_ms: int | None = None) -> dict[TopicPartition, int]:
+        """The earliest (-2) or latest (-1) offset of each partition from its leader,
+        retrying leader changes and connection failures until default_api_timeout_ms."""
+        remaining = list(dict.fromkeys(tps))
+        found: dict[TopicPartition, int] = {}
+        budget = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = trio.current_time() + budget / 1000
+        tries = 0
+        last: KafkaError | None = None
+        while remaining:
+            if trio.current_time() >= deadline:
+                raise KafkaTimeoutError(
+                    f"ListOffsets for {len(remaining)} partitions did not complete within "
+                    f"{budget} ms" + (f"; last error: {last}" if last else "")) from last
+            with trio.move_on_at(deadline):
+                by_node, unknown = await self._leaders(remaining)
+                for node_id, node_tps in by_node.items():
+                    try:
+                        got, err = await self._list_offsets_on(node_id, node_tps, timestamp)
+                    except (KafkaConnectionError, KafkaTimeoutError) as e:
+                        last = e
+                        self.cluster.request_update()
+                        continue
+                    found.update(got)
+                    last = err or last
+            remaining = [tp for tp in remaining if tp not in found]
+            if remaining:
+                await trio.sleep(min(self.config.retry_backoff_s(tries),
+                                     max(0.0, deadline - trio.current_time())))
+                tries += 1
+        return found
+
+    async def _list_offsets_on(self, node_id: int, tps: list[TopicPartition], timestamp: int
+                               ) -> tuple[dict[TopicPartition, int], KafkaError | None]:
+        conn = await self.pool.get(node_id)
+        version = conn.version_for(LIST_OFFSETS)
+        topics: dict[str, list] = {}
+        for tp in tps:
+            topics.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "timestamp": timestamp,
+                 "max_num_offsets": 1})
+        resp = await conn.request(LIST_OFFSETS, {
+            "replica_id": -1, "isolation_level": READ_UNCOMMITTED,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}, version)
+        found: dict[TopicPartition, int] = {}
+        error: KafkaError | None = None
+        for t in resp.body.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                code = ErrorCode.of(p.error_code)
+                if code is not ErrorCode.NONE:
+                    e = for_code(code, f"ListOffsets {t.name}-{p.partition_index}")
+                    if not e.retriable:
+                        raise e
+                    self.cluster.note_error(code)
+                    error = e
+                    continue
+                if version == 0:
+                    offsets = p.get("old_style_offsets") or []
+                    if not offsets:
+                        continue
+                    found[tp] = offsets[0]
+                else:
+                    found[tp] = p.offset
+        return found, error
+
+    async def reset_offsets(self, tps: Iterable[TopicPartition], strategy: str) -> None:
+        """Set positions by `strategy` ('earliest' / 'latest'; 'none' raises
+        NoOffsetForPartitionError)."""
+        tps = list(tps)
+        if not tps:
+            return
+        if strategy == "none":
+            raise NoOffsetForPartitionError(tps)
+        offsets = await self.list_offsets(tps, EARLIEST if strategy == "earliest" else LATEST)
+        for tp, offset in offsets.items():
+            if self.state.is_assigned(tp) and self.state.position(tp) is None:
+                self.state.seek(tp, offset)
+
+    # -- Fetch -------------------------------------------------------------------------
+
+    async def fetch_round(self, max_wait_ms: int) -> bool:
+        """One Fetch per leader broker for every fetchable partition, concurrently; records
+        go to the partitions' buffers. Returns False when there was nothing that could be
+        fetched (no fetchable partition, or no leader known for any), so that the caller
+        backs off instead of spinning."""
+        async with self._lock:
+            wanted = self.state.fetchable()
+            if not wanted:
+                return False
+            by_node, _ = await self._leaders(list(wanted))
+            if not by_node:
+                return False
+            errors: list[BaseException] = []
+
+            async def one(node_id: int, tps: list[TopicPartition]) -> None:
+                try:
+                    await self._fetch_from(node_id, {tp: wanted[tp] for tp in tps}, max_wait_ms)
+                except (KafkaConnectionError, KafkaTimeoutError):
+                    self.cluster.request_update()
+                except KafkaError as e:
+                    errors.append(e)
+
+            async with trio.open_nursery() as nursery:
+                for node_id, tps in by_node.items():
+                    nursery.start_soon(one, node_id, tps)
+            if errors:
+                raise errors[0]
+            return True
+
+    async def _fetch_from(self, node_id: int, offsets: dict[TopicPartition, int],
+                          max_wait_ms: int) -> None:
+        conn = await self.pool.get(node_id)
+        version = conn.version_for(FETCH)
+        topics: dict[str, list] = {}
+        for tp, offset in offsets.items():
+            topics.setdefault(tp.topic, []).append({
+                "partition": tp.partition, "current_leader_epoch": -1,
+                "fetch_offset": offset, "last_fetched_epoch": -1, "log_start_offset": -1,
+                "partition_max_bytes": self.config.max_partition_fetch_bytes})
+        body = {
+            "cluster_id": None, "replica_id": -1, "max_wait_ms": max_wait_ms,
+            "min_bytes": self.config.fetch_min_bytes, "max_bytes": self.config.fetch_max_bytes,
+            "isolation_level": READ_UNCOMMITTED, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            "forgotten_topics_data": [], "rack_id": self.config.client_rack}
+        resp = await conn.request(FETCH, body, version,
+                                  timeout_ms=self.config.request_timeout_ms + max_wait_ms)
+        top = ErrorCode.of(resp.body.get("error_code", 0))
+        if top is not ErrorCode.NONE:
+            self.cluster.note_error(top)
+            if not top.retriable:
+                raise for_code(top, f"Fetch from node {node_id}")
+            return
+        for t in resp.body.responses:
+            for p in t.partitions:
+                self._handle_partition(TopicPartition(t.topic, p.partition_index), p, offsets)
+
+    def _handle_partition(self, tp: TopicPartition, p: Any,
+                          sent: dict[TopicPartition, int]) -> None:
+        fetch_offset = sent.get(tp)
+        if fetch_offset is None or not self.state.is_assigned(tp):
+            return
+        s = self.state.state(tp)
+        if s.position != fetch_offset or s.buffer:
+            return  # sought (or refilled) while the request was in flight
+        code = ErrorCode.of(p.error_code)
+        if code is ErrorCode.OFFSET_OUT_OF_RANGE:
+            strategy = self.config.auto_offset_reset
+            if strategy == "none":
+                raise for_code(code, f"fetch offset {fetch_offset} is out of range for "
+                                     f"{tp.topic}-{tp.partition} and auto_offset_reset is "
+                                     f"'none'")
+            self.state.request_reset(tp, strategy)
+            return
+        if code is not ErrorCode.NONE:
+            if self.cluster.note_error(code) or code.retriable:
+                return
+            raise for_code(code, f"Fetch {tp.topic}-{tp.partition}")
+        data = p.records
+        if not data:
+            return
+        records: list[ConsumerRecord] = []
+        next_offset = fetch_offset
+        for header, batch in decode_batches(data):
+            next_offset = max(next_offset, header.last_offset + 1)
+            if header.is_control:
+                continue
+            ts_type = header.timestamp_type
+            for r in batch:
+                if r.offset < fetch_offset:
+                    continue
+                records.append(ConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp,
+                                              ts_type, r.key, r.value, r.headers))
+        if records:
+            s.buffer.extend(records)
+            s.after_buffer = next_offset
+        else:
+            s.position = max(fetch_offset, next_offset)
