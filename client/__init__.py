@@ -1,16 +1,16 @@
 """minibroker's Kafka client library, on trio.
 
-Public names so far: `TopicPartition`, `AdminClient` (with `NewTopic`), `Producer` (with
-`RecordMetadata`), `Consumer` (with `ConsumerRecord`; assign mode — group membership through
-`subscribe()` is still to come) and the `errors` module (KafkaError and one subclass per
-Kafka error code).
+Public names: `TopicPartition`, `AdminClient` (with `NewTopic`), `Producer` (with
+`RecordMetadata`), `Consumer` (with `ConsumerRecord` and `ConsumerRebalanceListener`;
+assign() or subscribe() with eager or cooperative rebalancing) and the `errors` module
+(KafkaError and one subclass per Kafka error code).
 """
 
 from client import errors
 from client.admin import AdminClient, NewTopic
-from client.consumer.consumer import Consumer, ConsumerRecord
+from client.consumer.consumer import Consumer, ConsumerRebalanceListener, ConsumerRecord
 from client.producer import Producer, RecordMetadata
 from client.types import TopicPartition
 
-__all__ = ["AdminClient", "Consumer", "ConsumerRecord", "NewTopic", "Producer",
-           "RecordMetadata", "TopicPartition", "errors"]
+__all__ = ["AdminClient", "Consumer", "ConsumerRebalanceListener", "ConsumerRecord",
+           "NewTopic", "Producer", "RecordMetadata", "TopicPartition", "errors"]

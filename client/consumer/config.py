@@ -11,8 +11,7 @@ max_partition_fetch_bytes, max_poll_records, isolation_level (read_uncommitted o
 default_api_timeout_ms, client_rack. The group-membership settings (session_timeout_ms,
 heartbeat_interval_ms, max_poll_interval_ms, partition_assignment_strategy,
 group_instance_id, enable_auto_commit, auto_commit_interval_ms) are accepted and checked
-so that code written against the full consumer configures it, but subscribe() and auto
-commit are not implemented yet.
+and used by subscribe(), the group driver (client/consumer/coordinator.py) and auto-commit.
 """
 
 from __future__ import annotations

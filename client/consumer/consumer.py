@@ -1,6 +1,11 @@
-"""The Consumer, on trio: assign mode (no group membership yet).
+"""The Consumer, on trio: assign mode and group membership (subscribe).
 
-Owns: `Consumer`.
+Owns: `Consumer` (and re-exports `ConsumerRebalanceListener` from coordinator.py).
+
+    async with Consumer("orders", bootstrap_servers="127.0.0.1:9092", group_id="billing",
+                        auto_offset_reset="earliest") as consumer:   # subscribe mode
+        async for record in consumer:
+            ...
 
     async with Consumer(bootstrap_servers="127.0.0.1:9092", group_id="billing",
                         auto_offset_reset="earliest") as consumer:
@@ -22,9 +27,19 @@ FindCoordinator; `committed` reads one back with OffsetFetch (None when nothing 
 committed). Both need group_id (InvalidGroupIdError otherwise) and retry coordinator
 errors, connection failures and timeouts until default_api_timeout_ms.
 
-Not yet: `subscribe()` and group membership (NotImplementedError), auto commit,
-read_committed, background prefetching (a fetch is sent when getmany finds no buffered
-records; with several leaders, one Fetch per leader in parallel).
+Group membership: `Consumer(*topics, group_id=...)` or `subscribe(topics, listener=None)`
+(group_id required: InvalidGroupIdError otherwise; mutually exclusive with assign()). A
+GroupCoordinator (coordinator.py) runs the member in a background task of the Consumer's
+nursery: heartbeats, rebalances and the listener run there; each getmany / iteration step
+polls the member (max.poll.interval.ms; the first one joins the group). Commits made while
+in a group carry the member's generation and member id. Newly assigned partitions start at
+the committed offset, else auto_offset_reset. On close: auto-commit (enable_auto_commit),
+revoke, LeaveGroup (dynamic members), bounded by 30 s.
+
+Not yet: unsubscribe() in group mode, pattern subscriptions, a rejoin when a subscribed
+topic's partition count changes, read_committed, background prefetching (a fetch is sent
+when getmany finds no buffered records; with several leaders, one Fetch per leader in
+parallel).
 """
 
 from __future__ import annotations
@@ -36,8 +51,9 @@ import trio
 
 from client.cluster import Cluster
 from client.config import check_config
-from client.connection import BrokerConnection, ConnectionPool
+from client.connection import BrokerConnection, ConnectionPool, background_nursery
 from client.consumer.config import ConsumerConfig
+from client.consumer.coordinator import ConsumerRebalanceListener, GroupCoordinator
 from client.consumer.fetcher import (
     ConsumerRecord, Fetcher, NoOffsetForPartitionError, SubscriptionState,
 )
@@ -48,13 +64,14 @@ from client.types import TopicPartition
 from protocol.errors import ErrorCode
 from protocol.messages import FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH
 
-__all__ = ["Consumer", "ConsumerRecord", "NoOffsetForPartitionError"]
+__all__ = ["Consumer", "ConsumerRebalanceListener", "ConsumerRecord",
+           "NoOffsetForPartitionError"]
 
 T = TypeVar("T")
 log = logging.getLogger("minibroker.client.consumer")
 
-_SUBSCRIBE_MISSING = ("group membership (subscribe, and topics given to Consumer()) is not "
-                      "implemented yet: use assign([TopicPartition(topic, partition), ...])")
+_MUTUALLY_EXCLUSIVE = ("subscribe() and assign() are mutually exclusive: a Consumer either "
+                       "subscribes to topics in a group or is assigned partitions")
 _COORDINATOR_ERRORS = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                                  ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                  ErrorCode.NOT_COORDINATOR})
@@ -66,8 +83,6 @@ class Consumer:
 
     def __init__(self, *topics: str, bootstrap_servers: str | Sequence[str] = "localhost:9092",
                  group_id: str | None = None, **config: Any):
-        if topics:
-            raise NotImplementedError(_SUBSCRIBE_MISSING)
         self.config: ConsumerConfig = check_config(  # type: ignore[assignment]
             "consumer", bootstrap_servers=bootstrap_servers, group_id=group_id, **config)
         self._state = SubscriptionState()
@@ -77,6 +92,15 @@ class Consumer:
         self._closed = False
         self._coordinator_id: int | None = None
         self._next_auto_commit: float | None = None
+        self._subscription: tuple[str, ...] | None = None
+        self._listener: Any = None
+        self._group: GroupCoordinator | None = None
+        self._closing_group: GroupCoordinator | None = None
+        self._nursery_manager: Any = None
+        self._nursery: trio.Nursery | None = None
+        self._assigned_event = trio.Event()
+        if topics:
+            self.subscribe(topics)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -88,10 +112,38 @@ class Consumer:
             pool, self.config, topics=self._state.topics(),
             allow_auto_topic_creation=self.config.allow_auto_create_topics)
         self._fetcher = Fetcher(pool, self._cluster, self.config, self._state)
+        try:
+            self._nursery_manager = background_nursery()
+            self._nursery = await self._nursery_manager.__aenter__()
+            if self._subscription is not None:
+                await self._start_group()
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
         return self
 
+    async def _start_group(self) -> None:
+        assert self._nursery is not None and self._subscription is not None
+        self._cluster.add_topics(self._subscription)  # type: ignore[union-attr]
+        self._group = GroupCoordinator(self, self._subscription, self._listener)
+        await self._nursery.start(self._group.run)
+
     async def __aexit__(self, *exc_info) -> None:
-        if self._auto_commits() and self._pool is not None:
+        group, self._group = self._group, None
+        try:
+            if group is not None:
+                # member.close(): auto-commit, revoke, LeaveGroup; commit() still works here
+                self._closing_group = group
+                await group.close()
+        finally:
+            self._closing_group = None
+            manager, self._nursery_manager, self._nursery = self._nursery_manager, None, None
+            if manager is not None:
+                await manager.__aexit__(None, None, None)
+            await self._close_pool(group is not None, *exc_info)
+
+    async def _close_pool(self, was_grouped: bool, *exc_info) -> None:
+        if self._auto_commits() and self._pool is not None and not was_grouped:
             # Java's close() commits the positions of what was consumed, when auto-committing
             with trio.move_on_after(self.config.default_api_timeout_ms / 1000):
                 try:
@@ -112,11 +164,39 @@ class Consumer:
     # -- assignment --------------------------------------------------------------------
 
     def subscribe(self, topics: Iterable[str], listener: Any = None) -> None:
-        raise NotImplementedError(_SUBSCRIBE_MISSING)
+        """Join group_id with these topics (replacing an earlier subscription; a rejoin
+        follows at once when already in the group). `listener`: a
+        ConsumerRebalanceListener (or any object with its three async methods); None keeps
+        the current one (a no-op listener at first). The group is joined by the first
+        getmany / iteration step after the Consumer is open."""
+        names = (topics,) if isinstance(topics, str) else tuple(topics)
+        if not names:
+            raise ValueError("subscribe() needs at least one topic")
+        for name in names:
+            if not isinstance(name, str) or not name:
+                raise TypeError(f"topic names must be non-empty str, got {name!r}")
+        self._group_id()
+        if self._subscription is None and self._state.assignment():
+            raise RuntimeError(_MUTUALLY_EXCLUSIVE)
+        self._subscription = tuple(sorted(set(names)))
+        if listener is not None:
+            self._listener = listener
+        if self._group is not None:
+            self._cluster.add_topics(self._subscription)  # type: ignore[union-attr]
+            self._group.subscribe(self._subscription, listener)
+        elif self._nursery is not None:
+            self._cluster.add_topics(self._subscription)  # type: ignore[union-attr]
+            self._group = GroupCoordinator(self, self._subscription, self._listener)
+            self._nursery.start_soon(self._group.run)
+
+    def subscription(self) -> set[str]:
+        return set(self._subscription or ())
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Consume exactly these partitions (replacing any earlier assignment; partitions
         kept keep their positions)."""
+        if self._subscription is not None:
+            raise RuntimeError(_MUTUALLY_EXCLUSIVE)
         tps = [TopicPartition(tp[0], tp[1]) for tp in partitions]
         self._state.assign(tps)
         if self._cluster is not None:
@@ -126,7 +206,15 @@ class Consumer:
         return self._state.assignment()
 
     def unsubscribe(self) -> None:
+        if self._subscription is not None:
+            raise NotImplementedError("unsubscribe() from a group is not implemented yet: "
+                                      "close the Consumer to leave the group")
         self._state.assign([])
+
+    def _assignment_changed(self) -> None:
+        """Partitions started fetching (the coordinator): wake a waiting getmany."""
+        self._assigned_event.set()
+        self._assigned_event = trio.Event()
 
     # -- positions ---------------------------------------------------------------------
 
@@ -185,10 +273,14 @@ class Consumer:
         """Stop returning (and fetching) records of these partitions until resumed."""
         for tp in tps:
             self._state.pause(tp)
+            if self._group is not None:
+                self._group.forget_pause(tp)
 
     def resume(self, *tps: TopicPartition) -> None:
         for tp in tps:
             self._state.resume(tp)
+            if self._group is not None:
+                self._group.forget_pause(tp)
 
     def paused(self) -> set[TopicPartition]:
         return self._state.paused()
@@ -204,6 +296,8 @@ class Consumer:
         records are returned for (others stay buffered)."""
         if partitions:
             raise NotImplementedError("getmany(*partitions) is not supported yet")
+        if self._group is not None:
+            self._group.poll()
         await self._maybe_auto_commit()
         limit = self.config.max_poll_records if max_records is None else max_records
         if limit <= 0:
@@ -235,7 +329,10 @@ class Consumer:
             left = deadline - trio.current_time()
             if left <= 0:
                 return {}
-            await trio.sleep(min(left, self.config.retry_backoff_s(idle_rounds)))
+            with trio.move_on_after(min(left, self.config.retry_backoff_s(idle_rounds))):
+                await self._assigned_event.wait()  # partitions assigned: fetch at once
+            if self._group is not None:
+                self._group.raise_error()
             idle_rounds += 1
 
     def _auto_commits(self) -> bool:
@@ -251,7 +348,13 @@ class Consumer:
             self._next_auto_commit = now + self.config.auto_commit_interval_ms / 1000
         elif now >= self._next_auto_commit:
             self._next_auto_commit = now + self.config.auto_commit_interval_ms / 1000
-            await self.commit()
+            if self._group is None:
+                await self.commit()
+                return
+            try:
+                await self.commit()
+            except KafkaError as e:  # e.g. a rebalance under way: Java logs and goes on
+                log.warning("auto-commit failed: %s", e)
 
     def __aiter__(self) -> "Consumer":
         return self
@@ -284,6 +387,10 @@ class Consumer:
                 raise ValueError(f"commit offset must be >= 0, got {offset} for {tp}")
             entries[TopicPartition(tp[0], tp[1])] = (offset, metadata)
 
+        group = self._group or self._closing_group
+        generation, member_id, instance_id = (
+            group.commit_identity() if group is not None else (-1, "", None))
+
         async def attempt() -> None:
             conn = await self._coordinator()
             topics: dict[str, list] = {}
@@ -292,8 +399,9 @@ class Consumer:
                     "partition_index": tp.partition, "committed_offset": offset,
                     "committed_leader_epoch": -1, "committed_metadata": metadata})
             resp = await conn.request(OFFSET_COMMIT, {
-                "group_id": group_id, "generation_id_or_member_epoch": -1, "member_id": "",
-                "group_instance_id": None, "retention_time_ms": -1,
+                "group_id": group_id, "generation_id_or_member_epoch": generation,
+                "member_id": member_id, "group_instance_id": instance_id,
+                "retention_time_ms": -1,
                 "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
             retry: KafkaError | None = None
             for t in resp.body.topics:

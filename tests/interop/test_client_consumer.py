@@ -60,11 +60,11 @@ def _all(topic: str) -> list[TopicPartition]:
     return [TopicPartition(topic, p) for p in range(PARTITIONS)]
 
 
-def test_topics_without_group_support_raise_not_implemented():
-    with pytest.raises(NotImplementedError, match="assign"):
-        Consumer("orders", bootstrap_servers="127.0.0.1:9092")
+def test_subscribing_needs_a_group_and_config_names_are_checked():
+    with pytest.raises(errors.InvalidGroupIdError):
+        Consumer("orders", bootstrap_servers="127.0.0.1:9092")  # Java's rule
     c = Consumer(bootstrap_servers="127.0.0.1:9092")
-    with pytest.raises(NotImplementedError, match="assign"):
+    with pytest.raises(errors.InvalidGroupIdError):
         c.subscribe(["orders"])
     with pytest.raises(TypeError, match="fetch_max_wait"):
         Consumer(bootstrap_servers="127.0.0.1:9092", fetch_max_wait=5)
