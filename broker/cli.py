@@ -2,9 +2,10 @@
 
 Owns: argument parsing and the subcommands `serve` (run one broker in the foreground),
 `bench` (throughput benchmarks driving real clients, broker.bench), `dump-log` (print
-segment files, broker.tools.dump_log) and `groups` (list and describe consumer groups,
-broker.tools.groups). Configuration errors end the process with one line naming the key
-and exit status 2.
+segment files, broker.tools.dump_log), `groups` (list and describe consumer groups,
+broker.tools.groups), `produce` and `consume` (console producer and consumer on the client
+library, broker.tools.produce and broker.tools.consume). Configuration errors end the
+process with one line naming the key and exit status 2.
 """
 
 from __future__ import annotations
@@ -77,13 +78,21 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     bench.set_defaults(func=lambda a: __import__("broker.bench", fromlist=["main"]).main(a.rest))
 
-    from broker.tools import dump_log, groups
+    from broker.tools import consume, dump_log, groups, produce
     dump = sub.add_parser("dump-log", help="print the batches and records of log segments")
     dump_log.add_arguments(dump)
     dump.set_defaults(func=dump_log.main)
     grp = sub.add_parser("groups", help="list and describe consumer groups")
     groups.add_arguments(grp)
     grp.set_defaults(func=groups.main)
+    prod = sub.add_parser("produce", help="send one record per stdin line "
+                                          "(kafka-console-producer)")
+    produce.add_arguments(prod)
+    prod.set_defaults(func=produce.main)
+    cons = sub.add_parser("consume", help="print a topic's records, one per line "
+                                          "(kafka-console-consumer)")
+    consume.add_arguments(cons)
+    cons.set_defaults(func=consume.main)
     return parser
 
 

@@ -225,9 +225,12 @@ class BrokerConnection:
                 self.failure = error or KafkaConnectionError(
                     f"connection to {self.address} closed")
             self._fail_pending(self.failure)
-            if stream is not None:
-                await trio.aclose_forcefully(stream)
-            self._finished.set()
+            try:
+                if stream is not None:
+                    await trio.aclose_forcefully(stream)
+            finally:
+                # set even when the close above is cancelled, or close() would wait forever
+                self._finished.set()
         if not started:
             raise (error or self.failure).clone()
 

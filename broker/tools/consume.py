@@ -1,0 +1,174 @@
+"""`minibroker consume`: print a topic's records, one per stdout line, in the manner of
+Kafka's kafka-console-consumer.sh, built on client.Consumer in assign mode.
+
+    minibroker consume orders --bootstrap-server 127.0.0.1:9092 --from-beginning \\
+        --print-key --key-separator : --max-messages 10
+
+Every partition of the topic (or only --partition P) is assigned. Where each starts, as
+kafka-console-consumer does: --offset O (earliest, latest or a number; needs --partition)
+wins; else, with --group, the group's committed offset when one exists; else the earliest
+offset with --from-beginning, else the latest. With --group the positions reached are
+committed on exit (also after Ctrl-C). --group only stores and reads committed offsets: the
+consumer does not join the group (no membership, no rebalancing) yet.
+
+Output: the value per line, "KEY<SEP>VALUE" with --print-key (SEP defaults to a tab); bytes
+are decoded as UTF-8 with errors replaced, a null key or value prints as "null". The command
+stops after --max-messages records, or when no record arrived for --timeout-ms; then
+"Processed a total of N messages" goes to stderr and the exit status is 0. Exit status 1
+(one line on stderr) when the topic does not exist or the broker answers an error; 2 on a
+bad option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import os
+from typing import Any, BinaryIO, TextIO
+
+import trio
+
+__all__ = ["add_arguments", "main", "format_record"]
+
+DESCRIPTION = ("Print a topic's records, one per line (kafka-console-consumer). --group "
+               "stores and uses committed offsets but does not join a group yet "
+               "(assign mode: every partition is read by this process).")
+POLL_MS = 500
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = DESCRIPTION
+    parser.add_argument("topic", metavar="TOPIC")
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
+                        help="a broker to start from (comma-separated for several)")
+    parser.add_argument("--group", default=None, metavar="G",
+                        help="start at G's committed offsets (when there are some) and commit "
+                             "the positions reached on exit. Does NOT join group G yet: no "
+                             "membership or rebalancing, this process reads every partition")
+    parser.add_argument("--from-beginning", action="store_true",
+                        help="start at the earliest offset when no committed offset applies "
+                             "(default: the latest)")
+    parser.add_argument("--max-messages", type=int, default=None, metavar="N",
+                        help="exit after N records")
+    parser.add_argument("--timeout-ms", type=int, default=None, metavar="MS",
+                        help="exit when no record arrived for MS milliseconds")
+    parser.add_argument("--print-key", action="store_true",
+                        help="print KEY<SEP>VALUE instead of VALUE")
+    parser.add_argument("--key-separator", default="\t", metavar="SEP",
+                        help="between key and value with --print-key (default TAB)")
+    parser.add_argument("--partition", type=int, default=None, metavar="P",
+                        help="read only partition P")
+    parser.add_argument("--offset", default=None, metavar="O",
+                        help="start offset for --partition: earliest, latest or a number")
+
+
+def _text(data: bytes | None) -> str:
+    return "null" if data is None else data.decode("utf-8", errors="replace")
+
+
+def format_record(record: Any, print_key: bool, separator: str) -> str:
+    if print_key:
+        return f"{_text(record.key)}{separator}{_text(record.value)}"
+    return _text(record.value)
+
+
+def _check_args(args: argparse.Namespace) -> int | str | None:
+    """The parsed --offset (None when absent); ValueError on a bad combination."""
+    if args.max_messages is not None and args.max_messages <= 0:
+        raise ValueError("--max-messages must be > 0")
+    if args.timeout_ms is not None and args.timeout_ms < 0:
+        raise ValueError("--timeout-ms must be >= 0")
+    if args.offset is None:
+        return None
+    if args.partition is None:
+        raise ValueError("--offset needs --partition")
+    if args.offset in ("earliest", "latest"):
+        return args.offset
+    try:
+        offset = int(args.offset)
+    except ValueError:
+        raise ValueError(f"--offset expects earliest, latest or a number, "
+                         f"got {args.offset!r}") from None
+    if offset < 0:
+        raise ValueError(f"--offset must be >= 0, got {offset}")
+    return offset
+
+
+async def _partitions(bootstrap: str, topic: str) -> list[int]:
+    from client import AdminClient
+
+    async with AdminClient(bootstrap_servers=bootstrap) as admin:
+        description = (await admin.describe_topics([topic]))[topic]
+    return [p.partition for p in description.partitions]
+
+
+async def consume(args: argparse.Namespace, out: BinaryIO, err: TextIO) -> int:
+    """Run the command; `out` gets the records as UTF-8 lines."""
+    from client import Consumer, TopicPartition
+
+    offset = _check_args(args)
+    partitions = await _partitions(args.bootstrap_server, args.topic)
+    if args.partition is not None:
+        if args.partition not in partitions:
+            print(f"minibroker consume: topic {args.topic} has no partition {args.partition} "
+                  f"({len(partitions)} partitions)", file=err)
+            return 1
+        partitions = [args.partition]
+    tps = [TopicPartition(args.topic, p) for p in partitions]
+
+    total = 0
+    async with Consumer(bootstrap_servers=args.bootstrap_server, group_id=args.group,
+                        enable_auto_commit=False,
+                        auto_offset_reset="earliest" if args.from_beginning else "latest"
+                        ) as consumer:
+        consumer.assign(tps)
+        if offset == "earliest":
+            await consumer.seek_to_beginning(*tps)
+        elif offset == "latest":
+            await consumer.seek_to_end(*tps)
+        elif offset is not None:
+            consumer.seek(tps[0], offset)
+        try:
+            last = trio.current_time()
+            while args.max_messages is None or total < args.max_messages:
+                wait_ms = POLL_MS
+                if args.timeout_ms is not None:
+                    left_ms = args.timeout_ms - (trio.current_time() - last) * 1000
+                    if left_ms <= 0:
+                        break
+                    wait_ms = max(1, min(POLL_MS, int(left_ms)))
+                left = None if args.max_messages is None else args.max_messages - total
+                batches = await consumer.getmany(timeout_ms=wait_ms, max_records=left)
+                lines = [format_record(r, args.print_key, args.key_separator)
+                         for records in batches.values() for r in records]
+                if lines:
+                    out.write("".join(line + "\n" for line in lines).encode("utf-8"))
+                    out.flush()
+                    total += len(lines)
+                    last = trio.current_time()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            print(f"Processed a total of {total} messages", file=err)
+            if args.group is not None:
+                with trio.CancelScope(shield=True):
+                    await consumer.commit()
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    from client.errors import KafkaError
+
+    try:
+        return trio.run(consume, args, sys.stdout.buffer, sys.stderr)
+    except ValueError as e:
+        print(f"minibroker consume: {e}", file=sys.stderr)
+        return 2
+    except (KafkaError, OSError) as e:
+        if isinstance(e, BrokenPipeError):  # `| head`: the reader went away
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        print(f"minibroker consume: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
