@@ -34,7 +34,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence, TypeVa
 
 import trio
 
-from client.cluster import Cluster
+from client.cluster import Cluster, find_group_coordinator
 from client.config import AdminConfig, check_config
 from client.connection import BrokerConnection, ConnectionPool
 from client.errors import KafkaError, KafkaTimeoutError, for_code
@@ -42,8 +42,7 @@ from client.types import TopicPartition
 from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
-    CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_GROUPS, FIND_COORDINATOR,
-    LIST_GROUPS,
+    CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_GROUPS, LIST_GROUPS,
 )
 
 __all__ = ["AdminClient", "CreatedTopic", "GroupDescription", "GroupListing",
@@ -328,28 +327,7 @@ class AdminClient:
         return await self.pool.least_loaded()
 
     async def _coordinator(self, group_id: str) -> tuple[int, BrokerConnection]:
-        """FindCoordinator (key type 0, to the least-loaded connection), then a connection
-        to the node it names."""
-        conn = await self.pool.least_loaded()
-        version = conn.version_for(FIND_COORDINATOR)
-        resp = await conn.request(FIND_COORDINATOR, {
-            "key": group_id, "key_type": 0, "coordinator_keys": [group_id]}, version)
-        body = resp.body
-        if version >= 4:
-            c = next((c for c in body.coordinators if c.key == group_id), None)
-            if c is None:
-                raise for_code(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                               f"FindCoordinator named no coordinator for '{group_id}'")
-            code, node_id, host, port = c.error_code, c.node_id, c.host, c.port
-            message = c.get("error_message")
-        else:
-            code, node_id, host, port = body.error_code, body.node_id, body.host, body.port
-            message = body.get("error_message")
-        if code != ErrorCode.NONE:
-            raise for_code(code, message or f"FindCoordinator for group '{group_id}'")
-        if node_id not in self.pool.nodes:
-            self.pool.update_nodes({**self.pool.nodes, node_id: (host, port)})
-        return node_id, await self.pool.get(node_id)
+        return await find_group_coordinator(self.pool, group_id)
 
     def _settle(self, results: Iterable[Any], remaining: dict, failed: dict[str, KafkaError],
                 on_success: Callable[[Any], None]) -> None:

@@ -29,10 +29,10 @@ import trio
 
 from client.config import ClientConfig
 from client.connection import ConnectionPool
-from client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, for_code
 from client.types import Node
 from protocol.errors import ErrorCode
-from protocol.messages import METADATA
+from protocol.messages import FIND_COORDINATOR, METADATA
 from protocol.primitives import ZERO_UUID
 
 __all__ = ["Cluster", "ClusterMetadata", "PartitionMetadata", "TopicMetadata"]
@@ -299,3 +299,28 @@ class Cluster:
                 return resp.body
         assert last is not None
         raise last
+
+
+async def find_group_coordinator(pool, group_id: str):
+    """FindCoordinator for a group (key type 0) on the least-loaded connection (seed 000);
+    returns (node id, connection to it). Errors come back typed (client.errors)."""
+    conn = await pool.least_loaded()
+    version = conn.version_for(FIND_COORDINATOR)
+    resp = await conn.request(FIND_COORDINATOR, {
+        "key": group_id, "key_type": 0, "coordinator_keys": [group_id]}, version)
+    body = resp.body
+    if version >= 4:  # the batched form
+        c = next((c for c in body.coordinators if c.key == group_id), None)
+        if c is None:
+            raise for_code(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                           f"FindCoordinator named no coordinator for '{group_id}'")
+        code, node_id, host, port = c.error_code, c.node_id, c.host, c.port
+        message = c.get("error_message")
+    else:
+        code, node_id, host, port = body.error_code, body.node_id, body.host, body.port
+        message = body.get("error_message")
+    if code != ErrorCode.NONE:
+        raise for_code(code, message or f"FindCoordinator for group '{group_id}'")
+    if node_id not in pool.nodes:
+        pool.update_nodes({**pool.nodes, node_id: (host, port)})
+    return node_id, await pool.get(node_id)

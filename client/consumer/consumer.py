@@ -49,7 +49,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence, TypeVa
 
 import trio
 
-from client.cluster import Cluster
+from client.cluster import Cluster, find_group_coordinator
 from client.config import check_config
 from client.connection import BrokerConnection, ConnectionPool, background_nursery
 from client.consumer.config import ConsumerConfig
@@ -62,7 +62,7 @@ from client.errors import (
 )
 from client.types import TopicPartition
 from protocol.errors import ErrorCode
-from protocol.messages import FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH
+from protocol.messages import OFFSET_COMMIT, OFFSET_FETCH
 
 __all__ = ["Consumer", "ConsumerRebalanceListener", "ConsumerRecord",
            "NoOffsetForPartitionError"]
@@ -476,27 +476,9 @@ class Consumer:
         pool, group_id = self._pool, self._group_id()
         if self._coordinator_id is not None:
             return await pool.get(self._coordinator_id)
-        conn = await pool.least_loaded()
-        version = conn.version_for(FIND_COORDINATOR)
-        resp = await conn.request(FIND_COORDINATOR, {
-            "key": group_id, "key_type": 0, "coordinator_keys": [group_id]}, version)
-        body = resp.body
-        if version >= 4:
-            c = next((c for c in body.coordinators if c.key == group_id), None)
-            if c is None:
-                raise for_code(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                               f"FindCoordinator named no coordinator for '{group_id}'")
-            code, node_id, host, port = c.error_code, c.node_id, c.host, c.port
-            message = c.get("error_message")
-        else:
-            code, node_id, host, port = body.error_code, body.node_id, body.host, body.port
-            message = body.get("error_message")
-        if code != ErrorCode.NONE:
-            raise for_code(code, message or f"FindCoordinator for group '{group_id}'")
-        if node_id not in pool.nodes:
-            pool.update_nodes({**pool.nodes, node_id: (host, port)})
+        node_id, conn = await find_group_coordinator(pool, group_id)
         self._coordinator_id = node_id
-        return await pool.get(node_id)
+        return conn
 
     async def _retrying(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
         budget_ms = self.config.default_api_timeout_ms
