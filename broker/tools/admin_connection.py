@@ -18,6 +18,7 @@ import socket
 import time
 from typing import Any, Iterable
 
+from client import config as client_config
 from protocol.connection import NEED_DATA, ClientConnection, Response
 from protocol.errors import DecodeError, ErrorCode, ProtocolError
 from protocol.messages import API_VERSIONS, APIS, FIND_COORDINATOR, METADATA
@@ -57,23 +58,11 @@ def error_name(code: int) -> str:
 
 
 def parse_address(text: str, default_port: int = 9092) -> tuple[str, int]:
-    """HOST:PORT, [IPv6]:PORT or HOST; a PLAINTEXT:// prefix is accepted."""
-    text = text.strip()
-    if "://" in text:
-        text = text.split("://", 1)[1]
-    if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        port = rest.removeprefix(":")
-    elif text.count(":") == 1:
-        host, port = text.split(":")
-    else:
-        host, port = text, ""
-    if not host:
-        raise AdminError(f"bad broker address {text!r}: expected HOST:PORT")
+    """HOST:PORT, [IPv6]:PORT or HOST (client.config's parser), as an AdminError."""
     try:
-        return host, int(port) if port else default_port
-    except ValueError:
-        raise AdminError(f"bad broker address {text!r}: the port must be a number") from None
+        return client_config.parse_address(text, default_port)
+    except ValueError as e:
+        raise AdminError(str(e)) from None
 
 
 class NodeConnection:
