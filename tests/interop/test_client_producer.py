@@ -17,6 +17,8 @@ from kafka.partitioner.default import murmur2 as kp_murmur2
 from client import AdminClient, Producer, RecordMetadata, errors
 from client.partitioner import partition_for_key
 
+from tests.interop.kafkapython import consume_all as kp_consume_all
+
 pytestmark = pytest.mark.interop
 
 DEADLINE_S = 60
@@ -30,22 +32,6 @@ def _topic(prefix: str) -> str:
 async def _create(bootstrap: str, name: str, partitions: int) -> None:
     async with AdminClient(bootstrap_servers=bootstrap) as admin:
         await admin.create_topics({name: partitions})
-
-
-def _kp_consume(bootstrap: str, topic: str, partitions: int, expected: int) -> list:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                             consumer_timeout_ms=10_000)
-    consumer.assign([KPTopicPartition(topic, p) for p in range(partitions)])
-    consumer.seek_to_beginning()
-    got = []
-    try:
-        for msg in consumer:
-            got.append(msg)
-            if len(got) == expected:
-                break
-    finally:
-        consumer.close()
-    return got
 
 
 def _end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
@@ -105,7 +91,7 @@ async def test_keyed_records_with_headers_read_back_by_other_clients(shared_brok
 
     expected = {(k, v, tuple(h)) for k, v, h in records}
     sent_at = {(m.partition, m.offset): r for m, r in zip(metas, records)}
-    kp = _kp_consume(bootstrap, name, partitions, len(records))
+    kp = kp_consume_all(bootstrap, name, partitions, len(records))
     assert len(kp) == len(records)
     assert {(m.key, m.value, tuple(m.headers)) for m in kp} == expected
     for m in kp:
@@ -131,7 +117,7 @@ async def test_acks(shared_broker, acks):
         assert all(m.offset == -1 for m in metas)
     else:
         assert [m.offset for m in metas] == list(range(200))
-    got = _kp_consume(bootstrap, name, 1, 200)
+    got = kp_consume_all(bootstrap, name, 1, 200)
     assert [m.value for m in got] == [b"v%d" % i for i in range(200)]
 
 
@@ -162,7 +148,7 @@ async def test_idempotent_offsets_contiguous_without_duplicates(shared_broker):
             metas = [await h for h in handles]
     for p in (0, 1):
         assert [m.offset for m in metas if m.partition == p] == list(range(1000))
-    got = _kp_consume(bootstrap, name, 2, 2000)
+    got = kp_consume_all(bootstrap, name, 2, 2000)
     assert sorted(int(m.value) for m in got) == list(range(2000))
     assert len({(m.partition, m.offset) for m in got}) == 2000
 
@@ -214,7 +200,7 @@ async def test_restart_mid_stream_keeps_every_acknowledged_record_once(broker):
                 except errors.KafkaError:
                     failed += 1
     assert failed == 0  # the default delivery timeout outlasts a restart
-    got = _kp_consume(bootstrap, name, 2, total)
+    got = kp_consume_all(bootstrap, name, 2, total)
     ends = _end_offsets(bootstrap, name, 2)
     assert sum(ends) == total  # nothing beyond what we read: no duplicate anywhere
     values = [int(m.value) for m in got]

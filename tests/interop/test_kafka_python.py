@@ -10,29 +10,14 @@ from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
 from kafka.errors import InvalidPartitionsError, TopicAlreadyExistsError
 from kafka.partitioner.default import murmur2
 
+from tests.interop.kafkapython import consume_all as kp_consume_all
+
 pytestmark = pytest.mark.interop
 CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
 
 
 def _topic(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def _consume(bootstrap: str, topic: str, partitions: int, expected: int) -> list:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                             consumer_timeout_ms=10_000, auto_offset_reset="earliest")
-    consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
-    consumer.seek_to_beginning()
-    got = []
-    try:
-        for msg in consumer:
-            got.append(msg)
-            if len(got) == expected:
-                break
-    finally:
-        consumer.close()
-    assert len(got) == expected
-    return got
 
 
 def test_admin_round_trip(shared_broker):
@@ -65,7 +50,7 @@ def test_every_codec_round_trips(shared_broker, codec):
     offsets = [f.get(timeout=10).offset for f in futures]
     producer.close()
     assert offsets == list(range(300))
-    got = _consume(shared_broker.bootstrap, name, 1, 300)
+    got = kp_consume_all(shared_broker.bootstrap, name, 1, 300)
     assert [m.value for m in got] == [b"value-%d" % i for i in range(300)]
     assert [m.headers for m in got] == [[("i", b"%d" % i)] for i in range(300)]
 
@@ -80,7 +65,7 @@ def test_keyed_records_follow_murmur2(shared_broker):
     placed = {k: producer.send(name, key=k, value=k).get(timeout=10).partition for k in keys}
     producer.close()
     assert placed == {k: (murmur2(k) & 0x7FFFFFFF) % 4 for k in keys}
-    got = _consume(shared_broker.bootstrap, name, 4, 40)
+    got = kp_consume_all(shared_broker.bootstrap, name, 4, 40)
     assert {m.key: m.partition for m in got} == placed
 
 
