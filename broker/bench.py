@@ -411,6 +411,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["client"]:
         from broker import bench_client
         return bench_client.main(argv[1:])
+    if argv[:1] == ["rebalance"]:
+        from broker import bench_rebalance
+        return bench_rebalance.main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.records <= 0 or args.record_size < 0 or args.partitions <= 0:

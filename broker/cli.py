@@ -78,6 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     bench.set_defaults(func=lambda a: __import__("broker.bench", fromlist=["main"]).main(a.rest))
 
+    analyze = sub.add_parser("analyze", help="Spark analysis of a data directory "
+                                             "(docs/ANALYSIS.md)", add_help=False)
+    analyze.add_argument("rest", nargs=argparse.REMAINDER)
+    # imported only when used: the broker itself never needs pyspark
+    analyze.set_defaults(
+        func=lambda a: __import__("spark_jobs.cli", fromlist=["main"]).main(a.rest))
+
     from broker.tools import consume, dump_log, groups, produce
     dump = sub.add_parser("dump-log", help="print the batches and records of log segments")
     dump_log.add_arguments(dump)

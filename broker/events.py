@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-# type -> {field: json type}. Types: "string", "long", "double", "boolean", "array<string>".
+# type -> {field: json type}. Types: "string", "long", "double", "boolean", "array<string>",
+# "array<long>". Partitions in arrays are written "topic-partition"; offsets "topic-partition=offset".
 COMMON_FIELDS = {"ts": "long", "type": "string", "broker": "long"}
 
 EVENT_TYPES: dict[str, dict[str, str]] = {
@@ -61,6 +62,31 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
                     "group_instance_id": "string", "reason": "string"},
     "offset_commit": {"group": "string", "generation": "long", "member": "string",
                       "offsets": "array<string>"},
+    # replication: declared now so the analysis (spark_jobs ISR job) is written against the
+    # contract; a single broker at replication factor 1 never emits them
+    "leader_change": {"topic": "string", "partition": "long", "old_leader": "long",
+                      "new_leader": "long", "leader_epoch": "long", "reason": "string"},
+    "isr_change": {"topic": "string", "partition": "long", "leader": "long", "kind": "string",
+                   "old_isr": "array<long>", "new_isr": "array<long>",
+                   "high_watermark": "long", "reason": "string"},
+}
+
+# What each consumer of `minibroker bench rebalance` writes to OUT/consumers/<instance>.jsonl
+# (same line format: ts, type, plus these). Declared here beside the broker's events because
+# the analysis joins the two; `instance` is the bench's name for the process (c0..c9),
+# `partitions` are "topic-partition" strings.
+CONSUMER_EVENT_TYPES: dict[str, dict[str, str]] = {
+    "started": {"instance": "string", "client": "string", "protocol": "string"},
+    "assigned": {"instance": "string", "member": "string", "generation": "long",
+                 "partitions": "array<string>"},
+    "revoked": {"instance": "string", "member": "string", "generation": "long",
+                "partitions": "array<string>"},
+    "lost": {"instance": "string", "member": "string", "generation": "long",
+             "partitions": "array<string>"},
+    "consumed": {"instance": "string", "topic": "string", "partition": "long",
+                 "first_offset": "long", "last_offset": "long", "count": "long",
+                 "produced_ts": "long"},
+    "stopped": {"instance": "string", "reason": "string"},
 }
 
 
