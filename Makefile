@@ -1,7 +1,7 @@
 # minibroker developer targets. `make help` lists them.
 #
 #   make venv      create .venv and install the package with its test extra
-#   make sysdeps   install kcat from Debian if missing
+#   make sysdeps   install kcat and a Java runtime from Debian if missing
 #   make test      run the test suite (PYTEST_ARGS="-k foo -x" passes arguments through)
 #   make run       run a broker in the foreground on 127.0.0.1:9092, data in ./data
 #   make bench     side-by-side throughput benchmark against the peer (scripts/bench.sh; RECORDS=...)
@@ -37,14 +37,18 @@ $(STAMP): pyproject.toml | $(PY)
 
 venv: $(STAMP)
 
+# kcat for the interop tests, a Java runtime for the Spark analysis: apt-get when missing.
 sysdeps:
-	@if command -v kcat >/dev/null 2>&1 || command -v kafkacat >/dev/null 2>&1; then \
-		echo "sysdeps: kcat present ($$(command -v kcat || command -v kafkacat))"; \
+	@missing=; \
+	command -v kcat >/dev/null 2>&1 || command -v kafkacat >/dev/null 2>&1 || missing="$$missing kcat"; \
+	command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
+	if [ -z "$$missing" ]; then \
+		echo "sysdeps: kcat and java present"; \
 	else \
-		echo "sysdeps: kcat missing, installing it with apt-get"; \
+		echo "sysdeps: installing$$missing with apt-get"; \
 		if [ "$$(id -u)" -eq 0 ]; then SUDO=; else SUDO=sudo; fi; \
 		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update && \
-		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends kcat; \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 	fi
 
 run: venv
