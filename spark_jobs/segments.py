@@ -1,0 +1,331 @@
+"""Reading a broker's log segments for the analysis, without Spark.
+
+Owns: finding the segment files under a data directory (`find_segments`), cutting a segment
+into byte ranges on batch boundaries from the headers alone (`split_segment`), and turning
+one byte range into rows, record by record or batch by batch (`iter_column_chunks`,
+`iter_rows`). Decoding is protocol/records.py's; this module only walks files.
+
+Damage is reported, not raised, so one bad batch cannot fail a whole job:
+- an incomplete last batch (a torn write, or a segment still being appended to) ends the
+  range silently;
+- a batch whose CRC fails, or that does not decode, gives ONE row with crc_valid false or
+  `error` set and null key/value; its BatchLength is still trusted to find the next batch;
+- a BatchLength below the v2 minimum gives one error row and ends the range, since the next
+  batch's position is then unknown.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from pathlib import Path
+from typing import Iterable, Iterator, NamedTuple
+
+from protocol.codecs import Codec
+from protocol.records import (BATCH_OVERHEAD, LOG_OVERHEAD, BatchHeader, batch_crc_ok,
+                              decode_batch, parse_batch_header)
+
+__all__ = [
+    "RECORD_COLUMNS", "BATCH_COLUMNS", "DEFAULT_SPLIT_BYTES", "SegmentFile", "ByteRange",
+    "parse_log_dir_name", "find_segments", "split_segment", "segment_ranges",
+    "iter_column_chunks", "iter_rows",
+]
+
+DEFAULT_SPLIT_BYTES = 32 * 1024 * 1024
+MIN_BATCH_LENGTH = BATCH_OVERHEAD - LOG_OVERHEAD
+
+# Column order of the two row shapes; spark_jobs.tables declares the same names with types.
+RECORD_COLUMNS = (
+    "topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers",
+    "base_offset", "last_offset", "batch_position", "batch_size", "record_count",
+    "producer_id", "producer_epoch", "base_sequence", "partition_leader_epoch", "codec",
+    "is_transactional", "is_control", "max_timestamp", "crc_valid", "error", "segment",
+)
+BATCH_COLUMNS = (
+    "topic", "partition", "base_offset", "last_offset", "record_count", "first_timestamp",
+    "max_timestamp", "timestamp_type", "batch_position", "batch_size", "producer_id",
+    "producer_epoch", "base_sequence", "partition_leader_epoch", "codec", "is_transactional",
+    "is_control", "crc_valid", "error", "segment",
+)
+
+_LOG_PREFIX = struct.Struct(">qi")  # BaseOffset, BatchLength
+_SEGMENT_NAME = re.compile(r"^(\d+)\.log$")
+_CODECS = {c.value: c.name.lower() for c in Codec}
+
+
+class SegmentFile(NamedTuple):
+    topic: str
+    partition: int
+    path: str
+    base_offset: int  # from the file name
+    size: int         # when found; a live segment may have grown since
+
+
+class ByteRange(NamedTuple):
+    """[start, end) of one segment, starting on a batch boundary. Picklable, so it can be a
+    Spark InputPartition's value."""
+    topic: str
+    partition: int
+    path: str
+    start: int
+    end: int
+
+
+# --- finding segments --------------------------------------------------------------
+
+def parse_log_dir_name(name: str) -> tuple[str, int] | None:
+    """("orders-eu", 3) for "orders-eu-3": topics may contain '-', the partition is after
+    the last one. None for anything that is not a partition directory's name."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+def _segments_in(directory: Path, topic: str, partition: int) -> list[SegmentFile]:
+    found = []
+    for child in directory.iterdir():
+        m = _SEGMENT_NAME.match(child.name)
+        if m and child.is_file():
+            found.append(SegmentFile(topic, partition, str(child), int(m.group(1)),
+                                     child.stat().st_size))
+    return sorted(found, key=lambda s: s.base_offset)
+
+
+def _wanted(value, allowed) -> bool:
+    return allowed is None or value in allowed
+
+
+def find_segments(path: str | os.PathLike, topics: Iterable[str] | None = None,
+                  partitions: Iterable[int] | None = None) -> list[SegmentFile]:
+    """The segment files PATH names, in (topic, partition, base offset) order.
+
+    PATH is a data directory (its DIR/<topic>-<partition>/*.log; DIR/events and anything
+    else that is not a partition directory are skipped), one partition directory (a
+    directory holding .log files) or one .log file. `topics` / `partitions` keep only
+    those (None: all). A missing PATH raises FileNotFoundError.
+    """
+    p = Path(path)
+    topics = None if topics is None else set(topics)
+    partitions = None if partitions is None else set(partitions)
+    if p.is_file():
+        tp = parse_log_dir_name(p.parent.name)
+        m = _SEGMENT_NAME.match(p.name)
+        if tp is None or m is None:
+            raise ValueError(f"{p} is not a segment (<topic>-<partition>/<offset>.log)")
+        if not (_wanted(tp[0], topics) and _wanted(tp[1], partitions)):
+            return []
+        return [SegmentFile(tp[0], tp[1], str(p), int(m.group(1)), p.stat().st_size)]
+    if not p.is_dir():
+        raise FileNotFoundError(f"{p}: no such file or directory")
+    own = parse_log_dir_name(p.name)
+    if own is not None and any(_SEGMENT_NAME.match(c.name) for c in p.iterdir()):
+        dirs = [(p, own)]
+    else:
+        dirs = sorted(((child, tp) for child in p.iterdir()
+                       if child.is_dir() and (tp := parse_log_dir_name(child.name))),
+                      key=lambda d: d[1])
+    out: list[SegmentFile] = []
+    for directory, (topic, partition) in dirs:
+        if _wanted(topic, topics) and _wanted(partition, partitions):
+            out.extend(_segments_in(directory, topic, partition))
+    return out
+
+
+# --- splitting ---------------------------------------------------------------------
+
+def split_segment(path: str | os.PathLike, split_bytes: int = DEFAULT_SPLIT_BYTES,
+                  size: int | None = None) -> list[tuple[int, int]]:
+    """[start, end) byte ranges of about `split_bytes` each, cut only between batches.
+
+    Reads 12 bytes per batch (BaseOffset, BatchLength) and seeks over the rest. The last
+    range runs to `size` (default: the file's size now), so a torn tail or a bad header
+    is met by the reader of that range, which reports it.
+    """
+    if split_bytes <= 0:
+        raise ValueError(f"split_bytes must be positive, not {split_bytes}")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if size is None:
+            size = os.fstat(fd).st_size
+        ranges = []
+        start = pos = 0
+        while size - pos >= LOG_OVERHEAD:
+            head = os.pread(fd, LOG_OVERHEAD, pos)
+            if len(head) < LOG_OVERHEAD:
+                break
+            _, length = _LOG_PREFIX.unpack(head)
+            if length < MIN_BATCH_LENGTH or pos + LOG_OVERHEAD + length > size:
+                break  # unwalkable or torn: the reader reports it
+            pos += LOG_OVERHEAD + length
+            if pos - start >= split_bytes and pos < size:
+                ranges.append((start, pos))
+                start = pos
+    finally:
+        os.close(fd)
+    if size > start:
+        ranges.append((start, size))
+    return ranges
+
+
+def segment_ranges(segments: Iterable[SegmentFile],
+                   split_bytes: int = DEFAULT_SPLIT_BYTES) -> list[ByteRange]:
+    """Every segment's byte ranges (empty segments have none)."""
+    return [ByteRange(s.topic, s.partition, s.path, start, end)
+            for s in segments
+            for start, end in split_segment(s.path, split_bytes, s.size)]
+
+
+# --- rows --------------------------------------------------------------------------
+
+class _Batch(NamedTuple):
+    position: int                # in the segment
+    base_offset: int
+    size: int | None             # None when BatchLength is unusable
+    header: BatchHeader | None   # None when the header does not parse
+    records: list | None         # decoded records; None at batch level or on failure
+    crc_valid: bool
+    error: str | None
+
+
+def _read(path: str, start: int, end: int) -> bytes:
+    with open(path, "rb", buffering=0) as f:
+        f.seek(start)
+        return f.read(end - start)
+
+
+def _walk(r: ByteRange, decode: bool) -> Iterator[_Batch]:
+    buf = _read(r.path, r.start, r.end)
+    n = len(buf)  # may be short of end - start if the file was truncated meanwhile
+    pos = 0
+    while n - pos >= LOG_OVERHEAD:
+        where = r.start + pos
+        base_offset, length = _LOG_PREFIX.unpack_from(buf, pos)
+        if length < MIN_BATCH_LENGTH:
+            yield _Batch(where, base_offset, None, None, None, False,
+                         f"batch length {length} at position {where} is below "
+                         f"{MIN_BATCH_LENGTH}; the rest of the range cannot be walked")
+            return
+        size = LOG_OVERHEAD + length
+        if pos + size > n:
+            return  # torn tail
+        try:
+            header = parse_batch_header(buf, pos)
+        except Exception as e:  # noqa: BLE001 - bad magic: report it and skip the batch
+            yield _Batch(where, base_offset, size, None, None, False, str(e))
+            pos += size
+            continue
+        if decode:
+            try:
+                _, records = decode_batch(buf, pos)
+            except Exception as e:  # noqa: BLE001 - one row for the batch, then go on
+                if batch_crc_ok(buf, pos, header):
+                    yield _Batch(where, base_offset, size, header, None, True,
+                                 f"batch at position {where} does not decode: {e}")
+                else:
+                    yield _Batch(where, base_offset, size, header, None, False, None)
+            else:
+                yield _Batch(where, base_offset, size, header, records, True, None)
+        else:
+            yield _Batch(where, base_offset, size, header, None,
+                         batch_crc_ok(buf, pos, header), None)
+        pos += size
+
+
+def _codec(header: BatchHeader) -> str:
+    c = header.compression
+    return _CODECS.get(c, f"unknown({c})")
+
+
+def _header_values(h: BatchHeader | None) -> tuple:
+    """(last_offset, record_count, base_timestamp, max_timestamp, timestamp_type,
+    producer_id, producer_epoch, base_sequence, partition_leader_epoch, codec,
+    is_transactional, is_control), all None without a header."""
+    if h is None:
+        return (None,) * 12
+    return (h.last_offset, h.records_count, h.base_timestamp, h.max_timestamp,
+            "LogAppendTime" if h.timestamp_type else "CreateTime", h.producer_id,
+            h.producer_epoch, h.base_sequence, h.partition_leader_epoch, _codec(h),
+            h.is_transactional, h.is_control)
+
+
+def _text_keys(headers: list) -> list:
+    # Header keys are str with surrogateescape for bytes that are not UTF-8; Arrow's
+    # strings must be valid UTF-8, so such bytes are shown escaped instead.
+    out = []
+    for key, value in headers:
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError:
+            key = key.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        out.append((key, value))
+    return out
+
+
+def iter_column_chunks(r: ByteRange, level: str = "record",
+                       chunk_rows: int = 8192) -> Iterator[dict[str, list]]:
+    """The rows of one byte range as columns ({name: values}, RECORD_COLUMNS or
+    BATCH_COLUMNS order), about `chunk_rows` rows per chunk (whole batches per chunk)."""
+    if level == "record":
+        names, decode = RECORD_COLUMNS, True
+    elif level == "batch":
+        names, decode = BATCH_COLUMNS, False
+    else:
+        raise ValueError(f"level must be 'record' or 'batch', not {level!r}")
+    cols: dict[str, list] = {name: [] for name in names}
+    rows = 0
+    for b in _walk(r, decode):
+        (last_offset, count, first_ts, max_ts, ts_type, pid, pepoch, bseq, ple, codec,
+         txn, control) = _header_values(b.header)
+        if level == "batch":
+            values = (r.topic, r.partition, b.base_offset, last_offset, count, first_ts,
+                      max_ts, ts_type, b.position, b.size, pid, pepoch, bseq, ple, codec, txn,
+                      control, b.crc_valid, b.error, r.path)
+            for name, value in zip(names, values):
+                cols[name].append(value)
+            rows += 1
+        else:
+            recs = b.records
+            if recs is not None and not recs:
+                continue  # a batch compaction emptied: it holds no record to show
+            n = len(recs) if recs else 1  # a batch that did not decode gives one row
+            if recs:
+                cols["offset"].extend([x.offset for x in recs])
+                cols["timestamp"].extend([x.timestamp for x in recs])
+                cols["key"].extend([x.key for x in recs])
+                cols["value"].extend([x.value for x in recs])
+                cols["headers"].extend([_text_keys(x.headers) if x.headers else []
+                                        for x in recs])
+            else:
+                cols["offset"].append(b.base_offset)
+                cols["timestamp"].append(first_ts)
+                cols["key"].append(None)
+                cols["value"].append(None)
+                cols["headers"].append([])
+            for name, value in (("topic", r.topic), ("partition", r.partition),
+                                ("timestamp_type", ts_type), ("base_offset", b.base_offset),
+                                ("last_offset", last_offset), ("batch_position", b.position),
+                                ("batch_size", b.size), ("record_count", count),
+                                ("producer_id", pid), ("producer_epoch", pepoch),
+                                ("base_sequence", bseq), ("partition_leader_epoch", ple),
+                                ("codec", codec), ("is_transactional", txn),
+                                ("is_control", control), ("max_timestamp", max_ts),
+                                ("crc_valid", b.crc_valid), ("error", b.error),
+                                ("segment", r.path)):
+                cols[name].extend([value] * n)
+            rows += n
+        if rows >= chunk_rows:
+            yield cols
+            cols = {name: [] for name in names}
+            rows = 0
+    if rows:
+        yield cols
+
+
+def iter_rows(r: ByteRange, level: str = "record") -> Iterator[dict]:
+    """The rows of one byte range, one dict per row (for tests and small tools)."""
+    for cols in iter_column_chunks(r, level):
+        names = list(cols)
+        for values in zip(*(cols[name] for name in names)):
+            yield dict(zip(names, values))

@@ -1,0 +1,263 @@
+"""The tables the analysis jobs read, and their schemas: the contract between the readers and
+the jobs.
+
+Owns: the schema constants (RECORDS_SCHEMA, BATCHES_SCHEMA, OFFSET_COMMITS_SCHEMA,
+GROUP_METADATA_SCHEMA, EVENTS_SCHEMA, CONSUMER_EVENTS_SCHEMA), `schema_of` (the one mapping
+from broker.events' declared JSON types to Spark types), and the functions that load each
+table from a broker's data directory (or a rebalance bench's output directory).
+
+Column order is part of the contract. Columns are nullable unless a value always exists,
+even for a batch that could not be decoded (see spark_jobs.segments for those rows).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, DataType, DoubleType,
+                               IntegerType, LongType, StringType, StructField, StructType,
+                               TimestampType)
+
+from broker.events import COMMON_FIELDS, CONSUMER_EVENT_TYPES, EVENT_TYPES
+
+__all__ = [
+    "RECORDS_SCHEMA", "BATCHES_SCHEMA", "OFFSET_COMMITS_SCHEMA", "GROUP_METADATA_SCHEMA",
+    "EVENTS_SCHEMA", "CONSUMER_EVENTS_SCHEMA", "OFFSETS_TOPIC", "DATA_SOURCE",
+    "schema_of", "records", "batches", "offset_commits", "group_metadata", "events",
+    "consumer_events",
+]
+
+DATA_SOURCE = "minibroker-log"
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def _f(name: str, data_type: DataType, nullable: bool = True) -> StructField:
+    return StructField(name, data_type, nullable)
+
+
+HEADER_TYPE = StructType([_f("key", StringType(), False), _f("value", BinaryType())])
+
+# Batch-header columns shared by both levels, in the contract's RECORDS order after `headers`.
+RECORDS_SCHEMA = StructType([
+    _f("topic", StringType(), False),
+    _f("partition", IntegerType(), False),
+    _f("offset", LongType(), False),          # the batch's base offset on an error row
+    _f("timestamp", LongType()),
+    _f("timestamp_type", StringType()),       # "CreateTime" | "LogAppendTime"
+    _f("key", BinaryType()),
+    _f("value", BinaryType()),
+    _f("headers", ArrayType(HEADER_TYPE, False), False),
+    _f("base_offset", LongType(), False),
+    _f("last_offset", LongType()),
+    _f("batch_position", LongType(), False),
+    _f("batch_size", IntegerType()),
+    _f("record_count", IntegerType()),
+    _f("producer_id", LongType()),
+    _f("producer_epoch", IntegerType()),
+    _f("base_sequence", IntegerType()),
+    _f("partition_leader_epoch", IntegerType()),
+    _f("codec", StringType()),                # "none" | "gzip" | "snappy" | "lz4" | "zstd"
+    _f("is_transactional", BooleanType()),
+    _f("is_control", BooleanType()),
+    _f("max_timestamp", LongType()),
+    _f("crc_valid", BooleanType(), False),
+    _f("error", StringType()),
+    _f("segment", StringType(), False),
+])
+
+BATCHES_SCHEMA = StructType([
+    _f("topic", StringType(), False),
+    _f("partition", IntegerType(), False),
+    _f("base_offset", LongType(), False),
+    _f("last_offset", LongType()),
+    _f("record_count", IntegerType()),
+    _f("first_timestamp", LongType()),
+    _f("max_timestamp", LongType()),
+    _f("timestamp_type", StringType()),
+    _f("batch_position", LongType(), False),
+    _f("batch_size", IntegerType()),
+    _f("producer_id", LongType()),
+    _f("producer_epoch", IntegerType()),
+    _f("base_sequence", IntegerType()),
+    _f("partition_leader_epoch", IntegerType()),
+    _f("codec", StringType()),
+    _f("is_transactional", BooleanType()),
+    _f("is_control", BooleanType()),
+    _f("crc_valid", BooleanType(), False),
+    _f("error", StringType()),
+    _f("segment", StringType(), False),
+])
+
+OFFSET_COMMITS_SCHEMA = StructType([
+    _f("group", StringType(), False),
+    _f("topic", StringType(), False),
+    _f("partition", IntegerType(), False),
+    _f("committed_offset", LongType()),       # null for a tombstone
+    _f("leader_epoch", IntegerType()),        # null when the commit carried none (-1)
+    _f("metadata", StringType()),
+    _f("commit_timestamp", LongType()),
+    _f("expire_timestamp", LongType()),       # only value v1 has one; null otherwise
+    _f("is_tombstone", BooleanType(), False),
+    _f("record_timestamp", LongType(), False),
+    _f("log_offset", LongType(), False),
+    _f("offsets_partition", IntegerType(), False),
+])
+
+MEMBER_TYPE = StructType([
+    _f("member_id", StringType(), False),
+    _f("group_instance_id", StringType()),
+    _f("client_id", StringType(), False),
+    _f("client_host", StringType(), False),
+    _f("rebalance_timeout", IntegerType(), False),
+    _f("session_timeout", IntegerType(), False),
+    _f("subscription_topics", ArrayType(StringType(), False), False),
+    _f("owned_partitions", ArrayType(StringType(), False), False),   # "topic-partition"
+    _f("assignment", ArrayType(StringType(), False), False),         # "topic-partition"
+])
+
+GROUP_METADATA_SCHEMA = StructType([
+    _f("group", StringType(), False),
+    _f("is_tombstone", BooleanType(), False),
+    _f("protocol_type", StringType()),        # null for a tombstone, as the fields below
+    _f("generation", IntegerType()),
+    _f("protocol", StringType()),
+    _f("leader", StringType()),
+    _f("current_state_timestamp", LongType()),  # null when unset (-1)
+    _f("members", ArrayType(MEMBER_TYPE, False), False),  # empty for a tombstone
+    _f("record_timestamp", LongType(), False),
+    _f("log_offset", LongType(), False),
+    _f("offsets_partition", IntegerType(), False),
+])
+
+_DECLARED_TYPES: dict[str, DataType] = {
+    "long": LongType(),
+    "double": DoubleType(),
+    "string": StringType(),
+    "boolean": BooleanType(),
+    "array<string>": ArrayType(StringType()),
+    "array<long>": ArrayType(LongType()),
+}
+
+
+def schema_of(declarations: Mapping[str, Mapping[str, str]], common: Mapping[str, str],
+              conflicts: Mapping[str, str] | None = None) -> StructType:
+    """The Spark schema of a JSON-lines event log declared as {type: {field: json type}}.
+
+    Columns: the `common` fields in their order, every declared field sorted by name (one
+    column even when several types declare it), then `time`, the timestamp of `ts`. A field
+    declared with two different types, or with an unknown type, raises ValueError: the
+    declarations would not describe one table; unless `conflicts` names the field and the
+    type to read it as instead ("string" keeps every JSON value's text). Every column is nullable, because each event
+    carries only its own type's fields (and Spark's JSON reader makes columns nullable).
+    """
+    conflicts = dict(conflicts or {})
+    fields: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    for event_type, declared in declarations.items():
+        for name, json_type in declared.items():
+            if json_type not in _DECLARED_TYPES:
+                raise ValueError(f"event {event_type!r} field {name!r}: unknown type {json_type!r}")
+            if name in common and common[name] != json_type:
+                raise ValueError(f"event {event_type!r} redeclares common field {name!r} "
+                                 f"as {json_type!r}, not {common[name]!r}")
+            if name in fields and fields[name] != json_type and name not in conflicts:
+                raise ValueError(f"field {name!r} is {fields[name]!r} in {owner[name]!r} but "
+                                 f"{json_type!r} in {event_type!r}")
+            fields[name] = json_type
+            owner.setdefault(name, event_type)
+    for name, json_type in conflicts.items():
+        if json_type not in _DECLARED_TYPES:
+            raise ValueError(f"conflict resolution {name!r}: unknown type {json_type!r}")
+        if name in fields:
+            fields[name] = json_type
+    columns = [_f(name, _DECLARED_TYPES[t]) for name, t in common.items()]
+    columns += [_f(name, _DECLARED_TYPES[fields[name]])
+                for name in sorted(fields) if name not in common]
+    columns.append(_f("time", TimestampType()))
+    return StructType(columns)
+
+
+# broker.events declares `leader` as a boolean in group_sync / group_assignment (is this
+# member the group's leader) and as a long in isr_change (the leader broker's id). Until one
+# of them is renamed there, the column is a string holding the JSON text ("true", "3"):
+# group jobs compare with 'true', replication jobs cast to long. Any new conflict raises.
+EVENT_FIELD_CONFLICTS = {"leader": "string"}
+EVENTS_SCHEMA = schema_of(EVENT_TYPES, COMMON_FIELDS, EVENT_FIELD_CONFLICTS)
+# The bench's consumers write ts and type, no broker.
+CONSUMER_EVENTS_SCHEMA = schema_of(
+    CONSUMER_EVENT_TYPES, {k: v for k, v in COMMON_FIELDS.items() if k != "broker"})
+
+
+# --- loaders ------------------------------------------------------------------------
+
+def _log(spark, data_dir, level: str, topics: Iterable[str] | None):
+    from pyspark.sql import functions as F
+
+    df = spark.read.format(DATA_SOURCE).option("level", level).load(str(data_dir))
+    if topics is not None:
+        # An In filter on topic, which the data source pushes down to skip other topics' files.
+        df = df.where(F.col("topic").isin(list(topics)))
+    return df
+
+
+def records(spark, data_dir, topics: Iterable[str] | None = None):
+    """RECORDS_SCHEMA: every record of every segment under data_dir (a data directory, one
+    partition directory or one .log file), optionally only of `topics`."""
+    return _log(spark, data_dir, "record", topics)
+
+
+def batches(spark, data_dir, topics: Iterable[str] | None = None):
+    """BATCHES_SCHEMA: one row per batch, from the headers only (no decompression)."""
+    return _log(spark, data_dir, "batch", topics)
+
+
+def _offsets_records(spark, data_dir):
+    from pyspark.sql import functions as F
+
+    # Only batches that decoded: a damaged batch has no keys to read.
+    return (records(spark, data_dir, [OFFSETS_TOPIC])
+            .where(F.col("error").isNull() & ~F.col("is_control"))
+            .select("partition", "offset", "timestamp", "key", "value"))
+
+
+def offset_commits(spark, data_dir):
+    """OFFSET_COMMITS_SCHEMA: every offset commit (and tombstone) in __consumer_offsets."""
+    from .offsets_topic import offset_commit_batches
+    return _offsets_records(spark, data_dir).mapInArrow(offset_commit_batches,
+                                                       OFFSET_COMMITS_SCHEMA)
+
+
+def group_metadata(spark, data_dir):
+    """GROUP_METADATA_SCHEMA: every group metadata record (and tombstone) in
+    __consumer_offsets."""
+    from .offsets_topic import group_metadata_batches
+    return _offsets_records(spark, data_dir).mapInArrow(group_metadata_batches,
+                                                       GROUP_METADATA_SCHEMA)
+
+
+def _json_lines(spark, directory: Path, schema: StructType):
+    from pyspark.sql import functions as F
+
+    files = sorted(str(p) for p in directory.glob("*.jsonl")) if directory.is_dir() else []
+    if not files:
+        return spark.createDataFrame([], schema)
+    json_schema = StructType([f for f in schema.fields if f.name != "time"])
+    df = (spark.read.schema(json_schema).option("mode", "DROPMALFORMED").json(files)
+          # A torn last line that still parses as JSON (cut between fields) lacks ts or type;
+          # the filter also makes Spark parse every line, so no pruned count keeps a bad one.
+          .where(F.col("ts").isNotNull() & F.col("type").isNotNull()))
+    return df.withColumn("time", F.timestamp_millis("ts"))
+
+
+def events(spark, data_dir):
+    """EVENTS_SCHEMA: the broker's event log, DATA_DIR/events/*.jsonl. Malformed or torn
+    lines are dropped; no events directory gives an empty table."""
+    return _json_lines(spark, Path(data_dir) / "events", EVENTS_SCHEMA)
+
+
+def consumer_events(spark, bench_dir):
+    """CONSUMER_EVENTS_SCHEMA: what a rebalance bench's consumers logged,
+    BENCH_DIR/consumers/*.jsonl."""
+    return _json_lines(spark, Path(bench_dir) / "consumers", CONSUMER_EVENTS_SCHEMA)
