@@ -1,10 +1,19 @@
 """`minibroker bench client`: our client library beside kafka-python and confluent-kafka.
 
-Owns the client benchmark: each client produces --records records of --record-size bytes
-(acks=1, linger 5 ms, no compression) to its own fresh topic on the broker given with
---bootstrap, one client after the other in the same run, and the records/s are printed side
-by side. The consumer half follows once client.Consumer can subscribe. Figures are
-printed; nothing here asserts a time.
+Owns the client benchmark, in two halves run one after the other in the same process:
+
+- produce: each client produces --records records of --record-size bytes (acks=1, linger
+  5 ms, no compression) to its own fresh topic on the broker given with --bootstrap;
+- consume: the records are written once (by confluent-kafka, the fastest, so the setup is
+  short) to one fresh topic of --partitions partitions, then each client reads all of them
+  from the beginning: `--consume-mode assign` (default: every partition assigned, offsets
+  from the earliest) or `group` (a fresh group per client, auto_offset_reset earliest, so
+  the figure includes the join). Timing starts just before the first poll and stops when
+  the last record arrived. One untimed read (confluent-kafka) warms the broker first, so
+  that the order of the clients does not favour the later ones.
+
+The records/s of the three clients are printed side by side. Figures are printed; nothing
+here asserts a time. `--half produce|consume|both` picks what runs.
 """
 
 from __future__ import annotations
@@ -15,6 +24,15 @@ import uuid
 
 import trio
 
+POLL_TIMEOUT_S = 1.0
+CONSUME_DEADLINE_S = 300.0
+
+
+class BenchClientError(RuntimeError):
+    """A client did not read back every record before the deadline."""
+
+
+# -- produce ---------------------------------------------------------------------------------
 
 def _ours(args, topic: str) -> float:
     from client import Producer
@@ -45,25 +63,133 @@ def _kafka_python(args, topic: str) -> float:
     return elapsed
 
 
-def _confluent(args, topic: str) -> float:
+def _confluent_produce(bootstrap: str, topic: str, records: int, record_size: int) -> float:
     from confluent_kafka import Producer
-    producer = Producer({"bootstrap.servers": args.bootstrap, "acks": 1, "linger.ms": 5})
-    value = b"x" * args.record_size
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5})
+    value = b"x" * record_size
     producer.produce(topic, value)
     producer.flush(30)
     started = time.perf_counter()
-    for _ in range(args.records):
+    for _ in range(records):
         while True:
             try:
                 producer.produce(topic, value)
                 break
             except BufferError:
                 producer.poll(0.01)
-    producer.flush(120)
+    if producer.flush(120):
+        raise BenchClientError(f"confluent-kafka could not deliver every record to {topic}")
     return time.perf_counter() - started
 
 
-CLIENTS = {"minibroker": _ours, "kafka-python": _kafka_python, "confluent-kafka": _confluent}
+def _confluent(args, topic: str) -> float:
+    return _confluent_produce(args.bootstrap, topic, args.records, args.record_size)
+
+
+PRODUCERS = {"minibroker": _ours, "kafka-python": _kafka_python, "confluent-kafka": _confluent}
+
+
+# -- consume ---------------------------------------------------------------------------------
+
+def _prepare_topic(args) -> tuple[str, int]:
+    """A fresh topic holding exactly the records every consumer reads; returns (name,
+    records in it). The topic is created with --partitions first, so that unkeyed records
+    spread over all of them."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    topic = f"bench-client-consume-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    admin.create_topics([NewTopic(topic, args.partitions, 1)])[topic].result(30)
+    # _confluent_produce sends one warm-up record before the timed ones
+    _confluent_produce(args.bootstrap, topic, args.records - 1, args.record_size)
+    # one untimed read first, so that the first client timed does not pay for a cold read
+    # of the segments on the broker side alone
+    _consume_confluent(args, topic, args.records)
+    return topic, args.records
+
+
+def _consume_ours(args, topic: str, expected: int) -> float:
+    from client import Consumer, TopicPartition
+
+    async def run() -> float:
+        config = dict(bootstrap_servers=args.bootstrap, auto_offset_reset="earliest",
+                      enable_auto_commit=False)
+        if args.consume_mode == "group":
+            consumer = Consumer(topic, group_id=f"bench-{uuid.uuid4().hex[:6]}", **config)
+        else:
+            consumer = Consumer(**config)
+        async with consumer:
+            if args.consume_mode == "assign":
+                consumer.assign([TopicPartition(topic, p) for p in range(args.partitions)])
+            count = 0
+            started = time.perf_counter()
+            with trio.fail_after(CONSUME_DEADLINE_S):
+                while count < expected:
+                    batch = await consumer.getmany(timeout_ms=int(POLL_TIMEOUT_S * 1000))
+                    for records in batch.values():
+                        count += len(records)
+            return time.perf_counter() - started
+    return trio.run(run)
+
+
+def _consume_kafka_python(args, topic: str, expected: int) -> float:
+    from kafka import KafkaConsumer, TopicPartition
+    config = dict(bootstrap_servers=args.bootstrap, auto_offset_reset="earliest",
+                  enable_auto_commit=False)
+    if args.consume_mode == "group":
+        consumer = KafkaConsumer(topic, group_id=f"bench-{uuid.uuid4().hex[:6]}", **config)
+    else:
+        consumer = KafkaConsumer(**config)
+        consumer.assign([TopicPartition(topic, p) for p in range(args.partitions)])
+    try:
+        count = 0
+        started = time.perf_counter()
+        deadline = started + CONSUME_DEADLINE_S
+        while count < expected and time.perf_counter() < deadline:
+            for records in consumer.poll(timeout_ms=int(POLL_TIMEOUT_S * 1000)).values():
+                count += len(records)
+        elapsed = time.perf_counter() - started
+    finally:
+        consumer.close()
+    if count < expected:
+        raise BenchClientError(f"kafka-python read {count} of {expected} records")
+    return elapsed
+
+
+def _consume_confluent(args, topic: str, expected: int) -> float:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": args.bootstrap,
+                         "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "enable.partition.eof": False})
+    if args.consume_mode == "group":
+        consumer.subscribe([topic])
+    else:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)
+                         for p in range(args.partitions)])
+    try:
+        count = 0
+        started = time.perf_counter()
+        deadline = started + CONSUME_DEADLINE_S
+        while count < expected and time.perf_counter() < deadline:
+            for message in consumer.consume(num_messages=10_000, timeout=POLL_TIMEOUT_S):
+                if message.error() is None:
+                    count += 1
+        elapsed = time.perf_counter() - started
+    finally:
+        consumer.close()
+    if count < expected:
+        raise BenchClientError(f"confluent-kafka read {count} of {expected} records")
+    return elapsed
+
+
+CONSUMERS = {"minibroker": _consume_ours, "kafka-python": _consume_kafka_python,
+             "confluent-kafka": _consume_confluent}
+CLIENTS = PRODUCERS  # the names, for callers of the earlier produce-only version
+
+
+def _line(half: str, name: str, records: int, record_size: int, elapsed: float) -> str:
+    return (f"{half:<8} {name:<16} {records:,} records  {records / elapsed:>10,.0f} rec/s"
+            f"  {records * record_size / elapsed / 1e6:6.1f} MB/s")
 
 
 def main(argv: list[str]) -> int:
@@ -71,11 +197,26 @@ def main(argv: list[str]) -> int:
     p.add_argument("--bootstrap", default="127.0.0.1:9092")
     p.add_argument("--records", type=int, default=200_000)
     p.add_argument("--record-size", type=int, default=100)
-    p.add_argument("--clients", default=",".join(CLIENTS))
+    p.add_argument("--clients", default=",".join(PRODUCERS))
+    p.add_argument("--half", choices=("produce", "consume", "both"), default="both")
+    p.add_argument("--partitions", type=int, default=3,
+                   help="partitions of the topic the consumers read (default 3)")
+    p.add_argument("--consume-mode", choices=("assign", "group"), default="assign")
     args = p.parse_args(argv)
-    for name in args.clients.split(","):
-        topic = f"bench-client-{name}-{uuid.uuid4().hex[:6]}"
-        elapsed = CLIENTS[name](args, topic)
-        print(f"produce  {name:<16} {args.records:,} records  {args.records / elapsed:>10,.0f} rec/s"
-              f"  {args.records * args.record_size / elapsed / 1e6:6.1f} MB/s", flush=True)
+    names = args.clients.split(",")
+    unknown = [n for n in names if n not in PRODUCERS]
+    if unknown:
+        p.error(f"unknown clients {unknown}; choose from {sorted(PRODUCERS)}")
+    if args.records < 1:
+        p.error("--records must be >= 1")
+    if args.half in ("produce", "both"):
+        for name in names:
+            topic = f"bench-client-{name}-{uuid.uuid4().hex[:6]}"
+            elapsed = PRODUCERS[name](args, topic)
+            print(_line("produce", name, args.records, args.record_size, elapsed), flush=True)
+    if args.half in ("consume", "both"):
+        topic, expected = _prepare_topic(args)
+        for name in names:
+            elapsed = CONSUMERS[name](args, topic, expected)
+            print(_line("consume", name, expected, args.record_size, elapsed), flush=True)
     return 0

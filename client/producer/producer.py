@@ -173,7 +173,9 @@ class Producer:
             if self._sender is not None:
                 self._sender.wakeup()
             for handle in handles:
-                await handle._event.wait()
+                # awaiting a set Event is still a trip through the scheduler: skip the done
+                if not handle._event.is_set():
+                    await handle._event.wait()
         finally:
             self._acc.flushing -= 1
 
