@@ -468,11 +468,13 @@ class Instance:
     events_path: Path
     log_path: Path
     proc: subprocess.Popen | None = None
+    signalled: bool = False
     _offset: int = 0
     _partial: str = ""
     new_events: deque = field(default_factory=deque)
 
     def start(self) -> None:
+        self.signalled = False
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(self.cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
                                          stdout=log, stderr=subprocess.STDOUT,
@@ -481,11 +483,18 @@ class Instance:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def terminate(self) -> None:
+        """SIGTERM, once per process: the graceful close (revoke, commit, LeaveGroup) it
+        starts must not be cut short by a second signal."""
+        if self.proc is not None and self.proc.poll() is None and not self.signalled:
+            self.signalled = True
+            self.proc.send_signal(signal.SIGTERM)
+
     def stop(self, timeout_s: float = 60) -> None:
-        """SIGTERM (graceful close: revoke, commit, LeaveGroup); SIGKILL after timeout_s."""
+        """terminate() and wait; SIGKILL after timeout_s."""
         if self.proc is None or self.proc.poll() is not None:
             return
-        self.proc.send_signal(signal.SIGTERM)
+        self.terminate()
         try:
             self.proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
@@ -699,8 +708,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             except subprocess.TimeoutExpired:
                 producer.kill()
         for inst in instances:  # all at once: the shutdown is outside the measured window
-            if inst.running():
-                inst.proc.send_signal(signal.SIGTERM)
+            inst.terminate()
         for inst in instances:
             inst.stop()
         if broker is not None:

@@ -252,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
         reason = f"error: {type(e).__name__}: {e}"
         raise
     finally:
+        # the close is done: a late signal must not cut off the last line
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         # written last in every case: the analysis ends the instance's ownership here
         log.emit("stopped", reason=reason)
         log.close()
