@@ -196,6 +196,11 @@ def _log(spark, data_dir, level: str, topics: Iterable[str] | None):
     from pyspark.sql import functions as F
 
     df = spark.read.format(DATA_SOURCE).option("level", level).load(str(data_dir))
+    # Spark 4.3 keeps the reader that pushFilters narrowed on the DataFrame's relation and
+    # reuses it for a later query that pushes no filter, so `df.where(topic == x)` followed
+    # by `df.count()` would count topic x only. An always-true filter Spark can hand to
+    # Python makes every query push (the source declines it; Spark evaluates it).
+    df = df.where(F.col("partition") >= 0)
     if topics is not None:
         # An In filter on topic, which the data source pushes down to skip other topics' files.
         df = df.where(F.col("topic").isin(list(topics)))
@@ -222,19 +227,52 @@ def _offsets_records(spark, data_dir):
             .select("partition", "offset", "timestamp", "key", "value"))
 
 
+class _OffsetsDecoder:
+    """mapInArrow function: __consumer_offsets records in, one table's rows out. Records of
+    the other table, of unknown types (KIP-848) or that do not decode are left out: the
+    tables have no column for them (dump-log --offsets-decoder shows them)."""
+
+    def __init__(self, table: str, schema: StructType) -> None:
+        self.table = table
+        self.schema = schema
+
+    def __call__(self, batches):
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        from .offsets_topic import decode_record
+
+        arrow_schema = to_arrow_schema(self.schema)
+        for batch in batches:
+            rows = []
+            cols = batch.to_pydict()
+            for partition, offset, ts, key, value in zip(
+                    cols["partition"], cols["offset"], cols["timestamp"], cols["key"],
+                    cols["value"]):
+                try:
+                    decoded = decode_record(key, value, record_timestamp=ts, log_offset=offset,
+                                            offsets_partition=partition)
+                except Exception:  # noqa: BLE001 - see the class docstring
+                    continue
+                if decoded is not None and decoded[0] == self.table:
+                    rows.append(decoded[1])
+            if rows:
+                yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
+
+
 def offset_commits(spark, data_dir):
     """OFFSET_COMMITS_SCHEMA: every offset commit (and tombstone) in __consumer_offsets."""
-    from .offsets_topic import offset_commit_batches
-    return _offsets_records(spark, data_dir).mapInArrow(offset_commit_batches,
-                                                       OFFSET_COMMITS_SCHEMA)
+    from .offsets_topic import OFFSET_COMMITS
+    return _offsets_records(spark, data_dir).mapInArrow(
+        _OffsetsDecoder(OFFSET_COMMITS, OFFSET_COMMITS_SCHEMA), OFFSET_COMMITS_SCHEMA)
 
 
 def group_metadata(spark, data_dir):
     """GROUP_METADATA_SCHEMA: every group metadata record (and tombstone) in
     __consumer_offsets."""
-    from .offsets_topic import group_metadata_batches
-    return _offsets_records(spark, data_dir).mapInArrow(group_metadata_batches,
-                                                       GROUP_METADATA_SCHEMA)
+    from .offsets_topic import GROUP_METADATA
+    return _offsets_records(spark, data_dir).mapInArrow(
+        _OffsetsDecoder(GROUP_METADATA, GROUP_METADATA_SCHEMA), GROUP_METADATA_SCHEMA)
 
 
 def _json_lines(spark, directory: Path, schema: StructType):
