@@ -1,0 +1,101 @@
+"""The analysis jobs run by `minibroker analyze`, and what they share.
+
+Owns: `JOBS` (name -> module; each module has `run(spark, ctx) -> JobResult` over pure
+DataFrame -> DataFrame transforms), `Context` (the inputs of a run: data directory, output
+directory, `--at`, the bench's consumer events, and each input table loaded once), `JobResult`
+(the tables, charts, notes and text blocks a job hands to spark_jobs.report) and `frame`, which
+builds a DataFrame of one of the contract's schemas from partial rows (tests and empty tables).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+__all__ = ["JOBS", "Context", "JobResult", "frame", "load_job", "ms_to_text"]
+
+# Order matters only for the report: the lag job first, it answers "is anyone behind?".
+JOBS = ("lag", "rebalances", "throughput", "latency", "isr")
+
+
+def load_job(name: str):
+    if name not in JOBS:
+        raise ValueError(f"unknown job {name!r} (one of {', '.join(JOBS)})")
+    return importlib.import_module(f"spark_jobs.jobs.{name}")
+
+
+@dataclass
+class JobResult:
+    """What a job produced. Tables are written as Parquet and CSV by spark_jobs.report;
+    `show` names the small tables the HTML report prints; `texts` are preformatted blocks
+    (e.g. the `groups describe` replay); `charts` are PNG paths under OUT/<job>/."""
+    name: str
+    tables: dict[str, Any] = field(default_factory=dict)
+    show: list[str] = field(default_factory=list)
+    charts: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    texts: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Context:
+    """One run's inputs. Tables are loaded lazily, once, and cached in Spark's memory because
+    several jobs read the same ones."""
+    data_dir: Path
+    out: Path
+    at_ms: int | None = None
+    consumer_events_dir: Path | None = None
+    _loaded: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def job_dir(self, job: str) -> Path:
+        path = Path(self.out) / job
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def table(self, spark, name: str):
+        """batches | records | offset_commits | group_metadata | events | consumer_events."""
+        if name not in self._loaded:
+            from spark_jobs import tables
+            if name == "consumer_events":
+                if self.consumer_events_dir is None:
+                    return None
+                df = tables.consumer_events(spark, str(self.consumer_events_dir))
+            else:
+                df = getattr(tables, name)(spark, str(self.data_dir))
+            # records are the whole log: read them once per job that needs them, not cached
+            self._loaded[name] = df if name == "records" else df.persist()
+        return self._loaded[name]
+
+    def release(self) -> None:
+        for df in self._loaded.values():
+            if df is not None and df.is_cached:
+                df.unpersist()
+        self._loaded.clear()
+
+
+def frame(spark, schema, rows: Iterable[Mapping[str, Any]]):
+    """A DataFrame of `schema` from dicts that may leave columns out (they become null, or
+    an empty list for non-nullable array columns)."""
+    from pyspark.sql.types import ArrayType
+    full = []
+    for row in rows:
+        values = []
+        for f in schema.fields:
+            if f.name in row:
+                values.append(row[f.name])
+            elif isinstance(f.dataType, ArrayType) and not f.nullable:
+                values.append([])
+            else:
+                values.append(None)
+        full.append(tuple(values))
+    return spark.createDataFrame(full, schema)
+
+
+def ms_to_text(ms: int | None) -> str:
+    """Epoch milliseconds as ISO-8601 UTC with milliseconds (for notes and labels)."""
+    if ms is None:
+        return "-"
+    from datetime import datetime, timezone
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")

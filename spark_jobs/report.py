@@ -1,0 +1,267 @@
+"""What `minibroker analyze` leaves under --out: tables, charts and one HTML page.
+
+Owns
+- `write_table(df, out, job, name)`: OUT/<job>/<name>/parquet/ (the table as is) and
+  OUT/<job>/<name>/csv/ (one part file with a header; arrays and structs as JSON, binary as
+  base64, since CSV holds neither);
+- the chart helpers the jobs draw with (matplotlib, Agg backend, PNG under OUT/<job>/):
+  `lines`, `lag_charts`, `status_heatmap`, `gantt`, `bars`;
+- `write_html(out, results, tables)`: OUT/report.html with every chart, every job's notes,
+  text blocks and small tables, and links to every table's CSV and Parquet.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: write files only
+import matplotlib.pyplot as plt  # noqa: E402
+
+__all__ = ["write_table", "lines", "lag_charts", "status_heatmap", "gantt", "bars",
+           "write_html", "SHOW_ROWS"]
+
+SHOW_ROWS = 50           # rows of a small table printed in the HTML page
+MAX_SERIES = 12          # lines in one chart before the rest are left out (named in the title)
+STATUS_COLOURS = {0: "#ffffff", 1: "#4caf50", 2: "#ffc107", 3: "#ff9800", 4: "#f44336",
+                  5: "#9c27b0", 6: "#2196f3"}
+
+
+# --- tables ------------------------------------------------------------------------------
+
+def _csv_ready(df):
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, BinaryType, MapType, StructType
+    cols = []
+    for f in df.schema.fields:
+        c = F.col(f"`{f.name}`")
+        if isinstance(f.dataType, (ArrayType, StructType, MapType)):
+            c = F.to_json(c)
+        elif isinstance(f.dataType, BinaryType):
+            c = F.base64(c)
+        cols.append(c.alias(f.name))
+    return df.select(*cols)
+
+
+def write_table(df, out: str | os.PathLike, job: str, name: str) -> dict[str, Any]:
+    """Write one table both ways; return {"rows", "parquet", "csv", "head" (pandas)}."""
+    base = Path(out) / job / name
+    df = df.persist()
+    try:
+        df.write.mode("overwrite").parquet(str(base / "parquet"))
+        _csv_ready(df).coalesce(1).write.mode("overwrite").option("header", True) \
+            .csv(str(base / "csv"))
+        head = _csv_ready(df.limit(SHOW_ROWS)).toPandas()
+        rows = df.count()
+    finally:
+        df.unpersist()
+    return {"rows": rows, "parquet": base / "parquet", "csv": base / "csv", "head": head}
+
+
+# --- charts ------------------------------------------------------------------------------
+
+def _time_axis(ax, ms_values) -> Any:
+    """Seconds since the first point: readable for minutes-long benchmarks and hours alike."""
+    return ax
+
+
+def _save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def lines(path: Path, series: Mapping[str, tuple[Sequence, Sequence]], title: str,
+          ylabel: str, t0_ms: int | None = None, markers: Iterable[tuple[int, str]] = (),
+          step: bool = False) -> Path:
+    """One line per series, x in seconds since t0_ms (default: the earliest x), vertical
+    dashed markers at (ms, label)."""
+    xs_all = [x for xs, _ in series.values() for x in xs]
+    markers = list(markers)
+    if t0_ms is None:
+        t0_ms = min(xs_all + [m for m, _ in markers]) if (xs_all or markers) else 0
+    fig, ax = plt.subplots(figsize=(10, 4))
+    names = list(series)
+    for name in names[:MAX_SERIES]:
+        xs, ys = series[name]
+        x = [(v - t0_ms) / 1000 for v in xs]
+        if step:
+            ax.step(x, ys, where="post", label=name, linewidth=1)
+        else:
+            ax.plot(x, ys, label=name, linewidth=1)
+    for i, (m, label) in enumerate(markers):
+        ax.axvline((m - t0_ms) / 1000, color="grey", linestyle="--", linewidth=0.7,
+                   label="rebalance" if i == 0 else None)
+    if len(names) > MAX_SERIES:
+        title += f" (first {MAX_SERIES} of {len(names)})"
+    ax.set_title(title)
+    ax.set_xlabel(f"seconds since {_iso(t0_ms)}")
+    ax.set_ylabel(ylabel)
+    if names or markers:
+        ax.legend(fontsize="x-small", loc="upper right")
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def _iso(ms: int) -> str:
+    from spark_jobs.jobs import ms_to_text
+    return ms_to_text(int(ms))
+
+
+def lag_charts(pdf, out_dir: Path) -> list[Path]:
+    """Lag in records and seconds over time, one line per group/topic-partition."""
+    if pdf.empty:
+        return []
+    charts = []
+    key = pdf["group"] + " " + pdf["topic"] + "-" + pdf["partition"].astype(str)
+    pdf = pdf.assign(key=key).sort_values("ts")
+    worst = pdf.groupby("key")["lag_records"].max().sort_values(ascending=False).index
+    for column, label, name in (("lag_records", "records", "lag_records.png"),
+                                ("lag_seconds", "seconds", "lag_seconds.png")):
+        series = {k: (pdf.loc[pdf.key == k, "ts"].tolist(), pdf.loc[pdf.key == k, column].tolist())
+                  for k in worst}
+        charts.append(lines(out_dir / name, series, f"consumer lag ({label}) at each commit",
+                            label, step=True))
+    return charts
+
+
+def status_heatmap(pdf, out_dir: Path, codes: Mapping[str, int], columns: int = 120
+                   ) -> list[Path]:
+    """Partition x time, the worst Burrow status in each time bucket."""
+    if pdf.empty:
+        return []
+    from matplotlib.colors import ListedColormap
+    import numpy as np
+    t0, t1 = int(pdf["ts"].min()), int(pdf["ts"].max())
+    width = max(1, (t1 - t0) // columns + 1)
+    pdf = pdf.assign(key=pdf["group"] + " " + pdf["topic"] + "-" + pdf["partition"].astype(str),
+                     bucket=(pdf["ts"] - t0) // width)
+    grid = pdf.pivot_table(index="key", columns="bucket", values="status_code", aggfunc="max")
+    grid = grid.reindex(columns=range(int(pdf["bucket"].max()) + 1)).ffill(axis=1).fillna(0)
+    fig, ax = plt.subplots(figsize=(10, max(2.5, 0.22 * len(grid) + 1.2)))
+    cmap = ListedColormap([STATUS_COLOURS[i] for i in range(7)])
+    ax.imshow(np.asarray(grid.values, dtype=float), aspect="auto", cmap=cmap, vmin=-0.5,
+              vmax=6.5, interpolation="nearest",
+              extent=(0, (grid.shape[1] * width) / 1000, len(grid), 0))
+    ax.set_yticks([i + 0.5 for i in range(len(grid))])
+    ax.set_yticklabels(grid.index, fontsize="x-small")
+    ax.set_xlabel(f"seconds since {_iso(t0)}")
+    ax.set_title("Burrow partition status over time")
+    from matplotlib.patches import Patch
+    names = {v: k for k, v in codes.items()}
+    ax.legend(handles=[Patch(color=STATUS_COLOURS[c], label=names[c]) for c in range(1, 7)],
+              fontsize="x-small", loc="upper right", ncol=6)
+    return [_save(fig, out_dir / "status_heatmap.png")]
+
+
+def gantt(path: Path, rows: Sequence[tuple[str, int, int, str]], title: str,
+          t0_ms: int | None = None) -> Path:
+    """Horizontal bars: (lane, start_ms, end_ms, colour group) per bar, lanes sorted."""
+    lanes = sorted({r[0] for r in rows})
+    if t0_ms is None:
+        t0_ms = min((r[1] for r in rows), default=0)
+    fig, ax = plt.subplots(figsize=(10, max(2.5, 0.3 * len(lanes) + 1.2)))
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    kinds = sorted({r[3] for r in rows})
+    for lane, start, end, kind in rows:
+        ax.barh(lanes.index(lane), max(end - start, 1) / 1000, left=(start - t0_ms) / 1000,
+                height=0.6, color=palette[kinds.index(kind) % len(palette)])
+    ax.set_yticks(range(len(lanes)))
+    ax.set_yticklabels(lanes, fontsize="x-small")
+    ax.invert_yaxis()
+    ax.set_xlabel(f"seconds since {_iso(t0_ms)}")
+    ax.set_title(title)
+    from matplotlib.patches import Patch
+    if len(kinds) > 1:
+        ax.legend(handles=[Patch(color=palette[i % len(palette)], label=k)
+                           for i, k in enumerate(kinds)], fontsize="x-small")
+    ax.grid(alpha=0.3, axis="x")
+    return _save(fig, path)
+
+
+def bars(path: Path, labels: Sequence[str], values: Sequence[float], title: str, ylabel: str,
+         hlines: Iterable[tuple[float, str]] = (), highlight: Sequence[bool] | None = None
+         ) -> Path:
+    fig, ax = plt.subplots(figsize=(10, 4))
+    colours = ["#f44336" if h else "#1f77b4" for h in (highlight or [False] * len(values))]
+    ax.bar(range(len(values)), values, color=colours)
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=90 if len(labels) > 12 else 0, fontsize="x-small")
+    for y, label in hlines:
+        ax.axhline(y, color="grey", linestyle="--", linewidth=0.8, label=label)
+    if hlines:
+        ax.legend(fontsize="x-small")
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3, axis="y")
+    return _save(fig, path)
+
+
+# --- HTML --------------------------------------------------------------------------------
+
+_STYLE = """body{font-family:sans-serif;margin:2em;max-width:1200px}
+table{border-collapse:collapse;font-size:12px;margin:.5em 0 1.5em}
+td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}th{background:#eee}
+pre{background:#f6f6f6;padding:.6em;overflow:auto}img{max-width:100%;border:1px solid #ddd}
+.OK{background:#c8e6c9}.WARN{background:#fff59d}.ERR{background:#ffcc80}
+.STOP{background:#ef9a9a}.STALL{background:#e1bee7}.REWIND{background:#bbdefb}"""
+
+
+def _html_table(pdf) -> str:
+    cols = list(pdf.columns)
+    out = ["<table><tr>" + "".join(f"<th>{html.escape(str(c))}</th>" for c in cols) + "</tr>"]
+    for _, row in pdf.iterrows():
+        cells = []
+        for c in cols:
+            v = row[c]
+            text = "" if v is None or (isinstance(v, float) and v != v) else str(v)
+            cls = f' class="{text}"' if c == "status" else ""
+            cells.append(f"<td{cls}>{html.escape(text)}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    return "\n".join(out) + "</table>"
+
+
+def write_html(out: str | os.PathLike, results: Sequence[Any],
+               written: Mapping[str, Mapping[str, Mapping[str, Any]]],
+               title: str = "minibroker analysis", preamble: Sequence[str] = ()) -> Path:
+    """OUT/report.html. `written[job][table]` is what write_table returned."""
+    out = Path(out)
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
+             f"</title><style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>"]
+    parts += [f"<p>{html.escape(p)}</p>" for p in preamble]
+    parts.append("<ul>" + "".join(f"<li><a href='#{r.name}'>{r.name}</a></li>" for r in results)
+                 + "</ul>")
+    for r in results:
+        parts.append(f"<h2 id='{r.name}'>{r.name}</h2>")
+        parts += [f"<p>{html.escape(n)}</p>" for n in r.notes]
+        for chart in r.charts:
+            rel = os.path.relpath(chart, out)
+            parts.append(f"<p><a href='{rel}'><img src='{rel}' alt='{html.escape(rel)}'></a></p>")
+        for heading, text in r.texts.items():
+            parts.append(f"<h3>{html.escape(heading)}</h3><pre>{html.escape(text)}</pre>")
+        tables = written.get(r.name, {})
+        for name in r.show:
+            if name in tables:
+                info = tables[name]
+                more = (f" (first {SHOW_ROWS} of {info['rows']})"
+                        if info["rows"] > SHOW_ROWS else "")
+                parts.append(f"<h3>{html.escape(name)}{more}</h3>")
+                parts.append(_html_table(info["head"]) if info["rows"] else "<p>(no rows)</p>")
+        if tables:
+            parts.append("<h3>tables</h3><ul>")
+            for name, info in tables.items():
+                csv = os.path.relpath(info["csv"], out)
+                pq = os.path.relpath(info["parquet"], out)
+                parts.append(f"<li>{html.escape(name)}: {info['rows']} rows, "
+                             f"<a href='{csv}'>CSV</a>, <a href='{pq}'>Parquet</a></li>")
+            parts.append("</ul>")
+    parts.append("</body></html>")
+    path = out / "report.html"
+    path.write_text("\n".join(parts), encoding="utf-8")
+    return path
