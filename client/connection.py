@@ -432,17 +432,22 @@ class ConnectionPool:
             pool.update_nodes({0: ("127.0.0.1", 9092)})
             conn = await pool.get(0)
 
-    Bootstrap addresses are tried in order until one answers. A connection that failed is
-    reopened on next use, after reconnect_backoff_ms doubling per consecutive failure up to
+    Bootstrap addresses are tried in order until one answers. `get(node, channel="group")`
+    is a second connection to the node, kept apart from the node's ordinary one: a broker
+    answers a connection's requests in order, so a consumer's JoinGroup (which the broker
+    holds until the rebalance completes) must not sit in front of its Fetch requests; Java
+    opens the coordinator's connection apart for the same reason. Channel connections never
+    serve as the least-loaded one. A connection that failed is reopened on next use, after reconnect_backoff_ms doubling per consecutive failure up to
     reconnect_backoff_max_ms. Connections idle for connections_max_idle_ms are closed.
     """
 
     def __init__(self, config: ClientConfig | None = None):
         self.config = config if config is not None else ClientConfig()
         self.nodes: dict[int, tuple[str, int]] = {}  # node id -> address, from metadata
-        self._conns: dict[tuple[str, int], BrokerConnection] = {}
-        self._connecting: dict[tuple[str, int], trio.Event] = {}
-        self._failures: dict[tuple[str, int], tuple[int, float]] = {}  # count, last time
+        # keyed by (host, port), or (host, port, channel) for a channel connection
+        self._conns: dict[tuple, BrokerConnection] = {}
+        self._connecting: dict[tuple, trio.Event] = {}
+        self._failures: dict[tuple, tuple[int, float]] = {}  # count, last time
         self._nursery: trio.Nursery | None = None
         self._nursery_manager = None
 
@@ -468,8 +473,8 @@ class ConnectionPool:
     def update_nodes(self, nodes: dict[int, tuple[str, int]]) -> None:
         """Node id -> (host, port), as the latest Metadata response lists them."""
         self.nodes = dict(nodes)
-        for address, conn in self._conns.items():
-            conn.node_id = next((n for n, a in self.nodes.items() if a == address), None)
+        for key, conn in self._conns.items():
+            conn.node_id = next((n for n, a in self.nodes.items() if a == key[:2]), None)
 
     def connection(self, node_id: int) -> BrokerConnection | None:
         """The node's connection object if one exists (open or not), without connecting."""
@@ -487,19 +492,20 @@ class ConnectionPool:
 
     # -- connecting --------------------------------------------------------------------
 
-    async def get(self, node_id: int) -> BrokerConnection:
-        """A ready connection to the node (connecting or reconnecting as needed)."""
+    async def get(self, node_id: int, channel: str | None = None) -> BrokerConnection:
+        """A ready connection to the node (connecting or reconnecting as needed); with
+        `channel`, the node's connection for that channel (class docstring)."""
         address = self.nodes.get(node_id)
         if address is None:
             raise KafkaConnectionError(f"node {node_id} is not in the cluster metadata")
-        return await self.connect(*address, node_id=node_id)
+        return await self.connect(*address, node_id=node_id, channel=channel)
 
-    async def connect(self, host: str, port: int, *,
-                      node_id: int | None = None) -> BrokerConnection:
+    async def connect(self, host: str, port: int, *, node_id: int | None = None,
+                      channel: str | None = None) -> BrokerConnection:
         """A ready connection to the address; concurrent callers share one attempt."""
         if self._nursery is None:
             raise RuntimeError("the connection pool is not open (use `async with`)")
-        address = (host, port)
+        address = (host, port) if channel is None else (host, port, channel)
         while True:
             conn = self._conns.get(address)
             if conn is not None and conn.is_ready:
@@ -521,7 +527,8 @@ class ConnectionPool:
             conn = self._conns.get(address)
             if conn is None:
                 if node_id is None:
-                    node_id = next((n for n, a in self.nodes.items() if a == address), None)
+                    node_id = next((n for n, a in self.nodes.items() if a == address[:2]),
+                                   None)
                 conn = self._conns[address] = BrokerConnection(host, port, self.config,
                                                                node_id=node_id)
             try:
@@ -537,7 +544,7 @@ class ConnectionPool:
 
     def least_loaded_ready(self) -> BrokerConnection | None:
         """The ready connection with the fewest requests in flight, if any is open."""
-        ready = [c for c in self._conns.values() if c.is_ready]
+        ready = [c for key, c in self._conns.items() if c.is_ready and len(key) == 2]
         return min(ready, key=lambda c: c.in_flight) if ready else None
 
     async def least_loaded(self) -> BrokerConnection:

@@ -36,7 +36,9 @@ in a group carry the member's generation and member id. Newly assigned partition
 the committed offset, else auto_offset_reset. On close: auto-commit (enable_auto_commit),
 revoke, LeaveGroup (dynamic members), bounded by 30 s.
 
-Not yet: unsubscribe() in group mode, pattern subscriptions, a rejoin when a subscribed
+unsubscribe() leaves the group (see its docstring); subscribe() afterwards joins again.
+
+Not yet: pattern subscriptions, a rejoin when a subscribed
 topic's partition count changes, read_committed, background prefetching (a fetch is sent
 when getmany finds no buffered records; with several leaders, one Fetch per leader in
 parallel).
@@ -72,9 +74,28 @@ log = logging.getLogger("minibroker.client.consumer")
 
 _MUTUALLY_EXCLUSIVE = ("subscribe() and assign() are mutually exclusive: a Consumer either "
                        "subscribes to topics in a group or is assigned partitions")
+COORDINATOR_CHANNEL = "group"
 _COORDINATOR_ERRORS = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                                  ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                  ErrorCode.NOT_COORDINATOR})
+
+
+class Unsubscribed:
+    """What unsubscribe() returns: awaiting it waits until the member has left the group
+    (listener called, LeaveGroup sent); ignoring it is fine."""
+
+    def __init__(self, left: trio.Event | None):
+        self._left = left
+
+    def done(self) -> bool:
+        return self._left is None or self._left.is_set()
+
+    def __await__(self):
+        return self._wait().__await__()
+
+    async def _wait(self) -> None:
+        if self._left is not None:
+            await self._left.wait()
 
 
 class Consumer:
@@ -96,6 +117,8 @@ class Consumer:
         self._listener: Any = None
         self._group: GroupCoordinator | None = None
         self._closing_group: GroupCoordinator | None = None
+        self._leaving: trio.Event | None = None  # unsubscribe(): the old member's leave
+        self._given_up: set[TopicPartition] = set()  # ... and the partitions it gives up
         self._nursery_manager: Any = None
         self._nursery: trio.Nursery | None = None
         self._assigned_event = trio.Event()
@@ -126,34 +149,53 @@ class Consumer:
         assert self._nursery is not None and self._subscription is not None
         self._cluster.add_topics(self._subscription)  # type: ignore[union-attr]
         self._group = GroupCoordinator(self, self._subscription, self._listener)
-        await self._nursery.start(self._group.run)
+        await self._nursery.start(self._run_group, self._group)
+
+    async def _run_group(self, group: GroupCoordinator,
+                         task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Run a member once the one that unsubscribe() let go has left: one member of
+        this Consumer in the group at a time."""
+        if self._leaving is not None:
+            await self._leaving.wait()
+        await group.run(task_status=task_status)
 
     async def __aexit__(self, *exc_info) -> None:
         group, self._group = self._group, None
         try:
+            if self._leaving is not None:
+                with trio.CancelScope(shield=True):
+                    await self._leaving.wait()
             if group is not None:
                 # member.close(): auto-commit, revoke, LeaveGroup; commit() still works here
                 self._closing_group = group
                 await group.close()
         finally:
+            # Each nursery opened in __aenter__ is closed whatever the step before raised
+            # (a Cancelled from the caller's scope, say): one left open corrupts trio's
+            # nursery stack of the task that used the Consumer.
             self._closing_group = None
             manager, self._nursery_manager, self._nursery = self._nursery_manager, None, None
-            if manager is not None:
-                await manager.__aexit__(None, None, None)
-            await self._close_pool(group is not None, *exc_info)
+            try:
+                if manager is not None:
+                    await manager.__aexit__(None, None, None)
+            finally:
+                await self._close_pool(group is not None, *exc_info)
 
     async def _close_pool(self, was_grouped: bool, *exc_info) -> None:
-        if self._auto_commits() and self._pool is not None and not was_grouped:
-            # Java's close() commits the positions of what was consumed, when auto-committing
-            with trio.move_on_after(self.config.default_api_timeout_ms / 1000):
-                try:
-                    await self.commit()
-                except KafkaError as e:
-                    log.warning("auto-commit on close failed: %s", e)
-        pool, self._pool, self._cluster, self._fetcher = self._pool, None, None, None
-        self._closed = True
-        if pool is not None:
-            await pool.__aexit__(*exc_info)
+        try:
+            if self._auto_commits() and self._pool is not None and not was_grouped:
+                # Java's close() commits the positions of what was consumed, when
+                # auto-committing
+                with trio.move_on_after(self.config.default_api_timeout_ms / 1000):
+                    try:
+                        await self.commit()
+                    except KafkaError as e:
+                        log.warning("auto-commit on close failed: %s", e)
+        finally:
+            pool, self._pool, self._cluster, self._fetcher = self._pool, None, None, None
+            self._closed = True
+            if pool is not None:
+                await pool.__aexit__(*exc_info)
 
     @property
     def fetcher(self) -> Fetcher:
@@ -176,7 +218,7 @@ class Consumer:
             if not isinstance(name, str) or not name:
                 raise TypeError(f"topic names must be non-empty str, got {name!r}")
         self._group_id()
-        if self._subscription is None and self._state.assignment():
+        if self._subscription is None and self._state.assignment() - self._given_up:
             raise RuntimeError(_MUTUALLY_EXCLUSIVE)
         self._subscription = tuple(sorted(set(names)))
         if listener is not None:
@@ -187,7 +229,7 @@ class Consumer:
         elif self._nursery is not None:
             self._cluster.add_topics(self._subscription)  # type: ignore[union-attr]
             self._group = GroupCoordinator(self, self._subscription, self._listener)
-            self._nursery.start_soon(self._group.run)
+            self._nursery.start_soon(self._run_group, self._group)
 
     def subscription(self) -> set[str]:
         return set(self._subscription or ())
@@ -205,11 +247,50 @@ class Consumer:
     def assignment(self) -> set[TopicPartition]:
         return self._state.assignment()
 
-    def unsubscribe(self) -> None:
-        if self._subscription is not None:
-            raise NotImplementedError("unsubscribe() from a group is not implemented yet: "
-                                      "close the Consumer to leave the group")
-        self._state.assign([])
+    def unsubscribe(self) -> "Unsubscribed":
+        """Assign mode: drop every assigned partition. Subscribe mode: leave the group.
+
+        Leaving is Java's unsubscribe(): records stop being returned at once; then, in the
+        background, the member commits (enable_auto_commit), calls the listener's
+        on_partitions_revoked with what it owned (on_partitions_lost if it was out of the
+        group or mid-rebalance) and sends LeaveGroup, unless it is a static member
+        (group_instance_id), which stays in the group until its session times out, as in
+        Java. The partitions leave assignment() once that listener call has returned, so it
+        may still commit their positions. `await consumer.unsubscribe()` waits for all of
+        that; subscribe() may be called again at once and joins once the leave is done."""
+        if self._subscription is None:
+            self._state.assign([])
+            return Unsubscribed(None)
+        self._subscription = None
+        group, self._group = self._group, None
+        if group is None:  # never opened: there is no member to take out of the group
+            return Unsubscribed(None)
+        self._given_up |= self._state.assignment()
+        for tp in self._state.assignment():  # nothing more reaches the application
+            s = self._state.state(tp)
+            s.paused = True
+            s.buffer.clear()
+            s.after_buffer = None
+        left = trio.Event()
+        previous, self._leaving = self._leaving, left
+        assert self._nursery is not None
+        self._nursery.start_soon(self._leave_group, group, previous, left)
+        return Unsubscribed(left)
+
+    async def _leave_group(self, group: GroupCoordinator, previous: trio.Event | None,
+                           left: trio.Event) -> None:
+        try:
+            if previous is not None:
+                await previous.wait()
+            self._closing_group = group
+            await group.close()
+        finally:
+            self._closing_group = None
+            if self._leaving is left:  # the last leave: nothing of an old member is left
+                self._state.assign([tp for tp in self._state.assignment()
+                                    if tp not in self._given_up])
+                self._given_up = set()
+            left.set()
 
     def _assignment_changed(self) -> None:
         """Partitions started fetching (the coordinator): wake a waiting getmany."""
@@ -387,7 +468,8 @@ class Consumer:
                 raise ValueError(f"commit offset must be >= 0, got {offset} for {tp}")
             entries[TopicPartition(tp[0], tp[1])] = (offset, metadata)
 
-        group = self._group or self._closing_group
+        # a member on its way out (close, unsubscribe) commits as itself until it has left
+        group = self._closing_group or self._group
         generation, member_id, instance_id = (
             group.commit_identity() if group is not None else (-1, "", None))
 
@@ -470,15 +552,15 @@ class Consumer:
 
     async def _coordinator(self) -> BrokerConnection:
         """The group coordinator's connection: FindCoordinator (key type 0, to the
-        least-loaded connection) unless one is known."""
+        least-loaded connection) unless one is known. It is a connection of its own
+        (channel "group"): the broker answers a connection's requests in order and holds a
+        JoinGroup until the rebalance completes, and fetching must go on meanwhile."""
         if self._pool is None:
             raise RuntimeError("the Consumer is not open (use `async with`)")
         pool, group_id = self._pool, self._group_id()
-        if self._coordinator_id is not None:
-            return await pool.get(self._coordinator_id)
-        node_id, conn = await find_group_coordinator(pool, group_id)
-        self._coordinator_id = node_id
-        return conn
+        if self._coordinator_id is None:
+            self._coordinator_id, _ = await find_group_coordinator(pool, group_id)
+        return await pool.get(self._coordinator_id, channel=COORDINATOR_CHANNEL)
 
     async def _retrying(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
         budget_ms = self.config.default_api_timeout_ms

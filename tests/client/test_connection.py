@@ -398,6 +398,33 @@ async def test_least_loaded_picks_the_connection_with_fewest_in_flight(fake):
             assert a.in_flight == 0 and await pool.least_loaded() is b
 
 
+async def test_a_channel_is_a_connection_of_its_own_that_never_serves_as_least_loaded(fake):
+    # the consumer's group coordinator requests (a JoinGroup the broker holds until the
+    # rebalance completes) must not queue in front of its fetches on one connection
+    server = await fake(metadata="silent")
+    with trio.fail_after(DEADLINE_S):
+        async with ConnectionPool(check_config("common")) as pool:
+            pool.update_nodes({0: ("127.0.0.1", server.port)})
+            plain = await pool.get(0)
+            group = await pool.get(0, channel="group")
+            assert group is not plain and await pool.get(0, channel="group") is group
+            assert server.connections == 2
+            assert group.node_id == plain.node_id == 0
+
+            async def held():
+                with pytest.raises(errors.KafkaConnectionError, match="closed"):
+                    await plain.request(METADATA, metadata_for("t"))
+
+            async with trio.open_nursery() as callers:
+                callers.start_soon(held)
+                while plain.in_flight < 1:
+                    await trio.testing.wait_all_tasks_blocked()
+                # busier than the idle group connection, and still the one chosen
+                assert pool.least_loaded_ready() is plain
+                await plain.close()
+            assert pool.least_loaded_ready() is None  # not the group connection either
+
+
 async def test_concurrent_connects_share_one_attempt(fake):
     server = await fake()
     conns = []
