@@ -1,6 +1,11 @@
-"""Helpers for consumer-group tests: librdkafka consumers that record their rebalance
-callbacks, a pump that polls several consumers from one thread, and a librdkafka consumer
-run in a subprocess (so that it can be killed with SIGKILL).
+"""Helpers for consumer-group tests.
+
+librdkafka: consumers that record their rebalance callbacks, a pump that polls several
+consumers from one thread, and a librdkafka consumer run in a subprocess (so that it can be
+killed with SIGKILL). Our client: `Recorder` (a ConsumerRebalanceListener that records its
+calls), `OurMember` (one client.Consumer in a group, run as a trio task that polls until
+told to stop, recording every record it was given and the member's state at that moment)
+and `wait_for` (await a condition with a deadline, checking it between trio checkpoints).
 
 Callbacks of a librdkafka consumer run inside its ``poll``; an eager member only rejoins
 after its revocation was served, so every member of a group must be polled while the group
@@ -17,12 +22,18 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Iterable
 
+import trio
 from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.admin import AdminClient
 
 from broker.events import read_events
+from client.consumer.consumer import Consumer as OurConsumer
+from client.consumer.coordinator import ConsumerRebalanceListener
+from client.consumer.membership import MemberState
+from client.types import TopicPartition
 from tests.util import WaitTimeout, wait_until
 
 GROUP_DEFAULTS = {
@@ -259,3 +270,141 @@ class SubprocessMember:
         self.kill()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+
+
+# -- our consumers, as trio tasks --------------------------------------------------------------
+
+async def wait_for(predicate: Callable[[], Any | Awaitable[Any]], timeout_s: float,
+                   message: str = "", interval_s: float = 0.02) -> Any:
+    """wait_until for trio tests: check `predicate` (plain or async) until it is truthy,
+    letting the other tasks run between checks; WaitTimeout naming `message` after
+    `timeout_s`."""
+    deadline = trio.current_time() + timeout_s
+    last = None
+    while True:
+        last = predicate()
+        if isinstance(last, Awaitable):
+            last = await last
+        if last:
+            return last
+        if trio.current_time() >= deadline:
+            raise WaitTimeout(f"timed out after {timeout_s:g}s waiting for "
+                              f"{message or predicate}; last value: {last!r}")
+        await trio.sleep(interval_s)
+
+
+class Recorder(ConsumerRebalanceListener):
+    """Records (kind, partitions) and the owned set as the calls build it (incrementally
+    under the cooperative protocol, replaced by each assignment under the eager one)."""
+
+    def __init__(self, cooperative: bool = False):
+        self.cooperative = cooperative
+        self.calls: list[tuple[str, frozenset]] = []
+        self.owned: set[TopicPartition] = set()
+
+    async def on_partitions_revoked(self, partitions):
+        self.calls.append(("revoked", frozenset(partitions)))
+        self.owned -= set(partitions)
+
+    async def on_partitions_assigned(self, partitions):
+        self.calls.append(("assigned", frozenset(partitions)))
+        self.owned = (self.owned | set(partitions)) if self.cooperative else set(partitions)
+
+    async def on_partitions_lost(self, partitions):
+        self.calls.append(("lost", frozenset(partitions)))
+        self.owned -= set(partitions)
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """A record as one of our members got it, with the member's state at that moment."""
+    tp: TopicPartition
+    offset: int
+    value: bytes | None
+    state: MemberState
+    generation: int
+
+
+class OurMember:
+    """One client.Consumer subscribed to `topics` in `group`, run by `run` as a trio task:
+    it polls (getmany) until `leave()`; `polling = False` makes it stop polling (the
+    max.poll.interval case) until set back. `records` holds every record it was given."""
+
+    def __init__(self, name: str, bootstrap: str, group: str, topics: list[str], *,
+                 listener: Recorder | None = None, cooperative: bool = False,
+                 **config: Any) -> None:
+        self.name = name
+        self.listener = listener if listener is not None else Recorder(cooperative)
+        self.records: list[Delivered] = []
+        self.consumer = OurConsumer(bootstrap_servers=bootstrap, group_id=group,
+                                    client_id=name, **config)
+        self.topics = topics
+        self.polling = True
+        self._resume = trio.Event()
+        self._stop = trio.Event()
+        self.closed = trio.Event()
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            async with self.consumer as c:
+                c.subscribe(self.topics, listener=self.listener)
+                task_status.started()
+                while not self._stop.is_set():
+                    if not self.polling:
+                        await self._resume.wait()
+                        self._resume = trio.Event()
+                        continue
+                    batch = await c.getmany(timeout_ms=50)
+                    group = c._group
+                    state = group.state if group is not None else MemberState.UNJOINED
+                    generation = group.member.generation if group is not None else -1
+                    for tp, records in batch.items():
+                        self.records += [Delivered(tp, r.offset, r.value, state, generation)
+                                         for r in records]
+        finally:
+            self.closed.set()
+
+    def resume_polling(self) -> None:
+        self.polling = True
+        self._resume.set()
+
+    async def leave(self) -> None:
+        """Stop polling and close the consumer (LeaveGroup for a dynamic member)."""
+        self._stop.set()
+        self._resume.set()
+        await self.closed.wait()
+
+    # -- what the group made of it ----------------------------------------------------------
+
+    @property
+    def group(self):
+        return self.consumer._group
+
+    def stable(self) -> bool:
+        g = self.group
+        return g is not None and g.state is MemberState.STABLE and not g._queue
+
+    @property
+    def generation(self) -> int:
+        return self.group.member.generation if self.group is not None else -1
+
+    def assignment(self) -> set[TopicPartition]:
+        return self.consumer.assignment()
+
+    def offsets(self, tp: TopicPartition) -> list[int]:
+        return [d.offset for d in self.records if d.tp == tp]
+
+
+def balanced_cover(members: list[OurMember], everything: set[TopicPartition]) -> bool:
+    """Every member stable in the same generation, its listener's view equal to its
+    assignment, every partition owned by exactly one member, sizes within one."""
+    if not all(m.stable() for m in members):
+        return False
+    if len({m.generation for m in members}) != 1:
+        return False
+    owned = [m.assignment() for m in members]
+    if any(m.listener.owned != a for m, a in zip(members, owned)):
+        return False
+    sizes = [len(a) for a in owned]
+    return (sum(sizes) == len(everything) and set().union(*owned) == everything
+            and max(sizes) - min(sizes) <= 1)

@@ -13,10 +13,10 @@ import trio
 
 from client import errors
 from client.consumer.consumer import Consumer
-from client.consumer.coordinator import ConsumerRebalanceListener
 from client.consumer.membership import MemberState
 from client.types import TopicPartition
 from tests.interop.group_helpers import GroupMember as CKMember
+from tests.interop.group_helpers import Recorder
 from tests.interop.librdkafka import create_topic, produce
 
 DEADLINE_S = 40
@@ -35,27 +35,6 @@ def _name(prefix: str) -> str:
 
 def _tps(topic: str, n: int) -> set[TopicPartition]:
     return {TopicPartition(topic, p) for p in range(n)}
-
-
-class Recorder(ConsumerRebalanceListener):
-    """Records (kind, partitions) and the owned set as the calls build it."""
-
-    def __init__(self, cooperative: bool = False):
-        self.cooperative = cooperative
-        self.calls: list[tuple[str, frozenset]] = []
-        self.owned: set[TopicPartition] = set()
-
-    async def on_partitions_revoked(self, partitions):
-        self.calls.append(("revoked", frozenset(partitions)))
-        self.owned -= set(partitions)
-
-    async def on_partitions_assigned(self, partitions):
-        self.calls.append(("assigned", frozenset(partitions)))
-        self.owned = (self.owned | set(partitions)) if self.cooperative else set(partitions)
-
-    async def on_partitions_lost(self, partitions):
-        self.calls.append(("lost", frozenset(partitions)))
-        self.owned -= set(partitions)
 
 
 def _stable(c: Consumer) -> bool:

@@ -1,0 +1,284 @@
+"""Membership of one of our consumers in a group, against our broker: static membership
+(group_instance_id), unsubscribe(), pause/resume across a rebalance, max.poll.interval.ms,
+and a Consumer whose task is cancelled.
+
+Static members follow Java (AbstractCoordinator.maybeLeaveGroup, Kafka 2.3+): close() sends
+no LeaveGroup, so a restart within session.timeout.ms takes the old place back — same
+assignment, same generation, no rebalance for anyone.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import trio
+
+from broker.events import read_events
+from client.admin import AdminClient
+from client.consumer.membership import MemberState
+from client.types import TopicPartition
+from tests.interop.group_helpers import OurMember, Recorder, balanced_cover, wait_for
+from tests.interop.librdkafka import create_topic, produce
+
+DEADLINE_S = 30
+GROUP_CONFIG = dict(session_timeout_ms=6000, heartbeat_interval_ms=100,
+                    max_poll_interval_ms=20000, auto_offset_reset="earliest",
+                    enable_auto_commit=False)
+
+
+@pytest.fixture
+def broker(make_broker):
+    return make_broker(**{"group.initial.rebalance.delay.ms": "0"})
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _tps(topic: str, n: int) -> set[TopicPartition]:
+    return {TopicPartition(topic, p) for p in range(n)}
+
+
+def _events(broker, group: str, kind: str) -> list[dict]:
+    return [e for e in read_events(broker.data_dir)
+            if e.get("type") == kind and e.get("group") == group]
+
+
+def _produce(broker, topic: str, partitions, per_partition: int, tag: str) -> set[bytes]:
+    sent = [(b"k", f"{tag}-{p}-{i}".encode(), None, p)
+            for p in partitions for i in range(per_partition)]
+    assert len(produce(broker.bootstrap, topic, sent)) == len(sent)
+    return {v for _, v, _, _ in sent}
+
+
+# -- static membership ---------------------------------------------------------------------
+
+@pytest.fixture
+def slow_start_broker(make_broker):
+    # Both static members join the group's first generation together. Our broker lets a
+    # static member back in without a rebalance only if its JoinGroup metadata is the one
+    # it had (Kafka compares only the chosen protocol), and a member's metadata carries its
+    # generation: a member that rejoined once would differ from its restarted self.
+    return make_broker(**{"group.initial.rebalance.delay.ms": "1500"})
+
+
+async def test_static_member_restart_keeps_its_assignment_without_a_rebalance(
+        slow_start_broker):
+    broker = slow_start_broker
+    topic, group = _name("static"), _name("g")
+    create_topic(broker.bootstrap, topic, 4)
+    everything = _tps(topic, 4)
+    cfg = dict(GROUP_CONFIG, partition_assignment_strategy="range")
+
+    def member(instance: str) -> OurMember:
+        return OurMember(instance, broker.bootstrap, group, [topic],
+                         group_instance_id=instance, **cfg)
+
+    a, b = member("inst-a"), member("inst-b")
+    with trio.fail_after(DEADLINE_S):
+        async with AdminClient(bootstrap_servers=broker.bootstrap) as admin, \
+                trio.open_nursery() as nursery:
+            nursery.start_soon(a.run)
+            nursery.start_soon(b.run)
+            await wait_for(lambda: balanced_cover([a, b], everything), DEADLINE_S,
+                           "both static members to share the partitions")
+            generation = a.generation
+            assert [e["generation"] for e in _events(broker, group, "group_state")
+                    if e["new_state"] == "Stable"] == [generation], "one rebalance only"
+            leader, other = (a, b) if a.group.member.is_leader else (b, a)
+            old_id, old_assignment = leader.group.member.member_id, leader.assignment()
+            other_calls = list(other.listener.calls)
+
+            # close: the listener gives the partitions up, but no LeaveGroup goes out
+            await leader.leave()
+            assert leader.listener.calls[-1] == ("revoked", frozenset(old_assignment))
+            assert _events(broker, group, "group_leave") == []
+            described = (await admin.describe_groups([group]))[group]
+            assert described.state == "Stable"
+            assert {m.member_id for m in described.members} == {
+                old_id, other.group.member.member_id}
+
+            # restart within the session timeout: same place, same generation
+            again = member(leader.name)
+            nursery.start_soon(again.run)
+            await wait_for(lambda: again.stable() and again.assignment() == old_assignment,
+                           DEADLINE_S, "the restarted static member to get its partitions")
+            assert again.generation == generation == other.generation
+            assert again.group.member.member_id != old_id  # the broker replaced the id
+            assert again.listener.calls == [("assigned", frozenset(old_assignment))]
+            assert other.listener.calls == other_calls  # the other member saw nothing
+            assert other.stable() and other.generation == generation
+            assert [e["generation"] for e in _events(broker, group, "group_state")
+                    if e["new_state"] == "Stable"] == [generation]
+            joins = _events(broker, group, "group_join")
+            assert [j["kind"] for j in joins if j["member"] == again.group.member.member_id
+                    ] == ["static rejoin"]
+            await again.leave()
+            await other.leave()
+    assert _events(broker, group, "group_leave") == []
+
+
+# -- unsubscribe ---------------------------------------------------------------------------
+
+class CommitOnRevoke(Recorder):
+    """Commits the positions of what is revoked, as Java applications do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.consumer = None
+
+    async def on_partitions_revoked(self, partitions):
+        await super().on_partitions_revoked(partitions)
+        if partitions:
+            await self.consumer.commit()
+
+
+async def test_unsubscribe_leaves_the_group_and_subscribe_joins_again(broker):
+    topic, group = _name("unsub"), _name("g")
+    create_topic(broker.bootstrap, topic, 2)
+    everything = _tps(topic, 2)
+    first = _produce(broker, topic, range(2), 5, "first")
+    listener = CommitOnRevoke()
+    m = OurMember("m", broker.bootstrap, group, [topic], listener=listener, **GROUP_CONFIG)
+    listener.consumer = m.consumer
+    with trio.fail_after(DEADLINE_S):
+        async with AdminClient(bootstrap_servers=broker.bootstrap) as admin, \
+                trio.open_nursery() as nursery:
+            await nursery.start(m.run)
+            await wait_for(lambda: {d.value for d in m.records} == first, DEADLINE_S,
+                           "the first records")
+            member_id = m.group.member.member_id
+
+            await m.consumer.unsubscribe()
+            assert listener.calls[-1] == ("revoked", frozenset(everything))
+            assert m.consumer.assignment() == set() and m.consumer.subscription() == set()
+            assert m.consumer._group is None
+            assert [e["member"] for e in _events(broker, group, "group_leave")] == [member_id]
+            assert (await admin.describe_groups([group]))[group].state == "Empty"
+            # the revoked listener committed with the member's identity before it left
+            assert {tp: await m.consumer.committed(tp) for tp in everything} == {
+                tp: 5 for tp in everything}
+
+            second = _produce(broker, topic, range(2), 3, "second")
+            m.consumer.subscribe([topic])
+            await wait_for(lambda: {d.value for d in m.records} == first | second,
+                           DEADLINE_S, "the records produced after the unsubscribe")
+            assert m.assignment() == everything
+            assert listener.calls[-1] == ("assigned", frozenset(everything))
+            assert m.group.member.member_id != member_id  # a new member
+            assert len(m.records) == 16  # from the committed offsets: nothing twice
+
+            # unsubscribe and subscribe at once: the old member leaves first, then the new
+            # one joins
+            calls = len(listener.calls)
+            leaving = m.consumer.unsubscribe()
+            m.consumer.subscribe([topic])
+            await leaving
+            await wait_for(lambda: m.stable() and m.assignment() == everything, DEADLINE_S,
+                           "the member to join again")
+            assert listener.calls[calls:] == [("revoked", frozenset(everything)),
+                                              ("assigned", frozenset(everything))]
+            await m.leave()
+
+
+# -- pause / resume ------------------------------------------------------------------------
+
+async def test_paused_partitions_stay_paused_through_a_cooperative_rebalance(broker):
+    topic, group = _name("pause"), _name("g")
+    create_topic(broker.bootstrap, topic, 4)
+    everything = _tps(topic, 4)
+    first = _produce(broker, topic, range(4), 5, "first")
+    cfg = dict(GROUP_CONFIG, partition_assignment_strategy="cooperative-sticky")
+    a = OurMember("a", broker.bootstrap, group, [topic], cooperative=True, **cfg)
+    b = OurMember("b", broker.bootstrap, group, [topic], cooperative=True, **cfg)
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(a.run)
+            await wait_for(lambda: {d.value for d in a.records} == first, DEADLINE_S,
+                           "a to read the first records")
+            a.consumer.pause(TopicPartition(topic, 0))
+            assert a.consumer.paused() == {TopicPartition(topic, 0)}
+            second = _produce(broker, topic, range(4), 5, "second")
+            others = {v for v in second if not v.startswith(b"second-0-")}
+            await wait_for(lambda: others <= {d.value for d in a.records}, DEADLINE_S,
+                           "the records of the partitions not paused")
+            assert a.offsets(TopicPartition(topic, 0)) == list(range(5))
+
+            a.consumer.pause(*everything)
+            await nursery.start(b.run)
+            await wait_for(lambda: balanced_cover([a, b], everything), DEADLINE_S,
+                           "b to join")
+            kept = a.assignment()
+            assert a.consumer.paused() == kept  # Java keeps a kept partition's pause
+            assert not [c for c in a.listener.calls if c[0] == "revoked" and c[1] & kept]
+            held = [d for d in a.records if d.tp in kept]
+            a.consumer.resume(*kept)
+            assert a.consumer.paused() == set()
+            wanted = {v for v in second if int(v.split(b"-")[1]) in
+                      {tp.partition for tp in kept}}
+            await wait_for(lambda: wanted <= {d.value for d in a.records}, DEADLINE_S,
+                           "the kept partitions' records once resumed")
+            for tp in kept:  # resumed from the position it was paused at, nothing twice
+                assert a.offsets(tp) == list(range(10)), (tp, held)
+            await a.leave()
+            await b.leave()
+
+
+# -- max.poll.interval.ms ------------------------------------------------------------------
+
+async def test_a_member_that_stops_polling_leaves_and_the_others_take_over(broker):
+    topic, group = _name("maxpoll"), _name("g")
+    create_topic(broker.bootstrap, topic, 4)
+    everything = _tps(topic, 4)
+    cfg = dict(GROUP_CONFIG, partition_assignment_strategy="range")
+    slow = OurMember("slow", broker.bootstrap, group, [topic],
+                     **dict(cfg, max_poll_interval_ms=1500))
+    steady = OurMember("steady", broker.bootstrap, group, [topic], **cfg)
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(slow.run)
+            await nursery.start(steady.run)
+            await wait_for(lambda: balanced_cover([slow, steady], everything), DEADLINE_S,
+                           "two members")
+            slow_id, slow_owned = slow.group.member.member_id, slow.assignment()
+            calls = len(slow.listener.calls)
+
+            slow.polling = False
+            await wait_for(lambda: balanced_cover([steady], everything), DEADLINE_S,
+                           "steady to take every partition")
+            leaves = _events(broker, group, "group_leave")
+            assert [(e["member"], e["reason"]) for e in leaves] == [
+                (slow_id, "left the group")]  # the broker records its own reason
+            assert slow.group.state is MemberState.UNJOINED
+            assert slow.listener.calls[calls:] == []  # told on its next poll, as in Java
+
+            slow.resume_polling()
+            await wait_for(lambda: balanced_cover([slow, steady], everything), DEADLINE_S,
+                           "slow to come back")
+            assert slow.listener.calls[calls] == ("lost", frozenset(slow_owned))
+            assert slow.listener.calls[-1] == ("assigned", frozenset(slow.assignment()))
+            await slow.leave()
+            await steady.leave()
+
+
+# -- cancellation --------------------------------------------------------------------------
+
+async def test_cancelling_the_task_of_a_grouped_consumer_closes_it_cleanly(broker):
+    # The caller's cancellation reaches the Consumer's background tasks first (connection
+    # readers included), so close() cannot send a LeaveGroup then: the broker expires the
+    # member after session_timeout_ms. What must hold is that the Consumer closes at once
+    # and leaves trio's nursery stack intact (it once left its connection pool open).
+    topic, group = _name("cancel"), _name("g")
+    create_topic(broker.bootstrap, topic, 2)
+    m = OurMember("m", broker.bootstrap, group, [topic], **GROUP_CONFIG)
+    with trio.fail_after(DEADLINE_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(m.run)
+            await wait_for(m.stable, DEADLINE_S, "the member to join")
+            nursery.cancel_scope.cancel()
+        assert m.closed.is_set()
+        assert m.consumer._pool is None and m.consumer._nursery is None
+        # the task's nursery stack is intact: more nurseries open and close normally
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.sleep, 0)

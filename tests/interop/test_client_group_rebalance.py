@@ -1,0 +1,188 @@
+"""What a cooperative rebalance looks like to the members, against our broker.
+
+- A member that keeps partitions keeps consuming them through the rebalance. The test holds
+  the rebalance open: the joining member's first on_partitions_assigned blocks, so it cannot
+  rejoin for the follow-up rebalance (KIP-429) that the revoking member starts, and the
+  group stays in PreparingRebalance. Records produced to the kept partitions meanwhile must
+  reach the keeping member while it is still JOINING and the broker still says
+  PreparingRebalance, at the next offsets (its position was not reset), exactly once.
+- A mixed group of our consumers and confluent-kafka (librdkafka) consumers under
+  cooperative-sticky converges to each partition owned once, through a join of ours and a
+  leave of librdkafka's; our members are only ever revoked what moved.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+import trio
+
+from client.admin import AdminClient
+from client.consumer.membership import MemberState
+from client.types import TopicPartition
+from tests.interop.group_helpers import GroupMember as CKMember
+from tests.interop.group_helpers import OurMember, Recorder, balanced_cover, wait_for
+from tests.interop.librdkafka import create_topic, produce
+
+DEADLINE_S = 30
+GROUP_CONFIG = dict(session_timeout_ms=6000, heartbeat_interval_ms=100,
+                    max_poll_interval_ms=20000, auto_offset_reset="earliest",
+                    enable_auto_commit=False)
+COOPERATIVE = dict(GROUP_CONFIG, partition_assignment_strategy="cooperative-sticky")
+
+
+@pytest.fixture
+def broker(make_broker):
+    return make_broker(**{"group.initial.rebalance.delay.ms": "0"})
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+class HoldFirstAssignment(Recorder):
+    """Blocks in its first on_partitions_assigned until `release` is set: meanwhile its
+    member cannot rejoin, so the group's next rebalance stays open."""
+
+    def __init__(self) -> None:
+        super().__init__(cooperative=True)
+        self.held = trio.Event()
+        self.release = trio.Event()
+
+    async def on_partitions_assigned(self, partitions):
+        await super().on_partitions_assigned(partitions)
+        if not self.held.is_set():
+            self.held.set()
+            await self.release.wait()
+
+
+async def test_a_member_keeps_consuming_its_kept_partitions_through_the_rebalance(broker):
+    topic, group = _name("coop-keep"), _name("g")
+    create_topic(broker.bootstrap, topic, 6)
+    everything = {TopicPartition(topic, p) for p in range(6)}
+    first = [(b"k", f"before-{p}-{i}".encode(), None, p) for p in range(6) for i in range(10)]
+    assert len(produce(broker.bootstrap, topic, first)) == 60
+
+    a = OurMember("a", broker.bootstrap, group, [topic], cooperative=True, **COOPERATIVE)
+    held = HoldFirstAssignment()
+    b = OurMember("b", broker.bootstrap, group, [topic], listener=held, **COOPERATIVE)
+    with trio.fail_after(DEADLINE_S):
+        async with AdminClient(bootstrap_servers=broker.bootstrap) as admin, \
+                trio.open_nursery() as nursery:
+            await nursery.start(a.run)
+            await wait_for(lambda: a.stable() and a.assignment() == everything
+                           and len(a.records) == 60, DEADLINE_S, "a alone with all 60 records")
+
+            await nursery.start(b.run)
+            # b holds its (empty) first assignment; a revoked what moves and rejoined
+            await wait_for(lambda: held.held.is_set() and a.group.state is MemberState.JOINING
+                           and a.listener.calls[-1][0] == "assigned"
+                           and len(a.assignment()) == 3,
+                           DEADLINE_S, "a to revoke what moves and rejoin while b is held")
+            kept = a.assignment()
+            moved = everything - kept
+            assert a.listener.calls == [("assigned", frozenset(everything)),
+                                        ("revoked", frozenset(moved)),
+                                        ("assigned", frozenset())]
+
+            async def rebalancing() -> bool:  # a's JoinGroup reached the broker
+                return (await admin.describe_groups([group]))[group].state == \
+                    "PreparingRebalance"
+            await wait_for(rebalancing, DEADLINE_S, "the follow-up rebalance to be open")
+
+            during = [(b"k", f"during-{tp.partition}-{i}".encode(), None, tp.partition)
+                      for tp in sorted(kept) for i in range(10)]
+            assert len(produce(broker.bootstrap, topic, during)) == 30
+            wanted = {v for _, v, _, _ in during}
+            await wait_for(lambda: wanted <= {d.value for d in a.records}, DEADLINE_S,
+                           "a to receive the records produced to its kept partitions")
+            # ... while the rebalance was still open, on both sides
+            assert a.group.state is MemberState.JOINING
+            assert (await admin.describe_groups([group]))[group].state == "PreparingRebalance"
+            assert {d.state for d in a.records if d.value in wanted} == {MemberState.JOINING}
+            # positions went on from 10: each kept partition read once, 0..19, in order
+            for tp in kept:
+                assert a.offsets(tp) == list(range(20)), tp
+
+            held.release.set()
+            await wait_for(lambda: balanced_cover([a, b], everything), DEADLINE_S,
+                           "the follow-up rebalance to hand the moved partitions to b")
+            assert a.assignment() == kept and b.assignment() == moved
+            # the follow-up rebalance revoked nothing more from a
+            assert [c for c in a.listener.calls if c[0] == "revoked"] == [
+                ("revoked", frozenset(moved))]
+            assert not [c for c in held.calls if c[0] != "assigned"]
+            await a.leave()
+            await b.leave()
+
+
+async def test_mixed_group_with_librdkafka_under_cooperative_sticky(broker):
+    topic, group = _name("coop-mixed"), _name("g")
+    create_topic(broker.bootstrap, topic, 6)
+    everything = {TopicPartition(topic, p) for p in range(6)}
+    ck = CKMember(broker.bootstrap, group, [topic], "ck",
+                  **{"partition.assignment.strategy": "cooperative-sticky"})
+    stop = threading.Event()
+    close_ck = threading.Event()
+
+    def pump() -> None:  # librdkafka's callbacks run inside its poll, in this thread
+        while not stop.is_set():
+            if close_ck.is_set():
+                ck.close()
+                return
+            ck.poll(0.05)
+
+    def ck_owned() -> set[TopicPartition]:
+        return set() if ck.closed else {TopicPartition(t, p) for t, p in ck.owned}
+
+    def converged(ours: list[OurMember], with_ck: bool) -> bool:
+        if not all(m.stable() for m in ours):
+            return False
+        owned = [m.assignment() for m in ours] + ([ck_owned()] if with_ck else [])
+        if any(m.listener.owned != m.assignment() for m in ours):
+            return False
+        sizes = [len(o) for o in owned]
+        return (min(sizes) > 0 and max(sizes) - min(sizes) <= 1 and sum(sizes) == 6
+                and set().union(*owned) == everything)
+
+    a = OurMember("a", broker.bootstrap, group, [topic], cooperative=True, **COOPERATIVE)
+    b = OurMember("b", broker.bootstrap, group, [topic], cooperative=True, **COOPERATIVE)
+    try:
+        with trio.fail_after(DEADLINE_S):
+            async with trio.open_nursery() as nursery:
+                async def run_ck() -> None:
+                    await trio.to_thread.run_sync(pump)
+                nursery.start_soon(run_ck)
+                try:
+                    await nursery.start(a.run)
+                    await wait_for(lambda: converged([a], with_ck=True), DEADLINE_S,
+                                   "ours and librdkafka's to split six partitions")
+                    a_before = a.assignment()
+
+                    await nursery.start(b.run)  # a join of ours
+                    await wait_for(lambda: converged([a, b], with_ck=True), DEADLINE_S,
+                                   "three members to share six partitions")
+                    a_after_join = a.assignment()
+                    assert a_after_join < a_before  # sticky: a kept two of its three
+                    revoked = set().union(*[p for k, p in a.listener.calls if k == "revoked"])
+                    assert revoked == a_before - a_after_join
+                    assert not [c for c in b.listener.calls if c[0] != "assigned"]
+
+                    close_ck.set()  # a leave of librdkafka's
+                    await wait_for(lambda: ck.closed and converged([a, b], with_ck=False),
+                                   DEADLINE_S, "ours to take over librdkafka's partitions")
+                    assert a.assignment() >= a_after_join  # nothing taken from a
+                    assert not [c for c in a.listener.calls + b.listener.calls
+                                if c[0] == "lost"]
+                    revoked_after = set().union(
+                        *[p for k, p in a.listener.calls if k == "revoked"])
+                    assert revoked_after == revoked
+                    await a.leave()
+                    await b.leave()
+                finally:
+                    stop.set()
+    finally:
+        stop.set()
+        ck.close()
