@@ -194,6 +194,12 @@ class Cluster:
             self._topics |= new
             self.request_update()
 
+    def track_all_topics(self) -> None:
+        """Track every topic in the cluster from now on (a pattern subscription)."""
+        if self._topics is not None:
+            self._topics = None
+            self.request_update()
+
     # -- when to refresh ---------------------------------------------------------------
 
     def request_update(self) -> None:

@@ -38,7 +38,9 @@ revoke, LeaveGroup (dynamic members), bounded by 30 s.
 
 unsubscribe() leaves the group (see its docstring); subscribe() afterwards joins again.
 
-Not yet: pattern subscriptions, a rejoin when a subscribed
+subscribe(pattern=...) follows the topics whose names match (see subscribe()).
+
+Not yet: a rejoin when a subscribed
 topic's partition count changes, read_committed, background prefetching (a fetch is sent
 when getmany finds no buffered records; with several leaders, one Fetch per leader in
 parallel).
@@ -47,6 +49,7 @@ parallel).
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence, TypeVar
 
 import trio
@@ -119,6 +122,8 @@ class Consumer:
         self._closing_group: GroupCoordinator | None = None
         self._leaving: trio.Event | None = None  # unsubscribe(): the old member's leave
         self._given_up: set[TopicPartition] = set()  # ... and the partitions it gives up
+        self._pattern: re.Pattern | None = None  # subscribe(pattern=...)
+        self._watching_pattern = False
         self._nursery_manager: Any = None
         self._nursery: trio.Nursery | None = None
         self._assigned_event = trio.Event()
@@ -150,6 +155,7 @@ class Consumer:
         self._cluster.add_topics(self._subscription)  # type: ignore[union-attr]
         self._group = GroupCoordinator(self, self._subscription, self._listener)
         await self._nursery.start(self._run_group, self._group)
+        self._maybe_watch_pattern()
 
     async def _run_group(self, group: GroupCoordinator,
                          task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -205,21 +211,38 @@ class Consumer:
 
     # -- assignment --------------------------------------------------------------------
 
-    def subscribe(self, topics: Iterable[str], listener: Any = None) -> None:
+    def subscribe(self, topics: Iterable[str] = (), listener: Any = None, *,
+                  pattern: str | re.Pattern | None = None) -> None:
         """Join group_id with these topics (replacing an earlier subscription; a rejoin
         follows at once when already in the group). `listener`: a
         ConsumerRebalanceListener (or any object with its three async methods); None keeps
         the current one (a no-op listener at first). The group is joined by the first
-        getmany / iteration step after the Consumer is open."""
-        names = (topics,) if isinstance(topics, str) else tuple(topics)
-        if not names:
-            raise ValueError("subscribe() needs at least one topic")
-        for name in names:
-            if not isinstance(name, str) or not name:
-                raise TypeError(f"topic names must be non-empty str, got {name!r}")
+        getmany / iteration step after the Consumer is open.
+
+        `pattern` instead of topics: every topic whose whole name matches (re.fullmatch,
+        as Java's Pattern.matches), internal topics excluded (exclude_internal_topics).
+        The Consumer then tracks every topic's metadata and matches again after each
+        refresh, at least every metadata_max_age_ms: a new matching topic (or one gone)
+        changes the subscription and the member rejoins, as in Java."""
+        if pattern is not None:
+            if isinstance(topics, str) or tuple(topics):
+                raise ValueError("subscribe() takes topics or a pattern, not both")
+            compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+            names: tuple[str, ...] = ()
+        else:
+            compiled = None
+            names = (topics,) if isinstance(topics, str) else tuple(topics)
+            if not names:
+                raise ValueError("subscribe() needs at least one topic (or a pattern)")
+            for name in names:
+                if not isinstance(name, str) or not name:
+                    raise TypeError(f"topic names must be non-empty str, got {name!r}")
         self._group_id()
         if self._subscription is None and self._state.assignment() - self._given_up:
             raise RuntimeError(_MUTUALLY_EXCLUSIVE)
+        self._pattern = compiled
+        if compiled is not None:
+            names = self._matching_topics() if self._cluster is not None else ()
         self._subscription = tuple(sorted(set(names)))
         if listener is not None:
             self._listener = listener
@@ -230,6 +253,53 @@ class Consumer:
             self._cluster.add_topics(self._subscription)  # type: ignore[union-attr]
             self._group = GroupCoordinator(self, self._subscription, self._listener)
             self._nursery.start_soon(self._run_group, self._group)
+        self._maybe_watch_pattern()
+
+    def _matching_topics(self) -> tuple[str, ...]:
+        assert self._pattern is not None and self._cluster is not None
+        return tuple(sorted(
+            name for name, t in self._cluster.metadata.topics.items()
+            if self._pattern.fullmatch(name)
+            and not (t.is_internal and self.config.exclude_internal_topics)))
+
+    def _maybe_watch_pattern(self) -> None:
+        if self._pattern is not None and self._nursery is not None \
+                and not self._watching_pattern:
+            self._watching_pattern = True
+            self._cluster.track_all_topics()  # type: ignore[union-attr]
+            self._nursery.start_soon(self._watch_pattern)
+
+    async def _watch_pattern(self) -> None:
+        """Match the pattern after every metadata refresh (this task asks for one at least
+        every metadata_max_age_ms); a changed match is a new subscription."""
+        cluster = self._cluster
+        assert cluster is not None
+        failures = 0
+        try:
+            while self._pattern is not None:
+                seen = cluster.generation
+                if cluster.generation == 0 or cluster.metadata.is_stale(
+                        trio.current_time(), self.config.metadata_max_age_ms):
+                    try:
+                        await cluster.refresh()
+                    except KafkaError as e:  # no broker for now: try again later
+                        log.info("pattern subscription: metadata refresh failed: %s", e)
+                        await trio.sleep(self.config.retry_backoff_s(failures))
+                        failures += 1
+                        continue
+                    failures = 0
+                    seen = cluster.generation
+                matched = self._matching_topics()
+                if self._pattern is not None and self._group is not None \
+                        and matched != self._subscription:
+                    self._subscription = matched
+                    cluster.add_topics(matched)
+                    self._group.subscribe(matched)
+                # another refresh (the fetcher's, the leader's) or the max age, first
+                with trio.move_on_after(self.config.metadata_max_age_ms / 1000):
+                    await cluster.wait_for_refresh(seen)
+        finally:
+            self._watching_pattern = False
 
     def subscription(self) -> set[str]:
         return set(self._subscription or ())
@@ -262,6 +332,7 @@ class Consumer:
             self._state.assign([])
             return Unsubscribed(None)
         self._subscription = None
+        self._pattern = None
         group, self._group = self._group, None
         if group is None:  # never opened: there is no member to take out of the group
             return Unsubscribed(None)

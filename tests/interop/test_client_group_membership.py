@@ -1,6 +1,6 @@
 """Membership of one of our consumers in a group, against our broker: static membership
 (group_instance_id), unsubscribe(), pause/resume across a rebalance, max.poll.interval.ms,
-and a Consumer whose task is cancelled.
+a Consumer whose task is cancelled, and pattern subscriptions.
 
 Static members follow Java (AbstractCoordinator.maybeLeaveGroup, Kafka 2.3+): close() sends
 no LeaveGroup, so a restart within session.timeout.ms takes the old place back — same
@@ -16,6 +16,7 @@ import trio
 
 from broker.events import read_events
 from client.admin import AdminClient
+from client.consumer.consumer import Consumer
 from client.consumer.membership import MemberState
 from client.types import TopicPartition
 from tests.interop.group_helpers import OurMember, Recorder, balanced_cover, wait_for
@@ -282,3 +283,49 @@ async def test_cancelling_the_task_of_a_grouped_consumer_closes_it_cleanly(broke
         # the task's nursery stack is intact: more nurseries open and close normally
         async with trio.open_nursery() as nursery:
             nursery.start_soon(trio.sleep, 0)
+
+
+# -- pattern subscription ------------------------------------------------------------------
+
+async def test_pattern_subscription_follows_matching_topics_as_they_appear(broker):
+    prefix, group = _name("pat"), _name("g")
+    create_topic(broker.bootstrap, f"{prefix}-a", 2)
+    create_topic(broker.bootstrap, f"other-{prefix}", 1)  # does not match
+    listener = Recorder()
+    consumer = Consumer(bootstrap_servers=broker.bootstrap, group_id=group,
+                        metadata_max_age_ms=300, **GROUP_CONFIG)
+    with trio.fail_after(DEADLINE_S):
+        async with consumer as c:
+            c.subscribe(pattern=rf"{prefix}-.*", listener=listener)
+            first = _produce(broker, f"{prefix}-a", range(2), 2, "a")
+            got: set[bytes] = set()
+
+            async def consume_until(wanted: set[bytes]) -> None:
+                while not wanted <= got:
+                    for records in (await c.getmany(timeout_ms=100)).values():
+                        got.update(r.value for r in records)
+
+            await consume_until(first)
+            assert c.subscription() == {f"{prefix}-a"}
+            assert c.assignment() == _tps(f"{prefix}-a", 2)
+
+            create_topic(broker.bootstrap, f"{prefix}-b", 1)
+            second = _produce(broker, f"{prefix}-b", range(1), 3, "b")
+            await consume_until(second)
+            assert c.subscription() == {f"{prefix}-a", f"{prefix}-b"}
+            assert c.assignment() == _tps(f"{prefix}-a", 2) | _tps(f"{prefix}-b", 1)
+            # eager (the default range first): everything revoked, then both topics assigned
+            assert listener.calls[-2:] == [
+                ("revoked", frozenset(_tps(f"{prefix}-a", 2))),
+                ("assigned", frozenset(_tps(f"{prefix}-a", 2) | _tps(f"{prefix}-b", 1)))]
+    assert got == first | second
+
+
+def test_subscribe_takes_topics_or_a_pattern():
+    c = Consumer(bootstrap_servers="127.0.0.1:9", group_id="g")
+    with pytest.raises(ValueError, match="not both"):
+        c.subscribe(["t"], pattern="t.*")
+    with pytest.raises(ValueError, match="at least one topic"):
+        c.subscribe([])
+    c.subscribe(pattern="t.*")
+    assert c.subscription() == set()  # nothing matched yet: the Consumer is not open
