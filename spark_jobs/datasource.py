@@ -9,6 +9,12 @@ EqualTo / In filters on `topic` and `partition` down to skip other partitions' f
 turning each range's rows into Arrow record batches. The path may be a data directory, one
 partition directory or one .log file. Needs spark.sql.python.filterPushdown.enabled=true
 (spark_jobs.session sets it).
+
+Spark 4.3 caveat: Spark stores the reader that pushFilters narrowed on the DataFrame's
+relation and reuses it for a later query on that DataFrame that pushes no filter, which then
+sees only the earlier query's topics/partitions. spark_jobs.tables adds an always-true
+pushed filter to every table it returns; a bare `.load()` should do the same before it is
+both filtered and read whole.
 """
 
 from __future__ import annotations

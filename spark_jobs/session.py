@@ -93,12 +93,19 @@ def get_spark(master: str | None = None, app_name: str = DEFAULT_APP_NAME, quiet
         # spark-submit, pyspark shell or an earlier call: its master and conf stand.
         return _register(active)
 
-    launching_jvm = "PYSPARK_GATEWAY_PORT" not in os.environ
-    if launching_jvm and find_java() is None:
+    # spark-submit starts the JVM itself and passes its gateway port; its --master and
+    # --conf are already in that JVM's system properties.
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    if not submitted and find_java() is None:
         raise JavaMissing()
 
-    chosen = (master or os.environ.get("MASTER") or _master_from_submit_args()
-              or (None if not launching_jvm else "local[*]"))
+    if master is not None:
+        chosen = master
+    elif submitted:
+        from pyspark import SparkConf
+        chosen = SparkConf().get("spark.master", None)
+    else:
+        chosen = os.environ.get("MASTER") or _master_from_submit_args() or "local[*]"
     is_local = chosen is None or chosen.startswith("local")
 
     if is_local:
@@ -113,9 +120,8 @@ def get_spark(master: str | None = None, app_name: str = DEFAULT_APP_NAME, quiet
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
     builder = SparkSession.builder.appName(app_name)
-    if master is not None or "PYSPARK_GATEWAY_PORT" not in os.environ:
-        if chosen is not None:
-            builder = builder.master(chosen)
+    if chosen is not None and (master is not None or not submitted):
+        builder = builder.master(chosen)
     settings = {
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.python.filterPushdown.enabled": "true",

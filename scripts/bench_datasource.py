@@ -1,0 +1,152 @@
+"""Benchmark of the minibroker-log Spark data source: rows/s of records() and batches().
+
+    .venv/bin/python scripts/bench_datasource.py                    # ~1 GB under /tmp
+    .venv/bin/python scripts/bench_datasource.py --size-mb 200
+    .venv/bin/python scripts/bench_datasource.py --data-dir DIR     # reuse a data directory
+
+Without segments in --data-dir, it starts our broker on that directory, writes about
+--size-mb of --value-bytes values through confluent-kafka (uncompressed, keyed every other
+record) and stops the broker. Then, in one Spark session, it times:
+  records: count(*), and a full scan touching key and value (sum(length(value)), count(key));
+  batches: count(*) and sum(record_count).
+Figures are printed, never asserted. The first timed query also pays Python worker start-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from spark_jobs.segments import find_segments  # noqa: E402
+
+TOPIC = "bench-datasource"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_listening(port: int, proc: subprocess.Popen, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"broker exited with status {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)  # a script polling a port, not a test
+    raise SystemExit("broker did not start listening")
+
+
+def generate(data_dir: Path, size_mb: int, value_bytes: int, partitions: int) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    port = _free_port()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log = open(data_dir.parent / "bench-broker.log", "ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "broker.cli", "serve", "--broker-id", "0",
+         "--listen", f"127.0.0.1:{port}", "--data-dir", str(data_dir)],
+        cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        _wait_listening(port, proc)
+        bootstrap = f"127.0.0.1:{port}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(TOPIC, num_partitions=partitions,
+                                      replication_factor=1)])[TOPIC].result(timeout=30)
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                             "batch.size": 1_000_000, "queue.buffering.max.kbytes": 1_000_000,
+                             "acks": 1})
+        value = (b"0123456789abcdef" * (value_bytes // 16 + 1))[:value_bytes]
+        total = size_mb * 1_000_000 // (value_bytes + 20)  # ~20 bytes of record overhead
+        started = time.monotonic()
+        for i in range(total):
+            while True:
+                try:
+                    producer.produce(TOPIC, value, key=b"k%d" % (i % 1000) if i % 2 else None,
+                                     partition=i % partitions)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            if i % 100_000 == 0:
+                producer.poll(0)
+        if producer.flush(300):
+            raise SystemExit("produce did not finish")
+        elapsed = time.monotonic() - started
+        print(f"produced {total:,} records of {value_bytes} B in {elapsed:.1f} s", flush=True)
+    finally:
+        proc.terminate()
+        proc.wait(60)
+        log.close()
+
+
+def timed(label: str, rows_label: str, fn):
+    started = time.monotonic()
+    result = fn()
+    elapsed = time.monotonic() - started
+    rows = result[0]
+    print(f"{label:<44} {elapsed:7.2f} s  {rows / elapsed:12,.0f} {rows_label}/s   {result}",
+          flush=True)
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", type=Path, default=Path("/tmp/minibroker-bench-ds/data"))
+    parser.add_argument("--size-mb", type=int, default=1024)
+    parser.add_argument("--value-bytes", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--split-bytes", type=int, default=None)
+    parser.add_argument("--master", default=None)
+    args = parser.parse_args()
+
+    if not (args.data_dir.is_dir() and find_segments(args.data_dir)):
+        generate(args.data_dir, args.size_mb, args.value_bytes, args.partitions)
+    segments = find_segments(args.data_dir)
+    size = sum(s.size for s in segments)
+    print(f"{len(segments)} segments, {size / 1e6:,.0f} MB under {args.data_dir}", flush=True)
+
+    from pyspark.sql import functions as F
+
+    from spark_jobs import tables
+    from spark_jobs.session import get_spark
+
+    spark = get_spark(master=args.master, app_name="bench-datasource")
+    print(f"master {spark.sparkContext.master}, "
+          f"default parallelism {spark.sparkContext.defaultParallelism}", flush=True)
+
+    def reader(level):
+        # what tables.records()/batches() build, plus the split_bytes option
+        df = spark.read.format(tables.DATA_SOURCE).option("level", level)
+        if args.split_bytes:
+            df = df.option("split_bytes", args.split_bytes)
+        return df.load(str(args.data_dir)).where(F.col("partition") >= 0)
+
+    records = reader("record")
+    batches = reader("batch")
+    print(f"input partitions: {records.rdd.getNumPartitions()}", flush=True)
+    timed("records: count()", "rows", lambda: (records.count(),))
+    timed("records: sum(length(value)), count(key)", "rows",
+          lambda: tuple(records.agg(F.count(F.lit(1)), F.sum(F.length("value")),
+                                    F.count("key")).first()))
+    timed("batches: count()", "batches", lambda: (batches.count(),))
+    timed("batches: sum(record_count)", "batches",
+          lambda: tuple(batches.agg(F.count(F.lit(1)), F.sum("record_count")).first()))
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
