@@ -50,7 +50,9 @@ def _csv_ready(df):
 def write_table(df, out: str | os.PathLike, job: str, name: str) -> dict[str, Any]:
     """Write one table both ways; return {"rows", "parquet", "csv", "head" (pandas)}."""
     base = Path(out) / job / name
-    df = df.persist()
+    cached_here = not df.is_cached
+    if cached_here:
+        df = df.persist()
     try:
         df.write.mode("overwrite").parquet(str(base / "parquet"))
         _csv_ready(df).coalesce(1).write.mode("overwrite").option("header", True) \
@@ -58,16 +60,12 @@ def write_table(df, out: str | os.PathLike, job: str, name: str) -> dict[str, An
         head = _csv_ready(df.limit(SHOW_ROWS)).toPandas()
         rows = df.count()
     finally:
-        df.unpersist()
+        if cached_here:
+            df.unpersist()
     return {"rows": rows, "parquet": base / "parquet", "csv": base / "csv", "head": head}
 
 
 # --- charts ------------------------------------------------------------------------------
-
-def _time_axis(ax, ms_values) -> Any:
-    """Seconds since the first point: readable for minutes-long benchmarks and hours alike."""
-    return ax
-
 
 def _save(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
