@@ -240,6 +240,21 @@ def pause_totals(events: list[dict], start_ts: int = 0, end_ts: int = 2**62
             "rebalances": len(generations(events, start_ts, end_ts))}
 
 
+def split_by_bounced(events: list[dict], bounces: list[dict], start_ts: int, end_ts: int
+                     ) -> tuple[list[PartitionPause], list[PartitionPause]]:
+    """The window's partition pauses in two: those of partitions the bounced instance gave
+    up (both protocols pay these: nobody may fetch them until the group has rebalanced) and
+    those of the instances that stayed (eager's stop-the-world, cooperative's moves)."""
+    bounced, staying = [], []
+    for p in partition_pauses(events):
+        if not (p.released_ts >= start_ts and p.acquired_ts <= end_ts):
+            continue
+        is_bounced = any(b["instance"] == p.old_instance
+                         and b["stop_ts"] <= p.released_ts <= b["stable_ts"] for b in bounces)
+        (bounced if is_bounced else staying).append(p)
+    return bounced, staying
+
+
 def latency_percentiles(events: Iterable[dict], start_ts: int, end_ts: int) -> dict[str, int]:
     """End-to-end latency (consumed ts - produce time of the batch's first record)."""
     lat = sorted(e["ts"] - e["produced_ts"] for e in events if e["type"] == "consumed"
@@ -291,6 +306,11 @@ def analyze(out_dir: str | os.PathLike, use_spark: bool = False) -> dict[str, An
     if broker_events:
         totals["broker_rebalances"] = broker_rebalances(broker_events, meta["group"], start, end)
     bounces = meta["bounces"]
+    bounced, staying = split_by_bounced(events, bounces, start, end)
+    totals["partition_pause_bounced_ms"] = sum(p.pause_ms for p in bounced)
+    totals["partition_pauses_bounced"] = len(bounced)
+    totals["partition_pause_staying_ms"] = sum(p.pause_ms for p in staying)
+    totals["partition_pauses_staying"] = len(staying)
     result = {
         "out": str(out_dir), "protocol": meta["protocol"], "client": meta["client"],
         "instances": meta["instances"], "partitions": meta["partitions"],
@@ -312,6 +332,9 @@ def print_report(r: dict[str, Any]) -> None:
           f"work={r['work_ms_per_record']}ms/record  ({r['out']})")
     print(f"  total partition pause   {r['partition_pause_ms']:>10,} ms  "
           f"({r['partition_pauses']} partition hand-overs)")
+    print(f"    of the bounced instance {r['partition_pause_bounced_ms']:>8,} ms  "
+          f"({r['partition_pauses_bounced']}), of the instances that stayed "
+          f"{r['partition_pause_staying_ms']:,} ms ({r['partition_pauses_staying']})")
     print(f"  total member pause      {r['member_pause_ms']:>10,} ms  "
           f"({r['member_pauses']} member pauses)")
     rebalances = r.get("broker_rebalances")
