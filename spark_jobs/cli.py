@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         spark = get_spark(master=args.master)
     except JavaMissing as e:
         return _fail(str(e))
+    # the jobs' plans are wide: without this Spark warns that it truncated a plan's text
+    spark.conf.set("spark.sql.debug.maxToStringFields", "1000")
     sys.stderr.write(f"[spark] {spark.sparkContext.master}, "
                      f"{time.monotonic() - started:.1f} s to start\n")
 

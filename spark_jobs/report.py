@@ -48,21 +48,17 @@ def _csv_ready(df):
 
 
 def write_table(df, out: str | os.PathLike, job: str, name: str) -> dict[str, Any]:
-    """Write one table both ways; return {"rows", "parquet", "csv", "head" (pandas)}."""
+    """Write one table both ways; return {"rows", "parquet", "csv", "head" (pandas)}.
+    The job's plan runs once, into Parquet; the CSV, the row count and the head shown in
+    the report are read back from it (cheap scans instead of re-running the plan)."""
     base = Path(out) / job / name
-    cached_here = not df.is_cached
-    if cached_here:
-        df = df.persist()
-    try:
-        df.write.mode("overwrite").parquet(str(base / "parquet"))
-        _csv_ready(df).coalesce(1).write.mode("overwrite").option("header", True) \
-            .csv(str(base / "csv"))
-        head = _csv_ready(df.limit(SHOW_ROWS)).toPandas()
-        rows = df.count()
-    finally:
-        if cached_here:
-            df.unpersist()
-    return {"rows": rows, "parquet": base / "parquet", "csv": base / "csv", "head": head}
+    df.write.mode("overwrite").parquet(str(base / "parquet"))
+    written = df.sparkSession.read.parquet(str(base / "parquet"))
+    _csv_ready(written).coalesce(1).write.mode("overwrite").option("header", True) \
+        .csv(str(base / "csv"))
+    head = _csv_ready(written.limit(SHOW_ROWS)).toPandas()
+    return {"rows": written.count(), "parquet": base / "parquet", "csv": base / "csv",
+            "head": head}
 
 
 # --- charts ------------------------------------------------------------------------------

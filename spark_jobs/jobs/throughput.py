@@ -77,9 +77,9 @@ def partition_shares(batches: DataFrame, hot_factor: float = HOT_FACTOR) -> Data
 
 def _key_text(key):
     """The key as text when it is UTF-8, else as hex (keys are bytes on the wire)."""
-    decoded = F.decode(key, "UTF-8")
-    valid = F.encode(decoded, "UTF-8") == key
-    return F.when(valid, decoded).otherwise(F.concat(F.lit("0x"), F.lower(F.hex(key))))
+    text = key.cast("string")  # no check here: decode() would raise on a bad byte
+    return F.when(F.is_valid_utf8(text), text).otherwise(
+        F.concat(F.lit("0x"), F.lower(F.hex(key))))
 
 
 def hot_keys(records: DataFrame, top: int = 10) -> DataFrame:
