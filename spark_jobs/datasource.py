@@ -99,17 +99,12 @@ class MinibrokerLogReader(DataSourceReader):
         return [RangePartition(r) for r in segment_ranges(segments, self.split_bytes)]
 
     def read(self, partition: InputPartition):
-        import pyarrow as pa
-
         r = partition.value
         if r is None:  # Spark's stand-in partition when there are no segments at all
             return
-        schema = self.schema
-        arrow_schema = _arrow_schema(schema)
-        for cols in iter_column_chunks(ByteRange(*r), self.level, _CHUNK_ROWS):
-            arrays = [pa.array(cols[field.name], type=arrow_schema.field(field.name).type)
-                      for field in schema.fields]
-            yield pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+        arrow_schema = _arrow_schema(self.schema)
+        for chunk in iter_column_chunks(ByteRange(*r), self.level, _CHUNK_ROWS):
+            yield chunk.to_arrow(arrow_schema)
 
 
 def _arrow_schema(schema: StructType):

@@ -29,7 +29,7 @@ from protocol.records import (BATCH_OVERHEAD, LOG_OVERHEAD, BatchHeader, batch_c
 __all__ = [
     "RECORD_COLUMNS", "BATCH_COLUMNS", "DEFAULT_SPLIT_BYTES", "SegmentFile", "ByteRange",
     "parse_log_dir_name", "find_segments", "split_segment", "segment_ranges",
-    "iter_column_chunks", "iter_rows",
+    "ColumnChunk", "iter_column_chunks", "iter_rows",
 ]
 
 DEFAULT_SPLIT_BYTES = 32 * 1024 * 1024
@@ -263,69 +263,111 @@ def _text_keys(headers: list) -> list:
     return out
 
 
+_PER_RECORD = ("offset", "timestamp", "key", "value", "headers")
+
+
+class ColumnChunk:
+    """Rows of whole batches, column by column. A batch's own values (topic, header
+    fields, crc_valid, ...) are kept once per batch with `counts` saying how many rows
+    each covers, so Arrow can repeat them in C instead of Python building one per record.
+    """
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self.per_record: dict[str, list] = {n: [] for n in names if n in _PER_RECORD} \
+            if names is RECORD_COLUMNS else {}
+        self.per_batch: dict[str, list] = {n: [] for n in names if n not in self.per_record}
+        self.counts: list[int] = []
+        self.rows = 0
+
+    def columns(self) -> dict[str, list]:
+        """{name: one value per row}, in the table's column order."""
+        out = {}
+        for name in self.names:
+            if name in self.per_record:
+                out[name] = self.per_record[name]
+            else:
+                out[name] = [v for v, n in zip(self.per_batch[name], self.counts)
+                             for _ in range(n)]
+        return out
+
+    def to_arrow(self, arrow_schema):
+        """A pyarrow.RecordBatch with `arrow_schema` (the table's schema in Arrow terms)."""
+        import numpy as np
+        import pyarrow as pa
+
+        expand = None
+        if self.per_record:
+            expand = pa.array(np.repeat(np.arange(len(self.counts), dtype=np.int32),
+                                        self.counts))
+        arrays = []
+        for name in self.names:
+            kind = arrow_schema.field(name).type
+            if name in self.per_record:
+                arrays.append(pa.array(self.per_record[name], type=kind))
+            else:
+                column = pa.array(self.per_batch[name], type=kind)
+                arrays.append(column if expand is None else column.take(expand))
+        return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+
+
 def iter_column_chunks(r: ByteRange, level: str = "record",
-                       chunk_rows: int = 8192) -> Iterator[dict[str, list]]:
-    """The rows of one byte range as columns ({name: values}, RECORD_COLUMNS or
-    BATCH_COLUMNS order), about `chunk_rows` rows per chunk (whole batches per chunk)."""
+                       chunk_rows: int = 8192) -> Iterator[ColumnChunk]:
+    """The rows of one byte range (RECORD_COLUMNS or BATCH_COLUMNS), in chunks of whole
+    batches of about `chunk_rows` rows."""
     if level == "record":
         names, decode = RECORD_COLUMNS, True
     elif level == "batch":
         names, decode = BATCH_COLUMNS, False
     else:
         raise ValueError(f"level must be 'record' or 'batch', not {level!r}")
-    cols: dict[str, list] = {name: [] for name in names}
-    rows = 0
+    chunk = ColumnChunk(names)
     for b in _walk(r, decode):
         (last_offset, count, first_ts, max_ts, ts_type, pid, pepoch, bseq, ple, codec,
          txn, control) = _header_values(b.header)
         if level == "batch":
+            n = 1
             values = (r.topic, r.partition, b.base_offset, last_offset, count, first_ts,
                       max_ts, ts_type, b.position, b.size, pid, pepoch, bseq, ple, codec, txn,
                       control, b.crc_valid, b.error, r.path)
-            for name, value in zip(names, values):
-                cols[name].append(value)
-            rows += 1
         else:
             recs = b.records
             if recs is not None and not recs:
                 continue  # a batch compaction emptied: it holds no record to show
-            n = len(recs) if recs else 1  # a batch that did not decode gives one row
+            cols = chunk.per_record
             if recs:
+                n = len(recs)
                 cols["offset"].extend([x.offset for x in recs])
                 cols["timestamp"].extend([x.timestamp for x in recs])
                 cols["key"].extend([x.key for x in recs])
                 cols["value"].extend([x.value for x in recs])
                 cols["headers"].extend([_text_keys(x.headers) if x.headers else []
                                         for x in recs])
-            else:
+            else:  # a batch that did not decode gives one row
+                n = 1
                 cols["offset"].append(b.base_offset)
                 cols["timestamp"].append(first_ts)
                 cols["key"].append(None)
                 cols["value"].append(None)
                 cols["headers"].append([])
-            for name, value in (("topic", r.topic), ("partition", r.partition),
-                                ("timestamp_type", ts_type), ("base_offset", b.base_offset),
-                                ("last_offset", last_offset), ("batch_position", b.position),
-                                ("batch_size", b.size), ("record_count", count),
-                                ("producer_id", pid), ("producer_epoch", pepoch),
-                                ("base_sequence", bseq), ("partition_leader_epoch", ple),
-                                ("codec", codec), ("is_transactional", txn),
-                                ("is_control", control), ("max_timestamp", max_ts),
-                                ("crc_valid", b.crc_valid), ("error", b.error),
-                                ("segment", r.path)):
-                cols[name].extend([value] * n)
-            rows += n
-        if rows >= chunk_rows:
-            yield cols
-            cols = {name: [] for name in names}
-            rows = 0
-    if rows:
-        yield cols
+            values = (r.topic, r.partition, ts_type, b.base_offset, last_offset, b.position,
+                      b.size, count, pid, pepoch, bseq, ple, codec, txn, control, max_ts,
+                      b.crc_valid, b.error, r.path)
+        for column, value in zip(chunk.per_batch.values(), values):
+            column.append(value)
+        chunk.counts.append(n)
+        chunk.rows += n
+        if chunk.rows >= chunk_rows:
+            yield chunk
+            chunk = ColumnChunk(names)
+    if chunk.rows:
+        yield chunk
 
 
 def iter_rows(r: ByteRange, level: str = "record") -> Iterator[dict]:
     """The rows of one byte range, one dict per row (for tests and small tools)."""
-    for cols in iter_column_chunks(r, level):
+    for chunk in iter_column_chunks(r, level):
+        cols = chunk.columns()
         names = list(cols)
         for values in zip(*(cols[name] for name in names)):
             yield dict(zip(names, values))

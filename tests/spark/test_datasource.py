@@ -101,6 +101,8 @@ def test_events_read_the_broker_log_and_drop_torn_lines(spark, broker_data, tmp_
     assert len(rows) == len(lines)
     created = {r.topic for r in rows if r.type == "topic_create"}
     assert {MULTI_TOPIC, *(f"codec-{c}" for c in CODECS)} <= created
+    # `leader` is declared boolean and long (see tables.EVENT_FIELD_CONFLICTS): JSON text
+    assert {r.leader for r in rows if r.type == "group_sync"} == {"true"}
     first = json.loads(lines[0])
     assert rows[0].ts == first["ts"] and rows[0].type == first["type"]
     assert int(rows[0].time.timestamp() * 1000) == first["ts"]
@@ -123,3 +125,29 @@ def test_consumer_events(spark, tmp_path):
         f for fields in CONSUMER_EVENT_TYPES.values() for f in fields}
     rows = df.orderBy("ts").collect()
     assert [(r.generation, r.partitions) for r in rows] == [(i, ["t-0", "t-1"]) for i in range(3)]
+
+
+def test_schema_of_declarations():
+    from pyspark.sql.types import (ArrayType, DoubleType, LongType, StringType,
+                                   TimestampType)
+
+    schema = tables.schema_of({"a": {"x": "long", "y": "array<string>"},
+                               "b": {"x": "long", "w": "double"}},
+                              {"ts": "long", "type": "string"})
+    assert [(f.name, f.dataType) for f in schema.fields] == [
+        ("ts", LongType()), ("type", StringType()), ("w", DoubleType()), ("x", LongType()),
+        ("y", ArrayType(StringType())), ("time", TimestampType())]
+    clash = {"a": {"x": "long"}, "b": {"x": "boolean"}}
+    try:
+        tables.schema_of(clash, {})
+    except ValueError as e:
+        assert "'x'" in str(e)
+    else:
+        raise AssertionError("a field declared with two types was accepted")
+    resolved = tables.schema_of(clash, {}, conflicts={"x": "string"})
+    assert resolved["x"].dataType == StringType()
+    names = tables.EVENTS_SCHEMA.names
+    assert names[:3] == ["ts", "type", "broker"] and names[-1] == "time"
+    assert names[3:-1] == sorted(names[3:-1])
+    from broker.events import EVENT_TYPES
+    assert set(names[3:-1]) == {f for fields in EVENT_TYPES.values() for f in fields}
