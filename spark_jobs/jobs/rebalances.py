@@ -185,11 +185,16 @@ def pause_totals(consumer_events: DataFrame) -> dict[str, int]:
     """{partition_pause_ms, member_pause_ms, rebalances}: the sums of the two pause measures
     and the number of generations the instances were assigned in (librdkafka reports -1:
     left out)."""
-    pp = partition_pauses(consumer_events).agg(F.sum("pause_ms")).first()[0]
-    mp = member_pauses(consumer_events).agg(F.sum("pause_ms")).first()[0]
+    return _totals(consumer_events, partition_pauses(consumer_events),
+                   member_pauses(consumer_events))
+
+
+def _totals(consumer_events: DataFrame, pp: DataFrame, mp: DataFrame) -> dict[str, int]:
+    pp_ms = pp.agg(F.sum("pause_ms")).first()[0]
+    mp_ms = mp.agg(F.sum("pause_ms")).first()[0]
     gens = (consumer_events.where((F.col("type") == "assigned") & (F.col("generation") >= 0))
             .select("generation").distinct().count())
-    return {"partition_pause_ms": int(pp or 0), "member_pause_ms": int(mp or 0),
+    return {"partition_pause_ms": int(pp_ms or 0), "member_pause_ms": int(mp_ms or 0),
             "rebalances": int(gens)}
 
 
@@ -335,10 +340,16 @@ def with_pauses(rebalances: DataFrame, consumer_events: DataFrame) -> DataFrame:
     """rebalances plus partition_pause_ms, partition_pauses, member_pause_ms, member_pauses:
     each pause is charged to the rebalance whose generation ended it (the bench runs one
     group, whose generations the consumer events carry)."""
-    pp = (_partition_pauses(consumer_events).groupBy("generation")
+    return _charge(rebalances, _partition_pauses(consumer_events),
+                   _member_pauses(consumer_events))
+
+
+def _charge(rebalances: DataFrame, partition_pauses_g: DataFrame,
+            member_pauses_g: DataFrame) -> DataFrame:
+    pp = (partition_pauses_g.groupBy("generation")
           .agg(F.sum("pause_ms").alias("partition_pause_ms"),
                F.count(F.lit(1)).alias("partition_pauses")))
-    mp = (_member_pauses(consumer_events).groupBy("generation")
+    mp = (member_pauses_g.groupBy("generation")
           .agg(F.sum("pause_ms").alias("member_pause_ms"),
                F.count(F.lit(1)).alias("member_pauses")))
     return (rebalances.join(pp, "generation", "left").join(mp, "generation", "left")
@@ -359,10 +370,12 @@ def run(spark, ctx) -> JobResult:
 
     ce = ctx.table(spark, "consumer_events")
     if ce is not None:
-        rebalances_p = with_pauses(rebalances, ce)
-        pp, mp = partition_pauses(ce).persist(), member_pauses(ce).persist()
+        # each pause computed once: the table, the per-rebalance sums and the totals
+        pp_g, mp_g = _partition_pauses(ce).persist(), _member_pauses(ce).persist()
+        rebalances_p = _charge(rebalances, pp_g, mp_g)
+        pp, mp = pp_g.select(*PARTITION_PAUSE_COLUMNS), mp_g.select(*MEMBER_PAUSE_COLUMNS)
         tp = consumer_throughput(ce)
-        totals = pause_totals(ce)
+        totals = _totals(ce, pp, mp)
         result.tables.update(rebalances=rebalances_p, partition_pauses=pp, member_pauses=mp,
                              consumer_throughput=tp,
                              pause_totals=spark.createDataFrame([totals]))
