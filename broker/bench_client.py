@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import time
 import uuid
+from typing import Callable
 
 import trio
 
@@ -107,16 +108,22 @@ def _prepare_topic(args) -> tuple[str, int]:
     return topic, args.records
 
 
+def _consumer_config(args) -> dict:
+    """The settings our Consumer and kafka-python's KafkaConsumer share by name: from the
+    beginning, nothing committed, a fresh group in group mode."""
+    config = dict(bootstrap_servers=args.bootstrap, auto_offset_reset="earliest",
+                  enable_auto_commit=False)
+    if args.consume_mode == "group":
+        config["group_id"] = f"bench-{uuid.uuid4().hex[:6]}"
+    return config
+
+
 def _consume_ours(args, topic: str, expected: int) -> float:
     from client import Consumer, TopicPartition
 
     async def run() -> float:
-        config = dict(bootstrap_servers=args.bootstrap, auto_offset_reset="earliest",
-                      enable_auto_commit=False)
-        if args.consume_mode == "group":
-            consumer = Consumer(topic, group_id=f"bench-{uuid.uuid4().hex[:6]}", **config)
-        else:
-            consumer = Consumer(**config)
+        config = _consumer_config(args)
+        consumer = Consumer(topic, **config) if "group_id" in config else Consumer(**config)
         async with consumer:
             if args.consume_mode == "assign":
                 consumer.assign([TopicPartition(topic, p) for p in range(args.partitions)])
@@ -131,28 +138,34 @@ def _consume_ours(args, topic: str, expected: int) -> float:
     return trio.run(run)
 
 
+def _timed_count(client: str, expected: int, poll: Callable[[], int]) -> float:
+    """Seconds until `poll` (one poll of a blocking client; it returns how many records
+    it got) has returned `expected` records in all."""
+    count = 0
+    started = time.perf_counter()
+    deadline = started + CONSUME_DEADLINE_S
+    while count < expected and time.perf_counter() < deadline:
+        count += poll()
+    elapsed = time.perf_counter() - started
+    if count < expected:
+        raise BenchClientError(f"{client} read {count} of {expected} records")
+    return elapsed
+
+
 def _consume_kafka_python(args, topic: str, expected: int) -> float:
     from kafka import KafkaConsumer, TopicPartition
-    config = dict(bootstrap_servers=args.bootstrap, auto_offset_reset="earliest",
-                  enable_auto_commit=False)
-    if args.consume_mode == "group":
-        consumer = KafkaConsumer(topic, group_id=f"bench-{uuid.uuid4().hex[:6]}", **config)
+    config = _consumer_config(args)
+    if "group_id" in config:
+        consumer = KafkaConsumer(topic, **config)
     else:
         consumer = KafkaConsumer(**config)
         consumer.assign([TopicPartition(topic, p) for p in range(args.partitions)])
     try:
-        count = 0
-        started = time.perf_counter()
-        deadline = started + CONSUME_DEADLINE_S
-        while count < expected and time.perf_counter() < deadline:
-            for records in consumer.poll(timeout_ms=int(POLL_TIMEOUT_S * 1000)).values():
-                count += len(records)
-        elapsed = time.perf_counter() - started
+        return _timed_count("kafka-python", expected, lambda: sum(
+            len(records) for records in
+            consumer.poll(timeout_ms=int(POLL_TIMEOUT_S * 1000)).values()))
     finally:
         consumer.close()
-    if count < expected:
-        raise BenchClientError(f"kafka-python read {count} of {expected} records")
-    return elapsed
 
 
 def _consume_confluent(args, topic: str, expected: int) -> float:
@@ -167,19 +180,11 @@ def _consume_confluent(args, topic: str, expected: int) -> float:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)
                          for p in range(args.partitions)])
     try:
-        count = 0
-        started = time.perf_counter()
-        deadline = started + CONSUME_DEADLINE_S
-        while count < expected and time.perf_counter() < deadline:
-            for message in consumer.consume(num_messages=10_000, timeout=POLL_TIMEOUT_S):
-                if message.error() is None:
-                    count += 1
-        elapsed = time.perf_counter() - started
+        return _timed_count("confluent-kafka", expected, lambda: sum(
+            message.error() is None for message in
+            consumer.consume(num_messages=10_000, timeout=POLL_TIMEOUT_S)))
     finally:
         consumer.close()
-    if count < expected:
-        raise BenchClientError(f"confluent-kafka read {count} of {expected} records")
-    return elapsed
 
 
 CONSUMERS = {"minibroker": _consume_ours, "kafka-python": _consume_kafka_python,

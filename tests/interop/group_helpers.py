@@ -22,8 +22,10 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
 
 import trio
 from confluent_kafka import Consumer, KafkaError
@@ -272,7 +274,58 @@ class SubprocessMember:
             self.proc.stdout.close()
 
 
+class ThreadPump:
+    """Polls one librdkafka member from a worker thread (its callbacks run inside poll,
+    and a librdkafka consumer must be closed from the thread that polls it)."""
+
+    def __init__(self, member: GroupMember) -> None:
+        self.member = member
+        self.stop = threading.Event()
+        self.close_requested = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            if self.close_requested.is_set():
+                self.member.close()
+                return
+            self.member.poll(0.05)
+
+
+@asynccontextmanager
+async def polled_in_a_thread(member: GroupMember) -> AsyncIterator[ThreadPump]:
+    """Keep `member` polling while the block runs (in a trio test); `pump.close_requested`
+    makes it leave the group."""
+    pump = ThreadPump(member)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.to_thread.run_sync, pump.run)
+            try:
+                yield pump
+            finally:
+                pump.stop.set()
+    finally:
+        pump.stop.set()
+        member.close()
+
+
 # -- our consumers, as trio tasks --------------------------------------------------------------
+
+# small timeouts keep rebalances well under a second; with the broker's
+# group.initial.rebalance.delay.ms=0 (FAST_GROUP_BROKER)
+FAST_GROUP = dict(session_timeout_ms=6000, heartbeat_interval_ms=100,
+                  max_poll_interval_ms=20000, auto_offset_reset="earliest",
+                  enable_auto_commit=False)
+FAST_GROUP_BROKER = {"group.initial.rebalance.delay.ms": "0"}
+
+
+def unique(prefix: str) -> str:
+    """A topic or group name no other test uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def partitions_of(topic: str, n: int) -> set[TopicPartition]:
+    return {TopicPartition(topic, p) for p in range(n)}
+
 
 async def wait_for(predicate: Callable[[], Any | Awaitable[Any]], timeout_s: float,
                    message: str = "", interval_s: float = 0.02) -> Any:

@@ -9,8 +9,6 @@ assignment, same generation, no rebalance for anyone.
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 import trio
 
@@ -19,26 +17,19 @@ from client.admin import AdminClient
 from client.consumer.consumer import Consumer
 from client.consumer.membership import MemberState
 from client.types import TopicPartition
-from tests.interop.group_helpers import OurMember, Recorder, balanced_cover, wait_for
+from tests.interop.group_helpers import (
+    FAST_GROUP, FAST_GROUP_BROKER, OurMember, Recorder, balanced_cover, partitions_of, unique,
+    wait_for,
+)
 from tests.interop.librdkafka import create_topic, produce
 
 DEADLINE_S = 30
-GROUP_CONFIG = dict(session_timeout_ms=6000, heartbeat_interval_ms=100,
-                    max_poll_interval_ms=20000, auto_offset_reset="earliest",
-                    enable_auto_commit=False)
+GROUP_CONFIG = FAST_GROUP
 
 
 @pytest.fixture
 def broker(make_broker):
-    return make_broker(**{"group.initial.rebalance.delay.ms": "0"})
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def _tps(topic: str, n: int) -> set[TopicPartition]:
-    return {TopicPartition(topic, p) for p in range(n)}
+    return make_broker(**FAST_GROUP_BROKER)
 
 
 def _events(broker, group: str, kind: str) -> list[dict]:
@@ -67,9 +58,9 @@ def slow_start_broker(make_broker):
 async def test_static_member_restart_keeps_its_assignment_without_a_rebalance(
         slow_start_broker):
     broker = slow_start_broker
-    topic, group = _name("static"), _name("g")
+    topic, group = unique("static"), unique("g")
     create_topic(broker.bootstrap, topic, 4)
-    everything = _tps(topic, 4)
+    everything = partitions_of(topic, 4)
     cfg = dict(GROUP_CONFIG, partition_assignment_strategy="range")
 
     def member(instance: str) -> OurMember:
@@ -136,9 +127,9 @@ class CommitOnRevoke(Recorder):
 
 
 async def test_unsubscribe_leaves_the_group_and_subscribe_joins_again(broker):
-    topic, group = _name("unsub"), _name("g")
+    topic, group = unique("unsub"), unique("g")
     create_topic(broker.bootstrap, topic, 2)
-    everything = _tps(topic, 2)
+    everything = partitions_of(topic, 2)
     first = _produce(broker, topic, range(2), 5, "first")
     listener = CommitOnRevoke()
     m = OurMember("m", broker.bootstrap, group, [topic], listener=listener, **GROUP_CONFIG)
@@ -186,9 +177,9 @@ async def test_unsubscribe_leaves_the_group_and_subscribe_joins_again(broker):
 # -- pause / resume ------------------------------------------------------------------------
 
 async def test_paused_partitions_stay_paused_through_a_cooperative_rebalance(broker):
-    topic, group = _name("pause"), _name("g")
+    topic, group = unique("pause"), unique("g")
     create_topic(broker.bootstrap, topic, 4)
-    everything = _tps(topic, 4)
+    everything = partitions_of(topic, 4)
     first = _produce(broker, topic, range(4), 5, "first")
     cfg = dict(GROUP_CONFIG, partition_assignment_strategy="cooperative-sticky")
     a = OurMember("a", broker.bootstrap, group, [topic], cooperative=True, **cfg)
@@ -229,9 +220,9 @@ async def test_paused_partitions_stay_paused_through_a_cooperative_rebalance(bro
 # -- max.poll.interval.ms ------------------------------------------------------------------
 
 async def test_a_member_that_stops_polling_leaves_and_the_others_take_over(broker):
-    topic, group = _name("maxpoll"), _name("g")
+    topic, group = unique("maxpoll"), unique("g")
     create_topic(broker.bootstrap, topic, 4)
-    everything = _tps(topic, 4)
+    everything = partitions_of(topic, 4)
     cfg = dict(GROUP_CONFIG, partition_assignment_strategy="range")
     slow = OurMember("slow", broker.bootstrap, group, [topic],
                      **dict(cfg, max_poll_interval_ms=1500))
@@ -270,7 +261,7 @@ async def test_cancelling_the_task_of_a_grouped_consumer_closes_it_cleanly(broke
     # readers included), so close() cannot send a LeaveGroup then: the broker expires the
     # member after session_timeout_ms. What must hold is that the Consumer closes at once
     # and leaves trio's nursery stack intact (it once left its connection pool open).
-    topic, group = _name("cancel"), _name("g")
+    topic, group = unique("cancel"), unique("g")
     create_topic(broker.bootstrap, topic, 2)
     m = OurMember("m", broker.bootstrap, group, [topic], **GROUP_CONFIG)
     with trio.fail_after(DEADLINE_S):
@@ -288,7 +279,7 @@ async def test_cancelling_the_task_of_a_grouped_consumer_closes_it_cleanly(broke
 # -- pattern subscription ------------------------------------------------------------------
 
 async def test_pattern_subscription_follows_matching_topics_as_they_appear(broker):
-    prefix, group = _name("pat"), _name("g")
+    prefix, group = unique("pat"), unique("g")
     create_topic(broker.bootstrap, f"{prefix}-a", 2)
     create_topic(broker.bootstrap, f"other-{prefix}", 1)  # does not match
     listener = Recorder()
@@ -307,17 +298,17 @@ async def test_pattern_subscription_follows_matching_topics_as_they_appear(broke
 
             await consume_until(first)
             assert c.subscription() == {f"{prefix}-a"}
-            assert c.assignment() == _tps(f"{prefix}-a", 2)
+            assert c.assignment() == partitions_of(f"{prefix}-a", 2)
 
             create_topic(broker.bootstrap, f"{prefix}-b", 1)
             second = _produce(broker, f"{prefix}-b", range(1), 3, "b")
             await consume_until(second)
             assert c.subscription() == {f"{prefix}-a", f"{prefix}-b"}
-            assert c.assignment() == _tps(f"{prefix}-a", 2) | _tps(f"{prefix}-b", 1)
+            assert c.assignment() == partitions_of(f"{prefix}-a", 2) | partitions_of(f"{prefix}-b", 1)
             # eager (the default range first): everything revoked, then both topics assigned
             assert listener.calls[-2:] == [
-                ("revoked", frozenset(_tps(f"{prefix}-a", 2))),
-                ("assigned", frozenset(_tps(f"{prefix}-a", 2) | _tps(f"{prefix}-b", 1)))]
+                ("revoked", frozenset(partitions_of(f"{prefix}-a", 2))),
+                ("assigned", frozenset(partitions_of(f"{prefix}-a", 2) | partitions_of(f"{prefix}-b", 1)))]
     assert got == first | second
 
 

@@ -13,33 +13,26 @@
 
 from __future__ import annotations
 
-import threading
-import uuid
-
 import pytest
 import trio
 
 from client.admin import AdminClient
 from client.consumer.membership import MemberState
 from client.types import TopicPartition
+from tests.interop.group_helpers import FAST_GROUP, FAST_GROUP_BROKER
 from tests.interop.group_helpers import GroupMember as CKMember
-from tests.interop.group_helpers import OurMember, Recorder, balanced_cover, wait_for
+from tests.interop.group_helpers import (
+    OurMember, Recorder, balanced_cover, partitions_of, polled_in_a_thread, unique, wait_for,
+)
 from tests.interop.librdkafka import create_topic, produce
 
 DEADLINE_S = 30
-GROUP_CONFIG = dict(session_timeout_ms=6000, heartbeat_interval_ms=100,
-                    max_poll_interval_ms=20000, auto_offset_reset="earliest",
-                    enable_auto_commit=False)
-COOPERATIVE = dict(GROUP_CONFIG, partition_assignment_strategy="cooperative-sticky")
+COOPERATIVE = dict(FAST_GROUP, partition_assignment_strategy="cooperative-sticky")
 
 
 @pytest.fixture
 def broker(make_broker):
-    return make_broker(**{"group.initial.rebalance.delay.ms": "0"})
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+    return make_broker(**FAST_GROUP_BROKER)
 
 
 class HoldFirstAssignment(Recorder):
@@ -59,9 +52,9 @@ class HoldFirstAssignment(Recorder):
 
 
 async def test_a_member_keeps_consuming_its_kept_partitions_through_the_rebalance(broker):
-    topic, group = _name("coop-keep"), _name("g")
+    topic, group = unique("coop-keep"), unique("g")
     create_topic(broker.bootstrap, topic, 6)
-    everything = {TopicPartition(topic, p) for p in range(6)}
+    everything = partitions_of(topic, 6)
     first = [(b"k", f"before-{p}-{i}".encode(), None, p) for p in range(6) for i in range(10)]
     assert len(produce(broker.bootstrap, topic, first)) == 60
 
@@ -119,21 +112,11 @@ async def test_a_member_keeps_consuming_its_kept_partitions_through_the_rebalanc
 
 
 async def test_mixed_group_with_librdkafka_under_cooperative_sticky(broker):
-    topic, group = _name("coop-mixed"), _name("g")
+    topic, group = unique("coop-mixed"), unique("g")
     create_topic(broker.bootstrap, topic, 6)
-    everything = {TopicPartition(topic, p) for p in range(6)}
+    everything = partitions_of(topic, 6)
     ck = CKMember(broker.bootstrap, group, [topic], "ck",
                   **{"partition.assignment.strategy": "cooperative-sticky"})
-    stop = threading.Event()
-    close_ck = threading.Event()
-
-    def pump() -> None:  # librdkafka's callbacks run inside its poll, in this thread
-        while not stop.is_set():
-            if close_ck.is_set():
-                ck.close()
-                return
-            ck.poll(0.05)
-
     def ck_owned() -> set[TopicPartition]:
         return set() if ck.closed else {TopicPartition(t, p) for t, p in ck.owned}
 
@@ -149,40 +132,30 @@ async def test_mixed_group_with_librdkafka_under_cooperative_sticky(broker):
 
     a = OurMember("a", broker.bootstrap, group, [topic], cooperative=True, **COOPERATIVE)
     b = OurMember("b", broker.bootstrap, group, [topic], cooperative=True, **COOPERATIVE)
-    try:
-        with trio.fail_after(DEADLINE_S):
-            async with trio.open_nursery() as nursery:
-                async def run_ck() -> None:
-                    await trio.to_thread.run_sync(pump)
-                nursery.start_soon(run_ck)
-                try:
-                    await nursery.start(a.run)
-                    await wait_for(lambda: converged([a], with_ck=True), DEADLINE_S,
-                                   "ours and librdkafka's to split six partitions")
-                    a_before = a.assignment()
+    with trio.fail_after(DEADLINE_S):
+        async with polled_in_a_thread(ck) as pump, trio.open_nursery() as nursery:
+            await nursery.start(a.run)
+            await wait_for(lambda: converged([a], with_ck=True), DEADLINE_S,
+                           "ours and librdkafka's to split six partitions")
+            a_before, mark = a.assignment(), len(a.listener.calls)
 
-                    await nursery.start(b.run)  # a join of ours
-                    await wait_for(lambda: converged([a, b], with_ck=True), DEADLINE_S,
-                                   "three members to share six partitions")
-                    a_after_join = a.assignment()
-                    assert a_after_join < a_before  # sticky: a kept two of its three
-                    revoked = set().union(*[p for k, p in a.listener.calls if k == "revoked"])
-                    assert revoked == a_before - a_after_join
-                    assert not [c for c in b.listener.calls if c[0] != "assigned"]
+            await nursery.start(b.run)  # a join of ours
+            await wait_for(lambda: converged([a, b], with_ck=True), DEADLINE_S,
+                           "three members to share six partitions")
+            a_after_join = a.assignment()
+            assert a_after_join < a_before  # sticky: a kept two of its three
+            revoked = set().union(*[p for k, p in a.listener.calls[mark:] if k == "revoked"])
+            assert revoked == a_before - a_after_join
+            assert not [c for c in b.listener.calls if c[0] != "assigned"]
 
-                    close_ck.set()  # a leave of librdkafka's
-                    await wait_for(lambda: ck.closed and converged([a, b], with_ck=False),
-                                   DEADLINE_S, "ours to take over librdkafka's partitions")
-                    assert a.assignment() >= a_after_join  # nothing taken from a
-                    assert not [c for c in a.listener.calls + b.listener.calls
-                                if c[0] == "lost"]
-                    revoked_after = set().union(
-                        *[p for k, p in a.listener.calls if k == "revoked"])
-                    assert revoked_after == revoked
-                    await a.leave()
-                    await b.leave()
-                finally:
-                    stop.set()
-    finally:
-        stop.set()
-        ck.close()
+            pump.close_requested.set()  # a leave of librdkafka's
+            await wait_for(lambda: ck.closed and converged([a, b], with_ck=False),
+                           DEADLINE_S, "ours to take over librdkafka's partitions")
+            assert a.assignment() >= a_after_join  # nothing taken from a
+            assert not [c for c in a.listener.calls + b.listener.calls
+                        if c[0] == "lost"]
+            revoked_after = set().union(
+                *[p for k, p in a.listener.calls[mark:] if k == "revoked"])
+            assert revoked_after == revoked
+            await a.leave()
+            await b.leave()

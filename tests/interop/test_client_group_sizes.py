@@ -16,27 +16,23 @@ group.initial.rebalance.delay.ms=0 keep a rebalance well under a second.
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 import trio
 
 from client.admin import AdminClient
-from client.types import TopicPartition
-from tests.interop.group_helpers import OurMember, balanced_cover, wait_for
+from tests.interop.group_helpers import (
+    FAST_GROUP, FAST_GROUP_BROKER, OurMember, balanced_cover, partitions_of, unique, wait_for,
+)
 from tests.interop.librdkafka import create_topic
 
 PARTITIONS = 12
 MAX_MEMBERS = 10
 STEP_DEADLINE_S = 20
-GROUP_CONFIG = dict(session_timeout_ms=6000, heartbeat_interval_ms=100,
-                    max_poll_interval_ms=20000, auto_offset_reset="earliest",
-                    enable_auto_commit=False)
 
 
 @pytest.fixture
 def broker(make_broker):
-    return make_broker(**{"group.initial.rebalance.delay.ms": "0"})
+    return make_broker(**FAST_GROUP_BROKER)
 
 
 def _snapshot(members: list[OurMember]) -> dict[str, tuple[int, frozenset]]:
@@ -73,9 +69,9 @@ def _check_change(before: dict, members: list[OurMember], cooperative: bool,
 @pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
 async def test_grow_to_ten_members_and_shrink_to_one(broker, strategy):
     cooperative = strategy == "cooperative-sticky"
-    topic, group = f"sizes-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    topic, group = unique("sizes"), unique("g")
     create_topic(broker.bootstrap, topic, PARTITIONS)
-    everything = {TopicPartition(topic, p) for p in range(PARTITIONS)}
+    everything = partitions_of(topic, PARTITIONS)
     members: list[OurMember] = []
 
     async with AdminClient(bootstrap_servers=broker.bootstrap) as admin, \
@@ -94,7 +90,7 @@ async def test_grow_to_ten_members_and_shrink_to_one(broker, strategy):
             before = _snapshot(members)
             member = OurMember(f"m{i}", broker.bootstrap, group, [topic],
                                cooperative=cooperative,
-                               partition_assignment_strategy=strategy, **GROUP_CONFIG)
+                               partition_assignment_strategy=strategy, **FAST_GROUP)
             await nursery.start(member.run)
             members.append(member)
             await settle(f"m{i} joined")

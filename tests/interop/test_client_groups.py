@@ -5,9 +5,6 @@ calls asserted, and a mixed group with a confluent-kafka (librdkafka) consumer."
 
 from __future__ import annotations
 
-import threading
-import uuid
-
 import pytest
 import trio
 
@@ -15,26 +12,19 @@ from client import errors
 from client.consumer.consumer import Consumer
 from client.consumer.membership import MemberState
 from client.types import TopicPartition
+from tests.interop.group_helpers import FAST_GROUP, FAST_GROUP_BROKER
 from tests.interop.group_helpers import GroupMember as CKMember
-from tests.interop.group_helpers import Recorder
+from tests.interop.group_helpers import Recorder, partitions_of, polled_in_a_thread, unique
 from tests.interop.librdkafka import create_topic, produce
 
 DEADLINE_S = 40
-GROUP_CONFIG = dict(session_timeout_ms=6000, heartbeat_interval_ms=100,
-                    max_poll_interval_ms=20000, auto_offset_reset="earliest")
+# the consumers here auto-commit (the default) unless a test says otherwise
+GROUP_CONFIG = {k: v for k, v in FAST_GROUP.items() if k != "enable_auto_commit"}
 
 
 @pytest.fixture
 def broker(make_broker):
-    return make_broker(**{"group.initial.rebalance.delay.ms": "0"})
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def _tps(topic: str, n: int) -> set[TopicPartition]:
-    return {TopicPartition(topic, p) for p in range(n)}
+    return make_broker(**FAST_GROUP_BROKER)
 
 
 def _stable(c: Consumer) -> bool:
@@ -56,7 +46,7 @@ def test_subscribe_needs_a_group_id_and_excludes_assign():
 
 
 async def test_consume_commit_and_a_second_consumer_resumes(broker):
-    topic, group = _name("grp-consume"), _name("g")
+    topic, group = unique("grp-consume"), unique("g")
     create_topic(broker.bootstrap, topic, 3)
     sent = [(f"k{i}".encode(), f"v{i}".encode(), None, i % 3) for i in range(300)]
     assert len(produce(broker.bootstrap, topic, sent)) == 300
@@ -69,13 +59,13 @@ async def test_consume_commit_and_a_second_consumer_resumes(broker):
             while len(got) < 300:
                 for records in (await c.getmany(timeout_ms=1000)).values():
                     got += records
-            assert c.assignment() == _tps(topic, 3)
+            assert c.assignment() == partitions_of(topic, 3)
             await c.commit()
-            assert {tp: await c.committed(tp) for tp in _tps(topic, 3)} == {
-                tp: 100 for tp in _tps(topic, 3)}
+            assert {tp: await c.committed(tp) for tp in partitions_of(topic, 3)} == {
+                tp: 100 for tp in partitions_of(topic, 3)}
     assert sorted(r.value for r in got) == sorted(m[1] for m in sent)
-    assert listener.calls == [("assigned", frozenset(_tps(topic, 3))),
-                              ("revoked", frozenset(_tps(topic, 3)))]
+    assert listener.calls == [("assigned", frozenset(partitions_of(topic, 3))),
+                              ("revoked", frozenset(partitions_of(topic, 3)))]
 
     # 30 more records; a new consumer in the same group starts at the committed offsets
     more = [(f"k{i}".encode(), f"w{i}".encode(), None, i % 3) for i in range(30)]
@@ -90,20 +80,22 @@ async def test_consume_commit_and_a_second_consumer_resumes(broker):
             assert {r.offset for r in got2} == set(range(100, 110))
         # enable_auto_commit (the default) committed on close
         async with Consumer(bootstrap_servers=broker.bootstrap, group_id=group) as c3:
-            assert {tp: await c3.committed(tp) for tp in _tps(topic, 3)} == {
-                tp: 110 for tp in _tps(topic, 3)}
+            assert {tp: await c3.committed(tp) for tp in partitions_of(topic, 3)} == {
+                tp: 110 for tp in partitions_of(topic, 3)}
     assert sorted(r.value for r in got2) == sorted(m[1] for m in more)
 
 
 async def _two_members(broker, strategy: str, cooperative: bool):
-    topic, group = _name("grp-split"), _name("g")
+    topic, group = unique("grp-split"), unique("g")
     create_topic(broker.bootstrap, topic, 6)
-    everything = _tps(topic, 6)
+    everything = partitions_of(topic, 6)
     l1, l2 = Recorder(cooperative), Recorder(cooperative)
     cfg = dict(GROUP_CONFIG, partition_assignment_strategy=strategy)
     first_alone = trio.Event()
     done = trio.Event()
     consumers: list[Consumer] = []
+    recorded: list[Recorder] = []
+    both_recorded = trio.Event()
 
     async def run(listener: Recorder, wait_for: trio.Event | None) -> None:
         if wait_for is not None:
@@ -125,6 +117,10 @@ async def _two_members(broker, strategy: str, cooperative: bool):
             listener.final = c.assignment()
             listener.final_owned = set(listener.owned)
             listener.final_calls = list(listener.calls)
+            recorded.append(listener)
+            if len(recorded) == 2:
+                both_recorded.set()
+            await both_recorded.wait()  # else the first to leave rebalances the other
 
     with trio.fail_after(DEADLINE_S):
         async with trio.open_nursery() as nursery:
@@ -181,40 +177,24 @@ async def test_two_members_cooperative_sticky_revokes_only_moved(broker):
 
 
 async def test_mixed_group_with_librdkafka_under_range(broker):
-    topic, group = _name("grp-mixed"), _name("g")
+    topic, group = unique("grp-mixed"), unique("g")
     create_topic(broker.bootstrap, topic, 6)
-    everything = _tps(topic, 6)
+    everything = partitions_of(topic, 6)
     ck = CKMember(broker.bootstrap, group, [topic], "ck",
                   **{"partition.assignment.strategy": "range"})
-    stop = threading.Event()
-
-    def pump() -> None:
-        while not stop.is_set():
-            ck.poll(0.05)
-
     listener = Recorder()
-    try:
-        with trio.fail_after(DEADLINE_S):
-            async with trio.open_nursery() as nursery:
-                async def run_ck() -> None:
-                    await trio.to_thread.run_sync(pump)
-                nursery.start_soon(run_ck)
-                try:
-                    async with Consumer(topic, bootstrap_servers=broker.bootstrap,
-                                        group_id=group, partition_assignment_strategy="range",
-                                        **GROUP_CONFIG) as c:
-                        c.subscribe([topic], listener=listener)
-                        while True:
-                            await c.getmany(timeout_ms=100)
-                            ours = c.assignment()
-                            theirs = {TopicPartition(t, p) for t, p in ck.owned}
-                            if _stable(c) and ours and theirs and ours | theirs == everything \
-                                    and not ours & theirs:
-                                break
-                        assert len(ours) == len(theirs) == 3
-                        assert listener.owned == ours
-                finally:
-                    stop.set()
-    finally:
-        stop.set()
-        ck.close()
+    with trio.fail_after(DEADLINE_S):
+        async with polled_in_a_thread(ck):
+            async with Consumer(topic, bootstrap_servers=broker.bootstrap,
+                                group_id=group, partition_assignment_strategy="range",
+                                **GROUP_CONFIG) as c:
+                c.subscribe([topic], listener=listener)
+                while True:
+                    await c.getmany(timeout_ms=100)
+                    ours = c.assignment()
+                    theirs = {TopicPartition(t, p) for t, p in ck.owned}
+                    if _stable(c) and ours and theirs and ours | theirs == everything \
+                            and not ours & theirs:
+                        break
+                assert len(ours) == len(theirs) == 3
+                assert listener.owned == ours
