@@ -48,6 +48,12 @@ __all__ = ["Producer", "RecordMetadata", "DeliveryHandle"]
 Headers = Iterable[tuple[str, bytes | None]]
 
 
+def _as_bytes(name: str, data: Any) -> bytes:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"{name} must be bytes or None, got {type(data).__name__}")
+    return bytes(data)
+
+
 class _Waiting:
     __slots__ = ("value", "key", "headers", "partition", "handle", "size", "created_ms")
 
@@ -69,6 +75,7 @@ class Producer:
             delivery_timeout_ms=self.config.delivery_timeout_ms,
             retry_backoff_ms=self.config.retry_backoff_ms)
         self._sticky: dict[str, int] = {}
+        self._topics: set[str] = set()  # handed to the Cluster to track
         self._waiting: dict[str, list[_Waiting]] = {}
         self._waiting_changed = trio.Event()
         self._pending: set[DeliveryHandle] = set()
@@ -130,12 +137,12 @@ class Producer:
             raise RuntimeError("the Producer is not open (use `async with`)")
         if not isinstance(topic, str) or not topic:
             raise TypeError("topic must be a non-empty str")
-        for name, data in (("value", value), ("key", key)):
-            if data is not None and not isinstance(data, (bytes, bytearray, memoryview)):
-                raise TypeError(f"{name} must be bytes or None, got {type(data).__name__}")
-        key = bytes(key) if key is not None else None
-        value = bytes(value) if value is not None else None
-        hdrs = [(k, None if v is None else bytes(v)) for k, v in (headers or ())]
+        # bytes (the common case) passes as it is; send() runs once per record
+        if value is not None and type(value) is not bytes:
+            value = _as_bytes("value", value)
+        if key is not None and type(key) is not bytes:
+            key = _as_bytes("key", key)
+        hdrs = [(k, None if v is None else bytes(v)) for k, v in headers] if headers else []
         size = record_size(key, value, hdrs)
         timestamp = int(time.time() * 1000)
         handle = DeliveryHandle(topic, timestamp, self._on_done)
@@ -153,7 +160,9 @@ class Producer:
         self._buffered += size
         handle._size = size
         self._pending.add(handle)
-        self.cluster.add_topics([topic])
+        if topic not in self._topics:  # send() is per record: skip the set work after once
+            self._topics.add(topic)
+            self.cluster.add_topics([topic])
         self._route(topic, _Waiting(value, key, hdrs, partition, handle, size, self._now_ms()))
         return handle
 
@@ -199,12 +208,12 @@ class Producer:
 
     def _route(self, topic: str, w: _Waiting) -> None:
         """Partition and append the record, or hold it until the topic's metadata comes."""
-        if self._waiting.get(topic) or self.cluster.metadata.partitions_for(topic) is None:
+        partitions = self.cluster.metadata.partitions_for(topic)
+        if self._waiting.get(topic) or partitions is None:
             self._waiting.setdefault(topic, []).append(w)
             self.cluster.request_update()
             self._waiting_changed.set()
             return
-        partitions = self.cluster.metadata.partitions_for(topic) or []
         count = len(partitions)
         if w.partition is not None:
             if not 0 <= w.partition < count:

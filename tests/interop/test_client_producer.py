@@ -210,3 +210,21 @@ async def test_restart_mid_stream_keeps_every_acknowledged_record_once(broker):
         assert by_offset[(meta.partition, meta.offset)] == i
     for p in (0, 1):  # and the log is in send order
         assert [v for v in values if v % 2 == p] == sorted(v for v in values if v % 2 == p)
+
+
+async def test_keys_and_values_are_bytes_like(shared_broker):
+    topic = _topic("bytes-like")
+    await _create(shared_broker.bootstrap, topic, 1)
+    with trio.fail_after(30):
+        async with Producer(bootstrap_servers=shared_broker.bootstrap) as p:
+            with pytest.raises(TypeError, match="value must be bytes or None, got str"):
+                await p.send(topic, "text")
+            with pytest.raises(TypeError, match="key must be bytes or None, got int"):
+                await p.send(topic, b"v", key=7)
+            handles = [await p.send(topic, bytearray(b"ba"), key=memoryview(b"mv")),
+                       await p.send(topic, None, key=None, headers=[("h", bytearray(b"1"))])]
+            await p.flush()
+            assert [(await h).offset for h in handles] == [0, 1]
+    records = kp_consume_all(shared_broker.bootstrap, topic, 1, 2)
+    assert [(r.key, r.value, r.headers) for r in records] == [
+        (b"mv", b"ba", []), (None, None, [("h", b"1")])]
