@@ -411,7 +411,7 @@ def compare(eager_out: Path, coop_out: Path, chart: Path | None, use_spark: bool
         if eager[key]:
             ratio = coop[key] / eager[key]
             print(f"cooperative / eager {key}: {coop[key]:,} / {eager[key]:,} = {ratio:.3f}"
-                  + (f" (1/{1 / ratio:.1f})" if ratio else ""))
+                  + (f" (1/{1 / ratio:.1f})" if 0 < ratio < 1 else ""))
     goal = eager["partition_pause_ms"] and coop["partition_pause_ms"] * 10 <= eager["partition_pause_ms"]
     print(f"goal (cooperative partition pause <= eager / 10): {'met' if goal else 'NOT met'}")
     plt = _pyplot()

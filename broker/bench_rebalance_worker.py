@@ -38,6 +38,7 @@ from typing import Any, Iterable
 from broker.events import CONSUMER_EVENT_TYPES
 
 STRATEGIES = {"eager": "range", "cooperative": "cooperative-sticky"}
+AUTO_COMMIT_INTERVAL_S = 5.0  # Kafka's auto.commit.interval.ms
 
 
 def encode_value(produced_ms: int, seq: int) -> bytes:
@@ -98,6 +99,7 @@ async def run_minibroker(args: argparse.Namespace, log: ConsumerEventLog) -> str
     import trio
 
     from client import Consumer, ConsumerRebalanceListener
+    from client.errors import KafkaError
 
     consumer: Consumer | None = None
 
@@ -117,12 +119,21 @@ async def run_minibroker(args: argparse.Namespace, log: ConsumerEventLog) -> str
     def names(partitions: Iterable) -> list[str]:
         return sorted(partition_name(tp.topic, tp.partition) for tp in partitions)
 
+    async def commit(offsets=None) -> None:
+        try:
+            await consumer.commit(offsets)
+        except KafkaError as e:  # a rebalance moved the generation on: the next one will do
+            print(f"commit failed: {e}", file=sys.stderr, flush=True)
+
     class Listener(ConsumerRebalanceListener):
         async def on_partitions_assigned(self, partitions):
             member, generation = identity()
             log.emit("assigned", member=member, generation=generation, partitions=names(partitions))
 
         async def on_partitions_revoked(self, partitions):
+            # what auto-commit does on revocation (it is off: see below); the revoked
+            # partitions are still assigned while the listener runs
+            await commit()
             member, generation = identity()
             log.emit("revoked", member=member, generation=generation, partitions=names(partitions))
 
@@ -135,7 +146,11 @@ async def run_minibroker(args: argparse.Namespace, log: ConsumerEventLog) -> str
         async with Consumer(
                 bootstrap_servers=args.bootstrap, group_id=args.group, client_id=args.instance,
                 partition_assignment_strategy=[STRATEGIES[args.protocol]],
-                auto_offset_reset="earliest", enable_auto_commit=True,
+                # Auto-commit is awaited inside getmany() and goes over the coordinator's
+                # connection, where the broker parks the member's JoinGroup until the
+                # rebalance completes: a member whose timer fired then got no records for the
+                # rest of the rebalance. The same commits, from a task of their own:
+                auto_offset_reset="earliest", enable_auto_commit=False,
                 session_timeout_ms=args.session_timeout_ms,
                 heartbeat_interval_ms=args.heartbeat_interval_ms,
                 fetch_max_wait_ms=args.fetch_max_wait_ms, fetch_min_bytes=args.fetch_min_bytes,
@@ -148,6 +163,12 @@ async def run_minibroker(args: argparse.Namespace, log: ConsumerEventLog) -> str
                         nursery.cancel_scope.cancel()
                         return
                 nursery.start_soon(stop_on_signal)
+
+                async def commit_periodically() -> None:
+                    while True:
+                        await trio.sleep(AUTO_COMMIT_INTERVAL_S)
+                        await commit()
+                nursery.start_soon(commit_periodically)
                 while True:
                     batches = await consumer.getmany(timeout_ms=200)
                     count = 0
