@@ -66,7 +66,7 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
     # contract; a single broker at replication factor 1 never emits them
     "leader_change": {"topic": "string", "partition": "long", "old_leader": "long",
                       "new_leader": "long", "leader_epoch": "long", "reason": "string"},
-    "isr_change": {"topic": "string", "partition": "long", "leader": "long", "kind": "string",
+    "isr_change": {"topic": "string", "partition": "long", "leader_id": "long", "kind": "string",
                    "old_isr": "array<long>", "new_isr": "array<long>",
                    "high_watermark": "long", "reason": "string"},
 }

@@ -106,3 +106,11 @@ def encode_assignment(assignment: Assignment) -> bytes:
             "user_data": assignment.user_data}
     return _PREFIX.pack(assignment.version) + ConsumerProtocolAssignment.build(
         body, assignment.version)
+
+
+def partition_names(parts: dict[str, list[int]], *, sort: bool = False) -> list[str]:
+    """{"t": [1, 0]} -> ["t-1", "t-0"]: the "topic-partition" form of the event log, the
+    analysis tables and dump-log's text; sort=True orders topics and partitions."""
+    if sort:
+        return [f"{t}-{p}" for t, ps in sorted(parts.items()) for p in sorted(ps)]
+    return [f"{t}-{p}" for t, ps in parts.items() for p in ps]

@@ -11,18 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.consumer_protocol import decode_assignment, decode_subscription
+from protocol.consumer_protocol import decode_assignment, decode_subscription, partition_names
 from protocol.messages import offsets_topic
 
 __all__ = ["OFFSET_COMMITS", "GROUP_METADATA", "decode_record", "partition_names"]
 
 OFFSET_COMMITS = "offset_commits"
 GROUP_METADATA = "group_metadata"
-
-
-def partition_names(parts: dict[str, list[int]]) -> list[str]:
-    """{"t": [0, 1]} -> ["t-0", "t-1"], the form the event log and the tables use."""
-    return [f"{topic}-{p}" for topic, ps in parts.items() for p in ps]
 
 
 def _unset(value: int | None) -> int | None:

@@ -141,18 +141,16 @@ _DECLARED_TYPES: dict[str, DataType] = {
 }
 
 
-def schema_of(declarations: Mapping[str, Mapping[str, str]], common: Mapping[str, str],
-              conflicts: Mapping[str, str] | None = None) -> StructType:
+def schema_of(declarations: Mapping[str, Mapping[str, str]],
+              common: Mapping[str, str]) -> StructType:
     """The Spark schema of a JSON-lines event log declared as {type: {field: json type}}.
 
     Columns: the `common` fields in their order, every declared field sorted by name (one
     column even when several types declare it), then `time`, the timestamp of `ts`. A field
     declared with two different types, or with an unknown type, raises ValueError: the
-    declarations would not describe one table; unless `conflicts` names the field and the
-    type to read it as instead ("string" keeps every JSON value's text). Every column is nullable, because each event
+    declarations would not describe one table. Every column is nullable, because each event
     carries only its own type's fields (and Spark's JSON reader makes columns nullable).
     """
-    conflicts = dict(conflicts or {})
     fields: dict[str, str] = {}
     owner: dict[str, str] = {}
     for event_type, declared in declarations.items():
@@ -162,16 +160,11 @@ def schema_of(declarations: Mapping[str, Mapping[str, str]], common: Mapping[str
             if name in common and common[name] != json_type:
                 raise ValueError(f"event {event_type!r} redeclares common field {name!r} "
                                  f"as {json_type!r}, not {common[name]!r}")
-            if name in fields and fields[name] != json_type and name not in conflicts:
+            if name in fields and fields[name] != json_type:
                 raise ValueError(f"field {name!r} is {fields[name]!r} in {owner[name]!r} but "
                                  f"{json_type!r} in {event_type!r}")
             fields[name] = json_type
             owner.setdefault(name, event_type)
-    for name, json_type in conflicts.items():
-        if json_type not in _DECLARED_TYPES:
-            raise ValueError(f"conflict resolution {name!r}: unknown type {json_type!r}")
-        if name in fields:
-            fields[name] = json_type
     columns = [_f(name, _DECLARED_TYPES[t]) for name, t in common.items()]
     columns += [_f(name, _DECLARED_TYPES[fields[name]])
                 for name in sorted(fields) if name not in common]
@@ -179,12 +172,7 @@ def schema_of(declarations: Mapping[str, Mapping[str, str]], common: Mapping[str
     return StructType(columns)
 
 
-# broker.events declares `leader` as a boolean in group_sync / group_assignment (is this
-# member the group's leader) and as a long in isr_change (the leader broker's id). Until one
-# of them is renamed there, the column is a string holding the JSON text ("true", "3"):
-# group jobs compare with 'true', replication jobs cast to long. Any new conflict raises.
-EVENT_FIELD_CONFLICTS = {"leader": "string"}
-EVENTS_SCHEMA = schema_of(EVENT_TYPES, COMMON_FIELDS, EVENT_FIELD_CONFLICTS)
+EVENTS_SCHEMA = schema_of(EVENT_TYPES, COMMON_FIELDS)
 # The bench's consumers write ts and type, no broker.
 CONSUMER_EVENTS_SCHEMA = schema_of(
     CONSUMER_EVENT_TYPES, {k: v for k, v in COMMON_FIELDS.items() if k != "broker"})

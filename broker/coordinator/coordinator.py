@@ -21,7 +21,7 @@ from broker.coordinator.membership import (
     Append, Emit, GroupConfig, JoinRequest, Membership, Reply, group_id_error,
 )
 from broker.coordinator.offsets import OffsetRecord, OffsetStore, partition_of
-from protocol.consumer_protocol import decode_assignment, decode_subscription
+from protocol.consumer_protocol import decode_assignment, decode_subscription, partition_names
 from protocol.errors import DecodeError, ErrorCode
 from protocol.messages import offsets_topic
 from protocol.messages.offsets_topic import GroupKey, OffsetKey
@@ -46,7 +46,7 @@ def _partitions_named(protocol_type: str, assignment: bytes) -> list[str]:
         parts = decode_assignment(assignment).partitions
     except DecodeError:
         return []
-    return [f"{t}-{p}" for t, ps in sorted(parts.items()) for p in sorted(ps)]
+    return partition_names(parts, sort=True)
 
 
 def _owned_partitions(protocol_type: str, protocols: list[tuple[str, bytes]]) -> list[str]:
@@ -56,7 +56,7 @@ def _owned_partitions(protocol_type: str, protocols: list[tuple[str, bytes]]) ->
         owned = decode_subscription(protocols[0][1]).owned_partitions
     except DecodeError:
         return []
-    return [f"{t}-{p}" for t, ps in sorted(owned.items()) for p in sorted(ps)]
+    return partition_names(owned, sort=True)
 
 
 class GroupCoordinator:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterator, TextIO
 
 from protocol.codecs import Codec
-from protocol.consumer_protocol import decode_assignment, decode_subscription
+from protocol.consumer_protocol import decode_assignment, decode_subscription, partition_names
 from protocol.messages import offsets_topic
 from protocol.records import (
     BATCH_OVERHEAD, DELETE_HORIZON_MASK, LOG_OVERHEAD, MAGIC, BatchHeader, RecordError,
@@ -206,10 +206,6 @@ def _java_list(items) -> str:
     return "[" + ", ".join(items) + "]"
 
 
-def _partitions(parts: dict[str, list[int]]) -> list[str]:
-    return [f"{t}-{p}" for t, ps in parts.items() for p in ps]
-
-
 def _member_assignment_text(protocol_type: str, member) -> str:
     """Kafka's GroupMetadataManager formatting: member=[t-0, t-1] (plus :hex user data)
     for the consumer protocol, member=hex bytes otherwise."""
@@ -218,7 +214,7 @@ def _member_assignment_text(protocol_type: str, member) -> str:
             a = decode_assignment(member.assignment)
         except Exception:  # noqa: BLE001 - undecodable bytes are shown as hex
             return f"{member.member_id}={member.assignment.hex()}"
-        text = f"{member.member_id}={_java_list(_partitions(a.partitions))}"
+        text = f"{member.member_id}={_java_list(partition_names(a.partitions))}"
         return f"{text}:{a.user_data.hex()}" if a.user_data else text
     return f"{member.member_id}={member.assignment.hex()}"
 

@@ -45,7 +45,8 @@ def _replication_factor(events: DataFrame, isr: DataFrame) -> DataFrame:
 
 def isr_timeline(events: DataFrame, end_ts: int | None) -> DataFrame:
     isr = (events.where(F.col("type") == "isr_change")
-           .select(*_TP, "ts", "old_isr", "new_isr", "kind", "leader"))
+           .select(*_TP, "ts", "old_isr", "new_isr", "kind",
+                   F.col("leader_id").alias("leader")))
     w = Window.partitionBy(*_TP).orderBy("ts")
     end = F.lit(end_ts).cast("long") if end_ts is not None else F.col("ts")
     return (isr.join(_replication_factor(events, isr), _TP)
@@ -83,7 +84,7 @@ def broker_health(events: DataFrame) -> DataFrame:
     the last one (the replicas are not in the event log; the ISRs ever seen stand in)."""
     isr = events.where(F.col("type") == "isr_change")
     last = isr.groupBy(*_TP).agg(F.max_by("new_isr", "ts").alias("last_isr"),
-                                 F.max_by("leader", "ts").alias("isr_leader"))
+                                 F.max_by("leader_id", "ts").alias("isr_leader"))
     ever = (isr.select(*_TP, F.explode(F.array_union(
         F.coalesce("old_isr", F.array().cast("array<long>")),
         F.coalesce("new_isr", F.array().cast("array<long>")))).alias("broker")).distinct())
@@ -92,7 +93,7 @@ def broker_health(events: DataFrame) -> DataFrame:
     leader_now = (events.where(F.col("type") == "leader_change").groupBy(*_TP)
                   .agg(F.max_by("new_leader", "ts").alias("broker")))
     leaders = leader_now.groupBy("broker").agg(F.count(F.lit(1)).alias("leaders"))
-    shrinks = (isr.where(F.col("kind") == "shrink").groupBy(F.col("leader").alias("broker"))
+    shrinks = (isr.where(F.col("kind") == "shrink").groupBy(F.col("leader_id").alias("broker"))
                .agg(F.count(F.lit(1)).alias("isr_shrinks_led")))
     brokers = (ever.select("broker").union(leaders.select("broker"))
                .union(shrinks.select("broker")).distinct())

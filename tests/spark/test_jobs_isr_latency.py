@@ -13,7 +13,7 @@ from spark_jobs.tables import EVENTS_SCHEMA
 
 def _isr(ts, partition, leader, kind, old, new):
     return {"ts": ts, "type": "isr_change", "broker": leader, "topic": "t",
-            "partition": partition, "leader": leader, "kind": kind, "old_isr": old,
+            "partition": partition, "leader_id": leader, "kind": kind, "old_isr": old,
             "new_isr": new}
 
 
