@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from broker.events import read_events
+from client import errors
 from client.admin import AdminClient
 from client.consumer.consumer import Consumer
 from client.consumer.membership import MemberState
@@ -109,6 +110,27 @@ async def test_static_member_restart_keeps_its_assignment_without_a_rebalance(
             await again.leave()
             await other.leave()
     assert _events(broker, group, "group_leave") == []
+
+
+async def test_a_second_instance_with_the_same_id_fences_the_first(broker):
+    topic, group = unique("fenced"), unique("g")
+    create_topic(broker.bootstrap, topic, 2)
+    cfg = dict(GROUP_CONFIG, group_instance_id="only-one")
+    first = Consumer(topic, bootstrap_servers=broker.bootstrap, group_id=group, **cfg)
+    second = OurMember("second", broker.bootstrap, group, [topic], **cfg)
+    with trio.fail_after(DEADLINE_S):
+        async with first, trio.open_nursery() as nursery:
+            while not (first._group is not None and first._group.state is MemberState.STABLE
+                       and first.assignment() == partitions_of(topic, 2)):
+                await first.getmany(timeout_ms=50)
+            await nursery.start(second.run)
+            await wait_for(lambda: second.stable()
+                           and second.assignment() == partitions_of(topic, 2),
+                           DEADLINE_S, "the second instance to take the place over")
+            with pytest.raises(errors.FencedInstanceIdError):
+                while True:  # the first learns it on its next heartbeat
+                    await first.getmany(timeout_ms=50)
+            await second.leave()
 
 
 # -- unsubscribe ---------------------------------------------------------------------------
