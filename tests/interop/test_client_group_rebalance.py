@@ -60,7 +60,9 @@ async def test_a_member_keeps_consuming_its_kept_partitions_through_the_rebalanc
 
     a = OurMember("a", broker.bootstrap, group, [topic], cooperative=True, **COOPERATIVE)
     held = HoldFirstAssignment()
-    b = OurMember("b", broker.bootstrap, group, [topic], listener=held, **COOPERATIVE)
+    # b sends no heartbeat while held: a session long enough for a loaded machine
+    b = OurMember("b", broker.bootstrap, group, [topic], listener=held,
+                  **dict(COOPERATIVE, session_timeout_ms=20000))
     with trio.fail_after(DEADLINE_S):
         async with AdminClient(bootstrap_servers=broker.bootstrap) as admin, \
                 trio.open_nursery() as nursery:
