@@ -40,10 +40,9 @@ unsubscribe() leaves the group (see its docstring); subscribe() afterwards joins
 
 subscribe(pattern=...) follows the topics whose names match (see subscribe()).
 
-Not yet: a rejoin when a subscribed
-topic's partition count changes, read_committed, background prefetching (a fetch is sent
-when getmany finds no buffered records; with several leaders, one Fetch per leader in
-parallel).
+Not yet: a rejoin when a subscribed topic's partition count changes, read_committed,
+background prefetching (a fetch is sent when getmany finds no buffered records; with several
+leaders, one Fetch per leader in parallel).
 """
 
 from __future__ import annotations
@@ -69,7 +68,7 @@ from client.types import TopicPartition
 from protocol.errors import ErrorCode
 from protocol.messages import OFFSET_COMMIT, OFFSET_FETCH
 
-__all__ = ["Consumer", "ConsumerRebalanceListener", "ConsumerRecord",
+__all__ = ["Consumer", "ConsumerRebalanceListener", "ConsumerRecord", "Unsubscribed",
            "NoOffsetForPartitionError"]
 
 T = TypeVar("T")
