@@ -115,6 +115,8 @@ class Consumer:
         self._closed = False
         self._coordinator_id: int | None = None
         self._next_auto_commit: float | None = None
+        self._auto_commit_in_flight = False
+        self._commit_lock = trio.Lock()
         self._subscription: tuple[str, ...] | None = None
         self._listener: Any = None
         self._group: GroupCoordinator | None = None
@@ -502,10 +504,25 @@ class Consumer:
             if self._group is None:
                 await self.commit()
                 return
-            try:
-                await self.commit()
-            except KafkaError as e:  # e.g. a rebalance under way: Java logs and goes on
-                log.warning("auto-commit failed: %s", e)
+            # In a group the commit goes out in the background, as Java's commitAsync:
+            # during a rebalance it can wait (behind the member's JoinGroup, or refused
+            # until the group is stable) and the poll must not. One at a time: the next
+            # interval commits newer positions anyway.
+            if self._auto_commit_in_flight or self._nursery is None:
+                return
+            offsets = {tp: s for tp in self._state.assignment()
+                       if (s := self._state.position(tp)) is not None}
+            if offsets:
+                self._auto_commit_in_flight = True
+                self._nursery.start_soon(self._auto_commit, offsets)
+
+    async def _auto_commit(self, offsets: dict[TopicPartition, int]) -> None:
+        try:
+            await self._commit(offsets, retry=False)
+        except KafkaError as e:  # e.g. a rebalance under way: Java logs and goes on
+            log.warning("auto-commit failed: %s", e)
+        finally:
+            self._auto_commit_in_flight = False
 
     def __aiter__(self) -> "Consumer":
         return self
@@ -525,6 +542,12 @@ class Consumer:
                      | None = None) -> None:
         """Commit `offsets` (tp -> offset, or (offset, metadata)) for group_id; by default
         the current position of every assigned partition that has one."""
+        await self._commit(offsets, retry=True)
+
+    async def _commit(self, offsets: Mapping | None, retry: bool) -> None:
+        """commit(); `retry` False makes one attempt only (a background auto-commit).
+        Commits go out one at a time, in the order they were made (trio.Lock is fair), so
+        that an older one never lands after a newer one."""
         group_id = self._group_id()
         if offsets is None:
             offsets = {tp: s for tp in self._state.assignment()
@@ -538,12 +561,11 @@ class Consumer:
                 raise ValueError(f"commit offset must be >= 0, got {offset} for {tp}")
             entries[TopicPartition(tp[0], tp[1])] = (offset, metadata)
 
-        # a member on its way out (close, unsubscribe) commits as itself until it has left
-        group = self._closing_group or self._group
-        generation, member_id, instance_id = (
-            group.commit_identity() if group is not None else (-1, "", None))
-
         async def attempt() -> None:
+            # a member on its way out (close, unsubscribe) commits as itself until it left
+            group = self._closing_group or self._group
+            generation, member_id, instance_id = (
+                group.commit_identity() if group is not None else (-1, "", None))
             conn = await self._coordinator()
             topics: dict[str, list] = {}
             for tp, (offset, metadata) in entries.items():
@@ -569,7 +591,11 @@ class Consumer:
             if retry is not None:
                 raise retry
 
-        await self._retrying(f"OffsetCommit for group '{group_id}'", attempt)
+        async with self._commit_lock:
+            if retry:
+                await self._retrying(f"OffsetCommit for group '{group_id}'", attempt)
+            else:
+                await attempt()
 
     async def committed(self, tp: TopicPartition) -> int | None:
         """The offset committed for `tp` by group_id, or None if there is none."""

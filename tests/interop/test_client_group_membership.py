@@ -342,3 +342,44 @@ def test_subscribe_takes_topics_or_a_pattern():
         c.subscribe([])
     c.subscribe(pattern="t.*")
     assert c.subscription() == set()  # nothing matched yet: the Consumer is not open
+
+
+# -- auto-commit -----------------------------------------------------------------------------
+
+async def test_a_stuck_auto_commit_does_not_hold_up_getmany(broker, monkeypatch):
+    # A commit can wait long in a group: behind the member's own JoinGroup on the
+    # coordinator's connection, or refused while the group completes a rebalance. Java's
+    # auto-commit is asynchronous; ours must not stop getmany either.
+    topic, group = unique("autocommit"), unique("g")
+    create_topic(broker.bootstrap, topic, 1)
+    tp = TopicPartition(topic, 0)
+    release = trio.Event()
+    held: list[dict] = []
+    real_commit = Consumer._commit
+
+    async def stuck_auto_commit(self, offsets, retry):
+        if not retry:  # the background auto-commit
+            held.append(dict(offsets))
+            await release.wait()
+        await real_commit(self, offsets, retry)
+
+    monkeypatch.setattr(Consumer, "_commit", stuck_auto_commit)
+    first = _produce(broker, topic, [0], 5, "first")
+    cfg = dict(GROUP_CONFIG, enable_auto_commit=True, auto_commit_interval_ms=50)
+    got: set[bytes] = set()
+    with trio.fail_after(DEADLINE_S):
+        async with Consumer(topic, bootstrap_servers=broker.bootstrap, group_id=group,
+                            **cfg) as c:
+            while not (first <= got and held):
+                for records in (await c.getmany(timeout_ms=50)).values():
+                    got.update(r.value for r in records)
+            second = _produce(broker, topic, [0], 5, "second")
+            while not second <= got:  # delivered while the auto-commit is stuck
+                for records in (await c.getmany(timeout_ms=50)).values():
+                    got.update(r.value for r in records)
+            # one at a time: none started behind the stuck one
+            assert len(held) == 1 and set(held[0]) == {tp} and held[0][tp] <= 5
+            release.set()
+        # close committed after the released one, never before it
+        async with Consumer(bootstrap_servers=broker.bootstrap, group_id=group) as check:
+            assert await check.committed(tp) == 10

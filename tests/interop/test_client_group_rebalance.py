@@ -51,18 +51,23 @@ class HoldFirstAssignment(Recorder):
             await self.release.wait()
 
 
-async def test_a_member_keeps_consuming_its_kept_partitions_through_the_rebalance(broker):
+@pytest.mark.parametrize("auto_commit", [False, True], ids=["manual-commit", "auto-commit"])
+async def test_a_member_keeps_consuming_its_kept_partitions_through_the_rebalance(
+        broker, auto_commit):
+    # auto-commit: a commit every 100 ms, made inside getmany, must not wait for the
+    # rebalance either
+    config = dict(COOPERATIVE, enable_auto_commit=auto_commit, auto_commit_interval_ms=100)
     topic, group = unique("coop-keep"), unique("g")
     create_topic(broker.bootstrap, topic, 6)
     everything = partitions_of(topic, 6)
     first = [(b"k", f"before-{p}-{i}".encode(), None, p) for p in range(6) for i in range(10)]
     assert len(produce(broker.bootstrap, topic, first)) == 60
 
-    a = OurMember("a", broker.bootstrap, group, [topic], cooperative=True, **COOPERATIVE)
+    a = OurMember("a", broker.bootstrap, group, [topic], cooperative=True, **config)
     held = HoldFirstAssignment()
     # b sends no heartbeat while held: a session long enough for a loaded machine
     b = OurMember("b", broker.bootstrap, group, [topic], listener=held,
-                  **dict(COOPERATIVE, session_timeout_ms=20000))
+                  **dict(config, session_timeout_ms=20000))
     with trio.fail_after(DEADLINE_S):
         async with AdminClient(bootstrap_servers=broker.bootstrap) as admin, \
                 trio.open_nursery() as nursery:
