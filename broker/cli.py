@@ -104,6 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["analyze"]:
+        # argparse's REMAINDER refuses a rest that starts with an option (--data-dir), so
+        # the analysis's own parser gets its arguments directly
+        from spark_jobs.cli import main as analyze
+        return analyze(argv[1:]) or 0
     args = build_parser().parse_args(argv)
     return args.func(args) or 0
 

@@ -138,8 +138,9 @@ def test_errors_are_one_line_and_exit_2(tmp_path):
     # no Java on PATH and no JAVA_HOME: refused before any JVM is tried
     env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "PYSPARK_GATEWAY_PORT")}
     env["PATH"] = str(Path(sys.executable).parent)
-    proc = subprocess.run([sys.executable, "-m", "spark_jobs", "--data-dir", str(tmp_path),
-                           "--out", str(tmp_path / "o")], env=env, cwd=REPO,
+    # through the installed `minibroker analyze` entry point, as a user types it
+    proc = subprocess.run([sys.executable, "-m", "broker.cli", "analyze", "--data-dir",
+                           str(tmp_path), "--out", str(tmp_path / "o")], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
