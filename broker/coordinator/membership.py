@@ -185,12 +185,15 @@ class Membership:
         old.awaiting_join = old.awaiting_sync = None
         self.timers.cancel(("heartbeat", group.group_id, old_id))
         member = group.replace_static_member(instance, old_id, new_id)
-        unchanged = member.protocols == req.protocols and member.protocol_type == req.protocol_type
         member.client_id, member.client_host = req.client_id, req.client_host
         member.session_timeout_ms = req.session_timeout_ms
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        member.protocols = req.protocols
         out.append(Emit("group_join", self._join_event(group, member, req, "static rejoin")))
-        if group.state == S.STABLE and unchanged:
+        # As Kafka: only a change of the group's chosen protocol forces a rebalance. The
+        # subscription bytes differ on every restart (they carry the generation and owned
+        # partitions), and a leader whose topics changed learns so from skip_assignment.
+        if group.state == S.STABLE and group.protocol == group.select_protocol():
             # a restart within the session timeout: same place, same assignment, no rebalance
             self._heartbeat_reset(group, member, now_ms)
             out.append(Append(group.group_id, self.group_record(group)))
@@ -198,7 +201,6 @@ class Membership:
             body["skip_assignment"] = member.member_id == group.leader_id
             out.append(Reply(waiter, body))
             return
-        member.protocols = req.protocols
         member.awaiting_join = waiter
         self._heartbeat_reset(group, member, now_ms)
         self._maybe_prepare_rebalance(group, now_ms, f"static member {instance} rejoined", out)

@@ -265,6 +265,23 @@ def test_a_static_member_restarting_in_time_keeps_its_place_without_a_rebalance(
     assert h.heartbeat(member, 1, instance="pod-0") == E.FENCED_INSTANCE_ID  # the old one
 
 
+def test_a_static_restart_with_new_subscription_bytes_keeps_its_place_unless_the_protocol_changes():
+    h = Harness()
+    h.join(instance="pod-0")
+    h.advance(0)
+    (member,) = h.group.members
+    h.sync(member, 1, {member: _assignment(0, 1, 2)})
+    # a restarted client encodes what it owned and its generation: other bytes, same protocol
+    owned = Subscription(["t"], owned_partitions={"t": [0, 1, 2]}, generation_id=1)
+    restarted = h.join(instance="pod-0", protocols=[("range", encode_subscription(owned))])
+    assert h.replies[restarted]["generation_id"] == 1
+    assert h.group.state == S.STABLE and h.group.generation == 1
+    # preferring a protocol the group has not chosen is a change: now it rebalances
+    sub = encode_subscription(Subscription(["t"]))
+    h.join(instance="pod-0", protocols=[("roundrobin", sub), ("range", sub)])
+    assert h.group.generation == 2 and h.group.protocol == "roundrobin"
+
+
 def test_a_static_member_is_expired_by_its_session_timeout_like_any_other():
     h = Harness()
     h.join(instance="pod-0")
