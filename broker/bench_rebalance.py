@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from broker.bench import BenchError
+from broker.events import read_jsonl
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RELEASES = ("revoked", "lost", "stopped")
@@ -67,19 +68,6 @@ def _now_ms() -> int:
 
 
 # -- events ---------------------------------------------------------------------------------
-
-def read_jsonl(path: Path) -> list[dict]:
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue  # a torn last line of a killed instance
-    return out
-
 
 def load_consumer_events(out_dir: str | os.PathLike) -> list[dict]:
     """Every instance's events, in protocol order (see _RANK) and, within an instance, in

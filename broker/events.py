@@ -153,16 +153,21 @@ class EventLog:
             self._file.close()
 
 
+def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The JSON objects of one JSON-lines file, skipping a torn line (a kill -9 mid-write)."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+    return out
+
+
 def read_events(data_dir: str | os.PathLike) -> list[dict[str, Any]]:
     """Every event under DIR/events in order (for tools and tests)."""
-    out = []
-    for path in sorted((Path(data_dir) / "events").glob("events-*.jsonl")):
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                line = line.strip()
-                if line:
-                    try:
-                        out.append(json.loads(line))
-                    except json.JSONDecodeError:
-                        continue  # a torn last line after kill -9
-    return out
+    return [event for path in sorted((Path(data_dir) / "events").glob("events-*.jsonl"))
+            for event in read_jsonl(path)]
