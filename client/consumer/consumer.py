@@ -40,7 +40,7 @@ unsubscribe() leaves the group (see its docstring); subscribe() afterwards joins
 
 subscribe(pattern=...) follows the topics whose names match (see subscribe()).
 
-Not yet: a rejoin when a subscribed topic's partition count changes, read_committed,
+Not yet: read_committed,
 background prefetching (a fetch is sent when getmany finds no buffered records; with several
 leaders, one Fetch per leader in parallel).
 """
@@ -124,7 +124,7 @@ class Consumer:
         self._leaving: trio.Event | None = None  # unsubscribe(): the old member's leave
         self._given_up: set[TopicPartition] = set()  # ... and the partitions it gives up
         self._pattern: re.Pattern | None = None  # subscribe(pattern=...)
-        self._watching_pattern = False
+        self._watching_metadata = False
         self._nursery_manager: Any = None
         self._nursery: trio.Nursery | None = None
         self._assigned_event = trio.Event()
@@ -156,7 +156,7 @@ class Consumer:
         self._cluster.add_topics(self._subscription)  # type: ignore[union-attr]
         self._group = GroupCoordinator(self, self._subscription, self._listener)
         await self._nursery.start(self._run_group, self._group)
-        self._maybe_watch_pattern()
+        self._maybe_watch_metadata()
 
     async def _run_group(self, group: GroupCoordinator,
                          task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -254,7 +254,7 @@ class Consumer:
             self._cluster.add_topics(self._subscription)  # type: ignore[union-attr]
             self._group = GroupCoordinator(self, self._subscription, self._listener)
             self._nursery.start_soon(self._run_group, self._group)
-        self._maybe_watch_pattern()
+        self._maybe_watch_metadata()
 
     def _matching_topics(self) -> tuple[str, ...]:
         assert self._pattern is not None and self._cluster is not None
@@ -263,44 +263,51 @@ class Consumer:
             if self._pattern.fullmatch(name)
             and not (t.is_internal and self.config.exclude_internal_topics)))
 
-    def _maybe_watch_pattern(self) -> None:
-        if self._pattern is not None and self._nursery is not None \
-                and not self._watching_pattern:
-            self._watching_pattern = True
-            self._cluster.track_all_topics()  # type: ignore[union-attr]
-            self._nursery.start_soon(self._watch_pattern)
+    def _maybe_watch_metadata(self) -> None:
+        if self._subscription is not None and self._nursery is not None \
+                and not self._watching_metadata:
+            self._watching_metadata = True
+            if self._pattern is not None:
+                self._cluster.track_all_topics()  # type: ignore[union-attr]
+            self._nursery.start_soon(self._watch_metadata)
 
-    async def _watch_pattern(self) -> None:
-        """Match the pattern after every metadata refresh (this task asks for one at least
-        every metadata_max_age_ms); a changed match is a new subscription."""
+    async def _watch_metadata(self) -> None:
+        """While subscribed, look at every metadata refresh (this task asks for one at least
+        every metadata_max_age_ms), as Java's poll() does: a pattern's changed match is a
+        new subscription, and a leader whose assignment was computed on other partition
+        counts rejoins so that added partitions are handed out (seed 002's triggers)."""
         cluster = self._cluster
         assert cluster is not None
         failures = 0
         try:
-            while self._pattern is not None:
+            while self._subscription is not None:
                 seen = cluster.generation
                 if cluster.generation == 0 or cluster.metadata.is_stale(
                         trio.current_time(), self.config.metadata_max_age_ms):
                     try:
                         await cluster.refresh()
                     except KafkaError as e:  # no broker for now: try again later
-                        log.info("pattern subscription: metadata refresh failed: %s", e)
+                        log.info("metadata refresh failed: %s", e)
                         await trio.sleep(self.config.retry_backoff_s(failures))
                         failures += 1
                         continue
                     failures = 0
                     seen = cluster.generation
-                matched = self._matching_topics()
-                if self._pattern is not None and self._group is not None \
-                        and matched != self._subscription:
-                    self._subscription = matched
-                    cluster.add_topics(matched)
-                    self._group.subscribe(matched)
+                if self._pattern is not None and self._group is not None:
+                    matched = self._matching_topics()
+                    if matched != self._subscription:
+                        self._subscription = matched
+                        cluster.add_topics(matched)
+                        self._group.subscribe(matched)
+                if self._group is not None:
+                    # the leader assigned every member's topics: keep their metadata fresh
+                    cluster.add_topics(self._group.assigned_counts)
+                    self._group.check_partition_counts(cluster.metadata)
                 # another refresh (the fetcher's, the leader's) or the max age, first
                 with trio.move_on_after(self.config.metadata_max_age_ms / 1000):
                     await cluster.wait_for_refresh(seen)
         finally:
-            self._watching_pattern = False
+            self._watching_metadata = False
 
     def subscription(self) -> set[str]:
         return set(self._subscription or ())

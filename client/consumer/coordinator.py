@@ -110,6 +110,8 @@ class GroupCoordinator:
         self._running = False
         self._pending_start: set[TopicPartition] = set()  # assigned, not yet StartFetching
         self._identity: tuple[int, str] | None = None  # (generation, member id) for close
+        # leader only: the partition counts its last assignment was computed on
+        self.assigned_counts: dict[str, int] = {}
 
     # -- what the Consumer calls ----------------------------------------------------------
 
@@ -126,6 +128,17 @@ class GroupCoordinator:
         if listener is not None:
             self.listener = listener
         self._submit(self.member.subscribe(topics, _now_ms()))
+
+    def check_partition_counts(self, metadata: Any) -> None:
+        """Java's leader check (ConsumerCoordinator.rejoinNeededOrPending): when a topic's
+        partition count differs from what the last assignment used, rejoin. Topics the
+        metadata does not know (yet) are left alone rather than read as deleted."""
+        changed = sorted(t for t, n in self.assigned_counts.items()
+                         if (now := metadata.partitions_for(t)) is not None and len(now) != n)
+        if changed and self.member.is_leader:
+            self.assigned_counts = {}
+            self._submit(self.member.request_rejoin(
+                f"partition count of {', '.join(changed)} changed", _now_ms()))
 
     def raise_error(self) -> None:
         if self.error is not None:
@@ -236,6 +249,9 @@ class GroupCoordinator:
             body = resp.body
             if body.error_code == 0 and body.leader == body.member_id:
                 counts = await self._partition_counts(body)
+                self.assigned_counts = dict(counts)
+            else:
+                self.assigned_counts = {}
             return member.on_join_response(body, _now_ms(), counts)
         if isinstance(action, SendSyncGroup):
             resp = await self._request("sync", SYNC_GROUP, action.body)
