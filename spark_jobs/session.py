@@ -144,6 +144,11 @@ def get_spark(master: str | None = None, app_name: str = DEFAULT_APP_NAME, quiet
             "spark.sql.warehouse.dir": str(base / "warehouse"),
             "spark.driver.extraJavaOptions": f"-Dderby.system.home={base / 'derby'}",
         })
+    if quiet and not submitted:
+        # Under spark-submit the JVM is already running with the user's own logging.
+        log4j = f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}"
+        key = "spark.driver.extraJavaOptions"
+        settings[key] = f"{settings[key]} {log4j}" if key in settings else log4j
     if conf:
         for key, value in conf.items():
             if key == "spark.driver.extraJavaOptions" and key in settings:
