@@ -486,8 +486,8 @@ def _decode_at(buf, pos: int, header: BatchHeader, max_decompressed: int):
 
 def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: int,
                     base_ts: int, fixed_ts: int | None) -> list[Record]:
-    # Hot loop for consumers and Spark: single-byte varints (the common case) are
-    # decoded inline, longer ones through decode_varint. IndexError means a varint or
+    # Hot loop for consumers and Spark: one- and two-byte varints (lengths up to 8191,
+    # the common case) are decoded inline, longer ones through decode_varint. IndexError means a varint or
     # field ran off the end of `data`.
     dv = decode_varint
     dvl = decode_varlong
@@ -495,7 +495,16 @@ def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: in
     append = records.append
     try:
         for _ in range(count):
-            length, pos = dv(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif data[pos + 1] < 0x80:  # 64..8191 bytes: most records
+                z = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (z >> 1) ^ -(z & 1)
+                pos += 2
+            else:
+                length, pos = dv(data, pos)
             if length < 0 or length > end - pos:
                 raise CorruptRecordError(f"record length {length} exceeds the {end - pos} bytes left")
             rec_end = pos + length
@@ -515,6 +524,10 @@ def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: in
             if b < 0x80:
                 n = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                z = (b & 0x7F) | (data[pos + 1] << 7)
+                n = (z >> 1) ^ -(z & 1)
+                pos += 2
             else:
                 n, pos = dv(data, pos)
             if n < 0:  # any negative length means null, as in Java
@@ -528,6 +541,10 @@ def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: in
             if b < 0x80:
                 n = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                z = (b & 0x7F) | (data[pos + 1] << 7)
+                n = (z >> 1) ^ -(z & 1)
+                pos += 2
             else:
                 n, pos = dv(data, pos)
             if n < 0:
