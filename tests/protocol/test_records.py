@@ -579,3 +579,15 @@ def test_bomb_in_a_batch_is_refused_within_twice_the_limit(name, tmp_path):
     # Peak RSS growth: at most 2x the 1 MiB limit plus 1 MiB for decoder state.
     assert result["bounded"] < 3 * MiB, result
     assert result["unbounded"] > 50 * MiB, result  # the measurement sees the codec's memory
+
+
+_optional_bytes = st.one_of(st.none(), st.binary(max_size=300), st.binary(min_size=8000, max_size=9000))
+
+
+@given(st.lists(st.tuples(_optional_bytes, _optional_bytes), min_size=1, max_size=20))
+@settings(max_examples=60, deadline=None)
+def test_keys_and_values_of_every_varint_width_round_trip(fields):
+    # lengths of one, two and three varint bytes, and null (-1), through the inline paths
+    recs = [Record(i, 1_700_000_000_000 + i, k, v, []) for i, (k, v) in enumerate(fields)]
+    _, decoded = decode_batch(encode_batch(recs))
+    assert [(r.key, r.value) for r in decoded] == fields
