@@ -460,9 +460,7 @@ def _decode_at(buf, pos: int, header: BatchHeader, max_decompressed: int):
         raise CorruptRecordError(f"batch CRC mismatch at {pos}")
     count = header.records_count
     codec = header.attributes & COMPRESSION_MASK
-    if codec != Codec.NONE:
-        if codec > Codec.ZSTD:
-            raise UnsupportedCodecError(f"unsupported compression codec id {codec}")
+    if codec != Codec.NONE:  # decompress refuses codec ids 5-7
         with memoryview(buf) as mv:
             data = decompress(codec, mv[pos + RECORDS_POS : end], max_decompressed)
         start, stop = 0, len(data)
