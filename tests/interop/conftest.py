@@ -297,14 +297,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 @pytest.fixture
-def raw(shared_broker):
-    """A factory of raw-socket connections to the module's broker, closed afterwards."""
+def connect():
+    """``connect(broker)``: a raw-socket connection to that broker, closed afterwards."""
     from tests.interop.raw import Raw
     opened = []
 
-    def make():
-        opened.append(Raw(shared_broker))
+    def make(broker: BrokerProcess):
+        opened.append(Raw(broker))
         return opened[-1]
     yield make
     for r in opened:
         r.close()
+
+
+@pytest.fixture
+def raw(connect, shared_broker):
+    """A factory of raw-socket connections to the module's broker, closed afterwards."""
+    return lambda: connect(shared_broker)

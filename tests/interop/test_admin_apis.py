@@ -33,21 +33,8 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 @pytest.fixture
-def connect():
-    opened = []
-
-    def make(broker) -> Raw:
-        r = Raw(broker)
-        opened.append(r)
-        return r
-    yield make
-    for r in opened:
-        r.close()
-
-
-@pytest.fixture
 def raw(connect, shared_broker) -> Raw:
-    """One connection to the module's broker."""
+    """One connection to the module's broker (here, not conftest's factory of them)."""
     return connect(shared_broker)
 
 
