@@ -16,7 +16,7 @@ from typing import Any
 from construct import Container
 
 from protocol import framing, headers
-from protocol.errors import DecodeError, ErrorCode, UnsupportedVersion  # noqa: F401
+from protocol.errors import DecodeError, ErrorCode, UnsupportedVersion
 from protocol.headers import API_VERSIONS_KEY, RequestHeader
 from protocol.messages import APIS
 from protocol.versions import is_implemented
