@@ -22,18 +22,18 @@ import struct
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple
 
+from broker.log.manager import parse_partition_dir
 from protocol.codecs import Codec
-from protocol.records import (BATCH_OVERHEAD, LOG_OVERHEAD, BatchHeader, batch_crc_ok,
+from protocol.records import (LOG_OVERHEAD, MIN_BATCH_LENGTH, BatchHeader, batch_crc_ok,
                               decode_batch, parse_batch_header)
 
 __all__ = [
     "RECORD_COLUMNS", "BATCH_COLUMNS", "DEFAULT_SPLIT_BYTES", "SegmentFile", "ByteRange",
-    "parse_log_dir_name", "find_segments", "split_segment", "segment_ranges",
+    "find_segments", "split_segment", "segment_ranges",
     "ColumnChunk", "iter_column_chunks", "iter_rows",
 ]
 
 DEFAULT_SPLIT_BYTES = 32 * 1024 * 1024
-MIN_BATCH_LENGTH = BATCH_OVERHEAD - LOG_OVERHEAD
 
 # Column order of the two row shapes; spark_jobs.tables declares the same names with types.
 RECORD_COLUMNS = (
@@ -74,15 +74,6 @@ class ByteRange(NamedTuple):
 
 # --- finding segments --------------------------------------------------------------
 
-def parse_log_dir_name(name: str) -> tuple[str, int] | None:
-    """("orders-eu", 3) for "orders-eu-3": topics may contain '-', the partition is after
-    the last one. None for anything that is not a partition directory's name."""
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
-        return None
-    return topic, int(partition)
-
-
 def _segments_in(directory: Path, topic: str, partition: int) -> list[SegmentFile]:
     found = []
     for child in directory.iterdir():
@@ -102,7 +93,8 @@ def find_segments(path: str | os.PathLike, topics: Iterable[str] | None = None,
     """The segment files PATH names, in (topic, partition, base offset) order.
 
     PATH is a data directory (its DIR/<topic>-<partition>/*.log; DIR/events and anything
-    else that is not a partition directory are skipped), one partition directory (a
+    else that is not a partition directory are skipped: the directories the broker loads,
+    broker.log.manager.parse_partition_dir), one partition directory (a
     directory holding .log files) or one .log file. `topics` / `partitions` keep only
     those (None: all). A missing PATH raises FileNotFoundError.
     """
@@ -110,7 +102,7 @@ def find_segments(path: str | os.PathLike, topics: Iterable[str] | None = None,
     topics = None if topics is None else set(topics)
     partitions = None if partitions is None else set(partitions)
     if p.is_file():
-        tp = parse_log_dir_name(p.parent.name)
+        tp = parse_partition_dir(p.parent.name)
         m = _SEGMENT_NAME.match(p.name)
         if tp is None or m is None:
             raise ValueError(f"{p} is not a segment (<topic>-<partition>/<offset>.log)")
@@ -119,12 +111,12 @@ def find_segments(path: str | os.PathLike, topics: Iterable[str] | None = None,
         return [SegmentFile(tp[0], tp[1], str(p), int(m.group(1)), p.stat().st_size)]
     if not p.is_dir():
         raise FileNotFoundError(f"{p}: no such file or directory")
-    own = parse_log_dir_name(p.name)
+    own = parse_partition_dir(p.name)
     if own is not None and any(_SEGMENT_NAME.match(c.name) for c in p.iterdir()):
         dirs = [(p, own)]
     else:
         dirs = sorted(((child, tp) for child in p.iterdir()
-                       if child.is_dir() and (tp := parse_log_dir_name(child.name))),
+                       if child.is_dir() and (tp := parse_partition_dir(child.name))),
                       key=lambda d: d[1])
     out: list[SegmentFile] = []
     for directory, (topic, partition) in dirs:

@@ -7,8 +7,9 @@ import struct
 
 import pytest
 
+from broker.log.manager import parse_partition_dir
 from spark_jobs.segments import (BATCH_COLUMNS, RECORD_COLUMNS, ByteRange, find_segments,
-                                 iter_rows, parse_log_dir_name, segment_ranges, split_segment)
+                                 iter_rows, segment_ranges, split_segment)
 from tests.spark.conftest import CODECS, LOG_APPEND_TOPIC, MULTI_PARTITIONS, MULTI_TOPIC
 
 
@@ -41,7 +42,7 @@ def copy_segment(seg, tmp_path):
     ("events", None), ("orders-", None), ("-3", None), ("orders-x", None),
 ])
 def test_log_dir_names(name, expected):
-    assert parse_log_dir_name(name) == expected
+    assert parse_partition_dir(name) == expected
 
 
 def test_find_segments_in_a_data_dir(broker_data):
