@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import subprocess
 import time
 import uuid
 
@@ -29,11 +27,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from protocol.codecs import Codec
 from protocol.messages import CREATE_TOPICS, FETCH
 from protocol.records import iter_batch_headers
+from tests.interop.kcat import kcat
 from tests.interop.raw import Raw
 
 pytestmark = pytest.mark.interop
 
-KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 CODEC_IDS = {"none": Codec.NONE, "gzip": Codec.GZIP, "snappy": Codec.SNAPPY, "lz4": Codec.LZ4,
              "zstd": Codec.ZSTD}
@@ -226,13 +224,6 @@ def _utf8(s: str | None) -> bytes | None:
 
 CONSUME = {"confluent": consume_confluent, "kafka-python": consume_kafka_python,
            "aiokafka": consume_aiokafka, "kcat": consume_kcat}
-
-
-def kcat(*args: str, stdin: bytes | None = None) -> str:
-    assert KCAT, "kcat is missing: make test installs it (make sysdeps)"
-    done = subprocess.run([KCAT, *args], input=stdin, capture_output=True, timeout=60)
-    assert done.returncode == 0, done.stderr.decode()
-    return done.stdout.decode()
 
 
 def create_topic(broker, name: str) -> None:

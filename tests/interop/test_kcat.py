@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import uuid
 
 import pytest
 
+from tests.interop.kcat import kcat
+
 pytestmark = pytest.mark.interop
-KCAT = shutil.which("kcat") or shutil.which("kafkacat")
-
-
-def kcat(*args: str, stdin: bytes | None = None) -> str:
-    assert KCAT, "kcat is missing: make test installs it (make sysdeps)"
-    done = subprocess.run([KCAT, *args], input=stdin, capture_output=True, timeout=60)
-    assert done.returncode == 0, done.stderr.decode()
-    return done.stdout.decode()
 
 
 def test_metadata_listing(shared_broker):
