@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.log.manager import base64_uuid, write_atomically
+
 MAX_TOPIC_NAME = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 PRODUCER_ID_BLOCK = 1000
@@ -80,14 +82,14 @@ class MetadataImage:
             props = dict(line.split("=", 1) for line in path.read_text().splitlines()
                          if "=" in line and not line.startswith("#"))
             return props["cluster.id"]
-        cluster_id = _base64_uuid(uuid.uuid4())
-        _atomic_write(path, f"version=1\ncluster.id={cluster_id}\nnode.id={self.broker_id}\n")
+        cluster_id = base64_uuid(uuid.uuid4())
+        write_atomically(path, f"version=1\ncluster.id={cluster_id}\nnode.id={self.broker_id}\n")
         return cluster_id
 
     def _save(self) -> None:
         state = {"topics": [t.to_json() for t in self.topics.values()],
                  "producer_id_limit": self._producer_id_limit}
-        _atomic_write(self._path, json.dumps(state, indent=1))
+        write_atomically(self._path, json.dumps(state, indent=1))
 
     def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         for t in self.topics.values():
@@ -121,21 +123,3 @@ class MetadataImage:
         self._next_producer_id += 1
         return pid
 
-
-def _base64_uuid(u: uuid.UUID) -> str:
-    import base64
-    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)

@@ -105,13 +105,26 @@ def write_checkpoint(path: str, offsets: Mapping[TopicPartition, int]) -> None:
     (Kafka's CheckpointFile), so a crash leaves either the old or the new file."""
     lines = [str(_CHECKPOINT_VERSION), str(len(offsets))]
     lines += [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
+    write_atomically(path, "\n".join(lines) + "\n")
+
+
+def write_atomically(path: str | os.PathLike, text: str, *, sync_dir: bool = True) -> None:
+    """Replace ``path`` with ``text``: temp file, fsync, rename, and (``sync_dir``) fsync
+    the directory, so a crash leaves either the old or the new file, never half."""
+    path = os.fspath(path)
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write(text)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    fsync_dir(os.path.dirname(os.path.abspath(path)))
+    if sync_dir:
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def base64_uuid(u: uuid.UUID) -> str:
+    """A Uuid as Kafka prints it: URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
 
 
 def write_partition_metadata(directory: str, topic_id: uuid.UUID) -> None:
@@ -120,14 +133,7 @@ def write_partition_metadata(directory: str, topic_id: uuid.UUID) -> None:
     path = os.path.join(directory, PARTITION_METADATA_FILE)
     if os.path.exists(path):
         return
-    # Kafka prints a Uuid as URL-safe base64 without padding.
-    encoded = base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(f"version: 0\ntopic_id: {encoded}\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomically(path, f"version: 0\ntopic_id: {base64_uuid(topic_id)}\n", sync_dir=False)
 
 
 def _no_event(kind: str, **fields: Any) -> None:
