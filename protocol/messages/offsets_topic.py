@@ -9,7 +9,6 @@ Kafka writes OffsetCommitKey v1 / OffsetCommitValue v3 and GroupMetadataValue v3
 
 from __future__ import annotations
 
-import io
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -108,12 +107,8 @@ def encode_group_value(value: dict) -> bytes:
 
 
 def _parse(message: Message, data: bytes, version: int) -> Container:
-    stream = io.BytesIO(data)
-    stream.seek(2)
-    obj = message.parse_stream(stream, version)
-    if stream.tell() != len(data):
-        raise DecodeError(f"{message.name} v{version}: trailing bytes")
-    return obj
+    """The body after the int16 version; trailing bytes are refused (Message.parse)."""
+    return message.parse(data[2:], version)
 
 
 def decode_key(data: bytes) -> OffsetKey | GroupKey | None:
