@@ -25,10 +25,11 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from protocol.codecs import Codec
-from protocol.messages import CREATE_TOPICS, FETCH
+from protocol.messages import FETCH
 from protocol.records import iter_batch_headers
 from tests.interop.kcat import kcat
 from tests.interop.raw import Raw
+from tests.interop.raw import create_topic as raw_create_topic
 
 pytestmark = pytest.mark.interop
 
@@ -229,12 +230,10 @@ CONSUME = {"confluent": consume_confluent, "kafka-python": consume_kafka_python,
 def create_topic(broker, name: str) -> None:
     raw = Raw(broker)
     try:
-        body = raw.call(CREATE_TOPICS, 5, {"topics": [{
-            "name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
-            "configs": []}], "timeout_ms": 5000})
+        topic = raw_create_topic(raw, name)
     finally:
         raw.close()
-    assert body.topics[0].error_code == 0, body.topics[0]
+    assert topic.error_code == 0, topic
 
 
 def stored_batches(broker, topic: str) -> list:
