@@ -18,7 +18,7 @@ from protocol.messages import APIS
 from protocol.schema import F, Message, Struct, Versions
 
 from protocol import consumer_protocol
-from protocol.messages import group, offsets, offsets_topic
+from protocol.messages import offsets_topic
 
 SPEC_ROOT = Path(__file__).resolve().parents[3] / "shared" / "kafka-spec"
 SPEC = SPEC_ROOT / "clients"
@@ -111,10 +111,6 @@ def _messages():
     for api in APIS.values():
         yield api.request, "clients"
         yield api.response, "clients"
-    for module in (group, offsets):  # declared ahead of their handlers
-        for message in vars(module).values():
-            if isinstance(message, Message) and message.api_key not in APIS:
-                yield message, "clients"
     yield from DATA_MESSAGES
 
 
