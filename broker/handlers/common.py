@@ -7,11 +7,14 @@ from broker.partition import Partition
 from protocol.errors import ErrorCode
 
 
-def lookup(broker: Broker, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
+def lookup(broker: Broker, topic: str, index: int,
+           current_leader_epoch: int = -1) -> tuple[Partition | None, ErrorCode]:
+    """The partition (None if unknown) and the error a request naming it gets: unknown, or
+    the client's leader epoch disagreeing with ours (`check_leader_epoch`)."""
     partition = broker.partition(topic, index)
     if partition is None:
         return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    return partition, ErrorCode.NONE
+    return partition, check_leader_epoch(partition, current_leader_epoch)
 
 
 def check_leader_epoch(partition: Partition, current_leader_epoch: int) -> ErrorCode:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import trio
 
 from broker.handlers import RequestContext
-from broker.handlers.common import check_leader_epoch, lookup
+from broker.handlers.common import lookup
 from broker.log.errors import LogError, OffsetOutOfRange
 from protocol.errors import ErrorCode
 
@@ -45,9 +45,8 @@ def _read(ctx: RequestContext) -> tuple[list, int, bool]:
     for topic in body.topics:
         partitions = []
         for p in topic.partitions:
-            partition, error = lookup(broker, topic.topic, p.partition)
-            if partition is not None:
-                error = check_leader_epoch(partition, p.get("current_leader_epoch", -1))
+            partition, error = lookup(broker, topic.topic, p.partition,
+                                      p.get("current_leader_epoch", -1))
             records = b""
             if error == ErrorCode.NONE:
                 hw = partition.high_watermark

@@ -10,7 +10,7 @@ replication brings leader changes).
 from __future__ import annotations
 
 from broker.handlers import RequestContext
-from broker.handlers.common import check_leader_epoch, lookup
+from broker.handlers.common import lookup
 from protocol.errors import ErrorCode
 
 UNDEFINED_EPOCH = UNDEFINED_OFFSET = -1
@@ -23,9 +23,8 @@ async def handle(ctx: RequestContext) -> dict:
         for p in topic.partitions:
             out = {"error_code": ErrorCode.NONE, "partition": p.partition,
                    "leader_epoch": UNDEFINED_EPOCH, "end_offset": UNDEFINED_OFFSET}
-            partition, error = lookup(ctx.broker, topic.topic, p.partition)
-            if partition is not None:
-                error = check_leader_epoch(partition, p.get("current_leader_epoch", -1))
+            partition, error = lookup(ctx.broker, topic.topic, p.partition,
+                                      p.get("current_leader_epoch", -1))
             if error != ErrorCode.NONE:
                 out["error_code"] = error
             elif 0 <= p.leader_epoch <= partition.leader_epoch:

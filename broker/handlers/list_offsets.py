@@ -9,7 +9,7 @@ with the largest MaxTimestamp, read from batch headers only.
 from __future__ import annotations
 
 from broker.handlers import RequestContext
-from broker.handlers.common import check_leader_epoch, lookup
+from broker.handlers.common import lookup
 from protocol.errors import ErrorCode
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
@@ -40,9 +40,8 @@ def _legacy_offsets(partition, timestamp: int, found, max_num_offsets: int) -> l
 def _partition(ctx: RequestContext, topic: str, p) -> dict:
     out = {"partition_index": p.partition_index, "error_code": ErrorCode.NONE,
            "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
-    partition, error = lookup(ctx.broker, topic, p.partition_index)
-    if partition is not None:
-        error = check_leader_epoch(partition, p.get("current_leader_epoch", -1))
+    partition, error = lookup(ctx.broker, topic, p.partition_index,
+                              p.get("current_leader_epoch", -1))
     if error != ErrorCode.NONE:
         out["error_code"] = error
         return out
