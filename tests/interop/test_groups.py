@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
 from collections import Counter
 
 import pytest
@@ -28,7 +27,7 @@ from protocol.messages import (
 )
 from tests.interop.group_helpers import (
     GroupMember, SubprocessMember, all_partitions, broker_assignment, describe_group,
-    disjoint_cover, pump, pump_for,
+    disjoint_cover, pump, pump_for, unique,
 )
 from tests.interop.raw import Raw
 from tests.interop.librdkafka import create_topic, produce
@@ -39,10 +38,6 @@ FAST_GROUPS = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeo
 SHARED_BROKER_OVERRIDES = FAST_GROUPS
 CONVERGE_S = 30
 PARTITIONS = 6
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def _group_events(broker, group: str, *types: str) -> list[dict]:
@@ -68,7 +63,7 @@ def _close_all(members) -> None:
 def test_three_members_own_each_partition_once_and_consume_each_record_once(
         shared_broker, strategy):
     bootstrap = shared_broker.bootstrap
-    topic, group = _name(f"g1-{strategy}"), _name(f"grp-{strategy}")
+    topic, group = unique(f"g1-{strategy}"), unique(f"grp-{strategy}")
     create_topic(bootstrap, topic, PARTITIONS)
     everything = all_partitions(topic, PARTITIONS)
     members = [GroupMember(bootstrap, group, [topic], f"{strategy}-c{i}",
@@ -127,7 +122,7 @@ def test_three_members_own_each_partition_once_and_consume_each_record_once(
 def test_a_third_member_joins_eager_revokes_all_cooperative_only_what_moves(
         shared_broker, strategy):
     bootstrap = shared_broker.bootstrap
-    topic, group = _name(f"g2-{strategy}"), _name(f"grp2-{strategy}")
+    topic, group = unique(f"g2-{strategy}"), unique(f"grp2-{strategy}")
     create_topic(bootstrap, topic, PARTITIONS)
     everything = all_partitions(topic, PARTITIONS)
     conf = {"partition.assignment.strategy": strategy}
@@ -191,7 +186,7 @@ def test_a_third_member_joins_eager_revokes_all_cooperative_only_what_moves(
 
 def test_a_killed_member_is_evicted_after_its_session_timeout(shared_broker):
     bootstrap = shared_broker.bootstrap
-    topic, group = _name("g3"), _name("grp3")
+    topic, group = unique("g3"), unique("grp3")
     create_topic(bootstrap, topic, PARTITIONS)
     everything = all_partitions(topic, PARTITIONS)
     session_ms, heartbeat_ms = 3000, 250
@@ -226,7 +221,7 @@ def test_a_killed_member_is_evicted_after_its_session_timeout(shared_broker):
 def test_committed_offsets_survive_kill_9_of_the_broker(make_broker):
     broker = make_broker(**FAST_GROUPS)
     bootstrap = broker.bootstrap
-    topic, group = _name("g4"), _name("grp4")
+    topic, group = unique("g4"), unique("grp4")
     parts, per_partition = 3, 10
     create_topic(bootstrap, topic, parts)
     _produce_values(bootstrap, topic, [(p, b"%d-%d" % (p, i))
@@ -266,7 +261,7 @@ def test_a_live_group_rides_out_kill_9_of_the_broker_without_a_rebalance(make_br
     members keep their generation, so they neither rejoin nor are expired."""
     broker = make_broker(**FAST_GROUPS)
     bootstrap = broker.bootstrap
-    topic, group = _name("g4b"), _name("grp4b")
+    topic, group = unique("g4b"), unique("grp4b")
     create_topic(bootstrap, topic, 4)
     everything = all_partitions(topic, 4)
     session_ms = 3000
@@ -310,7 +305,7 @@ def test_a_live_group_rides_out_kill_9_of_the_broker_without_a_rebalance(make_br
 def test_a_static_member_restarting_within_its_session_gets_its_partitions_back(
         shared_broker, bounced):
     bootstrap = shared_broker.bootstrap
-    topic, group = _name("g5"), _name(f"grp5-{bounced}")
+    topic, group = unique("g5"), unique(f"grp5-{bounced}")
     create_topic(bootstrap, topic, PARTITIONS)
     everything = all_partitions(topic, PARTITIONS)
     session_ms = 4000
@@ -485,14 +480,14 @@ def test_membership_apis_refuse_an_invalid_group_id(raw, group_id):
 
 @pytest.mark.parametrize("session_ms", [999, 1_800_001])
 def test_session_timeout_outside_the_broker_bounds_is_invalid(raw, session_ms):
-    r, group = raw(), _name("sess")
+    r, group = raw(), unique("sess")
     _find_coordinator(r, group)
     body = _join(r, group, session_ms=session_ms)
     assert body.error_code == ErrorCode.INVALID_SESSION_TIMEOUT
 
 
 def test_join_v4_plus_without_member_id_requires_one(raw):
-    r, group = raw(), _name("kip394")
+    r, group = raw(), unique("kip394")
     _find_coordinator(r, group)
     for version in (4, 5, 6, 7):
         body = _join(r, group, version=version)
@@ -501,14 +496,14 @@ def test_join_v4_plus_without_member_id_requires_one(raw):
                             body.member_id), body.member_id
         assert body.generation_id == -1
     # before v4 the member is admitted at once
-    body = _join(r, _name("v3"), version=3)
+    body = _join(r, unique("v3"), version=3)
     assert body.error_code == ErrorCode.NONE
     assert body.member_id.startswith("raw-test-") and body.generation_id == 1
 
 
 def test_offset_commit_with_a_stale_generation_is_illegal_and_stores_nothing(raw,
                                                                            shared_broker):
-    r, group, topic = raw(), _name("stale"), _name("stale-t")
+    r, group, topic = raw(), unique("stale"), unique("stale-t")
     create_topic(shared_broker.bootstrap, topic, 1)
     member_id, generation = _stable_member(r, group)
     assert _commit(r, group, generation, member_id, topic, 5) == ErrorCode.NONE
@@ -526,7 +521,7 @@ def test_offset_commit_with_a_stale_generation_is_illegal_and_stores_nothing(raw
 
 
 def test_a_second_instance_with_the_same_static_id_fences_the_first(raw):
-    old, new, group = raw(), raw(), _name("fenced")
+    old, new, group = raw(), raw(), unique("fenced")
     _find_coordinator(old, group)
     first = _join(old, group, instance="inst")
     assert (first.error_code, first.generation_id) == (ErrorCode.NONE, 1)
@@ -560,7 +555,7 @@ def test_a_second_instance_with_the_same_static_id_fences_the_first(raw):
 
 
 def test_inconsistent_protocols_are_refused(raw):
-    r, group = raw(), _name("incons")
+    r, group = raw(), unique("incons")
     _stable_member(r, group)
     other = raw()
     assert _join(other, group, version=3, protocol_type="connect").error_code == \
@@ -572,7 +567,7 @@ def test_inconsistent_protocols_are_refused(raw):
 
 
 def test_describe_list_and_delete_follow_the_group_state(raw, shared_broker):
-    r, group, topic = raw(), _name("admin"), _name("admin-t")
+    r, group, topic = raw(), unique("admin"), unique("admin-t")
     create_topic(shared_broker.bootstrap, topic, 1)
     assignment = encode_assignment(Assignment({topic: [0]}))
     member_id, generation = _stable_member(r, group, assignment)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 
 import pytest
 from kafka import KafkaConsumer
@@ -18,6 +17,7 @@ from aiokafka import TopicPartition as AioTopicPartition
 from broker.events import read_events
 from tests.interop.group_helpers import (
     GroupMember, all_partitions, broker_assignment, describe_group, disjoint_cover, pump,
+    unique,
 )
 from tests.interop.librdkafka import create_topic, produce
 from tests.util import wait_until
@@ -27,10 +27,6 @@ SHARED_BROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": "0",
                            "group.min.session.timeout.ms": "1000"}
 WAIT_S = 30
 PARTITIONS = 3
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def _produce(bootstrap: str, topic: str, tag: str, per_partition: int) -> set[bytes]:
@@ -73,7 +69,7 @@ def _kp_consume(consumer: KafkaConsumer, n: int) -> list:
 
 def test_kafka_python_group_resumes_from_committed_offsets(shared_broker):
     bootstrap = shared_broker.bootstrap
-    topic, group = _name("kp-g"), _name("kp-grp")
+    topic, group = unique("kp-g"), unique("kp-grp")
     create_topic(bootstrap, topic, PARTITIONS)
     first_values = _produce(bootstrap, topic, "first", 4)
     tps = [KpTopicPartition(topic, p) for p in range(PARTITIONS)]
@@ -105,7 +101,7 @@ def test_kafka_python_group_resumes_from_committed_offsets(shared_broker):
 
 def test_aiokafka_group_resumes_from_committed_offsets(shared_broker):
     bootstrap = shared_broker.bootstrap
-    topic, group = _name("aio-g"), _name("aio-grp")
+    topic, group = unique("aio-g"), unique("aio-grp")
     create_topic(bootstrap, topic, PARTITIONS)
     first_values = _produce(bootstrap, topic, "first", 4)
     tps = [AioTopicPartition(topic, p) for p in range(PARTITIONS)]
@@ -184,7 +180,7 @@ class KafkaPythonMember:
 def test_mixed_group_of_kafka_python_and_librdkafka_under_range(shared_broker, leader):
     """The first member to join leads and runs its own range assignor for both."""
     bootstrap = shared_broker.bootstrap
-    topic, group = _name("mixed"), _name("mixed-grp")
+    topic, group = unique("mixed"), unique("mixed-grp")
     partitions = 6
     create_topic(bootstrap, topic, partitions)
     everything = all_partitions(topic, partitions)
