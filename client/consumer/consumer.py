@@ -346,10 +346,7 @@ class Consumer:
             return Unsubscribed(None)
         self._given_up |= self._state.assignment()
         for tp in self._state.assignment():  # nothing more reaches the application
-            s = self._state.state(tp)
-            s.paused = True
-            s.buffer.clear()
-            s.after_buffer = None
+            self._state.stop(tp)
         left = trio.Event()
         previous, self._leaving = self._leaving, left
         assert self._nursery is not None
@@ -517,8 +514,7 @@ class Consumer:
             # interval commits newer positions anyway.
             if self._auto_commit_in_flight or self._nursery is None:
                 return
-            offsets = {tp: s for tp in self._state.assignment()
-                       if (s := self._state.position(tp)) is not None}
+            offsets = self._state.positions()
             if offsets:
                 self._auto_commit_in_flight = True
                 self._nursery.start_soon(self._auto_commit, offsets)
@@ -557,8 +553,7 @@ class Consumer:
         that an older one never lands after a newer one."""
         group_id = self._group_id()
         if offsets is None:
-            offsets = {tp: s for tp in self._state.assignment()
-                       if (s := self._state.position(tp)) is not None}
+            offsets = self._state.positions()
         if not offsets:
             return
         entries: dict[TopicPartition, tuple[int, str | None]] = {}

@@ -281,16 +281,11 @@ class GroupCoordinator:
             state = consumer._state
             for tp in action.partitions:
                 if state.is_assigned(tp):
-                    s = state.state(tp)
-                    s.paused = True
-                    s.buffer.clear()
-                    s.after_buffer = None
+                    state.stop(tp)
                 self._pending_start.discard(tp)
             return []
         if isinstance(action, CommitOffsets):
-            state = consumer._state
-            offsets = {tp: state.position(tp) for tp in action.partitions
-                       if state.is_assigned(tp) and state.position(tp) is not None}
+            offsets = consumer._state.positions(action.partitions)
             try:
                 await consumer.commit(offsets)
             except KafkaError as e:  # Java logs a failed auto-commit before a rebalance

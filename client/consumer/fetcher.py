@@ -102,6 +102,9 @@ class _PartitionState:
     def set_position(self, offset: int) -> None:
         self.position = offset
         self.reset = None
+        self.drop_buffer()
+
+    def drop_buffer(self) -> None:
         self.buffer.clear()
         self.after_buffer = None
 
@@ -150,6 +153,15 @@ class SubscriptionState:
     def position(self, tp: TopicPartition) -> int | None:
         return self.state(tp).position
 
+    def positions(self, tps: Iterable[TopicPartition] | None = None
+                  ) -> dict[TopicPartition, int]:
+        """The position of each of `tps` (default: every assigned partition) that is
+        assigned and has one."""
+        if tps is None:
+            return {tp: s.position for tp, s in self._parts.items() if s.position is not None}
+        return {tp: s.position for tp in tps
+                if (s := self._parts.get(tp)) is not None and s.position is not None}
+
     def missing_positions(self) -> list[TopicPartition]:
         return [tp for tp, s in self._parts.items() if s.position is None]
 
@@ -159,6 +171,12 @@ class SubscriptionState:
 
     def resume(self, tp: TopicPartition) -> None:
         self.state(tp).paused = False
+
+    def stop(self, tp: TopicPartition) -> None:
+        """Pause `tp` and drop its buffered records (its position stays)."""
+        s = self.state(tp)
+        s.paused = True
+        s.drop_buffer()
 
     def paused(self) -> set[TopicPartition]:
         return {tp for tp, s in self._parts.items() if s.paused}
