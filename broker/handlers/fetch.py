@@ -56,7 +56,8 @@ def _read(ctx: RequestContext) -> tuple[list, int, bool]:
                         raise OffsetOutOfRange(p.fetch_offset)
                     if p.fetch_offset < hw and (limit > 0 or total == 0):
                         records = partition.log.read(p.fetch_offset, limit,
-                                                     max_offset=hw, min_one=total == 0)
+                                                     max_offset=hw,
+                                                     min_one_message=total == 0)
                 except LogError as e:  # out of range, or a segment damaged under us
                     error = e.error_code
             errors |= error != ErrorCode.NONE

@@ -317,7 +317,7 @@ class PartitionLog:
         return max(0, bisect.bisect_right(self._bases, offset) - 1)
 
     def read(self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None,
-             min_one_message: bool = True, min_one: bool | None = None) -> bytes:
+             min_one_message: bool = True) -> bytes:
         """Bytes of whole batches from the batch containing ``fetch_offset``: one pread.
 
         At most ``max_bytes``, except that the first batch comes whole even if larger
@@ -325,10 +325,7 @@ class PartitionLog:
         exclusive bound -- the caller's HW for consumers -- : a batch is served only if its
         last offset is below it. Returns b'' at the LEO (or at ``max_offset``). Raises
         OffsetOutOfRangeError if ``fetch_offset`` < log start offset or > LEO.
-        ``min_one`` is an alias of ``min_one_message`` (the fetch handler's spelling).
         """
-        if min_one is not None:
-            min_one_message = min_one
         leo = self._leo
         if fetch_offset < self._log_start_offset or fetch_offset > leo:
             raise OffsetOutOfRangeError(fetch_offset, self._log_start_offset, leo)
