@@ -330,9 +330,11 @@ class GroupCoordinator:
         group only while loading (a live group already is what its record says), and a group
         tombstone removes it."""
         decoded = offsets_topic.decode_key(key)
-        if isinstance(decoded, OffsetKey) or decoded is None:
-            self.offsets.replay(key, value)
+        if isinstance(decoded, OffsetKey):
+            self.offsets.replay_offset(decoded, value)
             return
+        if decoded is None:
+            return  # a record type this broker does not know (KIP-848 ones): skipped
         if value is None:
             self.groups.pop(decoded.group, None)
             return

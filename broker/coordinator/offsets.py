@@ -247,14 +247,18 @@ class OffsetStore:
         loader must not pretend otherwise.
         """
         decoded = offsets_topic.decode_key(key)
-        if not isinstance(decoded, OffsetKey):
-            return  # GroupKey (the group code replays it) or an unknown type (None)
-        tp = (decoded.topic, decoded.partition)
+        if isinstance(decoded, OffsetKey):
+            self.replay_offset(decoded, value)
+        # else a GroupKey (the group code replays it) or an unknown type (None)
+
+    def replay_offset(self, key: OffsetKey, value: bytes | None) -> None:
+        """`replay` of an offset record whose key the caller has already decoded."""
+        tp = (key.topic, key.partition)
         if value is None:
-            self._set(decoded.group, tp, None)
+            self._set(key.group, tp, None)
             return
-        v = offsets_topic.decode_value(decoded, value)
-        self._set(decoded.group, tp, CommittedOffset(
+        v = offsets_topic.decode_value(key, value)
+        self._set(key.group, tp, CommittedOffset(
             offset=v.offset,
             # absent before OffsetCommitValue v3; the expire timestamp exists in v1 only
             leader_epoch=v.get("leader_epoch", NO_LEADER_EPOCH),
