@@ -19,6 +19,7 @@ from protocol.messages import (
     METADATA, OFFSET_FOR_LEADER_EPOCH, PRODUCE,
 )
 from protocol.records import Record, decode_batches, encode_batch
+from tests.interop import raw as raw_api
 from tests.interop.raw import Raw
 
 pytestmark = pytest.mark.interop
@@ -75,10 +76,8 @@ def batch(timestamps: list[int], tag: bytes = b"v") -> bytes:
                          for i, ts in enumerate(timestamps)])
 
 
-def produce(r: Raw, topic: str, data: bytes, partition: int = 0) -> int:
-    body = r.call(PRODUCE, 9, {"acks": 1, "timeout_ms": 5000, "topic_data": [
-        {"name": topic, "partition_data": [{"index": partition, "records": data}]}]})
-    result = body.responses[0].partition_responses[0]
+def produce(r: Raw, topic: str, data: bytes) -> int:
+    result = raw_api.produce(r, topic, data)
     assert result.error_code == ErrorCode.NONE, result
     return result.base_offset
 
@@ -482,9 +481,7 @@ def test_metadata_with_auto_creation_disabled(make_broker, connect):
                                           "allow_auto_topic_creation": True})
         assert [(t.name, t.error_code) for t in body.topics] == [
             (name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)], version
-    body = r.call(PRODUCE, 9, {"acks": 1, "timeout_ms": 5000, "topic_data": [
-        {"name": name, "partition_data": [{"index": 0, "records": batch([1000])}]}]})
-    assert body.responses[0].partition_responses[0].error_code == (
+    assert raw_api.produce(r, name, batch([1000])).error_code == (
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     assert name not in {t.name for t in r.call(METADATA, 1, {"topics": None}).topics}
     assert create(r, name).error_code == 0  # explicit creation still works
