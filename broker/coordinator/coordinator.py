@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterable
 
 from broker.coordinator.group import ClassicGroup, GroupState, Member
 from broker.coordinator.membership import (
-    Append, Emit, GroupConfig, JoinRequest, Membership, Reply, group_id_error,
+    Append, Emit, GroupConfig, JoinRequest, Membership, Reply, group_id_error, join_error,
+    sync_body,
 )
 from broker.coordinator.offsets import OffsetRecord, OffsetStore, partition_of
 from protocol.consumer_protocol import decode_assignment, decode_subscription, partition_names
@@ -103,7 +104,6 @@ class GroupCoordinator:
     # -- membership, after the routing check ---------------------------------------------------
 
     def join(self, waiter: Any, req: JoinRequest, now_ms: int) -> list:
-        from broker.coordinator.membership import join_error
         error = self.check(req.group_id)
         if error != E.NONE:
             return [Reply(waiter, join_error(error, req.member_id))]
@@ -112,7 +112,6 @@ class GroupCoordinator:
     def sync(self, waiter: Any, group_id: str, generation: int, member_id: str,
              group_instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
              assignments: dict[str, bytes], now_ms: int) -> list:
-        from broker.coordinator.membership import sync_body
         error = self.check(group_id)
         if error != E.NONE:
             return [Reply(waiter, sync_body(error))]
@@ -214,9 +213,8 @@ class GroupCoordinator:
         records = self.offsets.expire(now_ms, self.config.offsets_retention_ms, is_empty,
                                       subscribed, empty_since)
         by_group: dict[str, list[OffsetRecord]] = {}
-        for record in records:
-            key = offsets_topic.decode_key(record.key)
-            by_group.setdefault(key.group, []).append(record)
+        for record in records:  # expire's tombstones carry their group in `entry`
+            by_group.setdefault(record.entry[0], []).append(record)
         return [Append(g, rs) for g, rs in by_group.items()]
 
     # -- administration -------------------------------------------------------------------------
