@@ -1,8 +1,8 @@
 """Helpers shared by all tests.
 
-Tests wait for conditions, never for fixed amounts of time: use ``wait_until`` (plain
-code) or ``await wait_until_async`` (trio tests, where a blocking sleep would stall the
-event loop) with a deadline and a message that says what was expected.
+Tests wait for conditions, never for fixed amounts of time: use ``wait_until`` with a
+deadline and a message that says what was expected. (It sleeps blocking; trio tests, where
+that would stall the event loop, await ``tests.interop.group_helpers.wait_for`` instead.)
 """
 
 from __future__ import annotations
