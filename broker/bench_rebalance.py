@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from broker.bench import BenchError
-from broker.events import read_jsonl
+from broker.events import read_events, read_jsonl
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RELEASES = ("revoked", "lost", "stopped")
@@ -287,10 +287,7 @@ def analyze(out_dir: str | os.PathLike, use_spark: bool = False) -> dict[str, An
     events = load_consumer_events(out_dir)
     start, end = meta["window_start_ts"], meta["window_end_ts"]
     totals = pause_totals(events, start, end)
-    broker_events = []
-    if (out_dir / "events").is_dir():
-        for path in sorted((out_dir / "events").glob("events-*.jsonl")):
-            broker_events += read_jsonl(path)
+    broker_events = read_events(out_dir)
     if broker_events:
         totals["broker_rebalances"] = broker_rebalances(broker_events, meta["group"], start, end)
     bounces = meta["bounces"]
