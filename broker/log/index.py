@@ -54,8 +54,9 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _write_all(fd: int, data: bytes, position: int) -> None:
-    view = memoryview(data)
+def pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
+    """Write all of ``data`` at ``position`` (os.pwrite may write less than asked)."""
+    view = memoryview(data).cast("B")
     while view:
         n = os.pwrite(fd, view, position)
         view = view[n:]
@@ -97,7 +98,7 @@ class _IndexFile:
         return raw
 
     def _append_bytes(self, data: bytes, entries_before: int) -> None:
-        _write_all(self.fd, data, entries_before * self.entry_size)
+        pwrite_all(self.fd, data, entries_before * self.entry_size)
 
     def _truncate_file(self, entries: int) -> None:
         os.ftruncate(self.fd, entries * self.entry_size)

@@ -32,7 +32,7 @@ from protocol.records import (
 )
 
 from .errors import CorruptSegmentError
-from .index import CorruptIndexError, OffsetIndex, TimeIndex
+from .index import CorruptIndexError, OffsetIndex, TimeIndex, pwrite_all
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -202,7 +202,7 @@ class LogSegment:
         position = self.size
         self._dirty = True
         self._index_batch(header, position)
-        _pwrite_all(self.fd, batch, position)
+        pwrite_all(self.fd, batch, position)
         self.size += header.size
         self._bytes_since_last_index_entry += header.size
         return position
@@ -216,7 +216,7 @@ class LogSegment:
         for rel, header in headers:
             self._index_batch(header, base + rel)
             self._bytes_since_last_index_entry += header.size
-        _pwrite_all(self.fd, data, base)
+        pwrite_all(self.fd, data, base)
         self.size += len(data)
 
     def _index_batch(self, header: BatchHeader, position: int) -> None:
@@ -519,11 +519,3 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
-
-
-def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
-    view = memoryview(data).cast("B")
-    while view:
-        n = os.pwrite(fd, view, position)
-        view = view[n:]
-        position += n
