@@ -189,7 +189,6 @@ def _consume_confluent(args, topic: str, expected: int) -> float:
 
 CONSUMERS = {"minibroker": _consume_ours, "kafka-python": _consume_kafka_python,
              "confluent-kafka": _consume_confluent}
-CLIENTS = PRODUCERS  # the names, for callers of the earlier produce-only version
 
 
 def _line(half: str, name: str, records: int, record_size: int, elapsed: float) -> str:

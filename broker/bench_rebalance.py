@@ -57,7 +57,6 @@ from broker.bench import BenchError
 from broker.events import read_events, read_jsonl
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-RELEASES = ("revoked", "lost", "stopped")
 # same-millisecond events sort as they happen in the protocol: a member starts before it is
 # assigned, and an old owner gives a partition up before the new owner gets it
 _RANK = {"started": 0, "revoked": 1, "lost": 1, "stopped": 2, "assigned": 3, "consumed": 4}
