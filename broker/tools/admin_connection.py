@@ -19,9 +19,10 @@ import time
 from typing import Any, Iterable
 
 from client import config as client_config
+from client.connection import api_name
 from protocol.connection import NEED_DATA, ClientConnection, Response
 from protocol.errors import DecodeError, ErrorCode, ProtocolError
-from protocol.messages import API_VERSIONS, APIS, FIND_COORDINATOR, METADATA
+from protocol.messages import API_VERSIONS, FIND_COORDINATOR, METADATA
 from protocol.versions import implemented, pick_version
 
 __all__ = ["AdminClient", "AdminError", "NodeConnection", "UnsupportedApi", "api_name",
@@ -43,11 +44,6 @@ class AdminError(Exception):
 
 class UnsupportedApi(AdminError):
     """The broker does not advertise the API, or no version is common to both sides."""
-
-
-def api_name(api_key: int) -> str:
-    api = APIS.get(api_key)
-    return api.name if api is not None else f"api key {api_key}"
 
 
 def error_name(code: int) -> str:
