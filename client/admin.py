@@ -32,12 +32,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence, TypeVar
 
-import trio
-
 from client.cluster import Cluster, find_group_coordinator
 from client.config import AdminConfig, check_config
 from client.connection import BrokerConnection, ConnectionPool
-from client.errors import KafkaError, KafkaTimeoutError, for_code
+from client.errors import KafkaError, for_code
+from client.retry import retry_until_deadline
 from client.types import TopicPartition
 from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ErrorCode, ProtocolError
@@ -357,26 +356,15 @@ class AdminClient:
                         timeout_ms: int | None) -> T:
         """Run `attempt` until it succeeds, raises a non-retriable error, or the call's
         deadline (default_api_timeout_ms) passes; back off between tries."""
-        budget_ms = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
-        deadline = trio.current_time() + budget_ms / 1000
-        tries = 0
-        last: KafkaError | None = None
-        while True:
-            with trio.move_on_at(deadline):
-                try:
-                    return await attempt()
-                except KafkaError as e:
-                    if not _should_retry(e) or tries >= self.config.retries:
-                        raise
-                    last = e
-                    if e.refresh_metadata or e.code is ErrorCode.NOT_CONTROLLER:
-                        self.cluster.request_update()
-                    await trio.sleep(self.config.retry_backoff_s(tries))
-                    tries += 1
-                    continue
-            detail = f"; last error: {last}" if last is not None else ""
-            raise KafkaTimeoutError(f"{what} did not complete within {budget_ms} ms "
-                                    f"({tries} retries){detail}") from last
+        def on_retry(e: KafkaError) -> None:
+            if e.refresh_metadata or e.code is ErrorCode.NOT_CONTROLLER:
+                self.cluster.request_update()
+
+        return await retry_until_deadline(
+            what, attempt,
+            budget_ms=self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms,
+            backoff_s=self.config.retry_backoff_s, should_retry=_should_retry,
+            on_retry=on_retry, max_retries=self.config.retries)
 
 
 def _should_retry(error: KafkaError) -> bool:

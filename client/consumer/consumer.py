@@ -64,6 +64,7 @@ from client.consumer.fetcher import (
 from client.errors import (
     KafkaConnectionError, KafkaError, KafkaTimeoutError, for_code,
 )
+from client.retry import retry_until_deadline
 from client.types import TopicPartition
 from protocol.errors import ErrorCode
 from protocol.messages import OFFSET_COMMIT, OFFSET_FETCH
@@ -661,26 +662,13 @@ class Consumer:
         return await pool.get(self._coordinator_id, channel=COORDINATOR_CHANNEL)
 
     async def _retrying(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
-        budget_ms = self.config.default_api_timeout_ms
-        deadline = trio.current_time() + budget_ms / 1000
-        tries = 0
-        last: KafkaError | None = None
-        while True:
-            with trio.move_on_at(deadline):
-                try:
-                    return await attempt()
-                except KafkaError as e:
-                    if not e.retriable:
-                        raise
-                    last = e
-                    if (e.code in _COORDINATOR_ERRORS
-                            or isinstance(e, (KafkaConnectionError, KafkaTimeoutError))):
-                        self._coordinator_id = None
-                    if e.refresh_metadata and self._cluster is not None:
-                        self._cluster.request_update()
-                    await trio.sleep(self.config.retry_backoff_s(tries))
-                    tries += 1
-                    continue
-            detail = f"; last error: {last}" if last is not None else ""
-            raise KafkaTimeoutError(f"{what} did not complete within {budget_ms} ms "
-                                    f"({tries} retries){detail}") from last
+        def on_retry(e: KafkaError) -> None:
+            if (e.code in _COORDINATOR_ERRORS
+                    or isinstance(e, (KafkaConnectionError, KafkaTimeoutError))):
+                self._coordinator_id = None
+            if e.refresh_metadata and self._cluster is not None:
+                self._cluster.request_update()
+
+        return await retry_until_deadline(
+            what, attempt, budget_ms=self.config.default_api_timeout_ms,
+            backoff_s=self.config.retry_backoff_s, on_retry=on_retry)

@@ -49,7 +49,7 @@ from client.consumer.membership import (
     MemberState, SendHeartbeat, SendJoinGroup, SendLeaveGroup, SendSyncGroup, StartFetching,
     StopFetching,
 )
-from client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from client.errors import KafkaError
 from client.types import TopicPartition
 from protocol.consumer_protocol import decode_subscription
 from protocol.messages import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP
@@ -309,10 +309,7 @@ class GroupCoordinator:
         try:
             conn = await self.consumer._coordinator()
             return await conn.request(api_key, body, timeout_ms=timeout_ms)
-        except (KafkaConnectionError, KafkaTimeoutError) as e:
-            log.info("group %s: %s failed: %s", self.member.config.group_id, api, e)
-            self.consumer._coordinator_id = None
-        except KafkaError as e:
+        except KafkaError as e:  # a lost connection and a timeout are retriable too
             if not e.retriable:
                 raise
             log.info("group %s: %s failed: %s", self.member.config.group_id, api, e)
