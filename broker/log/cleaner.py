@@ -76,7 +76,7 @@ from protocol.records import (
 )
 
 from .errors import CorruptSegmentError
-from .loader import CLEANED_SUFFIX
+from .loader import CLEANED_SUFFIX, new_segment
 from .log import PartitionLog
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_name
 
@@ -299,10 +299,7 @@ class _Cleaner:
                 os.unlink(stem + suffix + CLEANED_SUFFIX)  # a failed earlier pass
             except FileNotFoundError:
                 pass
-        return LogSegment(self.log.directory, base_offset,
-                          index_interval_bytes=self.config.index_interval_bytes,
-                          max_index_size=self.config.segment_index_bytes,
-                          file_suffix=CLEANED_SUFFIX)
+        return new_segment(self.log.directory, base_offset, self.config, None, CLEANED_SUFFIX)
 
     def _swap(self, out: LogSegment, replaced: list[LogSegment]) -> None:
         out.on_become_inactive()  # final time index entry, fsync

@@ -72,10 +72,11 @@ class LoadedLog:
 
 
 def new_segment(directory: str, base_offset: int, config: LogConfig,
-                created_ms: int | None) -> LogSegment:
+                created_ms: int | None, file_suffix: str = "") -> LogSegment:
     return LogSegment(directory, base_offset,
                       index_interval_bytes=config.index_interval_bytes,
-                      max_index_size=config.segment_index_bytes, created_ms=created_ms)
+                      max_index_size=config.segment_index_bytes, created_ms=created_ms,
+                      file_suffix=file_suffix)
 
 
 def _swap_next_offset(path: str, base_offset: int) -> int:
