@@ -34,6 +34,12 @@ class Raw:
     def close(self):
         self.sock.close()
 
+    def __enter__(self) -> "Raw":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
 
 def create_topic(raw: Raw, name: str, **configs):
     """CreateTopics v5 for one topic; returns the topic's result (error_code, ...)."""

@@ -55,10 +55,10 @@ def test_a_busy_groups_offsets_partition_is_compacted_and_survives_restart(make_
     assert [tp.offset for tp in committed] == [300, 300]
 
 
-def test_compacted_topics_refuse_records_without_keys(shared_broker):
-    raw = raw_api.Raw(shared_broker)
-    assert raw_api.create_topic(raw, "compacted-keys", **{"cleanup.policy": "compact"}).error_code == 0
+def test_compacted_topics_refuse_records_without_keys(raw):
+    r = raw()
+    assert raw_api.create_topic(r, "compacted-keys", **{"cleanup.policy": "compact"}).error_code == 0
     keyless = encode_batch([Record(0, 1, b"k", b"v", []), Record(1, 1, None, b"v", [])])
-    assert raw_api.produce(raw, "compacted-keys", keyless).error_code == ErrorCode.INVALID_RECORD
+    assert raw_api.produce(r, "compacted-keys", keyless).error_code == ErrorCode.INVALID_RECORD
     keyed = encode_batch([Record(0, 1, b"k", b"v", [])])
-    assert raw_api.produce(raw, "compacted-keys", keyed).error_code == ErrorCode.NONE
+    assert raw_api.produce(r, "compacted-keys", keyed).error_code == ErrorCode.NONE

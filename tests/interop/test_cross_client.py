@@ -228,25 +228,19 @@ CONSUME = {"confluent": consume_confluent, "kafka-python": consume_kafka_python,
 
 
 def create_topic(broker, name: str) -> None:
-    raw = Raw(broker)
-    try:
+    with Raw(broker) as raw:
         topic = raw_create_topic(raw, name)
-    finally:
-        raw.close()
     assert topic.error_code == 0, topic
 
 
 def stored_batches(broker, topic: str) -> list:
     """Headers of the batches the broker holds for partition 0, read with a raw Fetch."""
-    raw = Raw(broker)
-    try:
+    with Raw(broker) as raw:
         body = raw.call(FETCH, 12, {
             "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 10 << 20, "isolation_level": 0,
             "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
                 {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 10 << 20}]}],
             "forgotten_topics_data": [], "rack_id": ""})
-    finally:
-        raw.close()
     partition = body.responses[0].partitions[0]
     assert partition.error_code == 0
     return [header for _, header in iter_batch_headers(partition.records or b"")]
