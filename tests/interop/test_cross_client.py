@@ -8,8 +8,8 @@ and headers from each -- and the same timestamp for a record whichever client re
 The broker stores batches as the producer compressed them, so this checks that each
 client's compressed batches are served intact to each other client's decoder.
 
-Consumers use assign() and explicit offsets only: consumer groups are not served yet, so
-nothing here subscribes or commits offsets.
+Consumers use assign() and explicit offsets only: nothing here subscribes or commits
+offsets (groups are tested in test_groups*.py).
 """
 
 from __future__ import annotations
