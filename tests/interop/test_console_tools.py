@@ -12,9 +12,9 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.interop.conftest import REPO_ROOT
+from tests.interop.librdkafka import create_topic
 
 pytestmark = pytest.mark.interop
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
@@ -49,12 +49,6 @@ def kcat(*args: str) -> str:
     done = subprocess.run([KCAT, *args], capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr.decode()
     return done.stdout.decode()
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, num_partitions=partitions,
-                                  replication_factor=1)])[name].result(timeout=10)
 
 
 @pytest.mark.parametrize("codec", CODECS)

@@ -11,9 +11,9 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.interop.conftest import REPO_ROOT, free_port
+from tests.interop.librdkafka import create_topic
 from tests.util import wait_until
 
 pytestmark = pytest.mark.interop
@@ -40,12 +40,6 @@ def table(stdout: str) -> list[dict[str, str]]:
     rows = [dict(zip(header, line.split())) for line in lines[1:]]
     assert all(len(r) == len(header) for r in rows), stdout
     return rows
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, num_partitions=partitions,
-                                  replication_factor=1)])[name].result(timeout=10)
 
 
 def produce(bootstrap: str, topic: str, per_partition: dict[int, int]) -> None:
