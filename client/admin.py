@@ -43,6 +43,7 @@ from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
     CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_GROUPS, LIST_GROUPS,
 )
+from protocol.primitives import ZERO_UUID
 
 __all__ = ["AdminClient", "CreatedTopic", "GroupDescription", "GroupListing",
            "MemberDescription", "NewTopic", "PartitionInfo", "TopicDescription",
@@ -52,9 +53,6 @@ T = TypeVar("T")
 
 # Retriable codes that are answers about the caller's input, not the broker's state.
 _NOT_RETRIED = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
-_COORDINATOR_ERRORS = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                                 ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                 ErrorCode.NOT_COORDINATOR})
 
 
 # -- what goes in and comes out ----------------------------------------------------------
@@ -379,7 +377,7 @@ def _raise_first(order: Iterable[Any], failed: dict[str, KafkaError]) -> None:
 
 
 def _uuid(value: Any) -> uuid.UUID | None:
-    return None if value is None or value == uuid.UUID(int=0) else value
+    return None if value in (None, ZERO_UUID) else value
 
 
 def _new_topic_body(t: NewTopic, version: int) -> dict:
