@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from client.types import TopicPartition
+from protocol.records import BATCH_OVERHEAD  # the RecordBatch v2 header
 
 __all__ = ["ProducerBatch", "RecordAccumulator", "BATCH_OVERHEAD", "record_size"]
 
-BATCH_OVERHEAD = 61  # the RecordBatch v2 header
 RECORD_OVERHEAD = 21  # length, attributes, deltas and counts as varints, at most
 _INT32_RANGE = 2**31
 

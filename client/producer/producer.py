@@ -36,7 +36,7 @@ import trio
 from client.cluster import Cluster
 from client.config import ProducerConfig, check_config
 from client.connection import ConnectionPool, background_nursery
-from client.errors import KafkaError, KafkaTimeoutError, error_class
+from client.errors import KafkaError, KafkaTimeoutError, for_code
 from client.partitioner import partition_for_key
 from client.producer.accumulator import BATCH_OVERHEAD, RecordAccumulator, record_size
 from client.producer.sender import DeliveryHandle, RecordMetadata, Sender
@@ -148,7 +148,7 @@ class Producer:
         handle = DeliveryHandle(topic, timestamp, self._on_done)
         if size + BATCH_OVERHEAD > self.config.max_request_size or \
                 size > self.config.buffer_memory:
-            handle._fail(error_class(ErrorCode.MESSAGE_TOO_LARGE)(
+            handle._fail(for_code(
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"the record is {size} bytes, more than max_request_size "
                 f"{self.config.max_request_size} or buffer_memory {self.config.buffer_memory}"))
@@ -217,7 +217,7 @@ class Producer:
         count = len(partitions)
         if w.partition is not None:
             if not 0 <= w.partition < count:
-                w.handle._fail(error_class(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)(
+                w.handle._fail(for_code(
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     f"partition {w.partition} of {topic} does not exist ({count} partitions)"))
                 return
@@ -297,6 +297,6 @@ class Producer:
                 text = (f"topic {topic} not present in metadata after "
                         f"{self.config.delivery_timeout_ms} ms")
                 if code is not None:
-                    w.handle._fail(error_class(code)(code, text))
+                    w.handle._fail(for_code(code, text))
                 else:
                     w.handle._fail(KafkaTimeoutError(text))
