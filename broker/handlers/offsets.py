@@ -36,10 +36,13 @@ async def handle_offset_commit(ctx: RequestContext) -> dict:
 
 
 def _fetch_group(ctx: RequestContext, group_id: str, topics) -> tuple[ErrorCode, list]:
+    """The group's error and its topics; the error is repeated in every partition only
+    where the version has no group-level error code to carry it (before v2)."""
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     error, committed = ctx.broker.groups.coordinator.fetch_offsets(group_id, wanted)
     if error != ErrorCode.NONE and wanted is None:
         return error, []
+    partition_error = error if ctx.version < GROUP_ERROR_IN_BODY else ErrorCode.NONE
     by_topic: dict[str, list] = {}
     for topic, partition in (wanted if wanted is not None else sorted(committed)):
         offset = committed.get((topic, partition))
@@ -48,7 +51,7 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics) -> tuple[ErrorCode,
             "committed_offset": offset.offset if offset else INVALID_OFFSET,
             "committed_leader_epoch": offset.leader_epoch if offset else -1,
             "metadata": offset.metadata if offset else "",
-            "error_code": error})
+            "error_code": partition_error})
     return error, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
@@ -58,16 +61,9 @@ async def handle_offset_fetch(ctx: RequestContext) -> dict:
         groups = []
         for g in body.groups:
             error, topics = _fetch_group(ctx, g.group_id, g.topics)
-            for t in topics:  # a group-level error is said once, at the group
-                for p in t["partitions"]:
-                    p["error_code"] = ErrorCode.NONE
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     error, topics = _fetch_group(ctx, body.group_id, body.topics)
-    if ctx.version >= GROUP_ERROR_IN_BODY:
-        for t in topics:
-            for p in t["partitions"]:
-                p["error_code"] = ErrorCode.NONE
     return {"throttle_time_ms": 0, "topics": topics, "error_code": error}
 
 
