@@ -54,8 +54,10 @@ def produced_ts(value: bytes | None) -> int:
         return -1
 
 
-def partition_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
+def partition_names(partitions: Iterable) -> list[str]:
+    """Sorted "topic-partition" names of topic partitions (ours and confluent-kafka's both
+    have .topic and .partition)."""
+    return sorted(f"{tp.topic}-{tp.partition}" for tp in partitions)
 
 
 class ConsumerEventLog:
@@ -116,9 +118,6 @@ async def run_minibroker(args: argparse.Namespace, log: ConsumerEventLog) -> str
         generation, member_id, _ = group.commit_identity()
         return member_id, generation
 
-    def names(partitions: Iterable) -> list[str]:
-        return sorted(partition_name(tp.topic, tp.partition) for tp in partitions)
-
     async def commit(offsets=None) -> None:
         try:
             await consumer.commit(offsets)
@@ -128,18 +127,21 @@ async def run_minibroker(args: argparse.Namespace, log: ConsumerEventLog) -> str
     class Listener(ConsumerRebalanceListener):
         async def on_partitions_assigned(self, partitions):
             member, generation = identity()
-            log.emit("assigned", member=member, generation=generation, partitions=names(partitions))
+            log.emit("assigned", member=member, generation=generation,
+                     partitions=partition_names(partitions))
 
         async def on_partitions_revoked(self, partitions):
             # what auto-commit does on revocation (it is off: see below); the revoked
             # partitions are still assigned while the listener runs
             await commit()
             member, generation = identity()
-            log.emit("revoked", member=member, generation=generation, partitions=names(partitions))
+            log.emit("revoked", member=member, generation=generation,
+                     partitions=partition_names(partitions))
 
         async def on_partitions_lost(self, partitions):
             member, generation = identity()
-            log.emit("lost", member=member, generation=generation, partitions=names(partitions))
+            log.emit("lost", member=member, generation=generation,
+                     partitions=partition_names(partitions))
 
     reason = "signal"
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -201,11 +203,9 @@ def run_librdkafka(args: argparse.Namespace, log: ConsumerEventLog) -> str:
         "fetch.wait.max.ms": args.fetch_max_wait_ms, "fetch.min.bytes": args.fetch_min_bytes,
     })
 
-    def names(partitions) -> list[str]:
-        return sorted(partition_name(p.topic, p.partition) for p in partitions)
-
     def emit(kind: str, c, partitions) -> None:
-        log.emit(kind, member=c.memberid() or "", generation=-1, partitions=names(partitions))
+        log.emit(kind, member=c.memberid() or "", generation=-1,
+                 partitions=partition_names(partitions))
 
     def on_assign(c, partitions):
         c.incremental_assign(partitions) if cooperative else c.assign(partitions)
