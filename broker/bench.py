@@ -2,8 +2,7 @@
 
 Drives a broker with confluent-kafka (librdkafka), the fastest of the supported
 clients, so that the broker rather than the Python client loop is what is being
-measured as far as possible.  Runnable on its own while the CLI does not wire it
-in yet::
+measured as far as possible.  Also runnable on its own (scripts/bench.sh does so)::
 
     python -m broker.bench produce --bootstrap 127.0.0.1:19092 --partitions 6 --acks 1
     python -m broker.bench consume --bootstrap 127.0.0.1:19092 --partitions 6 --acks 1
