@@ -11,7 +11,7 @@ import struct
 
 import pytest
 
-from broker.log import LogConfig, LogManager, PartitionLog
+from broker.log import LogConfig, LogManager
 from broker.log.cleaner import CleanResult, cleanable_bytes, clean
 from broker.log.manager import CLEANER_OFFSET_CHECKPOINT, read_checkpoint
 from protocol.records import (
@@ -22,6 +22,8 @@ from protocol.records import (
     encode_batch,
     iter_batch_headers,
 )
+
+from .helpers import close_fds, open_log
 
 HOUR = 3600 * 1000
 DAY = 24 * HOUR
@@ -41,10 +43,6 @@ def compact_config(**kw):
     kw.setdefault("segment_ms", 10**12)
     kw.setdefault("cleanup_policy", "compact")
     return LogConfig(**kw)
-
-
-def open_log(path, config, **kw):
-    return PartitionLog.open(str(path), "t", 0, config, **kw)
 
 
 def records_of(log):
@@ -101,15 +99,6 @@ def batches_in_range(data):
 
 def seg_files(path):
     return sorted(os.listdir(path))
-
-
-def close_fds(*segments):
-    """Release descriptors as a killed process would: no flush, no seal."""
-    for seg in segments:
-        for holder in (seg, seg.offset_index, seg.time_index):
-            if holder._fd is not None:
-                os.close(holder._fd)
-                holder._fd = None
 
 
 KEYS = [b"key-%d" % i for i in range(6)]

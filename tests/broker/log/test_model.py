@@ -1,15 +1,13 @@
 """Property test: any sequence of appends, truncations, retention, clean and crashed
 reopens leaves the log equal to a plain list model (batches by offset, byte-identical)."""
 
-import os
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.log import LogConfig, PartitionLog
 from protocol.records import iter_batch_headers
 
-from .helpers import make_batch
+from .helpers import close_fds, make_batch
 
 ops = st.lists(st.one_of(
     st.tuples(st.just("append"), st.integers(1, 6), st.integers(0, 300)),
@@ -21,11 +19,7 @@ ops = st.lists(st.one_of(
 
 
 def crash(log):
-    for seg in log.segments:
-        for holder in (seg, seg.offset_index, seg.time_index):
-            if holder._fd is not None:
-                os.close(holder._fd)
-                holder._fd = None
+    close_fds(*log.segments)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -9,7 +9,7 @@ import pytest
 from broker.log import LogConfig, LogManager
 from broker.log.manager import CLEAN_SHUTDOWN_FILE
 
-from .helpers import batches_in, make_batch
+from .helpers import batches_in, close_fds, make_batch
 
 TOPIC = "orders-eu-west"  # dashes on purpose: the dir name is parsed at the last '-'
 
@@ -39,11 +39,7 @@ def simulate_crash(mgr):
     already written are in the page cache, so they survive, exactly as after a process
     crash. Only the file descriptors are released (to not leak them across iterations)."""
     for log in mgr.logs():
-        for seg in log.segments:
-            for holder in (seg, seg.offset_index, seg.time_index):
-                if holder._fd is not None:
-                    os.close(holder._fd)
-                    holder._fd = None
+        close_fds(*log.segments)
 
 
 def reopen(data_dir, config):
