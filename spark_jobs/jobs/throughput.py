@@ -86,18 +86,20 @@ def hot_keys(records: DataFrame, top: int = 10) -> DataFrame:
     """topic, rank, key, partition, records, topic_share, partition_share: the `top` keys
     per topic by record count (null keys are spread by the partitioner, not routed: left
     out)."""
-    r = _user_topics(records).where(F.col("key").isNotNull() & F.col("error").isNull()
+    r = _user_topics(records).where(F.col("error").isNull()
                                     & ~F.coalesce(F.col("is_control"), F.lit(False)))
     per_key = r.groupBy("topic", "partition", "key").agg(F.count(F.lit(1)).alias("records"))
-    topic_total = (_user_topics(records).where(F.col("error").isNull()
-                                               & ~F.coalesce(F.col("is_control"), F.lit(False)))
-                   .groupBy("topic", "partition").agg(F.count(F.lit(1)).alias("_p")))
-    t = Window.partitionBy("topic")
-    totals = topic_total.withColumn("_t", F.sum("_p").over(t))
-    ranked = per_key.withColumn(
-        "rank", F.row_number().over(Window.partitionBy("topic")
-                                    .orderBy(F.col("records").desc(), "partition", "key")))
-    return (ranked.where(F.col("rank") <= top).join(totals, ["topic", "partition"])
+    # The partition and topic totals are window sums over the same per-key counts (null key
+    # included), not a second aggregate joined back: the records, the whole log decoded,
+    # are scanned once.
+    ranked = (per_key
+              .withColumn("_p", F.sum("records").over(Window.partitionBy("topic", "partition")))
+              .withColumn("_t", F.sum("records").over(Window.partitionBy("topic")))
+              .where(F.col("key").isNotNull())
+              .withColumn("rank", F.row_number().over(
+                  Window.partitionBy("topic")
+                  .orderBy(F.col("records").desc(), "partition", "key"))))
+    return (ranked.where(F.col("rank") <= top)
             .select("topic", "rank", _key_text(F.col("key")).alias("key"), "partition",
                     "records", (F.col("records") / F.col("_t")).alias("topic_share"),
                     (F.col("records") / F.col("_p")).alias("partition_share"))
