@@ -91,7 +91,8 @@ class CleanResult(NamedTuple):
     cleaner checkpoint). ``bytes_before``/``bytes_after``: the non-active segments' bytes
     before and after. ``records_removed``: every record dropped (superseded, tombstones past
     their horizon, null keys); ``tombstones_removed``: how many of those were tombstones
-    (superseded or past their delete horizon).
+    (superseded or past their delete horizon). ``duration_ms``: how long the pass took,
+    filled in by `LogManager.clean_compacted` (this module reads no clock).
     """
 
     new_checkpoint: int
@@ -99,6 +100,7 @@ class CleanResult(NamedTuple):
     bytes_after: int
     records_removed: int
     tombstones_removed: int
+    duration_ms: float = 0.0
 
 
 def first_dirty_offset(log: PartitionLog, cleaner_checkpoint: int) -> int:

@@ -25,6 +25,7 @@ import base64
 import os
 import re
 import shutil
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -303,6 +304,7 @@ class LogManager:
             dirty, total = cleanable_bytes(log, checkpoint)
             if dirty == 0 or dirty / total < log.config.min_cleanable_dirty_ratio:
                 continue
+            started = time.perf_counter()  # only to report how long the pass took
             try:
                 result = clean(log, now_ms=now_ms, cleaner_checkpoint=checkpoint)
             except (RecordError, LogError) as exc:
@@ -310,7 +312,8 @@ class LogManager:
                 self.warnings.append(f"cleaning {tp[0]}-{tp[1]} failed, skipped until restart: {exc}")
                 continue
             checkpoints[tp] = result.new_checkpoint
-            results.append((tp[0], tp[1], result))
+            duration_ms = round((time.perf_counter() - started) * 1000, 3)
+            results.append((tp[0], tp[1], result._replace(duration_ms=duration_ms)))
         if results:
             self._write_cleaner_checkpoint()
         return results
