@@ -52,7 +52,7 @@ class Broker:
                                segment_bytes=config["events.segment.bytes"],
                                retention_files=config["events.retention.files"], clock=clock)
         self.metadata = MetadataImage(self.data_dir, self.node_id)
-        self.logs = LogManager(self.data_dir, on_event=self._on_log_event)
+        self.logs = LogManager(self.data_dir, on_event=self.events.emit)
         self.partitions: dict[tuple[str, int], Partition] = {}
         # fetches long-polling each partition; an append wakes only its own partition's
         self._fetch_waiters: dict[tuple[str, int], set[trio.Event]] = {}
@@ -87,9 +87,6 @@ class Broker:
         self.logs.close()
         self.events.emit("broker_stop", reason=reason, uptime_ms=self.now_ms() - self.started_ms)
         self.events.close()
-
-    def _on_log_event(self, kind: str, **fields: Any) -> None:
-        self.events.emit(kind, **fields)
 
     # -- topics -----------------------------------------------------------------------------
 
