@@ -72,10 +72,10 @@ def _produce_partition(ctx: RequestContext, topic: str, data, now_ms: int):
     body, broker = ctx.body, ctx.broker
     if body.acks not in (-1, 0, 1):
         return ErrorCode.INVALID_REQUIRED_ACKS, None
-    if topic_name_error(topic):
-        return ErrorCode.INVALID_TOPIC_EXCEPTION, None
     partition = broker.partition(topic, data.index)
-    if partition is None:
+    if partition is None:  # only a legal name can have partitions: check it only here
+        if topic_name_error(topic):
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, None
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
     if not data.records:
         return ErrorCode.INVALID_RECORD, None
