@@ -15,7 +15,6 @@ exist or an argument is wrong. The master: --master wins; else a running session
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from datetime import datetime, timezone

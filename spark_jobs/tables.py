@@ -12,7 +12,6 @@ even for a batch that could not be decoded (see spark_jobs.segments for those ro
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Iterable, Mapping
 

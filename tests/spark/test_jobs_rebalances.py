@@ -4,8 +4,6 @@ running member pauses; under cooperative only the partitions that move do."""
 
 from __future__ import annotations
 
-import pytest
-
 from spark_jobs.jobs import frame
 from spark_jobs.jobs.rebalances import (consumer_throughput, group_rebalances, member_pauses,
                                         partition_pauses, pause_totals, with_pauses)
