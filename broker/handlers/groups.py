@@ -9,8 +9,10 @@ request's version.
 
 from __future__ import annotations
 
-from broker.coordinator.membership import JoinRequest, group_id_error, join_error, sync_body
-from broker.coordinator.runtime import Waiter
+from broker.coordinator.membership import (
+    JoinRequest, Reply, group_id_error, join_error, sync_body,
+)
+from broker.coordinator.runtime import CoordinatorRuntime, Waiter
 from broker.handlers import RequestContext
 from protocol.errors import ErrorCode
 
@@ -129,14 +131,14 @@ async def handle_delete_groups(ctx: RequestContext) -> dict:
     for group_id in ctx.body.groups_names:
         error, effects = runtime.coordinator.delete_group(group_id, ctx.broker.now_ms())
         if effects:
-            waiter = Waiter()
-            runtime.apply([*effects, _Resolve(waiter)])
-            error = waiter.error or error
+            error = apply_effects(runtime, effects) or error
         results.append({"group_id": group_id, "error_code": error})
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _Resolve(waiter: Waiter):
-    """A reply with no body: it tells whether the records before it reached the log."""
-    from broker.coordinator.membership import Reply
-    return Reply(waiter, {})
+def apply_effects(runtime: CoordinatorRuntime, effects: list) -> ErrorCode:
+    """Apply a coordinator operation's effects at once (no reply to wait for); the error
+    that kept their records from the log, or NONE."""
+    waiter = Waiter()
+    runtime.apply([*effects, Reply(waiter, {})])  # a reply with no body, only for its error
+    return waiter.error
