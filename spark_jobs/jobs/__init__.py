@@ -3,8 +3,9 @@
 Owns: `JOBS` (name -> module; each module has `run(spark, ctx) -> JobResult` over pure
 DataFrame -> DataFrame transforms), `Context` (the inputs of a run: data directory, output
 directory, `--at`, the bench's consumer events, and each input table loaded once), `JobResult`
-(the tables, charts, notes and text blocks a job hands to spark_jobs.report) and `frame`, which
-builds a DataFrame of one of the contract's schemas from partial rows (tests and empty tables).
+(the tables, charts, notes and text blocks a job hands to spark_jobs.report), `frame`, which
+builds a DataFrame of one of the contract's schemas from partial rows (tests and empty tables),
+and `lookup`, a Python dict applied to a column.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-__all__ = ["JOBS", "Context", "JobResult", "frame", "load_job", "ms_to_text"]
+__all__ = ["JOBS", "Context", "JobResult", "frame", "load_job", "lookup", "ms_to_text"]
 
 # Order matters only for the report: the lag job first, it answers "is anyone behind?".
 JOBS = ("lag", "rebalances", "throughput", "latency", "isr")
@@ -91,6 +92,13 @@ def frame(spark, schema, rows: Iterable[Mapping[str, Any]]):
                 values.append(None)
         full.append(tuple(values))
     return spark.createDataFrame(full, schema)
+
+
+def lookup(mapping: Mapping[Any, Any], column):
+    """The Column of `mapping[column]` (null for a value the mapping lacks): a literal map
+    indexed by the column, e.g. a status name to its code."""
+    from pyspark.sql import functions as F
+    return F.create_map(*[F.lit(x) for item in mapping.items() for x in item])[column]
 
 
 def ms_to_text(ms: int | None) -> str:

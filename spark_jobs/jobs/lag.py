@@ -26,7 +26,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark_jobs.jobs import JobResult, ms_to_text
+from spark_jobs.jobs import JobResult, lookup, ms_to_text
 
 __all__ = ["STATUS_CODES", "INTERVALS", "commit_history", "batch_ends", "with_log_end_offset",
            "with_oldest_unconsumed_ts", "lag_history", "partition_status", "group_status",
@@ -182,10 +182,9 @@ def partition_status(history: DataFrame, batches: DataFrame, end_ts: int | None 
     evaluated = (_lag_columns(evaluated, "ts", "committed_offset")
                  .withColumnRenamed("lag_records", "current_lag"))
     status = F.expr(_STATUS_SQL.format(allowed=int(allowed_lag)))
-    codes = F.create_map(*[x for k, v in STATUS_CODES.items() for x in (F.lit(k), F.lit(v))])
     return (evaluated
             .withColumn("status", status)
-            .withColumn("status_code", codes[F.col("status")])
+            .withColumn("status_code", lookup(STATUS_CODES, F.col("status")))
             .withColumn("window_commits", F.size("w"))
             .withColumn("complete", F.size("w") >= intervals)
             .withColumn("window_start_offset", F.col("w")[0]["offset"])
@@ -199,7 +198,7 @@ def group_status(partition_status_df: DataFrame) -> DataFrame:
     """Burrow's group rollup at each evaluation instant: the worst partition status, capped
     at ERR. Columns: group, ts, status, status_code, total_lag, max_lag, max_lag_partition,
     partition_count, complete (fraction of partitions with a full window)."""
-    names = F.create_map(*[x for k, v in STATUS_CODES.items() for x in (F.lit(v), F.lit(k))])
+    names = {v: k for k, v in STATUS_CODES.items()}
     worst = F.least(F.max("status_code"), F.lit(STATUS_CODES["ERR"]))
     top = F.max_by(F.struct("current_lag",
                             F.concat_ws("-", "topic", F.col("partition")).alias("tp")),
@@ -208,8 +207,8 @@ def group_status(partition_status_df: DataFrame) -> DataFrame:
             .agg(worst.alias("status_code"), F.sum("current_lag").alias("total_lag"),
                  top.alias("_top"), F.count(F.lit(1)).alias("partition_count"),
                  F.avg(F.col("complete").cast("double")).alias("complete"))
-            .select("group", "ts", names[F.col("status_code")].alias("status"), "status_code",
-                    "total_lag", F.col("_top")["current_lag"].alias("max_lag"),
+            .select("group", "ts", lookup(names, F.col("status_code")).alias("status"),
+                    "status_code", "total_lag", F.col("_top")["current_lag"].alias("max_lag"),
                     F.col("_top")["tp"].alias("max_lag_partition"), "partition_count", "complete"))
 
 

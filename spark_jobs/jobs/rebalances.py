@@ -27,7 +27,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark_jobs.jobs import JobResult, ms_to_text
+from spark_jobs.jobs import JobResult, lookup, ms_to_text
 
 __all__ = ["partition_pauses", "member_pauses", "consumer_throughput", "pause_totals",
            "group_rebalances", "member_rebalance_intervals", "with_pauses", "protocol_kind",
@@ -48,7 +48,7 @@ MEMBER_PAUSE_COLUMNS = ["instance", "start_ts", "end_ts", "pause_ms"]
 
 
 def _rank() -> Column:
-    return F.create_map(*[x for k, v in _RANK.items() for x in (F.lit(k), F.lit(v))])[F.col("type")]
+    return lookup(_RANK, F.col("type"))
 
 
 def protocol_kind(protocol: Column) -> Column:
@@ -220,11 +220,10 @@ def _trigger(reason: Column) -> Column:
 
 def group_rebalances(events: DataFrame) -> DataFrame:
     """One row per rebalance, in (group, start_ts) order; see the module docstring."""
-    order = F.create_map(*[x for k, v in _STATE_ORDER.items() for x in (F.lit(k), F.lit(v))])
     gs = (events.where(F.col("type") == "group_state")
           .select("group", "ts", "generation", "old_state", "new_state", "protocol",
                   "members", "reason")
-          .withColumn("_o", F.coalesce(order[F.col("new_state")], F.lit(9))))
+          .withColumn("_o", F.coalesce(lookup(_STATE_ORDER, F.col("new_state")), F.lit(9))))
     w = (Window.partitionBy("group").orderBy("ts", "generation", "_o")
          .rowsBetween(Window.unboundedPreceding, Window.currentRow))
     is_start = ((F.col("new_state") == "PreparingRebalance")
