@@ -50,7 +50,6 @@ from .config import LogConfig
 from .errors import (
     CorruptRecordError,
     InvalidRecordError,
-    OffsetOutOfRange,  # noqa: F401  (handlers catch it from here)
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
