@@ -26,6 +26,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from protocol.codecs import Codec
+
 __all__ = [
     "ClientConfig", "AdminConfig", "ProducerConfig", "check_config", "register_config", "config_kinds",
     "kafka_name", "parse_address", "int_field", "str_field", "bool_field", "choice_field",
@@ -221,7 +223,7 @@ class ProducerConfig(ClientConfig):
     """
 
     acks: int = field(default=-1, metadata={"check": _check_acks})
-    compression_type: str = choice_field("none", ["none", "gzip", "snappy", "lz4", "zstd"])
+    compression_type: str = choice_field("none", [c.name.lower() for c in Codec])
     batch_size: int = int_field(16384)
     linger_ms: int = int_field(5)
     max_in_flight_requests_per_connection: int = int_field(5, low=1)
@@ -252,7 +254,7 @@ class ProducerConfig(ClientConfig):
 
     @property
     def codec(self) -> int:
-        return ["none", "gzip", "snappy", "lz4", "zstd"].index(self.compression_type)
+        return Codec.from_name(self.compression_type)
 
 
 # -- kinds and checking -----------------------------------------------------------------
