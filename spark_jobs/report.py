@@ -116,10 +116,11 @@ def lag_charts(pdf, out_dir: Path) -> list[Path]:
     key = pdf["group"] + " " + pdf["topic"] + "-" + pdf["partition"].astype(str)
     pdf = pdf.assign(key=key).sort_values("ts")
     worst = pdf.groupby("key")["lag_records"].max().sort_values(ascending=False).index
+    # split once (rows stay in ts order), not one scan of the whole history per key
+    by_key = dict(tuple(pdf.groupby("key", sort=False)))
     for column, label, name in (("lag_records", "records", "lag_records.png"),
                                 ("lag_seconds", "seconds", "lag_seconds.png")):
-        series = {k: (pdf.loc[pdf.key == k, "ts"].tolist(), pdf.loc[pdf.key == k, column].tolist())
-                  for k in worst}
+        series = {k: (by_key[k]["ts"].tolist(), by_key[k][column].tolist()) for k in worst}
         charts.append(lines(out_dir / name, series, f"consumer lag ({label}) at each commit",
                             label, step=True))
     return charts
