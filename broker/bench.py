@@ -33,6 +33,8 @@ import time
 import uuid
 from typing import Any
 
+from protocol.codecs import CODEC_NAMES
+
 __all__ = ["main", "build_parser", "process_tree_cpu_seconds"]
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -386,7 +388,7 @@ def build_parser(prog: str = "minibroker bench") -> argparse.ArgumentParser:
     common.add_argument("--partitions", type=int, default=1, help="partitions of the topic (1 or 6 in the matrix)")
     common.add_argument("--acks", choices=["0", "1", "all"], default="1")
     common.add_argument("--linger-ms", type=float, default=5)
-    common.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    common.add_argument("--compression", default="none", choices=CODEC_NAMES)
     common.add_argument("--broker-pid", type=int, help="measure this process's CPU seconds via /proc")
     common.add_argument("--timeout-s", type=float, default=120.0, help="deadline for flush / for reading --records")
     common.add_argument("--setup-timeout-s", type=float, default=30.0, help="deadline for topic creation/metadata")

@@ -26,7 +26,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from protocol.codecs import Codec
+from protocol.codecs import CODEC_NAMES, Codec
 
 __all__ = [
     "ClientConfig", "AdminConfig", "ProducerConfig", "check_config", "register_config", "config_kinds",
@@ -223,7 +223,7 @@ class ProducerConfig(ClientConfig):
     """
 
     acks: int = field(default=-1, metadata={"check": _check_acks})
-    compression_type: str = choice_field("none", [c.name.lower() for c in Codec])
+    compression_type: str = choice_field("none", list(CODEC_NAMES))
     batch_size: int = int_field(16384)
     linger_ms: int = int_field(5)
     max_in_flight_requests_per_connection: int = int_field(5, low=1)

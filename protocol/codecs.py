@@ -33,7 +33,7 @@ import cramjam
 
 from .record_errors import CorruptRecordError, UnsupportedCodecError
 
-__all__ = ["Codec", "compress", "decompress"]
+__all__ = ["Codec", "CODEC_NAMES", "compress", "decompress"]
 
 
 class Codec(enum.IntEnum):
@@ -53,6 +53,7 @@ class Codec(enum.IntEnum):
 
 
 _BY_NAME = {c.name.lower(): c for c in Codec}
+CODEC_NAMES = tuple(_BY_NAME)  # compression.type's values, for option choices
 
 _I32 = struct.Struct(">i")
 _U32LE = struct.Struct("<I")

@@ -24,9 +24,10 @@ from typing import Any
 
 import trio
 
+from protocol.codecs import CODEC_NAMES
+
 __all__ = ["add_arguments", "main", "parse_properties", "split_line"]
 
-CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 READ_CHUNK = 64 * 1024
 
 
@@ -37,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--key-separator", default=None, metavar="SEP",
                         help="split each line at the first SEP into key and value; lines "
                              "without SEP are reported and skipped")
-    parser.add_argument("--compression", default=None, choices=CODECS,
+    parser.add_argument("--compression", default=None, choices=CODEC_NAMES,
                         help="compression.type (default none)")
     parser.add_argument("--acks", default=None, metavar="N",
                         help="0, 1 or -1/all (default all)")
