@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import inspect
 import time
+import uuid
 from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["WaitTimeout", "wait_until"]
+__all__ = ["WaitTimeout", "unique", "wait_until"]
+
+
+def unique(prefix: str) -> str:
+    """A topic or group name no other test uses (tests share brokers)."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 class WaitTimeout(AssertionError):

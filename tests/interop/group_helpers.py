@@ -22,7 +22,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
@@ -316,11 +315,6 @@ FAST_GROUP = dict(session_timeout_ms=6000, heartbeat_interval_ms=100,
                   max_poll_interval_ms=20000, auto_offset_reset="earliest",
                   enable_auto_commit=False)
 FAST_GROUP_BROKER = {"group.initial.rebalance.delay.ms": "0"}
-
-
-def unique(prefix: str) -> str:
-    """A topic or group name no other test uses."""
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def partitions_of(topic: str, n: int) -> set[TopicPartition]:

@@ -21,6 +21,7 @@ from protocol.messages import (
 from protocol.records import Record, decode_batches, encode_batch
 from tests.interop import raw as raw_api
 from tests.interop.raw import Raw
+from tests.util import unique
 
 pytestmark = pytest.mark.interop
 
@@ -37,10 +38,6 @@ ZERO_UUID = uuid.UUID(int=0)
 def raw(connect, shared_broker) -> Raw:
     """One connection to the module's broker (here, not conftest's factory of them)."""
     return connect(shared_broker)
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def create(r: Raw, name: str, partitions: int = 1, replication_factor: int = 1,
@@ -122,7 +119,7 @@ def segment_topic(r: Raw, broker, prefix: str, timestamps: list[list[int]]) -> s
     produced batch rolls a new segment; returns its name once the rolls are on disk."""
     batches = [batch(ts) for ts in timestamps]
     assert len({len(b) for b in batches}) == 1
-    name = _name(prefix)
+    name = unique(prefix)
     assert create(r, name, **{"segment.bytes": str(len(batches[0]))}).error_code == 0
     for b in batches:
         produce(r, name, b)
@@ -138,7 +135,7 @@ def segment_topic(r: Raw, broker, prefix: str, timestamps: list[list[int]]) -> s
 # --- ListOffsets v0 -------------------------------------------------------------------------
 
 def test_list_offsets_v0_earliest_and_latest(raw):
-    name = _name("lo-v0")
+    name = unique("lo-v0")
     assert create(raw, name).error_code == 0
     assert old_style(raw, name, LATEST, 1) == [0]  # an empty log
     assert old_style(raw, name, EARLIEST, 1) == [0]
@@ -149,7 +146,7 @@ def test_list_offsets_v0_earliest_and_latest(raw):
     assert old_style(raw, name, EARLIEST, 10) == [0]  # nothing precedes the log start
     assert old_style(raw, name, LATEST, 0) == []  # max_num_offsets caps the list
     assert old_style(raw, name, EARLIEST, 0) == []
-    missing = list_offsets(raw, _name("lo-v0-missing"), LATEST, version=0)
+    missing = list_offsets(raw, unique("lo-v0-missing"), LATEST, version=0)
     assert (missing.error_code, list(missing.old_style_offsets)) == (
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, [])
 
@@ -164,7 +161,7 @@ def test_list_offsets_v0_latest_lists_segment_base_offsets(raw, shared_broker):
     assert old_style(raw, name, LATEST, 3) == [10, 8, 6]
     assert old_style(raw, name, LATEST, 10) == [10, 8, 6, 4, 2, 0]
     assert old_style(raw, name, EARLIEST, 10) == [0]
-    single = _name("lo-v0-one")
+    single = unique("lo-v0-one")
     assert create(raw, single).error_code == 0
     produce(raw, single, batch([1000, 1001, 1002]))
     assert old_style(raw, single, LATEST, 10) == [3, 0]
@@ -175,7 +172,7 @@ def test_list_offsets_v0_latest_lists_segment_base_offsets(raw, shared_broker):
 def _topic_with(raw, shared_broker, layout: str, prefix: str, timestamps: list[list[int]]):
     if layout == "segment-per-batch":
         return segment_topic(raw, shared_broker, prefix, timestamps)
-    name = _name(prefix)
+    name = unique(prefix)
     assert create(raw, name).error_code == 0
     for ts in timestamps:
         produce(raw, name, batch(ts))
@@ -184,7 +181,7 @@ def _topic_with(raw, shared_broker, layout: str, prefix: str, timestamps: list[l
 
 @pytest.mark.parametrize("layout", ["one-segment", "segment-per-batch"])
 def test_list_offsets_v7_max_timestamp(raw, shared_broker, layout):
-    empty = _name("lo-max-empty")
+    empty = unique("lo-max-empty")
     assert create(raw, empty).error_code == 0
     assert found(list_offsets(raw, empty, MAX_TIMESTAMP)) == (0, -1, -1, -1)
     assert found(list_offsets(raw, empty, LATEST)) == (0, 0, -1, 0)
@@ -230,7 +227,7 @@ def test_offset_for_leader_epoch_v2(raw):
     """Our partitions are at leader epoch 0 (Metadata says so): epoch 0 ends at the log end
     offset; a later epoch is unknown, answered UNDEFINED_EPOCH -1 / UNDEFINED_EPOCH_OFFSET -1
     without an error (LeaderEpochFileCache.endOffsetFor), as is the undefined epoch -1."""
-    name = _name("ofle")
+    name = unique("ofle")
     assert create(raw, name).error_code == 0
     assert metadata_topic(raw, name).partitions[0].leader_epoch == 0
     assert offset_for_leader_epoch(raw, name, [(0, -1, 0)]) == [(0, 0, 0, 0)]  # empty log
@@ -249,7 +246,7 @@ def test_offset_for_leader_epoch_v2(raw):
         (0, 0, -1, -1),
         (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 7, -1, -1),
     ]
-    assert offset_for_leader_epoch(raw, _name("ofle-missing"), [(0, -1, 0)]) == [
+    assert offset_for_leader_epoch(raw, unique("ofle-missing"), [(0, -1, 0)]) == [
         (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 0, -1, -1)]
 
 
@@ -257,7 +254,7 @@ def test_current_leader_epoch_newer_than_ours_is_unknown_leader_epoch(raw):
     """KIP-320: a client whose current_leader_epoch is newer than the broker's gets
     UNKNOWN_LEADER_EPOCH (75). The older case (FENCED_LEADER_EPOCH, 74) cannot arise while
     every partition is at epoch 0, so only the newer one and the matching one are checked."""
-    name = _name("epoch-fence")
+    name = unique("epoch-fence")
     assert create(raw, name).error_code == 0
     produce(raw, name, batch([1000, 1001]))
 
@@ -311,7 +308,7 @@ def test_describe_configs_of_the_broker(raw, version):
 
 @pytest.mark.parametrize("version", [0, 1, 4])
 def test_describe_configs_of_a_topic_with_key_filter(raw, version):
-    name = _name("dc")
+    name = unique("dc")
     assert create(raw, name, **{"retention.ms": "3600000"}).error_code == 0
     result = describe(raw, TOPIC, name, keys=["retention.ms", "cleanup.policy", "no.such.key"],
                       version=version)
@@ -331,7 +328,7 @@ def test_describe_configs_of_a_topic_with_key_filter(raw, version):
     assert {"retention.ms", "cleanup.policy", "segment.bytes", "max.message.bytes"} <= {
         c.name for c in everything.configs}
 
-    missing = describe(raw, TOPIC, _name("dc-missing"), version=version)
+    missing = describe(raw, TOPIC, unique("dc-missing"), version=version)
     assert missing.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
@@ -341,7 +338,7 @@ def test_describe_configs_empty_key_list_means_every_key(raw, resource_type):
     null nor empty: an empty list describes everything, exactly as null does."""
     name = "0"
     if resource_type == TOPIC:
-        name = _name("dc-empty-keys")
+        name = unique("dc-empty-keys")
         assert create(raw, name).error_code == 0
     everything = describe(raw, resource_type, name, keys=None)
     assert len(everything.configs) > 5
@@ -356,7 +353,7 @@ def test_topic_config_inherited_from_a_static_broker_setting(raw):
     sets it (message.max.bytes here), Kafka reports the source as STATIC_BROKER_CONFIG (4),
     not DEFAULT_CONFIG (5): ConfigHelper.createTopicConfigEntry takes the source of the first
     synonym, and the static broker config is one."""
-    name = _name("dc-inherit")
+    name = unique("dc-inherit")
     assert create(raw, name).error_code == 0
     (entry,) = describe(raw, TOPIC, name, keys=["max.message.bytes"]).configs
     assert entry.value == "2000000"
@@ -366,7 +363,7 @@ def test_topic_config_inherited_from_a_static_broker_setting(raw):
 # --- DeleteTopics, CreateTopics, CreatePartitions ----------------------------------------------
 
 def test_delete_topics_v6_by_topic_id(raw):
-    name = _name("del-id")
+    name = unique("del-id")
     created = create(raw, name)
     assert created.error_code == 0 and created.topic_id != ZERO_UUID
     assert metadata_topic(raw, name).topic_id == created.topic_id
@@ -381,7 +378,7 @@ def test_delete_topics_v6_by_topic_id(raw):
                                         "timeout_ms": 5000}).responses[0]
     assert (again.error_code, again.topic_id) == (ErrorCode.UNKNOWN_TOPIC_ID, created.topic_id)
 
-    by_name = _name("del-name")
+    by_name = unique("del-name")
     assert create(raw, by_name).error_code == 0
     result = raw.call(DELETE_TOPICS, 6, {"topics": [{"name": by_name, "topic_id": ZERO_UUID}],
                                          "timeout_ms": 5000}).responses[0]
@@ -390,7 +387,7 @@ def test_delete_topics_v6_by_topic_id(raw):
 
 
 def test_create_topics_validate_only_creates_nothing(raw):
-    name = _name("ct-validate")
+    name = unique("ct-validate")
     checked = create(raw, name, partitions=3, validate_only=True, **{"retention.ms": "60000"})
     assert (checked.error_code, checked.num_partitions, checked.replication_factor) == (0, 3, 1)
     assert not exists(raw, name)
@@ -403,7 +400,7 @@ def test_create_topics_validate_only_creates_nothing(raw):
 
 
 def test_create_topics_with_manual_assignments(raw):
-    name = _name("ct-assign")
+    name = unique("ct-assign")
     topic = create(raw, name, partitions=-1, replication_factor=-1, assignments=[
         {"partition_index": i, "broker_ids": [0]} for i in (0, 1, 2)])
     assert (topic.error_code, topic.num_partitions, topic.replication_factor) == (0, 3, 1)
@@ -412,17 +409,17 @@ def test_create_topics_with_manual_assignments(raw):
     assert sorted((p.partition_index, p.leader_id, list(p.replica_nodes)) for p in md.partitions) == [
         (0, 0, [0]), (1, 0, [0]), (2, 0, [0])]
 
-    elsewhere = _name("ct-assign-bad")  # a broker that does not exist
+    elsewhere = unique("ct-assign-bad")  # a broker that does not exist
     assert create(raw, elsewhere, partitions=-1, replication_factor=-1, assignments=[
         {"partition_index": 0, "broker_ids": [1]}]).error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
-    both = _name("ct-assign-both")  # a count and an assignment at once
+    both = unique("ct-assign-both")  # a count and an assignment at once
     assert create(raw, both, partitions=1, replication_factor=1, assignments=[
         {"partition_index": 0, "broker_ids": [0]}]).error_code == ErrorCode.INVALID_REQUEST
     assert not exists(raw, elsewhere) and not exists(raw, both)
 
 
 def test_create_topics_replication_factor_above_broker_count(raw):
-    name = _name("ct-rf2")
+    name = unique("ct-rf2")
     topic = create(raw, name, replication_factor=2)
     assert topic.error_code == ErrorCode.INVALID_REPLICATION_FACTOR
     assert topic.error_message
@@ -430,7 +427,7 @@ def test_create_topics_replication_factor_above_broker_count(raw):
 
 
 def test_create_partitions_validate_only(raw):
-    name = _name("cp")
+    name = unique("cp")
     assert create(raw, name).error_code == 0
 
     def grow(count: int, validate_only: bool):
@@ -451,7 +448,7 @@ def test_create_partitions_validate_only(raw):
 # --- Metadata --------------------------------------------------------------------------------
 
 def test_metadata_empty_topic_list_means_all_in_v0_and_none_from_v1(raw):
-    names = [_name("md-all"), _name("md-all")]
+    names = [unique("md-all"), unique("md-all")]
     for name in names:
         assert create(raw, name).error_code == 0
     v0 = raw.call(METADATA, 0, {"topics": []})
@@ -463,7 +460,7 @@ def test_metadata_empty_topic_list_means_all_in_v0_and_none_from_v1(raw):
 
 
 def test_metadata_auto_creation_only_when_allowed(raw):
-    name = _name("md-auto")
+    name = unique("md-auto")
     refused = metadata_topic(raw, name, version=12, allow_auto=False)
     assert refused.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert not exists(raw, name)
@@ -475,7 +472,7 @@ def test_metadata_auto_creation_only_when_allowed(raw):
 def test_metadata_with_auto_creation_disabled(make_broker, connect):
     broker = make_broker(**{"auto.create.topics.enable": "false"})
     r = connect(broker)
-    name = _name("md-noauto")
+    name = unique("md-noauto")
     for version in (0, 1, 4, 12):  # v0-v3 cannot say no, v4+ ask for creation here
         body = r.call(METADATA, version, {"topics": [{"name": name}],
                                           "allow_auto_topic_creation": True})
@@ -491,7 +488,7 @@ def test_metadata_with_auto_creation_disabled(make_broker, connect):
 # --- Produce acks=0 -------------------------------------------------------------------------
 
 def test_produce_acks_0_gets_no_response_but_appends(raw):
-    name = _name("acks0")
+    name = unique("acks0")
     assert create(raw, name).error_code == 0
     conn = raw.conn
 
@@ -536,7 +533,7 @@ def test_produce_acks_0_with_an_error_closes_the_connection(raw, connect, shared
     partition of the request fails (KafkaApis.handleProduceRequest: "the server will close
     socket server so that the producer client will know that some error has happened and
     will refresh its metadata"). A request pipelined after it is never answered."""
-    name = _name("acks0-bad")
+    name = unique("acks0-bad")
     assert create(raw, name).error_code == 0
     victim = connect(shared_broker)
     corrupt = bytearray(batch([1000, 1001]))

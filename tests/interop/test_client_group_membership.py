@@ -19,10 +19,11 @@ from client.consumer.consumer import Consumer
 from client.consumer.membership import MemberState
 from client.types import TopicPartition
 from tests.interop.group_helpers import (
-    FAST_GROUP, FAST_GROUP_BROKER, OurMember, Recorder, balanced_cover, partitions_of, unique,
+    FAST_GROUP, FAST_GROUP_BROKER, OurMember, Recorder, balanced_cover, partitions_of,
     wait_for,
 )
 from tests.interop.librdkafka import create_topic, produce
+from tests.util import unique
 
 DEADLINE_S = 30
 GROUP_CONFIG = FAST_GROUP

@@ -22,9 +22,10 @@ from client.types import TopicPartition
 from tests.interop.group_helpers import FAST_GROUP, FAST_GROUP_BROKER
 from tests.interop.group_helpers import GroupMember as CKMember
 from tests.interop.group_helpers import (
-    OurMember, Recorder, balanced_cover, partitions_of, polled_in_a_thread, unique, wait_for,
+    OurMember, Recorder, balanced_cover, partitions_of, polled_in_a_thread, wait_for,
 )
 from tests.interop.librdkafka import create_topic, produce
+from tests.util import unique
 
 DEADLINE_S = 30
 COOPERATIVE = dict(FAST_GROUP, partition_assignment_strategy="cooperative-sticky")

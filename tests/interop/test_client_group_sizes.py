@@ -21,9 +21,10 @@ import trio
 
 from client.admin import AdminClient
 from tests.interop.group_helpers import (
-    FAST_GROUP, FAST_GROUP_BROKER, OurMember, balanced_cover, partitions_of, unique, wait_for,
+    FAST_GROUP, FAST_GROUP_BROKER, OurMember, balanced_cover, partitions_of, wait_for,
 )
 from tests.interop.librdkafka import create_topic
+from tests.util import unique
 
 PARTITIONS = 12
 MAX_MEMBERS = 10

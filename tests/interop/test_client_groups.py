@@ -14,8 +14,9 @@ from client.consumer.membership import MemberState
 from client.types import TopicPartition
 from tests.interop.group_helpers import FAST_GROUP, FAST_GROUP_BROKER
 from tests.interop.group_helpers import GroupMember as CKMember
-from tests.interop.group_helpers import Recorder, partitions_of, polled_in_a_thread, unique
+from tests.interop.group_helpers import Recorder, partitions_of, polled_in_a_thread
 from tests.interop.librdkafka import create_topic, produce
+from tests.util import unique
 
 DEADLINE_S = 40
 # the consumers here auto-commit (the default) unless a test says otherwise

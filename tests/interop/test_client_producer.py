@@ -4,7 +4,6 @@ kill -9 restart in mid-stream."""
 
 from __future__ import annotations
 
-import uuid
 
 import pytest
 import trio
@@ -18,15 +17,12 @@ from client import AdminClient, Producer, RecordMetadata, errors
 from client.partitioner import partition_for_key
 
 from tests.interop.kafkapython import consume_all as kp_consume_all
+from tests.util import unique
 
 pytestmark = pytest.mark.interop
 
 DEADLINE_S = 60
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
-
-
-def _topic(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 async def _create(bootstrap: str, name: str, partitions: int) -> None:
@@ -70,7 +66,7 @@ def _records(n: int) -> list[tuple[bytes, bytes, list]]:
 @pytest.mark.parametrize("codec", CODECS)
 async def test_keyed_records_with_headers_read_back_by_other_clients(shared_broker, codec):
     bootstrap = shared_broker.bootstrap
-    name, partitions = _topic(f"prod-{codec}"), 3
+    name, partitions = unique(f"prod-{codec}"), 3
     await _create(bootstrap, name, partitions)
     records = _records(1000)
     with trio.fail_after(DEADLINE_S):
@@ -106,7 +102,7 @@ async def test_keyed_records_with_headers_read_back_by_other_clients(shared_brok
 @pytest.mark.parametrize("acks", [0, 1, -1, "all"])
 async def test_acks(shared_broker, acks):
     bootstrap = shared_broker.bootstrap
-    name = _topic("acks")
+    name = unique("acks")
     await _create(bootstrap, name, 1)
     with trio.fail_after(DEADLINE_S):
         async with Producer(bootstrap_servers=bootstrap, acks=acks) as producer:
@@ -123,7 +119,7 @@ async def test_acks(shared_broker, acks):
 
 async def test_unkeyed_records_stick_to_a_partition_per_batch(shared_broker):
     bootstrap = shared_broker.bootstrap
-    name = _topic("sticky")
+    name = unique("sticky")
     await _create(bootstrap, name, 4)
     with trio.fail_after(DEADLINE_S):
         async with Producer(bootstrap_servers=bootstrap, linger_ms=1000,
@@ -138,7 +134,7 @@ async def test_unkeyed_records_stick_to_a_partition_per_batch(shared_broker):
 
 async def test_idempotent_offsets_contiguous_without_duplicates(shared_broker):
     bootstrap = shared_broker.bootstrap
-    name = _topic("idem")
+    name = unique("idem")
     await _create(bootstrap, name, 2)
     with trio.fail_after(DEADLINE_S):
         async with Producer(bootstrap_servers=bootstrap, batch_size=512,
@@ -176,7 +172,7 @@ def test_unknown_config_is_a_type_error():
 
 async def test_restart_mid_stream_keeps_every_acknowledged_record_once(broker):
     bootstrap = broker.bootstrap
-    name = _topic("restart")
+    name = unique("restart")
     await _create(bootstrap, name, 2)
     acked: list[RecordMetadata] = []
     failed = 0
@@ -213,7 +209,7 @@ async def test_restart_mid_stream_keeps_every_acknowledged_record_once(broker):
 
 
 async def test_keys_and_values_are_bytes_like(shared_broker):
-    topic = _topic("bytes-like")
+    topic = unique("bytes-like")
     await _create(shared_broker.bootstrap, topic, 1)
     with trio.fail_after(30):
         async with Producer(bootstrap_servers=shared_broker.bootstrap) as p:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -10,19 +9,15 @@ from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 from kafka.partitioner.default import murmur2
 
 from tests.interop.librdkafka import _admin, consume_all, create_topic, produce
-from tests.util import wait_until
+from tests.util import unique, wait_until
 
 pytestmark = pytest.mark.interop
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
-def _topic(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
 def test_metadata_and_topic_admin(shared_broker):
     admin = _admin(shared_broker.bootstrap)
-    name = _topic("admin")
+    name = unique("admin")
     create_topic(shared_broker.bootstrap, name, partitions=3, **{"retention.ms": "3600000"})
     md = admin.list_topics(timeout=10)
     assert md.brokers[0].port == shared_broker.port
@@ -61,7 +56,7 @@ def test_invalid_topic_names_are_refused(shared_broker):
 
 
 def test_keyed_records_with_headers_land_on_javas_murmur2_partition(shared_broker):
-    name = _topic("keyed")
+    name = unique("keyed")
     create_topic(shared_broker.bootstrap, name, partitions=6)
     keys = [f"key-{i}".encode() for i in range(60)]
     produce(shared_broker.bootstrap, name,
@@ -77,7 +72,7 @@ def test_keyed_records_with_headers_land_on_javas_murmur2_partition(shared_broke
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_every_codec_round_trips(shared_broker, codec):
-    name = _topic(f"codec-{codec}")
+    name = unique(f"codec-{codec}")
     create_topic(shared_broker.bootstrap, name)
     values = [f"{codec}-{i}-".encode() * 20 for i in range(500)]
     delivered = produce(shared_broker.bootstrap, name, [(None, v, None) for v in values],
@@ -89,7 +84,7 @@ def test_every_codec_round_trips(shared_broker, codec):
 
 
 def test_offsets_for_times(shared_broker):
-    name = _topic("times")
+    name = unique("times")
     create_topic(shared_broker.bootstrap, name)
     producer = Producer({"bootstrap.servers": shared_broker.bootstrap})
     base = 1_700_000_000_000
@@ -111,7 +106,7 @@ def test_offsets_for_times(shared_broker):
 
 
 def test_idempotent_producer(shared_broker):
-    name = _topic("idem")
+    name = unique("idem")
     create_topic(shared_broker.bootstrap, name, partitions=2)
     delivered = produce(shared_broker.bootstrap, name,
                         [(None, b"%d" % i, None, i % 2) for i in range(1000)],
@@ -122,7 +117,7 @@ def test_idempotent_producer(shared_broker):
 
 
 def test_auto_create_on_produce(shared_broker):
-    name = _topic("auto")
+    name = unique("auto")
     delivered = produce(shared_broker.bootstrap, name, [(None, b"hello", None)])
     assert delivered[0].offset() == 0
     assert consume_all(shared_broker.bootstrap, name, 1, 1)[0].value() == b"hello"

@@ -9,20 +9,16 @@ import shutil
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 
 from tests.interop.conftest import REPO_ROOT
 from tests.interop.librdkafka import create_topic
+from tests.util import unique
 
 pytestmark = pytest.mark.interop
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def cli(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -53,7 +49,7 @@ def kcat(*args: str) -> str:
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_keys_and_every_codec_read_back_by_consume_and_kcat(shared_broker, codec):
-    topic = _name(f"console-{codec}")
+    topic = unique(f"console-{codec}")
     create_topic(shared_broker.bootstrap, topic, 3)
     lines = [f"key{i % 7}:value {i} ünï" for i in range(60)]
     produce(shared_broker.bootstrap, topic, lines, "--key-separator", ":",
@@ -75,7 +71,7 @@ def test_keys_and_every_codec_read_back_by_consume_and_kcat(shared_broker, codec
 
 
 def test_consume_reads_what_kcat_produced_null_key_printed(shared_broker):
-    topic = _name("console-kcat")
+    topic = unique("console-kcat")
     assert KCAT
     subprocess.run([KCAT, "-b", shared_broker.bootstrap, "-P", "-t", topic, "-z", "lz4"],
                    input=b"plain one\nplain two\n", check=True, timeout=60)
@@ -87,7 +83,7 @@ def test_consume_reads_what_kcat_produced_null_key_printed(shared_broker):
 
 
 def test_group_second_run_resumes_after_first_commit(shared_broker):
-    topic, group = _name("console-group"), _name("console-g")
+    topic, group = unique("console-group"), unique("console-g")
     produce(shared_broker.bootstrap, topic, [f"m{i}" for i in range(10)])
 
     first = consume(shared_broker.bootstrap, topic, "--group", group, "--from-beginning",
@@ -104,7 +100,7 @@ def test_group_second_run_resumes_after_first_commit(shared_broker):
     assert third.stdout.splitlines() == ["m10", "m11"]
 
     # a new group without --from-beginning starts at the end: nothing old
-    fresh = consume(shared_broker.bootstrap, topic, "--group", _name("console-g2"),
+    fresh = consume(shared_broker.bootstrap, topic, "--group", unique("console-g2"),
                     "--timeout-ms", "800")
     assert fresh.stdout == ""
     described = cli("groups", "describe", group, "--bootstrap-server", shared_broker.bootstrap)
@@ -114,7 +110,7 @@ def test_group_second_run_resumes_after_first_commit(shared_broker):
 
 
 def test_timeout_ms_exits_zero_with_total_on_stderr(shared_broker):
-    topic = _name("console-timeout")
+    topic = unique("console-timeout")
     produce(shared_broker.bootstrap, topic, ["a", "b", "c"])
     started = time.monotonic()
     done = consume(shared_broker.bootstrap, topic, "--from-beginning", "--timeout-ms", "1000")
@@ -129,7 +125,7 @@ def test_timeout_ms_exits_zero_with_total_on_stderr(shared_broker):
 
 
 def test_partition_and_offset(shared_broker):
-    topic = _name("console-part")
+    topic = unique("console-part")
     produce(shared_broker.bootstrap, topic, [f"v{i}" for i in range(5)])
     done = consume(shared_broker.bootstrap, topic, "--partition", "0", "--offset", "3",
                    "--timeout-ms", "800")
@@ -140,7 +136,7 @@ def test_partition_and_offset(shared_broker):
 
 
 def test_line_without_separator_is_reported_and_skipped(shared_broker):
-    topic = _name("console-nosep")
+    topic = unique("console-nosep")
     done = produce(shared_broker.bootstrap, topic, ["a:1", "broken line", "b:2=x:y"],
                    "--key-separator", ":")
     assert "line 2" in done.stderr and "broken line" in done.stderr and "skipped" in done.stderr
@@ -150,7 +146,7 @@ def test_line_without_separator_is_reported_and_skipped(shared_broker):
 
 
 def test_failed_delivery_exits_one(shared_broker):
-    topic = _name("console-fail")
+    topic = unique("console-fail")
     done = cli("produce", topic, "--bootstrap-server", shared_broker.bootstrap,
                "--property", "max.request.size=200", stdin="small\n" + "x" * 500 + "\n")
     assert done.returncode == 1
@@ -160,7 +156,7 @@ def test_failed_delivery_exits_one(shared_broker):
 
 
 def test_unknown_topic_and_bad_options(shared_broker):
-    missing = cli("consume", _name("console-none"), "--bootstrap-server",
+    missing = cli("consume", unique("console-none"), "--bootstrap-server",
                   shared_broker.bootstrap, "--timeout-ms", "500")
     assert missing.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
     bad = cli("produce", "t", "--bootstrap-server", shared_broker.bootstrap,

@@ -27,10 +27,11 @@ from protocol.messages import (
 )
 from tests.interop.group_helpers import (
     GroupMember, SubprocessMember, all_partitions, broker_assignment, describe_group,
-    disjoint_cover, pump, pump_for, unique,
+    disjoint_cover, pump, pump_for,
 )
 from tests.interop.raw import Raw
 from tests.interop.librdkafka import create_topic, produce
+from tests.util import unique
 
 pytestmark = pytest.mark.interop
 

@@ -7,22 +7,17 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer
 
 from tests.interop.conftest import REPO_ROOT, free_port
 from tests.interop.librdkafka import create_topic
-from tests.util import wait_until
+from tests.util import unique, wait_until
 
 pytestmark = pytest.mark.interop
 SHARED_BROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": 0}
 WAIT_S = 30
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def groups(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
@@ -78,7 +73,7 @@ def describe(bootstrap: str, group: str, *flags: str) -> subprocess.CompletedPro
 
 def test_describe_shows_the_member_committed_offsets_and_lag(shared_broker):
     bs = shared_broker.bootstrap
-    topic, group, client = _name("gc-orders"), _name("gc-billing"), _name("billing")
+    topic, group, client = unique("gc-orders"), unique("gc-billing"), unique("billing")
     create_topic(bs, topic, 3)
     produce(bs, topic, {0: 10, 1: 10, 2: 10})
     c = consumer(bs, group, client)
@@ -114,7 +109,7 @@ def test_describe_shows_the_member_committed_offsets_and_lag(shared_broker):
 
 def test_members_and_state_of_a_group_of_two(shared_broker):
     bs = shared_broker.bootstrap
-    topic, group = _name("gc-two"), _name("gc-pair")
+    topic, group = unique("gc-two"), unique("gc-pair")
     create_topic(bs, topic, 3)
     produce(bs, topic, {0: 3, 1: 3, 2: 3})
     first, second = consumer(bs, group, "first"), consumer(bs, group, "second")
@@ -158,7 +153,7 @@ def test_members_and_state_of_a_group_of_two(shared_broker):
 
 def test_an_empty_group_keeps_its_offsets_and_says_so(shared_broker):
     bs = shared_broker.bootstrap
-    topic, group = _name("gc-empty"), _name("gc-left")
+    topic, group = unique("gc-empty"), unique("gc-left")
     create_topic(bs, topic, 2)
     produce(bs, topic, {0: 4, 1: 6})
     c = consumer(bs, group, "leaver")
@@ -190,7 +185,7 @@ def test_an_empty_group_keeps_its_offsets_and_says_so(shared_broker):
 
 def test_list_shows_state_and_protocol_type(shared_broker):
     bs = shared_broker.bootstrap
-    topic, active, left = _name("gc-list"), _name("gc-active"), _name("gc-gone")
+    topic, active, left = unique("gc-list"), unique("gc-active"), unique("gc-gone")
     create_topic(bs, topic, 1)
     produce(bs, topic, {0: 2})
     gone = consumer(bs, left, "gone")
@@ -217,7 +212,7 @@ def test_list_shows_state_and_protocol_type(shared_broker):
 
 
 def test_an_unknown_group_exits_1(shared_broker):
-    group = _name("gc-never")
+    group = unique("gc-never")
     done = groups(shared_broker.bootstrap, "describe", group)
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == f"Error: Consumer group '{group}' does not exist.\n"

@@ -17,10 +17,9 @@ from aiokafka import TopicPartition as AioTopicPartition
 from broker.events import read_events
 from tests.interop.group_helpers import (
     GroupMember, all_partitions, broker_assignment, describe_group, disjoint_cover, pump,
-    unique,
 )
 from tests.interop.librdkafka import create_topic, produce
-from tests.util import wait_until
+from tests.util import unique, wait_until
 
 pytestmark = pytest.mark.interop
 SHARED_BROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": "0",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -11,19 +10,16 @@ from kafka.errors import InvalidPartitionsError, TopicAlreadyExistsError
 from kafka.partitioner.default import murmur2
 
 from tests.interop.kafkapython import consume_all as kp_consume_all
+from tests.util import unique
 
 pytestmark = pytest.mark.interop
 CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
 
 
-def _topic(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
 def test_admin_round_trip(shared_broker):
     admin = KafkaAdminClient(bootstrap_servers=shared_broker.bootstrap)
     try:
-        name = _topic("kp-admin")
+        name = unique("kp-admin")
         admin.create_topics([NewTopic(name, num_partitions=2, replication_factor=1)])
         assert name in admin.list_topics()
         with pytest.raises(TopicAlreadyExistsError):
@@ -41,7 +37,7 @@ def test_admin_round_trip(shared_broker):
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_every_codec_round_trips(shared_broker, codec):
-    name = _topic(f"kp-{codec}")
+    name = unique(f"kp-{codec}")
     producer = KafkaProducer(bootstrap_servers=shared_broker.bootstrap, compression_type=codec,
                              linger_ms=5)
     futures = [producer.send(name, key=b"k%d" % (i % 7), value=b"value-%d" % i,
@@ -56,7 +52,7 @@ def test_every_codec_round_trips(shared_broker, codec):
 
 
 def test_keyed_records_follow_murmur2(shared_broker):
-    name = _topic("kp-keys")
+    name = unique("kp-keys")
     admin = KafkaAdminClient(bootstrap_servers=shared_broker.bootstrap)
     admin.create_topics([NewTopic(name, num_partitions=4, replication_factor=1)])
     admin.close()
@@ -70,7 +66,7 @@ def test_keyed_records_follow_murmur2(shared_broker):
 
 
 def test_offsets_for_times_and_end_offsets(shared_broker):
-    name = _topic("kp-times")
+    name = unique("kp-times")
     producer = KafkaProducer(bootstrap_servers=shared_broker.bootstrap)
     for i in range(5):
         producer.send(name, value=b"x", timestamp_ms=1_600_000_000_000 + i * 10).get(timeout=10)
