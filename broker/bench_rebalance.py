@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 import signal
@@ -54,12 +53,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from broker.bench import BenchError
+from broker.events import CONSUMER_EVENT_ORDER as _RANK
 from broker.events import read_events, read_jsonl
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# same-millisecond events sort as they happen in the protocol: a member starts before it is
-# assigned, and an old owner gives a partition up before the new owner gets it
-_RANK = {"started": 0, "revoked": 1, "lost": 1, "stopped": 2, "assigned": 3, "consumed": 4}
 
 
 def _now_ms() -> int:

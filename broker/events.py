@@ -89,6 +89,12 @@ CONSUMER_EVENT_TYPES: dict[str, dict[str, str]] = {
     "stopped": {"instance": "string", "reason": "string"},
 }
 
+# Same-millisecond consumer events sort as the protocol runs them: a member starts before it
+# is assigned, an old owner gives a partition up before a new owner gets it. Used by the
+# bench's plain-Python replay and by the Spark rebalances job, which must agree.
+CONSUMER_EVENT_ORDER = {"started": 0, "revoked": 1, "lost": 1, "stopped": 2, "assigned": 3,
+                        "consumed": 4}
+
 
 BUFFERED_TYPES = frozenset({"request"})
 

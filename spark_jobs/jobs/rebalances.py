@@ -27,16 +27,13 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from broker.events import CONSUMER_EVENT_ORDER
 from spark_jobs.jobs import JobResult, lookup, ms_to_text
 
 __all__ = ["partition_pauses", "member_pauses", "consumer_throughput", "pause_totals",
            "group_rebalances", "member_rebalance_intervals", "with_pauses", "protocol_kind",
            "run"]
 
-# Same-millisecond consumer events sort as the protocol runs them: a member starts before
-# it is assigned, an old owner gives a partition up before a new owner gets it (the bench's
-# plain-Python replay, broker/bench_rebalance.py, uses the same ranks).
-_RANK = {"started": 0, "revoked": 1, "lost": 1, "stopped": 2, "assigned": 3, "consumed": 4}
 _RELEASES = ("revoked", "lost")
 # Instance-wide events: whatever the instance still owned is let go (a `started` means an
 # earlier run of the instance ended without `stopped`, e.g. killed).
@@ -48,7 +45,7 @@ MEMBER_PAUSE_COLUMNS = ["instance", "start_ts", "end_ts", "pause_ms"]
 
 
 def _rank() -> Column:
-    return lookup(_RANK, F.col("type"))
+    return lookup(CONSUMER_EVENT_ORDER, F.col("type"))
 
 
 def protocol_kind(protocol: Column) -> Column:
