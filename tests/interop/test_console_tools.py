@@ -5,7 +5,6 @@ line without the separator reported and skipped."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
@@ -13,11 +12,11 @@ import time
 import pytest
 
 from tests.interop.conftest import REPO_ROOT
+from tests.interop.kcat import kcat
 from tests.interop.librdkafka import create_topic
 from tests.util import unique
 
 pytestmark = pytest.mark.interop
-KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
@@ -38,13 +37,6 @@ def consume(bootstrap: str, topic: str, *extra: str) -> subprocess.CompletedProc
     done = cli("consume", topic, "--bootstrap-server", bootstrap, *extra)
     assert done.returncode == 0, done.stderr
     return done
-
-
-def kcat(*args: str) -> str:
-    assert KCAT, "kcat is missing: make test installs it (make sysdeps)"
-    done = subprocess.run([KCAT, *args], capture_output=True, timeout=60)
-    assert done.returncode == 0, done.stderr.decode()
-    return done.stdout.decode()
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -72,9 +64,8 @@ def test_keys_and_every_codec_read_back_by_consume_and_kcat(shared_broker, codec
 
 def test_consume_reads_what_kcat_produced_null_key_printed(shared_broker):
     topic = unique("console-kcat")
-    assert KCAT
-    subprocess.run([KCAT, "-b", shared_broker.bootstrap, "-P", "-t", topic, "-z", "lz4"],
-                   input=b"plain one\nplain two\n", check=True, timeout=60)
+    kcat("-b", shared_broker.bootstrap, "-P", "-t", topic, "-z", "lz4",
+         stdin=b"plain one\nplain two\n")
     out = consume(shared_broker.bootstrap, topic, "--from-beginning", "--print-key",
                   "--max-messages", "2")
     assert out.stdout.splitlines() == ["null\tplain one", "null\tplain two"]
