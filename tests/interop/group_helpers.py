@@ -71,6 +71,7 @@ class GroupMember:
         # the (only) assignor is cooperative-sticky
         self.cooperative = conf.get("partition.assignment.strategy") == "cooperative-sticky"
         self.events: list[tuple[str, set[tuple[str, int]]]] = []
+        self.assign_times: list[float] = []  # wall clock (as the broker's event log) of each assign
         self.owned: set[tuple[str, int]] = set()
         self.min_owned_since_mark: int | None = None  # smallest assignment since mark()
         self.messages: list[tuple[str, int, int, bytes, float]] = []
@@ -84,6 +85,7 @@ class GroupMember:
     def _on_assign(self, consumer, partitions) -> None:
         got = tps(partitions)
         self.events.append(("assign", got))
+        self.assign_times.append(time.time())
         self.owned = self.owned | got if self.cooperative else got
         self._track()
 
@@ -160,6 +162,26 @@ def group_story(broker, group: str) -> str:
             "assigned")
     return "\n".join(str({k: e[k] for k in keep if k in e})
                      for e in read_events(broker.data_dir) if e.get("group") == group)
+
+
+def rebalance_served(broker, group: str, members: list[GroupMember]) -> bool:
+    """Every member has served the assign callback of the group's latest generation.
+
+    The broker logs `group_assignment` for each member when it answers that member's
+    SyncGroup; librdkafka then calls on_assign (possibly with nothing new, under the
+    cooperative protocol) from a later poll. A member that owns the right partitions may
+    still have that callback ahead of it, so "converged" alone is not "settled"."""
+    assignments = [e for e in read_events(broker.data_dir)
+                   if e.get("type") == "group_assignment" and e.get("group") == group]
+    if not assignments:
+        return False
+    latest = max(e["generation"] for e in assignments)
+    synced = {e["member"]: e["ts"] for e in assignments if e["generation"] == latest}
+    for m in members:
+        ts = synced.get(m.consumer.memberid())
+        if ts is None or not any(t * 1000 >= ts for t in m.assign_times):
+            return False
+    return True
 
 
 def pump_for(members: list, duration_s: float, poll_s: float = 0.05) -> None:

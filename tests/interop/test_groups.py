@@ -27,7 +27,7 @@ from protocol.messages import (
 )
 from tests.interop.group_helpers import (
     GroupMember, SubprocessMember, all_partitions, broker_assignment, describe_group,
-    disjoint_cover, pump, pump_for,
+    disjoint_cover, pump, pump_for, rebalance_served,
 )
 from tests.interop.raw import Raw
 from tests.interop.librdkafka import create_topic, produce
@@ -72,7 +72,10 @@ def test_three_members_own_each_partition_once_and_consume_each_record_once(
     try:
         pump(members, lambda: disjoint_cover([m.owned for m in members], everything),
              CONVERGE_S, f"3 {strategy} members to own the 6 partitions once each")
+        pump(members, lambda: rebalance_served(shared_broker, group, members), CONVERGE_S,
+             "every member to serve the last rebalance's assign callback")
         assert [m.assignment() for m in members] == [m.owned for m in members]
+        assert disjoint_cover([m.owned for m in members], everything)
 
         # the broker agrees: Stable, three members, the same assignment, the chosen assignor
         description = describe_group(bootstrap, group)
