@@ -3,7 +3,7 @@
 #
 # Starts both brokers on 127.0.0.1 (peer :19092, ours :19093 with a throw-away data dir),
 # runs {produce, consume} x {1, 6 partitions} x {acks=1, acks=all} against each with the
-# same command (python -m broker.bench), one broker right after the other for each cell,
+# same command (python -m bench.throughput), one broker right after the other for each cell,
 # prints a table with the ratio ours/peer and writes the raw JSON lines to
 # bench-out/results.jsonl. Both brokers are stopped on exit.
 #
@@ -11,7 +11,7 @@
 #   RECORDS=1000000      records per cell          RECORD_SIZE=100   value bytes
 #   LINGER_MS=5          producer linger.ms        TIMEOUT_S=120     per-cell deadline
 #   PARTITIONS="1 6"     ACKS="1 all"              BROKERS="peer ours"
-#   PEER_PORT=19092      OURS_PORT=19093           BENCH_ARGS=""     extra broker.bench args
+#   PEER_PORT=19092      OURS_PORT=19093           BENCH_ARGS=""     extra bench.throughput args
 #   OUT_DIR=bench-out
 set -euo pipefail
 
@@ -150,7 +150,7 @@ FAILED=0
 run_cell() { # run_cell BROKER OP PARTITIONS ACKS
     local b=$1 op=$2 p=$3 a=$4
     # shellcheck disable=SC2086
-    if ! "$PY" -m broker.bench "$op" --bootstrap "127.0.0.1:${PORT[$b]}" --broker-pid "${PID[$b]}" \
+    if ! "$PY" -m bench.throughput "$op" --bootstrap "127.0.0.1:${PORT[$b]}" --broker-pid "${PID[$b]}" \
         --label "$b" --records "$RECORDS" --record-size "$RECORD_SIZE" --partitions "$p" --acks "$a" \
         --linger-ms "$LINGER_MS" --timeout-s "$TIMEOUT_S" --json-out "$RESULTS" $BENCH_ARGS; then
         FAILED=$((FAILED + 1))

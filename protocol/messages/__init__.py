@@ -53,10 +53,28 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(offsets.OffsetDeleteRequest, offsets.OffsetDeleteResponse),
 )}
 
-# Kafka's names for the api keys, so that handlers and logs can say what they mean.
-PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
-API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS = 18, 19, 20
-INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CONFIGS, CREATE_PARTITIONS = 22, 23, 32, 37
-OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP = 8, 9, 10, 11
-HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 12, 13, 14, 15, 16
-DELETE_GROUPS, OFFSET_DELETE = 42, 47
+# Kafka's names for the api keys, so that handlers and logs can say what they mean. Each is
+# read off its declaration, so a key is written down once (a test checks every name is the
+# declaration's name in Kafka's SCREAMING_SNAKE form, as in ApiKeys.java).
+PRODUCE = produce.ProduceRequest.api_key
+FETCH = fetch.FetchRequest.api_key
+LIST_OFFSETS = list_offsets.ListOffsetsRequest.api_key
+METADATA = metadata.MetadataRequest.api_key
+API_VERSIONS = api_versions.ApiVersionsRequest.api_key
+CREATE_TOPICS = topics.CreateTopicsRequest.api_key
+DELETE_TOPICS = topics.DeleteTopicsRequest.api_key
+INIT_PRODUCER_ID = producer_id.InitProducerIdRequest.api_key
+OFFSET_FOR_LEADER_EPOCH = leader_epoch.OffsetForLeaderEpochRequest.api_key
+DESCRIBE_CONFIGS = configs.DescribeConfigsRequest.api_key
+CREATE_PARTITIONS = topics.CreatePartitionsRequest.api_key
+OFFSET_COMMIT = offsets.OffsetCommitRequest.api_key
+OFFSET_FETCH = offsets.OffsetFetchRequest.api_key
+FIND_COORDINATOR = group.FindCoordinatorRequest.api_key
+JOIN_GROUP = group.JoinGroupRequest.api_key
+HEARTBEAT = group.HeartbeatRequest.api_key
+LEAVE_GROUP = group.LeaveGroupRequest.api_key
+SYNC_GROUP = group.SyncGroupRequest.api_key
+DESCRIBE_GROUPS = group.DescribeGroupsRequest.api_key
+LIST_GROUPS = group.ListGroupsRequest.api_key
+DELETE_GROUPS = group.DeleteGroupsRequest.api_key
+OFFSET_DELETE = offsets.OffsetDeleteRequest.api_key

@@ -282,7 +282,7 @@ def describe_at(offset_commits: DataFrame, batches: DataFrame, group_metadata: D
 def render_describe(described: dict[str, Any], group: str) -> tuple[str, str]:
     """(stdout, stderr) exactly as `minibroker groups describe GROUP` prints them, by handing
     the replayed view to the tool's own printer."""
-    from broker.tools.groups import GroupDescription, Member, PartitionRow, print_offsets
+    from tools.groups import GroupDescription, Member, PartitionRow, print_offsets
     members = []
     by_id = {}
     for m in described["members"]:

@@ -54,7 +54,7 @@ def test_properties_file_and_topic_overrides():
 
 
 def test_cli_refuses_a_bad_key_with_one_line_and_status_2(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "broker.cli", "serve", "--data-dir",
+    done = subprocess.run([sys.executable, "-m", "tools.cli", "serve", "--data-dir",
                            str(tmp_path), "-o", "log.segment.bytes=lots"],
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 2

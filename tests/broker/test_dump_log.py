@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from crc32c import crc32c
 
-from broker.cli import build_parser
-from broker.tools.dump_log import dump, main
+from tools.cli import build_parser
+from tools.dump_log import dump, main
 from protocol.codecs import Codec
 from protocol.consumer_protocol import (
     Assignment, Subscription, encode_assignment, encode_subscription,
@@ -348,7 +348,7 @@ def test_empty_segment_and_missing_path(tmp_path, capsys):
 def test_cli_subprocess(tmp_path):
     part = tmp_path / "__consumer_offsets-0"
     write_segment(part, 0, *offsets_batches(), b"\0" * 20)
-    done = subprocess.run([sys.executable, "-m", "broker.cli", "dump-log", str(part),
+    done = subprocess.run([sys.executable, "-m", "tools.cli", "dump-log", str(part),
                            "--offsets-decoder"], cwd=REPO_ROOT, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -12,7 +12,7 @@
 A module can configure its ``shared_broker`` with a module-level
 ``SHARED_BROKER_OVERRIDES = {"key": "value"}``.
 
-Each broker runs ``python -m broker.cli serve --broker-id 0 --listen 127.0.0.1:PORT
+Each broker runs ``python -m tools.cli serve --broker-id 0 --listen 127.0.0.1:PORT
 --data-dir DIR [-o key=value ...]`` on a free port, with stdout and stderr in
 ``<tmp>/broker.log``; it is ready once a TCP connect succeeds (deadline 20 s; if the
 process exits first, the start fails at once with the log's tail). Teardown sends
@@ -94,7 +94,7 @@ class BrokerProcess:
 
     def command(self) -> list[str]:
         cmd = [
-            sys.executable, "-m", "broker.cli", "serve",
+            sys.executable, "-m", "tools.cli", "serve",
             "--broker-id", str(self.broker_id),
             "--listen", self.bootstrap,
             "--data-dir", str(self.data_dir),

@@ -1,4 +1,4 @@
-"""`minibroker bench rebalance` (broker/bench_rebalance.py and its worker) on a small group:
+"""`minibroker bench rebalance` (bench/rebalance.py and its worker) on a small group:
 3 instances of our client over 6 partitions, each bounced once, under eager and cooperative
 rebalancing; what the instances' event files say must follow the declared schema and the
 protocols' rules. And the plain-Python pause arithmetic on a crafted history, against
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from broker import bench_rebalance as bench
+from bench import rebalance as bench
 from broker.events import CONSUMER_EVENT_TYPES
 
 INSTANCES, PARTITIONS = 3, 6
@@ -202,6 +202,6 @@ def test_pause_totals_on_a_crafted_cooperative_history(tmp_path):
 @pytest.mark.parametrize("value, expected", [(b"1795328093700:7", 1795328093700),
                                              (b"junk", -1), (None, -1)])
 def test_produced_ts_from_the_record_value(value, expected):
-    from broker.bench_rebalance_worker import encode_value, produced_ts
+    from bench.rebalance_worker import encode_value, produced_ts
     assert produced_ts(value) == expected
     assert produced_ts(encode_value(42, 3)) == 42

@@ -1,4 +1,4 @@
-"""`minibroker produce` / `minibroker consume` (broker/tools/produce.py, consume.py) run as
+"""`minibroker produce` / `minibroker consume` (tools/produce.py, consume.py) run as
 subprocesses against the real broker, cross-checked with kcat: keys through
 --key-separator, every codec, --group resuming at the committed offset, --timeout-ms, and a
 line without the separator reported and skipped."""
@@ -21,7 +21,7 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
 def cli(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "broker.cli", *args], cwd=REPO_ROOT,
+    return subprocess.run([sys.executable, "-m", "tools.cli", *args], cwd=REPO_ROOT,
                           input=stdin, capture_output=True, text=True, timeout=timeout)
 
 

@@ -21,7 +21,7 @@ WAIT_S = 30
 
 
 def groups(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "broker.cli", "groups", *args,
+    return subprocess.run([sys.executable, "-m", "tools.cli", "groups", *args,
                            "--bootstrap-server", bootstrap],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
 

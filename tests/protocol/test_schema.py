@@ -160,3 +160,16 @@ def test_uuid_round_trip():
     tid = uuid.uuid4()
     body = {"topics": [{"name": "t", "topic_id": tid, "partitions": []}]}
     assert metadata.parse(metadata.build(body, 12), 12).topics[0].topic_id == tid
+
+
+def test_api_key_names_are_the_declarations_names_in_kafkas_form():
+    import re
+
+    import protocol.messages as messages
+
+    constants = {name: value for name, value in vars(messages).items()
+                 if re.fullmatch(r"[A-Z][A-Z_]+", name) and isinstance(value, int)}
+    expected = {re.sub(r"(?<!^)(?=[A-Z])", "_", api.name).upper(): key
+                for key, api in messages.APIS.items()}
+    assert constants == expected
+    assert constants["OFFSET_FOR_LEADER_EPOCH"] == 23 and constants["PRODUCE"] == 0

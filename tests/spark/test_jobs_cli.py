@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _describe(bootstrap: str) -> tuple[str, str]:
-    from broker.tools import groups
+    from tools import groups
     args = argparse.Namespace(bootstrap_server=bootstrap, timeout=10_000,
                               groups_command="describe", group=GROUP, members=False,
                               state=False, offsets=False)
@@ -139,7 +139,7 @@ def test_errors_are_one_line_and_exit_2(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "PYSPARK_GATEWAY_PORT")}
     env["PATH"] = str(Path(sys.executable).parent)
     # through the installed `minibroker analyze` entry point, as a user types it
-    proc = subprocess.run([sys.executable, "-m", "broker.cli", "analyze", "--data-dir",
+    proc = subprocess.run([sys.executable, "-m", "tools.cli", "analyze", "--data-dir",
                            str(tmp_path), "--out", str(tmp_path / "o")], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2

@@ -24,11 +24,11 @@ import time
 import uuid
 from typing import Any
 
-from broker.bench import BenchError, _ck, _CpuMeter
+from bench.common import BenchError, CpuMeter, confluent_kafka_modules
 
 
 def _create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float) -> None:
-    ck, admin = _ck()
+    ck, admin = confluent_kafka_modules()
     client = admin.AdminClient({"bootstrap.servers": bootstrap})
     md = client.list_topics(timeout=timeout_s)
     if topic in md.topics and not md.topics[topic].error:
@@ -91,11 +91,11 @@ def _close(members: list[_Member]) -> None:
 
 
 def run_join(args, out: list[dict]) -> None:
-    ck, _ = _ck()
+    ck, _ = confluent_kafka_modules()
     topic = f"bench-groups-p{args.partitions}"
     _create_topic(args.bootstrap, topic, args.partitions, args.timeout_s)
     for n in args.members:
-        meter = _CpuMeter(args.broker_pid)
+        meter = CpuMeter(args.broker_pid)
         meter.start()
         members, elapsed = _form_group(ck, args, n, topic)
         broker_cpu, _ = meter.stop()
@@ -110,13 +110,13 @@ def run_join(args, out: list[dict]) -> None:
 
 
 def run_commit(args, out: list[dict]) -> None:
-    ck, _ = _ck()
+    ck, _ = confluent_kafka_modules()
     topic = f"bench-groups-p{args.partitions}"
     _create_topic(args.bootstrap, topic, args.partitions, args.timeout_s)
     members, _ = _form_group(ck, args, args.commit_members, topic)
     try:
         interval = args.commit_interval_ms / 1000
-        meter = _CpuMeter(args.broker_pid)
+        meter = CpuMeter(args.broker_pid)
         meter.start()
         started = time.perf_counter()
         next_commit = [started + i * interval / len(members) for i in range(len(members))]

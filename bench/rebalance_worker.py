@@ -16,7 +16,7 @@ burn: the benchmark's ten instances share the machine's cores with the broker). 
 produce time carried in the first record's value (see `encode_value`). SIGTERM (or SIGINT)
 closes the consumer gracefully — revoke, commit, LeaveGroup — and then writes `stopped`.
 
-    python -m broker.bench_rebalance_worker --client minibroker --protocol cooperative \
+    python -m bench.rebalance_worker --client minibroker --protocol cooperative \
         --bootstrap 127.0.0.1:9092 --topic t --group g --instance c3 --events OUT/consumers/c3.jsonl
 
 A restarted instance appends to the same file. librdkafka does not expose the group
@@ -241,7 +241,7 @@ def run_librdkafka(args: argparse.Namespace, log: ConsumerEventLog) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m broker.bench_rebalance_worker",
+    p = argparse.ArgumentParser(prog="python -m bench.rebalance_worker",
                                 description="One consumer instance of the rolling-bounce bench.")
     p.add_argument("--client", choices=["minibroker", "librdkafka"], default="minibroker")
     p.add_argument("--protocol", choices=sorted(STRATEGIES), required=True)

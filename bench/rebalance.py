@@ -9,7 +9,7 @@ Owns the controller, the CLI, the plain-Python pause arithmetic and the charts:
 
 A run starts a broker (its own temp data dir, group.initial.rebalance.delay.ms=0) unless
 --bootstrap is given, creates a topic of --partitions partitions, starts --instances consumer
-processes (broker/bench_rebalance_worker.py) in one group, waits until the group is stable
+processes (bench/rebalance_worker.py) in one group, waits until the group is stable
 with every partition owned exactly once, starts a producer at --rate records/s spread
 round-robin over the partitions, and after --warmup-s restarts the instances one at a time:
 SIGTERM (graceful close: revoke, commit, LeaveGroup), start again, wait until the group is
@@ -52,11 +52,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from broker.bench import BenchError
+from bench.common import BenchError
 from broker.events import CONSUMER_EVENT_ORDER as _RANK
 from broker.events import read_events, read_jsonl
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def _now_ms() -> int:
@@ -436,11 +435,11 @@ class BrokerProcess:
         self.data_dir = data_dir
         self.port = _free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "broker.cli", "serve", "--broker-id", "0",
+        cmd = [sys.executable, "-m", "broker", "serve", "--broker-id", "0",
                "--listen", self.bootstrap, "--data-dir", str(data_dir),
                "-o", "group.initial.rebalance.delay.ms=0", "--log-level", "warning"]
         self._log = open(log_path, "ab")
-        self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                      stdout=self._log, stderr=subprocess.STDOUT)
 
         def accepts() -> bool:
@@ -480,7 +479,7 @@ class Instance:
     def start(self) -> None:
         self.signalled = False
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
+            self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL,
                                          stdout=log, stderr=subprocess.STDOUT,
                                          env=dict(os.environ, PYTHONUNBUFFERED="1"))
 
@@ -580,7 +579,7 @@ class GroupWatch:
 
 
 def _producer_cmd(args, bootstrap: str, topic: str, stop_file: Path) -> list[str]:
-    return [sys.executable, "-m", "broker.bench_rebalance", "--produce", "--bootstrap", bootstrap,
+    return [sys.executable, "-m", "bench.rebalance", "--produce", "--bootstrap", bootstrap,
             "--topic", topic, "--partitions", str(args.partitions), "--rate", str(args.rate),
             "--stop-file", str(stop_file)]
 
@@ -591,7 +590,7 @@ def run_producer(bootstrap: str, topic: str, partitions: int, rate: float,
     exists; values carry the produce time (bench_rebalance_worker.encode_value)."""
     import trio
 
-    from broker.bench_rebalance_worker import encode_value
+    from bench.rebalance_worker import encode_value
     from client import Producer
 
     async def produce() -> tuple[int, int]:
@@ -662,7 +661,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         _create_topic(bootstrap, topic, args.partitions)
         for i in range(args.instances):
             name = f"c{i}"
-            cmd = [sys.executable, "-m", "broker.bench_rebalance_worker",
+            cmd = [sys.executable, "-m", "bench.rebalance_worker",
                    "--client", args.client, "--protocol", args.protocol,
                    "--bootstrap", bootstrap, "--topic", topic, "--group", group,
                    "--instance", name, "--events", str(out / "consumers" / f"{name}.jsonl"),
@@ -683,7 +682,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         stop_file.unlink(missing_ok=True)
         with open(out / "logs" / "producer.log", "ab") as log:
             producer = subprocess.Popen(
-                _producer_cmd(args, bootstrap, topic, stop_file), cwd=REPO_ROOT,
+                _producer_cmd(args, bootstrap, topic, stop_file),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         meta["producer_start_ts"] = _now_ms()
         _observe(args.warmup_s, producer, instances)

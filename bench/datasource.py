@@ -1,8 +1,8 @@
 """Benchmark of the minibroker-log Spark data source: rows/s of records() and batches().
 
-    .venv/bin/python scripts/bench_datasource.py                    # ~1 GB under /tmp
-    .venv/bin/python scripts/bench_datasource.py --size-mb 200
-    .venv/bin/python scripts/bench_datasource.py --data-dir DIR     # reuse a data directory
+    .venv/bin/python -m bench.datasource                    # ~1 GB under /tmp
+    .venv/bin/python -m bench.datasource --size-mb 200
+    .venv/bin/python -m bench.datasource --data-dir DIR     # reuse a data directory
 
 Without segments in --data-dir, it starts our broker on that directory, writes about
 --size-mb of --value-bytes values through confluent-kafka (uncompressed, keyed every other
@@ -23,11 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from broker.bench import process_tree_cpu_seconds  # noqa: E402
-from spark_jobs.segments import find_segments  # noqa: E402
+from bench.common import process_tree_cpu_seconds
+from spark_jobs.segments import find_segments
 
 TOPIC = "bench-datasource"
 
@@ -59,9 +56,9 @@ def generate(data_dir: Path, size_mb: int, value_bytes: int, partitions: int) ->
     data_dir.mkdir(parents=True, exist_ok=True)
     log = open(data_dir.parent / "bench-broker.log", "ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "broker.cli", "serve", "--broker-id", "0",
+        [sys.executable, "-m", "broker", "serve", "--broker-id", "0",
          "--listen", f"127.0.0.1:{port}", "--data-dir", str(data_dir)],
-        cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        stdout=log, stderr=subprocess.STDOUT)
     try:
         _wait_listening(port, proc)
         bootstrap = f"127.0.0.1:{port}"

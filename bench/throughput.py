@@ -4,8 +4,8 @@ Drives a broker with confluent-kafka (librdkafka), the fastest of the supported
 clients, so that the broker rather than the Python client loop is what is being
 measured as far as possible.  Also runnable on its own (scripts/bench.sh does so)::
 
-    python -m broker.bench produce --bootstrap 127.0.0.1:19092 --partitions 6 --acks 1
-    python -m broker.bench consume --bootstrap 127.0.0.1:19092 --partitions 6 --acks 1
+    python -m bench.throughput produce --bootstrap 127.0.0.1:19092 --partitions 6 --acks 1
+    python -m bench.throughput consume --bootstrap 127.0.0.1:19092 --partitions 6 --acks 1
 
 ``consume`` reads the topic that ``produce`` with the same parameters wrote (the
 default topic name is derived from --partitions and --acks), so run them in that
@@ -27,113 +27,15 @@ import argparse
 import json
 import os
 import platform
-import resource
 import sys
 import time
 import uuid
 from typing import Any
 
+from bench.common import BenchError, CpuMeter, confluent_kafka_modules
 from protocol.codecs import CODEC_NAMES
 
-__all__ = ["main", "build_parser", "process_tree_cpu_seconds"]
-
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-class BenchError(Exception):
-    """A benchmark run that could not produce a valid figure."""
-
-
-# --------------------------------------------------------------------------- CPU
-
-
-def _proc_stat_fields(pid: int) -> list[str]:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        raw = f.read().decode("ascii", "replace")
-    # comm (field 2) may contain spaces and parentheses: split after the last ')'.
-    return raw[raw.rindex(")") + 2 :].split()
-
-
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    task_dir = f"/proc/{pid}/task"
-    try:
-        tids = os.listdir(task_dir)
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"{task_dir}/{tid}/children") as f:
-                out.extend(int(x) for x in f.read().split())
-        except OSError:
-            pass
-    return out
-
-
-def process_tree_cpu_seconds(pid: int) -> float:
-    """CPU seconds (utime+stime, all threads) of ``pid``.
-
-    Also counts its live descendants and the children it has already reaped
-    (cutime+cstime), so a broker that forks workers is measured completely; for
-    a single-process broker this is exactly utime+stime of ``pid``.
-    """
-    total_ticks = 0
-    seen: set[int] = set()
-    stack = [pid]
-    while stack:
-        p = stack.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        try:
-            fields = _proc_stat_fields(p)
-        except (OSError, ValueError):
-            if p == pid:
-                raise BenchError(f"cannot read /proc/{pid}/stat: is the broker (pid {pid}) running?")
-            continue
-        # After the comm field, index 0 is field 3 (state): utime is field 14,
-        # stime 15, cutime 16, cstime 17.
-        total_ticks += sum(int(x) for x in fields[11:15])
-        stack.extend(_children(p))
-    return total_ticks / _CLK_TCK
-
-
-def _client_cpu_seconds() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
-
-
-class _CpuMeter:
-    def __init__(self, broker_pid: int | None) -> None:
-        self.broker_pid = broker_pid
-        self._b0 = self._c0 = 0.0
-
-    def start(self) -> None:
-        self._c0 = _client_cpu_seconds()
-        if self.broker_pid is not None:
-            self._b0 = process_tree_cpu_seconds(self.broker_pid)
-
-    def stop(self) -> tuple[float | None, float]:
-        client = _client_cpu_seconds() - self._c0
-        broker = None
-        if self.broker_pid is not None:
-            broker = process_tree_cpu_seconds(self.broker_pid) - self._b0
-        return broker, client
-
-
-# ----------------------------------------------------------------------- helpers
-
-
-def _ck():
-    try:
-        import confluent_kafka
-        from confluent_kafka import admin
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise BenchError(
-            "confluent-kafka is not installed; install the test extra: pip install -e '.[test]'"
-        ) from e
-    return confluent_kafka, admin
-
+__all__ = ["main", "build_parser"]
 
 def default_topic(args: argparse.Namespace) -> str:
     return f"bench-p{args.partitions}-acks{args.acks}"
@@ -152,7 +54,7 @@ def _client_conf(args: argparse.Namespace) -> dict[str, Any]:
 
 def _ensure_topic(args: argparse.Namespace, create: bool) -> int:
     """Make sure the topic exists (creating it if allowed); return its partition count."""
-    ck, admin = _ck()
+    ck, admin = confluent_kafka_modules()
     # Only connection-level -X properties: producer/consumer ones would draw CONFWARNs.
     conf = {
         k: v
@@ -238,7 +140,7 @@ def _summary(r: dict[str, Any]) -> str:
 
 
 def run_produce(args: argparse.Namespace, result: dict[str, Any]) -> None:
-    ck, _ = _ck()
+    ck, _ = confluent_kafka_modules()
     _ensure_topic(args, create=True)
 
     errors = 0
@@ -266,7 +168,7 @@ def run_produce(args: argparse.Namespace, result: dict[str, Any]) -> None:
     produce = producer.produce
     poll = producer.poll
     n = args.records
-    meter = _CpuMeter(args.broker_pid)
+    meter = CpuMeter(args.broker_pid)
 
     meter.start()
     t0 = time.perf_counter()
@@ -294,7 +196,7 @@ def run_produce(args: argparse.Namespace, result: dict[str, Any]) -> None:
 
 
 def run_consume(args: argparse.Namespace, result: dict[str, Any]) -> None:
-    ck, _ = _ck()
+    ck, _ = confluent_kafka_modules()
     nparts = _ensure_topic(args, create=False)
     conf = _client_conf(args)
     conf.setdefault("group.id", f"bench-{uuid.uuid4().hex[:12]}")
@@ -306,7 +208,7 @@ def run_consume(args: argparse.Namespace, result: dict[str, Any]) -> None:
     # against Tansu: ~210k rec/s with the default, ~1M rec/s with 10 ms).
     conf.setdefault("fetch.queue.backoff.ms", 10)
     result["group_id"] = conf["group.id"]
-    meter = _CpuMeter(args.broker_pid)
+    meter = CpuMeter(args.broker_pid)
 
     want = args.records
     got = nbytes = errors = 0
@@ -406,15 +308,6 @@ def build_parser(prog: str = "minibroker bench") -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["groups"]:
-        from broker import bench_groups
-        return bench_groups.main(argv[1:])
-    if argv[:1] == ["client"]:
-        from broker import bench_client
-        return bench_client.main(argv[1:])
-    if argv[:1] == ["rebalance"]:
-        from broker import bench_rebalance
-        return bench_rebalance.main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.records <= 0 or args.record_size < 0 or args.partitions <= 0:
@@ -440,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     rc = 0
     try:
-        ck, _ = _ck()
+        ck, _ = confluent_kafka_modules()
         v = ck.version()
         result["client"] = f"confluent-kafka {v[0] if isinstance(v, tuple) else v} / librdkafka {ck.libversion()[0]}"
         (run_produce if args.op == "produce" else run_consume)(args, result)

@@ -1,0 +1,106 @@
+"""What every benchmark shares: the error that voids a figure, CPU accounting from /proc,
+and the optional confluent-kafka import.
+
+CPU seconds are read for a whole process tree (the broker and any children) so that a
+broker's figure includes work it hands to helper processes; the client's own CPU comes
+from getrusage and so includes librdkafka's threads.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+class BenchError(Exception):
+    """A benchmark run that could not produce a valid figure."""
+
+
+# --------------------------------------------------------------------------- CPU
+
+
+def _proc_stat_fields(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        raw = f.read().decode("ascii", "replace")
+    # comm (field 2) may contain spaces and parentheses: split after the last ')'.
+    return raw[raw.rindex(")") + 2 :].split()
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    task_dir = f"/proc/{pid}/task"
+    try:
+        tids = os.listdir(task_dir)
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"{task_dir}/{tid}/children") as f:
+                out.extend(int(x) for x in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def process_tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds (utime+stime, all threads) of ``pid``.
+
+    Also counts its live descendants and the children it has already reaped
+    (cutime+cstime), so a broker that forks workers is measured completely; for
+    a single-process broker this is exactly utime+stime of ``pid``.
+    """
+    total_ticks = 0
+    seen: set[int] = set()
+    stack = [pid]
+    while stack:
+        p = stack.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            fields = _proc_stat_fields(p)
+        except (OSError, ValueError):
+            if p == pid:
+                raise BenchError(f"cannot read /proc/{pid}/stat: is the broker (pid {pid}) running?")
+            continue
+        # After the comm field, index 0 is field 3 (state): utime is field 14,
+        # stime 15, cutime 16, cstime 17.
+        total_ticks += sum(int(x) for x in fields[11:15])
+        stack.extend(_children(p))
+    return total_ticks / _CLK_TCK
+
+
+def _client_cpu_seconds() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+class CpuMeter:
+    def __init__(self, broker_pid: int | None) -> None:
+        self.broker_pid = broker_pid
+        self._b0 = self._c0 = 0.0
+
+    def start(self) -> None:
+        self._c0 = _client_cpu_seconds()
+        if self.broker_pid is not None:
+            self._b0 = process_tree_cpu_seconds(self.broker_pid)
+
+    def stop(self) -> tuple[float | None, float]:
+        client = _client_cpu_seconds() - self._c0
+        broker = None
+        if self.broker_pid is not None:
+            broker = process_tree_cpu_seconds(self.broker_pid) - self._b0
+        return broker, client
+
+
+def confluent_kafka_modules():
+    try:
+        import confluent_kafka
+        from confluent_kafka import admin
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise BenchError(
+            "confluent-kafka is not installed; install the test extra: pip install -e '.[test]'"
+        ) from e
+    return confluent_kafka, admin

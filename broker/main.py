@@ -1,0 +1,74 @@
+"""The broker process's entry point: `minibroker serve` and `python -m broker`.
+
+Owns the serve flags (--broker-id, --listen, --data-dir, --config, -o, --log-level), turning
+them into a BrokerConfig, and running the server until SIGTERM or Ctrl-C. It lives in the
+broker package, not tools/, so that the broker can start without anything but protocol/:
+tools.cli only forwards to it. Configuration errors end the process with one line naming
+the key and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from functools import partial
+
+import trio
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--broker-id", type=int, default=None, help="broker.id (default 0)")
+    parser.add_argument("--listen", default=None, metavar="HOST:PORT",
+                        help="listener address (default 127.0.0.1:9092)")
+    parser.add_argument("--data-dir", default=None, help="log.dirs (default ./data)")
+    parser.add_argument("--config", default=None, metavar="FILE",
+                        help="a server.properties-style file")
+    parser.add_argument("-o", dest="override", action="append", default=[],
+                        metavar="KEY=VALUE", help="set one property (repeatable)")
+    parser.add_argument("--log-level", default="info",
+                        choices=["debug", "info", "warning", "error"])
+
+
+def serve(args: argparse.Namespace) -> int:
+    from broker.broker import Broker, parse_listener
+    from broker.config import BrokerConfig, ConfigError
+    from broker.server import serve as run_server
+
+    try:
+        overrides = {}
+        for item in args.override:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"-o expects key=value, got {item!r}")
+            overrides[key.strip()] = value
+        file_text = None
+        if args.config:
+            with open(args.config, encoding="utf-8") as f:
+                file_text = f.read()
+        cli = {"broker.id": args.broker_id, "log.dirs": args.data_dir}
+        if args.listen:
+            parse_listener(args.listen)
+            cli["listeners"] = args.listen
+        config = BrokerConfig.load(overrides, file_text, **cli)
+    except (ConfigError, ValueError, OSError) as e:
+        print(f"minibroker: config error: {e}", file=sys.stderr)
+        return 2
+
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    broker = Broker(config)
+    broker.open()
+    try:
+        trio.run(partial(run_server, broker))
+    except OSError as e:  # e.g. the port is taken
+        print(f"minibroker: cannot listen on {config['listeners']}: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m broker",
+                                     description="Run one broker in the foreground.")
+    add_arguments(parser)
+    return serve(parser.parse_args(sys.argv[1:] if argv is None else argv))

@@ -1,0 +1,72 @@
+"""The `minibroker` command line.
+
+Owns argument parsing and dispatch to the subcommands: `serve` (one broker in the
+foreground, broker.main), `bench` (benchmarks, bench.cli), `analyze` (the Spark analysis,
+spark_jobs.cli), `dump-log` (tools.dump_log), `groups` (tools.groups), `produce` and
+`consume` (console producer and consumer on the client library). Like Kafka's `tools`
+module, it is a client of the broker and lives apart from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from broker import main as broker_main
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="minibroker",
+                                     description="A small Kafka-compatible broker.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run one broker in the foreground")
+    broker_main.add_arguments(serve)
+    serve.set_defaults(func=broker_main.serve)
+
+    bench = sub.add_parser("bench", help="benchmarks (see docs/BENCHMARKS.md)",
+                           add_help=False)
+    bench.add_argument("rest", nargs=argparse.REMAINDER)
+    bench.set_defaults(func=lambda a: __import__("bench.cli", fromlist=["main"]).main(a.rest))
+
+    analyze = sub.add_parser("analyze", help="Spark analysis of a data directory "
+                                             "(docs/ANALYSIS.md)", add_help=False)
+    analyze.add_argument("rest", nargs=argparse.REMAINDER)
+    # imported only when used: the broker itself never needs pyspark
+    analyze.set_defaults(
+        func=lambda a: __import__("spark_jobs.cli", fromlist=["main"]).main(a.rest))
+
+    from tools import consume, dump_log, groups, produce
+    dump = sub.add_parser("dump-log", help="print the batches and records of log segments")
+    dump_log.add_arguments(dump)
+    dump.set_defaults(func=dump_log.main)
+    grp = sub.add_parser("groups", help="list and describe consumer groups")
+    groups.add_arguments(grp)
+    grp.set_defaults(func=groups.main)
+    prod = sub.add_parser("produce", help="send one record per stdin line "
+                                          "(kafka-console-producer)")
+    produce.add_arguments(prod)
+    prod.set_defaults(func=produce.main)
+    cons = sub.add_parser("consume", help="print a topic's records, one per line "
+                                          "(kafka-console-consumer)")
+    consume.add_arguments(cons)
+    cons.set_defaults(func=consume.main)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    # argparse's REMAINDER refuses a rest that starts with an option (--data-dir, --help),
+    # so these two get their arguments directly and parse them with their own parsers
+    if argv[:1] == ["analyze"]:
+        from spark_jobs.cli import main as analyze
+        return analyze(argv[1:]) or 0
+    if argv[:1] == ["bench"]:
+        from bench.cli import main as bench
+        return bench(argv[1:]) or 0
+    args = build_parser().parse_args(argv)
+    return args.func(args) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
