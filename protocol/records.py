@@ -3,8 +3,8 @@ in-place offset/epoch rewrites, and encoding/decoding of the records inside.
 
 Layout and rules: PROTOCOL.md section 3 (Kafka DefaultRecordBatch.java, DefaultRecord.java).
 The broker's hot path uses only parse_batch_header, batch_crc_ok, validate_produced_batch,
-iter_batch_headers and the set_* rewrites; none of them looks at records or copies the
-batch. encode_batch / decode_batch serve the client, the coordinator, tests and Spark.
+iter_batch_headers, the set_* rewrites and refresh_crc; none of them looks at records or
+copies the batch. encode_batch / decode_batch serve the client, the coordinator, tests and Spark.
 
 Every length read from the wire is checked against the bytes actually present before it
 is used, and every failure surfaces as a RecordError subclass (record_errors.py).
@@ -28,7 +28,7 @@ __all__ = [
     "BATCH_OVERHEAD", "MAGIC", "LOG_OVERHEAD", "DEFAULT_MAX_DECOMPRESSED",
     "BatchHeader", "Record", "parse_batch_header", "batch_crc_ok",
     "validate_produced_batch", "iter_batch_headers", "set_base_offset",
-    "set_partition_leader_epoch", "encode_batch", "decode_batch", "decode_batches",
+    "set_partition_leader_epoch", "refresh_crc", "encode_batch", "decode_batch", "decode_batches",
     "zigzag_encode", "zigzag_decode", "encode_varint", "encode_varlong",
     "decode_varint", "decode_varlong", "varint_size",
     "RecordError", "CorruptRecordError", "InvalidRecordError", "RecordTooLargeError",
@@ -175,14 +175,17 @@ def batch_crc_ok(buf, pos: int, header: BatchHeader) -> bool:
         return crc32c(mv[pos + ATTRIBUTES_POS : end]) == header.crc
 
 
-def validate_produced_batch(buf, max_size: int) -> BatchHeader:
-    """What a broker checks on one partition's records from a Produce request (v3+).
+def validate_produced_batch(buf, max_size: int, *, allow_control: bool = False) -> BatchHeader:
+    """What a broker checks on one partition's records from a Produce request (v3+), in
+    the order Kafka checks them (UnifiedLog.analyzeAndValidateRecords, then LogValidator).
 
     In order: exactly one complete batch filling `buf` (empty or trailing bytes ->
     InvalidRecordError, truncated or structurally bad -> CorruptRecordError); size <=
     max_size (RecordTooLargeError); CRC (CorruptRecordError); codec id 0..4
-    (UnsupportedCodecError); LastOffsetDelta + 1 == RecordsCount > 0 and not a control
-    batch (InvalidRecordError). Records are not decoded.
+    (UnsupportedCodecError); LastOffsetDelta + 1 == RecordsCount > 0 (InvalidRecordError);
+    not a control batch unless `allow_control` (InvalidRecordError: only the broker's own
+    writers, Kafka's AppendOrigin.COORDINATOR, may append transaction markers). Records
+    are not decoded.
     """
     n = len(buf)
     if n == 0:
@@ -204,7 +207,7 @@ def validate_produced_batch(buf, max_size: int) -> BatchHeader:
     if count <= 0 or header.last_offset_delta + 1 != count:
         raise InvalidRecordError(
             f"LastOffsetDelta {header.last_offset_delta} + 1 != RecordsCount {count} or no records")
-    if header.attributes & CONTROL_MASK:
+    if header.attributes & CONTROL_MASK and not allow_control:
         raise InvalidRecordError("clients may not produce control batches")
     return header
 
@@ -233,6 +236,20 @@ def set_base_offset(buf, pos: int, base_offset: int) -> None:
 def set_partition_leader_epoch(buf, pos: int, epoch: int) -> None:
     """Rewrite PartitionLeaderEpoch in place; also outside the CRC."""
     _I32.pack_into(buf, pos + LEADER_EPOCH_POS, epoch)
+
+
+def refresh_crc(buf, pos: int = 0) -> None:
+    """Recompute, in place, the CRC-32C of the batch at `pos` after a rewrite of a field
+    the CRC covers (Attributes onwards: timestamp type, MaxTimestamp, LastOffsetDelta...).
+
+    BatchLength gives the batch's extent; raises CorruptRecordError if `buf` ends first.
+    """
+    end = pos + LOG_OVERHEAD + _I32.unpack_from(buf, pos + LENGTH_POS)[0]
+    if end > len(buf) or end < pos + BATCH_OVERHEAD:
+        raise CorruptRecordError(f"batch at {pos} claims to end at {end}; buffer holds {len(buf)}")
+    with memoryview(buf) as mv:
+        crc = crc32c(mv[pos + ATTRIBUTES_POS : end])
+    _U32.pack_into(buf, pos + CRC_POS, crc)
 
 
 # --- varints (zigzag, as Kafka's ByteUtils.writeVarint / writeVarlong) ---------------
@@ -428,8 +445,7 @@ def encode_batch(
             base_sequence, len(records))
     except struct.error as e:
         raise ValueError(f"batch header field out of range: {e}") from None
-    with memoryview(out) as mv:
-        _U32.pack_into(out, CRC_POS, crc32c(mv[ATTRIBUTES_POS:]))
+    refresh_crc(out)
     return bytes(out)
 
 

@@ -60,11 +60,8 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from crc32c import crc32c
-
 from protocol.records import (
     ATTRIBUTES_POS,
-    CRC_POS,
     DELETE_HORIZON_MASK,
     LAST_OFFSET_DELTA_POS,
     BatchHeader,
@@ -73,6 +70,7 @@ from protocol.records import (
     encode_batch,
     iter_batch_headers,
     parse_batch_header,
+    refresh_crc,
 )
 
 from .errors import CorruptSegmentError
@@ -207,7 +205,7 @@ def _reencode(header: BatchHeader, records: list[Record], delete_horizon: int | 
     attributes = header.attributes | (DELETE_HORIZON_MASK if delete_horizon is not None else 0)
     struct.pack_into(">h", out, ATTRIBUTES_POS, attributes)
     struct.pack_into(">i", out, LAST_OFFSET_DELTA_POS, header.last_offset_delta)
-    struct.pack_into(">I", out, CRC_POS, crc32c(memoryview(out)[ATTRIBUTES_POS:]))
+    refresh_crc(out, 0)
     return bytes(out)
 
 

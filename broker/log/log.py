@@ -29,21 +29,17 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-import crc32c
-
 from protocol.records import (
     ATTRIBUTES_POS,
-    CONTROL_MASK,
-    CRC_POS,
     MAX_TIMESTAMP_POS,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
-    Codec,
-    UnsupportedCodecError,
     batch_crc_ok,
     parse_batch_header,
+    refresh_crc,
     set_base_offset,
     set_partition_leader_epoch,
+    validate_produced_batch,
 )
 
 from .config import LogConfig
@@ -52,7 +48,6 @@ from .errors import (
     InvalidRecordError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
-    RecordTooLargeError,
 )
 from .loader import (
     CLEANED_SUFFIX,
@@ -166,11 +161,12 @@ class PartitionLog:
         """Append one batch as leader: validate, assign offsets from the LEO, stamp the
         leader epoch, roll if needed, write.
 
-        A ``bytearray`` is rewritten in place (no copy); ``bytes`` are copied once. Raises
-        CorruptRecordError (bad magic/length/CRC), InvalidRecordError (not exactly one
-        batch, RecordsCount != LastOffsetDelta + 1, a control batch from a client),
-        UnsupportedCodecError, RecordTooLargeError (> max.message.bytes) or
-        RecordBatchTooLargeError (> segment.bytes); nothing is written then.
+        A ``bytearray`` is rewritten in place (no copy); ``bytes`` are copied once. Checks
+        are `protocol.records.validate_produced_batch`'s, with max.message.bytes, in its
+        (Kafka's) order -- CorruptRecordError (bad magic/length/CRC), InvalidRecordError
+        (not exactly one batch, RecordsCount != LastOffsetDelta + 1, a control batch from
+        a client), RecordTooLargeError (> max.message.bytes), UnsupportedCodecError --
+        then RecordBatchTooLargeError (> segment.bytes); nothing is written on any of them.
         ``origin="coordinator"`` (Kafka's AppendOrigin.COORDINATOR) may write control
         batches (transaction markers); clients may not.
 
@@ -180,8 +176,10 @@ class PartitionLog:
         """
         buf = batch if isinstance(batch, bytearray) else bytearray(batch)
         if validated is None:
-            header = self._validate_batch(buf, allow_control=origin != "client")
-        elif validated.size > self.config.segment_bytes:
+            validated = validate_produced_batch(buf, self.config.max_message_bytes,
+                                                allow_control=origin != "client")
+        # Kafka's UnifiedLog.append checks segment.bytes after the batch is validated.
+        if validated.size > self.config.segment_bytes:
             raise RecordBatchTooLargeError(
                 f"batch of {validated.size} bytes exceeds segment.bytes {self.config.segment_bytes}")
         set_base_offset(buf, 0, self._leo)
@@ -194,7 +192,7 @@ class PartitionLog:
             attributes = struct.unpack_from(">h", buf, ATTRIBUTES_POS)[0] | TIMESTAMP_TYPE_MASK
             struct.pack_into(">h", buf, ATTRIBUTES_POS, attributes)
             struct.pack_into(">q", buf, MAX_TIMESTAMP_POS, now_ms)
-            struct.pack_into(">I", buf, CRC_POS, crc32c.crc32c(memoryview(buf)[ATTRIBUTES_POS:]))
+            refresh_crc(buf, 0)
             log_append_time = now_ms
         header = parse_batch_header(buf, 0)
         self._maybe_roll(header.size, header.max_timestamp, header.base_offset,
@@ -203,32 +201,6 @@ class PartitionLog:
         self._leo = header.last_offset + 1
         self._count_unflushed(header.records_count)
         return AppendInfo(header.base_offset, header.last_offset, log_append_time)
-
-    def _validate_batch(self, buf: bytearray, *, allow_control: bool) -> BatchHeader:
-        # Kafka's LogValidator checks for one batch, in the order Kafka applies them.
-        if len(buf) < HEADER_SIZE:
-            raise CorruptRecordError(f"batch of {len(buf)} bytes is shorter than its header")
-        header = parse_batch_header(buf, 0)  # raises CorruptRecordError on magic/length
-        if header.size > len(buf):
-            raise CorruptRecordError(f"batch length {header.batch_length} disagrees with {len(buf)} bytes")
-        if header.size < len(buf):
-            raise InvalidRecordError("a produce request must carry exactly one batch per partition")
-        if header.size > self.config.max_message_bytes:
-            raise RecordTooLargeError(
-                f"batch of {header.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}")
-        if header.size > self.config.segment_bytes:
-            raise RecordBatchTooLargeError(
-                f"batch of {header.size} bytes exceeds segment.bytes {self.config.segment_bytes}")
-        if not batch_crc_ok(buf, 0, header):
-            raise CorruptRecordError("batch CRC-32C mismatch")
-        if header.records_count <= 0 or header.last_offset_delta + 1 != header.records_count:
-            raise InvalidRecordError(
-                f"RecordsCount {header.records_count} != LastOffsetDelta + 1 ({header.last_offset_delta + 1})")
-        if header.compression > Codec.ZSTD:
-            raise UnsupportedCodecError(f"unsupported compression codec id {header.compression}")
-        if header.attributes & CONTROL_MASK and not allow_control:
-            raise InvalidRecordError("clients may not produce control batches")
-        return header
 
     def append_as_follower(self, data: bytes | bytearray, *, now_ms: int) -> tuple[int, int] | None:
         """Append batches fetched from the leader, keeping their offsets and leader epochs.

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from crc32c import crc32c
 
 from tools.cli import build_parser
 from tools.dump_log import dump, main
@@ -20,7 +19,7 @@ from protocol.consumer_protocol import (
     Assignment, Subscription, encode_assignment, encode_subscription,
 )
 from protocol.messages import offsets_topic as ot
-from protocol.records import Record, encode_batch, parse_batch_header
+from protocol.records import Record, encode_batch, parse_batch_header, refresh_crc
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_700_000_000_000
@@ -135,7 +134,7 @@ def with_attributes(batch: bytes, extra: int) -> bytes:
     out = bytearray(batch)
     attributes = int.from_bytes(out[21:23], "big") | extra
     out[21:23] = attributes.to_bytes(2, "big")
-    out[17:21] = crc32c(bytes(out[21:])).to_bytes(4, "big")
+    refresh_crc(out)
     return bytes(out)
 
 

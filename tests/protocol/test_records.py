@@ -25,7 +25,7 @@ from protocol.records import (
     BATCH_OVERHEAD, BatchHeader, CorruptRecordError, InvalidRecordError, Record,
     RecordError, RecordTooLargeError, UnsupportedCodecError, batch_crc_ok, decode_batch,
     decode_batches, decode_varint, decode_varlong, encode_batch, encode_varint,
-    encode_varlong, iter_batch_headers, parse_batch_header, set_base_offset,
+    encode_varlong, iter_batch_headers, parse_batch_header, refresh_crc, set_base_offset,
     set_partition_leader_epoch, validate_produced_batch, varint_size,
 )
 from tests.protocol.test_codecs import BOMBS
@@ -47,9 +47,7 @@ def sample_records(n=3, offset=0):
 
 
 def fix_crc(batch: bytearray, pos: int = 0) -> bytearray:
-    h = parse_batch_header(batch, pos)
-    struct.pack_into(">I", batch, pos + R.CRC_POS,
-                     crc32c.crc32c(bytes(batch[pos + R.ATTRIBUTES_POS : pos + h.size])))
+    refresh_crc(batch, pos)
     return batch
 
 
@@ -309,6 +307,28 @@ def test_rewrites_keep_the_crc_valid():
         assert [r.offset for r in out] == [2**40 + pos + i for i in range(3)]
 
 
+def test_refresh_crc_after_a_rewrite_inside_the_crc():
+    one = encode_batch(sample_records(3), compression=Codec.GZIP)
+    buf = bytearray(b"\0" * 7 + one + one)
+    pos = 7 + len(one)
+    struct.pack_into(">q", buf, pos + R.MAX_TIMESTAMP_POS, TS + 99)
+    assert not batch_crc_ok(buf, pos, parse_batch_header(buf, pos))
+    refresh_crc(buf, pos)
+    h = parse_batch_header(buf, pos)
+    assert h.crc == crc32c.crc32c(bytes(buf[pos + 21 : pos + h.size]))  # independent of R
+    assert buf[:pos] == b"\0" * 7 + one  # nothing outside the batch moved
+    assert decode_batch(buf, pos)[0].max_timestamp == TS + 99
+
+
+def test_refresh_crc_refuses_a_batch_the_buffer_does_not_hold():
+    batch = bytearray(encode_batch(sample_records(2)))
+    before = bytes(batch[:-1])
+    cut = bytearray(before)
+    with pytest.raises(CorruptRecordError):
+        refresh_crc(cut)
+    assert cut == before
+
+
 # --- truncation and iteration ------------------------------------------------------
 
 @pytest.mark.parametrize("codec", list(Codec))
@@ -374,6 +394,33 @@ def test_validate_produced_batch_accepts_a_client_batch():
 def test_validate_produced_batch_rejects(buf, error):
     with pytest.raises(error):
         validate_produced_batch(buf, MiB)
+
+
+def test_validate_produced_batch_allows_control_batches_only_when_told():
+    marker = encode_batch([Record(0, TS, b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x05", [])],
+                          producer_id=9, producer_epoch=1, is_transactional=True, is_control=True)
+    with pytest.raises(InvalidRecordError, match="control"):
+        validate_produced_batch(marker, MiB)
+    assert validate_produced_batch(marker, MiB, allow_control=True).is_control
+    # The flag lifts only the control rule; every other check still applies.
+    bad = bytearray(marker)
+    bad[-1] ^= 1
+    with pytest.raises(CorruptRecordError):
+        validate_produced_batch(bytes(bad), MiB, allow_control=True)
+
+
+def test_validate_produced_batch_checks_in_kafkas_order():
+    # Size before CRC, CRC before codec, codec before the count rule (Kafka's
+    # analyzeAndValidateRecords, then LogValidator): a batch broken several ways fails on
+    # the first of them.
+    both = bytearray(wrap_payload(b"x" * 10, attributes=5, count=2, last_offset_delta=5))
+    with pytest.raises(UnsupportedCodecError):
+        validate_produced_batch(bytes(both), MiB)
+    both[-1] ^= 1
+    with pytest.raises(CorruptRecordError):
+        validate_produced_batch(bytes(both), MiB)
+    with pytest.raises(RecordTooLargeError):
+        validate_produced_batch(bytes(both), len(both) - 1)
 
 
 def test_validate_produced_batch_size_limit_is_inclusive():

@@ -10,7 +10,8 @@ from broker.log import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
-from protocol.records import batch_crc_ok, decode_batch, encode_batch, Record, iter_batch_headers
+from protocol.records import (Record, RecordError, batch_crc_ok, decode_batch, encode_batch,
+                              iter_batch_headers, refresh_crc, validate_produced_batch)
 
 from .helpers import batches_in, header_of, log_files, make_batch, open_log
 
@@ -115,6 +116,42 @@ def test_produce_validation(tmp_path):
         log.append(control, now_ms=0)
     assert log.log_end_offset == 0 and log.size == 0
     assert log.append(control, now_ms=0, origin="coordinator").base_offset == 0
+
+
+def _bad_batches():
+    good = make_batch(2)
+    bad_crc = bytearray(good)
+    bad_crc[-1] ^= 0xFF
+    lod = bytearray(good)
+    lod[23:27] = (5).to_bytes(4, "big")       # LastOffsetDelta 5 for 2 records
+    codec_and_count = bytearray(lod)
+    codec_and_count[22] |= 5                   # codec id 5 as well
+    for b in (lod, codec_and_count):
+        refresh_crc(b)
+    oversized_bad_crc = bytearray(make_batch(1, value_size=400))
+    oversized_bad_crc[-1] ^= 0xFF
+    return {
+        "empty": b"", "short-header": good[:40], "truncated": good[:-1], "two": good + good,
+        "bad-crc": bytes(bad_crc), "count": bytes(lod), "codec-and-count": bytes(codec_and_count),
+        "over-max-message": make_batch(1, value_size=600),
+        "over-segment-bad-crc": bytes(oversized_bad_crc),
+        "control": encode_batch([Record(0, 0, b"\x00\x00\x00\x01", b"", [])], is_control=True),
+    }
+
+
+@pytest.mark.parametrize("name", list(_bad_batches()))
+def test_append_and_produce_validation_refuse_alike(tmp_path, name):
+    # PartitionLog.append without a caller-validated header runs the produce handler's
+    # validate_produced_batch: the same bytes fail with the same error in both places.
+    config = LogConfig(max_message_bytes=500, segment_bytes=400)
+    log = open_log(tmp_path, config)
+    buf = _bad_batches()[name]
+    with pytest.raises(RecordError) as by_handler:
+        validate_produced_batch(buf, config.max_message_bytes)
+    with pytest.raises(RecordError) as by_log:
+        log.append(buf, now_ms=0)
+    assert type(by_log.value) is type(by_handler.value), name
+    assert log.log_end_offset == 0 and log.size == 0
 
 
 def test_log_append_time(tmp_path):
