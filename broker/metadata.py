@@ -4,7 +4,7 @@ Owns: `MetadataImage` (topics by name with their id, partition count and config 
 and the producer-id block counter) and its persistence: `meta.properties` (cluster.id and
 node.id, as Kafka writes it) and `cluster-metadata.json`, replaced atomically (write, fsync,
 rename) on every change so a kill -9 leaves either the old or the new image, never half.
-Topic names are checked here with Kafka's rules.
+Topic-name rules are protocol/names.py's.
 
 The controller of a multi-broker cluster will own this image later; the handlers only see
 this interface.
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,22 +21,7 @@ from typing import Any
 
 from broker.log.manager import base64_uuid, write_atomically
 
-MAX_TOPIC_NAME = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 PRODUCER_ID_BLOCK = 1000
-
-
-def topic_name_error(name: str | None) -> str | None:
-    """Why Kafka would refuse this topic name (Topic.validate), or None if it is legal."""
-    if not name:
-        return "topic name is empty"
-    if name in (".", ".."):
-        return "topic name cannot be '.' or '..'"
-    if len(name) > MAX_TOPIC_NAME:
-        return f"topic name is longer than {MAX_TOPIC_NAME} characters"
-    if not _LEGAL.match(name):
-        return "topic name may only contain ASCII alphanumerics, '.', '_' and '-'"
-    return None
 
 
 @dataclass

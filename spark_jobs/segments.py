@@ -22,8 +22,8 @@ import struct
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple
 
-from broker.log.manager import parse_partition_dir
 from protocol.codecs import Codec
+from protocol.names import parse_partition_dir
 from protocol.records import (LOG_OVERHEAD, MIN_BATCH_LENGTH, BatchHeader, batch_crc_ok,
                               decode_batch, parse_batch_header)
 
@@ -94,7 +94,7 @@ def find_segments(path: str | os.PathLike, topics: Iterable[str] | None = None,
 
     PATH is a data directory (its DIR/<topic>-<partition>/*.log; DIR/events and anything
     else that is not a partition directory are skipped: the directories the broker loads,
-    broker.log.manager.parse_partition_dir), one partition directory (a
+    protocol.names.parse_partition_dir), one partition directory (a
     directory holding .log files) or one .log file. `topics` / `partitions` keep only
     those (None: all). A missing PATH raises FileNotFoundError.
     """

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from broker.handlers import RequestContext
 from broker.coordinator.runtime import OFFSETS_TOPIC
-from broker.metadata import topic_name_error
 from protocol.errors import ErrorCode
+from protocol.names import topic_name_error
 
 AUTHORIZED_OPERATIONS_OMITTED = -2**31
 

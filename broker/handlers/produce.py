@@ -11,10 +11,10 @@ acks=0 gets no response at all.
 from __future__ import annotations
 
 from broker.handlers import CloseConnection, RequestContext
-from broker.metadata import topic_name_error
 from protocol import records
 from protocol.codecs import Codec
 from protocol.errors import ErrorCode
+from protocol.names import topic_name_error
 from protocol.record_errors import (
     CorruptRecordError, InvalidRecordError, RecordError, RecordTooLargeError,
     UnsupportedCodecError,

@@ -11,8 +11,8 @@ from __future__ import annotations
 from broker.config import ConfigError, validate_topic_configs
 from broker.handlers import RequestContext
 from broker.handlers.configs import topic_config_entries
-from broker.metadata import topic_name_error
 from protocol.errors import ErrorCode
+from protocol.names import topic_name_error
 
 MAX_PARTITIONS = 10_000
 

@@ -23,12 +23,18 @@ from __future__ import annotations
 
 import base64
 import os
-import re
 import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from protocol.names import (
+    TopicPartition,
+    parse_partition_dir,
+    partition_dir_name,
+    validate_topic_name,
+)
 
 from .cleaner import CleanResult, clean, cleanable_bytes
 from .config import LogConfig
@@ -44,32 +50,9 @@ PARTITION_METADATA_FILE = "partition.metadata"
 DELETE_DIR_SUFFIX = "-delete"
 _CHECKPOINT_VERSION = 0
 
-# Kafka's legal topic names (Topic.java): also what keeps a name from escaping the data dir.
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-
-TopicPartition = tuple[str, int]
-
 
 class CheckpointError(ValueError):
     """A checkpoint file that does not follow the format."""
-
-
-def validate_topic_name(topic: str) -> None:
-    if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
-        raise ValueError(f"illegal topic name {topic!r}")
-
-
-def parse_partition_dir(name: str) -> TopicPartition | None:
-    """``my-topic-3`` -> ("my-topic", 3). Topic names may contain '-', so split at the
-    last one; anything that does not end in ``-<digits>`` is not a partition directory."""
-    topic, sep, part = name.rpartition("-")
-    if not sep or not topic or not part.isdigit() or not _LEGAL_TOPIC.match(topic):
-        return None
-    return topic, int(part)
-
-
-def partition_dir_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
 
 
 def read_checkpoint(path: str) -> dict[TopicPartition, int]:

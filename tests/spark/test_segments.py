@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from broker.log.manager import parse_partition_dir
+from protocol.names import parse_partition_dir
 from spark_jobs.segments import (BATCH_COLUMNS, RECORD_COLUMNS, ByteRange, find_segments,
                                  iter_rows, segment_ranges, split_segment)
 from tests.spark.conftest import CODECS, LOG_APPEND_TOPIC, MULTI_PARTITIONS, MULTI_TOPIC
