@@ -3,13 +3,16 @@
 Owns: finding the segment files under a data directory (`find_segments`), cutting a segment
 into byte ranges on batch boundaries from the headers alone (`split_segment`), and turning
 one byte range into rows, record by record or batch by batch (`iter_column_chunks`,
-`iter_rows`). Decoding is protocol/records.py's; this module only walks files.
+`iter_rows`). Walking batch headers is protocol/batch_walk.py's and decoding
+protocol/records.py's; this module reads files and decides what a damaged batch becomes.
 
 Damage is reported, not raised, so one bad batch cannot fail a whole job:
 - an incomplete last batch (a torn write, or a segment still being appended to) ends the
   range silently;
 - a batch whose CRC fails, or that does not decode, gives ONE row with crc_valid false or
   `error` set and null key/value; its BatchLength is still trusted to find the next batch;
+- a header with a bad magic or a negative LastOffsetDelta but a sane BatchLength gives one
+  error row, and the walk goes on after it;
 - a BatchLength below the v2 minimum gives one error row and ends the range, since the next
   batch's position is then unknown.
 """
@@ -18,14 +21,13 @@ from __future__ import annotations
 
 import os
 import re
-import struct
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple
 
+from protocol.batch_walk import CORRUPT, BatchWalk
 from protocol.codecs import Codec
 from protocol.names import parse_partition_dir
-from protocol.records import (LOG_OVERHEAD, MIN_BATCH_LENGTH, BatchHeader, batch_crc_ok,
-                              decode_batch, parse_batch_header)
+from protocol.records import BATCH_OVERHEAD, BatchHeader, batch_crc_ok, decode_batch
 
 __all__ = [
     "RECORD_COLUMNS", "BATCH_COLUMNS", "DEFAULT_SPLIT_BYTES", "SegmentFile", "ByteRange",
@@ -49,7 +51,6 @@ BATCH_COLUMNS = (
     "is_control", "crc_valid", "error", "segment",
 )
 
-_LOG_PREFIX = struct.Struct(">qi")  # BaseOffset, BatchLength
 _SEGMENT_NAME = re.compile(r"^(\d+)\.log$")
 _CODECS = {c.value: c.name.lower() for c in Codec}
 
@@ -131,9 +132,9 @@ def split_segment(path: str | os.PathLike, split_bytes: int = DEFAULT_SPLIT_BYTE
                   size: int | None = None) -> list[tuple[int, int]]:
     """[start, end) byte ranges of about `split_bytes` each, cut only between batches.
 
-    Reads 12 bytes per batch (BaseOffset, BatchLength) and seeks over the rest. The last
-    range runs to `size` (default: the file's size now), so a torn tail or a bad header
-    is met by the reader of that range, which reports it.
+    Reads each batch's header and seeks over the rest. The last range runs to `size`
+    (default: the file's size now), so a torn tail or a bad header is met by the reader of
+    that range, which reports it.
     """
     if split_bytes <= 0:
         raise ValueError(f"split_bytes must be positive, not {split_bytes}")
@@ -142,18 +143,14 @@ def split_segment(path: str | os.PathLike, split_bytes: int = DEFAULT_SPLIT_BYTE
         if size is None:
             size = os.fstat(fd).st_size
         ranges = []
-        start = pos = 0
-        while size - pos >= LOG_OVERHEAD:
-            head = os.pread(fd, LOG_OVERHEAD, pos)
-            if len(head) < LOG_OVERHEAD:
-                break
-            _, length = _LOG_PREFIX.unpack(head)
-            if length < MIN_BATCH_LENGTH or pos + LOG_OVERHEAD + length > size:
-                break  # unwalkable or torn: the reader reports it
-            pos += LOG_OVERHEAD + length
-            if pos - start >= split_bytes and pos < size:
-                ranges.append((start, pos))
-                start = pos
+        start = 0
+        # One header-sized read per batch: the walk seeks over the records.
+        walk = BatchWalk(lambda pos, n: os.pread(fd, n, pos), 0, size, read_size=BATCH_OVERHEAD)
+        for pos, header in walk:
+            end = pos + header.size
+            if end - start >= split_bytes and end < size:
+                ranges.append((start, end))
+                start = end
     finally:
         os.close(fd)
     if size > start:
@@ -191,38 +188,41 @@ def _walk(r: ByteRange, decode: bool) -> Iterator[_Batch]:
     buf = _read(r.path, r.start, r.end)
     n = len(buf)  # may be short of end - start if the file was truncated meanwhile
     pos = 0
-    while n - pos >= LOG_OVERHEAD:
-        where = r.start + pos
-        base_offset, length = _LOG_PREFIX.unpack_from(buf, pos)
-        if length < MIN_BATCH_LENGTH:
-            yield _Batch(where, base_offset, None, None, None, False,
-                         f"batch length {length} at position {where} is below "
-                         f"{MIN_BATCH_LENGTH}; the rest of the range cannot be walked")
+    while True:
+        walk = BatchWalk(buf, pos, n)
+        for pos, header in walk:
+            yield _batch(buf, pos, r.start + pos, header, decode)
+        stop = walk.stop
+        assert stop is not None
+        if stop.reason != CORRUPT:
+            return  # the end, or a torn tail: ends the range silently
+        where = r.start + stop.position
+        if stop.batch_size is None:
+            yield _Batch(where, stop.base_offset, None, None, None, False,
+                         f"{stop.problem} at position {where}; the rest of the range "
+                         f"cannot be walked")
             return
-        size = LOG_OVERHEAD + length
-        if pos + size > n:
-            return  # torn tail
-        try:
-            header = parse_batch_header(buf, pos)
-        except Exception as e:  # noqa: BLE001 - bad magic: report it and skip the batch
-            yield _Batch(where, base_offset, size, None, None, False, str(e))
-            pos += size
-            continue
-        if decode:
-            try:
-                _, records = decode_batch(buf, pos)
-            except Exception as e:  # noqa: BLE001 - one row for the batch, then go on
-                if batch_crc_ok(buf, pos, header):
-                    yield _Batch(where, base_offset, size, header, None, True,
-                                 f"batch at position {where} does not decode: {e}")
-                else:
-                    yield _Batch(where, base_offset, size, header, None, False, None)
-            else:
-                yield _Batch(where, base_offset, size, header, records, True, None)
-        else:
-            yield _Batch(where, base_offset, size, header, None,
-                         batch_crc_ok(buf, pos, header), None)
-        pos += size
+        if stop.position + stop.batch_size > n:
+            return  # torn as well: nothing to step over
+        # A bad magic (or LastOffsetDelta) with a sane BatchLength: report it, step over it.
+        yield _Batch(where, stop.base_offset, stop.batch_size, None, None, False,
+                     f"{stop.problem} at position {where}")
+        pos = stop.position + stop.batch_size
+
+
+def _batch(buf: bytes, pos: int, where: int, header: BatchHeader, decode: bool) -> _Batch:
+    size = header.size
+    if not decode:
+        return _Batch(where, header.base_offset, size, header, None,
+                      batch_crc_ok(buf, pos, header), None)
+    try:
+        _, records = decode_batch(buf, pos)
+    except Exception as e:  # noqa: BLE001 - one row for the batch, then go on
+        if batch_crc_ok(buf, pos, header):
+            return _Batch(where, header.base_offset, size, header, None, True,
+                          f"batch at position {where} does not decode: {e}")
+        return _Batch(where, header.base_offset, size, header, None, False, None)
+    return _Batch(where, header.base_offset, size, header, records, True, None)
 
 
 def _codec(header: BatchHeader) -> str:

@@ -30,19 +30,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
+from protocol.batch_walk import CORRUPT, TORN, BatchWalk
 from protocol.codecs import Codec
 from protocol.consumer_protocol import decode_assignment, decode_subscription, partition_names
 from protocol.messages import offsets_topic
 from protocol.records import (
-    BATCH_OVERHEAD, DELETE_HORIZON_MASK, LOG_OVERHEAD, MAGIC, BatchHeader, RecordError,
-    batch_crc_ok, decode_batch, parse_batch_header,
+    BATCH_OVERHEAD, DELETE_HORIZON_MASK, BatchHeader, RecordError, batch_crc_ok, decode_batch,
 )
 
 __all__ = ["dump", "main", "segment_files"]
 
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 _INT32_MAX = 2**31 - 1
-_HEADER_START = struct.Struct(">qiib")  # BaseOffset, BatchLength, LeaderEpoch, Magic
 _CONTROL_KEY = struct.Struct(">hh")
 _END_TXN_VALUE = struct.Struct(">hi")
 _CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
@@ -86,48 +85,32 @@ def segment_files(path: str | os.PathLike) -> list[Path]:
     return [p]
 
 
-def _header_problem(head: bytes) -> str | None:
-    """What makes a 61-byte header unusable for walking on (Kafka's FileLogInputStream
-    checks), or None."""
-    _, length, _, magic = _HEADER_START.unpack_from(head)
-    if magic != MAGIC:
-        return f"magic {magic}, expected {MAGIC}"
-    if length < BATCH_OVERHEAD - LOG_OVERHEAD:
-        return f"batch length {length} is below {BATCH_OVERHEAD - LOG_OVERHEAD}"
-    (last_offset_delta,) = struct.unpack_from(">i", head, 23)
-    if last_offset_delta < 0:
-        return f"lastOffsetDelta {last_offset_delta}"
-    return None
-
-
 def read_segment(f, size: int) -> Iterator[Batch | Tail]:
     """Whole batches from an open binary file of `size` bytes, then at most one Tail."""
-    pos = 0
-    while pos < size:
-        left = size - pos
-        f.seek(pos)
-        head = f.read(min(left, BATCH_OVERHEAD))
-        if len(head) < BATCH_OVERHEAD:
-            yield Tail(pos, left, f"an incomplete batch header ({left} of {BATCH_OVERHEAD} "
-                                  f"bytes)", partial=True)
-            return
-        problem = _header_problem(head)
-        if problem:
-            yield Tail(pos, left, f"a corrupt batch header at position {pos} ({problem}); "
-                                  f"the rest of the file cannot be walked", partial=False)
-            return
-        header = parse_batch_header(head)
-        if header.size > left:
-            yield Tail(pos, left, f"a partial batch at position {pos} (its header says "
-                                  f"{header.size} bytes, {left} are present)", partial=True)
-            return
-        data = head + f.read(header.size - BATCH_OVERHEAD)
+    def read(position: int, n: int) -> bytes:
+        f.seek(position)
+        return f.read(n)
+
+    walk = BatchWalk(read, 0, size)
+    for pos, header in walk:
+        data = bytes(walk.batch(pos, header))
         if len(data) < header.size:  # the file shrank under us (truncation, deletion)
-            yield Tail(pos, left, f"a partial batch at position {pos} (the file ended "
-                                  f"while it was read)", partial=True)
+            yield Tail(pos, size - pos, f"a partial batch at position {pos} (the file ended "
+                                        f"while it was read)", partial=True)
             return
         yield Batch(pos, header, data, batch_crc_ok(data, 0, header))
-        pos += header.size
+    stop = walk.stop
+    assert stop is not None
+    pos, left = stop.position, size - stop.position
+    if stop.reason == CORRUPT:
+        yield Tail(pos, left, f"a corrupt batch header at position {pos} ({stop.problem}); "
+                              f"the rest of the file cannot be walked", partial=False)
+    elif stop.reason == TORN and stop.batch_size is None:
+        yield Tail(pos, left, f"an incomplete batch header ({left} of {BATCH_OVERHEAD} "
+                              f"bytes)", partial=True)
+    elif stop.reason == TORN:
+        yield Tail(pos, left, f"a partial batch at position {pos} (its header says "
+                              f"{stop.batch_size} bytes, {left} are present)", partial=True)
 
 
 # --- rendering helpers -------------------------------------------------------------

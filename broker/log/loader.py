@@ -30,10 +30,12 @@ import os
 import re
 import time
 
+from protocol.batch_walk import BatchWalk
+
 from .config import LogConfig
 from .errors import CorruptSegmentError
 from .index import CorruptIndexError
-from .segment import DELETED_SUFFIX, HEADER_SIZE, LogSegment, _header
+from .segment import DELETED_SUFFIX, LogSegment
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
 _SWAP_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)\.swap$")
@@ -85,16 +87,9 @@ def _swap_next_offset(path: str, base_offset: int) -> int:
     fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
-        pos = 0
-        while pos + HEADER_SIZE <= size:
-            try:
-                header = _header(os.pread(fd, HEADER_SIZE, pos), 0)
-            except CorruptSegmentError:
-                break
-            if pos + header.size > size:
-                break
+        # A torn or corrupt tail ends the walk: the batches before it are the swap's.
+        for _pos, header in BatchWalk(lambda pos, n: os.pread(fd, n, pos), 0, size):
             next_offset = max(next_offset, header.last_offset + 1)
-            pos += header.size
     finally:
         os.close(fd)
     return next_offset

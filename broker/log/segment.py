@@ -19,6 +19,7 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from protocol.batch_walk import CORRUPT, BatchWalk
 from protocol.records import (
     BATCH_OVERHEAD,
     DELETE_HORIZON_MASK,
@@ -143,34 +144,24 @@ class LogSegment:
         self._first_batch_timestamp = None
         file_size = os.fstat(self.fd).st_size
         next_offset = self.base_offset
-        buf: bytes = b""
-        buf_start = 0
-        pos = 0
-        while pos + HEADER_SIZE <= file_size:
-            rel = pos - buf_start
-            if rel + HEADER_SIZE > len(buf):
-                buf, buf_start, rel = self._pread(min(_RECOVER_CHUNK, file_size - pos), pos), pos, 0
-            try:
-                header = _header(buf, rel)
-            except CorruptSegmentError:
-                break
-            if pos + header.size > file_size:
-                break  # torn tail: the batch was never completely written
+        valid_end = 0
+        # A torn tail or a corrupt header ends the walk; so do, here, offsets going
+        # backwards or past the segment's range and a CRC mismatch.
+        walk = BatchWalk(self.pread, 0, file_size, read_size=_RECOVER_CHUNK)
+        for pos, header in walk:
             if header.base_offset < next_offset or header.last_offset - self.base_offset > _INT32_MAX:
-                break  # offsets going backwards or out of the segment's range
-            if rel + header.size > len(buf):
-                want = max(header.size, min(_RECOVER_CHUNK, file_size - pos))
-                buf, buf_start, rel = self._pread(want, pos), pos, 0
-            if not batch_crc_ok(buf, rel, header):
+                break
+            data = walk.batch(pos, header)
+            if len(data) < header.size or not batch_crc_ok(data, 0, header):
                 break
             self._index_batch(header, pos)
             next_offset = header.last_offset + 1
-            pos += header.size
+            valid_end = pos + header.size
             self._bytes_since_last_index_entry += header.size
-        truncated = file_size - pos
+        truncated = file_size - valid_end
         if truncated:
-            os.ftruncate(self.fd, pos)
-        self.size = pos
+            os.ftruncate(self.fd, valid_end)
+        self.size = valid_end
         self._dirty = True
         # Kafka's recover() ends by recording the final max timestamp in the time index.
         self._seal_max_timestamp()
@@ -375,21 +366,14 @@ class LogSegment:
 
     def _walk(self, position: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
         """Yield (position, header) of each complete batch in [position, end), reading
-        headers in chunks. Stops at the first batch that does not end by ``end``."""
-        buf: bytes = b""
-        buf_start = position
-        pos = position
-        while pos + HEADER_SIZE <= end:
-            rel = pos - buf_start
-            if rel + HEADER_SIZE > len(buf):
-                buf, buf_start, rel = self._pread(min(_WALK_CHUNK, end - pos), pos), pos, 0
-                if len(buf) < HEADER_SIZE:
-                    return
-            header = _header(buf, rel)
-            if pos + header.size > end:
-                return
-            yield pos, header
-            pos += header.size
+        headers in chunks. Stops at the first batch that does not end by ``end``; raises
+        CorruptSegmentError at a header that cannot be walked past."""
+        walk = BatchWalk(self.pread, position, end, read_size=_WALK_CHUNK)
+        yield from walk
+        stop = walk.stop
+        if stop is not None and stop.reason == CORRUPT:
+            raise CorruptSegmentError(
+                f"{self.log_path}: corrupt batch header at {stop.position}: {stop.problem}")
 
     # ------------------------------------------------------------------ truncation
 

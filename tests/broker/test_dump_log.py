@@ -316,15 +316,20 @@ def test_crc_mismatch_is_reported_and_the_dump_goes_on(tmp_path):
     assert [o for o in objs if o["type"] == "error"][0]["baseOffset"] == 2
 
 
-def test_a_broken_header_ends_the_walk(tmp_path):
-    first, second = codec_batches()[:2]
+@pytest.mark.parametrize("field, value, problem", [
+    (16, b"\x07", "magic 7, expected 2"),
+    (8, (20).to_bytes(4, "big"), "batch length 20 is below 49"),
+    (23, (-2).to_bytes(4, "big", signed=True), "lastOffsetDelta -2"),
+])
+def test_a_broken_header_ends_the_walk(tmp_path, field, value, problem):
+    first, second, third = codec_batches()[:3]
     bad = bytearray(second)
-    bad[16] = 7  # magic
-    path = write_segment(tmp_path / "t-0", 0, first, bytes(bad))
+    bad[field:field + len(value)] = value
+    path = write_segment(tmp_path / "t-0", 0, first, bytes(bad), third)
     lines = run_dump(path)
     assert lines[-1] == (
-        f"Found {len(bad)} invalid bytes at the end of {SEGMENT}: a corrupt batch header at"
-        f" position {len(first)} (magic 7, expected 2); the rest of the file"
+        f"Found {len(bad) + len(third)} invalid bytes at the end of {SEGMENT}: a corrupt"
+        f" batch header at position {len(first)} ({problem}); the rest of the file"
         " cannot be walked")
     assert sum(line.startswith("baseOffset") for line in lines) == 1
 

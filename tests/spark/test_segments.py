@@ -189,3 +189,29 @@ def test_a_bad_magic_with_a_sane_length_is_skipped(broker_data, tmp_path):
     assert "magic" in row["error"] and row["value"] is None
     assert [r for r in damaged if r["batch_position"] != bad] == [
         r for r in rows if r["batch_position"] != bad]
+
+
+def test_a_negative_last_offset_delta_is_reported_and_stepped_over(broker_data, tmp_path):
+    seg = copy_segment(find_segments(broker_data.data_dir, ["codec-snappy"])[0], tmp_path)
+    rows = list(iter_rows(whole(seg)))
+    bad = sorted({r["batch_position"] for r in rows})[1]
+    with open(seg.path, "r+b") as f:
+        f.seek(bad + 23)
+        f.write(struct.pack(">i", -1))
+    damaged = list(iter_rows(whole(seg)))
+    (row,) = [r for r in damaged if r["batch_position"] == bad]
+    assert "lastOffsetDelta -1" in row["error"] and row["value"] is None
+    assert [r for r in damaged if r["batch_position"] != bad] == [
+        r for r in rows if r["batch_position"] != bad]
+
+
+def test_a_tail_shorter_than_a_header_ends_the_range_silently(broker_data, tmp_path):
+    # Like dump-log and log recovery: fewer than 61 bytes cannot hold a batch, whatever
+    # their BatchLength field says.
+    seg = copy_segment(find_segments(broker_data.data_dir, ["codec-none"])[0], tmp_path)
+    rows = list(iter_rows(whole(seg)))
+    with open(seg.path, "ab") as f:
+        f.write(b"\0" * 20)
+    grown = find_segments(seg.path)[0]
+    assert list(iter_rows(whole(grown))) == rows
+    assert list(iter_rows(whole(grown), "batch")) == list(iter_rows(whole(seg), "batch"))
