@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import logging
 import re
+from contextlib import AsyncExitStack
 from typing import Any, Iterable, Mapping, Sequence
 
 import trio
@@ -119,7 +120,7 @@ class Consumer:
         self._given_up: set[TopicPartition] = set()  # ... and the partitions it gives up
         self._pattern: re.Pattern | None = None  # subscribe(pattern=...)
         self._watching_metadata = False
-        self._nursery_manager: Any = None
+        self._exit_stack: AsyncExitStack | None = None  # what __aenter__ opened
         self._nursery: trio.Nursery | None = None
         self._assigned_event = trio.Event()
         if topics:
@@ -128,23 +129,26 @@ class Consumer:
     # -- lifecycle ---------------------------------------------------------------------
 
     async def __aenter__(self) -> "Consumer":
-        pool = ConnectionPool(self.config)
-        await pool.__aenter__()
-        self._pool = pool
-        self._cluster = Cluster(
-            pool, self.config, topics=self._state.topics(),
-            allow_auto_topic_creation=self.config.allow_auto_create_topics)
-        self._fetcher = Fetcher(pool, self._cluster, self.config, self._state)
-        if self.config.group_id:
-            self._coordinator = ConsumerCoordinator(pool, self._cluster, self.config)
-        try:
-            self._nursery_manager = background_nursery()
-            self._nursery = await self._nursery_manager.__aenter__()
+        # Whatever was entered is exited, in reverse order, if a later step raises (a
+        # nursery left open corrupts trio's nursery stack of the task that used the
+        # Consumer); on success the stack is kept for __aexit__.
+        async with AsyncExitStack() as stack:
+            pool = await stack.enter_async_context(ConnectionPool(self.config))
+            stack.callback(self._forget_pool)
+            self._pool = pool
+            self._cluster = Cluster(
+                pool, self.config, topics=self._state.topics(),
+                allow_auto_topic_creation=self.config.allow_auto_create_topics)
+            self._fetcher = Fetcher(pool, self._cluster, self.config, self._state)
+            if self.config.group_id:
+                self._coordinator = ConsumerCoordinator(pool, self._cluster, self.config)
+            self._nursery = await stack.enter_async_context(background_nursery())
+            stack.callback(self._forget_nursery)
+            # the first step of closing, while the nursery and the pool still run
+            stack.push_async_callback(self._close_membership)
             if self._subscription is not None:
                 await self._start_group()
-        except BaseException:
-            await self.__aexit__(None, None, None)
-            raise
+            self._exit_stack = stack.pop_all()
         return self
 
     async def _start_group(self) -> None:
@@ -169,43 +173,40 @@ class Consumer:
         await group.run(task_status=task_status)
 
     async def __aexit__(self, *exc_info) -> None:
-        group, self._group = self._group, None
-        try:
-            if self._leaving is not None:
-                with trio.CancelScope(shield=True):
-                    await self._leaving.wait()
-            if group is not None:
-                # member.close(): auto-commit, revoke, LeaveGroup; commit() still works here
-                self._closing_group = group
-                await group.close()
-        finally:
-            # Each nursery opened in __aenter__ is closed whatever the step before raised
-            # (a Cancelled from the caller's scope, say): one left open corrupts trio's
-            # nursery stack of the task that used the Consumer.
-            self._closing_group = None
-            manager, self._nursery_manager, self._nursery = self._nursery_manager, None, None
-            try:
-                if manager is not None:
-                    await manager.__aexit__(None, None, None)
-            finally:
-                await self._close_pool(group is not None, *exc_info)
+        """Close: leave the group (or auto-commit outside one), stop the background tasks,
+        close the connections; each step runs whatever the one before raised."""
+        stack, self._exit_stack = self._exit_stack, None
+        if stack is not None:
+            await stack.aclose()
 
-    async def _close_pool(self, was_grouped: bool, *exc_info) -> None:
-        try:
-            if self._auto_commits() and self._pool is not None and not was_grouped:
-                # Java's close() commits the positions of what was consumed, when
-                # auto-committing
-                with trio.move_on_after(self.config.default_api_timeout_ms / 1000):
-                    try:
-                        await self.commit()
-                    except KafkaError as e:
-                        log.warning("auto-commit on close failed: %s", e)
-        finally:
-            pool, self._pool, self._cluster, self._fetcher = self._pool, None, None, None
-            self._coordinator = None
-            self._closed = True
-            if pool is not None:
-                await pool.__aexit__(*exc_info)
+    async def _close_membership(self) -> None:
+        group, self._group = self._group, None
+        if self._leaving is not None:
+            with trio.CancelScope(shield=True):
+                await self._leaving.wait()
+        if group is not None:
+            # member.close(): auto-commit, revoke, LeaveGroup; commit() still works here
+            self._closing_group = group
+            try:
+                await group.close()
+            finally:
+                self._closing_group = None
+        elif self._auto_commits():
+            # Java's close() commits the positions of what was consumed, when
+            # auto-committing
+            with trio.move_on_after(self.config.default_api_timeout_ms / 1000):
+                try:
+                    await self.commit()
+                except KafkaError as e:
+                    log.warning("auto-commit on close failed: %s", e)
+
+    def _forget_nursery(self) -> None:
+        self._nursery = None
+
+    def _forget_pool(self) -> None:
+        self._pool, self._cluster, self._fetcher = None, None, None
+        self._coordinator = None
+        self._closed = True
 
     @property
     def fetcher(self) -> Fetcher:
