@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import trio
+import trio.lowlevel
 
 from client import Consumer, Producer
 from client.admin import AdminClient
@@ -27,7 +28,7 @@ async def _nursery_works() -> None:
     done = trio.Event()
 
     async def task() -> None:
-        await trio.sleep(0)
+        await trio.lowlevel.checkpoint()
         done.set()
 
     async with trio.open_nursery() as nursery:
@@ -55,5 +56,5 @@ async def test_cancelled_while_entering_leaves_the_task_usable(name):
 async def test_entered_and_left_twice_in_one_task(name):
     for _ in range(2):
         async with CLIENTS[name]():
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
     await _nursery_works()
