@@ -29,6 +29,7 @@ Topic calls go to the controller named by Metadata, group calls to the group's c
 from __future__ import annotations
 
 import uuid
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence, TypeVar
 
@@ -145,18 +146,20 @@ class AdminClient:
             "admin", bootstrap_servers=bootstrap_servers, **config)  # type: ignore[assignment]
         self._pool: ConnectionPool | None = None
         self._cluster: Cluster | None = None
+        self._exit_stack: AsyncExitStack | None = None
 
     async def __aenter__(self) -> "AdminClient":
-        pool = ConnectionPool(self.config)
-        await pool.__aenter__()
-        self._pool = pool
-        self._cluster = Cluster(pool, self.config)
+        async with AsyncExitStack() as stack:
+            self._pool = await stack.enter_async_context(ConnectionPool(self.config))
+            self._cluster = Cluster(self._pool, self.config)
+            self._exit_stack = stack.pop_all()
         return self
 
     async def __aexit__(self, *exc_info) -> None:
-        pool, self._pool, self._cluster = self._pool, None, None
-        if pool is not None:
-            await pool.__aexit__(*exc_info)
+        stack, self._exit_stack = self._exit_stack, None
+        self._pool, self._cluster = None, None
+        if stack is not None:
+            await stack.aclose()
 
     @property
     def cluster(self) -> Cluster:

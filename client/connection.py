@@ -31,7 +31,7 @@ connection stays open for the others and a late response is dropped.
 from __future__ import annotations
 
 import math
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, AsyncIterator
 
 import trio
@@ -71,14 +71,15 @@ async def background_nursery() -> AsyncIterator[trio.Nursery]:
 
     Unlike `async with trio.open_nursery()`, an exception raised by the block itself is not
     fed into the nursery, so it reaches the caller as itself rather than wrapped in an
-    ExceptionGroup (background tasks here fail only from bugs)."""
-    manager = trio.open_nursery()
-    nursery = await manager.__aenter__()
+    ExceptionGroup (background tasks here fail only from bugs): the nursery is exited with
+    no exception (AsyncExitStack.aclose) once its tasks are cancelled."""
+    stack = AsyncExitStack()
+    nursery = await stack.enter_async_context(trio.open_nursery())
     try:
         yield nursery
     finally:
         nursery.cancel_scope.cancel()
-        await manager.__aexit__(None, None, None)
+        await stack.aclose()
 
 
 class _Waiter:
@@ -449,24 +450,29 @@ class ConnectionPool:
         self._connecting: dict[tuple, trio.Event] = {}
         self._failures: dict[tuple, tuple[int, float]] = {}  # count, last time
         self._nursery: trio.Nursery | None = None
-        self._nursery_manager = None
+        self._exit_stack: AsyncExitStack | None = None
 
     async def __aenter__(self) -> "ConnectionPool":
-        self._nursery_manager = background_nursery()
-        self._nursery = await self._nursery_manager.__aenter__()
-        if self.config.connections_max_idle_ms >= 0:
-            self._nursery.start_soon(self._reap_idle)
+        async with AsyncExitStack() as stack:
+            self._nursery = await stack.enter_async_context(background_nursery())
+            stack.push_async_callback(self._close_connections)
+            if self.config.connections_max_idle_ms >= 0:
+                self._nursery.start_soon(self._reap_idle)
+            self._exit_stack = stack.pop_all()
         return self
 
     async def __aexit__(self, *exc_info) -> None:
-        manager, self._nursery_manager = self._nursery_manager, None
+        stack, self._exit_stack = self._exit_stack, None
+        if stack is not None:
+            await stack.aclose()
+
+    async def _close_connections(self) -> None:
         try:
             with trio.CancelScope(shield=True):
                 for conn in list(self._conns.values()):
                     await conn.close()
         finally:
             self._nursery = None
-            await manager.__aexit__(*exc_info)
 
     # -- addresses ---------------------------------------------------------------------
 

@@ -25,7 +25,8 @@ Committed offsets: `commit` sends OffsetCommit as a standalone commit (generatio
 member id, as Java's assign-mode consumer does) to the group's coordinator, found with
 FindCoordinator; `committed` reads one back with OffsetFetch (None when nothing is
 committed). Both need group_id (InvalidGroupIdError otherwise) and retry coordinator
-errors, connection failures and timeouts until default_api_timeout_ms.
+errors, connection failures and timeouts until default_api_timeout_ms. The requests are
+the ConsumerCoordinator's (coordinator.py), which the Consumer opens when it has a group_id.
 
 Group membership: `Consumer(*topics, group_id=...)` or `subscribe(topics, listener=None)`
 (group_id required: InvalidGroupIdError otherwise; mutually exclusive with assign()). A
@@ -49,38 +50,32 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence, TypeVar
+from contextlib import AsyncExitStack
+from typing import Any, Iterable, Mapping, Sequence
 
 import trio
 
-from client.cluster import Cluster, find_group_coordinator
+from client.cluster import Cluster
 from client.config import check_config
-from client.connection import BrokerConnection, ConnectionPool, background_nursery
+from client.connection import ConnectionPool, background_nursery
 from client.consumer.config import ConsumerConfig
-from client.consumer.coordinator import ConsumerRebalanceListener, GroupCoordinator
+from client.consumer.coordinator import (
+    STANDALONE, ConsumerCoordinator, ConsumerRebalanceListener, GroupCoordinator,
+)
 from client.consumer.fetcher import (
     ConsumerRecord, Fetcher, NoOffsetForPartitionError, SubscriptionState,
 )
-from client.errors import (
-    KafkaConnectionError, KafkaError, KafkaTimeoutError, for_code,
-)
-from client.retry import retry_until_deadline
+from client.errors import KafkaError, KafkaTimeoutError, for_code
 from client.types import TopicPartition
 from protocol.errors import ErrorCode
-from protocol.messages import OFFSET_COMMIT, OFFSET_FETCH
 
 __all__ = ["Consumer", "ConsumerRebalanceListener", "ConsumerRecord", "Unsubscribed",
            "NoOffsetForPartitionError"]
 
-T = TypeVar("T")
 log = logging.getLogger("minibroker.client.consumer")
 
 _MUTUALLY_EXCLUSIVE = ("subscribe() and assign() are mutually exclusive: a Consumer either "
                        "subscribes to topics in a group or is assigned partitions")
-COORDINATOR_CHANNEL = "group"
-_COORDINATOR_ERRORS = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                                 ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                 ErrorCode.NOT_COORDINATOR})
 
 
 class Unsubscribed:
@@ -114,10 +109,9 @@ class Consumer:
         self._cluster: Cluster | None = None
         self._fetcher: Fetcher | None = None
         self._closed = False
-        self._coordinator_id: int | None = None
+        self._coordinator: ConsumerCoordinator | None = None  # with a group_id, once open
         self._next_auto_commit: float | None = None
         self._auto_commit_in_flight = False
-        self._commit_lock = trio.Lock()
         self._subscription: tuple[str, ...] | None = None
         self._listener: Any = None
         self._group: GroupCoordinator | None = None
@@ -126,7 +120,7 @@ class Consumer:
         self._given_up: set[TopicPartition] = set()  # ... and the partitions it gives up
         self._pattern: re.Pattern | None = None  # subscribe(pattern=...)
         self._watching_metadata = False
-        self._nursery_manager: Any = None
+        self._exit_stack: AsyncExitStack | None = None  # what __aenter__ opened
         self._nursery: trio.Nursery | None = None
         self._assigned_event = trio.Event()
         if topics:
@@ -135,29 +129,40 @@ class Consumer:
     # -- lifecycle ---------------------------------------------------------------------
 
     async def __aenter__(self) -> "Consumer":
-        pool = ConnectionPool(self.config)
-        await pool.__aenter__()
-        self._pool = pool
-        self._cluster = Cluster(
-            pool, self.config, topics=self._state.topics(),
-            allow_auto_topic_creation=self.config.allow_auto_create_topics)
-        self._fetcher = Fetcher(pool, self._cluster, self.config, self._state)
-        try:
-            self._nursery_manager = background_nursery()
-            self._nursery = await self._nursery_manager.__aenter__()
+        # Whatever was entered is exited, in reverse order, if a later step raises (a
+        # nursery left open corrupts trio's nursery stack of the task that used the
+        # Consumer); on success the stack is kept for __aexit__.
+        async with AsyncExitStack() as stack:
+            pool = await stack.enter_async_context(ConnectionPool(self.config))
+            stack.callback(self._forget_pool)
+            self._pool = pool
+            self._cluster = Cluster(
+                pool, self.config, topics=self._state.topics(),
+                allow_auto_topic_creation=self.config.allow_auto_create_topics)
+            self._fetcher = Fetcher(pool, self._cluster, self.config, self._state)
+            if self.config.group_id:
+                self._coordinator = ConsumerCoordinator(pool, self._cluster, self.config)
+            self._nursery = await stack.enter_async_context(background_nursery())
+            stack.callback(self._forget_nursery)
+            # the first step of closing, while the nursery and the pool still run
+            stack.push_async_callback(self._close_membership)
             if self._subscription is not None:
                 await self._start_group()
-        except BaseException:
-            await self.__aexit__(None, None, None)
-            raise
+            self._exit_stack = stack.pop_all()
         return self
 
     async def _start_group(self) -> None:
         assert self._nursery is not None and self._subscription is not None
         self._cluster.add_topics(self._subscription)  # type: ignore[union-attr]
-        self._group = GroupCoordinator(self, self._subscription, self._listener)
+        self._group = self._new_group()
         await self._nursery.start(self._run_group, self._group)
         self._maybe_watch_metadata()
+
+    def _new_group(self) -> GroupCoordinator:
+        assert self._cluster is not None and self._subscription is not None
+        return GroupCoordinator(self._offsets(), self._state, self._cluster,
+                                self._subscription, self._listener,
+                                on_assignment_changed=self._assignment_changed)
 
     async def _run_group(self, group: GroupCoordinator,
                          task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -168,42 +173,40 @@ class Consumer:
         await group.run(task_status=task_status)
 
     async def __aexit__(self, *exc_info) -> None:
-        group, self._group = self._group, None
-        try:
-            if self._leaving is not None:
-                with trio.CancelScope(shield=True):
-                    await self._leaving.wait()
-            if group is not None:
-                # member.close(): auto-commit, revoke, LeaveGroup; commit() still works here
-                self._closing_group = group
-                await group.close()
-        finally:
-            # Each nursery opened in __aenter__ is closed whatever the step before raised
-            # (a Cancelled from the caller's scope, say): one left open corrupts trio's
-            # nursery stack of the task that used the Consumer.
-            self._closing_group = None
-            manager, self._nursery_manager, self._nursery = self._nursery_manager, None, None
-            try:
-                if manager is not None:
-                    await manager.__aexit__(None, None, None)
-            finally:
-                await self._close_pool(group is not None, *exc_info)
+        """Close: leave the group (or auto-commit outside one), stop the background tasks,
+        close the connections; each step runs whatever the one before raised."""
+        stack, self._exit_stack = self._exit_stack, None
+        if stack is not None:
+            await stack.aclose()
 
-    async def _close_pool(self, was_grouped: bool, *exc_info) -> None:
-        try:
-            if self._auto_commits() and self._pool is not None and not was_grouped:
-                # Java's close() commits the positions of what was consumed, when
-                # auto-committing
-                with trio.move_on_after(self.config.default_api_timeout_ms / 1000):
-                    try:
-                        await self.commit()
-                    except KafkaError as e:
-                        log.warning("auto-commit on close failed: %s", e)
-        finally:
-            pool, self._pool, self._cluster, self._fetcher = self._pool, None, None, None
-            self._closed = True
-            if pool is not None:
-                await pool.__aexit__(*exc_info)
+    async def _close_membership(self) -> None:
+        group, self._group = self._group, None
+        if self._leaving is not None:
+            with trio.CancelScope(shield=True):
+                await self._leaving.wait()
+        if group is not None:
+            # member.close(): auto-commit, revoke, LeaveGroup; commit() still works here
+            self._closing_group = group
+            try:
+                await group.close()
+            finally:
+                self._closing_group = None
+        elif self._auto_commits():
+            # Java's close() commits the positions of what was consumed, when
+            # auto-committing
+            with trio.move_on_after(self.config.default_api_timeout_ms / 1000):
+                try:
+                    await self.commit()
+                except KafkaError as e:
+                    log.warning("auto-commit on close failed: %s", e)
+
+    def _forget_nursery(self) -> None:
+        self._nursery = None
+
+    def _forget_pool(self) -> None:
+        self._pool, self._cluster, self._fetcher = None, None, None
+        self._coordinator = None
+        self._closed = True
 
     @property
     def fetcher(self) -> Fetcher:
@@ -253,7 +256,7 @@ class Consumer:
             self._group.subscribe(self._subscription, listener)
         elif self._nursery is not None:
             self._cluster.add_topics(self._subscription)  # type: ignore[union-attr]
-            self._group = GroupCoordinator(self, self._subscription, self._listener)
+            self._group = self._new_group()
             self._nursery.start_soon(self._run_group, self._group)
         self._maybe_watch_metadata()
 
@@ -411,7 +414,7 @@ class Consumer:
         by_strategy: dict[str, list[TopicPartition]] = {}
         need_committed = [tp for tp in missing if self._state.state(tp).reset is None]
         if self.config.group_id is not None and need_committed:
-            committed = await self._fetch_committed(need_committed)
+            committed = await self._offsets().fetch_committed(need_committed)
             for tp in need_committed:
                 offset = committed.get(tp)
                 if offset is not None and self._state.position(tp) is None:
@@ -549,99 +552,24 @@ class Consumer:
         await self._commit(offsets, retry=True)
 
     async def _commit(self, offsets: Mapping | None, retry: bool) -> None:
-        """commit(); `retry` False makes one attempt only (a background auto-commit).
-        Commits go out one at a time, in the order they were made (trio.Lock is fair), so
-        that an older one never lands after a newer one."""
-        group_id = self._group_id()
+        """commit(); `retry` False makes one attempt only (a background auto-commit)."""
+        self._group_id()
         if offsets is None:
             offsets = self._state.positions()
         if not offsets:
             return
-        entries: dict[TopicPartition, tuple[int, str | None]] = {}
-        for tp, value in offsets.items():
-            offset, metadata = (value, "") if isinstance(value, int) else value
-            if offset < 0:
-                raise ValueError(f"commit offset must be >= 0, got {offset} for {tp}")
-            entries[TopicPartition(tp[0], tp[1])] = (offset, metadata)
+        await self._offsets().commit_offsets(offsets, self._commit_identity, retry=retry)
 
-        async def attempt() -> None:
-            # a member on its way out (close, unsubscribe) commits as itself until it left
-            group = self._closing_group or self._group
-            generation, member_id, instance_id = (
-                group.commit_identity() if group is not None else (-1, "", None))
-            conn = await self._coordinator()
-            topics: dict[str, list] = {}
-            for tp, (offset, metadata) in entries.items():
-                topics.setdefault(tp.topic, []).append({
-                    "partition_index": tp.partition, "committed_offset": offset,
-                    "committed_leader_epoch": -1, "committed_metadata": metadata})
-            resp = await conn.request(OFFSET_COMMIT, {
-                "group_id": group_id, "generation_id_or_member_epoch": generation,
-                "member_id": member_id, "group_instance_id": instance_id,
-                "retention_time_ms": -1,
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
-            retry: KafkaError | None = None
-            for t in resp.body.topics:
-                for p in t.partitions:
-                    code = ErrorCode.of(p.error_code)
-                    if code is ErrorCode.NONE:
-                        continue
-                    error = for_code(code, f"OffsetCommit {t.name}-{p.partition_index} "
-                                           f"for group '{group_id}'")
-                    if not error.retriable:
-                        raise error
-                    retry = retry or error
-            if retry is not None:
-                raise retry
-
-        async with self._commit_lock:
-            if retry:
-                await self._retrying(f"OffsetCommit for group '{group_id}'", attempt)
-            else:
-                await attempt()
+    def _commit_identity(self) -> tuple[int, str, str | None]:
+        # a member on its way out (close, unsubscribe) commits as itself until it left
+        group = self._closing_group or self._group
+        return group.commit_identity() if group is not None else STANDALONE
 
     async def committed(self, tp: TopicPartition) -> int | None:
         """The offset committed for `tp` by group_id, or None if there is none."""
-        return (await self._fetch_committed([tp])).get(TopicPartition(tp[0], tp[1]))
-
-    async def _fetch_committed(self, tps: Sequence[TopicPartition]
-                               ) -> dict[TopicPartition, int | None]:
-        group_id = self._group_id()
-        topics: dict[str, list[int]] = {}
-        for tp in tps:
-            topics.setdefault(tp[0], []).append(tp[1])
-        wanted = [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
-
-        async def attempt() -> dict[TopicPartition, int | None]:
-            conn = await self._coordinator()
-            version = conn.version_for(OFFSET_FETCH)
-            resp = await conn.request(OFFSET_FETCH, {
-                "group_id": group_id, "topics": wanted,
-                "groups": [{"group_id": group_id, "topics": wanted}],
-                "require_stable": False}, version)
-            body = resp.body
-            if version >= 8:
-                g = next((g for g in body.groups if g.group_id == group_id), None)
-                if g is None:
-                    raise for_code(ErrorCode.UNKNOWN_SERVER_ERROR,
-                                   f"OffsetFetch did not answer for group '{group_id}'")
-                code, result_topics = ErrorCode.of(g.error_code), g.topics
-            else:
-                code, result_topics = ErrorCode.of(body.get("error_code", 0)), body.topics
-            if code is not ErrorCode.NONE:
-                raise for_code(code, f"OffsetFetch for group '{group_id}'")
-            out: dict[TopicPartition, int | None] = {}
-            for t in result_topics:
-                for p in t.partitions:
-                    pcode = ErrorCode.of(p.error_code)
-                    if pcode is not ErrorCode.NONE:
-                        raise for_code(pcode, f"OffsetFetch {t.name}-{p.partition_index} "
-                                              f"for group '{group_id}'")
-                    out[TopicPartition(t.name, p.partition_index)] = (
-                        p.committed_offset if p.committed_offset >= 0 else None)
-            return out
-
-        return await self._retrying(f"OffsetFetch for group '{group_id}'", attempt)
+        self._group_id()
+        committed = await self._offsets().fetch_committed([tp])
+        return committed.get(TopicPartition(tp[0], tp[1]))
 
     def _group_id(self) -> str:
         if not self.config.group_id:
@@ -649,26 +577,7 @@ class Consumer:
                            "committed offsets need a group_id: Consumer(..., group_id=...)")
         return self.config.group_id
 
-    async def _coordinator(self) -> BrokerConnection:
-        """The group coordinator's connection: FindCoordinator (key type 0, to the
-        least-loaded connection) unless one is known. It is a connection of its own
-        (channel "group"): the broker answers a connection's requests in order and holds a
-        JoinGroup until the rebalance completes, and fetching must go on meanwhile."""
-        if self._pool is None:
+    def _offsets(self) -> ConsumerCoordinator:
+        if self._coordinator is None:
             raise RuntimeError("the Consumer is not open (use `async with`)")
-        pool, group_id = self._pool, self._group_id()
-        if self._coordinator_id is None:
-            self._coordinator_id, _ = await find_group_coordinator(pool, group_id)
-        return await pool.get(self._coordinator_id, channel=COORDINATOR_CHANNEL)
-
-    async def _retrying(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
-        def on_retry(e: KafkaError) -> None:
-            if (e.code in _COORDINATOR_ERRORS
-                    or isinstance(e, (KafkaConnectionError, KafkaTimeoutError))):
-                self._coordinator_id = None
-            if e.refresh_metadata and self._cluster is not None:
-                self._cluster.request_update()
-
-        return await retry_until_deadline(
-            what, attempt, budget_ms=self.config.default_api_timeout_ms,
-            backoff_s=self.config.retry_backoff_s, on_retry=on_retry)
+        return self._coordinator

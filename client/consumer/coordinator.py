@@ -1,7 +1,29 @@
-"""The trio driver of the consumer's group membership (client/consumer/membership.py).
+"""The consumer's side of its group coordinator: lookup, committed offsets, membership.
 
-Owns: `ConsumerRebalanceListener` (the application's hooks) and `GroupCoordinator` (one
-per subscribed Consumer, running in the Consumer's nursery).
+Owns: `ConsumerCoordinator` (one per Consumer with a group_id: FindCoordinator and the
+connection to the coordinator, OffsetCommit and OffsetFetch, as Java's ConsumerCoordinator
+with AbstractCoordinator's lookupCoordinator / markCoordinatorUnknown),
+`ConsumerRebalanceListener` (the application's hooks) and `GroupCoordinator` (the trio
+driver of the pure membership state machine in client/consumer/membership.py: one per
+subscription, running in the Consumer's nursery, sending its requests through the
+ConsumerCoordinator).
+
+Neither reads the Consumer: each is handed what it works on (the ConnectionPool and
+Cluster, the SubscriptionState of positions, a callback for "partitions started
+fetching"), so this module is understood without client/consumer/consumer.py.
+
+ConsumerCoordinator:
+
+    coordinator = ConsumerCoordinator(pool, cluster, config)   # config.group_id set
+    await coordinator.commit_offsets({tp: 42}, identity=(-1, "", None))
+    await coordinator.fetch_committed([tp])                   # {tp: 42} (None: nothing)
+
+The coordinator is found with FindCoordinator (key type 0) on the least-loaded connection
+and kept until an error says it moved (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, a lost
+connection, a timeout). Its connection is one of its own (channel "group"): the broker
+answers a connection's requests in order and holds a JoinGroup until the rebalance
+completes, and fetching must go on meanwhile. Commits go out one at a time, in the order
+they were made (trio.Lock is fair), so that an older one never lands after a newer one.
 
     class Listener(ConsumerRebalanceListener):
         async def on_partitions_revoked(self, partitions): await consumer.commit()
@@ -40,29 +62,179 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence, TypeVar
 
 import trio
 
+from client.cluster import Cluster, find_group_coordinator
+from client.connection import BrokerConnection, ConnectionPool
+from client.consumer.config import ConsumerConfig
+from client.consumer.fetcher import SubscriptionState
 from client.consumer.membership import (
     CallListener, CommitOffsets, CoordinatorUnknown, Fatal, GroupMember, MemberConfig,
     MemberState, SendHeartbeat, SendJoinGroup, SendLeaveGroup, SendSyncGroup, StartFetching,
     StopFetching,
 )
-from client.errors import KafkaError
+from client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, for_code
+from client.retry import retry_until_deadline
 from client.types import TopicPartition
 from protocol.consumer_protocol import decode_subscription
-from protocol.messages import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP
+from protocol.errors import ErrorCode
+from protocol.messages import (
+    HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH, SYNC_GROUP,
+)
 
-if TYPE_CHECKING:
-    from client.consumer.consumer import Consumer
+__all__ = ["COORDINATOR_CHANNEL", "CommitIdentity", "ConsumerCoordinator",
+           "ConsumerRebalanceListener", "GroupCoordinator", "STANDALONE"]
 
-__all__ = ["ConsumerRebalanceListener", "GroupCoordinator"]
+T = TypeVar("T")
 
 log = logging.getLogger("minibroker.client.consumer.coordinator")
 
 LEAVE_TIMEOUT_MS = 5_000
 CLOSE_TIMEOUT_S = 30.0  # Java's default close timeout
+COORDINATOR_CHANNEL = "group"
+_COORDINATOR_ERRORS = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                 ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                 ErrorCode.NOT_COORDINATOR})
+
+# (generation, member id, group instance id) an OffsetCommit carries
+CommitIdentity = tuple[int, str, "str | None"]
+STANDALONE: CommitIdentity = (-1, "", None)  # a commit from outside the group (assign mode)
+
+
+class ConsumerCoordinator:
+    """The group's coordinator for one Consumer: lookup, OffsetCommit, OffsetFetch (module
+    docstring). `config.group_id` must be set."""
+
+    def __init__(self, pool: ConnectionPool, cluster: Cluster, config: ConsumerConfig):
+        if not config.group_id:
+            raise ValueError("a ConsumerCoordinator needs a group_id")
+        self.pool = pool
+        self.cluster = cluster
+        self.config = config
+        self.group_id: str = config.group_id
+        self.coordinator_id: int | None = None
+        self._commit_lock = trio.Lock()
+
+    # -- the coordinator ---------------------------------------------------------------
+
+    async def connection(self) -> BrokerConnection:
+        """The coordinator's connection (channel "group"): FindCoordinator first unless
+        the coordinator is known."""
+        if self.coordinator_id is None:
+            self.coordinator_id, _ = await find_group_coordinator(self.pool, self.group_id)
+        return await self.pool.get(self.coordinator_id, channel=COORDINATOR_CHANNEL)
+
+    def mark_coordinator_unknown(self) -> None:
+        """The next request looks the coordinator up again (Java markCoordinatorUnknown)."""
+        self.coordinator_id = None
+
+    # -- committed offsets -------------------------------------------------------------
+
+    async def commit_offsets(self, offsets: Mapping[TopicPartition, int | tuple[int, str | None]],
+                             identity: CommitIdentity | Callable[[], CommitIdentity] = STANDALONE,
+                             *, retry: bool = True) -> None:
+        """OffsetCommit of `offsets` (tp -> offset, or (offset, metadata)) as `identity`
+        (or what the callable returns at each attempt: a member's generation may move
+        while a commit waits). `retry` False makes one attempt only (a background
+        auto-commit); else retriable errors are retried until default_api_timeout_ms."""
+        entries: dict[TopicPartition, tuple[int, str | None]] = {}
+        for tp, value in offsets.items():
+            offset, metadata = (value, "") if isinstance(value, int) else value
+            if offset < 0:
+                raise ValueError(f"commit offset must be >= 0, got {offset} for {tp}")
+            entries[TopicPartition(tp[0], tp[1])] = (offset, metadata)
+        if not entries:
+            return
+        group_id = self.group_id
+
+        async def attempt() -> None:
+            generation, member_id, instance_id = (
+                identity() if callable(identity) else identity)
+            conn = await self.connection()
+            topics: dict[str, list] = {}
+            for tp, (offset, metadata) in entries.items():
+                topics.setdefault(tp.topic, []).append({
+                    "partition_index": tp.partition, "committed_offset": offset,
+                    "committed_leader_epoch": -1, "committed_metadata": metadata})
+            resp = await conn.request(OFFSET_COMMIT, {
+                "group_id": group_id, "generation_id_or_member_epoch": generation,
+                "member_id": member_id, "group_instance_id": instance_id,
+                "retention_time_ms": -1,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+            retriable: KafkaError | None = None
+            for t in resp.body.topics:
+                for p in t.partitions:
+                    code = ErrorCode.of(p.error_code)
+                    if code is ErrorCode.NONE:
+                        continue
+                    error = for_code(code, f"OffsetCommit {t.name}-{p.partition_index} "
+                                           f"for group '{group_id}'")
+                    if not error.retriable:
+                        raise error
+                    retriable = retriable or error
+            if retriable is not None:
+                raise retriable
+
+        async with self._commit_lock:
+            if retry:
+                await self._retrying(f"OffsetCommit for group '{group_id}'", attempt)
+            else:
+                await attempt()
+
+    async def fetch_committed(self, tps: Sequence[TopicPartition]
+                              ) -> dict[TopicPartition, int | None]:
+        """OffsetFetch: the committed offset of each of `tps` (None: nothing committed),
+        retrying until default_api_timeout_ms."""
+        group_id = self.group_id
+        topics: dict[str, list[int]] = {}
+        for tp in tps:
+            topics.setdefault(tp[0], []).append(tp[1])
+        wanted = [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
+
+        async def attempt() -> dict[TopicPartition, int | None]:
+            conn = await self.connection()
+            version = conn.version_for(OFFSET_FETCH)
+            resp = await conn.request(OFFSET_FETCH, {
+                "group_id": group_id, "topics": wanted,
+                "groups": [{"group_id": group_id, "topics": wanted}],
+                "require_stable": False}, version)
+            body = resp.body
+            if version >= 8:
+                g = next((g for g in body.groups if g.group_id == group_id), None)
+                if g is None:
+                    raise for_code(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                   f"OffsetFetch did not answer for group '{group_id}'")
+                code, result_topics = ErrorCode.of(g.error_code), g.topics
+            else:
+                code, result_topics = ErrorCode.of(body.get("error_code", 0)), body.topics
+            if code is not ErrorCode.NONE:
+                raise for_code(code, f"OffsetFetch for group '{group_id}'")
+            out: dict[TopicPartition, int | None] = {}
+            for t in result_topics:
+                for p in t.partitions:
+                    pcode = ErrorCode.of(p.error_code)
+                    if pcode is not ErrorCode.NONE:
+                        raise for_code(pcode, f"OffsetFetch {t.name}-{p.partition_index} "
+                                              f"for group '{group_id}'")
+                    out[TopicPartition(t.name, p.partition_index)] = (
+                        p.committed_offset if p.committed_offset >= 0 else None)
+            return out
+
+        return await self._retrying(f"OffsetFetch for group '{group_id}'", attempt)
+
+    async def _retrying(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        def on_retry(e: KafkaError) -> None:
+            if (e.code in _COORDINATOR_ERRORS
+                    or isinstance(e, (KafkaConnectionError, KafkaTimeoutError))):
+                self.mark_coordinator_unknown()
+            if e.refresh_metadata:
+                self.cluster.request_update()
+
+        return await retry_until_deadline(
+            what, attempt, budget_ms=self.config.default_api_timeout_ms,
+            backoff_s=self.config.retry_backoff_s, on_retry=on_retry)
 
 
 class ConsumerRebalanceListener:
@@ -85,11 +257,21 @@ def _now_ms() -> int:
 
 
 class GroupCoordinator:
-    """Drives one GroupMember for `consumer` (module docstring)."""
+    """Drives one GroupMember (module docstring). It is handed what it works on:
+    `coordinator` (requests, commits), `subscriptions` (the Consumer's positions and
+    buffers: the assignment it grows and shrinks), `cluster` (metadata: partition counts
+    when leading) and `on_assignment_changed` (called once newly assigned partitions are
+    fetchable)."""
 
-    def __init__(self, consumer: "Consumer", topics: Iterable[str], listener: Any = None):
-        cfg = consumer.config
-        self.consumer = consumer
+    def __init__(self, coordinator: ConsumerCoordinator, subscriptions: SubscriptionState,
+                 cluster: Cluster, topics: Iterable[str], listener: Any = None, *,
+                 on_assignment_changed: Callable[[], None] = lambda: None):
+        cfg = coordinator.config
+        self.coordinator = coordinator
+        self.config = cfg
+        self.subscriptions = subscriptions
+        self.cluster = cluster
+        self.on_assignment_changed = on_assignment_changed
         self.listener = listener if listener is not None else ConsumerRebalanceListener()
         self.member = GroupMember(MemberConfig(
             group_id=cfg.group_id, topics=tuple(topics),
@@ -147,7 +329,7 @@ class GroupCoordinator:
         if error is not None:
             raise error
 
-    def commit_identity(self) -> tuple[int, str, str | None]:
+    def commit_identity(self) -> CommitIdentity:
         """(generation, member id, group instance id) for OffsetCommit: the member's current
         generation, or during close the one it had before leaving; (-1, "") outside a group
         (a standalone commit)."""
@@ -238,11 +420,11 @@ class GroupCoordinator:
                 work.extendleft(reversed(follow))
 
     async def _do(self, action: Any) -> list:
-        member, consumer = self.member, self.consumer
+        member = self.member
         if isinstance(action, SendJoinGroup):
             rebalance_ms = action.body["rebalance_timeout_ms"]
             resp = await self._request("join", JOIN_GROUP, action.body,
-                                       rebalance_ms + consumer.config.request_timeout_ms)
+                                       rebalance_ms + self.config.request_timeout_ms)
             if resp is None:
                 return member.on_request_failed("join", _now_ms())
             counts = None
@@ -270,24 +452,24 @@ class GroupCoordinator:
             await self._call_listener(action.kind, action.partitions)
             return []
         if isinstance(action, StartFetching):
-            state = consumer._state
+            state = self.subscriptions
             for tp in action.partitions:
                 if tp in self._pending_start and state.is_assigned(tp):
                     state.resume(tp)
                 self._pending_start.discard(tp)
-            consumer._assignment_changed()
+            self.on_assignment_changed()
             return []
         if isinstance(action, StopFetching):
-            state = consumer._state
+            state = self.subscriptions
             for tp in action.partitions:
                 if state.is_assigned(tp):
                     state.stop(tp)
                 self._pending_start.discard(tp)
             return []
         if isinstance(action, CommitOffsets):
-            offsets = consumer._state.positions(action.partitions)
+            offsets = self.subscriptions.positions(action.partitions)
             try:
-                await consumer.commit(offsets)
+                await self.coordinator.commit_offsets(offsets, self.commit_identity)
             except KafkaError as e:  # Java logs a failed auto-commit before a rebalance
                 log.warning("group %s: auto-commit before the rebalance failed: %s",
                             member.config.group_id, e)
@@ -295,7 +477,7 @@ class GroupCoordinator:
         if isinstance(action, CoordinatorUnknown):
             log.info("group %s: coordinator unknown (%s)", member.config.group_id,
                      action.reason)
-            consumer._coordinator_id = None
+            self.coordinator.mark_coordinator_unknown()
             return []
         if isinstance(action, Fatal):
             self.error = action.error
@@ -307,13 +489,13 @@ class GroupCoordinator:
                        timeout_ms: int | None = None) -> Any:
         """Send to the coordinator; None when no response came (the member retries)."""
         try:
-            conn = await self.consumer._coordinator()
+            conn = await self.coordinator.connection()
             return await conn.request(api_key, body, timeout_ms=timeout_ms)
         except KafkaError as e:  # a lost connection and a timeout are retriable too
             if not e.retriable:
                 raise
             log.info("group %s: %s failed: %s", self.member.config.group_id, api, e)
-            self.consumer._coordinator_id = None
+            self.coordinator.mark_coordinator_unknown()
         return None  # the member schedules the retry after retry_backoff_ms
 
     async def _partition_counts(self, body: Any) -> dict[str, int]:
@@ -321,10 +503,9 @@ class GroupCoordinator:
         topics: set[str] = set()
         for m in body.members or []:
             topics.update(decode_subscription(m.metadata).topics)
-        cluster = self.consumer._cluster
-        if not topics or cluster is None:
+        if not topics:
             return {}
-        metadata = await cluster.refresh(topics)
+        metadata = await self.cluster.refresh(topics)
         counts = {}
         for t in topics:
             parts = metadata.partitions_for(t)
@@ -333,7 +514,7 @@ class GroupCoordinator:
         return counts
 
     async def _call_listener(self, kind: str, partitions: tuple) -> None:
-        state = self.consumer._state
+        state = self.subscriptions
         parts = set(partitions)
         if kind == "assigned":
             new = [tp for tp in partitions if not state.is_assigned(tp)]
@@ -341,8 +522,7 @@ class GroupCoordinator:
             for tp in new:
                 state.pause(tp)
                 self._pending_start.add(tp)
-            if self.consumer._cluster is not None:
-                self.consumer._cluster.add_topics({tp.topic for tp in new})
+            self.cluster.add_topics({tp.topic for tp in new})
         hook = {"assigned": "on_partitions_assigned", "revoked": "on_partitions_revoked",
                 "lost": "on_partitions_lost"}[kind]
         try:

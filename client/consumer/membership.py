@@ -16,7 +16,11 @@ States (``MemberState``)::
                        +-- REBALANCE_IN_PROGRESS (heartbeat / sync), subscription  +
                            change, cooperative follow-up after a revocation
     STABLE --max.poll.interval expired--> UNJOINED (LeaveGroup if dynamic; rejoins on poll)
-    any --fatal error (FENCED_INSTANCE_ID, ...)--> FAILED;  close() --> CLOSED
+    JOINING, SYNCING, STABLE --fatal error (FENCED_INSTANCE_ID, ...)--> FAILED
+    any --close()--> CLOSED
+
+``VALID_PREVIOUS_STATES`` declares these edges as data; ``transition_to`` is the only way
+``state`` changes and raises IllegalStateTransition on any other.
 
 REVOKING is not a state of its own: a revocation is a ``StopFetching`` then a
 ``CallListener("revoked", ...)`` action, and the driver finishes both before it sends the
@@ -74,6 +78,30 @@ class MemberState(enum.Enum):
     STABLE = "stable"      # assignment received; heartbeating
     FAILED = "failed"      # a fatal error was reported; every later event is ignored
     CLOSED = "closed"
+
+
+_IN_GROUP = frozenset({MemberState.UNJOINED, MemberState.JOINING, MemberState.SYNCING,
+                       MemberState.STABLE})
+
+# The states each state may be entered from (the diagram in the module docstring), as the
+# broker's group declares its own (broker/coordinator/group.py): every change of `state`
+# goes through GroupMember.transition_to, which refuses any other.
+VALID_PREVIOUS_STATES: dict[MemberState, frozenset[MemberState]] = {
+    # the member left on a max.poll.interval expiry
+    MemberState.UNJOINED: frozenset({MemberState.STABLE}),
+    # a (re)join from anywhere in the group; JOINING -> JOINING resends the JoinGroup
+    MemberState.JOINING: _IN_GROUP,
+    MemberState.SYNCING: frozenset({MemberState.JOINING}),
+    MemberState.STABLE: frozenset({MemberState.SYNCING}),
+    # a fatal error answers a request, which only a member joining or in the group sends
+    MemberState.FAILED: frozenset({MemberState.JOINING, MemberState.SYNCING,
+                                   MemberState.STABLE}),
+    MemberState.CLOSED: frozenset(MemberState),
+}
+
+
+class IllegalStateTransition(RuntimeError):
+    """A change of MemberState that VALID_PREVIOUS_STATES forbids: always a bug here."""
 
 
 # -- actions (outputs) ---------------------------------------------------------------------
@@ -183,7 +211,6 @@ class GroupMember:
 
     config: MemberConfig
     partition_counts: Callable[[list[str]], Mapping[str, int]] = lambda topics: {}
-    state: MemberState = MemberState.UNJOINED
     member_id: str = NO_MEMBER_ID
     generation: int = DEFAULT_GENERATION
     protocol_name: str | None = None
@@ -193,6 +220,7 @@ class GroupMember:
     assignors: list[Assignor] = field(init=False)
     rebalance_protocol: str = field(init=False)
     topics: tuple[str, ...] = field(init=False)
+    _state: MemberState = field(default=MemberState.UNJOINED, init=False)
     # timers and bookkeeping
     _needs_join_prepare: bool = True
     _wait_for_poll: bool = True  # UNJOINED: the next poll() joins
@@ -210,6 +238,18 @@ class GroupMember:
         self.topics = tuple(sorted(set(self.config.topics)))
 
     # -- queries ----------------------------------------------------------------------------
+
+    @property
+    def state(self) -> MemberState:
+        return self._state
+
+    def transition_to(self, target: MemberState) -> None:
+        """The only way `state` changes; IllegalStateTransition if the table forbids it."""
+        if self._state not in VALID_PREVIOUS_STATES[target]:
+            raise IllegalStateTransition(
+                f"group {self.config.group_id}: member cannot go from "
+                f"{self._state.name} to {target.name}")
+        self._state = target
 
     @property
     def assignment(self) -> Partitions:
@@ -270,7 +310,7 @@ class GroupMember:
     def close(self, now_ms: int) -> list:
         """Java onLeavePrepare + maybeLeaveGroup: a static member sends no LeaveGroup."""
         if self.state in (MemberState.CLOSED, MemberState.FAILED):
-            self.state = MemberState.CLOSED
+            self.transition_to(MemberState.CLOSED)
             return []
         out: list = []
         if self.owned:
@@ -284,7 +324,7 @@ class GroupMember:
         if not self.is_static and self.state != MemberState.UNJOINED and self.member_id:
             out.append(self._leave_group("the consumer is being closed"))
         self._reset(reset_member_id=True)
-        self.state = MemberState.CLOSED
+        self.transition_to(MemberState.CLOSED)
         return out
 
     # -- responses ---------------------------------------------------------------------------
@@ -302,7 +342,7 @@ class GroupMember:
             self.member_id = body["member_id"]
             self.protocol_name = body.get("protocol_name")
             self.leader_id = body.get("leader")
-            self.state = MemberState.SYNCING
+            self.transition_to(MemberState.SYNCING)
             assignments: list[dict] = []
             if self.is_leader and not body.get("skip_assignment"):
                 try:
@@ -343,7 +383,7 @@ class GroupMember:
             self._reset(reset_member_id=error == E.UNKNOWN_MEMBER_ID)
             return self._rejoin(now_ms, f"SyncGroup: {error.name}")
         if error in _COORDINATOR_GONE:
-            self.state = MemberState.JOINING
+            self.transition_to(MemberState.JOINING)
             return self._retry_later(now_ms, error, "SyncGroup")
         return self._fatal(error, "SyncGroup failed")
 
@@ -381,7 +421,7 @@ class GroupMember:
                 self._next_heartbeat_at = now_ms + self.config.retry_backoff_ms
             return []
         if (api, self.state) in (("join", MemberState.JOINING), ("sync", MemberState.SYNCING)):
-            self.state = MemberState.JOINING
+            self.transition_to(MemberState.JOINING)
             return self._retry_later(now_ms, E.NETWORK_EXCEPTION, api)
         return []
 
@@ -417,7 +457,7 @@ class GroupMember:
         if not self.is_static and self.member_id:
             out.append(self._leave_group("consumer poll timeout has expired."))
         self._reset(reset_member_id=True)
-        self.state = MemberState.UNJOINED
+        self.transition_to(MemberState.UNJOINED)
         self._wait_for_poll = True
         return out
 
@@ -470,7 +510,7 @@ class GroupMember:
         return out
 
     def _send_join(self, reason: str) -> list:
-        self.state = MemberState.JOINING
+        self.transition_to(MemberState.JOINING)
         self._retry_at = None
         self._heartbeat_in_flight = None
         self._pending_rejoin = None  # this JoinGroup carries the current subscription
@@ -517,7 +557,7 @@ class GroupMember:
     def _complete(self, assigned: set, now_ms: int) -> list:
         """Java onJoinComplete, then the heartbeat thread's resetTimeouts."""
         out: list = []
-        self.state = MemberState.STABLE
+        self.transition_to(MemberState.STABLE)
         self._needs_join_prepare = True
         self._last_received = (_sorted(assigned), self.generation)
         self._session_deadline = now_ms + self.config.session_timeout_ms
@@ -539,7 +579,7 @@ class GroupMember:
         return out
 
     def _retry_later(self, now_ms: int, error: ErrorCode, api: str) -> list:
-        self.state = MemberState.JOINING
+        self.transition_to(MemberState.JOINING)
         self._retry_at = now_ms + self.config.retry_backoff_ms
         if error in _COORDINATOR_GONE:
             return [CoordinatorUnknown(f"{api}: {error.name}")]
@@ -547,13 +587,13 @@ class GroupMember:
 
     def _fatal(self, code: ErrorCode, message: str | None) -> list:
         self.error = for_code(code, message)
-        self.state = MemberState.FAILED
+        self.transition_to(MemberState.FAILED)
         self._heartbeat_in_flight = None
         return [Fatal(self.error)]
 
 
 __all__ = [
     "CallListener", "CommitOffsets", "CoordinatorUnknown", "Fatal", "GroupMember",
-    "MemberConfig", "MemberState", "SendHeartbeat", "SendJoinGroup", "SendLeaveGroup",
+    "IllegalStateTransition", "MemberConfig", "MemberState", "VALID_PREVIOUS_STATES", "SendHeartbeat", "SendJoinGroup", "SendLeaveGroup",
     "SendSyncGroup", "StartFetching", "StopFetching",
 ]

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import random
 import time
+from contextlib import AsyncExitStack
 from typing import Any, Iterable
 
 import trio
@@ -69,7 +70,7 @@ class Producer:
         self._pool: ConnectionPool | None = None
         self._cluster: Cluster | None = None
         self._sender: Sender | None = None
-        self._nursery_manager = None
+        self._exit_stack: AsyncExitStack | None = None
         self._acc = RecordAccumulator(
             batch_size=self.config.batch_size, linger_ms=self.config.linger_ms,
             delivery_timeout_ms=self.config.delivery_timeout_ms,
@@ -86,24 +87,33 @@ class Producer:
     # -- lifetime ----------------------------------------------------------------------
 
     async def __aenter__(self) -> "Producer":
-        pool = ConnectionPool(self.config)
-        await pool.__aenter__()
-        self._pool = pool
-        try:
+        # Whatever was entered is exited, in reverse order, if a later step raises (a
+        # nursery left open corrupts trio's nursery stack); on success the stack is kept
+        # for __aexit__, which unwinds it: stop (flush), background tasks, pending
+        # handles, connections.
+        async with AsyncExitStack() as stack:
+            pool = await stack.enter_async_context(ConnectionPool(self.config))
+            self._pool = pool
+            stack.callback(self._fail_pending)
             self._cluster = Cluster(pool, self.config, topics=(),
                                     allow_auto_topic_creation=self.config.allow_auto_create_topics)
             self._sender = Sender(self.config, pool, self._cluster, self._acc)
-            self._nursery_manager = background_nursery()
-            nursery = await self._nursery_manager.__aenter__()
+            nursery = await stack.enter_async_context(background_nursery())
+            stack.push_async_exit(self._stop)
             await nursery.start(self._cluster.run)
             await nursery.start(self._sender.run)
             nursery.start_soon(self._watch_metadata)
-        except BaseException:
-            await pool.__aexit__(None, None, None)
-            raise
+            self._exit_stack = stack.pop_all()
         return self
 
     async def __aexit__(self, exc_type, exc, tb) -> None:
+        stack, self._exit_stack = self._exit_stack, None
+        if stack is not None:
+            await stack.__aexit__(exc_type, exc, tb)
+
+    async def _stop(self, exc_type, exc, tb) -> bool:
+        """The first step of closing: flush (unless leaving on an exception), then fail
+        what is still queued."""
         try:
             if exc_type is None:
                 await self.flush()
@@ -115,16 +125,14 @@ class Producer:
             for topic in list(self._waiting):
                 for w in self._waiting.pop(topic):
                     w.handle._fail(error.clone())
-            manager, self._nursery_manager = self._nursery_manager, None
-            try:
-                if manager is not None:
-                    await manager.__aexit__(None, None, None)
-            finally:
-                for handle in list(self._pending):
-                    handle._fail(error.clone())
-                pool, self._pool = self._pool, None
-                if pool is not None:
-                    await pool.__aexit__(None, None, None)
+        return False
+
+    def _fail_pending(self) -> None:
+        """Once the background tasks are gone: fail every handle still waiting."""
+        error = KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "the producer was closed")
+        for handle in list(self._pending):
+            handle._fail(error.clone())
+        self._pool = None
 
     # -- sending -----------------------------------------------------------------------
 

@@ -10,8 +10,8 @@ import pytest
 from client import errors
 from client.consumer.assignors import TopicPartition as TP
 from client.consumer.membership import (
-    CallListener, CommitOffsets, CoordinatorUnknown, Fatal, GroupMember, MemberConfig,
-    MemberState, SendHeartbeat, SendJoinGroup, SendLeaveGroup, SendSyncGroup, StartFetching,
+    VALID_PREVIOUS_STATES, CallListener, CommitOffsets, CoordinatorUnknown, Fatal, GroupMember,
+    IllegalStateTransition, MemberConfig, MemberState, SendHeartbeat, SendJoinGroup, SendLeaveGroup, SendSyncGroup, StartFetching,
     StopFetching,
 )
 from protocol.consumer_protocol import (
@@ -423,3 +423,83 @@ def test_stale_heartbeat_errors_are_ignored():
     assert m.on_heartbeat_response({"error_code": int(E.REBALANCE_IN_PROGRESS)}, 3_002) == []
     assert m.on_heartbeat_response({"error_code": int(E.ILLEGAL_GENERATION)}, 3_003) == []
     assert m.state == S.JOINING
+
+
+# -- the transition table ------------------------------------------------------------------
+
+def member_in(state: MemberState) -> GroupMember:
+    """A member brought to `state` by events only."""
+    m = member()
+    if state == S.JOINING:
+        m.poll(0)
+    elif state == S.SYNCING:
+        m.poll(0)
+        m.on_join_response(join_ok(), 0)
+    elif state == S.STABLE:
+        join_stable(m, {"t": [0]})
+    elif state == S.FAILED:
+        m.poll(0)
+        m.on_join_response({**join_ok(), "error_code": int(E.GROUP_AUTHORIZATION_FAILED)}, 0)
+    elif state == S.CLOSED:
+        m.close(0)
+    assert m.state == state
+    return m
+
+
+def test_every_state_declares_its_previous_states():
+    assert set(VALID_PREVIOUS_STATES) == set(MemberState)
+    # nothing leaves FAILED or CLOSED but close()
+    assert {t for t, previous in VALID_PREVIOUS_STATES.items() if S.FAILED in previous} == {
+        S.CLOSED}
+    assert {t for t, previous in VALID_PREVIOUS_STATES.items() if S.CLOSED in previous} == {
+        S.CLOSED}
+
+
+@pytest.mark.parametrize("source", list(MemberState), ids=lambda s: s.name)
+@pytest.mark.parametrize("target", list(MemberState), ids=lambda s: s.name)
+def test_transition_to_follows_the_table(source, target):
+    m = member_in(source)
+    if source in VALID_PREVIOUS_STATES[target]:
+        m.transition_to(target)
+        assert m.state == target
+    else:
+        with pytest.raises(IllegalStateTransition, match=f"{source.name} to {target.name}"):
+            m.transition_to(target)
+        assert m.state == source
+
+
+def test_state_is_read_only():
+    m = member()
+    with pytest.raises(AttributeError):
+        m.state = S.STABLE  # type: ignore[misc]
+    assert m.state == S.UNJOINED
+
+
+def test_a_full_life_passes_only_declared_transitions():
+    """Join, a rebalance, a poll timeout, a rejoin, a coordinator move during sync, close:
+    each step lands in the state the diagram says (transition_to raised on any other)."""
+    m = member()
+    seen = [m.state]
+    join_stable(m, {"t": [0, 1]}, now=0)
+    seen.append(m.state)
+    m.tick(3_000)  # the heartbeat that gets the error must be in flight first
+    m.on_heartbeat_response({"error_code": int(E.REBALANCE_IN_PROGRESS)}, 3_001)
+    seen.append(m.state)
+    m.on_join_response(join_ok(generation=2), 3_002)
+    m.on_sync_response(sync_ok({"t": [0]}), 3_003)
+    seen.append(m.state)
+    m.tick(3_003 + 60_000)  # max.poll.interval expired
+    seen.append(m.state)
+    m.poll(70_000)
+    m.on_join_response(join_ok(generation=3), 70_001)
+    m.on_sync_response({"error_code": int(E.NOT_COORDINATOR)}, 70_002)
+    seen.append(m.state)
+    m.tick(70_002 + 100)
+    m.on_join_response(join_ok(generation=4), 70_200)
+    m.on_sync_response(sync_ok({"t": [1]}), 70_201)
+    seen.append(m.state)
+    m.close(70_300)
+    seen.append(m.state)
+    assert seen == [S.UNJOINED, S.STABLE, S.JOINING, S.STABLE, S.UNJOINED, S.JOINING,
+                    S.STABLE, S.CLOSED]
+    assert m.assignment == ()
