@@ -2,8 +2,9 @@
 
 Owns argument parsing and dispatch to the subcommands: `serve` (one broker in the
 foreground, broker.main), `bench` (benchmarks, bench.cli), `analyze` (the Spark analysis,
-spark_jobs.cli), `dump-log` (tools.dump_log), `groups` (tools.groups), `produce` and
-`consume` (console producer and consumer on the client library). Like Kafka's `tools`
+spark_jobs.cli), `dump-log` (tools.dump_log), `groups` (tools.groups), `topics`
+(tools.topics), `produce` and `consume` (console producer and consumer on the client
+library). Like Kafka's `tools`
 module, it is a client of the broker and lives apart from it.
 """
 
@@ -36,13 +37,17 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.set_defaults(
         func=lambda a: __import__("spark_jobs.cli", fromlist=["main"]).main(a.rest))
 
-    from tools import consume, dump_log, groups, produce
+    from tools import consume, dump_log, groups, produce, topics
     dump = sub.add_parser("dump-log", help="print the batches and records of log segments")
     dump_log.add_arguments(dump)
     dump.set_defaults(func=dump_log.main)
     grp = sub.add_parser("groups", help="list and describe consumer groups")
     groups.add_arguments(grp)
     grp.set_defaults(func=groups.main)
+    tpc = sub.add_parser("topics", help="list, describe, create, delete and grow topics "
+                                        "(kafka-topics)")
+    topics.add_arguments(tpc)
+    tpc.set_defaults(func=topics.main)
     prod = sub.add_parser("produce", help="send one record per stdin line "
                                           "(kafka-console-producer)")
     produce.add_arguments(prod)

@@ -27,6 +27,7 @@ import trio
 from client.admin import AdminClient
 from client.errors import GroupIdNotFoundError, KafkaError
 from client.types import TopicPartition
+from tools.admin_session import ToolError, open_admin
 
 __all__ = ["GroupNotFound", "GroupListing", "GroupDescription", "Member", "PartitionRow",
            "list_groups", "describe_group", "main", "run"]
@@ -36,11 +37,7 @@ DEFAULT_TIMEOUT_MS = 5000
 REBALANCING = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
 
 
-class AdminError(Exception):
-    """A failure worth one line on stderr."""
-
-
-class GroupNotFound(AdminError):
+class GroupNotFound(ToolError):
     def __init__(self, group: str):
         super().__init__(f"Consumer group '{group}' does not exist.")
         self.group = group
@@ -93,20 +90,6 @@ class GroupDescription:
 
 
 # --- talking to the cluster ----------------------------------------------------------
-
-async def connect(admin: AdminClient) -> None:
-    """Open a connection to the first bootstrap address that answers, so that an
-    unreachable cluster is one line at once rather than retries until the timeout."""
-    first: KafkaError | None = None
-    for host, port in admin.config.bootstrap_addresses:
-        try:
-            await admin.pool.connect(host, port)
-            return
-        except KafkaError as e:
-            first = first or e
-    assert first is not None
-    raise AdminError(first.message or str(first))
-
 
 async def list_groups(admin: AdminClient) -> list[GroupListing]:
     """Every group of every broker, sorted by id."""
@@ -280,7 +263,7 @@ def run(args, out: TextIO | None = None, err: TextIO | None = None) -> int:
     except GroupNotFound as e:
         err.write(f"Error: {e}\n")
         return 1
-    except AdminError as e:
+    except ToolError as e:
         err.write(f"minibroker groups: {e}\n")
         return 1
     except (KafkaError, ValueError, TypeError) as e:  # the last two: a bad address
@@ -289,10 +272,8 @@ def run(args, out: TextIO | None = None, err: TextIO | None = None) -> int:
 
 
 async def _run(args, out: TextIO, err: TextIO) -> int:
-    async with AdminClient(bootstrap_servers=args.bootstrap_server,
-                           client_id="minibroker-groups", request_timeout_ms=args.timeout,
-                           default_api_timeout_ms=args.timeout) as admin:
-        await connect(admin)
+    async with open_admin(args.bootstrap_server, timeout_ms=args.timeout,
+                          client_id="minibroker-groups") as admin:
         if args.groups_command == "list":
             print_list(await list_groups(admin), out)
             return 0
