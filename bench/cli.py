@@ -4,6 +4,10 @@
     minibroker bench groups ...            group formation and commit rate (bench.groups)
     minibroker bench client ...            our client beside kafka-python and confluent-kafka
     minibroker bench rebalance ...         rolling bounce, eager against cooperative
+
+The benchmarks drive other clients and draw charts: they need the `bench` extra. What the
+chosen benchmark imports is checked before it starts (`requirements`), so that a missing
+module is one line naming `pip install 'minibroker[bench]'` and exit status 2.
 """
 
 from __future__ import annotations
@@ -11,16 +15,60 @@ from __future__ import annotations
 import importlib
 import sys
 
+from tools.extras import EXIT_MISSING, MissingExtra, missing_extra, require
+
+PROG = "minibroker bench"
 _MODULES = {"groups": "bench.groups", "client": "bench.clients", "rebalance": "bench.rebalance"}
+
+
+def _option(argv: list[str], name: str) -> str | None:
+    """The value of `--name V` or `--name=V` in argv (the last one), without parsing."""
+    value = None
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(name + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def requirements(argv: list[str]) -> list[str]:
+    """The bench extra's modules the benchmark `argv` names will import."""
+    if {"-h", "--help"} & set(argv):
+        return []
+    which = argv[0] if argv else None
+    if which == "client":
+        clients = (_option(argv, "--clients") or "kafka-python,confluent-kafka").split(",")
+        # the consume half prepares its topic with confluent-kafka whatever is compared
+        return ["confluent_kafka"] + (["kafka"] if "kafka-python" in clients else [])
+    if which == "rebalance":
+        needs = []
+        if _option(argv, "--client") == "librdkafka":
+            needs.append("confluent_kafka")
+        if "--compare" not in argv or _option(argv, "--chart") is not None:
+            needs.append("matplotlib")  # a run always draws its chart
+        return needs
+    return ["confluent_kafka"]  # groups, produce, consume
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    module = _MODULES.get(argv[0]) if argv else None
-    if module is not None:
-        return importlib.import_module(module).main(argv[1:])
-    from bench import throughput
-    return throughput.main(argv)
+    try:
+        require(PROG, "bench", requirements(argv))
+        module = _MODULES.get(argv[0]) if argv else None
+        if module is not None:
+            return importlib.import_module(module).main(argv[1:])
+        from bench import throughput
+        return throughput.main(argv)
+    except MissingExtra as e:
+        print(e, file=sys.stderr)
+        return EXIT_MISSING
+    except ModuleNotFoundError as e:
+        missing = missing_extra(PROG, e, ["bench", "spark"])
+        if missing is None:
+            raise
+        print(missing, file=sys.stderr)
+        return EXIT_MISSING
 
 
 if __name__ == "__main__":

@@ -101,6 +101,6 @@ def confluent_kafka_modules():
         from confluent_kafka import admin
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise BenchError(
-            "confluent-kafka is not installed; install the test extra: pip install -e '.[test]'"
+            "confluent-kafka is not installed; pip install 'minibroker[bench]'"
         ) from e
     return confluent_kafka, admin

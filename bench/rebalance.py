@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from bench.common import BenchError
-from broker.events import CONSUMER_EVENT_ORDER as _RANK
+from bench.events import CONSUMER_EVENT_ORDER as _RANK
 from broker.events import read_events, read_jsonl
 
 

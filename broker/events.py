@@ -71,30 +71,6 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
                    "high_watermark": "long", "reason": "string"},
 }
 
-# What each consumer of `minibroker bench rebalance` writes to OUT/consumers/<instance>.jsonl
-# (same line format: ts, type, plus these). Declared here beside the broker's events because
-# the analysis joins the two; `instance` is the bench's name for the process (c0..c9),
-# `partitions` are "topic-partition" strings.
-CONSUMER_EVENT_TYPES: dict[str, dict[str, str]] = {
-    "started": {"instance": "string", "client": "string", "protocol": "string"},
-    "assigned": {"instance": "string", "member": "string", "generation": "long",
-                 "partitions": "array<string>"},
-    "revoked": {"instance": "string", "member": "string", "generation": "long",
-                "partitions": "array<string>"},
-    "lost": {"instance": "string", "member": "string", "generation": "long",
-             "partitions": "array<string>"},
-    "consumed": {"instance": "string", "topic": "string", "partition": "long",
-                 "first_offset": "long", "last_offset": "long", "count": "long",
-                 "produced_ts": "long"},
-    "stopped": {"instance": "string", "reason": "string"},
-}
-
-# Same-millisecond consumer events sort as the protocol runs them: a member starts before it
-# is assigned, an old owner gives a partition up before a new owner gets it. Used by the
-# bench's plain-Python replay and by the Spark rebalances job, which must agree.
-CONSUMER_EVENT_ORDER = {"started": 0, "revoked": 1, "lost": 1, "stopped": 2, "assigned": 3,
-                        "consumed": 4}
-
 
 BUFFERED_TYPES = frozenset({"request"})
 

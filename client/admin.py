@@ -1,14 +1,17 @@
 """AdminClient: topics, partitions and groups, on trio.
 
 Owns: `AdminClient` and the plain dataclasses it takes and returns (`NewTopic`,
-`CreatedTopic`, `TopicListing`, `TopicDescription`, `PartitionInfo`, `GroupListing`,
-`GroupDescription`, `MemberDescription`).
+`CreatedTopic`, `TopicListing`, `TopicDescription`, `PartitionInfo`, `ConfigResource`,
+`ConfigEntry`, `GroupListing`, `GroupDescription`, `MemberDescription`).
 
     async with AdminClient(bootstrap_servers="127.0.0.1:9092") as admin:
         await admin.create_topics({"orders": 3})          # or [NewTopic("orders", 3, 1)]
         await admin.create_partitions({"orders": 6})      # total, not extra
         [t.name for t in await admin.list_topics()]
+        await admin.describe_configs([ConfigResource("topic", "orders")])
         await admin.describe_groups(["billing"])          # {"billing": GroupDescription}
+        await admin.list_consumer_group_offsets("billing")  # {TopicPartition: offset}
+        await admin.list_offsets({TopicPartition("orders", 0): "latest"})
         await admin.delete_topics(["orders"])
 
 Kafka errors come back as the typed exceptions of client.errors (TopicAlreadyExistsError,
@@ -23,7 +26,9 @@ out; then KafkaTimeoutError says what was last seen. UNKNOWN_TOPIC_OR_PARTITION,
 a producer that waits for a topic, is an answer here and is raised at once.
 
 Topic calls go to the controller named by Metadata, group calls to the group's coordinator
-(FindCoordinator, sent to the least-loaded connection), ListGroups to every broker.
+(FindCoordinator, sent to the least-loaded connection), ListGroups to every broker,
+ListOffsets to each partition's leader, DescribeConfigs of a topic to the least-loaded
+connection and of a broker to that broker.
 """
 
 from __future__ import annotations
@@ -42,18 +47,25 @@ from client.types import TopicPartition
 from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
-    CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_GROUPS, LIST_GROUPS,
+    CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, DESCRIBE_GROUPS,
+    LIST_GROUPS, LIST_OFFSETS, OFFSET_FETCH,
 )
 from protocol.primitives import ZERO_UUID
 
-__all__ = ["AdminClient", "CreatedTopic", "GroupDescription", "GroupListing",
-           "MemberDescription", "NewTopic", "PartitionInfo", "TopicDescription",
-           "TopicListing"]
+__all__ = ["AdminClient", "ConfigEntry", "ConfigResource", "CreatedTopic", "GroupDescription",
+           "GroupListing", "MemberDescription", "NewTopic", "PartitionInfo",
+           "TopicDescription", "TopicListing"]
 
 T = TypeVar("T")
 
 # Retriable codes that are answers about the caller's input, not the broker's state.
 _NOT_RETRIED = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
+
+# ListOffsets timestamps that name a position rather than a time (Kafka's OffsetSpec)
+_OFFSET_SPECS = {"latest": -1, "earliest": -2}
+# DescribeConfigs resource types and the config source that means "Kafka's default"
+_RESOURCE_TYPES = {"topic": 2, "broker": 4}
+_DEFAULT_CONFIG_SOURCE = 5
 
 
 # -- what goes in and comes out ----------------------------------------------------------
@@ -101,6 +113,30 @@ class TopicDescription:
     topic_id: uuid.UUID | None
     is_internal: bool
     partitions: tuple[PartitionInfo, ...]
+
+
+@dataclass(frozen=True)
+class ConfigResource:
+    """What DescribeConfigs describes: type "topic" or "broker", and its name (a broker's
+    is its node id as text)."""
+
+    type: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One config of a resource, as DescribeConfigs reports it. `source` is Kafka's
+    ConfigSource id (1 a topic override, 4 the broker's static config, 5 the default, -1
+    when the broker's version does not say); `is_default` is what Kafka's
+    ConfigEntry.isDefault() answers."""
+
+    name: str
+    value: str | None
+    source: int
+    is_default: bool
+    read_only: bool
+    is_sensitive: bool
 
 
 @dataclass(frozen=True)
@@ -269,6 +305,124 @@ class AdminClient:
                       for _, p in sorted(t.partitions.items())))
         return out
 
+    async def describe_configs(self, resources: Iterable[ConfigResource], *,
+                               timeout_ms: int | None = None
+                               ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        """Every config of each resource, by resource in order, each by config name."""
+        wanted = list(dict.fromkeys(resources))
+        for r in wanted:
+            if r.type not in _RESOURCE_TYPES:
+                raise ValueError(f"config resource type must be topic or broker, got {r.type!r}")
+        by_node: dict[int | None, list[ConfigResource]] = {}
+        for r in wanted:
+            by_node.setdefault(int(r.name) if r.type == "broker" else None, []).append(r)
+        found: dict[ConfigResource, dict[str, ConfigEntry]] = {}
+        failed: dict[ConfigResource, KafkaError] = {}
+        for node_id, group in by_node.items():
+            async def attempt(node_id: int | None = node_id,
+                              group: list[ConfigResource] = group) -> Any:
+                if node_id is None:
+                    conn = await self.pool.least_loaded()
+                else:
+                    await self.cluster.maybe_refresh()
+                    conn = await self.pool.get(node_id)
+                resp = await conn.request(DESCRIBE_CONFIGS, {
+                    "resources": [{"resource_type": _RESOURCE_TYPES[r.type],
+                                   "resource_name": r.name, "configuration_keys": None}
+                                  for r in group],
+                    "include_synonyms": False, "include_documentation": False})
+                return resp.body
+
+            body = await self._retrying("DescribeConfigs", attempt, timeout_ms)
+            types = {v: k for k, v in _RESOURCE_TYPES.items()}
+            for result in body.results:
+                resource = ConfigResource(types.get(result.resource_type, "?"),
+                                          result.resource_name)
+                code = ErrorCode.of(result.error_code)
+                if code is not ErrorCode.NONE:
+                    detail = result.get("error_message")
+                    failed[resource] = for_code(code, f"{resource.type} '{resource.name}'"
+                                                + (f": {detail}" if detail else ""))
+                    continue
+                found[resource] = {c.name: _config_entry(c) for c in result.configs}
+        for r in wanted:
+            if r in failed:
+                raise failed[r]
+        return {r: found[r] for r in wanted if r in found}
+
+    async def list_offsets(self, specs: Mapping[TopicPartition, str | int], *,
+                           timeout_ms: int | None = None) -> dict[TopicPartition, int]:
+        """Offsets from each partition's leader (Kafka's Admin.listOffsets): a spec is
+        "latest" (the log end offset), "earliest" (the log start offset) or a timestamp in
+        ms (the first offset at or after it; -1 when there is none). read_uncommitted."""
+        timestamps = {}
+        for tp, spec in specs.items():
+            ts = _OFFSET_SPECS.get(spec) if isinstance(spec, str) else spec
+            if not isinstance(ts, int):
+                raise ValueError(f"offset spec must be latest, earliest or a timestamp, "
+                                 f"got {spec!r}")
+            timestamps[TopicPartition(tp[0], tp[1])] = ts
+        wanted = list(timestamps)
+        remaining = dict(timestamps)
+        found: dict[TopicPartition, int] = {}
+        failed: dict[TopicPartition, KafkaError] = {}
+
+        async def attempt() -> None:
+            metadata = await self.cluster.maybe_refresh()
+            by_leader: dict[int, list[TopicPartition]] = {}
+            retry: KafkaError | None = None
+            for tp in list(remaining):
+                if tp.topic not in metadata.topics:
+                    code = metadata.topic_errors.get(tp.topic,
+                                                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    failed[tp] = for_code(code, f"topic '{tp.topic}'")
+                    del remaining[tp]
+                    continue
+                leader = metadata.leader_for(tp.topic, tp.partition)
+                if leader is None:
+                    retry = retry or for_code(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp}")
+                    continue
+                by_leader.setdefault(leader, []).append(tp)
+            for leader, tps in sorted(by_leader.items()):
+                conn = await self.pool.get(leader)
+                version = conn.version_for(LIST_OFFSETS)
+                topics: dict[str, list[dict]] = {}
+                for tp in tps:
+                    topics.setdefault(tp.topic, []).append({
+                        "partition_index": tp.partition, "timestamp": remaining[tp],
+                        "max_num_offsets": 1})
+                resp = await conn.request(LIST_OFFSETS, {
+                    "replica_id": -1, "isolation_level": 0,
+                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
+                    version)
+                for t in resp.body.topics:
+                    for p in t.partitions:
+                        tp = TopicPartition(t.name, p.partition_index)
+                        if tp not in remaining:
+                            continue
+                        code = ErrorCode.of(p.error_code)
+                        if code is not ErrorCode.NONE:
+                            error = for_code(code, f"ListOffsets {t.name}-{p.partition_index}")
+                            if _should_retry(error):
+                                retry = retry or error
+                                continue
+                            failed[tp] = error
+                        elif version == 0:
+                            offsets = p.get("old_style_offsets") or []
+                            found[tp] = offsets[0] if offsets else -1
+                        else:
+                            found[tp] = p.offset
+                        del remaining[tp]
+            if remaining:
+                raise retry or for_code(ErrorCode.LEADER_NOT_AVAILABLE,
+                                        f"no answer for {len(remaining)} partitions")
+
+        await self._retrying("ListOffsets", attempt, timeout_ms)
+        for tp in wanted:
+            if tp in failed:
+                raise failed[tp]
+        return {tp: found[tp] for tp in wanted}
+
     # -- groups ------------------------------------------------------------------------
 
     async def list_groups(self, *, timeout_ms: int | None = None) -> list[GroupListing]:
@@ -311,6 +465,47 @@ class AdminClient:
             out[group_id] = await self._retrying(f"DescribeGroups({group_id})", attempt,
                                                  timeout_ms)
         return out
+
+    async def list_consumer_group_offsets(self, group_id: str, *,
+                                          timeout_ms: int | None = None
+                                          ) -> dict[TopicPartition, int]:
+        """The group's committed offsets, every partition it has one for, sorted (OffsetFetch
+        with null topics, v2+). A group that does not exist has none: {}."""
+        async def attempt() -> dict[TopicPartition, int]:
+            _, conn = await self._coordinator(group_id)
+            version = conn.version_for(OFFSET_FETCH)
+            if version < 2:
+                raise for_code(ErrorCode.UNSUPPORTED_VERSION,
+                               "listing every committed offset needs OffsetFetch v2+")
+            resp = await conn.request(OFFSET_FETCH, {
+                "group_id": group_id, "topics": None,
+                "groups": [{"group_id": group_id, "topics": None}],
+                "require_stable": False}, version)
+            body = resp.body
+            if version >= 8:
+                g = next((g for g in body.groups if g.group_id == group_id), None)
+                if g is None:
+                    raise for_code(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                   f"OffsetFetch did not answer for group '{group_id}'")
+                code, topics = ErrorCode.of(g.error_code), g.topics
+            else:
+                code, topics = ErrorCode.of(body.get("error_code", 0)), body.topics
+            if code is ErrorCode.GROUP_ID_NOT_FOUND:
+                return {}
+            if code is not ErrorCode.NONE:
+                raise for_code(code, f"OffsetFetch for group '{group_id}'")
+            out: dict[TopicPartition, int] = {}
+            for t in topics:
+                for p in t.partitions:
+                    pcode = ErrorCode.of(p.error_code)
+                    if pcode is not ErrorCode.NONE:
+                        raise for_code(pcode, f"OffsetFetch {t.name}-{p.partition_index} "
+                                              f"for group '{group_id}'")
+                    if p.committed_offset >= 0:
+                        out[TopicPartition(t.name, p.partition_index)] = p.committed_offset
+            return dict(sorted(out.items()))
+
+        return await self._retrying(f"OffsetFetch({group_id})", attempt, timeout_ms)
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -396,6 +591,14 @@ def _new_topic_body(t: NewTopic, version: int) -> dict:
     return {"name": t.name, "num_partitions": partitions, "replication_factor": rf,
             "assignments": assignments,
             "configs": [{"name": k, "value": v} for k, v in t.configs.items()]}
+
+
+def _config_entry(c: Any) -> ConfigEntry:
+    source = c.get("config_source", -1)
+    is_default = (source == _DEFAULT_CONFIG_SOURCE if source >= 0
+                  else bool(c.get("is_default", False)))
+    return ConfigEntry(c.name, c.value, source, is_default, bool(c.read_only),
+                       bool(c.is_sensitive))
 
 
 def _group_description(g: Any, node_id: int) -> GroupDescription:

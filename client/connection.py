@@ -31,6 +31,7 @@ connection stays open for the others and a late response is dropped.
 from __future__ import annotations
 
 import math
+import os
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, AsyncIterator
 
@@ -80,6 +81,22 @@ async def background_nursery() -> AsyncIterator[trio.Nursery]:
     finally:
         nursery.cancel_scope.cancel()
         await stack.aclose()
+
+
+def _connect_reason(error: OSError) -> str:
+    """Why a connect failed, as the operating system says it ("Connection refused"):
+    trio.open_tcp_stream wraps the failures of its attempts ("all attempts to connect to
+    ... failed") and keeps them in its cause; the first with an errno speaks for all."""
+    pending: list[BaseException] = [error]
+    while pending:
+        e = pending.pop(0)
+        if isinstance(e, OSError) and e.errno:
+            return os.strerror(e.errno)
+        if isinstance(e, BaseExceptionGroup):
+            pending.extend(e.exceptions)
+        if e.__cause__ is not None:
+            pending.append(e.__cause__)
+    return str(error)
 
 
 class _Waiter:
@@ -245,7 +262,7 @@ class BrokerConnection:
                                        f"{timeout_ms} ms") from None
         except OSError as e:
             raise KafkaConnectionError(
-                f"cannot connect to {self.address}: {e.strerror or e}") from e
+                f"cannot connect to {self.address}: {_connect_reason(e)}") from e
 
     async def _handshake(self) -> None:
         """ApiVersions v3, then (KIP-511) once more at the version the broker names."""

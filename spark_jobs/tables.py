@@ -3,7 +3,7 @@ the jobs.
 
 Owns: the schema constants (RECORDS_SCHEMA, BATCHES_SCHEMA, OFFSET_COMMITS_SCHEMA,
 GROUP_METADATA_SCHEMA, EVENTS_SCHEMA, CONSUMER_EVENTS_SCHEMA), `schema_of` (the one mapping
-from broker.events' declared JSON types to Spark types), and the functions that load each
+from the event schemas' declared JSON types, broker.events and bench.events, to Spark types), and the functions that load each
 table from a broker's data directory (or a rebalance bench's output directory).
 
 Column order is part of the contract. Columns are nullable unless a value always exists,
@@ -19,7 +19,8 @@ from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, DataType, Dou
                                IntegerType, LongType, StringType, StructField, StructType,
                                TimestampType)
 
-from broker.events import COMMON_FIELDS, CONSUMER_EVENT_TYPES, EVENT_TYPES
+from bench.events import CONSUMER_COMMON_FIELDS, CONSUMER_EVENT_TYPES
+from broker.events import COMMON_FIELDS, EVENT_TYPES
 
 __all__ = [
     "RECORDS_SCHEMA", "BATCHES_SCHEMA", "OFFSET_COMMITS_SCHEMA", "GROUP_METADATA_SCHEMA",
@@ -172,9 +173,7 @@ def schema_of(declarations: Mapping[str, Mapping[str, str]],
 
 
 EVENTS_SCHEMA = schema_of(EVENT_TYPES, COMMON_FIELDS)
-# The bench's consumers write ts and type, no broker.
-CONSUMER_EVENTS_SCHEMA = schema_of(
-    CONSUMER_EVENT_TYPES, {k: v for k, v in COMMON_FIELDS.items() if k != "broker"})
+CONSUMER_EVENTS_SCHEMA = schema_of(CONSUMER_EVENT_TYPES, CONSUMER_COMMON_FIELDS)
 
 
 # --- loaders ------------------------------------------------------------------------

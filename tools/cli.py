@@ -2,8 +2,9 @@
 
 Owns argument parsing and dispatch to the subcommands: `serve` (one broker in the
 foreground, broker.main), `bench` (benchmarks, bench.cli), `analyze` (the Spark analysis,
-spark_jobs.cli), `dump-log` (tools.dump_log), `groups` (tools.groups), `produce` and
-`consume` (console producer and consumer on the client library). Like Kafka's `tools`
+spark_jobs.cli), `dump-log` (tools.dump_log), `groups` (tools.groups), `topics`
+(tools.topics), `produce` and `consume` (console producer and consumer on the client
+library). Like Kafka's `tools`
 module, it is a client of the broker and lives apart from it.
 """
 
@@ -13,6 +14,7 @@ import argparse
 import sys
 
 from broker import main as broker_main
+from tools.extras import EXIT_MISSING, MissingExtra, missing_extra, require
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,16 +35,19 @@ def build_parser() -> argparse.ArgumentParser:
                                              "(docs/ANALYSIS.md)", add_help=False)
     analyze.add_argument("rest", nargs=argparse.REMAINDER)
     # imported only when used: the broker itself never needs pyspark
-    analyze.set_defaults(
-        func=lambda a: __import__("spark_jobs.cli", fromlist=["main"]).main(a.rest))
+    analyze.set_defaults(func=lambda a: _analyze(a.rest))
 
-    from tools import consume, dump_log, groups, produce
+    from tools import consume, dump_log, groups, produce, topics
     dump = sub.add_parser("dump-log", help="print the batches and records of log segments")
     dump_log.add_arguments(dump)
     dump.set_defaults(func=dump_log.main)
     grp = sub.add_parser("groups", help="list and describe consumer groups")
     groups.add_arguments(grp)
     grp.set_defaults(func=groups.main)
+    tpc = sub.add_parser("topics", help="list, describe, create, delete and grow topics "
+                                        "(kafka-topics)")
+    topics.add_arguments(tpc)
+    tpc.set_defaults(func=topics.main)
     prod = sub.add_parser("produce", help="send one record per stdin line "
                                           "(kafka-console-producer)")
     produce.add_arguments(prod)
@@ -54,13 +59,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _analyze(argv: list[str]) -> int:
+    """`minibroker analyze`, which needs the spark extra: checked before Spark starts, so
+    that a missing module is one line (tools.extras) rather than a traceback minutes in."""
+    prog = "minibroker analyze"
+    try:
+        if not {"-h", "--help"} & set(argv):
+            require(prog, "spark")
+        from spark_jobs.cli import main as analyze
+        return analyze(argv) or 0
+    except MissingExtra as e:
+        print(e, file=sys.stderr)
+        return EXIT_MISSING
+    except ModuleNotFoundError as e:
+        missing = missing_extra(prog, e, ["spark"])
+        if missing is None:
+            raise
+        print(missing, file=sys.stderr)
+        return EXIT_MISSING
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # argparse's REMAINDER refuses a rest that starts with an option (--data-dir, --help),
     # so these two get their arguments directly and parse them with their own parsers
     if argv[:1] == ["analyze"]:
-        from spark_jobs.cli import main as analyze
-        return analyze(argv[1:]) or 0
+        return _analyze(argv[1:])
     if argv[:1] == ["bench"]:
         from bench.cli import main as bench
         return bench(argv[1:]) or 0

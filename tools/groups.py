@@ -1,16 +1,16 @@
 """`minibroker groups`: list and describe consumer groups, in the manner of Kafka's
-kafka-consumer-groups.sh.
+kafka-consumer-groups.sh, on the client library's AdminClient.
 
     minibroker groups list --bootstrap-server 127.0.0.1:9092
     minibroker groups describe GROUP --bootstrap-server 127.0.0.1:9092 [--members | --state]
 
 `list` asks every broker (ListGroups) and prints GROUP, STATE and PROTOCOL-TYPE. `describe`
-finds the group's coordinator (FindCoordinator, then the node's address from Metadata),
-asks it for the group (DescribeGroups) and its committed offsets (OffsetFetch), asks the
-partition leaders for their log end offsets (ListOffsets, latest) and prints Kafka's
-table: one row per partition that is assigned or has a committed offset, with the lag.
-`--members` prints one row per member with its decoded assignment, `--state` the
-one-line summary. As in Kafka, "has no active members" and "is rebalancing" go to stderr.
+asks the group's coordinator for the group (DescribeGroups) and its committed offsets
+(OffsetFetch), asks the partition leaders for their log end offsets (ListOffsets, latest)
+and prints Kafka's table: one row per partition that is assigned or has a committed offset,
+with the lag. `--members` prints one row per member with its decoded assignment, `--state`
+the one-line summary. As in Kafka, "has no active members" and "is rebalancing" go to
+stderr.
 
 Exit status 0; 1, with one line on stderr, when the group does not exist (DescribeGroups
 answers Dead or GROUP_ID_NOT_FOUND), the broker cannot be reached or answers an error.
@@ -19,28 +19,25 @@ answers Dead or GROUP_ID_NOT_FOUND), the broker cannot be reached or answers an 
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from protocol.consumer_protocol import decode_assignment
-from protocol.errors import ErrorCode
-from protocol.messages import DESCRIBE_GROUPS, LIST_GROUPS, LIST_OFFSETS, OFFSET_FETCH
+import trio
 
-from .admin_connection import (
-    DEFAULT_TIMEOUT_S, RETRIABLE_COORDINATOR_ERRORS, RETRY_BACKOFF_S, AdminClient, AdminError,
-    NodeConnection, error_name,
-)
+from client.admin import AdminClient
+from client.errors import GroupIdNotFoundError, KafkaError
+from client.types import TopicPartition
+from tools.admin_session import ToolError, open_admin
 
 __all__ = ["GroupNotFound", "GroupListing", "GroupDescription", "Member", "PartitionRow",
-           "list_groups", "describe_group", "main"]
+           "list_groups", "describe_group", "main", "run"]
 
 MISSING = "-"  # Kafka's MISSING_COLUMN_VALUE
-LATEST = -1
+DEFAULT_TIMEOUT_MS = 5000
 REBALANCING = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
 
 
-class GroupNotFound(AdminError):
+class GroupNotFound(ToolError):
     def __init__(self, group: str):
         super().__init__(f"Consumer group '{group}' does not exist.")
         self.group = group
@@ -92,173 +89,64 @@ class GroupDescription:
     rows: list[PartitionRow]
 
 
-# --- list --------------------------------------------------------------------------
+# --- talking to the cluster ----------------------------------------------------------
 
-def list_groups(admin: AdminClient) -> list[GroupListing]:
+async def list_groups(admin: AdminClient) -> list[GroupListing]:
     """Every group of every broker, sorted by id."""
-    admin.metadata([])
-    found: dict[str, GroupListing] = {}
-    for node_id in sorted(admin.brokers):
-        conn = admin.node(node_id)
-        version = conn.version(LIST_GROUPS)
-        body = conn.request(LIST_GROUPS, {"states_filter": [], "types_filter": []}).body
-        if body.error_code != ErrorCode.NONE:
-            raise AdminError(f"ListGroups to {conn.address} failed: "
-                             f"{error_name(body.error_code)}")
-        listed = [GroupListing(g.group_id, g.get("group_state") or MISSING, g.protocol_type)
-                  for g in body.groups]
-        if version < 4 and listed:  # no states before v4: ask the group's coordinator
-            states = _states(conn, [g.group_id for g in listed])
-            for g in listed:
-                g.state = states.get(g.group_id, MISSING)
-        for g in listed:
-            found[g.group_id] = g
-    return [found[k] for k in sorted(found)]
+    listed = await admin.list_groups()
+    # ListGroups before v4 gives no state: ask the groups' coordinators
+    unknown = [g.group_id for g in listed if g.state is None]
+    states = ({gid: d.state for gid, d in (await admin.describe_groups(unknown)).items()}
+              if unknown else {})
+    return [GroupListing(g.group_id, g.state or states.get(g.group_id, MISSING),
+                         g.protocol_type) for g in listed]
 
 
-def _states(conn: NodeConnection, groups: list[str]) -> dict[str, str]:
-    if not conn.supports(DESCRIBE_GROUPS):
-        return {}
-    body = conn.request(DESCRIBE_GROUPS, {"groups": groups,
-                                          "include_authorized_operations": False}).body
-    return {g.group_id: g.group_state for g in body.groups if g.error_code == ErrorCode.NONE}
-
-
-# --- describe ----------------------------------------------------------------------
-
-def describe_group(admin: AdminClient, group: str) -> GroupDescription:
+async def describe_group(admin: AdminClient, group: str) -> GroupDescription:
     """DescribeGroups + OffsetFetch on the coordinator, ListOffsets on the leaders.
     Raises GroupNotFound for a Dead or unknown group."""
-    deadline = time.monotonic() + admin.timeout
-    while True:
-        node_id, conn = admin.coordinator(group, deadline)
-        try:
-            desc = _describe(conn, group)
-            committed = _committed_offsets(conn, group, desc)
-            break
-        except _Retry as e:
-            if time.monotonic() >= deadline:
-                raise AdminError(f"{e.what} for group '{group}' failed: "
-                                 f"{error_name(e.code)}") from None
-            admin.drop(conn)
-            time.sleep(RETRY_BACKOFF_S)
-    state, protocol_type, protocol, members = desc
-    coordinator = (node_id, conn.host, conn.port)
+    try:
+        g = (await admin.describe_groups([group]))[group]
+    except GroupIdNotFoundError:
+        raise GroupNotFound(group) from None
+    if g.state == "Dead":
+        raise GroupNotFound(group)
+    committed = await admin.list_consumer_group_offsets(group)
+    node = admin.cluster.metadata.node(g.coordinator)
+    host, port = (node.host, node.port) if node else admin.pool.nodes.get(g.coordinator, ("", -1))
+    members = []
+    for m in g.members:
+        assignment: dict[str, list[int]] = {}
+        for tp in m.assignment:
+            assignment.setdefault(tp.topic, []).append(tp.partition)
+        members.append(Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                              assignment))
 
     by_partition: dict[tuple[str, int], Member] = {}
     for m in members:
         for tp in m.partitions:
             by_partition[tp] = m
-    partitions = sorted(set(by_partition) | set(committed))
-    ends = _log_end_offsets(admin, partitions)
-    rows = [PartitionRow(t, p, committed.get((t, p)), ends.get((t, p)), by_partition.get((t, p)))
-            for t, p in partitions]
-    return GroupDescription(group, state, protocol_type, protocol, coordinator, members, rows)
+    partitions = sorted(set(by_partition) | {(tp.topic, tp.partition) for tp in committed})
+    ends = await _log_end_offsets(admin, partitions)
+    rows = [PartitionRow(t, p, committed.get(TopicPartition(t, p)), ends.get((t, p)),
+                         by_partition.get((t, p))) for t, p in partitions]
+    return GroupDescription(group, g.state, g.protocol_type, g.protocol,
+                            (g.coordinator, host, port), members, rows)
 
 
-class _Retry(Exception):
-    def __init__(self, what: str, code: int):
-        super().__init__(what, code)
-        self.what, self.code = what, code
-
-
-def _describe(conn: NodeConnection, group: str):
-    body = conn.request(DESCRIBE_GROUPS, {"groups": [group],
-                                          "include_authorized_operations": False}).body
-    g = next((g for g in body.groups if g.group_id == group), None)
-    if g is None:
-        raise AdminError(f"DescribeGroups from {conn.address} did not mention group '{group}'")
-    if g.error_code in RETRIABLE_COORDINATOR_ERRORS:
-        raise _Retry("DescribeGroups", g.error_code)
-    if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND or (
-            g.error_code == ErrorCode.NONE and g.group_state == "Dead"):
-        raise GroupNotFound(group)
-    if g.error_code != ErrorCode.NONE:
-        raise AdminError(f"DescribeGroups for group '{group}' failed: "
-                         f"{error_name(g.error_code)}")
-    members = []
-    for m in g.members:
-        assignment: dict[str, list[int]] = {}
-        if g.protocol_type in ("consumer", "") and m.member_assignment:
-            try:
-                assignment = decode_assignment(m.member_assignment).partitions
-            except Exception:  # noqa: BLE001 - a foreign assignment is shown as none
-                assignment = {}
-        members.append(Member(m.member_id, m.get("group_instance_id"), m.client_id,
-                              m.client_host, assignment))
-    return g.group_state, g.protocol_type, g.protocol_data, members
-
-
-def _committed_offsets(conn: NodeConnection, group: str, desc) -> dict[tuple[str, int], int]:
-    """OffsetFetch for all of the group's partitions (null topics, v2+); v1 can only ask
-    for named partitions, so there it asks for the assigned ones."""
-    version = conn.version(OFFSET_FETCH)
-    if version >= 8:
-        request = {"groups": [{"group_id": group, "topics": None}], "require_stable": False}
-    elif version >= 2:
-        request = {"group_id": group, "topics": None, "require_stable": False}
-    else:
-        assigned: dict[str, list[int]] = {}
-        for m in desc[3]:
-            for t, ps in m.assignment.items():
-                assigned.setdefault(t, []).extend(ps)
-        request = {"group_id": group, "topics": [
-            {"name": t, "partition_indexes": sorted(ps)} for t, ps in sorted(assigned.items())]}
-    body = conn.request(OFFSET_FETCH, request).body
-    if version >= 8:
-        g = next((g for g in body.groups if g.group_id == group), None)
-        if g is None:
-            raise AdminError(f"OffsetFetch from {conn.address} did not mention group '{group}'")
-        code, topics = g.error_code, g.topics
-    else:
-        code, topics = body.get("error_code", ErrorCode.NONE), body.topics
-    if code in RETRIABLE_COORDINATOR_ERRORS:
-        raise _Retry("OffsetFetch", code)
-    if code == ErrorCode.GROUP_ID_NOT_FOUND:
-        return {}
-    if code != ErrorCode.NONE:
-        raise AdminError(f"OffsetFetch for group '{group}' failed: {error_name(code)}")
-    out: dict[tuple[str, int], int] = {}
-    for t in topics:
-        for p in t.partitions:
-            if p.error_code in RETRIABLE_COORDINATOR_ERRORS:
-                raise _Retry("OffsetFetch", p.error_code)
-            if p.error_code == ErrorCode.NONE and p.committed_offset >= 0:
-                out[(t.name, p.partition_index)] = p.committed_offset
-    return out
-
-
-def _log_end_offsets(admin: AdminClient, partitions: list[tuple[str, int]]
-                     ) -> dict[tuple[str, int], int]:
-    """ListOffsets (latest, read_uncommitted) to each partition's leader."""
+async def _log_end_offsets(admin: AdminClient, partitions: list[tuple[str, int]]
+                           ) -> dict[tuple[str, int], int]:
+    """The latest offsets of the partitions that exist and have a leader; the others
+    (a topic deleted since the commit, say) are left out and print as "-"."""
     if not partitions:
         return {}
-    leaders = admin.leaders(t for t, _ in partitions)
-    by_leader: dict[int, dict[str, list[int]]] = {}
-    for t, p in partitions:
-        leader = leaders.get((t, p))
-        if leader is not None:
-            by_leader.setdefault(leader, {}).setdefault(t, []).append(p)
-    out: dict[tuple[str, int], int] = {}
-    for leader, topics in sorted(by_leader.items()):
-        conn = admin.node(leader)
-        version = conn.version(LIST_OFFSETS)
-        body = conn.request(LIST_OFFSETS, {
-            "replica_id": -1, "isolation_level": 0,
-            "topics": [{"name": t, "partitions": [
-                {"partition_index": p, "timestamp": LATEST, "max_num_offsets": 1}
-                for p in ps]} for t, ps in sorted(topics.items())]}).body
-        for t in body.topics:
-            for p in t.partitions:
-                if p.error_code != ErrorCode.NONE:
-                    continue
-                if version == 0:
-                    offsets = p.old_style_offsets
-                    if offsets:
-                        out[(t.name, p.partition_index)] = offsets[0]
-                elif p.offset >= 0:
-                    out[(t.name, p.partition_index)] = p.offset
-    return out
+    metadata = await admin.cluster.refresh(sorted({t for t, _ in partitions}))
+    known = [TopicPartition(t, p) for t, p in partitions
+             if metadata.leader_for(t, p) is not None]
+    if not known:
+        return {}
+    ends = await admin.list_offsets(dict.fromkeys(known, "latest"))
+    return {(tp.topic, tp.partition): offset for tp, offset in ends.items() if offset >= 0}
 
 
 # --- printing ----------------------------------------------------------------------
@@ -349,7 +237,7 @@ def add_arguments(parser) -> None:
     def common(p) -> None:
         p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
                        help="a broker to start from (comma-separated for several)")
-        p.add_argument("--timeout", type=int, default=int(DEFAULT_TIMEOUT_S * 1000),
+        p.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_MS,
                        metavar="MS", help="how long to wait for each answer and for the "
                                           "coordinator (default %(default)s)")
 
@@ -371,24 +259,32 @@ def run(args, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     try:
-        with AdminClient(args.bootstrap_server, timeout=args.timeout / 1000) as admin:
-            if args.groups_command == "list":
-                print_list(list_groups(admin), out)
-                return 0
-            desc = describe_group(admin, args.group)
-            if args.members:
-                print_members(desc, out, err)
-            elif args.state:
-                print_state(desc, out, err)
-            else:
-                print_offsets(desc, out, err)
-            return 0
+        return trio.run(_run, args, out, err)
     except GroupNotFound as e:
         err.write(f"Error: {e}\n")
         return 1
-    except AdminError as e:
+    except ToolError as e:
         err.write(f"minibroker groups: {e}\n")
         return 1
+    except (KafkaError, ValueError, TypeError) as e:  # the last two: a bad address
+        err.write(f"minibroker groups: {e}\n")
+        return 1
+
+
+async def _run(args, out: TextIO, err: TextIO) -> int:
+    async with open_admin(args.bootstrap_server, timeout_ms=args.timeout,
+                          client_id="minibroker-groups") as admin:
+        if args.groups_command == "list":
+            print_list(await list_groups(admin), out)
+            return 0
+        desc = await describe_group(admin, args.group)
+        if args.members:
+            print_members(desc, out, err)
+        elif args.state:
+            print_state(desc, out, err)
+        else:
+            print_offsets(desc, out, err)
+        return 0
 
 
 def main(args) -> int:

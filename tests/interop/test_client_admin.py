@@ -154,3 +154,47 @@ async def test_retries_until_the_broker_is_back(broker):
                 assert await admin.list_topics() == []
             await admin.create_topics({"after-outage": 1})
             assert [t.name for t in await admin.list_topics()] == ["after-outage"]
+
+
+async def test_describe_configs_tells_overrides_from_defaults(shared_broker):
+    from client.admin import ConfigResource
+    with trio.fail_after(DEADLINE_S):
+        async with AdminClient(bootstrap_servers=shared_broker.bootstrap) as admin:
+            await admin.create_topics([NewTopic("cfg-a", 1, 1, configs={
+                "cleanup.policy": "compact", "retention.ms": "1234"})])
+            resource = ConfigResource("topic", "cfg-a")
+            configs = (await admin.describe_configs([resource]))[resource]
+            overridden = {n: e.value for n, e in configs.items() if not e.is_default}
+            assert overridden == {"cleanup.policy": "compact", "retention.ms": "1234"}
+            assert configs["retention.ms"].source == 1  # DYNAMIC_TOPIC_CONFIG
+            assert configs["segment.bytes"].is_default and configs["segment.bytes"].value
+            broker = ConfigResource("broker", "0")
+            assert "num.partitions" in (await admin.describe_configs([broker]))[broker]
+            missing = ConfigResource("topic", "cfg-never")
+            with pytest.raises(errors.UnknownTopicOrPartitionError, match="cfg-never"):
+                await admin.describe_configs([missing])
+            await admin.delete_topics(["cfg-a"])
+
+
+async def test_list_offsets_and_committed_offsets(shared_broker):
+    from client import Producer
+    with trio.fail_after(DEADLINE_S):
+        async with AdminClient(bootstrap_servers=shared_broker.bootstrap) as admin:
+            await admin.create_topics({"lo-a": 2})
+            async with Producer(bootstrap_servers=shared_broker.bootstrap) as producer:
+                for i in range(5):
+                    await producer.send("lo-a", b"v", partition=i % 2)
+                await producer.flush()
+            tp0, tp1 = TopicPartition("lo-a", 0), TopicPartition("lo-a", 1)
+            assert await admin.list_offsets({tp0: "latest", tp1: "latest"}) == {tp0: 3, tp1: 2}
+            assert await admin.list_offsets({tp1: "earliest"}) == {tp1: 0}
+            with pytest.raises(errors.UnknownTopicOrPartitionError):
+                await admin.list_offsets({TopicPartition("lo-never", 0): "latest"})
+
+            assert await admin.list_consumer_group_offsets("lo-nobody") == {}
+            from client import Consumer
+            async with Consumer(bootstrap_servers=shared_broker.bootstrap,
+                                group_id="lo-group", enable_auto_commit=False) as consumer:
+                await consumer.commit({tp1: 2, tp0: 1})
+            assert await admin.list_consumer_group_offsets("lo-group") == {tp0: 1, tp1: 2}
+            await admin.delete_topics(["lo-a"])
