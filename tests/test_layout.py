@@ -140,4 +140,4 @@ def test_the_checker_sees_a_cycle_and_a_wrong_direction():
     assert not allowed("broker.server", "client.connection")
     assert allowed("spark_jobs.tables", "broker.events")
     assert not allowed("spark_jobs.segments", "broker.log.manager")
-    assert allowed("tools.cli", "spark_jobs.cli")
+    assert allowed("tools.cli", "spark_jobs.report")

@@ -2,7 +2,7 @@
 
 Owns argument parsing and dispatch to the subcommands: `serve` (one broker in the
 foreground, broker.main), `bench` (benchmarks, bench.cli), `analyze` (the Spark analysis,
-spark_jobs.cli), `dump-log` (tools.dump_log), `groups` (tools.groups), `produce` and
+tools.analyze), `dump-log` (tools.dump_log), `groups` (tools.groups), `produce` and
 `consume` (console producer and consumer on the client library). Like Kafka's `tools`
 module, it is a client of the broker and lives apart from it.
 """
@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("rest", nargs=argparse.REMAINDER)
     # imported only when used: the broker itself never needs pyspark
     analyze.set_defaults(
-        func=lambda a: __import__("spark_jobs.cli", fromlist=["main"]).main(a.rest))
+        func=lambda a: __import__("tools.analyze", fromlist=["main"]).main(a.rest))
 
     from tools import consume, dump_log, groups, produce
     dump = sub.add_parser("dump-log", help="print the batches and records of log segments")
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     # argparse's REMAINDER refuses a rest that starts with an option (--data-dir, --help),
     # so these two get their arguments directly and parse them with their own parsers
     if argv[:1] == ["analyze"]:
-        from spark_jobs.cli import main as analyze
+        from tools.analyze import main as analyze
         return analyze(argv[1:]) or 0
     if argv[:1] == ["bench"]:
         from bench.cli import main as bench
