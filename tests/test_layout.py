@@ -143,4 +143,4 @@ def test_the_checker_sees_a_cycle_and_a_wrong_direction():
     assert allowed("spark_jobs.tables", "bench.events")
     assert not allowed("spark_jobs.tables", "bench.rebalance")
     assert not allowed("spark_jobs.segments", "broker.log.manager")
-    assert allowed("tools.cli", "spark_jobs.cli")
+    assert allowed("tools.cli", "spark_jobs.report")

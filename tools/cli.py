@@ -2,7 +2,7 @@
 
 Owns argument parsing and dispatch to the subcommands: `serve` (one broker in the
 foreground, broker.main), `bench` (benchmarks, bench.cli), `analyze` (the Spark analysis,
-spark_jobs.cli), `dump-log` (tools.dump_log), `groups` (tools.groups), `topics`
+tools.analyze), `dump-log` (tools.dump_log), `groups` (tools.groups), `topics`
 (tools.topics), `produce` and `consume` (console producer and consumer on the client
 library). Like Kafka's `tools`
 module, it is a client of the broker and lives apart from it.
@@ -66,7 +66,7 @@ def _analyze(argv: list[str]) -> int:
     try:
         if not {"-h", "--help"} & set(argv):
             require(prog, "spark")
-        from spark_jobs.cli import main as analyze
+        from tools.analyze import main as analyze
         return analyze(argv) or 0
     except MissingExtra as e:
         print(e, file=sys.stderr)

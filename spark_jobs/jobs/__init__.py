@@ -31,13 +31,16 @@ def load_job(name: str):
 class JobResult:
     """What a job produced. Tables are written as Parquet and CSV by spark_jobs.report;
     `show` names the small tables the HTML report prints; `texts` are preformatted blocks
-    (e.g. the `groups describe` replay); `charts` are PNG paths under OUT/<job>/."""
+    (e.g. the `groups describe` replay); `charts` are PNG paths under OUT/<job>/;
+    `described` maps a group to the `groups describe` view the lag job replayed (`--at`),
+    which tools.analyze prints into `texts`."""
     name: str
     tables: dict[str, Any] = field(default_factory=dict)
     show: list[str] = field(default_factory=list)
     charts: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     texts: dict[str, str] = field(default_factory=dict)
+    described: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass

@@ -13,14 +13,14 @@ Owns the pure transforms
   (SPARK.md §2) over the last `intervals` commits, at every instant the group committed
   anything and at the end of the data, so a partition that stops committing while the rest
   of its group goes on shows STOP;
-- `describe_at(...)` and `render_describe(...)`: the `minibroker groups describe` view at a
-  time, printed by the tool's own printer so the text is identical;
+- `describe_at(...)`: the `minibroker groups describe` view at a time, as data (state,
+  members, rows); tools.analyze prints it with the tool's own printer, so the text is
+  identical;
 and `run(spark, ctx)`.
 """
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 from pyspark.sql import DataFrame, Window
@@ -30,7 +30,7 @@ from spark_jobs.jobs import JobResult, lookup, ms_to_text
 
 __all__ = ["STATUS_CODES", "INTERVALS", "commit_history", "batch_ends", "with_log_end_offset",
            "with_oldest_unconsumed_ts", "lag_history", "partition_status", "group_status",
-           "latest_status", "describe_at", "render_describe", "run"]
+           "latest_status", "describe_at", "run"]
 
 # Burrow's protocol.StatusConstant values
 STATUS_CODES = {"NOTFOUND": 0, "OK": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5,
@@ -279,30 +279,6 @@ def describe_at(offset_commits: DataFrame, batches: DataFrame, group_metadata: D
     return {"state": state, "members": members, "rows": rows}
 
 
-def render_describe(described: dict[str, Any], group: str) -> tuple[str, str]:
-    """(stdout, stderr) exactly as `minibroker groups describe GROUP` prints them, by handing
-    the replayed view to the tool's own printer."""
-    from tools.groups import GroupDescription, Member, PartitionRow, print_offsets
-    members = []
-    by_id = {}
-    for m in described["members"]:
-        assignment: dict[str, list[int]] = {}
-        for tp in m["assignment"]:
-            t, p = _split_tp(tp)
-            assignment.setdefault(t, []).append(p)
-        member = Member(m["member_id"], m["group_instance_id"], m["client_id"],
-                        m["client_host"], assignment)
-        members.append(member)
-        by_id[m["member_id"]] = member
-    rows = [PartitionRow(r["topic"], r["partition"], r["current_offset"], r["log_end_offset"],
-                         by_id.get(r["consumer_id"]))
-            for r in described["rows"].collect()]
-    desc = GroupDescription(group, described["state"], "consumer", "", (0, "", 0), members, rows)
-    out, err = io.StringIO(), io.StringIO()
-    print_offsets(desc, out, err)
-    return out.getvalue(), err.getvalue()
-
-
 # --- the job -----------------------------------------------------------------------------
 
 def _end_of_data(batches: DataFrame, history: DataFrame) -> int | None:
@@ -341,9 +317,7 @@ def run(spark, ctx) -> JobResult:
         frames = []
         for g in names:
             described = describe_at(commits, batches, gm, events, g, ctx.at_ms)
-            text, notice = render_describe(described, g)
-            result.texts[f"groups describe {g} at {ms_to_text(ctx.at_ms)}"] = notice + text
-            (ctx.job_dir("lag") / f"describe_{g}.txt").write_text(notice + text)
+            result.described[g] = described
             frames.append(described["rows"])
         if frames:
             table = frames[0]

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.cli import main
-from spark_jobs.jobs.lag import describe_at, render_describe
+from spark_jobs.jobs.lag import describe_at
 from spark_jobs.tables import batches, events, group_metadata, offset_commits
 from tests.util import wait_until
+from tools.analyze import main, render_describe
 
 GROUP = "analyzed"
 TOPIC = "lagged"

@@ -2,35 +2,44 @@
 
     minibroker analyze --data-dir DIR --out OUT [--job NAME ...] [--master URL]
                        [--at TIMESTAMP] [--consumer-events BENCH_DIR]
-    python -m spark_jobs ...                    (the same)
-    spark-submit --py-files analysis.zip spark_jobs/cli.py ...   (docs/ANALYSIS.md)
+    python -m tools.analyze ...                 (the same)
+    spark-submit --py-files analysis.zip tools/analyze.py ...   (docs/ANALYSIS.md)
 
 Owns argument parsing, the run loop (one progress line per job on stderr, e.g.
-"[lag] 3.2 s, 5 tables"), writing the tables and report through spark_jobs.report, and the
-exit status: 0; 2 with one line on stderr when Java is missing, the data directory does not
-exist or an argument is wrong. The master: --master wins; else a running session's
-(spark-submit) or MASTER / PYSPARK_SUBMIT_ARGS; else local[*] (spark_jobs.session).
+"[lag] 3.2 s, 5 tables"), writing the tables and report through spark_jobs.report, the
+`--at` replay's text (`render_describe`: the lag job computes what `groups describe` would
+have shown, tools.groups prints it, so the text is the tool's own), and the exit status: 0;
+2 with one line on stderr when Java is missing, the data directory does not exist or an
+argument is wrong. The master: --master wins; else a running session's (spark-submit) or
+MASTER / PYSPARK_SUBMIT_ARGS; else local[*] (spark_jobs.session).
+
+It lives in tools/, not spark_jobs/: spark_jobs is the analysis library and imports none of
+the tools; the command line around it may.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
-    # run as a script (spark-submit spark_jobs/cli.py): the package is importable from the
+    # run as a script (spark-submit tools/analyze.py): the packages are importable from the
     # --py-files archive, or from the checkout this file lives in
     try:
         import spark_jobs  # noqa: F401
+        import tools  # noqa: F401
     except ImportError:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spark_jobs.jobs import JOBS, Context, load_job, ms_to_text  # noqa: E402
+from tools.groups import GroupDescription, Member, PartitionRow, print_offsets  # noqa: E402
 
-__all__ = ["main", "parse_timestamp"]
+__all__ = ["main", "parse_timestamp", "render_describe"]
 
 PROG = "minibroker analyze"
 
@@ -69,6 +78,37 @@ def _parser() -> argparse.ArgumentParser:
                    help="a `minibroker bench rebalance` output directory: adds partition "
                         "and member pauses and consumer throughput to the rebalances job")
     return p
+
+
+def render_describe(described: dict[str, Any], group: str) -> tuple[str, str]:
+    """(stdout, stderr) exactly as `minibroker groups describe GROUP` prints them, for the
+    view spark_jobs.jobs.lag.describe_at replayed, by tools.groups' own printer."""
+    members = []
+    by_id = {}
+    for m in described["members"]:
+        assignment: dict[str, list[int]] = {}
+        for tp in m["assignment"]:
+            topic, _, partition = tp.rpartition("-")
+            assignment.setdefault(topic, []).append(int(partition))
+        member = Member(m["member_id"], m["group_instance_id"], m["client_id"],
+                        m["client_host"], assignment)
+        members.append(member)
+        by_id[m["member_id"]] = member
+    rows = [PartitionRow(r["topic"], r["partition"], r["current_offset"], r["log_end_offset"],
+                         by_id.get(r["consumer_id"]))
+            for r in described["rows"].collect()]
+    desc = GroupDescription(group, described["state"], "consumer", "", (0, "", 0), members, rows)
+    out, err = io.StringIO(), io.StringIO()
+    print_offsets(desc, out, err)
+    return out.getvalue(), err.getvalue()
+
+
+def _render_replays(result, ctx: Context) -> None:
+    # the lag job leaves what `groups describe` would have shown (--at); the text is ours
+    for group, described in result.described.items():
+        text, notice = render_describe(described, group)
+        result.texts[f"groups describe {group} at {ms_to_text(ctx.at_ms)}"] = notice + text
+        (ctx.job_dir(result.name) / f"describe_{group}.txt").write_text(notice + text)
 
 
 def _fail(message: str) -> int:
@@ -111,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in jobs:
             t = time.monotonic()
             result = load_job(name).run(spark, ctx)
+            _render_replays(result, ctx)
             written[name] = {table: report.write_table(df, ctx.out, name, table)
                              for table, df in result.tables.items()}
             results.append(result)
