@@ -39,7 +39,7 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
 
-HEADER_SIZE = BATCH_OVERHEAD  # the 61-byte RecordBatch v2 header (PROTOCOL.md §3)
+HEADER_SIZE = BATCH_OVERHEAD  # the 61-byte RecordBatch v2 header (docs/PROTOCOL.md §3)
 _INT32_MAX = (1 << 31) - 1
 # Header walks read this much at a time so a scan over many small batches costs one
 # syscall per chunk, not one per batch. Recovery reads bigger chunks (it reads everything).
