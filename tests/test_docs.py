@@ -7,8 +7,8 @@ of this repository (docs/ARCHITECTURE.md and its siblings). These tests fail whe
   answers to (a bare name may live at the top level or under docs/; a path must resolve
   from the top level or from the citing file, and stay inside the repository);
 - a numbered section is cited (``docs/PROTOCOL.md §3``) that the document has no heading for;
-- something cites a research note by its number ("seed" and three digits), which is not
-  a document anyone can open;
+- something cites a research note by its number ("seed" and three digits), or a document
+  by a capitalised nickname and a rule number, neither of which anyone can open;
 - a relative link in README.md or docs/*.md points at nothing.
 """
 
@@ -30,6 +30,8 @@ DOC_NAME = re.compile(r"(?<![\w./-])([\w./-]*[\w-]\.md)\b")
 SECTION = re.compile(r"([\w./-]*[\w-]\.md)\s*((?:§\s*[\w.]+(?:\s*(?:,|-|and)\s*)?)+)")
 SECTION_NUMBER = re.compile(r"§\s*([\w.]+?)(?=[\s,)-]|$|\.\s)")
 SEED = re.compile(r"seed[\s_-]*0\d\d", re.I)
+# an all-capitals document name without its .md, then a rule or section number
+NICKNAME = re.compile(r"\b[A-Z]{4,}(?!\.md)\s+(?:rule|§)\s*\w+")
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 HEADING_NUMBER = re.compile(r"^#+\s+(\d+(?:\.\d+)*)\.?\s", re.M)
 
@@ -96,7 +98,7 @@ def seed_mentions(root: Path) -> list[str]:
     return [f"{path.relative_to(root)}:{lineno}: {m.group(0)}"
             for path in scanned_files(root)
             for lineno, line in enumerate(text_of(path).splitlines(), 1)
-            for m in SEED.finditer(line)]
+            for pattern in (SEED, NICKNAME) for m in pattern.finditer(line)]
 
 
 def broken_links(root: Path) -> list[str]:
@@ -125,7 +127,7 @@ def test_every_cited_section_has_a_heading():
     assert missing_sections(ROOT) == []
 
 
-def test_nothing_cites_a_numbered_research_note():
+def test_nothing_cites_a_research_note_or_a_document_nickname():
     assert seed_mentions(ROOT) == []
 
 
@@ -166,12 +168,13 @@ def test_the_checkers_accept_a_clean_repository(repo):
 
 
 def test_the_checkers_see_each_kind_of_dangling_citation(repo):
-    seed = "seed"
+    seed, rule = "seed", "rule"
     (repo / "pkg" / "mod.py").write_text(
         f"# layout as in ELSEWHERE{MD}\n"
         f"# wire format: docs/GUIDE{MD} §3\n"
         f"# examples from {seed} 002\n"
-        f"# peers: ../shared/docs/NOTES{MD}\n")
+        f"# peers: ../shared/docs/NOTES{MD}\n"
+        f"# errors are data (NOTES {rule} 7)\n")
     (repo / "Makefile").write_text(f"# see GONE{MD}\n")
     (repo / "docs" / f"GUIDE{MD}").write_text(
         f"## 1. One\n\n[missing](MISSING{MD}) and ![chart](img/none.png)\n")
@@ -182,5 +185,5 @@ def test_the_checkers_see_each_kind_of_dangling_citation(repo):
         f"pkg/mod.py:4: ../shared/docs/NOTES{MD}",
     ]
     assert missing_sections(repo) == [f"pkg/mod.py: docs/GUIDE{MD} §3"]
-    assert seed_mentions(repo) == [f"pkg/mod.py:3: {seed} 002"]
+    assert seed_mentions(repo) == [f"pkg/mod.py:3: {seed} 002", f"pkg/mod.py:5: NOTES {rule} 7"]
     assert broken_links(repo) == [f"docs/GUIDE{MD}: MISSING{MD}", f"docs/GUIDE{MD}: img/none.png"]
