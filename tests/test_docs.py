@@ -14,6 +14,7 @@ of this repository (docs/ARCHITECTURE.md and its siblings). These tests fail whe
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -38,13 +39,12 @@ HEADING_NUMBER = re.compile(r"^#+\s+(\d+(?:\.\d+)*)\.?\s", re.M)
 
 def scanned_files(root: Path) -> list[Path]:
     found = []
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if any(part.startswith(".") or part in SKIPPED_DIRS or part.endswith(".egg-info")
-               for part in rel.parts[:-1]):
-            continue
-        if path.is_file() and (path.suffix in SCANNED_SUFFIXES or path.name in SCANNED_NAMES):
-            found.append(path)
+    for directory, subdirs, files in os.walk(root):
+        # prune virtualenvs, caches and build output instead of walking through them
+        subdirs[:] = sorted(d for d in subdirs if not d.startswith(".")
+                            and d not in SKIPPED_DIRS and not d.endswith(".egg-info"))
+        found += [Path(directory, f) for f in sorted(files)
+                  if Path(f).suffix in SCANNED_SUFFIXES or f in SCANNED_NAMES]
     return found
 
 
