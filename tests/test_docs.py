@@ -8,7 +8,7 @@ of this repository (docs/ARCHITECTURE.md and its siblings). These tests fail whe
   from the top level or from the citing file, and stay inside the repository);
 - a numbered section is cited (``docs/PROTOCOL.md §3``) that the document has no heading for;
 - something cites a research note by its number ("seed" and three digits), or a document
-  by a capitalised nickname and a rule number, neither of which anyone can open;
+  by a capitalised nickname and a rule or item number, neither of which anyone can open;
 - a relative link in README.md or docs/*.md points at nothing.
 """
 
@@ -31,8 +31,8 @@ DOC_NAME = re.compile(r"(?<![\w./-])([\w./-]*[\w-]\.md)\b")
 SECTION = re.compile(r"([\w./-]*[\w-]\.md)\s*((?:§\s*[\w.]+(?:\s*(?:,|-|and)\s*)?)+)")
 SECTION_NUMBER = re.compile(r"§\s*([\w.]+?)(?=[\s,)-]|$|\.\s)")
 SEED = re.compile(r"seed[\s_-]*0\d\d", re.I)
-# an all-capitals document name without its .md, then a rule or section number
-NICKNAME = re.compile(r"\b[A-Z]{4,}(?!\.md)\s+(?:rule|§)\s*\w+")
+# an all-capitals document name without its .md, then a rule, a section or an item number
+NICKNAME = re.compile(r"\b[A-Z]{4,}(?!\.md)\s+(?:(?:rule|§)\s*\w+|[A-Z]\d+\b)")
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 HEADING_NUMBER = re.compile(r"^#+\s+(\d+(?:\.\d+)*)\.?\s", re.M)
 
@@ -94,7 +94,7 @@ def missing_sections(root: Path) -> list[str]:
     return wrong
 
 
-def seed_mentions(root: Path) -> list[str]:
+def nickname_citations(root: Path) -> list[str]:
     return [f"{path.relative_to(root)}:{lineno}: {m.group(0)}"
             for path in scanned_files(root)
             for lineno, line in enumerate(text_of(path).splitlines(), 1)
@@ -128,7 +128,7 @@ def test_every_cited_section_has_a_heading():
 
 
 def test_nothing_cites_a_research_note_or_a_document_nickname():
-    assert seed_mentions(ROOT) == []
+    assert nickname_citations(ROOT) == []
 
 
 def test_relative_links_in_readme_and_docs_resolve():
@@ -163,18 +163,19 @@ def test_the_checkers_accept_a_clean_repository(repo):
         f'"""Rules: docs/GUIDE{MD} §1 and §2; GUIDE{MD}\n§2; see https://example.org/X{MD}."""\n')
     assert missing_documents(repo) == []
     assert missing_sections(repo) == []
-    assert seed_mentions(repo) == []
+    assert nickname_citations(repo) == []
     assert broken_links(repo) == []
 
 
 def test_the_checkers_see_each_kind_of_dangling_citation(repo):
-    seed, rule = "seed", "rule"
+    seed, rule, item = "seed", "rule", "C2"
     (repo / "pkg" / "mod.py").write_text(
         f"# layout as in ELSEWHERE{MD}\n"
         f"# wire format: docs/GUIDE{MD} §3\n"
         f"# examples from {seed} 002\n"
         f"# peers: ../shared/docs/NOTES{MD}\n"
-        f"# errors are data (NOTES {rule} 7)\n")
+        f"# errors are data (NOTES {rule} 7)\n"
+        f"# as the checklist says (NOTES {item})\n")
     (repo / "Makefile").write_text(f"# see GONE{MD}\n")
     (repo / "docs" / f"GUIDE{MD}").write_text(
         f"## 1. One\n\n[missing](MISSING{MD}) and ![chart](img/none.png)\n")
@@ -185,5 +186,6 @@ def test_the_checkers_see_each_kind_of_dangling_citation(repo):
         f"pkg/mod.py:4: ../shared/docs/NOTES{MD}",
     ]
     assert missing_sections(repo) == [f"pkg/mod.py: docs/GUIDE{MD} §3"]
-    assert seed_mentions(repo) == [f"pkg/mod.py:3: {seed} 002", f"pkg/mod.py:5: NOTES {rule} 7"]
+    assert nickname_citations(repo) == [f"pkg/mod.py:3: {seed} 002", f"pkg/mod.py:5: NOTES {rule} 7",
+                                   f"pkg/mod.py:6: NOTES {item}"]
     assert broken_links(repo) == [f"docs/GUIDE{MD}: MISSING{MD}", f"docs/GUIDE{MD}: img/none.png"]

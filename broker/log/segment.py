@@ -96,7 +96,7 @@ class LogSegment:
         stem = os.path.join(directory, segment_name(base_offset))
         self.log_path = stem + LOG_SUFFIX + file_suffix
         # Remember whether the indexes were there before we (re)create them: a missing
-        # index is rebuilt from the .log (RELIABILITY R2).
+        # index is rebuilt from the .log (as Kafka's LogLoader does).
         self.indexes_existed = (os.path.exists(stem + INDEX_SUFFIX + file_suffix)
                                 and os.path.exists(stem + TIME_INDEX_SUFFIX + file_suffix))
         self._fd: int | None = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
