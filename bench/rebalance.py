@@ -1,4 +1,4 @@
-"""`minibroker bench rebalance`: the eager-vs-cooperative rolling-bounce benchmark (seed 001).
+"""`minibroker bench rebalance`: the eager-vs-cooperative rolling-bounce benchmark (KIP-429).
 
 Owns the controller, the CLI, the plain-Python pause arithmetic and the charts:
 
@@ -24,7 +24,7 @@ a marker at each bounce). Printed: total partition pause, total member pause, re
 and bounce duration, counted over the bounce window (first bounce to the last stable), so
 the group's formation and the final shutdown are left out.
 
-Pause definitions (SPARK.md §3, as spark_jobs/jobs/rebalances.py computes them over the same
+Pause definitions (docs/ANALYSIS.md, as spark_jobs/jobs/rebalances.py computes them over the same
 events): a partition pauses from the moment its last owner gives it up (its revoked or lost
 event, or the instance's stopped event) until an instance's assigned event contains it. A
 member pauses from a revoked / lost event that leaves it owning nothing until its next

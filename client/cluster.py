@@ -308,7 +308,7 @@ class Cluster:
 
 
 async def find_group_coordinator(pool, group_id: str):
-    """FindCoordinator for a group (key type 0) on the least-loaded connection (seed 000);
+    """FindCoordinator for a group (key type 0) on the least-loaded node (Java's lookupCoordinator);
     returns (node id, connection to it). Errors come back typed (client.errors)."""
     conn = await pool.least_loaded()
     version = conn.version_for(FIND_COORDINATOR)

@@ -18,7 +18,7 @@ A BrokerConnection runs three things while it is open, all in the nursery given 
 
 On open, the connection negotiates versions with ApiVersions v3, as librdkafka does. A broker
 that does not know v3 answers UNSUPPORTED_VERSION with a v0 body naming its own ApiVersions
-range (KIP-511, PROTOCOL.md §2); we ask once more at the highest version both sides know.
+range (KIP-511, docs/PROTOCOL.md §2); we ask once more at the highest version both sides know.
 Every later request speaks protocol.versions.pick_version(api_key, broker_min, broker_max),
 or fails with IncompatibleBrokerVersion when the ranges are disjoint.
 
@@ -53,7 +53,7 @@ __all__ = ["BrokerConnection", "ConnectionPool", "Response", "api_name", "backgr
 
 CLIENT_SOFTWARE_NAME = "minibroker-client"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
-FIRST_API_VERSIONS_VERSION = 3  # what librdkafka sends first (PROTOCOL.md §1)
+FIRST_API_VERSIONS_VERSION = 3  # what librdkafka sends first (docs/PROTOCOL.md §1)
 RECEIVE_SIZE = 1 << 16
 MAX_COALESCED_WRITE = 1 << 20
 

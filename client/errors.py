@@ -14,7 +14,7 @@ right one, and the client-side failures that have no code of their own on the wi
 - `IncompatibleBrokerVersion` (an UnsupportedVersionError, not retriable): the broker does not
   serve an API, or no version of it is common to both sides.
 
-Errors are data on the wire (ARCHITECTURE rule 7); they become exceptions only here, at the
+Errors are data on the wire (docs/ARCHITECTURE.md §7); they become exceptions only here, at the
 edge where a caller asked for something and did not get it.
 
     try:

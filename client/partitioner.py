@@ -2,7 +2,7 @@
 
 Owns: `murmur2(data)` (Kafka's Utils.murmur2: the same signed 32-bit result as Java) and
 `partition_for_key(key, num_partitions)` = toPositive(murmur2(key)) % num_partitions, as
-Java's BuiltInPartitioner.partitionForKey (PROTOCOL.md §7). toPositive is `& 0x7fffffff`, a
+Java's BuiltInPartitioner.partitionForKey (docs/PROTOCOL.md §7). toPositive is `& 0x7fffffff`, a
 mask and not abs(). So our producer, a Java producer, kafka-python and aiokafka place the same
 key on the same partition; librdkafka does too with partitioner=murmur2_random (its default,
 consistent_random, hashes with CRC32 instead).

@@ -1,7 +1,7 @@
 """The consumer protocol's embedded formats: what JoinGroup and SyncGroup carry as bytes.
 
 Owns: ConsumerProtocolSubscription (v0-3) and ConsumerProtocolAssignment (v0-3), each
-encoded as an int16 version prefix followed by the struct (PROTOCOL.md §5), and the typed
+encoded as an int16 version prefix followed by the struct (docs/PROTOCOL.md §5), and the typed
 views the coordinator's events and the client's assignors use.
 
 Fields are only ever appended to these formats, so a reader that meets a newer version

@@ -2,7 +2,7 @@
 
 Owns: request header v1/v2 and response header v0/v1, and the rule that picks them.
 
-Two rules that trip implementations (PROTOCOL.md §2):
+Two rules that trip implementations (docs/PROTOCOL.md §2):
 - in request header v2 the client_id keeps its int16-length encoding, never compact, so any
   broker can read the header of an ApiVersions request of a version it does not know;
 - the ApiVersions response always uses header v0, even for its flexible versions.

@@ -1,7 +1,7 @@
 """RecordBatch v2 (magic 2): the 61-byte header, CRC-32C, produce-side validation,
 in-place offset/epoch rewrites, and encoding/decoding of the records inside.
 
-Layout and rules: PROTOCOL.md section 3 (Kafka DefaultRecordBatch.java, DefaultRecord.java).
+Layout and rules: docs/PROTOCOL.md §3 (Kafka's DefaultRecordBatch and DefaultRecord).
 The broker's hot path uses only parse_batch_header, batch_crc_ok, validate_produced_batch,
 iter_batch_headers, the set_* rewrites and refresh_crc; none of them looks at records or
 copies the batch. encode_batch / decode_batch serve the client, the coordinator, tests and Spark.

@@ -4,7 +4,7 @@ Owns the one place where versions are chosen. Messages carry no version.
 
 The broker advertises MinVersion 0 for every API it serves, as Kafka 3.9 does, because old
 librdkafka (kcat on Debian 12 uses 2.0.2) enables features such as compression only when the
-advertised range *contains* particular old versions (PROTOCOL.md §1). The MaxVersion is
+advertised range *contains* particular old versions (docs/PROTOCOL.md §1). The MaxVersion is
 exactly what is implemented, so every client sends min(its cap, our max). A request for a
 version below what we implement is refused the way Kafka 4.0 refuses Produce v0-2: the
 connection is closed.

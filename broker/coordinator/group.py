@@ -2,7 +2,7 @@
 
 Owns: `GroupState` with its legal transitions declared as data, `Member`, and `ClassicGroup`,
 a pure structure (no I/O, no clock) that the coordinator drives. The states are those of
-seed 000 and Kafka's ClassicGroupState:
+Kafka's ClassicGroupState:
 
 - EMPTY: no members. A new group starts here; so does one whose last member left. Offsets
   may still be committed (standalone commits). -> PREPARING_REBALANCE when a member joins;
@@ -11,7 +11,7 @@ seed 000 and Kafka's ClassicGroupState:
   REBALANCE_IN_PROGRESS, which is how running members learn to rejoin.
   -> COMPLETING_REBALANCE when all have joined or the rebalance timeout passes;
   -> EMPTY when the last member leaves; -> DEAD.
-- COMPLETING_REBALANCE (the seed's AwaitingSync): join responses sent, waiting for the
+- COMPLETING_REBALANCE (AwaitingSync in older Kafka): join responses sent, waiting for the
   leader's SyncGroup with the assignment. -> STABLE on it; -> PREPARING_REBALANCE when a
   member joins or leaves; -> DEAD.
 - STABLE: assignment handed out. -> PREPARING_REBALANCE on a join, leave, expiry or a

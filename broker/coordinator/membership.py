@@ -7,7 +7,7 @@ __consumer_offsets, `Emit` of an event) that broker.coordinator.runtime carries 
 order. Waiters are opaque tokens the runtime hands in; a JoinGroup or SyncGroup that must
 wait for the rest of the group is answered later, by the operation that completes it.
 
-The rules follow Kafka's classic group coordinator (seed 000; GroupMetadataManager):
+The rules follow Kafka's classic group coordinator (GroupMetadataManager, ClassicGroup):
 - a join starts or joins a rebalance; the rebalance completes when every known member has
   rejoined, or when the rebalance timeout (the largest of the members') passes, and members
   that did not rejoin are removed; a new group first waits group.initial.rebalance.delay.ms,

@@ -1,11 +1,11 @@
-"""Committed offsets of one broker's group coordinator (PROTOCOL.md §4, §6).
+"""Committed offsets of one broker's group coordinator (docs/PROTOCOL.md §4, §6).
 
 Owns: `OffsetStore`, the cache of committed offsets for the groups whose __consumer_offsets
 partitions this broker leads; `CommittedOffset` and `OffsetRecord`; and the mapping of a
 group id to its __consumer_offsets partition (`java_string_hash`, `partition_of`).
 
 Pure: no trio, no I/O, no clock (`now_ms` is always a parameter). It follows "records,
-then replay" (ARCHITECTURE.md rule 5): every operation that would change stored offsets
+then replay" (docs/ARCHITECTURE.md §5): every operation that would change stored offsets
 (commit, OffsetDelete, DeleteGroups, expiry) only *returns* the records to append to
 __consumer_offsets, and `replay` is the one place that changes the cache. The caller appends
 the records and then replays them; loading a partition at start-up or on leadership is the
@@ -312,7 +312,7 @@ def java_string_hash(s: str) -> int:
 
 
 def partition_of(group: str, num_partitions: int) -> int:
-    """The __consumer_offsets partition whose leader coordinates `group` (PROTOCOL.md §6).
+    """The __consumer_offsets partition whose leader coordinates `group` (docs/PROTOCOL.md §6).
 
     Kafka: Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions, where Utils.abs
     maps Integer.MIN_VALUE to 0 (Math.abs would leave it negative). Not `& 0x7fffffff`,

@@ -115,7 +115,7 @@ class CoordinatorRuntime:
     # -- __consumer_offsets ---------------------------------------------------------------------
 
     def ensure_offsets_topic(self) -> None:
-        """Create __consumer_offsets on first need (seed 000), compacted and internal."""
+        """Create __consumer_offsets on first need, as Kafka does; compacted and internal."""
         if OFFSETS_TOPIC in self.broker.metadata.topics:
             return
         config = self.broker.config

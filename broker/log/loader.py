@@ -4,7 +4,7 @@ Owns: the start-up pass over a ``<topic>-<partition>`` directory -- clearing lef
 interrupted deletes/cleanings and orphan indexes, completing interrupted cleaner swaps, opening the segments, deciding which to
 trust and which to recover, and describing what recovery did (`RecoveryReport`).
 
-Rules (RELIABILITY.md §E, LogLoader.java):
+Rules (Kafka's LogLoader; docs/ARCHITECTURE.md §5):
 
 * clean shutdown: segments are trusted; only a missing or insane index, or an active
   segment whose tail does not parse, makes a segment be recovered;

@@ -40,7 +40,7 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
 
-HEADER_SIZE = BATCH_OVERHEAD  # the 61-byte RecordBatch v2 header (PROTOCOL.md §3)
+HEADER_SIZE = BATCH_OVERHEAD  # the 61-byte RecordBatch v2 header (docs/PROTOCOL.md §3)
 _INT32_MAX = (1 << 31) - 1
 # Header walks read this much at a time so a scan over many small batches costs one
 # syscall per chunk, not one per batch. Recovery reads bigger chunks (it reads everything).
@@ -97,7 +97,7 @@ class LogSegment:
         stem = os.path.join(directory, segment_name(base_offset))
         self.log_path = stem + LOG_SUFFIX + file_suffix
         # Remember whether the indexes were there before we (re)create them: a missing
-        # index is rebuilt from the .log (RELIABILITY R2).
+        # index is rebuilt from the .log (as Kafka's LogLoader does).
         self.indexes_existed = (os.path.exists(stem + INDEX_SUFFIX + file_suffix)
                                 and os.path.exists(stem + TIME_INDEX_SUFFIX + file_suffix))
         self._fd: int | None = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)

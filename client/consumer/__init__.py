@@ -1,6 +1,6 @@
 """The consumer side of the client library.
 
-Owns (as it grows, ARCHITECTURE.md layout): assignors/ (pure partition assignors, present
+Owns (docs/ARCHITECTURE.md §1): assignors/ (pure partition assignors, present
 now), then membership (the pure member state machine), coordinator, fetcher and the
 consumer itself. This package imports nothing at load time so that importing the pure
 assignors never pulls in trio or sockets.

@@ -279,7 +279,8 @@ class Consumer:
         """While subscribed, look at every metadata refresh (this task asks for one at least
         every metadata_max_age_ms), as Java's poll() does: a pattern's changed match is a
         new subscription, and a leader whose assignment was computed on other partition
-        counts rejoins so that added partitions are handed out (seed 002's triggers)."""
+        counts rejoins so that added partitions are handed out (ConsumerCoordinator's
+        rejoinNeededOrPending)."""
         cluster = self._cluster
         assert cluster is not None
         failures = 0

@@ -19,7 +19,7 @@ while the request was in flight. Records below the position (a fetch may return 
 that starts earlier) and control batches are skipped; when a response holds nothing to
 return (only control records, say), the position moves past the batches it did hold.
 
-Errors per partition (data, not exceptions, ARCHITECTURE rule 7): OFFSET_OUT_OF_RANGE
+Errors per partition (data, not exceptions, docs/ARCHITECTURE.md §7): OFFSET_OUT_OF_RANGE
 resets the partition by auto_offset_reset ('none': OffsetOutOfRangeError is raised from
 the round); NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION and the other
 metadata-refreshing codes request a metadata refresh and the partition is fetched again

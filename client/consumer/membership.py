@@ -2,7 +2,7 @@
 
 Owns: `GroupMember`, the client side of JoinGroup / SyncGroup / Heartbeat / LeaveGroup, and
 the rebalance listener calls, made exactly where Java's ConsumerCoordinator makes them
-(ARCHITECTURE.md rule 4: time comes in as ``now_ms``, effects go out as data). The trio
+(docs/ARCHITECTURE.md §4-§5: time comes in as ``now_ms``, effects go out as data). The trio
 driver (client/consumer/coordinator.py) sends the requests, feeds the responses back as
 the wire body dicts, runs the listener, drives the fetcher, and calls ``tick(now_ms)`` at
 ``next_deadline()``. Every event method returns a list of actions that the driver must carry

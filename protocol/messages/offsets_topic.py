@@ -1,4 +1,4 @@
-"""The records of __consumer_offsets, in Kafka's own key and value formats (PROTOCOL.md §4).
+"""The records of __consumer_offsets, in Kafka's own key and value formats (docs/PROTOCOL.md §4).
 
 Owns: the declarations of OffsetCommitKey/Value and GroupMetadataKey/Value, and the
 functions that turn them into record keys and values and back. A key starts with an int16

@@ -10,7 +10,7 @@ Owns the pure transforms
   and seconds (now minus the timestamp of the oldest unconsumed record's batch; 0 when
   caught up);
 - `partition_status(history, ...)` and `group_status(partition_status)`: Burrow's evaluation
-  (SPARK.md §2) over the last `intervals` commits, at every instant the group committed
+  (docs/ANALYSIS.md, lag) over the last `intervals` commits, at every instant the group committed
   anything and at the end of the data, so a partition that stops committing while the rest
   of its group goes on shows STOP;
 - `describe_at(...)`: the `minibroker groups describe` view at a time, as data (state,
@@ -142,7 +142,7 @@ def partition_status(history: DataFrame, batches: DataFrame, end_ts: int | None 
     committed anything (the `ts` column) and at `end_ts` (the end of the data) when given.
     The window is the partition's last `intervals` commits at or before `ts`, each with the
     lag it had when committed; current_lag is the LEO at `ts` minus the last commit. The rules
-    and their order are SPARK.md §2: OK when current_lag <= allowed_lag; else STOP when the
+    and their order are Burrow's: OK when current_lag <= allowed_lag; else STOP when the
     time since the last commit exceeds the window's span, unless the broker offsets Burrow
     would have polled in its ring (`intervals` polls, `offset_refresh_ms` apart) show the
     last commit caught up; REWIND when an offset decreased and no later one recovered it;

@@ -8,7 +8,7 @@ Owns the pure transforms
   end_state, duration_ms, members_before, members_after, partitions_revoked,
   partitions_moved;
 - `member_rebalance_intervals(events, rebalances)`: per member and rebalance, its JoinGroup
-  to the assignment (the broker's view of a member's stop, SPARK.md §3);
+  to the assignment (the broker's view of a member's stop, docs/ANALYSIS.md, rebalances);
 - over the bench's consumer events (CONSUMER_EVENTS; these names and columns are used by
   `minibroker bench rebalance` too): `partition_pauses`, `member_pauses`,
   `consumer_throughput`, `pause_totals`;

@@ -1,8 +1,9 @@
-"""Assignors: seed 002's worked examples, Java user data layouts, and property tests.
+"""Assignors: the worked examples of Java's assignor javadocs, Java user data layouts, and
+property tests.
 
-Pure tests, no broker. Seed examples use the seed's notation ("t0p1" = topic t0,
-partition 1). Where the seed shows one of several assignments that satisfy the rules
-(sticky), the rules are asserted and the seed's figures only where they are forced.
+Pure tests, no broker. The examples use the javadocs' notation ("t0p1" = topic t0,
+partition 1). Where a javadoc shows one of several assignments that satisfy the rules
+(sticky), the rules are asserted and its figures only where they are forced.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ ALL_ASSIGNORS = EAGER_ASSIGNORS + [CooperativeStickyAssignor]
 # -- helpers -------------------------------------------------------------------------------
 
 def tps(text: str) -> set[TopicPartition]:
-    """'t0p0 t1p2' (seed notation) -> {TopicPartition('t0', 0), TopicPartition('t1', 2)}."""
+    """'t0p0 t1p2' (javadoc notation) -> {TopicPartition('t0', 0), TopicPartition('t1', 2)}."""
     out = set()
     for token in text.replace("、", " ").replace(",", " ").split():
         match = re.fullmatch(r"(t\d+)p(\d+)", token)
@@ -117,17 +118,17 @@ def sticky_members(members, claims):
     return {m: member(m, s.topics, user_data=user_data(m)) for m, s in members.items()}
 
 
-# -- the worked examples of seed 002 --------------------------------------------------------
+# -- the worked examples of RangeAssignor's, RoundRobinAssignor's and StickyAssignor's javadoc
 
 @pytest.mark.parametrize("size, c0, c1", [(4, "t0p0 t0p1 t1p0 t1p1", "t0p2 t0p3 t1p2 t1p3"),
                                            (3, "t0p0 t0p1 t1p0 t1p1", "t0p2 t1p2")])
-def test_seed_range_two_consumers_two_topics(size, c0, c1):
+def test_javadoc_range_two_consumers_two_topics(size, c0, c1):
     members = {m: member(m, ["t0", "t1"]) for m in ("c0", "c1")}
     result = RangeAssignor().assign(members, {"t0": size, "t1": size})
     assert as_sets(result) == {"c0": tps(c0), "c1": tps(c1)}
 
 
-class TestSeedRoundRobin:
+class TestJavadocRoundRobin:
     def test_identical_subscriptions(self):
         members = {m: member(m, ["t0", "t1"]) for m in ("c0", "c1")}
         result = RoundRobinAssignor().assign(members, {"t0": 3, "t1": 3})
@@ -140,55 +141,55 @@ class TestSeedRoundRobin:
         assert as_sets(result) == {"c0": tps("t0p0"), "c1": tps("t1p0"),
                                    "c2": tps("t1p1 t2p0 t2p1 t2p2")}
 
-    def test_seed_roundrobin_after_c0_leaves(self):
-        # the seed's comparison figure for roundrobin once c0 of the example above left
+    def test_javadoc_roundrobin_after_c0_leaves(self):
+        # StickyAssignor's javadoc (example 2): roundrobin once c0 of the example above left
         members = {"c1": member("c1", ["t0", "t1"]), "c2": member("c2", ["t0", "t1", "t2"])}
         result = RoundRobinAssignor().assign(members, {"t0": 1, "t1": 2, "t2": 3})
         assert as_sets(result) == {"c1": tps("t0p0 t1p1"), "c2": tps("t1p0 t2p0 t2p1 t2p2")}
 
 
-SEED_TOPICS = ["t0", "t1", "t2", "t3"]
-SEED_SIZES = dict.fromkeys(SEED_TOPICS, 2)
-SEED_FIRST = {"c0": tps("t0p0 t1p1 t3p0"), "c1": tps("t0p1 t2p0 t3p1"), "c2": tps("t1p0 t2p1")}
+JAVADOC_TOPICS = ["t0", "t1", "t2", "t3"]
+JAVADOC_SIZES = dict.fromkeys(JAVADOC_TOPICS, 2)
+JAVADOC_FIRST = {"c0": tps("t0p0 t1p1 t3p0"), "c1": tps("t0p1 t2p0 t3p1"), "c2": tps("t1p0 t2p1")}
 
 
-class TestSeedSticky:
+class TestJavadocSticky:
     """3 consumers x 4 topics x 2 partitions, then c1 leaves; and differing subscriptions."""
 
     @pytest.mark.parametrize("assignor", [StickyAssignor, CooperativeStickyAssignor])
     def test_first_assignment_is_balanced(self, assignor):
-        members = {m: member(m, SEED_TOPICS) for m in ("c0", "c1", "c2")}
-        result = assignor().assign(members, SEED_SIZES)
-        check_valid(members, SEED_SIZES, result)
+        members = {m: member(m, JAVADOC_TOPICS) for m in ("c0", "c1", "c2")}
+        result = assignor().assign(members, JAVADOC_SIZES)
+        check_valid(members, JAVADOC_SIZES, result)
         assert sorted(counts(result).values()) == [2, 3, 3]  # forced: 8 over 3, within one
 
-    @pytest.mark.parametrize("first", ["seed", "ours"])
+    @pytest.mark.parametrize("first", ["javadoc", "ours"])
     def test_c1_leaves_survivors_keep_everything(self, first):
         a = StickyAssignor()
-        if first == "seed":
-            previous = SEED_FIRST
+        if first == "javadoc":
+            previous = JAVADOC_FIRST
         else:
-            three = {m: member(m, SEED_TOPICS) for m in ("c0", "c1", "c2")}
-            previous = as_sets(a.assign(three, SEED_SIZES))
-        survivors = {m: member(m, SEED_TOPICS,
-                               user_data=a.subscription_user_data(SEED_TOPICS,
+            three = {m: member(m, JAVADOC_TOPICS) for m in ("c0", "c1", "c2")}
+            previous = as_sets(a.assign(three, JAVADOC_SIZES))
+        survivors = {m: member(m, JAVADOC_TOPICS,
+                               user_data=a.subscription_user_data(JAVADOC_TOPICS,
                                                                   sorted(previous[m]), 1))
                      for m in ("c0", "c2")}
-        result = as_sets(a.assign(survivors, SEED_SIZES))
-        check_valid(survivors, SEED_SIZES, result)
+        result = as_sets(a.assign(survivors, JAVADOC_SIZES))
+        check_valid(survivors, JAVADOC_SIZES, result)
         assert counts(result) == {"c0": 4, "c2": 4}
         assert result["c0"] >= previous["c0"] and result["c2"] >= previous["c2"]
-        if first == "seed":  # forced from the seed's first figure: what c0 and c2 keep
+        if first == "javadoc":  # forced from the javadoc's first figure: what c0 and c2 keep
             assert result["c0"] >= tps("t0p0 t1p1 t3p0") and result["c2"] >= tps("t1p0 t2p1")
 
     def test_c1_leaves_under_cooperative_moves_at_once(self):
         # c1 left the group, so nobody live owns its partitions: nothing is withheld
-        survivors = {m: member(m, SEED_TOPICS, sorted(SEED_FIRST[m]), generation=1)
+        survivors = {m: member(m, JAVADOC_TOPICS, sorted(JAVADOC_FIRST[m]), generation=1)
                      for m in ("c0", "c2")}
-        result = as_sets(CooperativeStickyAssignor().assign(survivors, SEED_SIZES))
-        check_valid(survivors, SEED_SIZES, result)
+        result = as_sets(CooperativeStickyAssignor().assign(survivors, JAVADOC_SIZES))
+        check_valid(survivors, JAVADOC_SIZES, result)
         assert counts(result) == {"c0": 4, "c2": 4}
-        assert result["c0"] >= SEED_FIRST["c0"] and result["c2"] >= SEED_FIRST["c2"]
+        assert result["c0"] >= JAVADOC_FIRST["c0"] and result["c2"] >= JAVADOC_FIRST["c2"]
 
     @pytest.mark.parametrize("assignor", [StickyAssignor, CooperativeStickyAssignor])
     def test_differing_subscriptions_then_c0_leaves(self, assignor):
@@ -207,8 +208,8 @@ class TestSeedSticky:
         assert second == {"c1": tps("t1p0 t1p1 t0p0"), "c2": tps("t2p0 t2p1 t2p2")}
 
 
-def test_seed001_scale_out_takes_two_rebalances_and_spares_b():
-    """Seed 001: A has two partitions, B one; C joins. Only one partition moves, in two steps."""
+def test_kip429_scale_out_takes_two_rebalances_and_spares_b():
+    """KIP-429: A has two partitions, B one; C joins. Only one partition moves, in two steps."""
     def group(owned, generation):
         return {m: member(m, ["t"], [TopicPartition("t", p) for p in owned.get(m, [])],
                           generation) for m in ("A", "B", "C")}

@@ -329,7 +329,7 @@ async def test_pattern_subscription_follows_matching_topics_as_they_appear(broke
 # -- partition count change ----------------------------------------------------------------
 
 async def test_added_partitions_are_handed_out_by_a_rebalance_the_leader_starts(broker):
-    """Seed 002: adding partitions to a subscribed topic triggers a rebalance. As in Java,
+    """Adding partitions to a subscribed topic triggers a rebalance. As in Java,
     the leader notices at a metadata refresh that the counts its assignment used changed;
     under cooperative-sticky the two members keep what they had and split the new ones."""
     topic, group = unique("grow"), unique("g")

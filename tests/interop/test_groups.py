@@ -261,8 +261,9 @@ def test_committed_offsets_survive_kill_9_of_the_broker(make_broker):
 
 
 def test_a_live_group_rides_out_kill_9_of_the_broker_without_a_rebalance(make_broker):
-    """RELIABILITY C2, broker failure: the group is reloaded from __consumer_offsets and its
-    members keep their generation, so they neither rejoin nor are expired."""
+    """As kafkatest's OffsetValidationTest (broker failure): the group is reloaded from
+    __consumer_offsets and its members keep their generation, so they neither rejoin nor
+    are expired."""
     broker = make_broker(**FAST_GROUPS)
     bootstrap = broker.bootstrap
     topic, group = unique("g4b"), unique("grp4b")

@@ -1,7 +1,7 @@
 """Fixtures for the Spark readers' tests.
 
 `spark`: ONE SparkSession for the whole test session, built by spark_jobs.session.get_spark
-with SPARK.md's fast-test settings (local[2], no UI, 2 shuffle partitions, a JVM tuned for
+with fast-test settings (local[2], no UI, 2 shuffle partitions, a JVM tuned for
 short runs, all scratch space under pytest's tmp dir). The JVM's cold start costs ~10 s, so
 tests share it and stay tiny.
 

@@ -5,7 +5,7 @@ Owns: the registry of built-in assignors by protocol name, turning a
 protocol those assignors allow. The interface and domain types live in ``base``; write
 your own assignor by subclassing ``Assignor`` (worked example in base.py's docstring).
 
-Built-in names (PROTOCOL.md §5): "range", "roundrobin", "sticky", "cooperative-sticky".
+Built-in names (docs/PROTOCOL.md §5): "range", "roundrobin", "sticky", "cooperative-sticky".
 """
 
 from __future__ import annotations

@@ -93,11 +93,11 @@ def balanced_sticky_assignment(subscriptions: Mapping[str, Iterable[str]],
     (generation, owned partitions) and ``member_order`` lists every member once; it breaks
     ties (earlier members are served first). The result has every member, lists sorted.
 
-    Worked example (seed 002): c0 subscribes to t0, c1 to t0 and t1, c2 to t0, t1 and t2,
-    with 1, 2 and 3 partitions. c2 alone can take t2 and c0 can only take t0-0, so the one
-    assignment with the smallest sum of squares (1 + 4 + 9) is c0: t0-0, c1: t1-0 t1-1,
-    c2: the three t2 partitions. When c0 leaves, c1 and c2 keep everything and t0-0 goes
-    to c1 (3 + 3 rather than 2 + 4).
+    Worked example (StickyAssignor's javadoc, example 2): c0 subscribes to t0, c1 to t0 and
+    t1, c2 to t0, t1 and t2, with 1, 2 and 3 partitions. c2 alone can take t2 and c0 can
+    only take t0-0, so the one assignment with the smallest sum of squares (1 + 4 + 9) is
+    c0: t0-0, c1: t1-0 t1-1, c2: the three t2 partitions. When c0 leaves, c1 and c2 keep
+    everything and t0-0 goes to c1 (3 + 3 rather than 2 + 4).
 
     >>> from client.consumer.assignors.base import format_assignment
     >>> subs = {"c0": ["t0"], "c1": ["t0", "t1"], "c2": ["t0", "t1", "t2"]}

@@ -7,12 +7,11 @@ range and roundrobin share with Java and librdkafka, and small helpers for assig
 
 Assignors are pure: no I/O, no clock, no state kept between calls. Wire structs stay in
 protocol/consumer_protocol.py; ``member_from_subscription`` is the one bridge from there
-to here (ARCHITECTURE.md rule 8).
+to here (docs/ARCHITECTURE.md §6).
 
 Writing your own assignor
 -------------------------
-Assignors are pluggable (seed 002: "Kafka 对于分区分配策略这块, 也提供了可插拔式的实现方式":
-Kafka's partition assignment is pluggable).
+Assignors are pluggable, as Java's ConsumerPartitionAssignor is (partition.assignment.strategy).
 Subclass :class:`Assignor`, give it a ``name`` that every member of the group lists under
 the same spelling, and implement :meth:`Assignor.assign`. ``resolve_assignors`` (in this
 package's __init__, meant for ``partition_assignment_strategy``) takes your class or an

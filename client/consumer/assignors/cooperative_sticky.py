@@ -92,9 +92,9 @@ class CooperativeStickyAssignor(Assignor):
         the same and the kept partitions are still most balanced, nothing else moves.
         A partition whose owner has left the group moves at once.
 
-        Worked example (seed 001): A owns p0 and p1, B owns p2 of a 3-partition topic, and C
-        joins. The balanced, sticky target moves one of A's partitions to C, so this
-        rebalance gives A one partition and C nothing; A revokes the other. In the next
+        Worked example (KIP-429's scale-out): A owns p0 and p1, B owns p2 of a 3-partition
+        topic, and C joins. The balanced, sticky target moves one of A's partitions to C, so
+        this rebalance gives A one partition and C nothing; A revokes the other. In the next
         rebalance nobody owns it and C gets it; B is never disturbed.
 
         >>> from client.consumer.assignors.base import format_assignment

@@ -28,8 +28,9 @@ class RangeAssignor(Assignor):
         order. Topics are independent, so the first members collect the extras of every
         topic, which is why range can be unbalanced across topics.
 
-        Worked example (seed 002): c0 and c1 both subscribe to t0 and t1, 3 partitions each.
-        Per topic n = 1, m = 1, so c0 gets p0-p1 and c1 gets p2 of each topic.
+        Worked example (RangeAssignor's javadoc): c0 and c1 both subscribe to t0 and t1, 3
+        partitions each. Per topic n = 1, m = 1, so c0 gets p0-p1 and c1 gets p2 of each
+        topic.
 
         >>> from client.consumer.assignors.base import format_assignment
         >>> members = {m: MemberSubscription(m, ["t0", "t1"]) for m in ("c0", "c1")}

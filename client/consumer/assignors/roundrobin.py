@@ -26,7 +26,7 @@ class RoundRobinAssignor(Assignor):
         it. With identical subscriptions the counts differ by at most one; with differing
         subscriptions the skipping can leave the result unbalanced.
 
-        Worked example (seed 002, from Java's javadoc): c0 subscribes to t0, c1 to t0 and
+        Worked example (RoundRobinAssignor's javadoc): c0 subscribes to t0, c1 to t0 and
         t1, c2 to t0, t1 and t2, with 1, 2 and 3 partitions. t0-0 goes to c0; t1-0 skips
         nobody and goes to c1; t1-1 goes to c2; every t2 partition skips c0 and c1.
 

@@ -1,6 +1,6 @@
 """The "sticky" assignor (eager protocol) and Java's sticky user data layout.
 
-Owns: StickyAssignor and the codec for Java's STICKY_ASSIGNOR_USER_DATA_V0/V1 (PROTOCOL.md
+Owns: StickyAssignor and the codec for Java's STICKY_ASSIGNOR_USER_DATA_V0/V1 (docs/PROTOCOL.md
 §5), which is also what librdkafka's cooperative-sticky members send as user data:
 
     V0: previous_assignment  int32 count of (topic STRING, partitions int32 count of int32)
@@ -131,9 +131,10 @@ class StickyAssignor(Assignor):
         within one); sticky means the most partitions kept by their previous owner among
         the most balanced assignments. See ``balance.py`` for the exact statement.
 
-        Worked example (seed 002): c0, c1 and c2 subscribe to t0..t3, two partitions each.
-        The first assignment is 3/3/2. When c1 leaves, its three partitions are dealt to
-        whoever has fewer, and c0 and c2 keep all of theirs (4/4).
+        Worked example (StickyAssignor's javadoc, example 1): c0, c1 and c2 subscribe to
+        t0..t3, two partitions each. The first assignment is 3/3/2. When c1 leaves, its
+        three partitions are dealt to whoever has fewer, and c0 and c2 keep all of theirs
+        (4/4).
 
         >>> from client.consumer.assignors.base import format_assignment
         >>> topics = ["t0", "t1", "t2", "t3"]

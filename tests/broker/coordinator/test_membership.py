@@ -1,4 +1,4 @@
-"""The classic group protocol as a pure state machine: every transition seed 000 names,
+"""The classic group protocol as a pure state machine: every transition ClassicGroupState names,
 driven with a fake clock and no sockets."""
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ def test_the_last_member_leaving_empties_the_group_and_writes_it_down():
     h.apply(h.c.leave(waiter, GROUP, [(member, None)], h.now))
     assert h.replies[waiter]["members"][0]["error_code"] == E.NONE
     assert h.group.state == S.EMPTY and h.group.generation == 2
-    assert len(h.records) == 2  # Stable, then Empty (seed 000)
+    assert len(h.records) == 2  # Stable, then Empty (GroupMetadata records, as Kafka writes)
 
 
 def test_protocol_is_chosen_by_vote_and_a_disjoint_member_is_refused():

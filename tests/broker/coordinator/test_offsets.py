@@ -1,7 +1,7 @@
 """The committed-offset store: records then replay, Kafka's record bytes, expiry, group hashing.
 
 Driven directly: no broker, no clock (times are plain integers), no sleeping. Expected
-record bytes are built by hand with struct from PROTOCOL.md §4, not with our encoder.
+record bytes are built by hand with struct from docs/PROTOCOL.md §4, not with our encoder.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ DAY = 24 * 3600 * 1000
 RETENTION = 7 * DAY
 
 
-# -- hand-built Kafka bytes (PROTOCOL.md §4) ---------------------------------------------
+# -- hand-built Kafka bytes (docs/PROTOCOL.md §4) ----------------------------------------
 
 def _str(s: str) -> bytes:
     data = s.encode()
@@ -372,7 +372,7 @@ def test_v1_explicit_expire_timestamp_overrides_retention():
     assert store.expire(500, RETENTION, lambda g: False, lambda g, t: True) == []
 
 
-# -- the coordinator partition of a group (PROTOCOL.md §6) -------------------------------
+# -- the coordinator partition of a group (docs/PROTOCOL.md §6) --------------------------
 
 # Values printed by OpenJDK 17.0.15 on this machine with a throwaway program:
 #   System.out.println(s.hashCode() + " " + (Utils.abs(h) % 50))   (Utils.abs as in Kafka)

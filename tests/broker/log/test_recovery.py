@@ -1,4 +1,4 @@
-"""Crash recovery (RELIABILITY.md §E): torn tails, junk, corrupt CRCs, lost indexes,
+"""Crash recovery (Kafka's LogLoader): torn tails, junk, corrupt CRCs, lost indexes,
 and the clean-shutdown marker that makes all of it unnecessary."""
 
 import os
