@@ -7,8 +7,8 @@ runs past the end: an unfinished write, or a file still being appended to), or a
 header (the next batch's position cannot be trusted). What to do about a stop is the
 caller's: log recovery truncates there, dump-log prints it, the Spark reader reports a row.
 
-Only the 61-byte header is read (protocol.records.BatchHeader); records are never decoded
-and the CRC is not checked (records.batch_crc_ok does that on `BatchWalk.batch`'s bytes).
+Only the 61-byte header is read (batch_header.BatchHeader); records are never decoded and
+the CRC is not checked (batch_header.batch_crc_ok does that on `BatchWalk.batch`'s bytes).
 Sans-IO: the source is a buffer, or a ``read(position, size) -> bytes`` function the caller
 binds to its file; the walk asks for chunks of `read_size` bytes.
 """
@@ -20,8 +20,8 @@ from typing import NamedTuple
 
 # The header struct and NamedTuple constructor themselves: the walk checks the fields
 # it needs inline instead of paying for parse_batch_header's exceptions per batch.
-from .records import (BATCH_OVERHEAD, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader,
-                      _HEADER, _new_header)
+from .batch_header import (BATCH_OVERHEAD, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader,
+                           _HEADER, _new_header)
 
 __all__ = ["END", "TORN", "CORRUPT", "WalkStop", "BatchWalk", "DEFAULT_READ_SIZE"]
 
