@@ -60,14 +60,13 @@ class BatchWalk:
     function ``read(position, size)`` returning up to ``size`` bytes at ``position``
     (``end`` required; a short read counts as the end of the data, a TORN stop).
 
-    A header ends the walk (CORRUPT) when its BatchLength is below the v2 minimum, its
-    magic is not 2 or its LastOffsetDelta is negative -- the checks Kafka's
-    FileLogInputStream and LogSegment recovery make before trusting a batch. Fewer than 61
-    bytes left, or a batch that runs past ``end``, is TORN.
+    A header ends the walk (CORRUPT) when its BatchLength is below the v2 minimum (Kafka's
+    FileLogInputStream stops there too: the next position is unknown), its magic is not 2
+    (the only format read here) or its LastOffsetDelta is negative (a batch that would end
+    before it begins). Fewer than 61 bytes left, or a batch that runs past ``end``, is TORN.
     """
 
-    __slots__ = ("_read", "start", "end", "_read_size", "_buf", "_buf_start",
-                 "stop")
+    __slots__ = ("_read", "start", "end", "_read_size", "_buf", "_buf_start", "stop")
 
     def __init__(self, source, start: int = 0, end: int | None = None, *,
                  read_size: int = DEFAULT_READ_SIZE) -> None:
