@@ -7,8 +7,8 @@ runs past the end: an unfinished write, or a file still being appended to), or a
 header (the next batch's position cannot be trusted). What to do about a stop is the
 caller's: log recovery truncates there, dump-log prints it, the Spark reader reports a row.
 
-Only the 61-byte header is read (protocol.records.BatchHeader); records are never decoded
-and the CRC is not checked (records.batch_crc_ok does that on `BatchWalk.batch`'s bytes).
+Only the 61-byte header is read (batch_header.BatchHeader); records are never decoded and
+the CRC is not checked (batch_header.batch_crc_ok does that on `BatchWalk.batch`'s bytes).
 Sans-IO: the source is a buffer, or a ``read(position, size) -> bytes`` function the caller
 binds to its file; the walk asks for chunks of `read_size` bytes.
 """
@@ -20,8 +20,8 @@ from typing import NamedTuple
 
 # The header struct and NamedTuple constructor themselves: the walk checks the fields
 # it needs inline instead of paying for parse_batch_header's exceptions per batch.
-from .records import (BATCH_OVERHEAD, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader,
-                      _HEADER, _new_header)
+from .batch_header import (BATCH_OVERHEAD, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader,
+                           _HEADER, _new_header)
 
 __all__ = ["END", "TORN", "CORRUPT", "WalkStop", "BatchWalk", "DEFAULT_READ_SIZE"]
 
@@ -60,14 +60,13 @@ class BatchWalk:
     function ``read(position, size)`` returning up to ``size`` bytes at ``position``
     (``end`` required; a short read counts as the end of the data, a TORN stop).
 
-    A header ends the walk (CORRUPT) when its BatchLength is below the v2 minimum, its
-    magic is not 2 or its LastOffsetDelta is negative -- the checks Kafka's
-    FileLogInputStream and LogSegment recovery make before trusting a batch. Fewer than 61
-    bytes left, or a batch that runs past ``end``, is TORN.
+    A header ends the walk (CORRUPT) when its BatchLength is below the v2 minimum (Kafka's
+    FileLogInputStream stops there too: the next position is unknown), its magic is not 2
+    (the only format read here) or its LastOffsetDelta is negative (a batch that would end
+    before it begins). Fewer than 61 bytes left, or a batch that runs past ``end``, is TORN.
     """
 
-    __slots__ = ("_read", "start", "end", "_read_size", "_buf", "_buf_start",
-                 "stop")
+    __slots__ = ("_read", "start", "end", "_read_size", "_buf", "_buf_start", "stop")
 
     def __init__(self, source, start: int = 0, end: int | None = None, *,
                  read_size: int = DEFAULT_READ_SIZE) -> None:

@@ -60,6 +60,7 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from protocol.batch_walk import CORRUPT, TORN, BatchWalk
 from protocol.records import (
     ATTRIBUTES_POS,
     DELETE_HORIZON_MASK,
@@ -68,7 +69,6 @@ from protocol.records import (
     Record,
     decode_batch,
     encode_batch,
-    iter_batch_headers,
     parse_batch_header,
     refresh_crc,
 )
@@ -159,21 +159,21 @@ def clean(log: PartitionLog, *, now_ms: int, cleaner_checkpoint: int) -> CleanRe
 # ---------------------------------------------------------------------- internals
 
 def _batches(seg: LogSegment) -> Iterator[tuple[BatchHeader, bytes]]:
-    """(header, bytes) of every batch of ``seg``, read in large chunks."""
-    pos, end = 0, seg.size
-    while pos < end:
-        chunk = seg.pread(pos, min(_READ_CHUNK, end - pos))
-        consumed = 0
-        for rel, header in iter_batch_headers(chunk):
-            yield header, chunk[rel:rel + header.size]
-            consumed = rel + header.size
-        if consumed == 0:  # one batch larger than the chunk
-            header = parse_batch_header(chunk, 0)
-            if pos + header.size > end:
-                raise CorruptSegmentError(f"{seg.log_path}: incomplete batch at {pos}")
-            yield header, seg.pread(pos, header.size)
-            consumed = header.size
-        pos += consumed
+    """(header, bytes) of every batch of ``seg``, read in large chunks. A non-active
+    segment holds whole batches only: anything else is a CorruptSegmentError."""
+    walk = BatchWalk(seg.pread, 0, seg.size, read_size=_READ_CHUNK)
+    for pos, header in walk:
+        data = walk.batch(pos, header)
+        if len(data) < header.size:
+            raise CorruptSegmentError(f"{seg.log_path}: incomplete batch at {pos}")
+        yield header, bytes(data)
+    stop = walk.stop
+    assert stop is not None
+    if stop.reason == TORN:
+        raise CorruptSegmentError(f"{seg.log_path}: incomplete batch at {stop.position}")
+    if stop.reason == CORRUPT:
+        raise CorruptSegmentError(
+            f"{seg.log_path}: corrupt batch header at {stop.position}: {stop.problem}")
 
 
 def _build_offset_map(segments: list[LogSegment], start: int, end: int) -> dict[bytes, int]:

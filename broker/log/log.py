@@ -29,6 +29,7 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+from protocol.batch_walk import CORRUPT, BatchWalk
 from protocol.records import (
     ATTRIBUTES_POS,
     MAX_TIMESTAMP_POS,
@@ -58,7 +59,6 @@ from .loader import (
     new_segment,
 )
 from .segment import (
-    HEADER_SIZE,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -211,14 +211,9 @@ class PartitionLog:
         """
         view = memoryview(data)
         headers: list[tuple[int, BatchHeader]] = []
-        pos = 0
         expected = self._leo
-        while pos + HEADER_SIZE <= len(view):
-            header = parse_batch_header(view, pos)
-            if header.magic != 2 or header.size < HEADER_SIZE:
-                raise CorruptRecordError(f"bad batch header at {pos}")
-            if pos + header.size > len(view):
-                break
+        walk = BatchWalk(view)
+        for pos, header in walk:
             if not batch_crc_ok(view, pos, header):
                 raise CorruptRecordError(f"batch CRC-32C mismatch at {pos}")
             if header.base_offset < expected:
@@ -226,9 +221,13 @@ class PartitionLog:
                     f"follower append at offset {header.base_offset} below expected {expected}")
             headers.append((pos, header))
             expected = header.last_offset + 1
-            pos += header.size
+        stop = walk.stop
+        assert stop is not None
+        if stop.reason == CORRUPT:
+            raise CorruptRecordError(f"bad batch header at {stop.position}: {stop.problem}")
         if not headers:
             return None
+        pos = stop.position  # the end of the last whole batch
         first, last = headers[0][1], headers[-1][1]
         self._maybe_roll(pos, max(h.max_timestamp for _, h in headers), first.base_offset,
                          last.last_offset, now_ms)

@@ -6,8 +6,9 @@ batch that contains an offset or the first batch at/after a timestamp, reading b
 of whole batches, recovery (re-scan + CRC check + index rebuild + truncation of the first
 invalid byte onward), truncation, and the segment's roll conditions.
 
-Batches are opaque here: only the 61-byte batch header is ever parsed (through
-protocol/records), records are never decoded. Plain synchronous file I/O on raw file
+Batches are opaque here: only the 61-byte batch header is ever parsed (runs of batches
+through protocol/batch_walk, which also says where a torn or corrupt tail starts),
+records are never decoded. Plain synchronous file I/O on raw file
 descriptors (``os.pread``/``os.pwrite``): appends land in the page cache, ``flush()``
 fsyncs. The .log file holds exactly the valid bytes -- there is no preallocation.
 """

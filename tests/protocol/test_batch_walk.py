@@ -47,7 +47,8 @@ def test_every_cut_stops_at_the_last_whole_batch_and_says_how_it_is_torn():
     for n in range(len(data) + 1):
         got, stop = walked(BatchWalk(data[:n]))
         whole = len(one) if n >= len(one) else 0
-        assert [pos for pos, _ in got] == ([0] if whole else []) + ([len(one)] if n == len(data) else [])
+        expected = ([0] if whole else []) + ([len(one)] if n == len(data) else [])
+        assert [pos for pos, _ in got] == expected
         if n in (0, len(one), len(data)):
             assert stop.reason == END and stop.position == n
             continue

@@ -362,12 +362,18 @@ def test_iter_batch_headers_and_decode_batches_stop_at_a_partial_tail():
     assert [recs[0].offset for _, recs in decode_batches(buf)] == [0, 2, 5]
 
 
-def test_iter_batch_headers_raises_on_a_bad_header_mid_stream():
+@pytest.mark.parametrize("pos, value", [(R.MAGIC_POS, b"\x01"),
+                                        (R.LENGTH_POS, b"\x00\x00\x00\x30"),
+                                        (R.LAST_OFFSET_DELTA_POS, b"\xff\xff\xff\xff")])
+def test_iter_batch_headers_raises_on_a_bad_header_mid_stream(pos, value):
     a = encode_batch(sample_records(2))
     bad = bytearray(a)
-    bad[R.MAGIC_POS] = 1
-    with pytest.raises(CorruptRecordError):
-        list(iter_batch_headers(a + bytes(bad)))
+    bad[pos:pos + len(value)] = value
+    seen = []
+    with pytest.raises(CorruptRecordError, match=f"at {len(a)}"):
+        for position, _ in iter_batch_headers(a + bytes(bad)):
+            seen.append(position)
+    assert seen == [0]
 
 
 # --- produce validation -----------------------------------------------------------

@@ -11,7 +11,7 @@ import struct
 
 import pytest
 
-from broker.log import LogConfig, LogManager
+from broker.log import CorruptSegmentError, LogConfig, LogManager
 from broker.log.cleaner import CleanResult, cleanable_bytes, clean
 from broker.log.manager import CLEANER_OFFSET_CHECKPOINT, read_checkpoint
 from protocol.records import (
@@ -655,3 +655,21 @@ def test_config_properties():
         LogConfig(delete_retention_ms=-1)
     with pytest.raises(ValueError):
         LogConfig(min_cleanable_dirty_ratio=1.5)
+
+
+@pytest.mark.parametrize("cut", ["torn", "magic"])
+def test_a_damaged_inactive_segment_fails_the_pass_and_changes_nothing(tmp_path, cut):
+    log = open_log(tmp_path, compact_config())
+    write_overwrites(log, 4, KEYS)
+    assert len(log.segments) > 2
+    victim = log.segments[1]
+    with open(victim.log_path, "r+b") as f:
+        if cut == "torn":
+            f.truncate(victim.size - 5)
+        else:
+            f.seek(16)  # the first batch's magic
+            f.write(b"\x07")
+    before = seg_files(tmp_path)
+    with pytest.raises(CorruptSegmentError, match="at 0" if cut == "magic" else "incomplete"):
+        clean(log, now_ms=T0, cleaner_checkpoint=0)
+    assert seg_files(tmp_path) == before  # the group being written was discarded

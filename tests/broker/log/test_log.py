@@ -294,6 +294,25 @@ def test_append_as_follower_keeps_offsets(tmp_path):
         follower.append_as_follower(data, now_ms=0)   # offsets below the LEO
 
 
+@pytest.mark.parametrize("damage, error", [
+    (lambda b: b.__setitem__(16, 7), CorruptRecordError),      # magic
+    (lambda b: b.__setitem__(-1, b[-1] ^ 1), CorruptRecordError),  # CRC
+])
+def test_append_as_follower_refuses_a_damaged_batch_and_writes_nothing(tmp_path, damage, error):
+    leader = open_log(tmp_path / "leader")
+    for i in range(3):
+        leader.append(make_batch(2, seed=i), now_ms=0)
+    data = leader.read(0, 1 << 20)
+    second = bytearray(leader.read(2, 1 << 20, max_offset=4))
+    damage(second)
+    follower = open_log(tmp_path / "follower")
+    first_len = len(data) - 2 * len(second)
+    with pytest.raises(error, match=f"at {first_len}"):
+        follower.append_as_follower(data[:first_len] + bytes(second) + data[-len(second):],
+                                    now_ms=0)
+    assert follower.log_end_offset == 0 and follower.size == 0
+
+
 def test_clean_reopen_keeps_everything(tmp_path):
     config = LogConfig(segment_bytes=2000, index_interval_bytes=100)
     log = open_log(tmp_path, config)
