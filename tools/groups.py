@@ -25,8 +25,9 @@ from typing import Any, TextIO
 import trio
 
 from client.admin import AdminClient
-from client.errors import GroupIdNotFoundError, KafkaError
+from client.errors import KafkaError
 from client.types import TopicPartition
+from protocol.errors import ErrorCode
 from tools.admin_session import ToolError, open_admin
 
 __all__ = ["GroupNotFound", "GroupListing", "GroupDescription", "Member", "PartitionRow",
@@ -107,25 +108,28 @@ async def describe_group(admin: AdminClient, group: str) -> GroupDescription:
     Raises GroupNotFound for a Dead or unknown group."""
     try:
         g = (await admin.describe_groups([group]))[group]
-    except GroupIdNotFoundError:
-        raise GroupNotFound(group) from None
+    except KafkaError as e:
+        if e.code is ErrorCode.GROUP_ID_NOT_FOUND:
+            raise GroupNotFound(group) from None
+        raise
     if g.state == "Dead":
         raise GroupNotFound(group)
     committed = await admin.list_consumer_group_offsets(group)
     node = admin.cluster.metadata.node(g.coordinator)
+    # FindCoordinator's own answer stands in for a node Metadata has not listed yet
     host, port = (node.host, node.port) if node else admin.pool.nodes.get(g.coordinator, ("", -1))
     members = []
-    for m in g.members:
+    for described in g.members:
         assignment: dict[str, list[int]] = {}
-        for tp in m.assignment:
+        for tp in described.assignment:
             assignment.setdefault(tp.topic, []).append(tp.partition)
-        members.append(Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                              assignment))
+        members.append(Member(described.member_id, described.group_instance_id,
+                              described.client_id, described.client_host, assignment))
 
     by_partition: dict[tuple[str, int], Member] = {}
     for m in members:
-        for tp in m.partitions:
-            by_partition[tp] = m
+        for topic_partition in m.partitions:
+            by_partition[topic_partition] = m
     partitions = sorted(set(by_partition) | {(tp.topic, tp.partition) for tp in committed})
     ends = await _log_end_offsets(admin, partitions)
     rows = [PartitionRow(t, p, committed.get(TopicPartition(t, p)), ends.get((t, p)),
@@ -159,7 +163,7 @@ def _table(out: TextIO, header: list[str], rows: list[list[str]], widths: list[i
            ) -> None:
     """Left-aligned columns, each at least its minimum width (None: the last, unpadded);
     a blank line first, as Kafka prints it."""
-    cols = []
+    cols: list[int | None] = []
     for i, minimum in enumerate(widths):
         if minimum is None:
             cols.append(None)

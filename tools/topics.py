@@ -158,11 +158,14 @@ COMMANDS = {"list": list_topics, "describe": describe, "create": create, "delete
 # --- command line -------------------------------------------------------------------------
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # kafka-topics takes --bootstrap-server before the action too: accepted on both sides
+    parser.add_argument("--bootstrap-server", dest="bootstrap_before", default=None,
+                        metavar="HOST:PORT", help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="topics_command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                       help="a broker to start from (comma-separated for several)")
+        p.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT",
+                       help="a broker to start from (comma-separated for several; required)")
         p.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_MS, metavar="MS",
                        help="how long to wait for each answer (default %(default)s)")
 
@@ -218,6 +221,11 @@ async def _run(args, out: TextIO) -> None:
 def run(args, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
+    args.bootstrap_server = args.bootstrap_server or getattr(args, "bootstrap_before", None)
+    if not args.bootstrap_server:
+        err.write(f"minibroker topics {args.topics_command}: the following arguments are "
+                  f"required: --bootstrap-server\n")
+        return 2
     if args.topics_command == "create":
         try:
             parse_configs(args.configs)

@@ -131,3 +131,15 @@ def test_bad_options_exit_2_and_an_unreachable_broker_exits_1(shared_broker):
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == (f"minibroker topics: cannot connect to 127.0.0.1:{port}: "
                            "Connection refused\n")
+
+
+def test_bootstrap_server_may_come_before_the_action(shared_broker):
+    """kafka-topics.sh --bootstrap-server H:P --list: the option ahead of the action."""
+    name = unique("tc-first")
+    done = subprocess.run([sys.executable, "-m", "tools.cli", "topics", "--bootstrap-server",
+                           shared_broker.bootstrap, "create", name, "--partitions", "1"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, f"Created topic {name}.\n"), done.stderr
+    done = subprocess.run([sys.executable, "-m", "tools.cli", "topics", "list"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--bootstrap-server" in done.stderr
