@@ -599,9 +599,16 @@ class PartitionLog:
         self._unflushed_messages = 0
 
     def close(self) -> None:
-        """Flush and close every segment; pending .deleted files are unlinked now."""
+        """Flush and close every segment; pending .deleted files are unlinked now. Every
+        segment is closed even if one cannot be flushed; the first OSError is raised."""
+        failed: OSError | None = None
         for seg in self.segments:
-            seg.close()
+            try:
+                seg.close()
+            except OSError as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
         self.recovery_point = self._leo
         self._purge_deleted(None)
 

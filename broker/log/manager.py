@@ -114,11 +114,19 @@ def write_atomically(path: str | os.PathLike, text: str, *, sync_dir: bool = Tru
     the directory, so a crash leaves either the old or the new file, never half."""
     path = os.fspath(path)
     tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        # a full disk: give back what the half-written copy holds; the old file is intact
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     if sync_dir:
         fsync_dir(os.path.dirname(os.path.abspath(path)))
 
@@ -261,7 +269,10 @@ class LogManager:
         log = self._logs.pop((topic, partition), None)
         if log is None:
             return False
-        log.close()
+        try:
+            log.close()
+        except OSError:
+            pass  # being deleted: what could not be sealed or fsynced no longer matters
         doomed = os.path.join(
             self.data_dir,
             f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
@@ -345,9 +356,18 @@ class LogManager:
                          {tp: log.log_start_offset for tp, log in self._logs.items()})
 
     def close(self) -> None:
-        """Clean shutdown: flush and close every log, checkpoint, then write the marker."""
+        """Clean shutdown: flush and close every log, checkpoint, then write the marker.
+        If a log cannot be flushed (OSError) every log is still closed, no marker is
+        written -- the next start recovers what was not flushed -- and the error raised."""
+        failed: OSError | None = None
         for log in self._logs.values():
-            log.close()
+            try:
+                log.close()
+            except OSError as exc:
+                failed = failed or exc
+        if failed is not None:
+            self._logs.clear()
+            raise failed
         self.checkpoint()
         marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
         with open(marker, "w") as f:

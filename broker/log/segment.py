@@ -510,19 +510,22 @@ class LogSegment:
         self._dirty = False
 
     def close(self) -> None:
-        """Record the final max timestamp (so a clean reopen knows it), fsync, close."""
+        """Record the final max timestamp (so a clean reopen knows it), fsync, close.
+        The files are closed even when sealing or fsyncing raises OSError."""
         if self._fd is None:
             return
         try:
-            self.repair()
-        except OSError:
-            pass  # the loader cuts a torn tail at the next start
-        self._seal_max_timestamp()
-        self.flush()
-        os.close(self._fd)
-        self._fd = None
-        self.offset_index.close()
-        self.time_index.close()
+            try:
+                self.repair()
+            except OSError:
+                pass  # the loader cuts a torn tail at the next start
+            self._seal_max_timestamp()
+            self.flush()
+        finally:  # a refused fsync must not leak the descriptors
+            os.close(self._fd)
+            self._fd = None
+            self.offset_index.close()
+            self.time_index.close()
 
     def paths(self) -> list[str]:
         return [self.log_path, self.offset_index.path, self.time_index.path]
