@@ -122,7 +122,11 @@ class Broker:
     def create_topic(self, name: str, partitions: int, replication_factor: int = 1,
                      configs: dict[str, Any] | None = None, *, auto: bool = False,
                      internal: bool = False) -> TopicInfo:
-        info = self.metadata.create_topic(name, partitions, replication_factor, configs, internal)
+        try:
+            info = self.metadata.create_topic(name, partitions, replication_factor, configs,
+                                              internal)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot create topic {name}: {e}") from e
         try:
             for index in range(partitions):
                 self._open_partition(info, index)
@@ -131,7 +135,9 @@ class Broker:
             try:
                 self.metadata.delete_topic(name)
             except OSError:
-                pass  # still listed on disk: its partitions are created at the next start
+                # still listed on disk (its partitions are then made at the next start),
+                # but not in this run, which has none of them
+                self.metadata.topics.pop(name, None)
             raise KafkaStorageError(f"cannot create topic {name}: {e}") from e
         self.events.emit("topic_create", topic=name, topic_id=str(info.topic_id),
                          partitions=partitions, replication_factor=replication_factor,
@@ -164,7 +170,7 @@ class Broker:
             try:
                 self.metadata.set_partitions(name, old)
             except OSError:
-                pass  # still listed on disk: they are created at the next start
+                info.partitions = old  # on disk still the new count: made at the next start
             raise KafkaStorageError(f"cannot add partitions to {name}: {e}") from e
         self.events.emit("partitions_create", topic=name, old_count=old, new_count=count)
 

@@ -234,7 +234,8 @@ class LogManager:
     def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None, *,
                       topic_id: uuid.UUID | None = None) -> PartitionLog:
         """The log of a partition, created (empty) if absent. An already open log keeps its
-        config. ``topic_id`` is recorded in ``partition.metadata`` (Kafka's file) if given."""
+        config. ``topic_id`` is recorded in ``partition.metadata`` (Kafka's file) if given.
+        Raises OSError, with nothing left behind, when the file system refuses."""
         log = self._logs.get((topic, partition))
         if log is not None:
             return log
@@ -242,11 +243,25 @@ class LogManager:
         if partition < 0:
             raise ValueError(f"illegal partition {partition}")
         path = os.path.join(self.data_dir, partition_dir_name(topic, partition))
-        log = PartitionLog.open(path, topic, partition, config or self._config_for(topic),
-                                on_event=self._on_event)
-        if topic_id is not None:
-            write_partition_metadata(path, topic_id)
-        fsync_dir(self.data_dir)
+        existed = os.path.exists(path)
+        log = None
+        try:
+            log = PartitionLog.open(path, topic, partition, config or self._config_for(topic),
+                                    on_event=self._on_event)
+            if topic_id is not None:
+                write_partition_metadata(path, topic_id)
+            fsync_dir(self.data_dir)
+        except OSError:
+            # a full disk or an unwritable data dir: leave no open files and, if we made
+            # it, no directory that a later start would load as a partition
+            if log is not None:
+                try:
+                    log.close()
+                except OSError:
+                    pass
+            if not existed:
+                shutil.rmtree(path, ignore_errors=True)
+            raise
         self._logs[(topic, partition)] = log
         return log
 

@@ -1,9 +1,10 @@
 """An injected file system fault for storage tests: a disk that fills up, a directory that
 becomes unwritable, a device that returns EIO.
 
-`FaultyDisk` patches the os-level calls the broker's storage writes through (os.pwrite,
-os.write, os.open, os.ftruncate, os.fsync, os.rename, os.unlink) so that, for paths under
-one directory, they fail the way the kernel would:
+`FaultyDisk` patches the calls the broker's storage writes through (os.pwrite, os.write,
+os.open, os.ftruncate, os.fsync, os.rename, os.replace, os.unlink, os.mkdir, and open()
+for the text files) so that, for paths under one directory, they fail the way the kernel
+would:
 
 * ``full``: writes get ``budget`` more bytes (a short write first, as on a real device),
   then ENOSPC; creating an empty file still works, as on tmpfs;
@@ -19,12 +20,15 @@ sleeping. Tests that need a real file system filling up use tmpfs instead.
 
 from __future__ import annotations
 
+import builtins
 import errno as errno_codes
 import os
 from pathlib import Path
 
 _REAL = {name: getattr(os, name) for name in
-         ("pwrite", "write", "open", "ftruncate", "fsync", "rename", "unlink", "replace")}
+         ("pwrite", "write", "open", "ftruncate", "fsync", "rename", "unlink", "replace",
+          "mkdir")}
+_REAL_OPEN = builtins.open
 
 
 class FaultyDisk:
@@ -40,6 +44,7 @@ class FaultyDisk:
         self.healed = False
         for name in _REAL:
             monkeypatch.setattr(os, name, getattr(self, f"_{name}"))
+        monkeypatch.setattr(builtins, "open", self._builtin_open)
 
     def heal(self) -> None:
         self.healed = True
@@ -95,6 +100,24 @@ class FaultyDisk:
             raise self._fail(errno_codes.EACCES, os.fspath(path))
         return _REAL["open"](path, flags, mode, dir_fd=dir_fd)
 
+    def _builtin_open(self, file, mode="r", *args, **kwargs):
+        # text files (checkpoints, the metadata image) are written through io, not os.write
+        if (not self.healed and isinstance(file, (str, os.PathLike)) and set(mode) & set("wax+")
+                and self._ours(os.fspath(file))):
+            if self.mode == "readonly" and not os.path.exists(file):
+                raise self._fail(errno_codes.EACCES, os.fspath(file))
+            if self.mode in ("full", "eio") and self.budget <= 0:
+                # a simplification: a real disk fails the write, not the open
+                raise self._fail(errno_codes.ENOSPC if self.mode == "full" else errno_codes.EIO,
+                                 os.fspath(file))
+        return _REAL_OPEN(file, mode, *args, **kwargs)
+
+    def _mkdir(self, path, mode=0o777, *, dir_fd=None):
+        if (not self.healed and self.mode == "readonly" and dir_fd is None
+                and self._ours(os.fspath(path))):
+            raise self._fail(errno_codes.EACCES, os.fspath(path))
+        return _REAL["mkdir"](path, mode, dir_fd=dir_fd)
+
     def _ftruncate(self, fd, length):
         if not self.healed and self.mode == "eio" and self._ours(self._fd_path(fd)):
             raise self._fail(errno_codes.EIO, self._fd_path(fd))
@@ -105,17 +128,19 @@ class FaultyDisk:
             raise self._fail(errno_codes.EIO, self._fd_path(fd))
         return _REAL["fsync"](fd)
 
-    def _names(self, name, *paths):
-        if not self.healed and self.mode == "readonly" and any(
-                self._ours(os.fspath(p)) for p in paths):
+    def _names(self, name, *paths, **kw):
+        # relative names with dir_fd (shutil.rmtree) are never under our root
+        if (not self.healed and self.mode == "readonly" and "dir_fd" not in kw
+                and "src_dir_fd" not in kw
+                and any(self._ours(os.fspath(p)) for p in paths)):
             raise self._fail(errno_codes.EACCES, os.fspath(paths[0]))
-        return _REAL[name](*paths)
+        return _REAL[name](*paths, **kw)
 
     def _rename(self, src, dst, **kw):
-        self._names("rename", src, dst)
+        return self._names("rename", src, dst, **kw)
 
     def _replace(self, src, dst, **kw):
-        self._names("replace", src, dst)
+        return self._names("replace", src, dst, **kw)
 
     def _unlink(self, path, **kw):
-        self._names("unlink", path)
+        return self._names("unlink", path, **kw)
