@@ -18,7 +18,9 @@ from broker.events import read_events
 from broker.server import serve
 from protocol.connection import ClientConnection
 from protocol.errors import ErrorCode
-from protocol.messages import API_VERSIONS, CREATE_TOPICS, FETCH, PRODUCE
+from protocol.messages import (
+    API_VERSIONS, CREATE_TOPICS, FETCH, FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE,
+)
 from protocol.records import Record, encode_batch
 
 from .faults import FaultyDisk
@@ -140,6 +142,36 @@ async def test_full_partition_answers_56_and_the_connection_stays_open(running, 
     assert server.connections == 1
 
 
+async def test_offset_commit_on_a_full_disk_answers_not_coordinator(running, monkeypatch):
+    broker, server, port = await running(**{"offsets.topic.num.partitions": 1})
+    client = await Client.connect(port)
+    found = await client.call(FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
+    assert found.error_code == ErrorCode.NONE
+
+    async def commit(offset: int) -> int:
+        body = await client.call(OFFSET_COMMIT, 8, {
+            "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
+            "topics": [{"name": "t", "partitions": [
+                {"partition_index": 0, "committed_offset": offset, "committed_metadata": ""}]}]})
+        return body.topics[0].partitions[0].error_code
+
+    async def committed() -> int:
+        body = await client.call(OFFSET_FETCH, 6, {
+            "group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}]})
+        return body.topics[0].partitions[0].committed_offset
+
+    assert await commit(5) == ErrorCode.NONE
+    disk = FaultyDisk(monkeypatch, broker.partition("__consumer_offsets", 0).log.directory,
+                      "full")
+    # Kafka's GroupMetadataManager answers a storage error on the offsets log this way
+    assert await commit(7) == ErrorCode.NOT_COORDINATOR
+    assert await committed() == 5  # what is not in the log is not committed
+    disk.heal()
+    assert await commit(7) == ErrorCode.NONE
+    assert await committed() == 7
+    assert server.connections == 1
+
+
 @pytest.mark.parametrize("unwritable", ["data dir", "third partition"])
 async def test_create_topic_on_an_unwritable_disk_answers_56_with_nothing_half_made(
         running, monkeypatch, unwritable):
@@ -225,3 +257,39 @@ def test_connections_max_idle_ms_is_validated():
     for bad in ("-2", "soon"):
         with pytest.raises(ConfigError, match="connections.max.idle.ms"):
             BrokerConfig.load({"connections.max.idle.ms": bad})
+
+
+async def test_a_taken_port_raises_listen_error(tmp_path):
+    from broker.server import ListenError
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        broker = Broker(BrokerConfig.load({}, **{"log.dirs": str(tmp_path),
+                                                 "listeners": f"127.0.0.1:{port}"}))
+        broker.open()
+        with pytest.raises(ListenError, match=f"cannot listen on 127.0.0.1:{port}: "):
+            await serve(broker, install_signal_handlers=False)
+
+
+def test_any_other_reason_to_stop_is_named_on_the_last_line(tmp_path, monkeypatch, capsys):
+    import argparse
+
+    import broker.server
+    from broker import main
+
+    async def fails(broker, **kwargs):
+        async with trio.open_nursery() as n:  # as the real one: wrapped in a group
+            n.start_soon(_raise_enospc)
+
+    monkeypatch.setattr(broker.server, "serve", fails)
+    args = argparse.Namespace(override=[], config=None, broker_id=None,
+                              data_dir=str(tmp_path), listen=f"127.0.0.1:{_free_port()}",
+                              log_level="error")
+    assert main.serve(args) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == "minibroker: stopped: OSError: [Errno 28] No space left on device"
+
+
+async def _raise_enospc():
+    raise OSError(28, "No space left on device")
