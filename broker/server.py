@@ -92,11 +92,9 @@ class Server:
             self.connections -= 1
 
     async def _serve(self, stream: trio.SocketStream, conn: ServerConnection, peer: str) -> None:
-        # Idle means waiting for bytes with no request in flight: the deadline runs only
-        # around the receive, so a long-polling fetch or a slow reader is never idle.
         with trio.CancelScope() as idle:
             await self._serve_requests(stream, conn, peer, idle)
-        if idle.cancelled_caught:
+        if idle.cancel_called:
             self.idle_closed += 1
             log.debug("closing connection from %s: idle for %.0f ms (connections.max.idle.ms)",
                       peer, self.max_idle_s * 1000)
@@ -105,9 +103,16 @@ class Server:
                               peer: str, idle: trio.CancelScope) -> None:
         outbox: list[bytes] = []
         while True:
+            # Idle means waiting for bytes with no request in flight, so the deadline runs
+            # only around the receive: a long-polling fetch or a slow reader is never idle.
+            # (One scope per connection, moved rather than re-made: this is the hot path.)
             idle.deadline = trio.current_time() + self.max_idle_s
             data = await stream.receive_some(RECEIVE_SIZE)
             idle.deadline = math.inf
+            if idle.cancel_called:
+                # the limit passed just as bytes came in: close without reading them, as
+                # Kafka's Selector does, rather than be cancelled halfway through a request
+                return
             if not data:
                 return
             conn.receive_data(data)

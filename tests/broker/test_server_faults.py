@@ -211,6 +211,23 @@ async def test_event_log_failures_drop_events_and_the_broker_keeps_serving(
     assert created == ["c"]
 
 
+async def test_a_checkpoint_the_disk_refuses_is_retried_and_the_broker_serves_on(
+        running, monkeypatch, caplog, autojump_clock):
+    broker, _server, port = await running()
+    client = await Client.connect(port)
+    disk = FaultyDisk(monkeypatch, broker.data_dir, "readonly")  # no checkpoint .tmp file
+    with caplog.at_level(logging.WARNING, logger="minibroker.server"):
+        await trio.sleep(125)  # two checkpoint intervals (60 s)
+        assert (await client.call(API_VERSIONS, 3, {"client_software_name": "t",
+                                                    "client_software_version": "1"})
+                ).error_code == 0
+        messages = [r.getMessage() for r in caplog.records]
+        assert sum(m.startswith("checkpoint failed") for m in messages) == 1  # once, not twice
+        disk.heal()
+        await trio.sleep(60)
+    assert "checkpoint works again after 2 failures" in [r.getMessage() for r in caplog.records]
+
+
 async def test_idle_connections_close_after_connections_max_idle_ms(running, autojump_clock):
     _broker, server, port = await running(**{"connections.max.idle.ms": 60_000})
     idle = [await Client.connect(port) for _ in range(200)]
