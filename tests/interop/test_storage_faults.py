@@ -1,18 +1,21 @@
-"""A real disk filling up under a broker subprocess, seen by librdkafka, and the broker's
-last line when it cannot start.
+"""A real disk filling up, and a partition directory made unwritable, under a broker
+subprocess, seen by librdkafka; and the broker's last line when it cannot start.
 
 The data directory is a 2 MiB tmpfs the test mounts and unmounts itself (root may mount on
 these machines; if mount fails the test fails saying so, it is never skipped). The broker's
-own log stays outside the tmpfs so that what it says can be read.
+own log stays outside the tmpfs so that what it says can be read. chmod binds only an
+unprivileged process, so that broker runs as nobody (setpriv; missing, the test fails).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -59,8 +62,11 @@ def test_a_full_disk_answers_kafka_storage_error_and_writes_resume_when_space_re
     try:
         create_topic(broker.bootstrap, "t", partitions=2)
         # retries=0: each delivery report carries the broker's own answer
+        transport_errors = []
         producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all",
-                             "retries": 0, "linger.ms": 0})
+                             "retries": 0, "linger.ms": 0,
+                             "error_cb": lambda e: transport_errors.append(e)
+                             if e.code() == KafkaError._TRANSPORT else None})
         delivered, error = 0, None
         for _ in range(400):  # 2 MiB / 8 KiB: the disk is full long before
             error, offset = _produce_one(producer, 0)
@@ -75,6 +81,7 @@ def test_a_full_disk_answers_kafka_storage_error_and_writes_resume_when_space_re
             assert again is not None and again.code() == KafkaError.KAFKA_STORAGE_ERROR, again
         again, _ = _produce_one(producer, 1)
         assert again is not None and again.code() == KafkaError.KAFKA_STORAGE_ERROR, again
+        assert transport_errors == []  # the connection was never dropped
 
         # the broker lives on, says why once, and serves what is on disk
         wait_until(lambda: "cannot write the event log" in broker.tail(200), 10,
@@ -111,6 +118,64 @@ def test_a_full_disk_answers_kafka_storage_error_and_writes_resume_when_space_re
         assert len(consume_all(broker.bootstrap, "t", 2, delivered + 3)) == delivered + 3
     finally:
         status = broker.stop()
+    assert status == 0, broker.tail()
+
+
+NOBODY = 65534
+
+
+class BrokerAsNobody(BrokerProcess):
+    """A broker running as an unprivileged user, for whom chmod is binding (root ignores
+    it), with its data directory owned by that user outside the root-only pytest tree."""
+
+    def __init__(self, base_dir: Path):
+        super().__init__(base_dir)
+        self.data_dir = Path(tempfile.mkdtemp(prefix="minibroker-nobody-")) / "data"
+        self.data_dir.mkdir()
+        for path in (self.data_dir.parent, self.data_dir):
+            os.chown(path, NOBODY, NOBODY)
+
+    def command(self) -> list[str]:
+        return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                *super().command()]
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.data_dir.parent, ignore_errors=True)
+
+
+def test_an_unwritable_partition_directory_answers_56_until_it_is_writable_again(tmp_path):
+    if shutil.which("setpriv") is None:
+        pytest.fail("this test needs setpriv (util-linux) to run the broker unprivileged")
+    broker = BrokerAsNobody(tmp_path)
+    try:
+        broker.start()
+        create_topic(broker.bootstrap, "t", partitions=2, **{"segment.bytes": "65536"})
+        errors = []
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all",
+                             "retries": 0, "linger.ms": 0, "error_cb": errors.append})
+        assert _produce_one(producer, 0) == (None, 0)
+        partition_dir = broker.data_dir / "t-0"
+        partition_dir.chmod(0o555)  # the active segment's files stay open and writable
+        delivered, error = 1, None
+        for _ in range(20):  # 64 KiB segments of 8 KiB records: a roll comes within 9
+            error, offset = _produce_one(producer, 0)
+            if error is not None:
+                break
+            assert offset == delivered
+            delivered += 1
+        assert error is not None and error.code() == KafkaError.KAFKA_STORAGE_ERROR, error
+        assert "Permission denied" in broker.tail(100)
+        # the other partition, and reads of this one, go on
+        assert _produce_one(producer, 1) == (None, 0)
+        assert len(consume_all(broker.bootstrap, "t", 1, delivered)) == delivered
+
+        partition_dir.chmod(0o755)
+        assert _produce_one(producer, 0) == (None, delivered)
+        assert [e for e in errors if e.code() == KafkaError._TRANSPORT] == []
+        assert broker.running
+    finally:
+        status = broker.stop()
+        broker.cleanup()
     assert status == 0, broker.tail()
 
 
