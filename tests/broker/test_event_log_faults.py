@@ -23,7 +23,7 @@ def test_a_full_disk_drops_and_counts_events_then_writing_resumes(tmp_path, monk
     with caplog.at_level(logging.WARNING, logger="minibroker.events"):
         for i in range(5):
             events.emit("topic_delete", topic=f"lost{i}", topic_id="x")   # flushed at once
-        for i in range(3):
+        for _ in range(3):
             events.emit("request", api="Fetch", api_key=1, api_version=12, client_id="c",
                         latency_ms=1.0, request_bytes=1, response_bytes=1, error="")
         events.flush()

@@ -233,7 +233,7 @@ async def test_idle_connections_close_after_connections_max_idle_ms(running, aut
     idle = [await Client.connect(port) for _ in range(200)]
     busy = await Client.connect(port)
     polling = await Client.connect(port)
-    await wait_for(lambda: server.connections == 202)
+    await _until(lambda: server.connections == 202)  # all accepted
     start = trio.current_time()
     # a fetch long-polling for longer than the idle limit is a request in flight
     await polling.send(FETCH, 12, {
@@ -261,9 +261,12 @@ async def test_idle_connections_close_after_connections_max_idle_ms(running, aut
     assert server.connections == 2
 
 
-async def wait_for(predicate, timeout_s: float = 10):
+async def _until(predicate, timeout_s: float = 10) -> None:
+    """Let the other tasks run until ``predicate()`` holds; fail after ``timeout_s``."""
     with trio.fail_after(timeout_s):
-        while not predicate():
+        while True:
+            if predicate():
+                return
             await trio.sleep(0.01)
 
 
