@@ -194,6 +194,7 @@ class EventLog:
             self._rotate()
 
     def _cut_torn_line(self) -> None:
+        assert self._fd is not None  # only called from flush, which has one
         try:
             os.ftruncate(self._fd, self._size)
         except OSError:

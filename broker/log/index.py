@@ -103,6 +103,9 @@ class _IndexFile:
     def _truncate_file(self, entries: int) -> None:
         os.ftruncate(self.fd, entries * self.entry_size)
 
+    def __len__(self) -> int:
+        raise NotImplementedError
+
     def _drop_entries(self, keep: int) -> None:
         raise NotImplementedError
 
