@@ -537,8 +537,16 @@ class PartitionLog:
         del self.segments[:len(doomed)]
         self._bases = [s.base_offset for s in self.segments]
         self._log_start_offset = max(self._log_start_offset, self.segments[0].base_offset)
+        failed: OSError | None = None
         for seg in doomed:
-            self._schedule_delete(seg, reason)
+            try:
+                self._schedule_delete(seg, reason)
+            except OSError as exc:
+                # the files keep their names (their descriptors are closed): they lie below
+                # the log start offset, so the next start's retention deletes them
+                failed = failed or exc
+        if failed is not None:
+            raise failed
         fsync_dir(self.directory)
         return [seg.base_offset for seg in doomed]
 

@@ -120,3 +120,27 @@ def test_failed_flush_messages_fsync_undoes_the_append(tmp_path, monkeypatch):
     assert log.log_end_offset == 3 and batches_in(log.read(0, 1 << 20)) == [(0, 2)]
     disk.heal()
     assert log.append(make_batch(2, seed=1), now_ms=0).base_offset == 3
+
+
+def test_retention_in_an_unwritable_directory_leaks_nothing_and_moves_the_start(
+        tmp_path, monkeypatch):
+    config = LogConfig(segment_bytes=400, file_delete_delay_ms=0)
+    log = open_log(tmp_path, config)
+    while len(log.segments) < 4:
+        log.append(make_batch(2, value_size=50), now_ms=0)
+    active_base = log.active.base_offset
+    log.delete_records_before(active_base)  # the three older segments are now due
+    fds = _open_fds()
+    disk = FaultyDisk(monkeypatch, tmp_path, "readonly")  # no rename to .deleted
+    with pytest.raises(PermissionError):
+        log.apply_retention(now_ms=0)
+    assert [s.base_offset for s in log.segments] == [active_base]
+    assert log.log_start_offset == active_base
+    assert _open_fds() == fds - 3 * 3  # three segments' .log/.index/.timeindex closed
+    disk.heal()
+    log.close()
+    # the files kept their names; below the checkpointed start, the next retention takes them
+    reopened = open_log(tmp_path, config, log_start_offset=active_base)
+    assert len(reopened.segments) == 4
+    reopened.apply_retention(now_ms=0)
+    assert [s.base_offset for s in reopened.segments] == [active_base]
