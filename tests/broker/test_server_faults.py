@@ -19,7 +19,7 @@ from broker.server import serve
 from protocol.connection import ClientConnection
 from protocol.errors import ErrorCode
 from protocol.messages import (
-    API_VERSIONS, CREATE_TOPICS, FETCH, FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE,
+    API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, FETCH, FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE,
 )
 from protocol.records import Record, encode_batch
 
@@ -189,6 +189,27 @@ async def test_create_topic_on_an_unwritable_disk_answers_56_with_nothing_half_m
     monkeypatch.undo()
     assert await _create_topic(client, "nope", 3) == ErrorCode.NONE
     assert await _produce(client, "nope", {2: _batch()}) == {2: (ErrorCode.NONE, 0)}
+
+
+async def test_delete_topic_the_disk_refuses_answers_56_and_keeps_the_topic(running,
+                                                                            monkeypatch):
+    broker, _server, port = await running()
+    client = await Client.connect(port)
+    assert await _create_topic(client, "keep", 1) == ErrorCode.NONE
+    assert await _produce(client, "keep", {0: _batch()}) == {0: (ErrorCode.NONE, 0)}
+
+    async def delete() -> int:
+        body = await client.call(DELETE_TOPICS, 4, {"topic_names": ["keep"], "timeout_ms": 5000})
+        return body.responses[0].error_code
+
+    disk = FaultyDisk(monkeypatch, broker.data_dir, "readonly")  # the image cannot be saved
+    assert await delete() == ErrorCode.KAFKA_STORAGE_ERROR
+    assert "keep" in broker.metadata.topics  # still whole and serving
+    assert await _produce(client, "keep", {0: _batch()}) == {0: (ErrorCode.NONE, 3)}
+    disk.heal()
+    assert await delete() == ErrorCode.NONE
+    assert "keep" not in broker.metadata.topics
+    assert not [n for n in os.listdir(broker.data_dir) if n.startswith("keep-")]
 
 
 async def test_event_log_failures_drop_events_and_the_broker_keeps_serving(
