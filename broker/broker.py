@@ -1,7 +1,8 @@
 """The broker's state, shared by every handler: config, metadata, partitions, events.
 
 Owns: `Broker`, which opens the data directory (metadata image, log recovery), creates and
-deletes topics and partitions, and wakes long-polling fetches when data arrives. It does no
+deletes topics and partitions (a change the file system refuses raises KafkaStorageError
+with nothing half made), and wakes long-polling fetches when data arrives. It does no
 socket I/O (broker.server does) and reads the clock only through `now_ms`, which tests can
 replace.
 """
@@ -9,6 +10,7 @@ replace.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -17,11 +19,14 @@ import trio
 
 from broker.config import BrokerConfig, topic_log_config
 from broker.events import EventLog
+from broker.log.errors import KafkaStorageError
 from broker.log.manager import LogManager
 from broker.metadata import MetadataImage, TopicInfo
 from broker.partition import Partition
 
 VERSION = "0.1.0"
+
+log = logging.getLogger("minibroker.broker")
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,11 @@ class Broker:
         self.events.flush()
 
     def close(self, reason: str = "shutdown") -> None:
-        self.logs.close()
+        try:
+            self.logs.close()
+        except OSError as e:
+            log.error("could not flush the logs at shutdown (%s); the next start recovers "
+                      "them as after a crash", e)
         self.events.emit("broker_stop", reason=reason, uptime_ms=self.now_ms() - self.started_ms)
         self.events.close()
 
@@ -96,25 +105,51 @@ class Broker:
         partition = self.partitions[(info.name, index)] = Partition(info.name, index, log)
         return partition
 
+    def _forget_partitions(self, topic: str, start: int, end: int) -> None:
+        """Drop partitions [start, end) of a topic and delete their directories. Deletion is
+        best effort: a directory the file system will not let go is named in the log."""
+        for index in range(start, end):
+            self.partitions.pop((topic, index), None)
+            try:
+                self.logs.delete_partition(topic, index)
+            except OSError as e:
+                log.error("could not finish deleting %s-%d (%s); if its directory is still "
+                          "there, remove it before creating the topic again", topic, index, e)
+
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
     def create_topic(self, name: str, partitions: int, replication_factor: int = 1,
                      configs: dict[str, Any] | None = None, *, auto: bool = False,
                      internal: bool = False) -> TopicInfo:
-        info = self.metadata.create_topic(name, partitions, replication_factor, configs, internal)
-        for index in range(partitions):
-            self._open_partition(info, index)
+        try:
+            info = self.metadata.create_topic(name, partitions, replication_factor, configs,
+                                              internal)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot create topic {name}: {e}") from e
+        try:
+            for index in range(partitions):
+                self._open_partition(info, index)
+        except OSError as e:  # full disk or unwritable data dir: the topic was never made
+            self._forget_partitions(name, 0, partitions)
+            try:
+                self.metadata.delete_topic(name)
+            except OSError:
+                # still listed on disk (its partitions are then made at the next start),
+                # but not in this run, which has none of them
+                self.metadata.topics.pop(name, None)
+            raise KafkaStorageError(f"cannot create topic {name}: {e}") from e
         self.events.emit("topic_create", topic=name, topic_id=str(info.topic_id),
                          partitions=partitions, replication_factor=replication_factor,
                          configs=json.dumps(info.configs, default=str), auto=auto)
         return info
 
     def delete_topic(self, name: str) -> TopicInfo:
-        info = self.metadata.delete_topic(name)
-        for index in range(info.partitions):
-            self.partitions.pop((name, index), None)
-        self.logs.delete_topic(name)
+        try:
+            info = self.metadata.delete_topic(name)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot delete topic {name}: {e}") from e
+        self._forget_partitions(name, 0, info.partitions)
         self.events.emit("topic_delete", topic=name, topic_id=str(info.topic_id))
         for index in range(info.partitions):  # fetches waiting on them answer at once
             self.notify_data_arrived(name, index)
@@ -123,9 +158,20 @@ class Broker:
     def create_partitions(self, name: str, count: int) -> None:
         info = self.metadata.topics[name]
         old = info.partitions
-        self.metadata.set_partitions(name, count)
-        for index in range(old, count):
-            self._open_partition(info, index)
+        try:
+            self.metadata.set_partitions(name, count)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot add partitions to {name}: {e}") from e
+        try:
+            for index in range(old, count):
+                self._open_partition(info, index)
+        except OSError as e:
+            self._forget_partitions(name, old, count)
+            try:
+                self.metadata.set_partitions(name, old)
+            except OSError:
+                info.partitions = old  # on disk still the new count: made at the next start
+            raise KafkaStorageError(f"cannot add partitions to {name}: {e}") from e
         self.events.emit("partitions_create", topic=name, old_count=old, new_count=count)
 
     # -- data arrival, for long-polling fetches -------------------------------------------

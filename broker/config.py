@@ -76,6 +76,9 @@ BROKER_PROPERTIES = _props(
     Prop("message.max.bytes", "int", 1048588, "Largest record batch accepted.", minimum=0,
          topic_name="max.message.bytes"),
     Prop("socket.request.max.bytes", "int", 104857600, "Largest request frame.", minimum=1),
+    Prop("connections.max.idle.ms", "long", 600000,
+         "Close a connection with no request in flight that sends nothing for this long; "
+         "-1 never.", minimum=-1),
     Prop("log.segment.bytes", "int", 1073741824, "Segment size before a roll.", minimum=14,
          topic_name="segment.bytes"),
     Prop("log.roll.ms", "long", None, "Segment age before a roll (overrides log.roll.hours).",

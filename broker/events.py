@@ -7,16 +7,20 @@ by size, keeping a bounded number of files.
 
 Every event has `ts` (epoch milliseconds), `type` and `broker`. Writing an event with a field
 its type does not declare is a bug and raises, so the schema cannot drift from what is
-written.
+written. Writing is best effort: a full disk drops events (counted in `EventLog.dropped`)
+and never stops the broker.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from pathlib import Path
 from typing import Any, Callable
+
+log = logging.getLogger("minibroker.events")
 
 # type -> {field: json type}. Types: "string", "long", "double", "boolean", "array<string>",
 # "array<long>". Partitions in arrays are written "topic-partition"; offsets "topic-partition=offset".
@@ -73,10 +77,18 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
 
 
 BUFFERED_TYPES = frozenset({"request"})
+BUFFER_BYTES = 64 * 1024  # buffered events are written at least this often, and on flush()
 
 
 class EventLog:
-    """Append-only JSON-lines writer with size rotation. Not thread-safe; one per broker."""
+    """Append-only JSON-lines writer with size rotation. Not thread-safe; one per broker.
+
+    Writing is best effort: the event log describes the broker, it must never stop it. A
+    write the file system refuses (a full disk, an unwritable directory) drops the events
+    it carried, counts them in `dropped`, and logs one line when the failures start and one
+    with the count when writing works again. A line cut short by ENOSPC is cut off the
+    file, so the events written after it parse.
+    """
 
     def __init__(self, data_dir: str | os.PathLike, broker_id: int, *,
                  segment_bytes: int = 64 * 1024 * 1024, retention_files: int = 20,
@@ -87,17 +99,26 @@ class EventLog:
         self.segment_bytes = segment_bytes
         self.retention_files = retention_files
         self._clock = clock
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self.dropped = 0  # events lost to failed writes since start
+        self._dropped_at_failure = 0  # `dropped` when the current run of failures began
+        self._failing = False
+        self._torn_line = False  # the file ends in a fragment that could not be cut off
+        self._fd: int | None = None
         existing = self._files()
         self._seq = int(existing[-1].stem.split("-")[1]) if existing else 0
-        self._open()
+        self._fd, self._size = self._open(self._seq)
 
     def _files(self) -> list[Path]:
         return sorted(self.dir.glob("events-*.jsonl"))
 
-    def _open(self) -> None:
-        self._path = self.dir / f"events-{self._seq:010d}.jsonl"
-        self._file = open(self._path, "a", encoding="utf-8", buffering=64 * 1024)
-        self._size = self._file.tell()
+    def _path_of(self, seq: int) -> Path:
+        return self.dir / f"events-{seq:010d}.jsonl"
+
+    def _open(self, seq: int) -> tuple[int, int]:
+        fd = os.open(self._path_of(seq), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        return fd, os.fstat(fd).st_size
 
     def emit(self, type: str, **fields: Any) -> None:
         declared = EVENT_TYPES.get(type)
@@ -108,31 +129,97 @@ class EventLog:
             raise ValueError(f"event {type!r} has undeclared fields {sorted(extra)}")
         record = {"ts": int(self._clock() * 1000), "type": type, "broker": self.broker_id}
         record.update(fields)
-        line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
-        self._file.write(line)
-        self._size += len(line)
-        if type not in BUFFERED_TYPES:
+        line = (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode()
+        self._pending.append(line)
+        self._pending_bytes += len(line)
+        if type not in BUFFERED_TYPES or self._pending_bytes >= BUFFER_BYTES:
             # rare events reach the OS at once so a kill -9 cannot take them with it;
             # sampled request events are flushed by the broker every half second
-            self._file.flush()
+            self.flush()
+
+    def flush(self) -> None:
+        """Hand the buffered events to the OS; never raises (see the class docstring)."""
+        if not self._pending or self._fd is None:
+            return
+        events = len(self._pending)
+        prefix = b"\n" if self._torn_line else b""
+        data = memoryview(prefix + b"".join(self._pending))
+        self._pending.clear()
+        self._pending_bytes = 0
+        written = 0
+        try:
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+        except OSError as exc:
+            whole = bytes(data[:written]).rfind(b"\n") + 1  # complete lines that got out
+            self._size += whole
+            lines_out = bytes(data[len(prefix):whole]).count(b"\n") if whole else 0
+            self._torn_line = self._torn_line and whole == 0
+            if whole != written:
+                self._cut_torn_line()
+            self._dropped(events - lines_out, exc)
+            return
+        self._torn_line = False
+        self._size += written
+        if self._failing:
+            self._failing = False
+            log.warning("event log writable again: %d events dropped while it was not "
+                        "(%d since start)", self.dropped - self._dropped_at_failure,
+                        self.dropped)
         if self._size >= self.segment_bytes:
             self._rotate()
 
-    def _rotate(self) -> None:
-        self._file.close()
-        self._seq += 1
-        self._open()
-        for old in self._files()[:-self.retention_files]:
-            old.unlink(missing_ok=True)
+    def _cut_torn_line(self) -> None:
+        assert self._fd is not None  # only called from flush, which has one
+        try:
+            os.ftruncate(self._fd, self._size)
+        except OSError:
+            # cannot cut it: the next write ends the fragment first, so it stays one bad
+            # line (readers skip it) and does not swallow the next event
+            self._torn_line = True
 
-    def flush(self) -> None:
-        self._file.flush()
+    def _dropped(self, events: int, exc: OSError) -> None:
+        if not self._failing:
+            self._failing = True
+            self._dropped_at_failure = self.dropped
+            log.warning("cannot write the event log %s: %s; dropping events until it can",
+                        self._path_of(self._seq), exc)
+        self.dropped += events
+
+    def _rotate(self) -> None:
+        try:
+            fd, size = self._open(self._seq + 1)
+        except OSError as exc:  # keep writing to the current file; retried on next flush
+            log.warning("cannot rotate the event log: %s", exc)
+            return
+        self._close_fd()
+        self._seq += 1
+        self._fd, self._size = fd, size
+        for old in self._files()[:-self.retention_files]:
+            try:
+                old.unlink(missing_ok=True)
+            except OSError:
+                pass  # retried at the next rotation
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = None
 
     def close(self) -> None:
-        if not self._file.closed:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+        if self._fd is None:
+            return
+        self.flush()
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:
+            log.warning("cannot fsync the event log: %s", exc)
+        self._close_fd()
+        if self.dropped:
+            log.warning("the event log dropped %d events since start", self.dropped)
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:

@@ -4,7 +4,8 @@ Owns the serve flags (--broker-id, --listen, --data-dir, --config, -o, --log-lev
 them into a BrokerConfig, and running the server until SIGTERM or Ctrl-C. It lives in the
 broker package, not tools/, so that the broker can start without anything but protocol/:
 tools.cli only forwards to it. Configuration errors end the process with one line naming
-the key and exit status 2.
+the key and exit status 2; any other reason to stop (the port is taken, the data directory
+cannot be opened, an error nothing handled) with one last line naming it and status 1.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def serve(args: argparse.Namespace) -> int:
     from broker.broker import Broker, parse_listener
     from broker.config import BrokerConfig, ConfigError
-    from broker.server import serve as run_server
+    from broker.server import ListenError, serve as run_server
 
     try:
         overrides = {}
@@ -57,14 +58,32 @@ def serve(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=getattr(logging, args.log_level.upper()),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    broker = Broker(config)
-    broker.open()
+    try:
+        broker = Broker(config)
+        broker.open()
+    except OSError as e:  # unreadable, unwritable or full data directory
+        print(f"minibroker: cannot open the data directory {config['log.dirs']}: {e}",
+              file=sys.stderr)
+        return 1
     try:
         trio.run(partial(run_server, broker))
-    except OSError as e:  # e.g. the port is taken
-        print(f"minibroker: cannot listen on {config['listeners']}: {e}", file=sys.stderr)
+    except ListenError as e:  # the port is taken, the address is not ours
+        print(f"minibroker: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:  # noqa: BLE001  a bug of ours, or a fault nothing handled
+        # the traceback for whoever debugs it; the last line names the cause
+        logging.getLogger("minibroker").exception("the broker stopped")
+        print(f"minibroker: stopped: {describe_failure(e)}", file=sys.stderr)
         return 1
     return 0
+
+
+def describe_failure(error: BaseException) -> str:
+    """One line naming what ended the broker: the innermost errors of an exception group
+    (trio's nurseries wrap what their tasks raise), as 'Type: message'."""
+    if isinstance(error, BaseExceptionGroup):
+        return "; ".join(describe_failure(e) for e in error.exceptions)
+    return f"{type(error).__name__}: {error}"
 
 
 def main(argv: list[str] | None = None) -> int:

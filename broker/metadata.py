@@ -4,6 +4,7 @@ Owns: `MetadataImage` (topics by name with their id, partition count and config 
 and the producer-id block counter) and its persistence: `meta.properties` (cluster.id and
 node.id, as Kafka writes it) and `cluster-metadata.json`, replaced atomically (write, fsync,
 rename) on every change so a kill -9 leaves either the old or the new image, never half.
+A change the disk refuses (OSError) is undone in memory too, then raised.
 Topic-name rules are protocol/names.py's.
 
 The controller of a multi-broker cluster will own this image later; the handlers only see
@@ -86,23 +87,41 @@ class MetadataImage:
         info = TopicInfo(name, uuid.uuid4(), partitions, replication_factor, dict(configs or {}),
                          internal)
         self.topics[name] = info
-        self._save()
+        try:
+            self._save()
+        except OSError:
+            del self.topics[name]  # memory never claims what the disk does not hold
+            raise
         return info
 
     def delete_topic(self, name: str) -> TopicInfo:
         info = self.topics.pop(name)
-        self._save()
+        try:
+            self._save()
+        except OSError:
+            self.topics[name] = info
+            raise
         return info
 
     def set_partitions(self, name: str, count: int) -> None:
+        old = self.topics[name].partitions
         self.topics[name].partitions = count
-        self._save()
+        try:
+            self._save()
+        except OSError:
+            self.topics[name].partitions = old
+            raise
 
     def next_producer_id(self) -> int:
         """A producer id never handed out before, across restarts (reserved in blocks)."""
         if self._next_producer_id >= self._producer_id_limit:
+            old = self._producer_id_limit
             self._producer_id_limit = self._next_producer_id + PRODUCER_ID_BLOCK
-            self._save()
+            try:
+                self._save()
+            except OSError:
+                self._producer_id_limit = old
+                raise
         pid = self._next_producer_id
         self._next_producer_id += 1
         return pid

@@ -1,7 +1,8 @@
 """One partition this broker leads: its log, leader epoch, high watermark and producer state.
 
 Owns: `Partition.append_batch` (the produce path after request validation: idempotence
-check, offset assignment, append) and `Partition.read` (the fetch path: whole batches below
+check, offset assignment, append; a write the file system refuses answers
+KAFKA_STORAGE_ERROR) and `Partition.read` (the fetch path: whole batches below
 the high watermark, as bytes off disk).
 
 With a single replica the ISR is this broker alone, so the high watermark is the log end
@@ -12,13 +13,16 @@ PartitionState without changing this interface. Record batches stay opaque: only
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
-from broker.log.errors import LogError
+from broker.log.errors import KafkaStorageError, LogError
 from broker.log.log import PartitionLog
 from broker.producer_state import ProducerStateManager
 from protocol.errors import ErrorCode
 from protocol.records import BatchHeader
+
+log = logging.getLogger("minibroker.partition")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +40,7 @@ class Partition:
         self.log = log
         self.leader_epoch = leader_epoch
         self.producers = ProducerStateManager()
+        self.storage_failures = 0  # appends refused by the file system since the last success
         self._rebuild_producer_state()
 
     @property
@@ -62,13 +67,28 @@ class Partition:
         try:
             base_offset, _last, append_time = self.log.append(
                 batch, leader_epoch=self.leader_epoch, now_ms=now_ms, validated=header)
+        except KafkaStorageError as e:
+            self._storage_failed(e)
+            return AppendResult(e.error_code)
         except LogError as e:  # e.g. a batch larger than segment.bytes
             return AppendResult(e.error_code)
+        if self.storage_failures:
+            log.warning("%s-%d accepts writes again after %d failed appends", self.topic,
+                        self.index, self.storage_failures)
+            self.storage_failures = 0
         if header.producer_id >= 0:
             self.producers.update(header.producer_id, header.producer_epoch,
                                   header.base_sequence, header.records_count, base_offset,
                                   header.max_timestamp, now_ms)
         return AppendResult(ErrorCode.NONE, base_offset, append_time, self.log.log_start_offset)
+
+    def _storage_failed(self, error: KafkaStorageError) -> None:
+        # One line when a partition starts failing, one when it recovers: a full disk
+        # must not also flood the broker's own log.
+        if not self.storage_failures:
+            log.warning("%s; producers get KAFKA_STORAGE_ERROR until writes succeed again",
+                        error)
+        self.storage_failures += 1
 
     def _rebuild_producer_state(self) -> None:
         """Replay producer batches of the active segment after a restart (headers only).

@@ -7,7 +7,12 @@ waits for another: each has its own task, so a slow or stuck client only stalls 
 
 A protocol violation on a connection (bad frame size, unparseable body, unknown api key,
 unsupported version) closes that connection after one log line; the broker keeps serving
-everyone else. Responses computed back to back are written with one send.
+everyone else. Responses computed back to back are written with one send. A connection
+that has no request in flight and sends nothing for connections.max.idle.ms is closed
+(Kafka's Selector idle expiry).
+
+Housekeeping (event flush, checkpoints, retention, compaction) survives storage faults: a
+step the file system refuses is logged and retried at its next turn, never fatal.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import logging
 import math
 import signal
 import time
+from typing import Callable
 
 import trio
 
@@ -49,12 +55,20 @@ class RequestSampler:
         return True
 
 
+class ListenError(Exception):
+    """The listener could not be bound (port taken, address not ours). Only this failure
+    is reported as "cannot listen"; any other ends the broker under its own name."""
+
+
 class Server:
     def __init__(self, broker: Broker):
         self.broker = broker
         self.sampler = RequestSampler(broker.config["events.request.sample.per.second"])
+        max_idle_ms = broker.config["connections.max.idle.ms"]
+        self.max_idle_s = max_idle_ms / 1000 if max_idle_ms >= 0 else math.inf
         self.in_flight = 0
         self.connections = 0
+        self.idle_closed = 0  # connections closed by connections.max.idle.ms
         self._idle = trio.Event()
         self._idle.set()
 
@@ -78,9 +92,27 @@ class Server:
             self.connections -= 1
 
     async def _serve(self, stream: trio.SocketStream, conn: ServerConnection, peer: str) -> None:
+        with trio.CancelScope() as idle:
+            await self._serve_requests(stream, conn, peer, idle)
+        if idle.cancel_called:
+            self.idle_closed += 1
+            log.debug("closing connection from %s: idle for %.0f ms (connections.max.idle.ms)",
+                      peer, self.max_idle_s * 1000)
+
+    async def _serve_requests(self, stream: trio.SocketStream, conn: ServerConnection,
+                              peer: str, idle: trio.CancelScope) -> None:
         outbox: list[bytes] = []
         while True:
+            # Idle means waiting for bytes with no request in flight, so the deadline runs
+            # only around the receive: a long-polling fetch or a slow reader is never idle.
+            # (One scope per connection, moved rather than re-made: this is the hot path.)
+            idle.deadline = trio.current_time() + self.max_idle_s
             data = await stream.receive_some(RECEIVE_SIZE)
+            idle.deadline = math.inf
+            if idle.cancel_called:
+                # the limit passed just as bytes came in: close without reading them, as
+                # Kafka's Selector does, rather than be cancelled halfway through a request
+                return
             if not data:
                 return
             conn.receive_data(data)
@@ -158,6 +190,31 @@ def _peer_name(stream: trio.SocketStream) -> str:
 CHECKPOINT_INTERVAL_S = 60  # log.flush.offset.checkpoint.interval.ms
 
 
+class _StorageSteps:
+    """Runs housekeeping steps that write to disk; an OSError is logged when a step starts
+    failing and when it works again, and the step is simply retried at its next turn
+    (a checkpoint that cannot be written only makes an unclean restart rescan more)."""
+
+    def __init__(self):
+        self.failing: dict[str, int] = {}  # step -> failures in a row
+
+    def run(self, step: str, work: Callable[[], object]) -> None:
+        try:
+            work()
+        except OSError as e:
+            if step not in self.failing:
+                log.warning("%s failed, retrying at its next interval: %s", step, e)
+            self.failing[step] = self.failing.get(step, 0) + 1
+            return
+        if (failures := self.failing.pop(step, 0)):
+            log.warning("%s works again after %d failures", step, failures)
+
+
+def _checkpoint(broker: Broker) -> None:
+    broker.logs.flush_all()
+    broker.logs.checkpoint()
+
+
 async def _housekeeping(broker: Broker) -> None:
     """Periodic work: flush events, checkpoint recovery points, retention, compaction."""
     retention_every = broker.config["log.retention.check.interval.ms"] / 1000
@@ -165,20 +222,21 @@ async def _housekeeping(broker: Broker) -> None:
     now = trio.current_time()
     next_retention, next_checkpoint = now + retention_every, now + CHECKPOINT_INTERVAL_S
     next_clean = now + cleaner_every
+    steps = _StorageSteps()
     while True:
         await trio.sleep(0.5)
-        broker.events.flush()  # buffered; flushed often so tools and tests see events promptly
+        broker.events.flush()  # buffered, best effort; flushed often so tools see events promptly
         now = trio.current_time()
         if now >= next_checkpoint:
             # an unclean restart then rescans only what was written since
-            broker.logs.flush_all()
-            broker.logs.checkpoint()
+            steps.run("checkpoint", functools.partial(_checkpoint, broker))
             next_checkpoint = now + CHECKPOINT_INTERVAL_S
         if now >= next_retention:
-            broker.apply_retention()
+            steps.run("retention", broker.apply_retention)
             next_retention = now + retention_every
         if now >= next_clean:
-            broker.clean_compacted()  # keeps __consumer_offsets small and fast to load
+            # keeps __consumer_offsets small and fast to load
+            steps.run("log cleaning", broker.clean_compacted)
             next_clean = trio.current_time() + cleaner_every
 
 
@@ -188,9 +246,14 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
     server = Server(broker)
     reason = "cancelled"
     try:
-        async with trio.open_nursery() as root:
+        try:
             listeners = await trio.open_tcp_listeners(broker.listener.port,
                                                       host=broker.listener.host)
+        except OSError as e:
+            reason = "cannot listen"
+            raise ListenError(f"cannot listen on {broker.listener.host}:"
+                              f"{broker.listener.port}: {e}") from e
+        async with trio.open_nursery() as root:
             async with trio.open_nursery() as connections:
                 async with trio.open_nursery() as accepting:
                     accepting.start_soon(functools.partial(

@@ -14,6 +14,7 @@ from broker.coordinator.membership import (
 )
 from broker.coordinator.runtime import CoordinatorRuntime, Waiter
 from broker.handlers import RequestContext
+from broker.log.errors import KafkaStorageError
 from protocol.errors import ErrorCode
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
@@ -40,7 +41,11 @@ def _coordinator_entry(ctx: RequestContext, key: str, key_type: int) -> dict:
     if error != ErrorCode.NONE:
         out.update(error_code=error, error_message="invalid group id")
         return out
-    broker.groups.ensure_offsets_topic()
+    try:
+        broker.groups.ensure_offsets_topic()
+    except KafkaStorageError as e:  # __consumer_offsets cannot be created: try again later
+        out.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=str(e))
+        return out
     out.update(node_id=broker.node_id, host=broker.advertised.host, port=broker.advertised.port)
     return out
 

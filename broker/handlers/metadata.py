@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from broker.handlers import RequestContext
 from broker.coordinator.runtime import OFFSETS_TOPIC
+from broker.log.errors import KafkaStorageError
 from protocol.errors import ErrorCode
 from protocol.names import topic_name_error
 
@@ -46,17 +47,23 @@ def _topic(ctx: RequestContext, name, allow_auto: bool) -> dict:
     if not isinstance(name, str):  # a topic id we do not know
         return {"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": name,
                 "partitions": []}
-    if name == OFFSETS_TOPIC:
-        broker.groups.ensure_offsets_topic()  # with its own partitions and configs, never as a plain topic
-    info = broker.metadata.topics.get(name)
-    if info is None:
-        if topic_name_error(name):
-            return {"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name, "partitions": []}
-        if not allow_auto:
-            return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
-                    "partitions": []}
-        info = broker.create_topic(name, broker.config["num.partitions"],
-                                   broker.config["default.replication.factor"], auto=True)
+    try:
+        if name == OFFSETS_TOPIC:
+            broker.groups.ensure_offsets_topic()  # with its own partitions and configs, never as a plain topic
+        info = broker.metadata.topics.get(name)
+        if info is None:
+            if topic_name_error(name):
+                return {"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name,
+                        "partitions": []}
+            if not allow_auto:
+                return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
+                        "partitions": []}
+            info = broker.create_topic(name, broker.config["num.partitions"],
+                                       broker.config["default.replication.factor"], auto=True)
+    except KafkaStorageError:
+        # auto-creation hit a full or unwritable disk: the answer Kafka gives while a topic
+        # is not ready, which clients retry with their next metadata request
+        return {"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "name": name, "partitions": []}
     node = broker.node_id
     return {
         "error_code": ErrorCode.NONE,

@@ -25,5 +25,9 @@ async def handle(ctx: RequestContext) -> dict:
     if pid >= 0 and 0 <= epoch < MAX_EPOCH:
         out["producer_id"], out["producer_epoch"] = pid, epoch + 1
     else:
-        out["producer_id"], out["producer_epoch"] = ctx.broker.metadata.next_producer_id(), 0
+        try:
+            out["producer_id"], out["producer_epoch"] = ctx.broker.metadata.next_producer_id(), 0
+        except OSError:
+            # the next id block could not be reserved on disk; clients retry this code
+            out["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
     return out

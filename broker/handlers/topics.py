@@ -1,6 +1,7 @@
 """Topic administration: CreateTopics, DeleteTopics, CreatePartitions.
 
-Each topic in a request succeeds or fails on its own, with Kafka's error codes. Work is
+Each topic in a request succeeds or fails on its own, with Kafka's error codes; one the
+file system refuses (full disk, unwritable data dir) gets KAFKA_STORAGE_ERROR. Work is
 synchronous, so timeout_ms never expires. Partition counts are capped at MAX_PARTITIONS per
 request because every partition is a directory of files created at once: an unbounded
 count would let one request fill the disk.
@@ -11,6 +12,7 @@ from __future__ import annotations
 from broker.config import ConfigError, validate_topic_configs
 from broker.handlers import RequestContext
 from broker.handlers.configs import topic_config_entries
+from broker.log.errors import KafkaStorageError
 from protocol.errors import ErrorCode
 from protocol.names import topic_name_error
 
@@ -73,7 +75,12 @@ async def handle_create_topics(ctx: RequestContext) -> dict:
         else:
             out.update(_error(ErrorCode.NONE))
             if not body.validate_only:
-                info = broker.create_topic(t.name, partitions, rf, configs)
+                try:
+                    info = broker.create_topic(t.name, partitions, rf, configs)
+                except KafkaStorageError as e:
+                    out.update(_error(e.error_code, str(e)))
+                    results.append(out)
+                    continue
                 out["topic_id"] = info.topic_id
             out.update(num_partitions=partitions, replication_factor=rf,
                        configs=[{"name": e["name"], "value": e["value"], "read_only": False,
@@ -104,8 +111,11 @@ async def handle_delete_topics(ctx: RequestContext) -> dict:
         elif info is None:
             out.update(_error(missing, "This server does not host this topic."))
         else:
-            broker.delete_topic(name)
-            out.update(_error(ErrorCode.NONE))
+            try:
+                broker.delete_topic(name)
+                out.update(_error(ErrorCode.NONE))
+            except KafkaStorageError as e:
+                out.update(_error(e.error_code, str(e)))
         results.append(out)
     return {"throttle_time_ms": 0, "responses": results}
 
@@ -136,6 +146,9 @@ async def handle_create_partitions(ctx: RequestContext) -> dict:
         else:
             error = _error(ErrorCode.NONE)
             if not body.validate_only:
-                broker.create_partitions(t.name, t.count)
+                try:
+                    broker.create_partitions(t.name, t.count)
+                except KafkaStorageError as e:
+                    error = _error(e.error_code, str(e))
         results.append({"name": t.name, **error})
     return {"throttle_time_ms": 0, "results": results}

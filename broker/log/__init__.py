@@ -6,6 +6,7 @@ from .errors import (
     CorruptRecordError,
     CorruptSegmentError,
     InvalidRecordError,
+    KafkaStorageError,
     LogError,
     OffsetOutOfRange,
     OffsetOutOfRangeError,
@@ -19,7 +20,7 @@ from .segment import LogSegment, OffsetAndTimestamp
 
 __all__ = [
     "AppendInfo", "CorruptRecordError", "CorruptSegmentError", "InvalidRecordError",
-    "LogConfig", "LogError", "LogManager", "LogSegment", "OffsetOutOfRange",
+    "KafkaStorageError", "LogConfig", "LogError", "LogManager", "LogSegment", "OffsetOutOfRange",
     "OffsetOutOfRangeError", "PartitionLog", "RecordBatchTooLargeError",
     "RecordTooLargeError", "RecoveryReport", "OffsetAndTimestamp",
 ]

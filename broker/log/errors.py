@@ -1,7 +1,8 @@
 """Exceptions of the storage layer, each carrying the Kafka error code a handler answers with.
 
 Owns: `LogError` and its subclasses for conditions a partition log detects itself
-(offset out of range, a batch too large for a segment, a corrupt segment file). Errors
+(offset out of range, a batch too large for a segment, a corrupt segment file, a write the
+file system refused). Errors
 about the bytes a producer sent (bad CRC, bad magic, too large, invalid record) are
 protocol/records' `CorruptRecordError`, `InvalidRecordError` and `RecordTooLargeError`,
 re-exported here so callers of the log can catch everything from one place.
@@ -54,5 +55,14 @@ class RecordBatchTooLargeError(LogError, RecordTooLargeError):
 class CorruptSegmentError(LogError):
     """A segment's .log does not parse as a sequence of whole batches where it must
     (found outside recovery); the log recovers the segment when it sees this at load."""
+
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class KafkaStorageError(LogError):
+    """The file system refused a write (ENOSPC, EACCES, EIO, ...): Kafka's
+    KafkaStorageException -> KAFKA_STORAGE_ERROR, which clients retry. The log has been
+    put back to its state before the failed write, so a retry can succeed once the disk
+    has room or the directory is writable again."""
 
     error_code = ErrorCode.KAFKA_STORAGE_ERROR

@@ -103,6 +103,26 @@ class _IndexFile:
     def _truncate_file(self, entries: int) -> None:
         os.ftruncate(self.fd, entries * self.entry_size)
 
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def _drop_entries(self, keep: int) -> None:
+        raise NotImplementedError
+
+    def _truncate_entries(self, keep: int) -> None:
+        # Memory first: if the file cannot be cut (EIO), lookups already see the right
+        # entries, and the next append overwrites the stale tail in place.
+        self._drop_entries(keep)
+        self._truncate_file(keep)
+
+    def forget_after(self, keep: int) -> None:
+        """Drop entries past the first ``keep`` in memory only (undoing a failed append);
+        `sync_file_length` then cuts the file, when the file system lets it."""
+        self._drop_entries(keep)
+
+    def sync_file_length(self) -> None:
+        self._truncate_file(len(self))
+
     def flush(self) -> None:
         if self._fd is not None:
             os.fsync(self._fd)
@@ -212,10 +232,9 @@ class OffsetIndex(_IndexFile):
     def reset(self) -> None:
         self._truncate_entries(0)
 
-    def _truncate_entries(self, keep: int) -> None:
+    def _drop_entries(self, keep: int) -> None:
         del self._rel[keep:]
         del self._pos[keep:]
-        self._truncate_file(keep)
 
 
 class TimeIndex(_IndexFile):
@@ -297,7 +316,6 @@ class TimeIndex(_IndexFile):
     def reset(self) -> None:
         self._truncate_entries(0)
 
-    def _truncate_entries(self, keep: int) -> None:
+    def _drop_entries(self, keep: int) -> None:
         del self._ts[keep:]
         del self._rel[keep:]
-        self._truncate_file(keep)

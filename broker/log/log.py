@@ -15,6 +15,12 @@ for retention). Time is injected as ``now_ms``; nothing here reads a clock.
 Durability: appends go to the page cache; a segment is fsynced when it is rolled, on
 `flush()` (also after flush.messages messages) and on `close()`.
 
+Storage faults: an append or roll the file system refuses (ENOSPC, EACCES, EIO) raises
+KafkaStorageError and leaves the log as it was before the call -- the LEO unchanged, a
+partly written batch cut off again, a half-made roll either finished or not begun -- so the
+same append succeeds once there is room again. This differs from Kafka, which takes the
+whole log directory offline until restart; docs/BROKER.md ("Storage faults") says why.
+
 Events go to ``on_event(kind, **fields)``, with exactly the fields broker/events.py
 declares: ``segment_roll`` (topic, partition, base_offset of the new segment) and
 ``segment_delete`` (topic, partition, base_offset, reason: retention_ms, retention_bytes,
@@ -24,6 +30,7 @@ log_start_offset or truncate). Recovery is reported by return value (`RecoveryRe
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import struct
 from collections.abc import Callable, Iterator
@@ -47,6 +54,7 @@ from .config import LogConfig
 from .errors import (
     CorruptRecordError,
     InvalidRecordError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
 )
@@ -195,12 +203,39 @@ class PartitionLog:
             refresh_crc(buf, 0)
             log_append_time = now_ms
         header = parse_batch_header(buf, 0)
-        self._maybe_roll(header.size, header.max_timestamp, header.base_offset,
-                         header.last_offset, now_ms)
-        self.active.append(buf, header)
-        self._leo = header.last_offset + 1
-        self._count_unflushed(header.records_count)
+        self._roll_if_needed(header.size, header.max_timestamp, header.base_offset,
+                             header.last_offset, now_ms)
+        with self._undo_on_storage_error():
+            self.active.append(buf, header)
+            self._leo = header.last_offset + 1
+            self._count_unflushed(header.records_count)
         return AppendInfo(header.base_offset, header.last_offset, log_append_time)
+
+    def _roll_if_needed(self, size: int, max_timestamp: int, first_offset: int,
+                        last_offset: int, now_ms: int) -> None:
+        try:
+            self._maybe_roll(size, max_timestamp, first_offset, last_offset, now_ms)
+        except OSError as exc:  # the roll left the old segment active and whole
+            raise self._storage_error(exc) from exc
+
+    @contextlib.contextmanager
+    def _undo_on_storage_error(self) -> Iterator[None]:
+        """Undo an append into the active segment that hit an OSError -- the batch, its
+        index entries, a failed flush.messages fsync -- and raise KafkaStorageError, so
+        nothing unacknowledged can be read now or be found after a restart."""
+        leo, unflushed = self._leo, self._unflushed_messages
+        segment = self.active
+        mark = segment.mark()
+        try:
+            yield
+        except OSError as exc:
+            segment.rollback(mark)
+            self._leo, self._unflushed_messages = leo, unflushed
+            raise self._storage_error(exc) from exc
+
+    def _storage_error(self, exc: OSError) -> KafkaStorageError:
+        return KafkaStorageError(
+            f"{self.topic}-{self.partition}: cannot append at offset {self._leo}: {exc}")
 
     def append_as_follower(self, data: bytes | bytearray, *, now_ms: int) -> tuple[int, int] | None:
         """Append batches fetched from the leader, keeping their offsets and leader epochs.
@@ -229,11 +264,12 @@ class PartitionLog:
             return None
         pos = stop.position  # the end of the last whole batch
         first, last = headers[0][1], headers[-1][1]
-        self._maybe_roll(pos, max(h.max_timestamp for _, h in headers), first.base_offset,
-                         last.last_offset, now_ms)
-        self.active.append_chunk(view[:pos], headers)
-        self._leo = last.last_offset + 1
-        self._count_unflushed(sum(h.records_count for _, h in headers))
+        self._roll_if_needed(pos, max(h.max_timestamp for _, h in headers), first.base_offset,
+                             last.last_offset, now_ms)
+        with self._undo_on_storage_error():
+            self.active.append_chunk(view[:pos], headers)
+            self._leo = last.last_offset + 1
+            self._count_unflushed(sum(h.records_count for _, h in headers))
         return first.base_offset, last.last_offset
 
     def _count_unflushed(self, messages: int) -> None:
@@ -257,13 +293,11 @@ class PartitionLog:
         LEO (or ``base_offset``, for a follower whose next batch starts past a gap)."""
         new_base = self._leo if base_offset is None else max(base_offset, self._leo)
         old = self.active
-        if old.size == 0:
-            if old.base_offset == new_base:
-                return old  # already an empty segment at the right offset
-            # An empty segment holds nothing: replace it rather than keep an empty file.
-            old.delete()
-            self.segments.pop()
-        else:
+        if old.size == 0 and old.base_offset == new_base:
+            return old  # already an empty segment at the right offset
+        # Every step up to creating the new segment may fail (full disk, unwritable
+        # directory) and leaves `old` active and whole, so the roll can be retried.
+        if old.size:
             old.on_become_inactive()
         # Stale files at the new name (left by an earlier truncation) must not be reused.
         stale = os.path.join(self.directory, f"{new_base:020d}")
@@ -271,6 +305,13 @@ class PartitionLog:
             if os.path.exists(stale + suffix):
                 os.unlink(stale + suffix)
         seg = self._new_segment(new_base, created_ms=now_ms)
+        if old.size == 0:
+            # An empty segment holds nothing: replace it rather than keep an empty file.
+            self.segments.pop()
+            try:
+                old.delete()
+            except OSError:
+                pass  # an empty segment file left over is harmless (loaded as empty)
         self.segments.append(seg)
         self._bases = [s.base_offset for s in self.segments]
         fsync_dir(self.directory)
@@ -467,8 +508,16 @@ class PartitionLog:
         del self.segments[:len(doomed)]
         self._bases = [s.base_offset for s in self.segments]
         self._log_start_offset = max(self._log_start_offset, self.segments[0].base_offset)
+        failed: OSError | None = None
         for seg in doomed:
-            self._schedule_delete(seg, reason)
+            try:
+                self._schedule_delete(seg, reason)
+            except OSError as exc:
+                # the files keep their names (their descriptors are closed): they lie below
+                # the log start offset, so the next start's retention deletes them
+                failed = failed or exc
+        if failed is not None:
+            raise failed
         fsync_dir(self.directory)
         return [seg.base_offset for seg in doomed]
 
@@ -529,9 +578,16 @@ class PartitionLog:
         self._unflushed_messages = 0
 
     def close(self) -> None:
-        """Flush and close every segment; pending .deleted files are unlinked now."""
+        """Flush and close every segment; pending .deleted files are unlinked now. Every
+        segment is closed even if one cannot be flushed; the first OSError is raised."""
+        failed: OSError | None = None
         for seg in self.segments:
-            seg.close()
+            try:
+                seg.close()
+            except OSError as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
         self.recovery_point = self._leo
         self._purge_deleted(None)
 

@@ -97,11 +97,19 @@ def write_atomically(path: str | os.PathLike, text: str, *, sync_dir: bool = Tru
     the directory, so a crash leaves either the old or the new file, never half."""
     path = os.fspath(path)
     tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        # a full disk: give back what the half-written copy holds; the old file is intact
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     if sync_dir:
         fsync_dir(os.path.dirname(os.path.abspath(path)))
 
@@ -209,7 +217,8 @@ class LogManager:
     def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None, *,
                       topic_id: uuid.UUID | None = None) -> PartitionLog:
         """The log of a partition, created (empty) if absent. An already open log keeps its
-        config. ``topic_id`` is recorded in ``partition.metadata`` (Kafka's file) if given."""
+        config. ``topic_id`` is recorded in ``partition.metadata`` (Kafka's file) if given.
+        Raises OSError, with nothing left behind, when the file system refuses."""
         log = self._logs.get((topic, partition))
         if log is not None:
             return log
@@ -217,11 +226,25 @@ class LogManager:
         if partition < 0:
             raise ValueError(f"illegal partition {partition}")
         path = os.path.join(self.data_dir, partition_dir_name(topic, partition))
-        log = PartitionLog.open(path, topic, partition, config or self._config_for(topic),
-                                on_event=self._on_event)
-        if topic_id is not None:
-            write_partition_metadata(path, topic_id)
-        fsync_dir(self.data_dir)
+        existed = os.path.exists(path)
+        log = None
+        try:
+            log = PartitionLog.open(path, topic, partition, config or self._config_for(topic),
+                                    on_event=self._on_event)
+            if topic_id is not None:
+                write_partition_metadata(path, topic_id)
+            fsync_dir(self.data_dir)
+        except OSError:
+            # a full disk or an unwritable data dir: leave no open files and, if we made
+            # it, no directory that a later start would load as a partition
+            if log is not None:
+                try:
+                    log.close()
+                except OSError:
+                    pass
+            if not existed:
+                shutil.rmtree(path, ignore_errors=True)
+            raise
         self._logs[(topic, partition)] = log
         return log
 
@@ -244,7 +267,10 @@ class LogManager:
         log = self._logs.pop((topic, partition), None)
         if log is None:
             return False
-        log.close()
+        try:
+            log.close()
+        except OSError:
+            pass  # being deleted: what could not be sealed or fsynced no longer matters
         doomed = os.path.join(
             self.data_dir,
             f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
@@ -328,9 +354,18 @@ class LogManager:
                          {tp: log.log_start_offset for tp, log in self._logs.items()})
 
     def close(self) -> None:
-        """Clean shutdown: flush and close every log, checkpoint, then write the marker."""
+        """Clean shutdown: flush and close every log, checkpoint, then write the marker.
+        If a log cannot be flushed (OSError) every log is still closed, no marker is
+        written -- the next start recovers what was not flushed -- and the error raised."""
+        failed: OSError | None = None
         for log in self._logs.values():
-            log.close()
+            try:
+                log.close()
+            except OSError as exc:
+                failed = failed or exc
+        if failed is not None:
+            self._logs.clear()
+            raise failed
         self.checkpoint()
         marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
         with open(marker, "w") as f:

@@ -102,9 +102,22 @@ class LogSegment:
         self.indexes_existed = (os.path.exists(stem + INDEX_SUFFIX + file_suffix)
                                 and os.path.exists(stem + TIME_INDEX_SUFFIX + file_suffix))
         self._fd: int | None = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.size = os.fstat(self._fd).st_size
-        self.offset_index = OffsetIndex(stem + INDEX_SUFFIX + file_suffix, base_offset, max_index_size)
-        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + file_suffix, base_offset, max_index_size)
+        try:
+            self.size = os.fstat(self._fd).st_size
+            self.offset_index = OffsetIndex(stem + INDEX_SUFFIX + file_suffix, base_offset,
+                                            max_index_size)
+            try:
+                self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + file_suffix, base_offset,
+                                            max_index_size)
+            except BaseException:
+                self.offset_index.close()
+                raise
+        except BaseException:
+            # e.g. a roll into a directory that became unwritable: leak no descriptor; the
+            # empty .log left behind is replaced when the roll is retried
+            os.close(self._fd)
+            self._fd = None
+            raise
         self._bytes_since_last_index_entry = 0
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
@@ -115,6 +128,9 @@ class LogSegment:
         # Written since the last fsync? Sealed segments are clean, so closing a log with
         # many segments costs fsyncs only for the ones that changed.
         self._dirty = False
+        # A failed append was undone in memory but the files could not be cut back yet;
+        # the next append cuts them first.
+        self._torn = False
 
     # ------------------------------------------------------------------ loading / recovery
 
@@ -189,8 +205,42 @@ class LogSegment:
 
     # ------------------------------------------------------------------ appending
 
+    def mark(self) -> tuple:
+        """What `rollback` needs to undo the appends made after this call."""
+        return (self.size, self.max_timestamp, self.offset_of_max_timestamp,
+                self._first_batch_timestamp, self._bytes_since_last_index_entry,
+                len(self.offset_index), len(self.time_index))
+
+    def rollback(self, mark: tuple) -> None:
+        """Undo the appends since `mark` after a failed write (ENOSPC may leave part of a
+        batch in the file, an index entry may point past the end). Memory is restored
+        at once, so reads never see the torn bytes; the files are cut now if the file
+        system allows, else before the next append (`repair`)."""
+        (self.size, self.max_timestamp, self.offset_of_max_timestamp,
+         self._first_batch_timestamp, self._bytes_since_last_index_entry,
+         offset_entries, time_entries) = mark
+        self.offset_index.forget_after(offset_entries)
+        self.time_index.forget_after(time_entries)
+        self._torn = True
+        try:
+            self.repair()
+        except OSError:
+            pass  # still refused: the next append retries first, and fails if it must
+
+    def repair(self) -> None:
+        """Cut the files back to what memory says they hold (after a `rollback` that could
+        not). Raises OSError while the file system still refuses."""
+        if not self._torn:
+            return
+        os.ftruncate(self.fd, self.size)
+        self.offset_index.sync_file_length()
+        self.time_index.sync_file_length()
+        self._torn = False
+
     def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader) -> int:
-        """Append one batch (already validated, offsets assigned); returns its position."""
+        """Append one batch (already validated, offsets assigned); returns its position.
+        On OSError the caller undoes it with `rollback` (see PartitionLog.append)."""
+        self.repair()
         position = self.size
         self._dirty = True
         self._index_batch(header, position)
@@ -203,6 +253,7 @@ class LogSegment:
                      headers: list[tuple[int, BatchHeader]]) -> None:
         """Append several contiguous batches in one write (follower replication);
         ``headers`` are (position within ``data``, header) of each batch."""
+        self.repair()
         base = self.size
         self._dirty = True
         for rel, header in headers:
@@ -444,15 +495,22 @@ class LogSegment:
         self._dirty = False
 
     def close(self) -> None:
-        """Record the final max timestamp (so a clean reopen knows it), fsync, close."""
+        """Record the final max timestamp (so a clean reopen knows it), fsync, close.
+        The files are closed even when sealing or fsyncing raises OSError."""
         if self._fd is None:
             return
-        self._seal_max_timestamp()
-        self.flush()
-        os.close(self._fd)
-        self._fd = None
-        self.offset_index.close()
-        self.time_index.close()
+        try:
+            try:
+                self.repair()
+            except OSError:
+                pass  # the loader cuts a torn tail at the next start
+            self._seal_max_timestamp()
+            self.flush()
+        finally:  # a refused fsync must not leak the descriptors
+            os.close(self._fd)
+            self._fd = None
+            self.offset_index.close()
+            self.time_index.close()
 
     def paths(self) -> list[str]:
         return [self.log_path, self.offset_index.path, self.time_index.path]
