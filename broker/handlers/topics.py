@@ -10,6 +10,7 @@ count would let one request fill the disk.
 from __future__ import annotations
 
 from broker.config import ConfigError, validate_topic_configs
+from broker.coordinator.runtime import OFFSETS_TOPIC
 from broker.handlers import RequestContext
 from broker.handlers.configs import topic_config_entries
 from broker.log.errors import KafkaStorageError
@@ -108,6 +109,12 @@ async def handle_delete_topics(ctx: RequestContext) -> dict:
         out = {"name": name, "topic_id": info.topic_id if info else topic_id}
         if not broker.config["delete.topic.enable"]:
             out.update(_error(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled."))
+        elif name == OFFSETS_TOPIC:
+            # the group coordinator's own log: deleting it would lose every group's offsets
+            # and leave the coordinator without partitions to serve. Kafka's TopicCommand
+            # refuses internal topics; the broker refuses too, so no client can do it.
+            out.update(_error(ErrorCode.INVALID_REQUEST,
+                              f"Topic {name} is an internal topic and cannot be deleted."))
         elif info is None:
             out.update(_error(missing, "This server does not host this topic."))
         else:

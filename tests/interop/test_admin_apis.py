@@ -386,6 +386,15 @@ def test_delete_topics_v6_by_topic_id(raw):
     assert not exists(raw, by_name)
 
 
+def test_delete_topics_refuses_the_internal_offsets_topic(raw):
+    body = raw.call(DELETE_TOPICS, 6, {"topics": [{"name": "__consumer_offsets",
+                                                    "topic_id": ZERO_UUID}],
+                                       "timeout_ms": 5000})
+    (result,) = body.responses
+    assert result.error_code == ErrorCode.INVALID_REQUEST
+    assert "internal" in result.error_message
+
+
 def test_create_topics_validate_only_creates_nothing(raw):
     name = unique("ct-validate")
     checked = create(raw, name, partitions=3, validate_only=True, **{"retention.ms": "60000"})

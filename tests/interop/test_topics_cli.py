@@ -121,6 +121,7 @@ def test_kafka_errors_are_one_line_and_exit_1(shared_broker):
     fails(bs, "UNKNOWN_TOPIC_OR_PARTITION", "delete", missing)
     fails(bs, "UNKNOWN_TOPIC_OR_PARTITION", "alter", missing, "--partitions", "3")
     assert ok(bs, "delete", missing, "--if-exists") == ""
+    assert "internal" in fails(bs, "INVALID_REQUEST", "delete", "__consumer_offsets")
 
 
 def test_bad_options_exit_2_and_an_unreachable_broker_exits_1(shared_broker):
