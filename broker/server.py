@@ -21,7 +21,8 @@ import time
 import trio
 
 from broker.broker import Broker
-from broker.handlers import HANDLERS, CloseConnection, RequestContext
+from broker.handlers import HANDLERS
+from broker.handlers.context import CloseConnection, RequestContext
 from protocol.connection import NEED_DATA, ServerConnection, encode_response
 from protocol.errors import ProtocolError
 from protocol.messages import APIS, FETCH

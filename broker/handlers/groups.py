@@ -13,7 +13,7 @@ from broker.coordinator.membership import (
     JoinRequest, Reply, group_id_error, join_error, sync_body,
 )
 from broker.coordinator.runtime import CoordinatorRuntime, Waiter
-from broker.handlers import RequestContext
+from broker.handlers.context import RequestContext
 from protocol.errors import ErrorCode
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1

@@ -7,7 +7,7 @@ does, when auto.create.topics.enable is on and the request allows it (v4+).
 
 from __future__ import annotations
 
-from broker.handlers import RequestContext
+from broker.handlers.context import RequestContext
 from broker.coordinator.runtime import OFFSETS_TOPIC
 from broker.metadata import topic_name_error
 from protocol.errors import ErrorCode

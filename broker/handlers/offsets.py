@@ -9,7 +9,7 @@ can only travel in every partition's error code.
 from __future__ import annotations
 
 from broker.coordinator.offsets import INVALID_OFFSET
-from broker.handlers import RequestContext
+from broker.handlers.context import RequestContext
 from broker.handlers.groups import apply_effects
 from protocol.errors import ErrorCode
 

@@ -9,8 +9,8 @@ count would let one request fill the disk.
 from __future__ import annotations
 
 from broker.config import ConfigError, validate_topic_configs
-from broker.handlers import RequestContext
 from broker.handlers.configs import topic_config_entries
+from broker.handlers.context import RequestContext
 from broker.metadata import topic_name_error
 from protocol.errors import ErrorCode
 
