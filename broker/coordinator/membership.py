@@ -57,6 +57,11 @@ class Emit:
     fields: dict
 
 
+# What the pure coordinator asks of its runtime; CoordinatorRuntime.apply_effects handles
+# every member of this union and refuses anything else.
+Effect = Reply | Append | Emit
+
+
 @dataclass(frozen=True)
 class GroupConfig:
     min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms

@@ -14,13 +14,13 @@ where "committed" (below the high watermark) will be awaited.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, assert_never
 
 import trio
 
 from broker.config import validate_topic_configs
 from broker.coordinator.coordinator import CoordinatorConfig, GroupCoordinator
-from broker.coordinator.membership import Append, Emit, GroupConfig, Reply
+from broker.coordinator.membership import Append, Effect, Emit, GroupConfig, Reply
 from protocol.errors import ErrorCode
 from protocol.records import Record, decode_batches, encode_batch, parse_batch_header
 
@@ -72,26 +72,33 @@ class CoordinatorRuntime:
 
     # -- requests -----------------------------------------------------------------------------
 
-    async def call(self, operation: Callable[..., list], *args: Any) -> Waiter:
+    async def call(self, operation: Callable[..., list[Effect]], *args: Any) -> Waiter:
         """Run one coordinator operation for a request and wait for its answer."""
         waiter = Waiter()
-        self.apply(operation(waiter, *args, self.broker.now_ms()))
+        self.apply_effects(operation(waiter, *args, self.broker.now_ms()))
         await waiter.event.wait()
         return waiter
 
-    def apply(self, effects: list) -> None:
+    def apply_effects(self, effects: Iterable[Effect]) -> ErrorCode:
+        """Carry out effects in order; return the error that kept records from the log, or
+        NONE. Once an append fails, the replies after it carry that error instead."""
         failed = ErrorCode.NONE
         for effect in effects:
-            if isinstance(effect, Append):
-                failed = failed or self._append(effect)
-            elif isinstance(effect, Reply):
-                if failed:
-                    effect.waiter.fail(failed)  # never acknowledge what is not in the log
-                else:
-                    effect.waiter.resolve(effect.body)
-            elif isinstance(effect, Emit):
-                self.broker.events.emit(effect.type, **effect.fields)
+            match effect:
+                case Append():
+                    failed = failed or self._append(effect)
+                case Reply(waiter=waiter, body=body):
+                    if failed:
+                        waiter.fail(failed)  # never acknowledge what is not in the log
+                    else:
+                        waiter.resolve(body)
+                case Emit(type=type_, fields=fields):
+                    self.broker.events.emit(type_, **fields)
+                case _:
+                    # an effect the coordinator learnt to return and this runtime did not
+                    assert_never(effect)
         self._timers_changed.set()
+        return failed
 
     def _append(self, effect: Append) -> ErrorCode:
         if not effect.records:
@@ -181,10 +188,10 @@ class CoordinatorRuntime:
                 with trio.move_on_after(delay):
                     await self._timers_changed.wait()
                 continue
-            self.apply(self.coordinator.on_timers(self.broker.now_ms()))
+            self.apply_effects(self.coordinator.on_timers(self.broker.now_ms()))
 
     async def _expiry_loop(self) -> None:
         interval = self.broker.config["offsets.retention.check.interval.ms"] / 1000
         while True:
             await trio.sleep(interval)
-            self.apply(self.coordinator.expire_offsets(self.broker.now_ms()))
+            self.apply_effects(self.coordinator.expire_offsets(self.broker.now_ms()))
