@@ -62,7 +62,7 @@ def serve(args: argparse.Namespace) -> int:
     try:
         trio.run(partial(run_server, broker))
     except OSError as e:  # e.g. the port is taken
-        print(f"minibroker: cannot listen on {config['listeners']}: {e}", file=sys.stderr)
+        print(f"minibroker: cannot listen on {config.listeners}: {e}", file=sys.stderr)
         return 1
     return 0
 

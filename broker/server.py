@@ -53,7 +53,7 @@ class RequestSampler:
 class Server:
     def __init__(self, broker: Broker):
         self.broker = broker
-        self.sampler = RequestSampler(broker.config["events.request.sample.per.second"])
+        self.sampler = RequestSampler(broker.config.events_request_sample_per_second)
         self.in_flight = 0
         self.connections = 0
         self._idle = trio.Event()
@@ -61,7 +61,7 @@ class Server:
 
     async def handle_connection(self, stream: trio.SocketStream) -> None:
         peer = _peer_name(stream)
-        conn = ServerConnection(self.broker.config["socket.request.max.bytes"])
+        conn = ServerConnection(self.broker.config.socket_request_max_bytes)
         self.connections += 1
         try:
             async with stream:
@@ -161,8 +161,8 @@ CHECKPOINT_INTERVAL_S = 60  # log.flush.offset.checkpoint.interval.ms
 
 async def _housekeeping(broker: Broker) -> None:
     """Periodic work: flush events, checkpoint recovery points, retention, compaction."""
-    retention_every = broker.config["log.retention.check.interval.ms"] / 1000
-    cleaner_every = broker.config["log.cleaner.backoff.ms"] / 1000
+    retention_every = broker.config.log_retention_check_interval_ms / 1000
+    cleaner_every = broker.config.log_cleaner_backoff_ms / 1000
     now = trio.current_time()
     next_retention, next_checkpoint = now + retention_every, now + CHECKPOINT_INTERVAL_S
     next_clean = now + cleaner_every
@@ -206,7 +206,7 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
                     accepting.cancel_scope.cancel()  # stop accepting; finish what is in flight
                 for listener in listeners:
                     await listener.aclose()
-                with trio.move_on_after(broker.config["shutdown.drain.timeout.ms"] / 1000):
+                with trio.move_on_after(broker.config.shutdown_drain_timeout_ms / 1000):
                     await server.wait_idle()
                 connections.cancel_scope.cancel()
             root.cancel_scope.cancel()

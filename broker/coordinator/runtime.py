@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, assert_never
 
 import trio
 
-from broker.config import validate_topic_configs
+from broker.config import BrokerConfig, validate_topic_configs
 from broker.coordinator.coordinator import CoordinatorConfig, GroupCoordinator
 from broker.coordinator.membership import Append, Effect, Emit, GroupConfig, Reply
 from protocol.errors import ErrorCode
@@ -51,17 +51,17 @@ class Waiter:
             self.event.set()
 
 
-def coordinator_config(broker_config) -> CoordinatorConfig:
+def coordinator_config(broker_config: BrokerConfig) -> CoordinatorConfig:
     c = broker_config
     return CoordinatorConfig(
-        num_partitions=c["offsets.topic.num.partitions"],
-        offsets_retention_ms=c["offsets.retention.minutes"] * 60_000,
-        offset_metadata_max_bytes=c["offset.metadata.max.bytes"],
+        num_partitions=c.offsets_topic_num_partitions,
+        offsets_retention_ms=c.offsets_retention_minutes * 60_000,
+        offset_metadata_max_bytes=c.offset_metadata_max_bytes,
         group=GroupConfig(
-            min_session_timeout_ms=c["group.min.session.timeout.ms"],
-            max_session_timeout_ms=c["group.max.session.timeout.ms"],
-            initial_rebalance_delay_ms=c["group.initial.rebalance.delay.ms"],
-            max_size=c["group.max.size"]))
+            min_session_timeout_ms=c.group_min_session_timeout_ms,
+            max_session_timeout_ms=c.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
+            max_size=c.group_max_size))
 
 
 class CoordinatorRuntime:
@@ -128,8 +128,8 @@ class CoordinatorRuntime:
         config = self.broker.config
         configs = validate_topic_configs({
             "cleanup.policy": "compact",
-            "segment.bytes": str(config["offsets.topic.segment.bytes"])})
-        replication = min(config["offsets.topic.replication.factor"], 1)  # live brokers: 1
+            "segment.bytes": str(config.offsets_topic_segment_bytes)})
+        replication = min(config.offsets_topic_replication_factor, 1)  # live brokers: 1
         self.broker.create_topic(OFFSETS_TOPIC, self.coordinator.config.num_partitions,
                                  replication, configs, internal=True)
         now = self.broker.now_ms()
@@ -191,7 +191,7 @@ class CoordinatorRuntime:
             self.apply_effects(self.coordinator.on_timers(self.broker.now_ms()))
 
     async def _expiry_loop(self) -> None:
-        interval = self.broker.config["offsets.retention.check.interval.ms"] / 1000
+        interval = self.broker.config.offsets_retention_check_interval_ms / 1000
         while True:
             await trio.sleep(interval)
             self.apply_effects(self.coordinator.expire_offsets(self.broker.now_ms()))

@@ -28,7 +28,7 @@ async def handle(ctx: RequestContext) -> dict:
                 names.append(info.name if info else t.topic_id)
             else:
                 names.append(t.name)
-    allow_auto = broker.config["auto.create.topics.enable"] and body.get(
+    allow_auto = broker.config.auto_create_topics_enable and body.get(
         "allow_auto_topic_creation", True)
     return {
         "throttle_time_ms": 0,
@@ -55,8 +55,8 @@ def _topic(ctx: RequestContext, name, allow_auto: bool) -> dict:
         if not allow_auto:
             return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
                     "partitions": []}
-        info = broker.create_topic(name, broker.config["num.partitions"],
-                                   broker.config["default.replication.factor"], auto=True)
+        info = broker.create_topic(name, broker.config.num_partitions,
+                                   broker.config.default_replication_factor, auto=True)
     node = broker.node_id
     return {
         "error_code": ErrorCode.NONE,

@@ -43,9 +43,9 @@ def _check_new_topic(ctx: RequestContext, t) -> tuple[dict | None, int, int, dic
                           f"Replicas must all be on live broker {broker.node_id}."), 0, 0, {}
         partitions, rf = len(indexes), sizes.pop()
     if partitions == -1:
-        partitions = broker.config["num.partitions"]
+        partitions = broker.config.num_partitions
     if rf == -1:
-        rf = broker.config["default.replication.factor"]
+        rf = broker.config.default_replication_factor
     if not 0 < partitions <= MAX_PARTITIONS:
         return _error(ErrorCode.INVALID_PARTITIONS,
                       f"Number of partitions must be in 1..{MAX_PARTITIONS}."), 0, 0, {}
@@ -99,7 +99,7 @@ async def handle_delete_topics(ctx: RequestContext) -> dict:
             info = broker.metadata.topics.get(name)
             missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         out = {"name": name, "topic_id": info.topic_id if info else topic_id}
-        if not broker.config["delete.topic.enable"]:
+        if not broker.config.delete_topic_enable:
             out.update(_error(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled."))
         elif info is None:
             out.update(_error(missing, "This server does not host this topic."))
