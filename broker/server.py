@@ -16,7 +16,6 @@ import functools
 import logging
 import math
 import signal
-import time
 
 import trio
 
@@ -59,8 +58,10 @@ class Server:
         self._idle = trio.Event()
         self._idle.set()
 
-    async def handle_connection(self, stream: trio.SocketStream) -> None:
-        peer = _peer_name(stream)
+    async def handle_connection(self, stream: trio.abc.Stream, peer: str | None = None) -> None:
+        """Serve one connection until it closes; `peer` names it where the stream has no
+        socket to ask (an in-process transport)."""
+        peer = peer or _peer_name(stream)
         conn = ServerConnection(self.broker.config.socket_request_max_bytes)
         self.connections += 1
         try:
@@ -78,7 +79,7 @@ class Server:
         finally:
             self.connections -= 1
 
-    async def _serve(self, stream: trio.SocketStream, conn: ServerConnection, peer: str) -> None:
+    async def _serve(self, stream: trio.abc.Stream, conn: ServerConnection, peer: str) -> None:
         outbox: list[bytes] = []
         while True:
             data = await stream.receive_some(RECEIVE_SIZE)
@@ -104,7 +105,7 @@ class Server:
                 outbox.clear()
 
     async def _dispatch(self, conn: ServerConnection, request, peer: str) -> bytes | None:
-        started = time.perf_counter()
+        started = trio.current_time()  # the run's clock: latencies follow a test's MockClock
         self.in_flight += 1
         self._idle = trio.Event() if self.in_flight == 1 else self._idle
         response: bytes | None = None
@@ -125,13 +126,13 @@ class Server:
             self.in_flight -= 1
             if self.in_flight == 0:
                 self._idle.set()
-            if self.sampler.allow(request.api_key, int(time.time())):
+            if self.sampler.allow(request.api_key, self.broker.now_ms() // 1000):
                 api = APIS.get(request.api_key)
                 self.broker.events.emit(
                     "request", api=api.name if api else str(request.api_key),
                     api_key=request.api_key, api_version=request.api_version,
                     client_id=request.header.client_id or "",
-                    latency_ms=round((time.perf_counter() - started) * 1000, 3),
+                    latency_ms=round((trio.current_time() - started) * 1000, 3),
                     request_bytes=request.size,
                     response_bytes=len(response) if response is not None else 0, error=error)
 
@@ -148,7 +149,9 @@ async def _wait_for_stop(install_signal_handlers: bool) -> str:
     return "signal"
 
 
-def _peer_name(stream: trio.SocketStream) -> str:
+def _peer_name(stream: trio.abc.Stream) -> str:
+    if not isinstance(stream, trio.SocketStream):
+        return "?"
     try:
         host, port = stream.socket.getpeername()[:2]
         return f"{host}:{port}"
