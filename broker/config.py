@@ -219,7 +219,12 @@ class BrokerConfig:
     auto_create_topics_enable = _Typed(bool)
     delete_topic_enable = _Typed(bool)
     socket_request_max_bytes = _Typed(int)
+    log_retention_ms = _Nullable(int)
+    log_retention_minutes = _Nullable(int)
+    log_retention_hours = _Typed(int)
     log_retention_check_interval_ms = _Typed(int)
+    log_roll_ms = _Nullable(int)
+    log_roll_hours = _Typed(int)
     log_cleaner_backoff_ms = _Typed(int)
     offsets_topic_num_partitions = _Typed(int)
     offsets_topic_replication_factor = _Typed(int)
@@ -258,18 +263,18 @@ class BrokerConfig:
 
     @property
     def retention_ms(self) -> int:
-        v = self.values
-        if v["log.retention.ms"] is not None:
-            return v["log.retention.ms"]
-        if v["log.retention.minutes"] is not None:
-            return v["log.retention.minutes"] * 60_000
-        hours = v["log.retention.hours"]
+        if self.log_retention_ms is not None:
+            return self.log_retention_ms
+        if self.log_retention_minutes is not None:
+            return self.log_retention_minutes * 60_000
+        hours = self.log_retention_hours
         return -1 if hours < 0 else hours * 3_600_000
 
     @property
     def segment_ms(self) -> int:
-        v = self.values
-        return v["log.roll.ms"] if v["log.roll.ms"] is not None else v["log.roll.hours"] * 3_600_000
+        if self.log_roll_ms is not None:
+            return self.log_roll_ms
+        return self.log_roll_hours * 3_600_000
 
     def topic_defaults(self) -> dict[str, Any]:
         """The value every topic property takes when a topic does not override it."""
