@@ -48,14 +48,14 @@ def parse_listener(text: str) -> Listener:
 class Broker:
     def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.time):
         self.config = config
-        self.node_id: int = config["broker.id"]
-        self.listener = parse_listener(config["listeners"])
-        self.advertised = parse_listener(config["advertised.listeners"] or config["listeners"])
-        self.data_dir = config["log.dirs"]
+        self.node_id: int = config.broker_id
+        self.listener = parse_listener(config.listeners)
+        self.advertised = parse_listener(config.advertised_listeners or config.listeners)
+        self.data_dir = config.log_dirs
         self._clock = clock
         self.events = EventLog(self.data_dir, self.node_id,
-                               segment_bytes=config["events.segment.bytes"],
-                               retention_files=config["events.retention.files"], clock=clock)
+                               segment_bytes=config.events_segment_bytes,
+                               retention_files=config.events_retention_files, clock=clock)
         self.metadata = MetadataImage(self.data_dir, self.node_id)
         self.logs = LogManager(self.data_dir, on_event=self.events.emit)
         self.partitions: dict[tuple[str, int], Partition] = {}

@@ -10,7 +10,7 @@ are validated against the same table and resolved with `topic_log_config`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from broker.log.config import LogConfig
 
@@ -154,11 +154,96 @@ for _p in BROKER_PROPERTIES.values():
                                                _p.choices)
 
 
+_PYTHON_TYPES: dict[str, type] = {"int": int, "long": int, "bool": bool, "str": str,
+                                  "double": float, "list": tuple}
+T = TypeVar("T")
+
+
+class _Typed(Generic[T]):
+    """A typed BrokerConfig attribute for the property named like it, dots for underscores:
+    `config.group_max_size` reads group.max.size as an int. A misspelt attribute, or a type
+    other than the property's kind, fails when the class is defined."""
+
+    def __init__(self, kind: type[T]) -> None:
+        self.kind = kind
+        self.name = ""
+
+    def __set_name__(self, owner: type, attribute: str) -> None:
+        self.name = attribute.replace("_", ".")
+        prop = BROKER_PROPERTIES[self.name]
+        if _PYTHON_TYPES[prop.kind] is not self.kind:
+            raise TypeError(f"{self.name} is a {prop.kind}, not {self.kind.__name__}")
+        self._check_default(prop)
+
+    def _check_default(self, prop: Prop) -> None:
+        if prop.default is None:
+            raise TypeError(f"{prop.name} may be unset: declare it _Nullable")
+
+    @overload
+    def __get__(self, config: None, owner: type) -> _Typed[T]: ...
+    @overload
+    def __get__(self, config: BrokerConfig, owner: type) -> T: ...
+
+    def __get__(self, config: BrokerConfig | None, owner: type) -> T | _Typed[T]:
+        return self if config is None else config.values[self.name]
+
+
+class _Nullable(_Typed[T]):
+    """Like _Typed, for a property without a default: None when it is not set."""
+
+    def _check_default(self, prop: Prop) -> None:
+        pass
+
+    @overload  # type: ignore[override]
+    def __get__(self, config: None, owner: type) -> _Nullable[T]: ...
+    @overload
+    def __get__(self, config: BrokerConfig, owner: type) -> T | None: ...
+
+    def __get__(self, config: BrokerConfig | None, owner: type) -> T | None | _Nullable[T]:
+        return self if config is None else config.values[self.name]
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
-    """The resolved broker configuration; look properties up by their Kafka name."""
+    """The resolved broker configuration.
+
+    The broker reads the properties it uses through the typed attributes below, named like
+    the properties with underscores for dots; `config["name"]` (Any) is for code that walks
+    the property table by name, such as DescribeConfigs."""
 
     values: dict[str, Any] = field(default_factory=dict)
+
+    broker_id = _Typed(int)
+    listeners = _Typed(str)
+    advertised_listeners = _Nullable(str)
+    log_dirs = _Typed(str)
+    num_partitions = _Typed(int)
+    default_replication_factor = _Typed(int)
+    auto_create_topics_enable = _Typed(bool)
+    delete_topic_enable = _Typed(bool)
+    socket_request_max_bytes = _Typed(int)
+    connections_max_idle_ms = _Typed(int)
+    log_retention_ms = _Nullable(int)
+    log_retention_minutes = _Nullable(int)
+    log_retention_hours = _Typed(int)
+    log_retention_check_interval_ms = _Typed(int)
+    log_roll_ms = _Nullable(int)
+    log_roll_hours = _Typed(int)
+    log_cleaner_backoff_ms = _Typed(int)
+    offsets_topic_num_partitions = _Typed(int)
+    offsets_topic_replication_factor = _Typed(int)
+    offsets_topic_segment_bytes = _Typed(int)
+    offsets_retention_minutes = _Typed(int)
+    offsets_retention_check_interval_ms = _Typed(int)
+    offset_metadata_max_bytes = _Typed(int)
+    group_min_session_timeout_ms = _Typed(int)
+    group_max_session_timeout_ms = _Typed(int)
+    group_initial_rebalance_delay_ms = _Typed(int)
+    group_max_size = _Typed(int)
+    events_segment_bytes = _Typed(int)
+    events_retention_files = _Typed(int)
+    events_request_sample_per_second = _Typed(int)
+    shutdown_drain_timeout_ms = _Typed(int)
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -182,18 +267,18 @@ class BrokerConfig:
 
     @property
     def retention_ms(self) -> int:
-        v = self.values
-        if v["log.retention.ms"] is not None:
-            return v["log.retention.ms"]
-        if v["log.retention.minutes"] is not None:
-            return v["log.retention.minutes"] * 60_000
-        hours = v["log.retention.hours"]
+        if self.log_retention_ms is not None:
+            return self.log_retention_ms
+        if self.log_retention_minutes is not None:
+            return self.log_retention_minutes * 60_000
+        hours = self.log_retention_hours
         return -1 if hours < 0 else hours * 3_600_000
 
     @property
     def segment_ms(self) -> int:
-        v = self.values
-        return v["log.roll.ms"] if v["log.roll.ms"] is not None else v["log.roll.hours"] * 3_600_000
+        if self.log_roll_ms is not None:
+            return self.log_roll_ms
+        return self.log_roll_hours * 3_600_000
 
     def topic_defaults(self) -> dict[str, Any]:
         """The value every topic property takes when a topic does not override it."""

@@ -21,13 +21,13 @@ import functools
 import logging
 import math
 import signal
-import time
 from typing import Callable
 
 import trio
 
 from broker.broker import Broker
-from broker.handlers import HANDLERS, CloseConnection, RequestContext
+from broker.handlers import HANDLERS
+from broker.handlers.context import CloseConnection, RequestContext
 from protocol.connection import NEED_DATA, ServerConnection, encode_response
 from protocol.errors import ProtocolError
 from protocol.messages import APIS, FETCH
@@ -63,8 +63,8 @@ class ListenError(Exception):
 class Server:
     def __init__(self, broker: Broker):
         self.broker = broker
-        self.sampler = RequestSampler(broker.config["events.request.sample.per.second"])
-        max_idle_ms = broker.config["connections.max.idle.ms"]
+        self.sampler = RequestSampler(broker.config.events_request_sample_per_second)
+        max_idle_ms = broker.config.connections_max_idle_ms
         self.max_idle_s = max_idle_ms / 1000 if max_idle_ms >= 0 else math.inf
         self.in_flight = 0
         self.connections = 0
@@ -72,9 +72,11 @@ class Server:
         self._idle = trio.Event()
         self._idle.set()
 
-    async def handle_connection(self, stream: trio.SocketStream) -> None:
-        peer = _peer_name(stream)
-        conn = ServerConnection(self.broker.config["socket.request.max.bytes"])
+    async def handle_connection(self, stream: trio.abc.Stream, peer: str | None = None) -> None:
+        """Serve one connection until it closes; `peer` names it where the stream has no
+        socket to ask (an in-process transport)."""
+        peer = peer or _peer_name(stream)
+        conn = ServerConnection(self.broker.config.socket_request_max_bytes)
         self.connections += 1
         try:
             async with stream:
@@ -91,7 +93,7 @@ class Server:
         finally:
             self.connections -= 1
 
-    async def _serve(self, stream: trio.SocketStream, conn: ServerConnection, peer: str) -> None:
+    async def _serve(self, stream: trio.abc.Stream, conn: ServerConnection, peer: str) -> None:
         with trio.CancelScope() as idle:
             await self._serve_requests(stream, conn, peer, idle)
         if idle.cancel_called:
@@ -99,7 +101,7 @@ class Server:
             log.debug("closing connection from %s: idle for %.0f ms (connections.max.idle.ms)",
                       peer, self.max_idle_s * 1000)
 
-    async def _serve_requests(self, stream: trio.SocketStream, conn: ServerConnection,
+    async def _serve_requests(self, stream: trio.abc.Stream, conn: ServerConnection,
                               peer: str, idle: trio.CancelScope) -> None:
         outbox: list[bytes] = []
         while True:
@@ -135,7 +137,7 @@ class Server:
                 outbox.clear()
 
     async def _dispatch(self, conn: ServerConnection, request, peer: str) -> bytes | None:
-        started = time.perf_counter()
+        started = trio.current_time()  # the run's clock: latencies follow a test's MockClock
         self.in_flight += 1
         self._idle = trio.Event() if self.in_flight == 1 else self._idle
         response: bytes | None = None
@@ -156,13 +158,13 @@ class Server:
             self.in_flight -= 1
             if self.in_flight == 0:
                 self._idle.set()
-            if self.sampler.allow(request.api_key, int(time.time())):
+            if self.sampler.allow(request.api_key, self.broker.now_ms() // 1000):
                 api = APIS.get(request.api_key)
                 self.broker.events.emit(
                     "request", api=api.name if api else str(request.api_key),
                     api_key=request.api_key, api_version=request.api_version,
                     client_id=request.header.client_id or "",
-                    latency_ms=round((time.perf_counter() - started) * 1000, 3),
+                    latency_ms=round((trio.current_time() - started) * 1000, 3),
                     request_bytes=request.size,
                     response_bytes=len(response) if response is not None else 0, error=error)
 
@@ -179,7 +181,9 @@ async def _wait_for_stop(install_signal_handlers: bool) -> str:
     return "signal"
 
 
-def _peer_name(stream: trio.SocketStream) -> str:
+def _peer_name(stream: trio.abc.Stream) -> str:
+    if not isinstance(stream, trio.SocketStream):
+        return "?"
     try:
         host, port = stream.socket.getpeername()[:2]
         return f"{host}:{port}"
@@ -217,8 +221,8 @@ def _checkpoint(broker: Broker) -> None:
 
 async def _housekeeping(broker: Broker) -> None:
     """Periodic work: flush events, checkpoint recovery points, retention, compaction."""
-    retention_every = broker.config["log.retention.check.interval.ms"] / 1000
-    cleaner_every = broker.config["log.cleaner.backoff.ms"] / 1000
+    retention_every = broker.config.log_retention_check_interval_ms / 1000
+    cleaner_every = broker.config.log_cleaner_backoff_ms / 1000
     now = trio.current_time()
     next_retention, next_checkpoint = now + retention_every, now + CHECKPOINT_INTERVAL_S
     next_clean = now + cleaner_every
@@ -268,7 +272,7 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
                     accepting.cancel_scope.cancel()  # stop accepting; finish what is in flight
                 for listener in listeners:
                     await listener.aclose()
-                with trio.move_on_after(broker.config["shutdown.drain.timeout.ms"] / 1000):
+                with trio.move_on_after(broker.config.shutdown_drain_timeout_ms / 1000):
                     await server.wait_idle()
                 connections.cancel_scope.cancel()
             root.cancel_scope.cancel()

@@ -22,6 +22,11 @@ range (KIP-511, docs/PROTOCOL.md §2); we ask once more at the highest version b
 Every later request speaks protocol.versions.pick_version(api_key, broker_min, broker_max),
 or fails with IncompatibleBrokerVersion when the ranges are disjoint.
 
+Connections reach a broker over TCP (`trio.open_tcp_stream`) unless the context binds
+another opener in `stream_opener`: an in-process broker for tests hands out memory streams
+this way. Tasks inherit the binding from the task that starts them, so every connection a
+client opens follows the binding that was in force when the client was created.
+
 When the stream fails (EOF, reset, a response that does not parse) every request in flight
 fails with KafkaConnectionError (retriable) and the connection becomes closed; `open()` may be
 called again to reopen it. A request that times out fails alone with KafkaTimeoutError: the
@@ -33,7 +38,8 @@ from __future__ import annotations
 import math
 import os
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, AsyncIterator
+from contextvars import ContextVar
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import trio
 
@@ -49,7 +55,7 @@ from protocol.messages import API_VERSIONS, APIS
 from protocol.versions import implemented, pick_version
 
 __all__ = ["BrokerConnection", "ConnectionPool", "Response", "api_name", "background_nursery",
-           "open_connection", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"]
+           "open_connection", "stream_opener", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"]
 
 CLIENT_SOFTWARE_NAME = "minibroker-client"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
@@ -59,6 +65,11 @@ MAX_COALESCED_WRITE = 1 << 20
 
 _NEW, _CONNECTING, _READY, _CLOSED = "new", "connecting", "ready", "closed"
 _STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+# (host, port) -> an open byte stream to that broker; see the module docstring
+StreamOpener = Callable[[str, int], Awaitable[trio.abc.Stream]]
+stream_opener: ContextVar[StreamOpener] = ContextVar("stream_opener",
+                                                     default=trio.open_tcp_stream)
 
 
 def api_name(api_key: int) -> str:
@@ -208,7 +219,7 @@ class BrokerConnection:
         self._finished = trio.Event()
         self._protocol = ClientConnection(self.config.client_id, self.max_frame)
         self.api_versions = {}
-        stream: trio.SocketStream | None = None
+        stream: trio.abc.Stream | None = None
         started = False
         error: KafkaError | None = None
         send, receive = trio.open_memory_channel(math.inf)
@@ -252,11 +263,11 @@ class BrokerConnection:
         if not started:
             raise (error or self.failure).clone()
 
-    async def _connect(self) -> trio.SocketStream:
+    async def _connect(self) -> trio.abc.Stream:
         timeout_ms = self.config.socket_connection_setup_timeout_ms
         try:
             with trio.fail_after(timeout_ms / 1000):
-                return await trio.open_tcp_stream(self.host, self.port)
+                return await stream_opener.get()(self.host, self.port)
         except trio.TooSlowError:
             raise KafkaConnectionError(f"cannot connect to {self.address}: no answer within "
                                        f"{timeout_ms} ms") from None
@@ -290,7 +301,7 @@ class BrokerConnection:
 
     # -- the two tasks ---------------------------------------------------------------
 
-    async def _writer(self, stream: trio.SocketStream,
+    async def _writer(self, stream: trio.abc.Stream,
                       receive: trio.MemoryReceiveChannel) -> None:
         try:
             async with receive:
@@ -309,7 +320,7 @@ class BrokerConnection:
             self._fail(KafkaConnectionError(
                 f"connection to {self.address} lost while sending: {e or type(e).__name__}"))
 
-    async def _reader(self, stream: trio.SocketStream) -> None:
+    async def _reader(self, stream: trio.abc.Stream) -> None:
         protocol = self._protocol
         try:
             while True:

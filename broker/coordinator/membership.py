@@ -57,6 +57,11 @@ class Emit:
     fields: dict
 
 
+# What the pure coordinator asks of its runtime; CoordinatorRuntime.apply_effects handles
+# every member of this union and refuses anything else.
+Effect = Reply | Append | Emit
+
+
 @dataclass(frozen=True)
 class GroupConfig:
     min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
@@ -398,9 +403,8 @@ class Membership:
         out: list = []
         # fire until nothing is due: a timer may reschedule itself for this very instant
         # (an initial delay of 0 extended by a member that arrived during it)
-        while due := self.timers.pop_due(now_ms):
-            for key in due:
-                self._fire(key, now_ms, out)
+        while (key := self.timers.pop_due(now_ms)) is not None:
+            self._fire(key, now_ms, out)
         return out
 
     def _fire(self, key: tuple, now_ms: int, out: list) -> None:

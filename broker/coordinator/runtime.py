@@ -14,13 +14,13 @@ where "committed" (below the high watermark) will be awaited.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, assert_never
 
 import trio
 
-from broker.config import validate_topic_configs
+from broker.config import BrokerConfig, validate_topic_configs
 from broker.coordinator.coordinator import CoordinatorConfig, GroupCoordinator
-from broker.coordinator.membership import Append, Emit, GroupConfig, Reply
+from broker.coordinator.membership import Append, Effect, Emit, GroupConfig, Reply
 from protocol.errors import ErrorCode
 from protocol.records import Record, decode_batches, encode_batch, parse_batch_header
 
@@ -51,17 +51,17 @@ class Waiter:
             self.event.set()
 
 
-def coordinator_config(broker_config) -> CoordinatorConfig:
+def coordinator_config(broker_config: BrokerConfig) -> CoordinatorConfig:
     c = broker_config
     return CoordinatorConfig(
-        num_partitions=c["offsets.topic.num.partitions"],
-        offsets_retention_ms=c["offsets.retention.minutes"] * 60_000,
-        offset_metadata_max_bytes=c["offset.metadata.max.bytes"],
+        num_partitions=c.offsets_topic_num_partitions,
+        offsets_retention_ms=c.offsets_retention_minutes * 60_000,
+        offset_metadata_max_bytes=c.offset_metadata_max_bytes,
         group=GroupConfig(
-            min_session_timeout_ms=c["group.min.session.timeout.ms"],
-            max_session_timeout_ms=c["group.max.session.timeout.ms"],
-            initial_rebalance_delay_ms=c["group.initial.rebalance.delay.ms"],
-            max_size=c["group.max.size"]))
+            min_session_timeout_ms=c.group_min_session_timeout_ms,
+            max_session_timeout_ms=c.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
+            max_size=c.group_max_size))
 
 
 class CoordinatorRuntime:
@@ -72,26 +72,33 @@ class CoordinatorRuntime:
 
     # -- requests -----------------------------------------------------------------------------
 
-    async def call(self, operation: Callable[..., list], *args: Any) -> Waiter:
+    async def call(self, operation: Callable[..., list[Effect]], *args: Any) -> Waiter:
         """Run one coordinator operation for a request and wait for its answer."""
         waiter = Waiter()
-        self.apply(operation(waiter, *args, self.broker.now_ms()))
+        self.apply_effects(operation(waiter, *args, self.broker.now_ms()))
         await waiter.event.wait()
         return waiter
 
-    def apply(self, effects: list) -> None:
+    def apply_effects(self, effects: Iterable[Effect]) -> ErrorCode:
+        """Carry out effects in order; return the error that kept records from the log, or
+        NONE. Once an append fails, the replies after it carry that error instead."""
         failed = ErrorCode.NONE
         for effect in effects:
-            if isinstance(effect, Append):
-                failed = failed or self._append(effect)
-            elif isinstance(effect, Reply):
-                if failed:
-                    effect.waiter.fail(failed)  # never acknowledge what is not in the log
-                else:
-                    effect.waiter.resolve(effect.body)
-            elif isinstance(effect, Emit):
-                self.broker.events.emit(effect.type, **effect.fields)
+            match effect:
+                case Append():
+                    failed = failed or self._append(effect)
+                case Reply(waiter=waiter, body=body):
+                    if failed:
+                        waiter.fail(failed)  # never acknowledge what is not in the log
+                    else:
+                        waiter.resolve(body)
+                case Emit(type=type_, fields=fields):
+                    self.broker.events.emit(type_, **fields)
+                case _:
+                    # an effect the coordinator learnt to return and this runtime did not
+                    assert_never(effect)
         self._timers_changed.set()
+        return failed
 
     def _append(self, effect: Append) -> ErrorCode:
         if not effect.records:
@@ -121,8 +128,8 @@ class CoordinatorRuntime:
         config = self.broker.config
         configs = validate_topic_configs({
             "cleanup.policy": "compact",
-            "segment.bytes": str(config["offsets.topic.segment.bytes"])})
-        replication = min(config["offsets.topic.replication.factor"], 1)  # live brokers: 1
+            "segment.bytes": str(config.offsets_topic_segment_bytes)})
+        replication = min(config.offsets_topic_replication_factor, 1)  # live brokers: 1
         self.broker.create_topic(OFFSETS_TOPIC, self.coordinator.config.num_partitions,
                                  replication, configs, internal=True)
         now = self.broker.now_ms()
@@ -181,10 +188,10 @@ class CoordinatorRuntime:
                 with trio.move_on_after(delay):
                     await self._timers_changed.wait()
                 continue
-            self.apply(self.coordinator.on_timers(self.broker.now_ms()))
+            self.apply_effects(self.coordinator.on_timers(self.broker.now_ms()))
 
     async def _expiry_loop(self) -> None:
-        interval = self.broker.config["offsets.retention.check.interval.ms"] / 1000
+        interval = self.broker.config.offsets_retention_check_interval_ms / 1000
         while True:
             await trio.sleep(interval)
-            self.apply(self.coordinator.expire_offsets(self.broker.now_ms()))
+            self.apply_effects(self.coordinator.expire_offsets(self.broker.now_ms()))

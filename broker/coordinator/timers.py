@@ -34,16 +34,17 @@ class TimerService:
         self._drop_stale()
         return self._heap[0][0] if self._heap else None
 
-    def pop_due(self, now_ms: int) -> list[Hashable]:
-        """Keys whose deadline is at or before now, earliest first; each fires once."""
-        due = []
-        while True:
-            self._drop_stale()
-            if not self._heap or self._heap[0][0] > now_ms:
-                return due
-            _, _, key = heapq.heappop(self._heap)
-            del self._deadlines[key]
-            due.append(key)
+    def pop_due(self, now_ms: int) -> Hashable | None:
+        """The earliest key whose deadline is at or before now, or None; it fires once.
+
+        One at a time, because firing one timer may cancel or reschedule another due at the
+        same instant: that one must then not fire on its old deadline."""
+        self._drop_stale()
+        if not self._heap or self._heap[0][0] > now_ms:
+            return None
+        _, _, key = heapq.heappop(self._heap)
+        del self._deadlines[key]
+        return key
 
     def _drop_stale(self) -> None:
         heap = self._heap

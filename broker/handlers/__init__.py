@@ -1,47 +1,19 @@
 """Request handlers, one module per API family, and the dispatch table.
 
-Owns: `RequestContext` (what a handler may use: the broker, the parsed request, the peer)
-and `HANDLERS` (api key -> async handler). A handler returns a response body as a mapping,
+Owns: `HANDLERS` (api key -> async handler); what a handler is given, `RequestContext`,
+lives in broker.handlers.context. A handler returns a response body as a mapping,
 or None when the protocol says no response is sent (acks=0 produce). Errors travel as
 Kafka error codes inside the body; a handler raises only on our own bugs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
-
-from broker.broker import Broker
-from protocol.connection import Request
-from protocol import messages as m
-
-
-@dataclass(slots=True)
-class RequestContext:
-    broker: Broker
-    request: Request
-    peer: str
-
-    @property
-    def version(self) -> int:
-        return self.request.api_version
-
-    @property
-    def body(self) -> Any:
-        return self.request.body
-
-
-Handler = Callable[[RequestContext], Awaitable[Any]]
-
-
-class CloseConnection(Exception):
-    """Answer nothing and close this connection: the only way an acks=0 producer learns that
-    its batch was refused (Kafka's KafkaApis.handleProduceRequest does the same)."""
-
-from broker.handlers import (  # noqa: E402  (the modules import RequestContext from here)
+from broker.handlers import (
     api_versions, configs, fetch, groups, leader_epoch, list_offsets, metadata, offsets, produce,
     producer_id, topics,
 )
+from broker.handlers.context import Handler
+from protocol import messages as m
 
 HANDLERS: dict[int, Handler] = {
     m.PRODUCE: produce.handle,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.handlers import RequestContext
+from broker.handlers.context import RequestContext
 from protocol.errors import ErrorCode
 from protocol.versions import advertised
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from broker.broker import Broker
 from broker.config import BROKER_PROPERTIES, TOPIC_PROPERTIES
-from broker.handlers import RequestContext
+from broker.handlers.context import RequestContext
 from protocol.errors import ErrorCode
 
 TOPIC, BROKER = 2, 4

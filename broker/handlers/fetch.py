@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import trio
 
-from broker.handlers import RequestContext
 from broker.handlers.common import lookup
+from broker.handlers.context import RequestContext
 from broker.log.errors import LogError, OffsetOutOfRange
 from protocol.errors import ErrorCode
 

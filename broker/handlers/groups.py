@@ -9,11 +9,9 @@ request's version.
 
 from __future__ import annotations
 
-from broker.coordinator.membership import (
-    JoinRequest, Reply, group_id_error, join_error, sync_body,
-)
-from broker.coordinator.runtime import CoordinatorRuntime, Waiter
-from broker.handlers import RequestContext
+from broker.coordinator.membership import JoinRequest, group_id_error, join_error, sync_body
+from broker.coordinator.runtime import Waiter
+from broker.handlers.context import RequestContext
 from broker.log.errors import KafkaStorageError
 from protocol.errors import ErrorCode
 
@@ -136,14 +134,7 @@ async def handle_delete_groups(ctx: RequestContext) -> dict:
     for group_id in ctx.body.groups_names:
         error, effects = runtime.coordinator.delete_group(group_id, ctx.broker.now_ms())
         if effects:
-            error = apply_effects(runtime, effects) or error
+            error = runtime.apply_effects(effects) or error
         results.append({"group_id": group_id, "error_code": error})
     return {"throttle_time_ms": 0, "results": results}
 
-
-def apply_effects(runtime: CoordinatorRuntime, effects: list) -> ErrorCode:
-    """Apply a coordinator operation's effects at once (no reply to wait for); the error
-    that kept their records from the log, or NONE."""
-    waiter = Waiter()
-    runtime.apply([*effects, Reply(waiter, {})])  # a reply with no body, only for its error
-    return waiter.error

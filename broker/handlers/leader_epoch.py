@@ -9,8 +9,8 @@ replication brings leader changes).
 
 from __future__ import annotations
 
-from broker.handlers import RequestContext
 from broker.handlers.common import lookup
+from broker.handlers.context import RequestContext
 from protocol.errors import ErrorCode
 
 UNDEFINED_EPOCH = UNDEFINED_OFFSET = -1

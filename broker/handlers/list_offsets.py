@@ -8,8 +8,8 @@ with the largest MaxTimestamp, read from batch headers only.
 
 from __future__ import annotations
 
-from broker.handlers import RequestContext
 from broker.handlers.common import lookup
+from broker.handlers.context import RequestContext
 from protocol.errors import ErrorCode
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3

@@ -7,7 +7,7 @@ does, when auto.create.topics.enable is on and the request allows it (v4+).
 
 from __future__ import annotations
 
-from broker.handlers import RequestContext
+from broker.handlers.context import RequestContext
 from broker.coordinator.runtime import OFFSETS_TOPIC
 from broker.log.errors import KafkaStorageError
 from protocol.errors import ErrorCode
@@ -29,7 +29,7 @@ async def handle(ctx: RequestContext) -> dict:
                 names.append(info.name if info else t.topic_id)
             else:
                 names.append(t.name)
-    allow_auto = broker.config["auto.create.topics.enable"] and body.get(
+    allow_auto = broker.config.auto_create_topics_enable and body.get(
         "allow_auto_topic_creation", True)
     return {
         "throttle_time_ms": 0,
@@ -58,8 +58,8 @@ def _topic(ctx: RequestContext, name, allow_auto: bool) -> dict:
             if not allow_auto:
                 return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
                         "partitions": []}
-            info = broker.create_topic(name, broker.config["num.partitions"],
-                                       broker.config["default.replication.factor"], auto=True)
+            info = broker.create_topic(name, broker.config.num_partitions,
+                                       broker.config.default_replication_factor, auto=True)
     except KafkaStorageError:
         # auto-creation hit a full or unwritable disk: the answer Kafka gives while a topic
         # is not ready, which clients retry with their next metadata request

@@ -9,8 +9,7 @@ can only travel in every partition's error code.
 from __future__ import annotations
 
 from broker.coordinator.offsets import INVALID_OFFSET
-from broker.handlers import RequestContext
-from broker.handlers.groups import apply_effects
+from broker.handlers.context import RequestContext
 from protocol.errors import ErrorCode
 
 GROUP_ERROR_IN_BODY = 2  # OffsetFetch v2+ has a top-level error code
@@ -72,7 +71,7 @@ async def handle_offset_delete(ctx: RequestContext) -> dict:
     runtime = ctx.broker.groups
     error, errors, effects = runtime.coordinator.delete_offsets(b.group_id, partitions)
     if effects:
-        error = apply_effects(runtime, effects) or error
+        error = runtime.apply_effects(effects) or error
     return {"error_code": error, "throttle_time_ms": 0, "topics": [
         {"name": t.name, "partitions": [
             {"partition_index": p.partition_index,

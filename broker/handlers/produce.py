@@ -10,7 +10,7 @@ acks=0 gets no response at all.
 
 from __future__ import annotations
 
-from broker.handlers import CloseConnection, RequestContext
+from broker.handlers.context import CloseConnection, RequestContext
 from protocol import records
 from protocol.codecs import Codec
 from protocol.errors import ErrorCode

@@ -8,7 +8,7 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients report as fatal rather than
 
 from __future__ import annotations
 
-from broker.handlers import RequestContext
+from broker.handlers.context import RequestContext
 from protocol.errors import ErrorCode
 
 MAX_EPOCH = 32767

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from broker.config import ConfigError, validate_topic_configs
 from broker.coordinator.runtime import OFFSETS_TOPIC
-from broker.handlers import RequestContext
 from broker.handlers.configs import topic_config_entries
+from broker.handlers.context import RequestContext
 from broker.log.errors import KafkaStorageError
 from protocol.errors import ErrorCode
 from protocol.names import topic_name_error
@@ -46,9 +46,9 @@ def _check_new_topic(ctx: RequestContext, t) -> tuple[dict | None, int, int, dic
                           f"Replicas must all be on live broker {broker.node_id}."), 0, 0, {}
         partitions, rf = len(indexes), sizes.pop()
     if partitions == -1:
-        partitions = broker.config["num.partitions"]
+        partitions = broker.config.num_partitions
     if rf == -1:
-        rf = broker.config["default.replication.factor"]
+        rf = broker.config.default_replication_factor
     if not 0 < partitions <= MAX_PARTITIONS:
         return _error(ErrorCode.INVALID_PARTITIONS,
                       f"Number of partitions must be in 1..{MAX_PARTITIONS}."), 0, 0, {}
@@ -107,7 +107,7 @@ async def handle_delete_topics(ctx: RequestContext) -> dict:
             info = broker.metadata.topics.get(name)
             missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         out = {"name": name, "topic_id": info.topic_id if info else topic_id}
-        if not broker.config["delete.topic.enable"]:
+        if not broker.config.delete_topic_enable:
             out.update(_error(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled."))
         elif name == OFFSETS_TOPIC:
             # the group coordinator's own log: deleting it would lose every group's offsets

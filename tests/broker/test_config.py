@@ -19,6 +19,30 @@ def test_defaults_are_kafkas():
     assert c.retention_ms == 168 * 3_600_000 and c["log.segment.bytes"] == 1073741824
 
 
+def test_typed_accessors_read_the_property_named_alike():
+    c = BrokerConfig.load({"group.initial.rebalance.delay.ms": "250",
+                           "delete.topic.enable": "false",
+                           "advertised.listeners": "PLAINTEXT://broker-0:9093"})
+    assert c.group_initial_rebalance_delay_ms == 250 and c.delete_topic_enable is False
+    assert c.advertised_listeners == "PLAINTEXT://broker-0:9093"
+    assert BrokerConfig.load().advertised_listeners is None
+    accessors = [name for name, attr in vars(BrokerConfig).items() if hasattr(attr, "kind")]
+    assert len(accessors) > 20
+    for name in accessors:  # each one is the table's value under its Kafka name
+        assert getattr(c, name) == c[name.replace("_", ".")]
+
+
+def test_a_misspelt_or_mistyped_accessor_fails_when_defined():
+    from broker.config import _Typed
+
+    with pytest.raises((KeyError, RuntimeError)):
+        type("Bad", (BrokerConfig,), {"group_max_sise": _Typed(int)})
+    with pytest.raises((TypeError, RuntimeError)):
+        type("Bad", (BrokerConfig,), {"group_max_size": _Typed(str)})
+    with pytest.raises((TypeError, RuntimeError)):
+        type("Bad", (BrokerConfig,), {"advertised_listeners": _Typed(str)})
+
+
 def test_finer_retention_units_win():
     assert BrokerConfig.load({"log.retention.hours": "1"}).retention_ms == 3_600_000
     c = BrokerConfig.load({"log.retention.hours": "1", "log.retention.minutes": "2"})

@@ -413,3 +413,20 @@ def test_the_empty_group_id_is_accepted_only_where_kafka_accepts_it():
     joined = object()
     h.apply(h.c.join(joined, JoinRequest("", "", None, 10_000, 10_000, "consumer", [("r", b"")]), 0))
     assert h.replies[joined]["error_code"] == E.INVALID_GROUP_ID
+
+
+def test_a_timer_due_with_the_rebalance_timeout_sees_what_the_rebalance_changed():
+    # a's session deadline (10 s, pushed on while it waits in its join) and the rebalance
+    # timeout (30 s) fall on the same instant: completing the join resets a's session, so
+    # its old deadline must not then remove it as if it had stopped heartbeating
+    h = Harness()
+    a, b = stable_group_of(h, 2)
+    generation = h.group.generation
+    rejoin = h.join(member_id=a)
+    for _ in range(6):
+        h.advance(5_000)
+        if rejoin not in h.replies:  # b lives on heartbeats but never rejoins
+            assert h.heartbeat(b, generation) == E.REBALANCE_IN_PROGRESS
+    assert h.now == 30_000 and h.replies[rejoin]["error_code"] == E.NONE
+    assert list(h.group.members) == [a]
+    assert h.group.state == S.COMPLETING_REBALANCE

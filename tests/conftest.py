@@ -1,0 +1,27 @@
+"""Fixtures shared by every test directory.
+
+`inproc`: a broker in the test's own trio run, reached by our client library through memory
+streams (tests/inproc.py). The test must also ask for pytest-trio's `autojump_clock`
+(pytest-trio takes the run's clock only from the test's own arguments), which puts it on
+virtual time: timeouts of minutes pass in milliseconds of real time.
+
+    async def test_session_expiry(inproc, autojump_clock): ...
+"""
+
+from __future__ import annotations
+
+from typing import AsyncIterator
+
+import pytest
+import trio
+import trio.testing
+
+from tests.inproc import InProcessBroker, in_process_broker
+
+
+@pytest.fixture
+async def inproc(tmp_path) -> AsyncIterator[InProcessBroker]:
+    if not isinstance(trio.lowlevel.current_clock(), trio.testing.MockClock):
+        pytest.fail("the inproc fixture runs on virtual time: ask for autojump_clock as well")
+    async with in_process_broker(tmp_path / "broker") as broker:
+        yield broker
