@@ -279,7 +279,8 @@ class Consumer:
         """While subscribed, look at every metadata refresh (this task asks for one at least
         every metadata_max_age_ms), as Java's poll() does: a pattern's changed match is a
         new subscription, and a leader whose assignment was computed on other partition
-        counts rejoins so that added partitions are handed out (seed 002's triggers)."""
+        metadata (a partition count changed, a topic deleted or created) rejoins, so that
+        the assignment follows what exists."""
         cluster = self._cluster
         assert cluster is not None
         failures = 0
@@ -305,8 +306,8 @@ class Consumer:
                         self._group.subscribe(matched)
                 if self._group is not None:
                     # the leader assigned every member's topics: keep their metadata fresh
-                    cluster.add_topics(self._group.assigned_counts)
-                    self._group.check_partition_counts(cluster.metadata)
+                    cluster.add_topics(self._group.assignment_snapshot)
+                    self._group.check_metadata(cluster.metadata)
                 # another refresh (the fetcher's, the leader's) or the max age, first
                 with trio.move_on_after(self.config.metadata_max_age_ms / 1000):
                     await cluster.wait_for_refresh(seen)
