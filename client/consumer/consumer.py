@@ -41,9 +41,14 @@ unsubscribe() leaves the group (see its docstring); subscribe() afterwards joins
 
 subscribe(pattern=...) follows the topics whose names match (see subscribe()).
 
-Not yet: read_committed,
-background prefetching (a fetch is sent when getmany finds no buffered records; with several
-leaders, one Fetch per leader in parallel).
+Prefetching: as Java's Fetcher, a Fetch goes to each leader as soon as one of its partitions
+holds fewer than max_poll_records buffered records, at most one per leader at a time, in
+the background: getmany returns what is buffered while the next response is on its way.
+What is buffered per partition is bounded by max_poll_records plus one response
+(max_partition_fetch_bytes). seek(), a reset and a revocation drop a partition's buffer,
+and the response of a Fetch sent before is discarded for it.
+
+Not yet: read_committed.
 """
 
 from __future__ import annotations
@@ -466,11 +471,17 @@ class Consumer:
             raise ValueError(f"max_records must be > 0, got {limit}")
         deadline = trio.current_time() + max(0, timeout_ms) / 1000
         fetcher = self.fetcher
+        nursery = self._nursery
+        assert nursery is not None
         idle_rounds = 0
         first = True
         while True:
+            fetcher.raise_error()
             drained = self._state.drain(limit)
             if drained:
+                # prefetch: the partitions that ran low are fetched while the application
+                # works on these (Java's Fetcher.sendFetches at the end of poll)
+                await fetcher.prefetch(nursery)
                 return drained
             left_ms = int((deadline - trio.current_time()) * 1000)
             if left_ms <= 0 and not first:
@@ -481,10 +492,18 @@ class Consumer:
             if self._state.has_buffered():
                 continue
             wait_ms = max(0, min(self.config.fetch_max_wait_ms, left_ms))
-            with trio.move_on_at(max(deadline, trio.current_time())
-                                 + self.config.request_timeout_ms / 1000):
-                fetched = await fetcher.fetch_round(wait_ms)
-            if fetched:
+            sent = await fetcher.send_fetches(nursery, wait_ms)
+            if self._state.has_buffered():
+                continue  # a prefetch landed meanwhile
+            if fetcher.in_flight:
+                # a Fetch sent now (long-polling no longer than what is left) is waited for
+                # even past the deadline, so that getmany(timeout_ms=0) still fetches once;
+                # one sent earlier (a prefetch) only until the deadline
+                now = trio.current_time()
+                until = (max(deadline, now) + self.config.request_timeout_ms / 1000
+                         if sent else deadline)
+                with trio.move_on_at(until):
+                    await fetcher.wait_for_fetch()
                 idle_rounds = 0
                 continue
             # Nothing fetchable (all paused, no leader known yet): back off, not spin.
