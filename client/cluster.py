@@ -14,6 +14,9 @@ A refresh happens
 - when the cache is older than metadata_max_age_ms.
 The last two are carried out by `await cluster.maybe_refresh()` (call it before a lookup) or by
 the background task `cluster.run` (start it in a nursery: `await nursery.start(cluster.run)`).
+Neither refreshes sooner than retry_backoff_ms after the last refresh (Java's
+Metadata.timeToNextUpdate): an error that repeats on every request asks for one Metadata
+per backoff. `refresh()` itself always sends.
 
 The first refresh is the bootstrap: with no connection open, the pool tries the bootstrap
 addresses in order until one answers (ConnectionPool.least_loaded).
@@ -21,6 +24,7 @@ addresses in order until one answers (ConnectionPool.least_loaded).
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -75,6 +79,7 @@ class ClusterMetadata:
         self.cluster_id: str | None = None
         self.controller_id: int | None = None
         self.updated_at: float | None = None  # trio clock of the last update
+        self.listed_all = False  # the last update answered for every topic (requested None)
 
     def update(self, body: Any, now: float, requested: list[str] | None) -> None:
         """Apply a Metadata response. `requested` None (every topic) replaces the topic set;
@@ -107,11 +112,24 @@ class ClusterMetadata:
                  for p in t.partitions})
         self.topics, self.topic_errors = topics, errors
         self.updated_at = now
+        self.listed_all = requested is None
 
     # -- lookups -----------------------------------------------------------------------
 
     def is_stale(self, now: float, max_age_ms: int) -> bool:
         return self.updated_at is None or now >= self.updated_at + max_age_ms / 1000
+
+    def exists(self, topic: str) -> bool | None:
+        """Whether the topic exists as far as the cache knows: True when it is listed;
+        False when the broker said UNKNOWN_TOPIC_OR_PARTITION for it, or listed every topic
+        without it (a deleted topic); None when the cache has no answer about it (not
+        asked yet, or another error such as LEADER_NOT_AVAILABLE)."""
+        if topic in self.topics:
+            return True
+        error = self.topic_errors.get(topic)
+        if error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or (error is None and self.listed_all):
+            return False
+        return None
 
     def partitions_for(self, topic: str) -> list[int] | None:
         """Partition numbers of a known topic, ascending; None if the topic is unknown."""
@@ -176,6 +194,7 @@ class Cluster:
         self._started = 0  # refreshes begun, numbered from 1
         self._done_started = 0  # the number of the last refresh that completed
         self._update_requested = False
+        self._last_refresh_at: float | None = None  # when the last refresh ended, ok or not
         self._wakeup = trio.Event()  # set when an update is requested (for `run`)
         self._refreshed = trio.Event()  # set (and replaced) after every refresh
 
@@ -214,10 +233,25 @@ class Cluster:
             return True
         return False
 
+    def refresh_due_at(self) -> float:
+        """When the next refresh is due, on the trio clock (Java's
+        Metadata.timeToNextUpdate): at once when an update was requested (or nothing is
+        cached yet), else when the cache reaches metadata_max_age_ms; either way no sooner
+        than retry_backoff_ms after the last refresh ended, so that an error repeated on
+        every fetch (the partitions of a deleted topic) asks for one Metadata per backoff,
+        not one per fetch."""
+        updated = self.metadata.updated_at
+        if self._update_requested or updated is None:
+            due = -math.inf
+        else:
+            due = updated + self.config.metadata_max_age_ms / 1000
+        if self._last_refresh_at is not None:
+            due = max(due, self._last_refresh_at + self.config.retry_backoff_ms / 1000)
+        return due
+
     @property
     def needs_refresh(self) -> bool:
-        return self._update_requested or self.metadata.is_stale(
-            trio.current_time(), self.config.metadata_max_age_ms)
+        return trio.current_time() >= self.refresh_due_at()
 
     async def maybe_refresh(self) -> ClusterMetadata:
         """Refresh if an update was requested or the cache is older than its max age."""
@@ -237,10 +271,13 @@ class Cluster:
         task_status.started()
         failures = 0
         while True:
-            if not self.needs_refresh:
-                updated = self.metadata.updated_at
-                with trio.move_on_at(updated + self.config.metadata_max_age_ms / 1000):
+            due = self.refresh_due_at()
+            if trio.current_time() < due:
+                # an update requested meanwhile moves the time due: look again
+                with trio.move_on_at(due):
                     await self._wakeup.wait()
+                self._wakeup = trio.Event()
+                continue
             self._wakeup = trio.Event()
             try:
                 await self.refresh()
@@ -276,6 +313,8 @@ class Cluster:
                 if names is None:
                     self._update_requested = True
                 raise
+            finally:
+                self._last_refresh_at = trio.current_time()
             self.metadata.update(body, trio.current_time(), requested)
             self.pool.update_nodes({n.node_id: n.address
                                     for n in self.metadata.brokers.values()})

@@ -41,9 +41,14 @@ unsubscribe() leaves the group (see its docstring); subscribe() afterwards joins
 
 subscribe(pattern=...) follows the topics whose names match (see subscribe()).
 
-Not yet: read_committed,
-background prefetching (a fetch is sent when getmany finds no buffered records; with several
-leaders, one Fetch per leader in parallel).
+Prefetching: as Java's Fetcher, a Fetch goes to each leader as soon as one of its partitions
+holds fewer than max_poll_records buffered records, at most one per leader at a time, in
+the background: getmany returns what is buffered while the next response is on its way.
+What is buffered per partition is bounded by max_poll_records plus one response
+(max_partition_fetch_bytes). seek(), a reset and a revocation drop a partition's buffer,
+and the response of a Fetch sent before is discarded for it.
+
+Not yet: read_committed.
 """
 
 from __future__ import annotations
@@ -279,8 +284,8 @@ class Consumer:
         """While subscribed, look at every metadata refresh (this task asks for one at least
         every metadata_max_age_ms), as Java's poll() does: a pattern's changed match is a
         new subscription, and a leader whose assignment was computed on other partition
-        counts rejoins so that added partitions are handed out (ConsumerCoordinator's
-        rejoinNeededOrPending)."""
+        metadata (a partition count changed, a topic deleted or created) rejoins, so that
+        the assignment follows what exists (ConsumerCoordinator's rejoinNeededOrPending)."""
         cluster = self._cluster
         assert cluster is not None
         failures = 0
@@ -306,8 +311,8 @@ class Consumer:
                         self._group.subscribe(matched)
                 if self._group is not None:
                     # the leader assigned every member's topics: keep their metadata fresh
-                    cluster.add_topics(self._group.assigned_counts)
-                    self._group.check_partition_counts(cluster.metadata)
+                    cluster.add_topics(self._group.assignment_snapshot)
+                    self._group.check_metadata(cluster.metadata)
                 # another refresh (the fetcher's, the leader's) or the max age, first
                 with trio.move_on_after(self.config.metadata_max_age_ms / 1000):
                     await cluster.wait_for_refresh(seen)
@@ -466,11 +471,17 @@ class Consumer:
             raise ValueError(f"max_records must be > 0, got {limit}")
         deadline = trio.current_time() + max(0, timeout_ms) / 1000
         fetcher = self.fetcher
+        nursery = self._nursery
+        assert nursery is not None
         idle_rounds = 0
         first = True
         while True:
+            fetcher.raise_error()
             drained = self._state.drain(limit)
             if drained:
+                # prefetch: the partitions that ran low are fetched while the application
+                # works on these (Java's Fetcher.sendFetches at the end of poll)
+                await fetcher.prefetch(nursery)
                 return drained
             left_ms = int((deadline - trio.current_time()) * 1000)
             if left_ms <= 0 and not first:
@@ -481,10 +492,18 @@ class Consumer:
             if self._state.has_buffered():
                 continue
             wait_ms = max(0, min(self.config.fetch_max_wait_ms, left_ms))
-            with trio.move_on_at(max(deadline, trio.current_time())
-                                 + self.config.request_timeout_ms / 1000):
-                fetched = await fetcher.fetch_round(wait_ms)
-            if fetched:
+            sent = await fetcher.send_fetches(nursery, wait_ms)
+            if self._state.has_buffered():
+                continue  # a prefetch landed meanwhile
+            if fetcher.in_flight:
+                # a Fetch sent now (long-polling no longer than what is left) is waited for
+                # even past the deadline, so that getmany(timeout_ms=0) still fetches once;
+                # one sent earlier (a prefetch) only until the deadline
+                now = trio.current_time()
+                until = (max(deadline, now) + self.config.request_timeout_ms / 1000
+                         if sent else deadline)
+                with trio.move_on_at(until):
+                    await fetcher.wait_for_fetch()
                 idle_rounds = 0
                 continue
             # Nothing fetchable (all paused, no leader known yet): back off, not spin.

@@ -66,7 +66,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence, TypeVa
 
 import trio
 
-from client.cluster import Cluster, find_group_coordinator
+from client.cluster import Cluster, ClusterMetadata, find_group_coordinator
 from client.connection import BrokerConnection, ConnectionPool
 from client.consumer.config import ConsumerConfig
 from client.consumer.fetcher import SubscriptionState
@@ -85,7 +85,7 @@ from protocol.messages import (
 )
 
 __all__ = ["COORDINATOR_CHANNEL", "CommitIdentity", "ConsumerCoordinator",
-           "ConsumerRebalanceListener", "GroupCoordinator", "STANDALONE"]
+           "ConsumerRebalanceListener", "GroupCoordinator", "STANDALONE", "metadata_snapshot"]
 
 T = TypeVar("T")
 
@@ -237,6 +237,18 @@ class ConsumerCoordinator:
             backoff_s=self.config.retry_backoff_s, on_retry=on_retry)
 
 
+def metadata_snapshot(metadata: ClusterMetadata, topics: Iterable[str]
+                      ) -> dict[str, int | None]:
+    """Java's MetadataSnapshot over `topics`: partitions per topic, 0 for a topic that
+    does not exist (deleted, never created), None where the cache has no answer."""
+    out: dict[str, int | None] = {}
+    for topic in topics:
+        exists = metadata.exists(topic)
+        out[topic] = None if exists is None else (
+            len(metadata.partitions_for(topic) or ()) if exists else 0)
+    return out
+
+
 class ConsumerRebalanceListener:
     """Hooks called as Java's ConsumerCoordinator calls them (membership.py docstring):
     `partitions` is a set of TopicPartition. The defaults do nothing, except that
@@ -292,8 +304,10 @@ class GroupCoordinator:
         self._running = False
         self._pending_start: set[TopicPartition] = set()  # assigned, not yet StartFetching
         self._identity: tuple[int, str] | None = None  # (generation, member id) for close
-        # leader only: the partition counts its last assignment was computed on
-        self.assigned_counts: dict[str, int] = {}
+        # leader only: the metadata its last assignment was computed on (Java's
+        # assignmentSnapshot): partitions per topic any member subscribes to, 0 for a topic
+        # that did not exist
+        self.assignment_snapshot: dict[str, int] = {}
 
     # -- what the Consumer calls ----------------------------------------------------------
 
@@ -311,16 +325,29 @@ class GroupCoordinator:
             self.listener = listener
         self._submit(self.member.subscribe(topics, _now_ms()))
 
-    def check_partition_counts(self, metadata: Any) -> None:
-        """Java's leader check (ConsumerCoordinator.rejoinNeededOrPending): when a topic's
-        partition count differs from what the last assignment used, rejoin. Topics the
-        metadata does not know (yet) are left alone rather than read as deleted."""
-        changed = sorted(t for t, n in self.assigned_counts.items()
-                         if (now := metadata.partitions_for(t)) is not None and len(now) != n)
-        if changed and self.member.is_leader:
-            self.assigned_counts = {}
-            self._submit(self.member.request_rejoin(
-                f"partition count of {', '.join(changed)} changed", _now_ms()))
+    def check_metadata(self, metadata: ClusterMetadata) -> None:
+        """Java's leader check (ConsumerCoordinator.rejoinNeededOrPending): when the
+        metadata snapshot of the subscribed topics differs from the one the last assignment
+        was computed on (a partition count changed, a topic was deleted or created),
+        rejoin, so that the next assignment is computed on what exists. Topics the cache
+        has no answer about (not asked yet) are left alone rather than read as deleted."""
+        if not self.member.is_leader:
+            return
+        now = metadata_snapshot(metadata, self.assignment_snapshot)
+        changes = []
+        for topic, before in sorted(self.assignment_snapshot.items()):
+            after = now[topic]
+            if after is None or after == before:
+                continue
+            if after == 0:
+                changes.append(f"topic {topic} was deleted")
+            elif before == 0:
+                changes.append(f"topic {topic} was created")
+            else:
+                changes.append(f"partition count of {topic} changed ({before} -> {after})")
+        if changes:
+            self.assignment_snapshot = {}
+            self._submit(self.member.request_rejoin("; ".join(changes), _now_ms()))
 
     def raise_error(self) -> None:
         if self.error is not None:
@@ -430,10 +457,10 @@ class GroupCoordinator:
             counts = None
             body = resp.body
             if body.error_code == 0 and body.leader == body.member_id:
-                counts = await self._partition_counts(body)
-                self.assigned_counts = dict(counts)
+                topics, counts = await self._partition_counts(body)
+                self.assignment_snapshot = {t: counts.get(t, 0) for t in topics}
             else:
-                self.assigned_counts = {}
+                self.assignment_snapshot = {}
             return member.on_join_response(body, _now_ms(), counts)
         if isinstance(action, SendSyncGroup):
             resp = await self._request("sync", SYNC_GROUP, action.body)
@@ -498,20 +525,21 @@ class GroupCoordinator:
             self.coordinator.mark_coordinator_unknown()
         return None  # the member schedules the retry after retry_backoff_ms
 
-    async def _partition_counts(self, body: Any) -> dict[str, int]:
-        """The leader's view: partition counts of every topic any member subscribes to."""
+    async def _partition_counts(self, body: Any) -> tuple[set[str], dict[str, int]]:
+        """The leader's view: every topic any member subscribes to, and the partition
+        counts of those that exist."""
         topics: set[str] = set()
         for m in body.members or []:
             topics.update(decode_subscription(m.metadata).topics)
         if not topics:
-            return {}
+            return topics, {}
         metadata = await self.cluster.refresh(topics)
         counts = {}
         for t in topics:
             parts = metadata.partitions_for(t)
             if parts:
                 counts[t] = len(parts)
-        return counts
+        return topics, counts
 
     async def _call_listener(self, kind: str, partitions: tuple) -> None:
         state = self.subscriptions

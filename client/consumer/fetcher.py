@@ -8,22 +8,35 @@ records fetched but not yet returned) and `Fetcher` (the trio side).
     state.assign([TopicPartition("orders", 0)])
     fetcher = Fetcher(pool, cluster, config, state)
     await fetcher.reset_offsets([tp], "earliest")     # ListOffsets -> positions
-    await fetcher.fetch_round(max_wait_ms=500)         # one Fetch per leader broker
+    await fetcher.send_fetches(nursery, max_wait_ms=500)   # one Fetch per leader, background
+    await fetcher.wait_for_fetch()                      # one of them completed
     state.drain(max_records=500)                        # {tp: [ConsumerRecord, ...]}
+    await fetcher.prefetch(nursery)                     # the partitions that ran low
 
 A partition's *position* is the offset of the next record the application will be given.
 Fetched records wait in the partition's buffer; `drain` returns them and moves the
-position past them. A fetch is only sent for a partition whose buffer is empty, from its
-position; a response is dropped for a partition that was sought, unassigned or refilled
-while the request was in flight. Records below the position (a fetch may return a batch
-that starts earlier) and control batches are skipped; when a response holds nothing to
-return (only control records, say), the position moves past the batches it did hold.
+position past them. Fetches run in the background, at most one per leader at a time (Java's
+Fetcher: no new Fetch to a node with one pending). A partition is fetched again once it
+holds fewer than max_poll_records buffered records, from the end of its buffer, so what is
+buffered per partition stays below max_poll_records plus one response
+(max_partition_fetch_bytes). A prefetch (sent by getmany as it returns records) asks only
+for partitions the last response showed to be behind the high watermark: one that is
+caught up would make the broker hold the Fetch for fetch_max_wait_ms and keep the leader's
+other partitions waiting behind it.
+
+A response is kept for a partition only if it still is what it was when the Fetch went
+out: the same assignment, the same epoch (bumped by seek, reset and StopFetching, which
+drop the buffer) and the same fetch position; otherwise it is discarded. Records below
+the position (a fetch may return a batch that starts earlier) and control batches are
+skipped; when a response holds nothing to return (only control records, say), the
+position moves past the batches it did hold.
 
 Errors per partition (data, not exceptions, docs/ARCHITECTURE.md §7): OFFSET_OUT_OF_RANGE
-resets the partition by auto_offset_reset ('none': OffsetOutOfRangeError is raised from
-the round); NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION and the other
+resets the partition by auto_offset_reset once its buffer is drained ('none':
+OffsetOutOfRangeError is raised from the next getmany); NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION and the other
 metadata-refreshing codes request a metadata refresh and the partition is fetched again
-in a later round. isolation_level is read_uncommitted.
+later. An error met by a background Fetch is kept and raised from the next getmany
+(`raise_error`). isolation_level is read_uncommitted.
 """
 
 from __future__ import annotations
@@ -90,7 +103,8 @@ NoOffsetForPartition = NoOffsetForPartitionError
 # -- per-partition state ------------------------------------------------------------------
 
 class _PartitionState:
-    __slots__ = ("position", "paused", "reset", "buffer", "after_buffer")
+    __slots__ = ("position", "paused", "reset", "buffer", "after_buffer", "epoch",
+                 "high_watermark")
 
     def __init__(self) -> None:
         self.position: int | None = None
@@ -98,6 +112,10 @@ class _PartitionState:
         self.reset: str | None = None  # a pending reset strategy (skips committed offsets)
         self.buffer: deque[ConsumerRecord] = deque()
         self.after_buffer: int | None = None  # the position once the buffer is drained
+        # bumped whenever the buffer is dropped (seek, reset, stop): a fetch sent before
+        # carries an older epoch and its response is discarded
+        self.epoch = 0
+        self.high_watermark: int | None = None  # as the last Fetch response said
 
     def set_position(self, offset: int) -> None:
         self.position = offset
@@ -107,6 +125,13 @@ class _PartitionState:
     def drop_buffer(self) -> None:
         self.buffer.clear()
         self.after_buffer = None
+        self.epoch += 1
+
+    def fetch_position(self) -> int | None:
+        """Where the next fetch starts: after what is buffered, else the position."""
+        if self.buffer and self.after_buffer is not None:
+            return self.after_buffer
+        return self.position
 
 
 class SubscriptionState:
@@ -182,10 +207,28 @@ class SubscriptionState:
         return {tp for tp, s in self._parts.items() if s.paused}
 
     # fetching
-    def fetchable(self) -> dict[TopicPartition, int]:
-        """Partitions to fetch now, with the offset to fetch from."""
-        return {tp: s.position for tp, s in self._parts.items()
-                if not s.paused and s.position is not None and not s.buffer}
+    def fetchable(self, low_water: int = 1, exclude: Iterable[TopicPartition] = (), *,
+                  behind_only: bool = False) -> dict[TopicPartition, int]:
+        """Partitions to fetch now, with the offset to fetch from: unpaused, with a
+        position, fewer than `low_water` records buffered (1: an empty buffer), and not in
+        `exclude` (a fetch for them is in flight). `behind_only`: only those the last
+        response said have records past the fetch position (below the high watermark)."""
+        excluded = set(exclude)
+        out = {}
+        for tp, s in self._parts.items():
+            if s.paused or s.position is None or len(s.buffer) >= low_water \
+                    or tp in excluded:
+                continue
+            offset = s.fetch_position()
+            if behind_only and (s.high_watermark is None or offset >= s.high_watermark):
+                continue
+            out[tp] = offset
+        return out
+
+    def fetch_mark(self, tp: TopicPartition) -> tuple[Any, int]:
+        """What a response for `tp` must still find to be kept (see Fetcher)."""
+        s = self._parts[tp]
+        return s, s.epoch
 
     def has_buffered(self) -> bool:
         return any(s.buffer and not s.paused for s in self._parts.values())
@@ -232,7 +275,10 @@ class Fetcher:
         self.cluster = cluster
         self.config = config
         self.state = state
-        self._lock = trio.Lock()  # one fetch round at a time
+        # node id -> {tp: (fetch offset, partition state, epoch)} of its Fetch in flight
+        self._in_flight: dict[int, dict[TopicPartition, tuple]] = {}
+        self._fetch_done = trio.Event()  # set (and replaced) as each Fetch completes
+        self.error: KafkaError | None = None  # met by a background Fetch, for getmany
 
     async def _leaders(self, tps: Iterable[TopicPartition]
                        ) -> tuple[dict[int, list[TopicPartition]], list[TopicPartition]]:
@@ -335,41 +381,93 @@ class Fetcher:
 
     # -- Fetch -------------------------------------------------------------------------
 
-    async def fetch_round(self, max_wait_ms: int) -> bool:
-        """One Fetch per leader broker for every fetchable partition, concurrently; records
-        go to the partitions' buffers. Returns False when there was nothing that could be
-        fetched (no fetchable partition, or no leader known for any), so that the caller
-        backs off instead of spinning."""
-        async with self._lock:
-            wanted = self.state.fetchable()
-            if not wanted:
-                return False
+    @property
+    def low_water(self) -> int:
+        """A partition is fetched again once it holds fewer buffered records than this, so
+        that the next response is on its way before the application runs out."""
+        return max(1, self.config.max_poll_records)
+
+    @property
+    def in_flight(self) -> bool:
+        return bool(self._in_flight)
+
+    def raise_error(self) -> None:
+        """Raise (once) the error a background fetch met (OFFSET_OUT_OF_RANGE with
+        auto_offset_reset 'none', an authorization error, ...)."""
+        error, self.error = self.error, None
+        if error is not None:
+            raise error
+
+    async def wait_for_fetch(self) -> None:
+        """Return once a fetch in flight has completed (its records are buffered)."""
+        await self._fetch_done.wait()
+
+    async def send_fetches(self, nursery: trio.Nursery, max_wait_ms: int) -> bool:
+        """Send a Fetch, in the background (`nursery`), to every leader of a fetchable
+        partition that has none in flight; the response fills the partitions' buffers.
+        Returns whether any Fetch was sent."""
+        return await self._send(nursery, max_wait_ms, prefetch=False)
+
+    async def prefetch(self, nursery: trio.Nursery) -> bool:
+        """send_fetches while the application still has records to work on: only for the
+        partitions that ran low and are known to have more (below the high watermark), so
+        that the broker answers at once instead of holding a long poll that would keep the
+        leader's other partitions waiting; and with the cached metadata, so that nothing
+        is awaited before getmany returns."""
+        return await self._send(nursery, self.config.fetch_max_wait_ms, prefetch=True)
+
+    async def _send(self, nursery: trio.Nursery, max_wait_ms: int, prefetch: bool) -> bool:
+        busy = [tp for sent in self._in_flight.values() for tp in sent]
+        wanted = self.state.fetchable(self.low_water, busy, behind_only=prefetch)
+        if not wanted:
+            return False
+        if prefetch:
+            by_node = self._leaders_cached(wanted)
+        else:
             by_node, _ = await self._leaders(list(wanted))
-            if not by_node:
-                return False
-            errors: list[BaseException] = []
+        sent_any = False
+        for node_id, tps in by_node.items():
+            if node_id in self._in_flight:
+                continue
+            # positions may have moved while the metadata was refreshed: read them now
+            now = self.state.fetchable(self.low_water, busy, behind_only=prefetch)
+            sent = {tp: (now[tp], *self.state.fetch_mark(tp)) for tp in tps if tp in now}
+            if not sent:
+                continue
+            self._in_flight[node_id] = sent
+            nursery.start_soon(self._fetch_task, node_id, sent, max_wait_ms)
+            sent_any = True
+        return sent_any
 
-            async def one(node_id: int, tps: list[TopicPartition]) -> None:
-                try:
-                    await self._fetch_from(node_id, {tp: wanted[tp] for tp in tps}, max_wait_ms)
-                except (KafkaConnectionError, KafkaTimeoutError):
-                    self.cluster.request_update()
-                except KafkaError as e:
-                    errors.append(e)
+    def _leaders_cached(self, tps: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
+        metadata = self.cluster.metadata
+        by_node: dict[int, list[TopicPartition]] = {}
+        for tp in tps:
+            leader = metadata.leader_for(tp.topic, tp.partition)
+            if leader is not None and leader in self.pool.nodes:
+                by_node.setdefault(leader, []).append(tp)
+        return by_node
 
-            async with trio.open_nursery() as nursery:
-                for node_id, tps in by_node.items():
-                    nursery.start_soon(one, node_id, tps)
-            if errors:
-                raise errors[0]
-            return True
+    async def _fetch_task(self, node_id: int, sent: dict[TopicPartition, tuple],
+                          max_wait_ms: int) -> None:
+        try:
+            await self._fetch_from(node_id, sent, max_wait_ms)
+        except (KafkaConnectionError, KafkaTimeoutError):
+            self.cluster.request_update()
+        except KafkaError as e:
+            if self.error is None:
+                self.error = e
+        finally:
+            del self._in_flight[node_id]
+            done, self._fetch_done = self._fetch_done, trio.Event()
+            done.set()
 
-    async def _fetch_from(self, node_id: int, offsets: dict[TopicPartition, int],
+    async def _fetch_from(self, node_id: int, sent: dict[TopicPartition, tuple],
                           max_wait_ms: int) -> None:
         conn = await self.pool.get(node_id)
         version = conn.version_for(FETCH)
         topics: dict[str, list] = {}
-        for tp, offset in offsets.items():
+        for tp, (offset, _, _) in sent.items():
             topics.setdefault(tp.topic, []).append({
                 "partition": tp.partition, "current_leader_epoch": -1,
                 "fetch_offset": offset, "last_fetched_epoch": -1, "log_start_offset": -1,
@@ -390,18 +488,22 @@ class Fetcher:
             return
         for t in resp.body.responses:
             for p in t.partitions:
-                self._handle_partition(TopicPartition(t.topic, p.partition_index), p, offsets)
+                self._handle_partition(TopicPartition(t.topic, p.partition_index), p, sent)
 
     def _handle_partition(self, tp: TopicPartition, p: Any,
-                          sent: dict[TopicPartition, int]) -> None:
-        fetch_offset = sent.get(tp)
-        if fetch_offset is None or not self.state.is_assigned(tp):
+                          sent: dict[TopicPartition, tuple]) -> None:
+        if tp not in sent:
             return
-        s = self.state.state(tp)
-        if s.position != fetch_offset or s.buffer:
-            return  # sought (or refilled) while the request was in flight
+        fetch_offset, sent_state, epoch = sent[tp]
+        s = self.state._parts.get(tp)
+        if s is not sent_state or s.epoch != epoch or s.fetch_position() != fetch_offset:
+            return  # unassigned, sought, reset or stopped while the fetch was in flight
         code = ErrorCode.of(p.error_code)
+        if code is ErrorCode.NONE:
+            s.high_watermark = p.high_watermark
         if code is ErrorCode.OFFSET_OUT_OF_RANGE:
+            if s.buffer:
+                return  # what is buffered is still good; the error comes back after it
             strategy = self.config.auto_offset_reset
             if strategy == "none":
                 raise for_code(code, f"fetch offset {fetch_offset} is out of range for "
@@ -420,6 +522,8 @@ class Fetcher:
         if records:
             s.buffer.extend(records)
             s.after_buffer = next_offset
+        elif s.buffer:
+            s.after_buffer = max(fetch_offset, next_offset)
         else:
             s.position = max(fetch_offset, next_offset)
 

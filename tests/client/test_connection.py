@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 import trio
 import trio.testing
+from construct import Container
 
 from client import errors
-from client.cluster import Cluster
+from client.cluster import Cluster, ClusterMetadata
 from client.config import AdminConfig, ClientConfig, check_config
 from client.connection import (
     BrokerConnection, ConnectionPool, background_nursery, open_connection,
@@ -551,3 +552,67 @@ async def test_concurrent_refreshes_share_a_request(shared_broker):
             # point); the first to get it refreshes (#2), and the other four find that #2
             # began after their call and has completed: 5 calls, 1 request
             assert cluster.generation == 2
+
+
+def _body(value):
+    """A decoded response body as the client gets it: construct Containers all the way."""
+    if isinstance(value, dict):
+        return Container({k: _body(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return [_body(v) for v in value]
+    return value
+
+
+def _metadata_body(topics: dict[str, int | ErrorCode]) -> dict:
+    """A Metadata response body: topic -> partition count, or a topic error code."""
+    return {"brokers": [{"node_id": 0, "host": "127.0.0.1", "port": 9092, "rack": None}],
+            "cluster_id": "c", "controller_id": 0,
+            "topics": [{"error_code": v if isinstance(v, ErrorCode) else 0, "name": name,
+                        "topic_id": None, "is_internal": False,
+                        "partitions": [] if isinstance(v, ErrorCode) else [
+                            {"error_code": 0, "partition_index": p, "leader_id": 0,
+                             "leader_epoch": 0, "replica_nodes": [0], "isr_nodes": [0],
+                             "offline_replicas": []} for p in range(v)]}
+                       for name, v in topics.items()]}
+
+
+def test_metadata_knows_which_topics_exist_and_which_it_was_not_told_about():
+    md = ClusterMetadata()
+    assert md.exists("a") is None
+    md.update(_body(_metadata_body({"a": 2, "gone": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                    "busy": ErrorCode.LEADER_NOT_AVAILABLE})),
+              now=1.0, requested=["a", "gone", "busy"])
+    assert (md.exists("a"), md.exists("gone"), md.exists("busy"), md.exists("never")) == (
+        True, False, None, None)
+    md.update(_body(_metadata_body({"b": 1})), now=2.0, requested=None)  # every topic
+    assert (md.exists("a"), md.exists("b"), md.exists("never")) == (False, True, False)
+
+
+async def test_requested_updates_wait_out_retry_backoff(fake, mock_clock):
+    """Java's Metadata.timeToNextUpdate: an update requested right after a refresh (an
+    error on every fetch, say) waits until retry_backoff_ms after that refresh, however
+    often it is requested; the background refresher then serves all of them at once."""
+    server = await fake()
+    cfg = check_config("common", bootstrap_servers=f"127.0.0.1:{server.port}",
+                       retry_backoff_ms=100)
+    async with ConnectionPool(cfg) as pool, trio.open_nursery() as nursery:
+        cluster = Cluster(pool, cfg, topics=["gone"])
+        await cluster.refresh()
+        refreshed_at = trio.current_time()
+        assert server.metadata_seen == 1 and cluster.metadata.exists("gone") is False
+        await nursery.start(cluster.run)
+        for _ in range(5):
+            assert cluster.note_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            assert not cluster.needs_refresh
+            await cluster.maybe_refresh()  # nothing to do yet
+        assert cluster.refresh_due_at() == pytest.approx(refreshed_at + 0.1)
+        await trio.testing.wait_all_tasks_blocked()
+        assert server.metadata_seen == 1 and cluster.generation == 1
+        mock_clock.jump(0.1)
+        await cluster.wait_for_refresh(1)
+        assert server.metadata_seen == 2
+        # nothing requested since: the next one is due at metadata_max_age_ms
+        assert not cluster.needs_refresh
+        assert cluster.refresh_due_at() == pytest.approx(
+            cluster.metadata.updated_at + cfg.metadata_max_age_ms / 1000)
+        nursery.cancel_scope.cancel()

@@ -1,0 +1,138 @@
+"""The consumer's fetcher without a broker: SubscriptionState and how a Fetch response is
+taken into (or kept out of) the buffers, as the background prefetch needs it.
+
+A response is matched against what the partition was when its Fetch was sent (the same
+partition state, the same epoch, the same fetch position): a seek, a reset, a revocation
+or a re-assignment while the Fetch was in flight discards it.
+"""
+
+from __future__ import annotations
+
+from construct import Container
+
+from client.config import check_config
+from client.consumer.fetcher import Fetcher, SubscriptionState
+from client.types import TopicPartition
+from protocol.errors import ErrorCode
+from protocol.records import encode_batch
+
+TP = TopicPartition("t", 0)
+
+
+def fetcher(state: SubscriptionState, **config) -> Fetcher:
+    # the response path uses only the state and the config (and the cluster on errors)
+    return Fetcher(None, None, check_config("consumer", **config), state)  # type: ignore[arg-type]
+
+
+def response(first: int, count: int, high_watermark: int | None = None,
+             error: ErrorCode = ErrorCode.NONE) -> Container:
+    records = encode_batch([(o, 1000 + o, None, f"v{o}".encode(), []) for o in
+                            range(first, first + count)], base_offset=first) if count else b""
+    return Container(partition_index=TP.partition, error_code=int(error),
+                     high_watermark=high_watermark if high_watermark is not None
+                     else first + count, records=records)
+
+
+def sent_from(state: SubscriptionState, tp: TopicPartition = TP, low_water: int = 1):
+    """What send_fetches records for a partition as its Fetch goes out."""
+    offset = state.fetchable(low_water)[tp]
+    return {tp: (offset, *state.fetch_mark(tp))}
+
+
+def values(drained) -> list[bytes]:
+    return [r.value for records in drained.values() for r in records]
+
+
+def assigned(position: int = 0) -> SubscriptionState:
+    state = SubscriptionState()
+    state.assign([TP])
+    state.seek(TP, position)
+    return state
+
+
+def test_a_prefetch_continues_after_what_is_buffered():
+    state = assigned()
+    f = fetcher(state)
+    f._handle_partition(TP, response(0, 10), sent_from(state))
+    assert state.drain(4) and state.position(TP) == 4
+    # 6 still buffered: below a low-water mark of 8 the partition is fetched again, from
+    # the end of the buffer, not from the position
+    assert state.fetchable(low_water=8) == {TP: 10}
+    assert state.fetchable(low_water=6) == {}  # bounded: enough buffered, no Fetch
+    sent = sent_from(state, low_water=8)
+    f._handle_partition(TP, response(10, 5), sent)
+    assert values(state.drain(100)) == [f"v{o}".encode() for o in range(4, 15)]
+    assert state.position(TP) == 15
+
+
+def test_a_seek_while_a_prefetch_is_in_flight_discards_its_response():
+    state = assigned()
+    f = fetcher(state)
+    f._handle_partition(TP, response(0, 10), sent_from(state))
+    state.drain(10)
+    sent = sent_from(state)  # from 10
+    state.seek(TP, 10)  # the same offset, but sought: what was in flight is not used
+    f._handle_partition(TP, response(10, 5), sent)
+    assert not state.has_buffered() and state.position(TP) == 10
+    # sought elsewhere with records buffered: dropped, and so is a prefetch sent before
+    f._handle_partition(TP, response(10, 5), sent_from(state))
+    sent = sent_from(state, low_water=100)  # from 15, after the buffer
+    state.seek(TP, 3)
+    f._handle_partition(TP, response(15, 5), sent)
+    assert not state.has_buffered()
+    f._handle_partition(TP, response(3, 2), sent_from(state))
+    assert values(state.drain(100)) == [b"v3", b"v4"]
+
+
+def test_a_revoked_or_reassigned_partition_discards_the_prefetch_in_flight():
+    state = assigned()
+    f = fetcher(state)
+    sent = sent_from(state)
+    state.stop(TP)  # StopFetching: the revocation under way
+    f._handle_partition(TP, response(0, 5), sent)
+    assert not state.state(TP).buffer
+    state.assign([])  # revoked ...
+    f._handle_partition(TP, response(0, 5), sent)
+    state.assign([TP])  # ... and assigned again, at the same offset
+    state.seek(TP, 0)
+    f._handle_partition(TP, response(0, 5), sent)
+    assert not state.has_buffered()
+
+
+def test_a_paused_partition_keeps_what_was_prefetched_for_it():
+    state = assigned()
+    f = fetcher(state)
+    sent = sent_from(state)
+    state.pause(TP)
+    f._handle_partition(TP, response(0, 3), sent)
+    assert state.drain(10) == {} and state.fetchable() == {}
+    state.resume(TP)
+    assert values(state.drain(10)) == [b"v0", b"v1", b"v2"]
+
+
+def test_prefetch_asks_only_for_partitions_behind_the_high_watermark():
+    """A partition caught up would make the broker hold the Fetch (a long poll) and keep
+    the leader's other partitions waiting behind it."""
+    state = SubscriptionState()
+    caught_up, behind = TopicPartition("t", 0), TopicPartition("t", 1)
+    state.assign([caught_up, behind])
+    state.seek(caught_up, 0)
+    state.seek(behind, 0)
+    assert state.fetchable(behind_only=True) == {}  # no high watermark known yet
+    state.state(caught_up).high_watermark = 0
+    state.state(behind).high_watermark = 50
+    assert state.fetchable(behind_only=True) == {behind: 0}
+    assert state.fetchable() == {caught_up: 0, behind: 0}
+
+
+def test_out_of_range_behind_buffered_records_keeps_them():
+    state = assigned()
+    f = fetcher(state)
+    f._handle_partition(TP, response(0, 4), sent_from(state))
+    sent = sent_from(state, low_water=100)
+    f._handle_partition(TP, response(4, 0, error=ErrorCode.OFFSET_OUT_OF_RANGE), sent)
+    assert values(state.drain(10)) == [b"v0", b"v1", b"v2", b"v3"]
+    # with nothing buffered the reset applies (auto_offset_reset 'latest' by default)
+    f._handle_partition(TP, response(4, 0, error=ErrorCode.OFFSET_OUT_OF_RANGE),
+                        sent_from(state))
+    assert state.position(TP) is None and state.state(TP).reset == "latest"
