@@ -596,9 +596,10 @@ def run_producer(bootstrap: str, topic: str, partitions: int, rate: float,
     async def produce() -> tuple[int, int]:
         sent = failed = 0
         handles: deque = deque()
+        stop = trio.Path(stop_file)
         async with Producer(bootstrap_servers=bootstrap, linger_ms=20, acks=1) as producer:
             started = trio.current_time()
-            while not stop_file.exists():
+            while not await stop.exists():
                 due = int((trio.current_time() - started) * rate)
                 while sent < due:
                     handles.append(await producer.send(

@@ -261,14 +261,14 @@ class Producer:
                                self.config.retry_backoff_ms / 1000)
             with trio.move_on_at(deadline if deadline is not None else float("inf")):
                 async with trio.open_nursery() as nursery:
-                    async def refreshed():
+                    async def refreshed(generation: int) -> None:
                         await cluster.wait_for_refresh(generation)
                         nursery.cancel_scope.cancel()
 
                     async def changed():
                         await self._waiting_changed.wait()
                         nursery.cancel_scope.cancel()
-                    nursery.start_soon(refreshed)
+                    nursery.start_soon(refreshed, generation)
                     nursery.start_soon(changed)
             self._place_waiting()
             if self._waiting:
