@@ -25,6 +25,7 @@ class Api(NamedTuple):
 
 def _api(request: Message, response: Message) -> Api:
     assert request.api_key == response.api_key and request.valid == response.valid
+    assert request.api_key is not None, f"{request.name} declares no api_key"
     return Api(request.api_key, request.name.removesuffix("Request"), request, response)
 
 
