@@ -150,6 +150,8 @@ class CoordinatorRuntime:
             now = self.broker.now_ms()
             for header, batch in decode_batches(data):
                 for record in batch:
+                    if record.key is None:
+                        continue  # every coordinator record has a key: nothing to replay
                     self.coordinator.replay(record.key, record.value, now, loading=True)
                     records += 1
                 offset = header.last_offset + 1
