@@ -140,6 +140,7 @@ class ClusterMetadata:
 def metadata_request(version: int, topics: list[str] | None,
                      allow_auto_topic_creation: bool) -> dict:
     """A Metadata request body for `topics` (None: every topic)."""
+    wire: list[dict] | None
     if topics is None:
         wire = [] if version == 0 else None  # v0: an empty list means every topic
     else:
@@ -239,6 +240,7 @@ class Cluster:
         while True:
             if not self.needs_refresh:
                 updated = self.metadata.updated_at
+                assert updated is not None  # metadata never updated needs a refresh
                 with trio.move_on_at(updated + self.config.metadata_max_age_ms / 1000):
                     await self._wakeup.wait()
             self._wakeup = trio.Event()

@@ -89,6 +89,7 @@ class GroupCoordinator:
 
     def __init__(self, consumer: "Consumer", topics: Iterable[str], listener: Any = None):
         cfg = consumer.config
+        assert cfg.group_id is not None  # the consumer has a group before it subscribes
         self.consumer = consumer
         self.listener = listener if listener is not None else ConsumerRebalanceListener()
         self.member = GroupMember(MemberConfig(

@@ -231,6 +231,7 @@ class Producer:
         batch = self._acc.append(tp, w.handle.timestamp, w.key, w.value, w.headers, w.handle,
                                  w.created_ms, w.size)
         if batch.full or batch.record_count == 1:
+            assert self._sender is not None  # records are placed only while open
             self._sender.wakeup()
 
     def _sticky_partition(self, topic: str, partitions: list[int], size: int) -> int:
@@ -273,6 +274,7 @@ class Producer:
             self._place_waiting()
             if self._waiting:
                 cluster.request_update()
+            assert self._sender is not None  # this task runs only while open
             self._sender.wakeup()
 
     def _place_waiting(self) -> None:
