@@ -20,7 +20,7 @@ import os
 import re
 import struct
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple
+from typing import Any, Iterable, Iterator, NamedTuple
 
 from broker.log.manager import parse_partition_dir
 from protocol.codecs import Codec
@@ -307,6 +307,7 @@ def iter_column_chunks(r: ByteRange, level: str = "record",
                        chunk_rows: int = 8192) -> Iterator[ColumnChunk]:
     """The rows of one byte range (RECORD_COLUMNS or BATCH_COLUMNS), in chunks of whole
     batches of about `chunk_rows` rows."""
+    names: tuple[str, ...]
     if level == "record":
         names, decode = RECORD_COLUMNS, True
     elif level == "batch":
@@ -317,6 +318,7 @@ def iter_column_chunks(r: ByteRange, level: str = "record",
     for b in _walk(r, decode):
         (last_offset, count, first_ts, max_ts, ts_type, pid, pepoch, bseq, ple, codec,
          txn, control) = _header_values(b.header)
+        values: tuple[Any, ...]
         if level == "batch":
             n = 1
             values = (r.topic, r.partition, b.base_offset, last_offset, count, first_ts,

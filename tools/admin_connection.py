@@ -92,6 +92,7 @@ class NodeConnection:
         version both know."""
         body = {"client_software_name": CLIENT_ID, "client_software_version": "0.1.0"}
         ours = implemented(API_VERSIONS)
+        assert ours is not None  # protocol.messages declares ApiVersions
         resp = self._roundtrip(API_VERSIONS, ours[1], body)
         if resp.body.error_code == ErrorCode.UNSUPPORTED_VERSION:
             theirs = {k.api_key: (k.min_version, k.max_version) for k in resp.body.api_keys}
@@ -235,6 +236,7 @@ class AdminClient:
         conn = self.any_node()
         version = conn.version(METADATA)
         names = None if topics is None else list(topics)
+        wire: list[dict] | None
         if names is None:
             wire = [] if version == 0 else None  # v0: an empty list means all topics
         elif not names and version == 0:

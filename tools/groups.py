@@ -271,7 +271,7 @@ def _table(out: TextIO, header: list[str], rows: list[list[str]], widths: list[i
            ) -> None:
     """Left-aligned columns, each at least its minimum width (None: the last, unpadded);
     a blank line first, as Kafka prints it."""
-    cols = []
+    cols: list[int | None] = []
     for i, minimum in enumerate(widths):
         if minimum is None:
             cols.append(None)
