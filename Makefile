@@ -2,7 +2,8 @@
 #
 #   make venv      create .venv and install the package with its test extra
 #   make sysdeps   install kcat and a Java runtime from Debian if missing
-#   make test      run the test suite (PYTEST_ARGS="-k foo -x" passes arguments through)
+#   make lint      ruff and mypy, with the settings in pyproject.toml
+#   make test      lint, then run the test suite (PYTEST_ARGS="-k foo -x" passes arguments through)
 #   make run       run a broker in the foreground on 127.0.0.1:9092, data in ./data
 #   make bench     side-by-side throughput benchmark against the peer (scripts/bench.sh; RECORDS=...)
 #   make soak      run the tests marked `soak`
@@ -22,7 +23,7 @@ DATA_DIR    ?= ./data
 BROKER_ID   ?= 0
 PYTEST_ARGS ?=
 
-.PHONY: help venv sysdeps run test bench soak clean distclean
+.PHONY: help venv sysdeps run lint test bench soak clean distclean
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -54,7 +55,12 @@ sysdeps:
 run: venv
 	$(VENV)/bin/minibroker serve --broker-id $(BROKER_ID) --listen $(LISTEN) --data-dir $(DATA_DIR)
 
-test: venv sysdeps
+# Both tools are pinned in the test extra, so a fresh checkout lints the same way.
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+test: venv lint sysdeps
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 bench: venv
@@ -70,7 +76,7 @@ soak: venv
 	exit $$rc
 
 clean:
-	rm -rf bench-out .pytest_cache .hypothesis build dist
+	rm -rf bench-out .pytest_cache .hypothesis .mypy_cache .ruff_cache build dist
 	find . -path ./$(VENV) -prune -o -path ./.peer-venv -prune -o -path ./.git -prune -o \
 		-type d -name __pycache__ -print0 | xargs -0 rm -rf
 

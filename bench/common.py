@@ -61,9 +61,10 @@ def process_tree_cpu_seconds(pid: int) -> float:
         seen.add(p)
         try:
             fields = _proc_stat_fields(p)
-        except (OSError, ValueError):
+        except (OSError, ValueError) as err:
             if p == pid:
-                raise BenchError(f"cannot read /proc/{pid}/stat: is the broker (pid {pid}) running?")
+                raise BenchError(
+                    f"cannot read /proc/{pid}/stat: is the broker (pid {pid}) running?") from err
             continue
         # After the comm field, index 0 is field 3 (state): utime is field 14,
         # stime 15, cutime 16, cstime 17.

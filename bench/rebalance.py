@@ -85,7 +85,7 @@ class Ownership:
         self.running: set[str] = set()
 
     def apply(self, e: dict) -> tuple[set[str], set[str]]:
-        kind, inst = e["type"], e.get("instance")
+        kind, inst = e["type"], e["instance"]
         owned = self.owned.setdefault(inst, set())
         if kind == "started":
             self.protocol[inst] = e.get("protocol", "")
@@ -144,7 +144,7 @@ def partition_pauses(events: Iterable[dict]) -> list[PartitionPause]:
     out = []
     for e in events:
         released, acquired = ownership.apply(e)
-        inst, ts = e.get("instance"), e["ts"]
+        inst, ts = e["instance"], e["ts"]
         for p in sorted(released):
             holders = owners.setdefault(p, set())
             holders.discard(inst)
@@ -165,7 +165,7 @@ def member_pauses(events: Iterable[dict]) -> list[MemberPause]:
     since: dict[str, int] = {}
     out = []
     for e in events:
-        inst, kind = e.get("instance"), e["type"]
+        inst, kind = e["instance"], e["type"]
         had = bool(ownership.owned.get(inst))
         ownership.apply(e)
         if kind in ("revoked", "lost") and had and not ownership.owned.get(inst):
@@ -228,7 +228,8 @@ def split_by_bounced(events: list[dict], bounces: list[dict], start_ts: int, end
     """The window's partition pauses in two: those of partitions the bounced instance gave
     up (both protocols pay these: nobody may fetch them until the group has rebalanced) and
     those of the instances that stayed (eager's stop-the-world, cooperative's moves)."""
-    bounced, staying = [], []
+    bounced: list[PartitionPause] = []
+    staying: list[PartitionPause] = []
     for p in partition_pauses(events):
         if not (p.released_ts >= start_ts and p.acquired_ts <= end_ts):
             continue
@@ -266,9 +267,9 @@ def spark_totals(out_dir: Path, start_ts: int, end_ts: int) -> dict[str, int] | 
             f"released_ts >= {start_ts} AND acquired_ts <= {end_ts}")
         mp = rebalances.member_pauses(df).where(
             f"start_ts >= {start_ts} AND end_ts <= {end_ts}")
-        return {"partition_pause_ms": int(pp.agg({"pause_ms": "sum"}).first()[0] or 0),
+        return {"partition_pause_ms": int(pp.agg({"pause_ms": "sum"}).collect()[0][0] or 0),
                 "partition_pauses": pp.count(),
-                "member_pause_ms": int(mp.agg({"pause_ms": "sum"}).first()[0] or 0),
+                "member_pause_ms": int(mp.agg({"pause_ms": "sum"}).collect()[0][0] or 0),
                 "member_pauses": mp.count()}
     except Exception as e:  # Java missing, a schema mismatch: the plain figures still stand
         return f"Spark computation failed: {type(e).__name__}: {e}"
@@ -596,9 +597,10 @@ def run_producer(bootstrap: str, topic: str, partitions: int, rate: float,
     async def produce() -> tuple[int, int]:
         sent = failed = 0
         handles: deque = deque()
+        stop = trio.Path(stop_file)
         async with Producer(bootstrap_servers=bootstrap, linger_ms=20, acks=1) as producer:
             started = trio.current_time()
-            while not stop_file.exists():
+            while not await stop.exists():
                 due = int((trio.current_time() - started) * rate)
                 while sent < due:
                     handles.append(await producer.send(
@@ -688,7 +690,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         _observe(args.warmup_s, producer, instances)
 
         for n, inst in enumerate(instances[:args.bounces]):
-            bounce = {"instance": inst.name, "stop_ts": _now_ms()}
+            bounce: dict[str, Any] = {"instance": inst.name, "stop_ts": _now_ms()}
             inst.stop()
             bounce["stopped_ts"] = _now_ms()
             inst.start()

@@ -119,6 +119,7 @@ async def run_minibroker(args: argparse.Namespace, log: ConsumerEventLog) -> str
         return member_id, generation
 
     async def commit(offsets=None) -> None:
+        assert consumer is not None  # the listener runs inside the consumer's block
         try:
             await consumer.commit(offsets)
         except KafkaError as e:  # a rebalance moved the generation on: the next one will do
@@ -226,9 +227,11 @@ def run_librdkafka(args: argparse.Namespace, log: ConsumerEventLog) -> str:
             messages = consumer.consume(num_messages=args.max_poll_records, timeout=0.2)
             by_partition: dict[tuple[str, int], list[tuple[int, bytes | None]]] = {}
             for m in messages:
-                if m.error() is None:
-                    by_partition.setdefault((m.topic(), m.partition()), []).append(
-                        (m.offset(), m.value()))
+                # a message without an error has its topic, partition and offset
+                topic, partition, offset = m.topic(), m.partition(), m.offset()
+                if (m.error() is None and topic is not None and partition is not None
+                        and offset is not None):
+                    by_partition.setdefault((topic, partition), []).append((offset, m.value()))
             count = 0
             for (topic, partition), items in by_partition.items():
                 _consumed(log, topic, partition, items)

@@ -49,7 +49,8 @@ class Prop:
                 else:
                     value = text
             except ValueError:
-                raise ConfigError(f"invalid value {raw!r} for {self.name}: expected {self.kind}")
+                raise ConfigError(
+                    f"invalid value {raw!r} for {self.name}: expected {self.kind}") from None
         if self.kind == "int" and not -2**31 <= value < 2**31:
             raise ConfigError(f"invalid value {raw!r} for {self.name}: out of int32 range")
         if self.minimum is not None and value is not None and value < self.minimum:

@@ -158,6 +158,7 @@ class ClusterMetadata:
 def metadata_request(version: int, topics: list[str] | None,
                      allow_auto_topic_creation: bool) -> dict:
     """A Metadata request body for `topics` (None: every topic)."""
+    wire: list[dict] | None
     if topics is None:
         wire = [] if version == 0 else None  # v0: an empty list means every topic
     else:

@@ -39,7 +39,7 @@ import math
 import os
 from contextlib import AsyncExitStack, asynccontextmanager
 from contextvars import ContextVar
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable, Literal, overload
 
 import trio
 
@@ -286,6 +286,7 @@ class BrokerConnection:
             rng = theirs.get(API_VERSIONS)
             fallback = 0 if rng is None else pick_version(API_VERSIONS, *rng)
             if fallback is None:
+                assert rng is not None
                 raise IncompatibleBrokerVersion(
                     f"the broker at {self.address} serves ApiVersions {rng[0]}-{rng[1]}, "
                     f"we speak {self._ours(API_VERSIONS)}")
@@ -322,6 +323,7 @@ class BrokerConnection:
 
     async def _reader(self, stream: trio.abc.Stream) -> None:
         protocol = self._protocol
+        assert protocol is not None  # open() makes it before starting the tasks
         try:
             while True:
                 data = await stream.receive_some(RECEIVE_SIZE)
@@ -384,6 +386,14 @@ class BrokerConnection:
         rng = self.api_versions.get(api_key)
         return rng is not None and pick_version(api_key, *rng) is not None
 
+    @overload
+    async def request(self, api_key: int, body: Any, version: int | None = None, *,
+                      timeout_ms: int | None = None,
+                      expect_response: Literal[True] = True) -> Response: ...
+    @overload
+    async def request(self, api_key: int, body: Any, version: int | None = None, *,
+                      timeout_ms: int | None = None,
+                      expect_response: bool) -> Response | None: ...
     async def request(self, api_key: int, body: Any, version: int | None = None, *,
                       timeout_ms: int | None = None,
                       expect_response: bool = True) -> Response | None:
@@ -409,9 +419,17 @@ class BrokerConnection:
                     f"we speak {self._ours(api_key)})")
         return await self._roundtrip(api_key, version, body, timeout_ms, expect_response)
 
+    @overload
+    async def _roundtrip(self, api_key: int, version: int, body: Any,
+                         timeout_ms: int | None = None,
+                         expect_response: Literal[True] = True) -> Response: ...
+    @overload
+    async def _roundtrip(self, api_key: int, version: int, body: Any,
+                         timeout_ms: int | None, expect_response: bool) -> Response | None: ...
     async def _roundtrip(self, api_key: int, version: int, body: Any,
                          timeout_ms: int | None = None,
                          expect_response: bool = True) -> Response | None:
+        assert self._protocol is not None and self._outgoing is not None  # open() made them
         correlation_id, frame = self._protocol.send_request(api_key, version, body,
                                                             expect_response)
         waiter = None

@@ -99,7 +99,7 @@ def for_code(code: int | ErrorCode, message: str | None = None) -> KafkaError:
     return error_class(code)(code, message)
 
 
-class KafkaConnectionError(_BY_CODE[ErrorCode.NETWORK_EXCEPTION]):  # type: ignore[misc]
+class KafkaConnectionError(_BY_CODE[ErrorCode.NETWORK_EXCEPTION]):  # type: ignore[misc,valid-type]
     """The connection to a broker could not be opened or was lost (retriable)."""
 
     def __init__(self, message: str):
@@ -110,14 +110,14 @@ class NoBrokersAvailable(KafkaConnectionError):
     """Neither a bootstrap address nor any known node could be reached."""
 
 
-class KafkaTimeoutError(_BY_CODE[ErrorCode.REQUEST_TIMED_OUT]):  # type: ignore[misc]
+class KafkaTimeoutError(_BY_CODE[ErrorCode.REQUEST_TIMED_OUT]):  # type: ignore[misc,valid-type]
     """No response within the request timeout, or an operation ran out of time (retriable)."""
 
     def __init__(self, message: str):
         super().__init__(ErrorCode.REQUEST_TIMED_OUT, message)
 
 
-class IncompatibleBrokerVersion(_BY_CODE[ErrorCode.UNSUPPORTED_VERSION]):  # type: ignore[misc]
+class IncompatibleBrokerVersion(_BY_CODE[ErrorCode.UNSUPPORTED_VERSION]):  # type: ignore[misc,valid-type]
     """The broker does not serve the API, or serves no version we speak (not retriable)."""
 
     def __init__(self, message: str):

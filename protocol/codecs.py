@@ -33,6 +33,9 @@ import cramjam
 
 from .record_errors import CorruptRecordError, UnsupportedCodecError
 
+# What the codecs accept: batches are built in bytearrays and read through memoryviews.
+BytesLike = bytes | bytearray | memoryview
+
 __all__ = ["Codec", "CODEC_NAMES", "compress", "decompress"]
 
 
@@ -84,7 +87,7 @@ _RATIO_GUESS = 8
 _CRAMJAM_ERRORS = (cramjam.DecompressionError, OSError, ValueError)
 
 
-def compress(codec: int, data: bytes, *, level: int | None = None) -> bytes:
+def compress(codec: int, data: BytesLike, *, level: int | None = None) -> bytes:
     """Compress `data` the way the Java client does for `codec` (0..4).
 
     `level` follows KIP-390 for gzip (1-9) and zstd (-131072..22); None means Kafka's
@@ -105,7 +108,7 @@ def compress(codec: int, data: bytes, *, level: int | None = None) -> bytes:
     raise UnsupportedCodecError(f"unsupported compression codec id {codec}")
 
 
-def decompress(codec: int, data: bytes, max_size: int) -> bytes:
+def decompress(codec: int, data: BytesLike, max_size: int) -> bytes:
     """Decompress `data` (any bytes-like) written with `codec`.
 
     Raises CorruptRecordError if the data is malformed or would decompress to more than
@@ -132,7 +135,7 @@ def decompress(codec: int, data: bytes, max_size: int) -> bytes:
 
 # --- gzip -------------------------------------------------------------------------
 
-def _gunzip(data: bytes, max_size: int) -> bytes:
+def _gunzip(data: BytesLike, max_size: int) -> bytes:
     out = bytearray()
     d = zlib.decompressobj(31)
     pending = data
@@ -161,7 +164,7 @@ def _gunzip(data: bytes, max_size: int) -> bytes:
 
 # --- snappy -----------------------------------------------------------------------
 
-def _xerial_compress(data: bytes) -> bytes:
+def _xerial_compress(data: BytesLike) -> bytes:
     mv = memoryview(data).cast("B")
     out = bytearray(_XERIAL_HEADER)
     for i in range(0, len(mv), _XERIAL_BLOCK):
@@ -242,7 +245,7 @@ def _snappy_raw_into(src: memoryview, dst, size: int) -> None:
 
 # --- lz4 / zstd -------------------------------------------------------------------
 
-def _lz4_frame_compress(data: bytes) -> bytes:
+def _lz4_frame_compress(data: BytesLike) -> bytes:
     mv = memoryview(data).cast("B")
     out = bytearray(_LZ4_HEADER)
     for i in range(0, len(mv), _LZ4_BLOCK):

@@ -45,7 +45,7 @@ class ServerConnection:
     def __init__(self, max_frame: int = framing.DEFAULT_MAX_FRAME):
         self._frames = framing.FrameDecoder(max_frame)
 
-    def receive_data(self, data: bytes) -> None:
+    def receive_data(self, data: bytes | bytearray) -> None:
         self._frames.receive_data(data)
 
     def next_request(self) -> Request | None:
@@ -128,7 +128,7 @@ class ClientConnection:
             self._in_flight[correlation_id] = (api_key, version)
         return correlation_id, framing.frame(out.getvalue())
 
-    def receive_data(self, data: bytes) -> None:
+    def receive_data(self, data: bytes | bytearray) -> None:
         self._frames.receive_data(data)
 
     def next_response(self) -> Response | None:

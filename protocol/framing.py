@@ -23,7 +23,7 @@ class FrameDecoder:
         self._pos = 0
         self.max_frame = max_frame
 
-    def receive_data(self, data: bytes) -> None:
+    def receive_data(self, data: bytes | bytearray) -> None:
         self._buf += data
 
     @property

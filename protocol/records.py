@@ -263,7 +263,7 @@ def encode_batch(
     uv = uvarint_bytes
     put = _put_nullable_bytes
     for r in records:
-        if type(r) is tuple:
+        if isinstance(r, tuple):
             offset, ts, key, value, headers = r
         else:
             offset, ts, key, value, headers = r.offset, r.timestamp, r.key, r.value, r.headers
@@ -441,7 +441,7 @@ def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: in
                 pos += n
             b = data[pos]
             if b == 0:
-                headers = []
+                headers: list[tuple[str, bytes | None]] = []
                 pos += 1
             else:
                 headers, pos = _decode_headers(data, pos, rec_end)

@@ -12,21 +12,24 @@ connection is closed.
 
 from __future__ import annotations
 
-from protocol.messages import APIS
+from protocol.messages import APIS, Api
+
+
+def _range(api: Api) -> tuple[int, int]:
+    v = api.request.versions
+    assert v.high is not None  # an API's declarations end at the newest version implemented
+    return (v.low, v.high)
 
 
 def implemented(api_key: int) -> tuple[int, int] | None:
     api = APIS.get(api_key)
-    if api is None:
-        return None
-    v = api.request.versions
-    return (v.low, v.high)
+    return None if api is None else _range(api)
 
 
 def advertised(api_keys=None) -> list[tuple[int, int, int]]:
     """(api_key, min, max) for ApiVersions responses, ascending by key."""
     keys = sorted(APIS if api_keys is None else api_keys)
-    return [(k, 0, APIS[k].request.versions.high) for k in keys]
+    return [(k, 0, _range(APIS[k])[1]) for k in keys]
 
 
 def is_implemented(api_key: int, version: int) -> bool:

@@ -89,7 +89,7 @@ def lines(path: Path, series: Mapping[str, tuple[Sequence, Sequence]], title: st
             ax.step(x, ys, where="post", label=name, linewidth=1)
         else:
             ax.plot(x, ys, label=name, linewidth=1)
-    for i, (m, label) in enumerate(markers):
+    for i, (m, _label) in enumerate(markers):
         ax.axvline((m - t0_ms) / 1000, color="grey", linestyle="--", linewidth=0.7,
                    label="rebalance" if i == 0 else None)
     if len(names) > MAX_SERIES:

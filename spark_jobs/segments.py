@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple
+from typing import Any, Iterable, Iterator, NamedTuple
 
 from protocol.batch_walk import CORRUPT, BatchWalk
 from protocol.codecs import Codec
@@ -197,6 +197,7 @@ def _walk(r: ByteRange, decode: bool) -> Iterator[_Batch]:
         if stop.reason != CORRUPT:
             return  # the end, or a torn tail: ends the range silently
         where = r.start + stop.position
+        assert stop.base_offset is not None  # a CORRUPT stop has read the header's offset
         if stop.batch_size is None:
             yield _Batch(where, stop.base_offset, None, None, None, False,
                          f"{stop.problem} at position {where}; the rest of the range "
@@ -307,6 +308,7 @@ def iter_column_chunks(r: ByteRange, level: str = "record",
                        chunk_rows: int = 8192) -> Iterator[ColumnChunk]:
     """The rows of one byte range (RECORD_COLUMNS or BATCH_COLUMNS), in chunks of whole
     batches of about `chunk_rows` rows."""
+    names: tuple[str, ...]
     if level == "record":
         names, decode = RECORD_COLUMNS, True
     elif level == "batch":
@@ -317,6 +319,7 @@ def iter_column_chunks(r: ByteRange, level: str = "record",
     for b in _walk(r, decode):
         (last_offset, count, first_ts, max_ts, ts_type, pid, pepoch, bseq, ple, codec,
          txn, control) = _header_values(b.header)
+        values: tuple[Any, ...]
         if level == "batch":
             n = 1
             values = (r.topic, r.partition, b.base_offset, last_offset, count, first_ts,

@@ -99,6 +99,7 @@ def get_spark(master: str | None = None, app_name: str = DEFAULT_APP_NAME, quiet
     if not submitted and find_java() is None:
         raise JavaMissing()
 
+    chosen: str | None
     if master is not None:
         chosen = master
     elif submitted:

@@ -126,7 +126,7 @@ async def consume(args: argparse.Namespace, out: BinaryIO, err: TextIO) -> int:
             await consumer.seek_to_beginning(*tps)
         elif offset == "latest":
             await consumer.seek_to_end(*tps)
-        elif offset is not None:
+        elif isinstance(offset, int):
             consumer.seek(tps[0], offset)
         try:
             last = trio.current_time()

@@ -92,7 +92,7 @@ class GroupCoordinator:
         DescribeGroups and DeleteGroups (isValidGroupId keeps it for old clients), and refuses
         it everywhere else."""
         error = group_id_error(group_id)
-        if error != E.NONE and not (allow_empty and group_id == ""):
+        if group_id is None or (error != E.NONE and not (allow_empty and group_id == "")):
             return error
         partition = self.partition_for(group_id)
         if partition in self.loading:
@@ -214,6 +214,7 @@ class GroupCoordinator:
                                       subscribed, empty_since)
         by_group: dict[str, list[OffsetRecord]] = {}
         for record in records:  # expire's tombstones carry their group in `entry`
+            assert record.entry is not None
             by_group.setdefault(record.entry[0], []).append(record)
         return [Append(g, rs) for g, rs in by_group.items()]
 
@@ -222,7 +223,7 @@ class GroupCoordinator:
     def describe(self, group_id: str) -> dict:
         error = self.check(group_id, allow_empty=True)
         group = self.groups.get(group_id)
-        body = {"error_code": error, "error_message": None, "group_id": group_id,
+        body: dict[str, Any] = {"error_code": error, "error_message": None, "group_id": group_id,
                 "group_state": S.DEAD.value, "protocol_type": "", "protocol_data": "",
                 "members": [], "authorized_operations": -2**31}
         if error != E.NONE or group is None:

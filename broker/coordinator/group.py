@@ -168,7 +168,8 @@ class ClassicGroup:
         candidates = self.candidate_protocols()
         votes = Counter(next(p for p in m.protocol_names if p in candidates)
                         for m in self.members.values())
-        leader = self.members.get(self.leader_id) or next(iter(self.members.values()))
+        leader = self.members.get(self.leader_id) if self.leader_id is not None else None
+        leader = leader or next(iter(self.members.values()))
         order = {p: i for i, p in enumerate(leader.protocol_names)}
         return max(votes, key=lambda p: (votes[p], -order.get(p, len(order))))
 

@@ -102,7 +102,7 @@ class Membership:
     config: GroupConfig = field(default_factory=GroupConfig)
     new_member_id: Callable[[str], str] = lambda prefix: f"{prefix}-{uuid.uuid4()}"
     groups: dict[str, ClassicGroup] = field(default_factory=dict)
-    timers: TimerService = field(default_factory=TimerService)
+    timers: TimerService[tuple] = field(default_factory=TimerService)
     # the group-metadata record for a group, built by the coordinator (it owns the formats)
     group_record: Callable[[ClassicGroup], list] = lambda group: []
     # partitions named in a member's protocol bytes, for events ("t-0", ...); the
@@ -181,6 +181,7 @@ class Membership:
 
     def _replace_static_member(self, waiter, group: ClassicGroup, req: JoinRequest, now_ms, out):
         instance = req.group_instance_id
+        assert instance is not None  # only a static member is replaced
         old_id = group.static_members[instance]
         old = group.members[old_id]
         new_id = self.new_member_id(instance)
@@ -293,9 +294,11 @@ class Membership:
              assignments: dict[str, bytes], now_ms: int) -> list:
         group = self.groups.get(group_id)
         error = group_id_error(group_id)
-        if error == E.NONE:
-            error = E.UNKNOWN_MEMBER_ID if group is None else self._fenced(
-                group, member_id, group_instance_id)
+        if error == E.NONE and group is None:
+            error = E.UNKNOWN_MEMBER_ID
+        if error != E.NONE or group is None:
+            return [Reply(waiter, sync_body(error))]
+        error = self._fenced(group, member_id, group_instance_id)
         if error == E.NONE and group.state == S.DEAD:
             error = E.COORDINATOR_NOT_AVAILABLE
         if error == E.NONE and generation != group.generation:
@@ -350,9 +353,11 @@ class Membership:
                   group_instance_id: str | None, now_ms: int) -> list:
         group = self.groups.get(group_id)
         error = group_id_error(group_id)
-        if error == E.NONE:
-            error = E.UNKNOWN_MEMBER_ID if group is None else self._fenced(
-                group, member_id, group_instance_id)
+        if error == E.NONE and group is None:
+            error = E.UNKNOWN_MEMBER_ID
+        if error != E.NONE or group is None:
+            return [Reply(waiter, {"throttle_time_ms": 0, "error_code": error})]
+        error = self._fenced(group, member_id, group_instance_id)
         if error == E.NONE and group.state == S.DEAD:
             error = E.COORDINATOR_NOT_AVAILABLE
         if error == E.NONE and group.state == S.EMPTY:
@@ -372,23 +377,23 @@ class Membership:
         error = group_id_error(group_id)
         if error == E.NONE and group is None:
             error = E.UNKNOWN_MEMBER_ID
-        if error == E.NONE and group.state == S.DEAD:
+        if error == E.NONE and group is not None and group.state == S.DEAD:
             error = E.COORDINATOR_NOT_AVAILABLE
         results = []
         for member_id, instance in identities:
             result = error
             if result == E.NONE:
+                assert group is not None  # no error so far: the group exists
                 if not member_id and instance is not None:
                     member_id = group.static_members.get(instance, "")
                     result = E.NONE if member_id else E.UNKNOWN_MEMBER_ID
                 else:
                     result = self._fenced(group, member_id, instance, allow_pending=True)
-            if result == E.NONE:
-                if member_id in group.pending_members:
+                if result == E.NONE and member_id in group.pending_members:
                     group.pending_members.discard(member_id)
                     self.timers.cancel(("pending", group_id, member_id))
                     self._try_complete_join(group, now_ms, out)
-                else:
+                elif result == E.NONE:
                     self._remove_member(group, group.members[member_id], now_ms,
                                         "left the group", out)
             results.append({"member_id": member_id, "group_instance_id": instance,

@@ -157,10 +157,12 @@ class CoordinatorRuntime:
             now = self.broker.now_ms()
             for header, batch in decode_batches(data):
                 for record in batch:
+                    if record.key is None:
+                        continue  # every coordinator record has a key: nothing to replay
                     self.coordinator.replay(record.key, record.value, now, loading=True)
                     records += 1
                 offset = header.last_offset + 1
-            await trio.sleep(0)  # let other connections in while a big partition loads
+            await trio.lowlevel.checkpoint()  # let other connections in while a big partition loads
         self.coordinator.finish_load(index, self.broker.now_ms())
         if records:
             log.info("loaded %s-%d: %d records in %.3fs", OFFSETS_TOPIC, index, records,

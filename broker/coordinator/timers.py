@@ -10,31 +10,33 @@ behind). It never reads a clock: callers pass `now_ms`, and the trio runtime sle
 from __future__ import annotations
 
 import heapq
-from typing import Hashable
+from typing import Generic, Hashable, TypeVar
+
+K = TypeVar("K", bound=Hashable)
 
 
-class TimerService:
+class TimerService(Generic[K]):
     def __init__(self):
-        self._deadlines: dict[Hashable, int] = {}
-        self._heap: list[tuple[int, int, Hashable]] = []
+        self._deadlines: dict[K, int] = {}
+        self._heap: list[tuple[int, int, K]] = []
         self._seq = 0  # ties broken by scheduling order, so expiry order is deterministic
 
-    def schedule(self, key: Hashable, deadline_ms: int) -> None:
+    def schedule(self, key: K, deadline_ms: int) -> None:
         self._deadlines[key] = deadline_ms
         self._seq += 1
         heapq.heappush(self._heap, (deadline_ms, self._seq, key))
 
-    def cancel(self, key: Hashable) -> None:
+    def cancel(self, key: K) -> None:
         self._deadlines.pop(key, None)  # its heap entry is skipped when it surfaces
 
-    def deadline(self, key: Hashable) -> int | None:
+    def deadline(self, key: K) -> int | None:
         return self._deadlines.get(key)
 
     def next_deadline(self) -> int | None:
         self._drop_stale()
         return self._heap[0][0] if self._heap else None
 
-    def pop_due(self, now_ms: int) -> Hashable | None:
+    def pop_due(self, now_ms: int) -> K | None:
         """The earliest key whose deadline is at or before now, or None; it fires once.
 
         One at a time, because firing one timer may cancel or reschedule another due at the

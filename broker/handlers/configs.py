@@ -50,7 +50,7 @@ def _source(broker: Broker, name: str, overridden: bool) -> int:
 
 def topic_config_entries(broker: Broker, overrides: dict[str, Any]) -> list[dict]:
     defaults = broker.config.topic_defaults()
-    entries = []
+    entries: list[dict] = []
     for name in sorted(TOPIC_PROPERTIES):
         overridden = name in overrides
         source = _source(broker, name, overridden)

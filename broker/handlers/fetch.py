@@ -40,7 +40,7 @@ def _read(ctx: RequestContext) -> tuple[list, int, bool]:
     body, broker = ctx.body, ctx.broker
     budget = body.get("max_bytes", 2**31 - 1)
     total, errors = 0, False
-    aborted = [] if body.isolation_level == READ_COMMITTED else None
+    aborted: list[dict] | None = [] if body.isolation_level == READ_COMMITTED else None
     responses = []
     for topic in body.topics:
         partitions = []
@@ -48,7 +48,7 @@ def _read(ctx: RequestContext) -> tuple[list, int, bool]:
             partition, error = lookup(broker, topic.topic, p.partition,
                                       p.get("current_leader_epoch", -1))
             records = b""
-            if error == ErrorCode.NONE:
+            if partition is not None and error == ErrorCode.NONE:
                 hw = partition.high_watermark
                 limit = min(p.partition_max_bytes, budget)
                 try:

@@ -25,7 +25,7 @@ async def handle(ctx: RequestContext) -> dict:
                    "leader_epoch": UNDEFINED_EPOCH, "end_offset": UNDEFINED_OFFSET}
             partition, error = lookup(ctx.broker, topic.topic, p.partition,
                                       p.get("current_leader_epoch", -1))
-            if error != ErrorCode.NONE:
+            if partition is None or error != ErrorCode.NONE:
                 out["error_code"] = error
             elif 0 <= p.leader_epoch <= partition.leader_epoch:
                 out["leader_epoch"] = p.leader_epoch

@@ -42,10 +42,11 @@ def _partition(ctx: RequestContext, topic: str, p) -> dict:
            "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
     partition, error = lookup(ctx.broker, topic, p.partition_index,
                               p.get("current_leader_epoch", -1))
-    if error != ErrorCode.NONE:
+    if partition is None or error != ErrorCode.NONE:
         out["error_code"] = error
         return out
     ts = p.timestamp
+    found: tuple[int, int] | None
     if ts == LATEST:
         found = (partition.high_watermark, -1)
     elif ts == EARLIEST:

@@ -285,6 +285,7 @@ class GroupCoordinator:
         self.cluster = cluster
         self.on_assignment_changed = on_assignment_changed
         self.listener = listener if listener is not None else ConsumerRebalanceListener()
+        assert cfg.group_id is not None  # the consumer has a group before it subscribes
         self.member = GroupMember(MemberConfig(
             group_id=cfg.group_id, topics=tuple(topics),
             assignors=cfg.partition_assignment_strategy,

@@ -220,6 +220,7 @@ class SubscriptionState:
                     or tp in excluded:
                 continue
             offset = s.fetch_position()
+            assert offset is not None  # the position is known, checked above
             if behind_only and (s.high_watermark is None or offset >= s.high_watermark):
                 continue
             out[tp] = offset

@@ -434,6 +434,9 @@ class GroupMember:
             return self._rejoin(now_ms, "retrying the join")
         if self.state != MemberState.STABLE:
             return []
+        # _complete sets all three on the way to STABLE
+        assert self._poll_deadline is not None and self._session_deadline is not None
+        assert self._next_heartbeat_at is not None
         if now_ms >= self._poll_deadline:
             return self._poll_timeout_expired()
         if now_ms >= self._session_deadline:  # onJoinPrepare reports the partitions lost

@@ -239,6 +239,7 @@ class Producer:
         batch = self._acc.append(tp, w.handle.timestamp, w.key, w.value, w.headers, w.handle,
                                  w.created_ms, w.size)
         if batch.full or batch.record_count == 1:
+            assert self._sender is not None  # records are placed only while open
             self._sender.wakeup()
 
     def _sticky_partition(self, topic: str, partitions: list[int], size: int) -> int:
@@ -269,18 +270,19 @@ class Producer:
                                self.config.retry_backoff_ms / 1000)
             with trio.move_on_at(deadline if deadline is not None else float("inf")):
                 async with trio.open_nursery() as nursery:
-                    async def refreshed():
+                    async def refreshed(generation: int) -> None:
                         await cluster.wait_for_refresh(generation)
                         nursery.cancel_scope.cancel()
 
                     async def changed():
                         await self._waiting_changed.wait()
                         nursery.cancel_scope.cancel()
-                    nursery.start_soon(refreshed)
+                    nursery.start_soon(refreshed, generation)
                     nursery.start_soon(changed)
             self._place_waiting()
             if self._waiting:
                 cluster.request_update()
+            assert self._sender is not None  # this task runs only while open
             self._sender.wakeup()
 
     def _place_waiting(self) -> None:

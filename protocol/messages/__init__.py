@@ -23,9 +23,14 @@ class Api(NamedTuple):
     response: Message
 
 
+def _key(request: Message) -> int:
+    assert request.api_key is not None, f"{request.name} declares no api_key"
+    return request.api_key
+
+
 def _api(request: Message, response: Message) -> Api:
     assert request.api_key == response.api_key and request.valid == response.valid
-    return Api(request.api_key, request.name.removesuffix("Request"), request, response)
+    return Api(_key(request), request.name.removesuffix("Request"), request, response)
 
 
 APIS: dict[int, Api] = {a.key: a for a in (
@@ -56,25 +61,25 @@ APIS: dict[int, Api] = {a.key: a for a in (
 # Kafka's names for the api keys, so that handlers and logs can say what they mean. Each is
 # read off its declaration, so a key is written down once (a test checks every name is the
 # declaration's name in Kafka's SCREAMING_SNAKE form, as in ApiKeys.java).
-PRODUCE = produce.ProduceRequest.api_key
-FETCH = fetch.FetchRequest.api_key
-LIST_OFFSETS = list_offsets.ListOffsetsRequest.api_key
-METADATA = metadata.MetadataRequest.api_key
-API_VERSIONS = api_versions.ApiVersionsRequest.api_key
-CREATE_TOPICS = topics.CreateTopicsRequest.api_key
-DELETE_TOPICS = topics.DeleteTopicsRequest.api_key
-INIT_PRODUCER_ID = producer_id.InitProducerIdRequest.api_key
-OFFSET_FOR_LEADER_EPOCH = leader_epoch.OffsetForLeaderEpochRequest.api_key
-DESCRIBE_CONFIGS = configs.DescribeConfigsRequest.api_key
-CREATE_PARTITIONS = topics.CreatePartitionsRequest.api_key
-OFFSET_COMMIT = offsets.OffsetCommitRequest.api_key
-OFFSET_FETCH = offsets.OffsetFetchRequest.api_key
-FIND_COORDINATOR = group.FindCoordinatorRequest.api_key
-JOIN_GROUP = group.JoinGroupRequest.api_key
-HEARTBEAT = group.HeartbeatRequest.api_key
-LEAVE_GROUP = group.LeaveGroupRequest.api_key
-SYNC_GROUP = group.SyncGroupRequest.api_key
-DESCRIBE_GROUPS = group.DescribeGroupsRequest.api_key
-LIST_GROUPS = group.ListGroupsRequest.api_key
-DELETE_GROUPS = group.DeleteGroupsRequest.api_key
-OFFSET_DELETE = offsets.OffsetDeleteRequest.api_key
+PRODUCE = _key(produce.ProduceRequest)
+FETCH = _key(fetch.FetchRequest)
+LIST_OFFSETS = _key(list_offsets.ListOffsetsRequest)
+METADATA = _key(metadata.MetadataRequest)
+API_VERSIONS = _key(api_versions.ApiVersionsRequest)
+CREATE_TOPICS = _key(topics.CreateTopicsRequest)
+DELETE_TOPICS = _key(topics.DeleteTopicsRequest)
+INIT_PRODUCER_ID = _key(producer_id.InitProducerIdRequest)
+OFFSET_FOR_LEADER_EPOCH = _key(leader_epoch.OffsetForLeaderEpochRequest)
+DESCRIBE_CONFIGS = _key(configs.DescribeConfigsRequest)
+CREATE_PARTITIONS = _key(topics.CreatePartitionsRequest)
+OFFSET_COMMIT = _key(offsets.OffsetCommitRequest)
+OFFSET_FETCH = _key(offsets.OffsetFetchRequest)
+FIND_COORDINATOR = _key(group.FindCoordinatorRequest)
+JOIN_GROUP = _key(group.JoinGroupRequest)
+HEARTBEAT = _key(group.HeartbeatRequest)
+LEAVE_GROUP = _key(group.LeaveGroupRequest)
+SYNC_GROUP = _key(group.SyncGroupRequest)
+DESCRIBE_GROUPS = _key(group.DescribeGroupsRequest)
+LIST_GROUPS = _key(group.ListGroupsRequest)
+DELETE_GROUPS = _key(group.DeleteGroupsRequest)
+OFFSET_DELETE = _key(offsets.OffsetDeleteRequest)

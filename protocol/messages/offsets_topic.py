@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from construct import Container
 
@@ -124,6 +124,12 @@ def decode_key(data: bytes) -> OffsetKey | GroupKey | None:
     return None
 
 
+@overload
+def decode_value(key: OffsetKey | GroupKey, data: bytes) -> Container: ...
+@overload
+def decode_value(key: OffsetKey | GroupKey, data: None) -> None: ...
+@overload
+def decode_value(key: OffsetKey | GroupKey, data: bytes | None) -> Container | None: ...
 def decode_value(key: OffsetKey | GroupKey, data: bytes | None) -> Container | None:
     """The value for a decoded key, or None for a tombstone."""
     if data is None:

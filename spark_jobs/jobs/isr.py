@@ -18,10 +18,15 @@ the partition ever had.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark_jobs.jobs import JobResult
+
+if TYPE_CHECKING:
+    import pandas as pd  # pandas ships no types: this names what toPandas() returns
 
 __all__ = ["NO_EVENTS", "replication_events", "isr_timeline", "partition_health",
            "broker_health", "run"]
@@ -116,7 +121,7 @@ def run(spark, ctx) -> JobResult:
     if replication_events(events).limit(1).count() == 0:
         result.notes.append(NO_EVENTS)
         return result
-    pdf = timeline.select("ts", "until_ts", "topic", "partition", "under_replicated").toPandas()
+    pdf: pd.DataFrame = timeline.select("ts", "until_ts", "topic", "partition", "under_replicated").toPandas()
     if not pdf.empty:
         # the count of under-replicated partitions, stepping at every ISR change
         changes = []

@@ -283,7 +283,7 @@ def describe_at(offset_commits: DataFrame, batches: DataFrame, group_metadata: D
 
 def _end_of_data(batches: DataFrame, history: DataFrame) -> int | None:
     row = (batches.agg(F.max("max_timestamp").alias("b"))
-           .crossJoin(history.agg(F.max("ts").alias("c"))).first())
+           .crossJoin(history.agg(F.max("ts").alias("c"))).collect()[0])
     values = [v for v in (row["b"], row["c"]) if v is not None]
     return max(values) if values else None
 

@@ -12,10 +12,15 @@ percentiles describe the sample.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spark_jobs.jobs import JobResult
+
+if TYPE_CHECKING:
+    import pandas as pd  # pandas ships no types: this names what toPandas() returns
 
 __all__ = ["request_latency", "rebalance_markers", "run"]
 
@@ -59,7 +64,7 @@ def run(spark, ctx) -> JobResult:
                .orderBy(F.col("requests").desc()))
     result.tables["latency_by_api"] = overall
     result.show.append("latency_by_api")
-    pdf = latency.toPandas()
+    pdf: pd.DataFrame = latency.toPandas()
     if pdf.empty:
         result.notes.append("no request events in the event log")
         return result

@@ -187,8 +187,8 @@ def pause_totals(consumer_events: DataFrame) -> dict[str, int]:
 
 
 def _totals(consumer_events: DataFrame, pp: DataFrame, mp: DataFrame) -> dict[str, int]:
-    pp_ms = pp.agg(F.sum("pause_ms")).first()[0]
-    mp_ms = mp.agg(F.sum("pause_ms")).first()[0]
+    pp_ms = pp.agg(F.sum("pause_ms")).collect()[0][0]
+    mp_ms = mp.agg(F.sum("pause_ms")).collect()[0][0]
     gens = (consumer_events.where((F.col("type") == "assigned") & (F.col("generation") >= 0))
             .select("generation").distinct().count())
     return {"partition_pause_ms": int(pp_ms or 0), "member_pause_ms": int(mp_ms or 0),
@@ -412,7 +412,7 @@ def run(spark, ctx) -> JobResult:
             [r["duration_ms"] for r in done], "rebalance duration (start to stable)", "ms"))
     else:
         result.notes.append("no completed rebalances in the event log")
-    first = rebalances.agg(F.min("start_ts")).first()[0]
+    first = rebalances.agg(F.min("start_ts")).collect()[0][0]
     if first is not None:
         result.notes.append(f"first rebalance at {ms_to_text(first)}")
     return result

@@ -17,10 +17,15 @@ topics (names starting "__") are left out of the skew tables, not of the through
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark_jobs.jobs import JobResult
+
+if TYPE_CHECKING:
+    import pandas as pd  # pandas ships no types: this names what toPandas() returns
 
 __all__ = ["HOT_FACTOR", "data_batches", "pick_bucket_ms", "bucket_throughput",
            "partition_shares", "hot_keys", "run"]
@@ -110,7 +115,7 @@ def run(spark, ctx) -> JobResult:
     from spark_jobs import report
     result = JobResult("throughput")
     batches = ctx.table(spark, "batches")
-    span = data_batches(batches).agg(F.min("max_timestamp"), F.max("max_timestamp")).first()
+    span = data_batches(batches).agg(F.min("max_timestamp"), F.max("max_timestamp")).collect()[0]
     if span[0] is None:
         result.notes.append("no data batches in the log")
         return result
@@ -127,14 +132,14 @@ def run(spark, ctx) -> JobResult:
                         f"partition is hot above {HOT_FACTOR}x its topic's mean share")
 
     out_dir = ctx.job_dir("throughput")
-    pdf = topics.toPandas()
+    pdf: pd.DataFrame = topics.toPandas()
     for column, unit, name in (("records_per_s", "records / s", "records_per_s.png"),
                                ("bytes_per_s", "bytes / s", "bytes_per_s.png")):
         series = {t: (g["bucket_ts"].tolist(), g[column].tolist())
                   for t, g in pdf.groupby("topic")}
         result.charts.append(report.lines(out_dir / name, series,
                                           f"{unit} per topic", unit, step=True))
-    sdf = shares.toPandas()
+    sdf: pd.DataFrame = shares.toPandas()
     user_topics = sdf.groupby("topic")["records"].sum().sort_values(ascending=False)
     for topic in list(user_topics.index)[:3]:
         g = sdf[sdf.topic == topic].sort_values("partition")

@@ -84,7 +84,7 @@ def test_flush_ignores_linger():
 def test_sequences_are_assigned_at_drain_and_kept_across_retries():
     acc = _acc(batch_size=100)
     acc.reset_producer(7, 0)
-    for i in range(3):
+    for _ in range(3):
         _add(acc, A0, b"x" * 60, now=0.0)  # one record per batch
     b0, = acc.drain([A0], now=10.0, max_size=1 << 20)
     b1, = acc.drain([A0], now=10.0, max_size=1 << 20)

@@ -18,10 +18,8 @@ from client.connection import (
 from protocol.connection import ServerConnection, encode_response
 from protocol.errors import ErrorCode
 from protocol.messages import API_VERSIONS, CREATE_TOPICS, FETCH, METADATA
-# The real broker's fixtures, imported rather than listed in `pytest_plugins`: pytest
-# refuses to register tests/interop/conftest.py a second time when tests/interop is
-# collected in the same run ("Plugin already registered under a different name").
-from tests.interop.conftest import broker, free_port, make_broker, shared_broker  # noqa: F401
+# The real broker's fixtures (broker, shared_broker) come from tests/client/conftest.py.
+from tests.interop.conftest import free_port
 
 DEADLINE_S = 10
 

@@ -124,7 +124,7 @@ def produce_aiokafka(bootstrap: str, topic: str, codec: str, records: Expected) 
 
 def produce_kcat(bootstrap: str, topic: str, codec: str, records: Expected) -> list[int]:
     lines = []
-    for _, key, value, _headers_ in records:
+    for _, key, value, _headers in records:
         # no delimiter: null key; an empty value with -Z: null value
         lines.append(value if key is None else key + b":" + (value or b""))
     header_args = []

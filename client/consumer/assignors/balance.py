@@ -205,7 +205,7 @@ class _Solver:
         n_classes = len(self.subs)
         sink = n_classes + len(self.members)
         w = self.weight
-        arcs = []
+        arcs: list[tuple[int, int, int, tuple]] = []
         for k, subs in enumerate(self.subs):
             x, o = self.x[k], self.o[k]
             for i in subs:

@@ -455,7 +455,7 @@ def test_crash_at_every_rename_of_a_pass_recovers(tmp_path, monkeypatch):
         log = _build_crash_log(path, cfg)
         calls = 0
 
-        def crashing_rename(a, b):
+        def crashing_rename(a, b, crash_at=crash_at):
             nonlocal calls
             if calls == crash_at:
                 raise Crash(f"killed before rename #{crash_at}: {os.path.basename(a)}")

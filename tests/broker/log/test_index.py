@@ -10,7 +10,7 @@ from broker.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 def test_offset_index_format_and_lookup(tmp_path):
     path = str(tmp_path / "00000000000000000100.index")
     idx = OffsetIndex(path, 100)
-    for i, (off, pos) in enumerate([(105, 4100), (112, 8300), (130, 12500)]):
+    for off, pos in [(105, 4100), (112, 8300), (130, 12500)]:
         idx.append(off, pos)
     idx.close()
     raw = open(path, "rb").read()

@@ -115,7 +115,7 @@ def test_manager_retention(tmp_path):
     mgr = LogManager(str(tmp_path), LogConfig(segment_bytes=2 * size, retention_bytes=2 * size))
     mgr.open()
     log = mgr.get_or_create("t", 0)
-    for i in range(6):
+    for _ in range(6):
         log.append(make_batch(1), now_ms=0)
     assert mgr.apply_retention(0) == {("t", 0): [0, 2]}
     assert mgr.apply_retention(0, {("t", 0): 4}) == {}
