@@ -481,7 +481,8 @@ class Consumer:
             if drained:
                 # prefetch: the partitions that ran low are fetched while the application
                 # works on these (Java's Fetcher.sendFetches at the end of poll)
-                await fetcher.prefetch(nursery)
+                if any(self._state.buffered(tp) < fetcher.low_water for tp in drained):
+                    await fetcher.prefetch(nursery)
                 return drained
             left_ms = int((deadline - trio.current_time()) * 1000)
             if left_ms <= 0 and not first:

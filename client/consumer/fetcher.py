@@ -231,6 +231,11 @@ class SubscriptionState:
         s = self._parts[tp]
         return s, s.epoch
 
+    def buffered(self, tp: TopicPartition) -> int:
+        """How many fetched records of `tp` wait to be returned (0 if not assigned)."""
+        s = self._parts.get(tp)
+        return 0 if s is None else len(s.buffer)
+
     def has_buffered(self) -> bool:
         return any(s.buffer and not s.paused for s in self._parts.values())
 
