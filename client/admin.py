@@ -42,13 +42,14 @@ from client.cluster import Cluster, find_group_coordinator
 from client.config import AdminConfig, check_config
 from client.connection import BrokerConnection, ConnectionPool
 from client.errors import KafkaError, for_code
+from client.offset_fetch import offset_fetch
 from client.retry import retry_until_deadline
 from client.types import TopicPartition
 from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
     CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, DESCRIBE_GROUPS,
-    LIST_GROUPS, LIST_OFFSETS, OFFSET_FETCH,
+    LIST_GROUPS, LIST_OFFSETS,
 )
 from protocol.primitives import ZERO_UUID
 
@@ -473,37 +474,13 @@ class AdminClient:
         with null topics, v2+). A group that does not exist has none: {}."""
         async def attempt() -> dict[TopicPartition, int]:
             _, conn = await self._coordinator(group_id)
-            version = conn.version_for(OFFSET_FETCH)
-            if version < 2:
-                raise for_code(ErrorCode.UNSUPPORTED_VERSION,
-                               "listing every committed offset needs OffsetFetch v2+")
-            resp = await conn.request(OFFSET_FETCH, {
-                "group_id": group_id, "topics": None,
-                "groups": [{"group_id": group_id, "topics": None}],
-                "require_stable": False}, version)
-            body = resp.body
-            if version >= 8:
-                g = next((g for g in body.groups if g.group_id == group_id), None)
-                if g is None:
-                    raise for_code(ErrorCode.UNKNOWN_SERVER_ERROR,
-                                   f"OffsetFetch did not answer for group '{group_id}'")
-                code, topics = ErrorCode.of(g.error_code), g.topics
-            else:
-                code, topics = ErrorCode.of(body.get("error_code", 0)), body.topics
-            if code is ErrorCode.GROUP_ID_NOT_FOUND:
-                return {}
-            if code is not ErrorCode.NONE:
-                raise for_code(code, f"OffsetFetch for group '{group_id}'")
-            out: dict[TopicPartition, int] = {}
-            for t in topics:
-                for p in t.partitions:
-                    pcode = ErrorCode.of(p.error_code)
-                    if pcode is not ErrorCode.NONE:
-                        raise for_code(pcode, f"OffsetFetch {t.name}-{p.partition_index} "
-                                              f"for group '{group_id}'")
-                    if p.committed_offset >= 0:
-                        out[TopicPartition(t.name, p.partition_index)] = p.committed_offset
-            return dict(sorted(out.items()))
+            try:
+                committed = await offset_fetch(conn, group_id, None)
+            except KafkaError as e:
+                if e.code is ErrorCode.GROUP_ID_NOT_FOUND:
+                    return {}
+                raise
+            return dict(sorted((tp, o) for tp, o in committed.items() if o is not None))
 
         return await self._retrying(f"OffsetFetch({group_id})", attempt, timeout_ms)
 

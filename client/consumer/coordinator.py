@@ -76,12 +76,13 @@ from client.consumer.membership import (
     StopFetching,
 )
 from client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, for_code
+from client.offset_fetch import offset_fetch
 from client.retry import retry_until_deadline
 from client.types import TopicPartition
 from protocol.consumer_protocol import decode_subscription
 from protocol.errors import ErrorCode
 from protocol.messages import (
-    HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH, SYNC_GROUP,
+    HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT, SYNC_GROUP,
 )
 
 __all__ = ["COORDINATOR_CHANNEL", "CommitIdentity", "ConsumerCoordinator",
@@ -194,33 +195,7 @@ class ConsumerCoordinator:
         wanted = [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
 
         async def attempt() -> dict[TopicPartition, int | None]:
-            conn = await self.connection()
-            version = conn.version_for(OFFSET_FETCH)
-            resp = await conn.request(OFFSET_FETCH, {
-                "group_id": group_id, "topics": wanted,
-                "groups": [{"group_id": group_id, "topics": wanted}],
-                "require_stable": False}, version)
-            body = resp.body
-            if version >= 8:
-                g = next((g for g in body.groups if g.group_id == group_id), None)
-                if g is None:
-                    raise for_code(ErrorCode.UNKNOWN_SERVER_ERROR,
-                                   f"OffsetFetch did not answer for group '{group_id}'")
-                code, result_topics = ErrorCode.of(g.error_code), g.topics
-            else:
-                code, result_topics = ErrorCode.of(body.get("error_code", 0)), body.topics
-            if code is not ErrorCode.NONE:
-                raise for_code(code, f"OffsetFetch for group '{group_id}'")
-            out: dict[TopicPartition, int | None] = {}
-            for t in result_topics:
-                for p in t.partitions:
-                    pcode = ErrorCode.of(p.error_code)
-                    if pcode is not ErrorCode.NONE:
-                        raise for_code(pcode, f"OffsetFetch {t.name}-{p.partition_index} "
-                                              f"for group '{group_id}'")
-                    out[TopicPartition(t.name, p.partition_index)] = (
-                        p.committed_offset if p.committed_offset >= 0 else None)
-            return out
+            return await offset_fetch(await self.connection(), group_id, wanted)
 
         return await self._retrying(f"OffsetFetch for group '{group_id}'", attempt)
 
