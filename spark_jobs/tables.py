@@ -179,10 +179,15 @@ CONSUMER_EVENTS_SCHEMA = schema_of(
 
 # --- loaders ------------------------------------------------------------------------
 
-def _log(spark, data_dir, level: str, topics: Iterable[str] | None):
+def _log(spark, data_dir, level: str, topics: Iterable[str] | None,
+         columns: Iterable[str] | None = None):
     from pyspark.sql import functions as F
 
-    df = spark.read.format(DATA_SOURCE).option("level", level).load(str(data_dir))
+    reader = spark.read.format(DATA_SOURCE).option("level", level)
+    if columns is not None:
+        # topic and partition always: the filters below are on them
+        reader = reader.option("columns", ",".join(["topic", "partition", *columns]))
+    df = reader.load(str(data_dir))
     # Spark 4.3 keeps the reader that pushFilters narrowed on the DataFrame's relation and
     # reuses it for a later query that pushes no filter, so `df.where(topic == x)` followed
     # by `df.count()` would count topic x only. An always-true filter Spark can hand to
@@ -194,10 +199,14 @@ def _log(spark, data_dir, level: str, topics: Iterable[str] | None):
     return df
 
 
-def records(spark, data_dir, topics: Iterable[str] | None = None):
+def records(spark, data_dir, topics: Iterable[str] | None = None,
+            columns: Iterable[str] | None = None):
     """RECORDS_SCHEMA: every record of every segment under data_dir (a data directory, one
-    partition directory or one .log file), optionally only of `topics`."""
-    return _log(spark, data_dir, "record", topics)
+    partition directory or one .log file), optionally only of `topics`; with `columns`,
+    only those columns (and topic and partition), in RECORDS_SCHEMA's order. Spark cannot
+    prune a Python data source's columns itself, and a full scan of the log spends most of
+    its time building values and headers a query may never read."""
+    return _log(spark, data_dir, "record", topics, columns)
 
 
 def batches(spark, data_dir, topics: Iterable[str] | None = None):
@@ -209,7 +218,8 @@ def _offsets_records(spark, data_dir):
     from pyspark.sql import functions as F
 
     # Only batches that decoded: a damaged batch has no keys to read.
-    return (records(spark, data_dir, [OFFSETS_TOPIC])
+    return (records(spark, data_dir, [OFFSETS_TOPIC],
+                    ["offset", "timestamp", "key", "value", "is_control", "error"])
             .where(F.col("error").isNull() & ~F.col("is_control"))
             .select("partition", "offset", "timestamp", "key", "value"))
 
