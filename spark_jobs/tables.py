@@ -179,14 +179,32 @@ CONSUMER_EVENTS_SCHEMA = schema_of(
 
 # --- loaders ------------------------------------------------------------------------
 
+def _no_log(data_dir, topics: Iterable[str] | None) -> bool:
+    """True when no segment under data_dir holds a byte of `topics`' log (a data directory
+    without __consumer_offsets, say). Such a table is empty, and an empty DataFrame spares
+    Spark the Python processes that would plan and read the data source to find that out
+    (seconds each on a small, busy machine). A missing path is left to the data source's
+    own error."""
+    from .segments import find_segments
+    try:
+        return not any(s.size for s in find_segments(data_dir, topics))
+    except (OSError, ValueError):
+        return False
+
+
 def _log(spark, data_dir, level: str, topics: Iterable[str] | None,
          columns: Iterable[str] | None = None):
     from pyspark.sql import functions as F
 
+    schema = RECORDS_SCHEMA if level == "record" else BATCHES_SCHEMA
     reader = spark.read.format(DATA_SOURCE).option("level", level)
     if columns is not None:
         # topic and partition always: the filters below are on them
-        reader = reader.option("columns", ",".join(["topic", "partition", *columns]))
+        keep = ["topic", "partition", *columns]
+        schema = StructType([f for f in schema.fields if f.name in keep])
+        reader = reader.option("columns", ",".join(keep))
+    if _no_log(data_dir, topics):
+        return spark.createDataFrame([], schema)
     df = reader.load(str(data_dir))
     # Spark 4.3 keeps the reader that pushFilters narrowed on the DataFrame's relation and
     # reuses it for a later query that pushes no filter, so `df.where(topic == x)` followed
@@ -260,6 +278,8 @@ class _OffsetsDecoder:
 def offset_commits(spark, data_dir):
     """OFFSET_COMMITS_SCHEMA: every offset commit (and tombstone) in __consumer_offsets."""
     from .offsets_topic import OFFSET_COMMITS
+    if _no_log(data_dir, [OFFSETS_TOPIC]):  # no Python worker to decode nothing
+        return spark.createDataFrame([], OFFSET_COMMITS_SCHEMA)
     return _offsets_records(spark, data_dir).mapInArrow(
         _OffsetsDecoder(OFFSET_COMMITS, OFFSET_COMMITS_SCHEMA), OFFSET_COMMITS_SCHEMA)
 
@@ -268,6 +288,8 @@ def group_metadata(spark, data_dir):
     """GROUP_METADATA_SCHEMA: every group metadata record (and tombstone) in
     __consumer_offsets."""
     from .offsets_topic import GROUP_METADATA
+    if _no_log(data_dir, [OFFSETS_TOPIC]):
+        return spark.createDataFrame([], GROUP_METADATA_SCHEMA)
     return _offsets_records(spark, data_dir).mapInArrow(
         _OffsetsDecoder(GROUP_METADATA, GROUP_METADATA_SCHEMA), GROUP_METADATA_SCHEMA)
 

@@ -37,6 +37,17 @@ def test_records_are_what_was_produced(spark, broker_data):
     assert {(r.topic, r.codec) for r in rows} == {(f"codec-{c}", c) for c in CODECS}
 
 
+def test_records_with_only_some_columns(spark, broker_data):
+    topics = [f"codec-{c}" for c in CODECS]
+    df = tables.records(spark, broker_data.data_dir, topics, columns=["value", "offset"])
+    assert df.schema.fieldNames() == ["topic", "partition", "offset", "value"]
+    assert df.schema.fields == [f for f in tables.RECORDS_SCHEMA.fields
+                                if f.name in ("topic", "partition", "offset", "value")]
+    got = sorted((r.topic, r.partition, r.offset, bytes(r.value)) for r in df.collect())
+    assert got == sorted((m["topic"], m["partition"], m["offset"], m["value"])
+                         for t in topics for m in broker_data.of(t))
+
+
 def test_batches_and_split_bytes(spark, broker_data):
     df = tables.batches(spark, broker_data.data_dir, [MULTI_TOPIC])
     assert df.schema == tables.BATCHES_SCHEMA
