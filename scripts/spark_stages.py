@@ -48,7 +48,7 @@ def main() -> None:
             info = e["Stage Info"]
             acc = {a["Name"]: a.get("Value") for a in info.get("Accumulables", [])}
 
-            def metric(name: str) -> int:
+            def metric(name: str, acc: dict = acc) -> int:
                 return int(acc.get(f"internal.metrics.{name}") or 0)
             submitted = info.get("Submission Time") or 0
             stages[info["Stage ID"]] = {
