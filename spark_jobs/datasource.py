@@ -2,11 +2,15 @@
 
     spark.read.format("minibroker-log").load(DATA_DIR)                    # RECORDS_SCHEMA
     spark.read.format("minibroker-log").option("level", "batch").load(p)  # BATCHES_SCHEMA
+    spark.read.format("minibroker-log").option("columns", "topic,partition,key").load(p)
 
 Owns the Spark side only: planning (one input partition per byte range of a segment, cut on
 batch boundaries by spark_jobs.segments; option "split_bytes", default 32 MiB), pushing
 EqualTo / In filters on `topic` and `partition` down to skip other partitions' files, and
-turning each range's rows into Arrow record batches. The path may be a data directory, one
+turning each range's rows into Arrow record batches. Option "columns" (comma-separated)
+narrows the table to those columns, in the schema's order: Python data sources get no
+column pruning from Spark, and building a column nobody reads (a record's value, its
+headers) costs more than decoding it. The path may be a data directory, one
 partition directory or one .log file. Needs spark.sql.python.filterPushdown.enabled=true
 (spark_jobs.session sets it).
 
@@ -43,13 +47,25 @@ def _level(options) -> str:
     return level
 
 
+def _schema(options) -> StructType:
+    full = _LEVELS[_level(options)]
+    columns = options.get("columns")
+    if not columns:
+        return full
+    wanted = {c.strip() for c in columns.split(",") if c.strip()}
+    unknown = wanted.difference(full.fieldNames())
+    if unknown:
+        raise ValueError(f"option columns: no column(s) {sorted(unknown)} in this table")
+    return StructType([f for f in full.fields if f.name in wanted])
+
+
 class MinibrokerLogDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
         return DATA_SOURCE
 
     def schema(self) -> StructType:
-        return _LEVELS[_level(self.options)]
+        return _schema(self.options)
 
     def reader(self, schema: StructType) -> "MinibrokerLogReader":
         return MinibrokerLogReader(self.options, schema)
@@ -103,7 +119,8 @@ class MinibrokerLogReader(DataSourceReader):
         if r is None:  # Spark's stand-in partition when there are no segments at all
             return
         arrow_schema = _arrow_schema(self.schema)
-        for chunk in iter_column_chunks(ByteRange(*r), self.level, _CHUNK_ROWS):
+        for chunk in iter_column_chunks(ByteRange(*r), self.level, _CHUNK_ROWS,
+                                        self.schema.fieldNames()):
             yield chunk.to_arrow(arrow_schema)
 
 

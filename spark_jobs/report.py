@@ -1,7 +1,7 @@
 """What `minibroker analyze` leaves under --out: tables, charts and one HTML page.
 
 Owns
-- `write_table(df, out, job, name)`: OUT/<job>/<name>/parquet/ (the table as is) and
+- `write_table(df, out, job, name, head)`: OUT/<job>/<name>/parquet/ (the table as is) and
   OUT/<job>/<name>/csv/ (one part file with a header; arrays and structs as JSON, binary as
   base64, since CSV holds neither);
 - the chart helpers the jobs draw with (matplotlib, Agg backend, PNG under OUT/<job>/):
@@ -47,18 +47,29 @@ def _csv_ready(df):
     return df.select(*cols)
 
 
-def write_table(df, out: str | os.PathLike, job: str, name: str) -> dict[str, Any]:
-    """Write one table both ways; return {"rows", "parquet", "csv", "head" (pandas)}.
-    The job's plan runs once, into Parquet; the CSV, the row count and the head shown in
-    the report are read back from it (cheap scans instead of re-running the plan)."""
+def write_table(df, out: str | os.PathLike, job: str, name: str,
+                head: bool = True) -> dict[str, Any]:
+    """Write one table both ways; return {"rows", "parquet", "csv", "head" (pandas, or None
+    when `head` is false: only the tables the report prints need one)}.
+
+    The job's plan runs once, into Parquet, counting its rows on the way (an Observation,
+    not a second count query); the CSV and the head are read back from the Parquet, with
+    the schema known, so no query re-runs the plan or infers a schema. On small data each
+    Spark query costs far more than its rows (docs/BENCHMARKS.md), so there are two or
+    three per table, not six."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
     base = Path(out) / job / name
-    df.write.mode("overwrite").parquet(str(base / "parquet"))
-    written = df.sparkSession.read.parquet(str(base / "parquet"))
+    counted = Observation(f"{job}/{name}")
+    df.observe(counted, F.count(F.lit(1)).alias("rows")).write.mode("overwrite") \
+        .parquet(str(base / "parquet"))
+    rows = counted.get["rows"]
+    written = df.sparkSession.read.schema(df.schema).parquet(str(base / "parquet"))
     _csv_ready(written).coalesce(1).write.mode("overwrite").option("header", True) \
         .csv(str(base / "csv"))
-    head = _csv_ready(written.limit(SHOW_ROWS)).toPandas()
-    return {"rows": written.count(), "parquet": base / "parquet", "csv": base / "csv",
-            "head": head}
+    shown = _csv_ready(written.limit(SHOW_ROWS)).toPandas() if head else None
+    return {"rows": rows, "parquet": base / "parquet", "csv": base / "csv", "head": shown}
 
 
 # --- charts ------------------------------------------------------------------------------

@@ -257,18 +257,29 @@ def _text_keys(headers: list) -> list:
 
 
 _PER_RECORD = ("offset", "timestamp", "key", "value", "headers")
+# A batch's records -> one column's values (list comprehensions: the per-record hot loop)
+_PER_RECORD_VALUES = {
+    "offset": lambda recs: [x.offset for x in recs],
+    "timestamp": lambda recs: [x.timestamp for x in recs],
+    "key": lambda recs: [x.key for x in recs],
+    "value": lambda recs: [x.value for x in recs],
+    "headers": lambda recs: [_text_keys(x.headers) if x.headers else [] for x in recs],
+}
+# The batch's own values of a record row, in RECORD_COLUMNS order (see iter_column_chunks).
+_RECORD_BATCH_COLUMNS = tuple(n for n in RECORD_COLUMNS if n not in _PER_RECORD)
 
 
 class ColumnChunk:
     """Rows of whole batches, column by column. A batch's own values (topic, header
     fields, crc_valid, ...) are kept once per batch with `counts` saying how many rows
     each covers, so Arrow can repeat them in C instead of Python building one per record.
+    `names` may be any subset of the level's columns, in its order.
     """
 
-    def __init__(self, names: tuple[str, ...]) -> None:
+    def __init__(self, names: tuple[str, ...], level: str = "record") -> None:
         self.names = names
         self.per_record: dict[str, list] = {n: [] for n in names if n in _PER_RECORD} \
-            if names is RECORD_COLUMNS else {}
+            if level == "record" else {}
         self.per_batch: dict[str, list] = {n: [] for n in names if n not in self.per_record}
         self.counts: list[int] = []
         self.rows = 0
@@ -304,10 +315,13 @@ class ColumnChunk:
         return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
 
 
-def iter_column_chunks(r: ByteRange, level: str = "record",
-                       chunk_rows: int = 8192) -> Iterator[ColumnChunk]:
-    """The rows of one byte range (RECORD_COLUMNS or BATCH_COLUMNS), in chunks of whole
-    batches of about `chunk_rows` rows."""
+def iter_column_chunks(r: ByteRange, level: str = "record", chunk_rows: int = 8192,
+                       columns: Iterable[str] | None = None) -> Iterator[ColumnChunk]:
+    """The rows of one byte range (RECORD_COLUMNS or BATCH_COLUMNS, or only `columns` of
+    them, in the level's order), in chunks of whole batches of about `chunk_rows` rows.
+
+    Leaving out columns a query does not read saves building them: a record's value and
+    headers cost more to turn into Python lists and Arrow arrays than to decode."""
     names: tuple[str, ...]
     if level == "record":
         names, decode = RECORD_COLUMNS, True
@@ -315,7 +329,17 @@ def iter_column_chunks(r: ByteRange, level: str = "record",
         names, decode = BATCH_COLUMNS, False
     else:
         raise ValueError(f"level must be 'record' or 'batch', not {level!r}")
-    chunk = ColumnChunk(names)
+    if columns is not None:
+        wanted = set(columns)
+        unknown = wanted.difference(names)
+        if unknown:
+            raise ValueError(f"no column(s) {sorted(unknown)} at level {level!r}")
+        names = tuple(n for n in names if n in wanted)
+    chunk = ColumnChunk(names, level)
+    # where each kept per-batch column sits in the tuple of all of a batch's values below
+    all_batch = BATCH_COLUMNS if level == "batch" else _RECORD_BATCH_COLUMNS
+    picks = [all_batch.index(n) for n in chunk.per_batch]
+    record_columns = [n for n in _PER_RECORD if n in chunk.per_record]
     for b in _walk(r, decode):
         (last_offset, count, first_ts, max_ts, ts_type, pid, pepoch, bseq, ple, codec,
          txn, control) = _header_values(b.header)
@@ -332,29 +356,24 @@ def iter_column_chunks(r: ByteRange, level: str = "record",
             cols = chunk.per_record
             if recs:
                 n = len(recs)
-                cols["offset"].extend([x.offset for x in recs])
-                cols["timestamp"].extend([x.timestamp for x in recs])
-                cols["key"].extend([x.key for x in recs])
-                cols["value"].extend([x.value for x in recs])
-                cols["headers"].extend([_text_keys(x.headers) if x.headers else []
-                                        for x in recs])
+                for name in record_columns:
+                    cols[name].extend(_PER_RECORD_VALUES[name](recs))
             else:  # a batch that did not decode gives one row
                 n = 1
-                cols["offset"].append(b.base_offset)
-                cols["timestamp"].append(first_ts)
-                cols["key"].append(None)
-                cols["value"].append(None)
-                cols["headers"].append([])
+                failed = {"offset": b.base_offset, "timestamp": first_ts, "key": None,
+                          "value": None, "headers": []}
+                for name in record_columns:
+                    cols[name].append(failed[name])
             values = (r.topic, r.partition, ts_type, b.base_offset, last_offset, b.position,
                       b.size, count, pid, pepoch, bseq, ple, codec, txn, control, max_ts,
                       b.crc_valid, b.error, r.path)
-        for column, value in zip(chunk.per_batch.values(), values):
-            column.append(value)
+        for column, i in zip(chunk.per_batch.values(), picks):
+            column.append(values[i])
         chunk.counts.append(n)
         chunk.rows += n
         if chunk.rows >= chunk_rows:
             yield chunk
-            chunk = ColumnChunk(names)
+            chunk = ColumnChunk(names, level)
     if chunk.rows:
         yield chunk
 

@@ -26,7 +26,7 @@ __all__ = [
     "RECORDS_SCHEMA", "BATCHES_SCHEMA", "OFFSET_COMMITS_SCHEMA", "GROUP_METADATA_SCHEMA",
     "EVENTS_SCHEMA", "CONSUMER_EVENTS_SCHEMA", "OFFSETS_TOPIC", "DATA_SOURCE",
     "schema_of", "records", "batches", "offset_commits", "group_metadata", "events",
-    "consumer_events",
+    "consumer_events", "LOCAL_READ_BYTES",
 ]
 
 DATA_SOURCE = "minibroker-log"
@@ -178,10 +178,62 @@ CONSUMER_EVENTS_SCHEMA = schema_of(CONSUMER_EVENT_TYPES, CONSUMER_COMMON_FIELDS)
 
 # --- loaders ------------------------------------------------------------------------
 
-def _log(spark, data_dir, level: str, topics: Iterable[str] | None):
+# Up to this many bytes of segments a table is decoded here, in the driver, and handed to
+# Spark as a local table. Below it the data source's fixed costs dominate: Spark starts a
+# Python process to create the source, one to push filters to it, one to plan it and
+# workers to read it (each seconds on two busy cores), against well under a second of
+# decoding in one process (about 100 MB/s of batch headers, 10 MB/s of records).
+LOCAL_READ_BYTES = {"batch": 32 << 20, "record": 4 << 20}
+_OFFSETS_COLUMNS = ("partition", "offset", "timestamp", "key", "value", "is_control", "error")
+
+
+def _log_bytes(data_dir, topics: Iterable[str] | None) -> int | None:
+    """The bytes of the segments under data_dir holding `topics`' log; None for a path
+    that is not a data directory, partition directory or segment (the data source's own
+    error then says so)."""
+    from .segments import find_segments
+    try:
+        return sum(s.size for s in find_segments(data_dir, topics))
+    except (OSError, ValueError):
+        return None
+
+
+def _subset(schema: StructType, columns: Iterable[str] | None) -> StructType:
+    if columns is None:
+        return schema
+    keep = {"topic", "partition", *columns}  # always: tables filter on them
+    return StructType([f for f in schema.fields if f.name in keep])
+
+
+def _local_arrow(data_dir, level: str, topics: Iterable[str] | None, schema: StructType):
+    """The rows of `topics`' segments, decoded here, as a pyarrow.Table of `schema`."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from .segments import find_segments, iter_column_chunks, segment_ranges
+
+    arrow_schema = to_arrow_schema(schema)
+    names = schema.fieldNames()
+    return pa.Table.from_batches(
+        [chunk.to_arrow(arrow_schema)
+         for r in segment_ranges(find_segments(data_dir, topics))
+         for chunk in iter_column_chunks(r, level, columns=names)], schema=arrow_schema)
+
+
+def _log(spark, data_dir, level: str, topics: Iterable[str] | None,
+         columns: Iterable[str] | None = None):
     from pyspark.sql import functions as F
 
-    df = spark.read.format(DATA_SOURCE).option("level", level).load(str(data_dir))
+    schema = _subset(RECORDS_SCHEMA if level == "record" else BATCHES_SCHEMA, columns)
+    size = _log_bytes(data_dir, topics)
+    if size == 0:  # e.g. no __consumer_offsets: nothing to start Python for
+        return spark.createDataFrame([], schema)
+    if size is not None and size <= LOCAL_READ_BYTES[level]:
+        return spark.createDataFrame(_local_arrow(data_dir, level, topics, schema), schema)
+    reader = spark.read.format(DATA_SOURCE).option("level", level)
+    if columns is not None:
+        reader = reader.option("columns", ",".join(schema.fieldNames()))
+    df = reader.load(str(data_dir))
     # Spark 4.3 keeps the reader that pushFilters narrowed on the DataFrame's relation and
     # reuses it for a later query that pushes no filter, so `df.where(topic == x)` followed
     # by `df.count()` would count topic x only. An always-true filter Spark can hand to
@@ -193,10 +245,14 @@ def _log(spark, data_dir, level: str, topics: Iterable[str] | None):
     return df
 
 
-def records(spark, data_dir, topics: Iterable[str] | None = None):
+def records(spark, data_dir, topics: Iterable[str] | None = None,
+            columns: Iterable[str] | None = None):
     """RECORDS_SCHEMA: every record of every segment under data_dir (a data directory, one
-    partition directory or one .log file), optionally only of `topics`."""
-    return _log(spark, data_dir, "record", topics)
+    partition directory or one .log file), optionally only of `topics`; with `columns`,
+    only those columns (and topic and partition), in RECORDS_SCHEMA's order. Spark cannot
+    prune a Python data source's columns itself, and a full scan of the log spends most of
+    its time building values and headers a query may never read."""
+    return _log(spark, data_dir, "record", topics, columns)
 
 
 def batches(spark, data_dir, topics: Iterable[str] | None = None):
@@ -208,9 +264,33 @@ def _offsets_records(spark, data_dir):
     from pyspark.sql import functions as F
 
     # Only batches that decoded: a damaged batch has no keys to read.
-    return (records(spark, data_dir, [OFFSETS_TOPIC])
+    return (records(spark, data_dir, [OFFSETS_TOPIC], _OFFSETS_COLUMNS)
             .where(F.col("error").isNull() & ~F.col("is_control"))
             .select("partition", "offset", "timestamp", "key", "value"))
+
+
+def _offsets_table(spark, data_dir, table: str, schema: StructType):
+    """One table decoded from __consumer_offsets, in the driver when the topic is small
+    (LOCAL_READ_BYTES), else by Python workers."""
+    decoder = _OffsetsDecoder(table, schema)
+    size = _log_bytes(data_dir, [OFFSETS_TOPIC])
+    if size == 0:
+        return spark.createDataFrame([], schema)
+    if size is not None and size <= LOCAL_READ_BYTES["record"]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        rows = _local_arrow(data_dir, "record", [OFFSETS_TOPIC],
+                            _subset(RECORDS_SCHEMA, _OFFSETS_COLUMNS))
+        # as the Spark filter above: a null is not true (Kleene logic), so it drops the row
+        rows = rows.filter(pc.and_kleene(pc.is_null(rows["error"]),
+                                         pc.invert(rows["is_control"])))
+        rows = rows.select(["partition", "offset", "timestamp", "key", "value"])
+        decoded = pa.Table.from_batches(list(decoder(rows.to_batches())),
+                                        schema=to_arrow_schema(schema))
+        return spark.createDataFrame(decoded, schema)
+    return _offsets_records(spark, data_dir).mapInArrow(decoder, schema)
 
 
 class _OffsetsDecoder:
@@ -249,16 +329,14 @@ class _OffsetsDecoder:
 def offset_commits(spark, data_dir):
     """OFFSET_COMMITS_SCHEMA: every offset commit (and tombstone) in __consumer_offsets."""
     from .offsets_topic import OFFSET_COMMITS
-    return _offsets_records(spark, data_dir).mapInArrow(
-        _OffsetsDecoder(OFFSET_COMMITS, OFFSET_COMMITS_SCHEMA), OFFSET_COMMITS_SCHEMA)
+    return _offsets_table(spark, data_dir, OFFSET_COMMITS, OFFSET_COMMITS_SCHEMA)
 
 
 def group_metadata(spark, data_dir):
     """GROUP_METADATA_SCHEMA: every group metadata record (and tombstone) in
     __consumer_offsets."""
     from .offsets_topic import GROUP_METADATA
-    return _offsets_records(spark, data_dir).mapInArrow(
-        _OffsetsDecoder(GROUP_METADATA, GROUP_METADATA_SCHEMA), GROUP_METADATA_SCHEMA)
+    return _offsets_table(spark, data_dir, GROUP_METADATA, GROUP_METADATA_SCHEMA)
 
 
 def _json_lines(spark, directory: Path, schema: StructType):

@@ -152,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
             t = time.monotonic()
             result = load_job(name).run(spark, ctx)
             _render_replays(result, ctx)
-            written[name] = {table: report.write_table(df, ctx.out, name, table)
+            written[name] = {table: report.write_table(df, ctx.out, name, table,
+                                                       head=table in result.show)
                              for table, df in result.tables.items()}
             results.append(result)
             sys.stderr.write(f"[{name}] {time.monotonic() - t:.1f} s, "

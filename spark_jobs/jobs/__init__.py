@@ -68,9 +68,23 @@ class Context:
                 df = tables.consumer_events(spark, str(self.consumer_events_dir))
             else:
                 df = getattr(tables, name)(spark, str(self.data_dir))
-            # records are the whole log: read them once per job that needs them, not cached
-            self._loaded[name] = df if name == "records" else df.persist()
+            if name != "records":
+                # Cached with as many partitions as the machine has cores, not one per
+                # input range (a 1 GB log has 30, a data directory with groups one per
+                # __consumer_offsets segment): every later query over a cached table runs
+                # one task per partition, and these tables are small. The scan keeps its
+                # parallelism: coalesce merges ranges into tasks without a shuffle.
+                df = df.coalesce(max(1, spark.sparkContext.defaultParallelism)).persist()
+            # records are the whole log: read once per job that needs them, not cached
+            # (Context.records reads only the columns a job uses)
+            self._loaded[name] = df
         return self._loaded[name]
+
+    def records(self, spark, columns: Iterable[str]):
+        """The records table with only `columns` (and topic and partition): a full scan of
+        the log, so neither cached nor shared; each job reads just what it uses."""
+        from spark_jobs import tables
+        return tables.records(spark, str(self.data_dir), columns=columns)
 
     def release(self) -> None:
         for df in self._loaded.values():

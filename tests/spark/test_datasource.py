@@ -1,11 +1,14 @@
 """The Spark side: the minibroker-log data source and the tables, on tiny real data. Few tests,
-one shared session (conftest's `spark`)."""
+one shared session (conftest's `spark`). The tables read this little data in the driver
+(tables.LOCAL_READ_BYTES); here they go through the data source, except where a test says
+otherwise."""
 
 from __future__ import annotations
 
 import json
 import shutil
 
+import pytest
 from pyspark.sql import functions as F
 
 from bench.events import CONSUMER_EVENT_TYPES
@@ -14,6 +17,12 @@ from spark_jobs.segments import find_segments, iter_rows, segment_ranges
 from tests.spark.conftest import CODECS, GROUP, MULTI_PARTITIONS, MULTI_TOPIC
 
 PRODUCED_COLUMNS = ["topic", "partition", "offset", "timestamp", "key", "value", "headers"]
+DRIVER_READS = dict(tables.LOCAL_READ_BYTES)
+
+
+@pytest.fixture(autouse=True)
+def through_the_data_source(monkeypatch):
+    monkeypatch.setattr(tables, "LOCAL_READ_BYTES", {level: 0 for level in DRIVER_READS})
 
 
 def as_produced(rows):
@@ -35,6 +44,17 @@ def test_records_are_what_was_produced(spark, broker_data):
     expected = sorted((m for t in topics for m in broker_data.of(t)), key=order)
     assert sorted(as_produced(rows), key=order) == expected
     assert {(r.topic, r.codec) for r in rows} == {(f"codec-{c}", c) for c in CODECS}
+
+
+def test_records_with_only_some_columns(spark, broker_data):
+    topics = [f"codec-{c}" for c in CODECS]
+    df = tables.records(spark, broker_data.data_dir, topics, columns=["value", "offset"])
+    assert df.schema.fieldNames() == ["topic", "partition", "offset", "value"]
+    assert df.schema.fields == [f for f in tables.RECORDS_SCHEMA.fields
+                                if f.name in ("topic", "partition", "offset", "value")]
+    got = sorted((r.topic, r.partition, r.offset, bytes(r.value)) for r in df.collect())
+    assert got == sorted((m["topic"], m["partition"], m["offset"], m["value"])
+                         for t in topics for m in broker_data.of(t))
 
 
 def test_batches_and_split_bytes(spark, broker_data):
@@ -149,3 +169,26 @@ def test_schema_of_declarations():
     assert names[3:-1] == sorted(names[3:-1])
     from broker.events import EVENT_TYPES
     assert set(names[3:-1]) == {f for fields in EVENT_TYPES.values() for f in fields}
+
+
+def _sorted_rows(df):
+    return sorted((tuple(r) for r in df.collect()), key=repr)
+
+
+@pytest.mark.parametrize("table", ["records", "batches", "offset_commits", "group_metadata",
+                                   "narrow records"])
+def test_a_small_log_read_in_the_driver_is_the_same_table(spark, broker_data, monkeypatch,
+                                                          table):
+    def load():
+        if table == "narrow records":
+            return tables.records(spark, broker_data.data_dir, [MULTI_TOPIC],
+                                  columns=["key", "headers"])
+        return getattr(tables, table)(spark, broker_data.data_dir)
+    scanned = load()
+    monkeypatch.setattr(tables, "LOCAL_READ_BYTES", DRIVER_READS)
+    local = load()
+    # no data source in the plan: a local table
+    assert "minibroker" not in local._jdf.queryExecution().analyzed().toString().lower()
+    assert local.schema == scanned.schema
+    rows = _sorted_rows(local)
+    assert rows and rows == _sorted_rows(scanned)

@@ -9,7 +9,7 @@ import pytest
 
 from protocol.names import parse_partition_dir
 from spark_jobs.segments import (BATCH_COLUMNS, RECORD_COLUMNS, ByteRange, find_segments,
-                                 iter_rows, segment_ranges, split_segment)
+                                 iter_column_chunks, iter_rows, segment_ranges, split_segment)
 from tests.spark.conftest import CODECS, LOG_APPEND_TOPIC, MULTI_PARTITIONS, MULTI_TOPIC
 
 
@@ -215,3 +215,35 @@ def test_a_tail_shorter_than_a_header_ends_the_range_silently(broker_data, tmp_p
     grown = find_segments(seg.path)[0]
     assert list(iter_rows(whole(grown))) == rows
     assert list(iter_rows(whole(grown), "batch")) == list(iter_rows(whole(seg), "batch"))
+
+
+def _chunk_rows(r, level, columns):
+    out = []
+    for chunk in iter_column_chunks(r, level, 8, columns):
+        cols = chunk.columns()
+        out += [dict(zip(cols, values)) for values in zip(*cols.values())]
+    return out
+
+
+@pytest.mark.parametrize("level, columns", [
+    ("record", ("key", "error", "partition", "is_control")),
+    ("record", ("headers", "offset", "segment")),
+    ("batch", ("max_timestamp", "topic", "crc_valid")),
+])
+def test_a_subset_of_columns_gives_those_columns_of_the_same_rows(
+        broker_data, tmp_path, level, columns):
+    seg = copy_segment(find_segments(broker_data.data_dir, ["codec-zstd"])[0], tmp_path)
+    full = list(iter_rows(whole(seg), level))
+    bad = sorted({r["batch_position"] for r in full})[1]
+    with open(seg.path, "r+b") as f:  # a batch that does not decode gives its one row too
+        f.seek(bad + 70)
+        byte = f.read(1)
+        f.seek(bad + 70)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    full = list(iter_rows(whole(seg), level))
+    order = RECORD_COLUMNS if level == "record" else BATCH_COLUMNS
+    kept = [n for n in order if n in columns]  # the level's order, whatever was asked
+    assert _chunk_rows(whole(seg), level, columns) == [{n: r[n] for n in kept} for r in full]
+    assert any(r["crc_valid"] is False for r in full)
+    with pytest.raises(ValueError, match="no column"):
+        _chunk_rows(whole(seg), level, ("nonsense",))
