@@ -229,6 +229,20 @@ def _split_tp(tp: str) -> tuple[str, int]:
     return topic, int(partition)
 
 
+def last_state(latest: list[dict]) -> str:
+    """The group's state after the newest of its group_state events (newest first).
+
+    Transitions in one millisecond of one generation (CompletingRebalance then Stable, as a
+    lone member's SyncGroup completes) tie on (ts, generation), and the event log has no
+    finer order: the last of them is the one whose new_state no other tied event left."""
+    tied = [e for e in latest
+            if (e["ts"], e["generation"]) == (latest[0]["ts"], latest[0]["generation"])]
+    for e in tied:
+        if not any(o is not e and o["old_state"] == e["new_state"] for o in tied):
+            return e["new_state"]
+    return tied[0]["new_state"]  # a cycle within one millisecond: no order to recover
+
+
 def describe_at(offset_commits: DataFrame, batches: DataFrame, group_metadata: DataFrame,
                 events: DataFrame | None, group: str, at_ms: int) -> dict[str, Any]:
     """What `minibroker groups describe GROUP` would have shown at `at_ms`.
@@ -257,11 +271,12 @@ def describe_at(offset_commits: DataFrame, batches: DataFrame, group_metadata: D
         members = [m.asDict() for m in meta[0]["members"]]
     state = "Stable" if members else "Empty"
     if events is not None:
-        last = (events.where((F.col("type") == "group_state") & (F.col("group") == group)
-                             & (F.col("ts") <= at_ms))
-                .orderBy(F.col("ts").desc(), F.col("generation").desc()).limit(1).collect())
-        if last:
-            state = last[0]["new_state"]
+        latest = (events.where((F.col("type") == "group_state") & (F.col("group") == group)
+                               & (F.col("ts") <= at_ms))
+                  .orderBy(F.col("ts").desc(), F.col("generation").desc())
+                  .select("ts", "generation", "old_state", "new_state").limit(8).collect())
+        if latest:
+            state = last_state([r.asDict() for r in latest])
     if state != "Stable":
         for m in members:
             m["assignment"] = []

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from spark_jobs.jobs import frame
-from spark_jobs.jobs.lag import group_status, lag_history, latest_status, partition_status
+from spark_jobs.jobs.lag import (group_status, lag_history, last_state, latest_status,
+                                 partition_status)
 from spark_jobs.tables import BATCHES_SCHEMA, OFFSET_COMMITS_SCHEMA
 
 T0 = 1_700_000_000_000
@@ -119,3 +120,23 @@ def test_group_status_is_the_worst_partition_capped_at_err(evaluated):
     history = {r["ts"] - T0: r["status"] for r in
                statuses.where("group = 'g-mixed' and partition = 5").collect()}
     assert [history[k * STEP + 1] for k in (3, 7, 8, 9)] == ["WARN", "WARN", "WARN", "STOP"]
+
+
+def _state(ts, generation, old, new):
+    return {"ts": ts, "generation": generation, "old_state": old, "new_state": new}
+
+
+@pytest.mark.parametrize("order", [0, 1])
+def test_last_state_follows_the_chain_of_transitions_in_one_millisecond(order):
+    # a lone member's SyncGroup: CompletingRebalance and Stable in the same ms and generation,
+    # in whatever order the sort gives them
+    tied = [_state(100, 1, "PreparingRebalance", "CompletingRebalance"),
+            _state(100, 1, "CompletingRebalance", "Stable")]
+    latest = (tied if order == 0 else tied[::-1]) + [_state(90, 0, "Empty", "PreparingRebalance")]
+    assert last_state(latest) == "Stable"
+
+
+def test_last_state_takes_the_newest_event_when_nothing_ties():
+    latest = [_state(120, 2, "Stable", "PreparingRebalance"),
+              _state(100, 2, "CompletingRebalance", "Stable")]
+    assert last_state(latest) == "PreparingRebalance"
