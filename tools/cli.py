@@ -38,24 +38,16 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.set_defaults(func=lambda a: _analyze(a.rest))
 
     from tools import consume, dump_log, groups, produce, topics
-    dump = sub.add_parser("dump-log", help="print the batches and records of log segments")
-    dump_log.add_arguments(dump)
-    dump.set_defaults(func=dump_log.main)
-    grp = sub.add_parser("groups", help="list and describe consumer groups")
-    groups.add_arguments(grp)
-    grp.set_defaults(func=groups.main)
-    tpc = sub.add_parser("topics", help="list, describe, create, delete and grow topics "
-                                        "(kafka-topics)")
-    topics.add_arguments(tpc)
-    tpc.set_defaults(func=topics.main)
-    prod = sub.add_parser("produce", help="send one record per stdin line "
-                                          "(kafka-console-producer)")
-    produce.add_arguments(prod)
-    prod.set_defaults(func=produce.main)
-    cons = sub.add_parser("consume", help="print a topic's records, one per line "
-                                          "(kafka-console-consumer)")
-    consume.add_arguments(cons)
-    cons.set_defaults(func=consume.main)
+    for name, tool, description in (
+            ("dump-log", dump_log, "print the batches and records of log segments"),
+            ("groups", groups, "list and describe consumer groups"),
+            ("topics", topics, "list, describe, create, delete and grow topics (kafka-topics)"),
+            ("produce", produce, "send one record per stdin line (kafka-console-producer)"),
+            ("consume", consume, "print a topic's records, one per line "
+                                 "(kafka-console-consumer)")):
+        command = sub.add_parser(name, help=description)
+        tool.add_arguments(command)
+        command.set_defaults(func=tool.main)
     return parser
 
 
