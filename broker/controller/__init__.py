@@ -1,0 +1,1 @@
+"""The KRaft controller: quorum, metadata image, placement and election."""
