@@ -89,8 +89,8 @@ def assign_replicas_to_brokers(
     n = len(usable)
     start = rng.randrange(n) if start_index is None else start_index % n
     shift = rng.randrange(n) if replica_shift is None else replica_shift
-    racks = {b.id: b.rack for b in usable}
-    if all(rack is not None for rack in racks.values()):
+    racks = {b.id: b.rack for b in usable if b.rack is not None}
+    if len(racks) == n:
         return _rack_aware(racks, num_partitions, replication_factor, start, shift,
                            start_partition_id)
     ids = [b.id for b in usable]

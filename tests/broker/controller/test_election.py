@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from broker.controller.election import (
-    NO_LEADER, NO_LEADER_CHANGE, Election, LeaderRecoveryState, PartitionChangeRecord,
+    NO_LEADER, NO_LEADER_CHANGE, LeaderRecoveryState, PartitionChangeRecord,
     PartitionRegistration, build_change, change_isr, controlled_shutdown, elect_leader,
     elect_preferred_leader, fence_broker, preferred_leader_imbalanced,
 )
