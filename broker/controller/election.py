@@ -150,8 +150,9 @@ def elect_leader(
     unclean_leader_election_enable: bool = False,
 ) -> PartitionChangeRecord | None:
     """Give the partition a leader if its leader is gone: after a broker is unfenced, or
-    for an offline partition when unclean.leader.election.enable is turned on. A leader
-    that is still in the ISR and active stays."""
+    for an offline partition when unclean.leader.election.enable is turned on or
+    ElectLeaders asks for an UNCLEAN election. A leader that is still in the ISR and
+    active stays, so None for a partition that has one (ELECTION_NOT_NEEDED)."""
     return build_change(
         partition, topic_id, partition_id,
         is_acceptable_leader=lambda r: r in active,

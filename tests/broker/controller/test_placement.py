@@ -130,6 +130,25 @@ def test_rack_aware_properties_over_random_clusters(seed):
     assert shapes == 150
 
 
+def test_rack_unaware_properties_over_random_clusters():
+    rng = random.Random(11)
+    for _ in range(300):
+        ids = rng.sample(range(50), rng.randint(1, 10))
+        fenced = set(rng.sample(ids, rng.randint(0, len(ids) - 1)))
+        usable = [b for b in ids if b not in fenced]
+        rf = rng.randint(1, len(usable))
+        partitions = rng.randint(1, 30)
+        placed = assign_replicas_to_brokers(
+            [UsableBroker(b, None, b in fenced) for b in ids], partitions, rf, rng=rng)
+        assert len(placed) == partitions
+        for replicas in placed:
+            assert len(set(replicas)) == len(replicas) == rf
+            assert not set(replicas) & fenced
+        leaders = Counter(r[0] for r in placed)
+        counts = [leaders.get(b, 0) for b in usable]
+        assert max(counts) - min(counts) <= 1
+
+
 def test_racks_are_ignored_unless_every_usable_broker_has_one():
     mixed = [UsableBroker(0, "a"), UsableBroker(1, None), UsableBroker(2, "a"),
              UsableBroker(3, None)]
