@@ -487,7 +487,14 @@ class RaftNode:
 
     def _to_unattached(self, epoch: int, now_ms: int, out: list) -> None:
         self._leave_state()
-        self.state = UnattachedState(epoch, now_ms + self._election_timeout())
+        if isinstance(self.state, UnattachedState):
+            # Raft's rule: only hearing from a leader or granting a vote restarts the
+            # election timer. A voter that restarted it on every higher epoch could be kept
+            # from ever standing by a candidate whose stale log loses each election.
+            deadline = self.state.election_deadline
+        else:
+            deadline = now_ms + self._election_timeout()
+        self.state = UnattachedState(epoch, deadline)
         self._persist(out, epoch)
         out.append(LeaderChanged(NO_ID, epoch))
 
