@@ -26,6 +26,7 @@ it within `liveness_bound_ms` of virtual time.
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 import json
 import random
 from dataclasses import dataclass, field
@@ -90,12 +91,14 @@ class InvariantChecker:
         self.last_hw: dict[int, int] = {i: 0 for i in node_ids}
         self.completeness_checked: set[tuple[int, int]] = set()
         self.leader_elections = 0
+        self.counts: Counter[str] = Counter()  # effects seen, to show what a run exercised
 
     def restarted(self, node: RaftNode) -> None:
         self.last_hw[node.node_id] = node.high_watermark
 
     def before_effect(self, node_id: int, disk: Disk, effect) -> None:
         """Check an effect against the node's disk as it was before the effect."""
+        self.counts[type(effect).__name__] += 1
         log = disk.log
         if isinstance(effect, AppendEntries):
             prev = log.last_fetched_epoch
@@ -185,6 +188,7 @@ class SimResult:
     elections: int
     restarts: int
     liveness_ms: int  # from healing to a new entry committed on every node
+    counts: Counter[str]  # the disk effects the nodes asked for, by kind
 
 
 class Simulation:
@@ -252,8 +256,9 @@ class Simulation:
                 raise Violation(f"seed {self.seed}: no end after {self.steps} steps")
             try:
                 getattr(self, "_on_" + kind)(*event[1:])
-            except IllegalStateError as exc:
-                raise Violation(f"seed {self.seed}: {exc}") from exc
+            except (IllegalStateError, Violation) as exc:
+                raise Violation(f"seed {self.seed} at {self.now} ms, step {self.steps}: "
+                                f"{exc}") from exc
             try:
                 self.checker.after_step(self.nodes)
             except Violation as exc:
@@ -263,7 +268,7 @@ class Simulation:
                 if self._live():
                     return SimResult(self.seed, self.steps, len(self.checker.committed),
                                      self.checker.leader_elections, self.restarts,
-                                     self.now - self._healed_at)
+                                     self.now - self._healed_at, self.checker.counts)
                 if self.now > self._healed_at + self.config.liveness_bound_ms:
                     raise Violation(f"seed {self.seed}: no new entry committed on every node "
                                     f"within {self.config.liveness_bound_ms} ms of healing "
