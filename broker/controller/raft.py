@@ -825,9 +825,7 @@ class RaftNode:
         assert isinstance(st, LeaderState)
         offsets = sorted([self.log.end_offset, *st.end_offsets.values()], reverse=True)
         replicated = offsets[len(self.config.voters) // 2]
-        # Only an entry of this epoch commits by counting replicas (Raft's rule); older
-        # entries commit with it. LeaderState.maybeUpdateHighWatermark.
-        if replicated > st.epoch_start_offset and (
+        if self._may_commit_to(st, replicated) and (
                 st.high_watermark is None or replicated > st.high_watermark):
             st.high_watermark = replicated
             if replicated > self.high_watermark:
@@ -836,6 +834,13 @@ class RaftNode:
             self._answer_parked(out)
             return True
         return False
+
+    def _may_commit_to(self, st: LeaderState, replicated: int) -> bool:
+        # Only an entry of this epoch commits by counting replicas (Raft's rule); older
+        # entries commit with it. A leader that counted them could expose an entry that a
+        # later leader, elected with a log of a newer epoch, overwrites.
+        # LeaderState.maybeUpdateHighWatermark.
+        return replicated > st.epoch_start_offset
 
     def _on_fetch_snapshot_request(self, source, cid, req: FetchSnapshotRequest, now_ms,
                                    out) -> None:
