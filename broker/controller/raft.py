@@ -378,7 +378,11 @@ class RaftNode:
         out: list = []
         es = self.election
         if es.epoch < self.log.last_fetched_epoch:
-            self._to_unattached(self.log.last_fetched_epoch, now_ms, out)
+            # the quorum-state file lags the log (written by another tool, or lost): the
+            # log's epoch is the least this node has seen
+            epoch = self.log.last_fetched_epoch
+            self.state = UnattachedState(epoch, now_ms + self._election_timeout())
+            self._persist(out, epoch)
         elif es.leader_id == self.node_id:
             # never lead the same epoch twice, nor vote in it: resign and wait for the next
             others = set(self._others())
@@ -403,11 +407,17 @@ class RaftNode:
         out: list = []
         st = self.state
         if isinstance(st, UnattachedState):
-            if now_ms >= st.election_deadline and self.is_voter:
-                self._to_candidate(now_ms, out)
+            if now_ms >= st.election_deadline:
+                if self.is_voter:
+                    self._to_candidate(now_ms, out)
+                else:  # a non-voter waits to hear of a leader
+                    st.election_deadline = now_ms + self._election_timeout()
         elif isinstance(st, FollowerState):
-            if now_ms >= st.fetch_deadline and self.is_voter:
-                self._to_candidate(now_ms, out)
+            if now_ms >= st.fetch_deadline:
+                if self.is_voter:
+                    self._to_candidate(now_ms, out)
+                else:
+                    self._to_unattached(st.epoch, now_ms, out)
             elif now_ms >= st.request_deadline:
                 self._send_fetch(now_ms, out)  # the last one timed out, or a backoff ended
         elif isinstance(st, CandidateState):
@@ -429,8 +439,11 @@ class RaftNode:
             if now_ms >= st.begin_resend_deadline:
                 self._send_begin_quorum_epoch(now_ms, out)
         else:
-            if now_ms >= st.election_deadline and self.is_voter:
-                self._to_candidate(now_ms, out)
+            if now_ms >= st.election_deadline:
+                if self.is_voter:
+                    self._to_candidate(now_ms, out)
+                else:  # no longer a voter: a later epoch must not name it leader again
+                    self._to_unattached(st.epoch + 1, now_ms, out)
             elif now_ms >= st.resend_deadline:
                 self._send_end_quorum_epoch(now_ms, out)
         return out

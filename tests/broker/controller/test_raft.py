@@ -342,3 +342,19 @@ def test_quorum_state_round_trips_in_kafkas_json_shape():
 def test_a_bad_quorum_state_is_refused(data):
     with pytest.raises(QuorumStateError):
         quorum_state.decode(data)
+
+
+def test_a_quorum_state_behind_the_log_resumes_at_the_logs_epoch():
+    node = make_node(epochs=[1, 4], election=ElectionState(2, voters=VOTERS))
+    effects = node.start(0)
+    assert node.epoch == 4 and node.role == "Unattached"
+    assert [e.state.epoch for e in effects if isinstance(e, PersistElectionState)] == [4]
+    assert node.next_deadline() >= 1000  # a full election timeout, not at once
+
+
+def test_a_non_voter_never_stands_for_election():
+    node = make_node(node_id=9)
+    node.start(0)
+    for now in (2000, 4000, 8000):
+        assert node.tick(now) == [] and node.role == "Unattached"
+        assert node.next_deadline() > now
