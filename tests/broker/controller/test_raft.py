@@ -164,9 +164,11 @@ def test_the_election_timeout_is_randomised_by_the_injected_rng():
 
 # -- replication ------------------------------------------------------------------------------
 
-def follower_of(leader: RaftNode, node_id: int, epochs: list[int]) -> tuple[RaftNode, Send]:
+def follower_of(leader: RaftNode, node_id: int, epochs: list[int],
+                **config) -> tuple[RaftNode, Send]:
     node = make_node(node_id=node_id, epochs=epochs,
-                     election=ElectionState(leader.epoch, leader.node_id, voters=VOTERS))
+                     election=ElectionState(leader.epoch, leader.node_id, voters=VOTERS),
+                     **config)
     return node, only(node.start(0), FetchRequest)
 
 
@@ -358,3 +360,31 @@ def test_a_non_voter_never_stands_for_election():
     for now in (2000, 4000, 8000):
         assert node.tick(now) == [] and node.role == "Unattached"
         assert node.next_deadline() > now
+
+
+def test_an_answer_to_an_abandoned_fetch_is_ignored():
+    leader = make_node(epochs=[1])
+    elect(leader)
+    follower, first = follower_of(leader, 1, [1], request_timeout_ms=500)
+    answer = only(leader.receive(1, first.correlation_id, first.message, 0), FetchResponse)
+    assert follower.next_deadline() == 500
+    retry = only(follower.tick(500), FetchRequest)  # timed out: sent again
+    assert retry.correlation_id != first.correlation_id
+    assert follower.receive(0, answer.correlation_id, answer.message, 600) == []
+    assert follower.log.end_offset == 1
+    answer = only(leader.receive(1, retry.correlation_id, retry.message, 0), FetchResponse)
+    follower.receive(0, answer.correlation_id, answer.message, 700)
+    assert follower.log.end_offset == 2
+
+
+def test_a_vote_answer_from_an_older_epoch_does_not_count():
+    node = make_node()
+    node.start(0)
+    node.tick(node.next_deadline())  # candidate in epoch 1
+    node.tick(node.next_deadline())  # the election timed out: backing off
+    node.tick(node.next_deadline())  # candidate in epoch 2
+    assert node.role == "Candidate" and node.epoch == 2
+    node.receive(1, 1, VoteResponse(ErrorCode.NONE, -1, 1, True), 0)
+    assert not node.is_leader
+    node.receive(1, 2, VoteResponse(ErrorCode.NONE, -1, 2, True), 0)
+    assert node.is_leader and node.epoch == 2

@@ -125,3 +125,9 @@ def test_soak_the_checker_catches_commits_of_older_epochs_by_counting():
     caught = run_broken(CommitsOlderEpochsByCounting, 3, range(SOAK_SCHEDULES))
     assert len(caught) >= 2
     assert all("committed" in message for message in caught)
+
+
+def test_a_schedule_replays_exactly_from_its_seed():
+    first, again = (Simulation(42, SimConfig(voters=5)).run() for _ in range(2))
+    assert first == again
+    assert Simulation(43, SimConfig(voters=5)).run() != first
