@@ -177,7 +177,7 @@ class SimConfig:
     voters: int = 3
     chaos_ms: int = 20_000
     commit_bound_ms: int = 15_000  # healing to a new entry committed (by a majority)
-    catch_up_bound_ms: int = 90_000  # healing to every node's high watermark covering it
+    catch_up_bound_ms: int = 30_000  # healing to every node's high watermark covering it
     max_steps: int = 200_000
 
 
