@@ -6,6 +6,9 @@ streams (tests/inproc.py). The test must also ask for pytest-trio's `autojump_cl
 virtual time: timeouts of minutes pass in milliseconds of real time.
 
     async def test_session_expiry(inproc, autojump_clock): ...
+
+Tests marked `soak` run only when asked for by marker (`make soak`, `pytest -m soak`): a
+plain `pytest` or `make test` leaves them out.
 """
 
 from __future__ import annotations
@@ -25,3 +28,12 @@ async def inproc(tmp_path) -> AsyncIterator[InProcessBroker]:
         pytest.fail("the inproc fixture runs on virtual time: ask for autojump_clock as well")
     async with in_process_broker(tmp_path / "broker") as broker:
         yield broker
+
+
+def pytest_collection_modifyitems(config, items):
+    if "soak" in (config.getoption("markexpr") or ""):
+        return
+    soak = [item for item in items if item.get_closest_marker("soak")]
+    if soak:
+        config.hook.pytest_deselected(items=soak)
+        items[:] = [item for item in items if not item.get_closest_marker("soak")]

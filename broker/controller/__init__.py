@@ -1,1 +1,16 @@
-"""The KRaft controller: quorum, metadata image, placement and election."""
+"""The cluster's control plane: the KRaft metadata quorum and, later, the controller on it.
+
+Owns, today, pure code only (nothing here does I/O or reads a clock; a runtime hands in
+messages, ticks and `now_ms`, and carries out the effects):
+- the Raft state machine of the metadata quorum (KIP-595) in `raft.py`, its in-memory view
+  of the `__cluster_metadata` log in `raft_log.py`, and the persisted election state
+  (Kafka's quorum-state file) in `quorum_state.py`;
+- replica placement across brokers and racks in `placement.py` (Kafka's
+  StripedReplicaPlacer / AdminUtils.assignReplicasToBrokers);
+- partition leader election and ISR changes in `election.py` (Kafka's
+  PartitionChangeBuilder).
+
+Still to come here: the trio runtime that drives `RaftNode` over the network and the
+segment files, the metadata records and image (Kafka's QuorumController and
+MetadataImage), broker registration and fencing.
+"""

@@ -1,0 +1,975 @@
+"""The KRaft metadata quorum (KIP-595) as a pure state machine: one voter's `RaftNode`.
+
+Owns: the quorum's messages (named field for field after Kafka's VoteRequest,
+BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest's replica fields and
+FetchSnapshotRequest, and their responses, flattened to the one partition
+`__cluster_metadata-0`), the effects a node asks its runtime to carry out, the epoch states
+(Kafka's UnattachedState, which also stands for VotedState, FollowerState, CandidateState,
+LeaderState and ResignedState) and the transitions between them (Kafka's KafkaRaftClient and
+QuorumState).
+
+A node never reads a clock, a socket or a file. The runtime calls `start`, `receive` (a
+request or a response, with the sender's id and the request's correlation id), `tick` at
+`next_deadline()`, `append` (on the leader), `create_snapshot` and `resign`, each with
+`now_ms`, and carries out the returned effects in order: `PersistElectionState` before
+anything after it is sent, `AppendEntries`/`TruncateTo`/`InstallSnapshot`/`SnapshotTaken` on
+the log (flushed before the next effect, as KafkaRaftClient flushes before it answers),
+`Send` on the network, `HighWatermark` and `LeaderChanged` to the listener. Randomness (the
+election timeout) comes from an injected RNG, so a seeded run replays exactly.
+
+The rules, as Kafka's KRaft applies them:
+- Static voters; a candidate bumps the epoch, votes for itself and asks the others. A voter
+  grants at most one vote per epoch (persisted before it answers), and only to a candidate
+  whose log is at least as up to date as its own, comparing (last epoch, end offset).
+- Any request or response carrying a higher epoch makes the node step down to that epoch;
+  one carrying a lower epoch is answered FENCED_LEADER_EPOCH or ignored.
+- The leader appends a control entry of its own epoch, tells the voters with
+  BeginQuorumEpoch, and replicates by answering Fetch: a follower's Fetch carries
+  fetch_offset and last_fetched_epoch; the leader answers records, or a diverging epoch
+  (the end offset of the largest epoch it has at or below the follower's) so the follower
+  truncates, or a snapshot id when the follower is below the log start offset, which the
+  follower then fetches with FetchSnapshot. An empty answer is held up to fetch max wait.
+- The high watermark is the offset a majority of voters has fetched up to, and advances
+  only past the leader's epoch start offset: entries of older epochs commit only through an
+  entry of the leader's own epoch (Raft's commitment rule, LeaderState.maybeUpdateHighWatermark).
+- A follower that hears nothing from its leader for controller.quorum.fetch.timeout.ms
+  becomes a candidate; an unattached voter after its randomised election timeout
+  (controller.quorum.election.timeout.ms plus up to as much again); a leader that has not
+  been fetched from by a majority for 1.5 fetch timeouts resigns (check quorum), sending
+  EndQuorumEpoch with its preferred successors, most caught-up first.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable, Union
+
+from broker.controller.quorum_state import NO_ID, ElectionState
+from broker.controller.raft_log import (Entry, RaftLog, Snapshot, SnapshotId,
+                                        ValidationKind)
+from protocol.errors import ErrorCode
+
+E = ErrorCode
+RETRY_BACKOFF_BASE_MS = 100  # KafkaRaftClient's base for the candidate's election backoff
+CHECK_QUORUM_TIMEOUT_FACTOR = 1.5  # LeaderState's, times the fetch timeout
+
+
+class IllegalStateError(RuntimeError):
+    """The quorum broke one of Raft's guarantees (Kafka's IllegalStateException): for
+    example a leader asking a follower to truncate below its high watermark."""
+
+
+class NotLeaderError(Exception):
+    """An append to a node that is not the leader of the given epoch (Kafka's
+    NotLeaderException from RaftClient.scheduleAppend)."""
+
+
+# -- messages ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LeaderIdAndEpoch:
+    leader_id: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True)
+class EpochEndOffset:
+    epoch: int
+    end_offset: int
+
+
+@dataclass(frozen=True)
+class VoteRequest:
+    candidate_epoch: int
+    candidate_id: int
+    last_offset_epoch: int
+    last_offset: int  # the candidate's log end offset, as KafkaRaftClient sends it
+    voter_id: int = NO_ID
+
+
+@dataclass(frozen=True)
+class VoteResponse:
+    error_code: ErrorCode
+    leader_id: int
+    leader_epoch: int
+    vote_granted: bool
+
+
+@dataclass(frozen=True)
+class BeginQuorumEpochRequest:
+    leader_id: int
+    leader_epoch: int
+    voter_id: int = NO_ID
+
+
+@dataclass(frozen=True)
+class BeginQuorumEpochResponse:
+    error_code: ErrorCode
+    leader_id: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True)
+class EndQuorumEpochRequest:
+    leader_id: int
+    leader_epoch: int
+    preferred_successors: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class EndQuorumEpochResponse:
+    error_code: ErrorCode
+    leader_id: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True)
+class FetchRequest:
+    replica_id: int  # FetchRequest's replica_state.replica_id
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    log_start_offset: int = -1
+    max_wait_ms: int = 0
+
+
+@dataclass(frozen=True)
+class FetchResponse:
+    error_code: ErrorCode
+    current_leader: LeaderIdAndEpoch
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    diverging_epoch: EpochEndOffset | None = None
+    snapshot_id: SnapshotId | None = None
+    records: tuple[Entry, ...] = ()
+
+
+@dataclass(frozen=True)
+class FetchSnapshotRequest:
+    replica_id: int
+    current_leader_epoch: int
+    snapshot_id: SnapshotId
+    position: int = 0
+    max_bytes: int = 0x7FFFFFFF
+
+
+@dataclass(frozen=True)
+class FetchSnapshotResponse:
+    error_code: ErrorCode
+    current_leader: LeaderIdAndEpoch
+    snapshot_id: SnapshotId | None = None
+    size: int = 0
+    position: int = 0
+    unaligned_records: bytes = b""
+
+
+Request = Union[VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest,
+                FetchSnapshotRequest]
+Response = Union[VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse, FetchResponse,
+                 FetchSnapshotResponse]
+
+
+# -- effects ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Send:
+    """A request (with a fresh correlation id) or a response (echoing the request's)."""
+    destination: int
+    correlation_id: int
+    message: Any  # Request | Response
+
+
+@dataclass(frozen=True)
+class PersistElectionState:
+    state: ElectionState
+
+
+@dataclass(frozen=True)
+class AppendEntries:
+    entries: tuple[Entry, ...]
+
+
+@dataclass(frozen=True)
+class TruncateTo:
+    offset: int  # entries at and above it are gone
+
+
+@dataclass(frozen=True)
+class InstallSnapshot:
+    """Replace the whole log by this snapshot (a follower that was too far behind)."""
+    snapshot: Snapshot
+
+
+@dataclass(frozen=True)
+class SnapshotTaken:
+    """Store this snapshot; entries below its end offset may be deleted."""
+    snapshot: Snapshot
+
+
+@dataclass(frozen=True)
+class HighWatermark:
+    """Entries below `offset` are committed: the listener may apply them (handleCommit)."""
+    offset: int
+
+
+@dataclass(frozen=True)
+class LeaderChanged:
+    leader_id: int  # -1 while no leader is known in `epoch`
+    epoch: int
+
+
+Effect = Union[Send, PersistElectionState, AppendEntries, TruncateTo, InstallSnapshot,
+               SnapshotTaken, HighWatermark, LeaderChanged]
+
+
+# -- configuration and epoch states -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class QuorumConfig:
+    voters: tuple[int, ...]  # the ids of controller.quorum.voters
+    election_timeout_ms: int = 1000  # controller.quorum.election.timeout.ms
+    fetch_timeout_ms: int = 2000  # controller.quorum.fetch.timeout.ms
+    election_backoff_max_ms: int = 1000  # controller.quorum.election.backoff.max.ms
+    request_timeout_ms: int = 2000  # controller.quorum.request.timeout.ms
+    retry_backoff_ms: int = 20  # controller.quorum.retry.backoff.ms
+    fetch_max_wait_ms: int = 500  # KafkaRaftClient.MAX_FETCH_WAIT_MS
+    fetch_max_bytes: int = 8 * 1024 * 1024  # KafkaRaftClient.MAX_BATCH_SIZE_BYTES
+
+    @property
+    def majority(self) -> int:
+        return len(self.voters) // 2 + 1
+
+
+@dataclass
+class UnattachedState:
+    """No leader known in `epoch`; with `voted_id` set this is Kafka's VotedState."""
+    epoch: int
+    election_deadline: int
+    voted_id: int = NO_ID
+    name = "Unattached"
+
+
+@dataclass
+class FollowerState:
+    epoch: int
+    leader_id: int
+    fetch_deadline: int  # no successful fetch by then: become a candidate
+    request_deadline: int = 0  # resend the fetch (timed out) or send it (after a backoff)
+    in_flight: int | None = None  # the correlation id of the one outstanding fetch
+    fetching_snapshot: SnapshotId | None = None
+    snapshot_bytes: bytearray = field(default_factory=bytearray)
+    name = "Follower"
+
+
+@dataclass
+class CandidateState:
+    epoch: int
+    election_deadline: int
+    retries: int = 1
+    granted: set[int] = field(default_factory=set)
+    rejected: set[int] = field(default_factory=set)
+    backoff_until: int | None = None
+    resend_deadline: int = 0
+    name = "Candidate"
+
+
+@dataclass
+class ParkedFetch:
+    correlation_id: int
+    request: FetchRequest
+    deadline: int
+
+
+@dataclass
+class LeaderState:
+    epoch: int
+    epoch_start_offset: int
+    check_quorum_deadline: int
+    begin_resend_deadline: int
+    high_watermark: int | None = None  # unknown until an entry of this epoch commits
+    end_offsets: dict[int, int] = field(default_factory=dict)  # voter -> fetch offset
+    fetched_voters: set[int] = field(default_factory=set)  # since the check-quorum reset
+    acked: set[int] = field(default_factory=set)  # voters that know this epoch's leader
+    parked: dict[int, ParkedFetch] = field(default_factory=dict)
+    name = "Leader"
+
+
+@dataclass
+class ResignedState:
+    epoch: int
+    election_deadline: int
+    preferred_successors: tuple[int, ...]
+    unacked: set[int]
+    resend_deadline: int = 0
+    name = "Resigned"
+
+
+EpochState = Union[UnattachedState, FollowerState, CandidateState, LeaderState, ResignedState]
+
+
+# -- the node ---------------------------------------------------------------------------------
+
+class RaftNode:
+    """One voter of the metadata quorum. Build it from what was persisted (the election
+    state and the log with its snapshot), then call `start`."""
+
+    def __init__(self, node_id: int, config: QuorumConfig, rng: random.Random,
+                 election: ElectionState | None = None, log: RaftLog | None = None):
+        self.node_id = node_id
+        self.config = config
+        self.rng = rng
+        self.election = election or ElectionState(voters=config.voters)
+        self.log = log or RaftLog()
+        # known committed; not persisted (KIP-595): a restarted node learns it from the leader
+        self.high_watermark = self.log.start_offset
+        self.state: EpochState = UnattachedState(self.election.epoch, 0)
+        self._next_correlation_id = 0
+
+    # -- what the node is -----------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        return self.state.epoch
+
+    @property
+    def leader_id(self) -> int:
+        if isinstance(self.state, FollowerState):
+            return self.state.leader_id
+        if isinstance(self.state, (LeaderState, ResignedState)):
+            return self.node_id
+        return NO_ID
+
+    @property
+    def is_leader(self) -> bool:
+        return isinstance(self.state, LeaderState)
+
+    @property
+    def is_voter(self) -> bool:
+        return self.node_id in self.config.voters
+
+    @property
+    def role(self) -> str:
+        if isinstance(self.state, UnattachedState) and self.state.voted_id != NO_ID:
+            return "Voted"
+        return self.state.name
+
+    def next_deadline(self) -> int:
+        st = self.state
+        if isinstance(st, UnattachedState):
+            return st.election_deadline
+        if isinstance(st, FollowerState):
+            return min(st.fetch_deadline, st.request_deadline)
+        if isinstance(st, CandidateState):
+            if st.backoff_until is not None:
+                return st.backoff_until
+            return min(st.election_deadline, st.resend_deadline)
+        if isinstance(st, LeaderState):
+            deadlines = [st.begin_resend_deadline] + [p.deadline for p in st.parked.values()]
+            if len(self.config.voters) > 1:
+                deadlines.append(st.check_quorum_deadline)
+            return min(deadlines)
+        return min(st.election_deadline, st.resend_deadline)
+
+    # -- the runtime's calls --------------------------------------------------------------
+
+    def start(self, now_ms: int) -> list:
+        """The state to resume in, as Kafka's QuorumState.initialize chooses it."""
+        out: list = []
+        es = self.election
+        if es.epoch < self.log.last_fetched_epoch:
+            # the quorum-state file lags the log (written by another tool, or lost): the
+            # log's epoch is the least this node has seen
+            epoch = self.log.last_fetched_epoch
+            self.state = UnattachedState(epoch, now_ms + self._election_timeout())
+            self._persist(out, epoch)
+        elif es.leader_id == self.node_id:
+            # never lead the same epoch twice, nor vote in it: resign and wait for the next
+            others = set(self._others())
+            self.state = ResignedState(es.epoch, now_ms + self._election_timeout(), (), others)
+            self._send_end_quorum_epoch(now_ms, out)
+        elif es.voted_id == self.node_id and self.is_voter:
+            self.state = CandidateState(es.epoch, now_ms + self._election_timeout(),
+                                        granted={self.node_id})
+            self._send_vote_requests(now_ms, out)
+        elif es.has_voted:
+            self.state = UnattachedState(es.epoch, now_ms + self._election_timeout(), es.voted_id)
+        elif es.has_leader:
+            self.state = FollowerState(es.epoch, es.leader_id, now_ms + self.config.fetch_timeout_ms)
+            self._send_fetch(now_ms, out)
+        else:
+            self.state = UnattachedState(es.epoch, now_ms + self._election_timeout())
+        out.append(LeaderChanged(self.leader_id, self.epoch))
+        self._maybe_elect_alone(now_ms, out)
+        return out
+
+    def tick(self, now_ms: int) -> list:
+        out: list = []
+        st = self.state
+        if isinstance(st, UnattachedState):
+            if now_ms >= st.election_deadline:
+                if self.is_voter:
+                    self._to_candidate(now_ms, out)
+                else:  # a non-voter waits to hear of a leader
+                    st.election_deadline = now_ms + self._election_timeout()
+        elif isinstance(st, FollowerState):
+            if now_ms >= st.fetch_deadline:
+                if self.is_voter:
+                    self._to_candidate(now_ms, out)
+                else:
+                    self._to_unattached(st.epoch, now_ms, out)
+            elif now_ms >= st.request_deadline:
+                self._send_fetch(now_ms, out)  # the last one timed out, or a backoff ended
+        elif isinstance(st, CandidateState):
+            if st.backoff_until is not None:
+                if now_ms >= st.backoff_until:
+                    self._to_candidate(now_ms, out)
+            elif now_ms >= st.election_deadline:
+                st.backoff_until = now_ms + self._election_backoff(st.retries)
+            elif now_ms >= st.resend_deadline:
+                self._send_vote_requests(now_ms, out)
+        elif isinstance(st, LeaderState):
+            if len(self.config.voters) > 1 and now_ms >= st.check_quorum_deadline:
+                self._to_resigned(now_ms, out)
+                return out
+            for replica, parked in list(st.parked.items()):
+                if now_ms >= parked.deadline:
+                    del st.parked[replica]
+                    self._answer_fetch(replica, parked, out)
+            if now_ms >= st.begin_resend_deadline:
+                self._send_begin_quorum_epoch(now_ms, out)
+        else:
+            if now_ms >= st.election_deadline:
+                if self.is_voter:
+                    self._to_candidate(now_ms, out)
+                else:  # no longer a voter: a later epoch must not name it leader again
+                    self._to_unattached(st.epoch + 1, now_ms, out)
+            elif now_ms >= st.resend_deadline:
+                self._send_end_quorum_epoch(now_ms, out)
+        return out
+
+    def append(self, epoch: int, records: list[bytes], now_ms: int) -> list:
+        """Append records as the leader of `epoch` (RaftClient.scheduleAppend)."""
+        st = self.state
+        if not isinstance(st, LeaderState) or st.epoch != epoch:
+            raise NotLeaderError(f"node {self.node_id} is not the leader of epoch {epoch}")
+        start = self.log.end_offset
+        entries = tuple(Entry(start + i, epoch, r) for i, r in enumerate(records))
+        out: list = []
+        self._leader_append(entries, now_ms, out)
+        return out
+
+    def create_snapshot(self, end_offset: int, data: bytes) -> list:
+        """The listener's image covers every entry below `end_offset` (which must be
+        committed): keep the image and let the log drop those entries."""
+        if not self.log.start_offset < end_offset <= self.high_watermark:
+            raise ValueError(f"snapshot end {end_offset} is not in ({self.log.start_offset}, "
+                             f"high watermark {self.high_watermark}]")
+        snapshot = Snapshot(SnapshotId(end_offset, self.log.epoch_at(end_offset - 1)), data)
+        self.log.take_snapshot(snapshot)
+        return [SnapshotTaken(snapshot)]
+
+    def resign(self, now_ms: int) -> list:
+        """Graceful shutdown of the leader: hand the quorum on (EndQuorumEpoch)."""
+        out: list = []
+        if isinstance(self.state, LeaderState):
+            self._to_resigned(now_ms, out)
+        return out
+
+    def receive(self, source: int, correlation_id: int, message: Any, now_ms: int) -> list:
+        out: list = []
+        handler = self._HANDLERS.get(type(message))
+        if handler is None:
+            raise TypeError(f"not a quorum message: {type(message).__name__}")
+        handler(self, source, correlation_id, message, now_ms, out)
+        return out
+
+    # -- transitions ----------------------------------------------------------------------
+
+    def _persist(self, out: list, epoch: int, leader_id: int = NO_ID,
+                 voted_id: int = NO_ID) -> None:
+        state = ElectionState(epoch, leader_id, voted_id, self.config.voters)
+        if state != self.election:
+            self.election = state
+            out.append(PersistElectionState(state))
+
+    def _leave_state(self) -> None:
+        st = self.state
+        if isinstance(st, LeaderState):
+            st.parked.clear()  # their fetchers time out and learn the new epoch
+
+    def _to_unattached(self, epoch: int, now_ms: int, out: list) -> None:
+        self._leave_state()
+        if isinstance(self.state, UnattachedState):
+            # Raft's rule: only hearing from a leader or granting a vote restarts the
+            # election timer. A voter that restarted it on every higher epoch could be kept
+            # from ever standing by a candidate whose stale log loses each election.
+            deadline = self.state.election_deadline
+        else:
+            deadline = now_ms + self._election_timeout()
+        self.state = UnattachedState(epoch, deadline)
+        self._persist(out, epoch)
+        out.append(LeaderChanged(NO_ID, epoch))
+
+    def _to_voted(self, candidate_id: int, now_ms: int, out: list) -> None:
+        epoch = self.epoch
+        self.state = UnattachedState(epoch, now_ms + self._election_timeout(), candidate_id)
+        self._persist(out, epoch, voted_id=candidate_id)
+
+    def _to_follower(self, epoch: int, leader_id: int, now_ms: int, out: list) -> None:
+        self._leave_state()
+        voted = self.election.voted_id if self.election.epoch == epoch else NO_ID
+        self.state = FollowerState(epoch, leader_id, now_ms + self.config.fetch_timeout_ms)
+        self._persist(out, epoch, leader_id, voted)
+        out.append(LeaderChanged(leader_id, epoch))
+        self._send_fetch(now_ms, out)
+
+    def _to_candidate(self, now_ms: int, out: list) -> None:
+        retries = self.state.retries + 1 if isinstance(self.state, CandidateState) else 1
+        self._leave_state()
+        epoch = self.epoch + 1
+        self.state = CandidateState(epoch, now_ms + self._election_timeout(), retries,
+                                    granted={self.node_id})
+        self._persist(out, epoch, voted_id=self.node_id)
+        out.append(LeaderChanged(NO_ID, epoch))
+        if not self._maybe_become_leader(now_ms, out):
+            self._send_vote_requests(now_ms, out)
+
+    def _maybe_elect_alone(self, now_ms: int, out: list) -> None:
+        # the only voter need not wait for an election timeout (KafkaRaftClient does the same)
+        if self.config.voters == (self.node_id,) and not isinstance(
+                self.state, (LeaderState, CandidateState)):
+            self._to_candidate(now_ms, out)
+
+    def _maybe_become_leader(self, now_ms: int, out: list) -> bool:
+        st = self.state
+        if not isinstance(st, CandidateState) or len(st.granted) < self.config.majority:
+            return False
+        epoch = st.epoch
+        start = self.log.end_offset
+        self.state = LeaderState(
+            epoch, start,
+            check_quorum_deadline=now_ms + self._check_quorum_timeout(),
+            begin_resend_deadline=now_ms,
+            end_offsets={v: -1 for v in self._others()},
+            acked={self.node_id})
+        self._persist(out, epoch, self.node_id, self.node_id)
+        out.append(LeaderChanged(self.node_id, epoch))
+        self._leader_append((Entry(start, epoch, b"", control=True),), now_ms, out)
+        self._send_begin_quorum_epoch(now_ms, out)
+        return True
+
+    def _to_resigned(self, now_ms: int, out: list) -> None:
+        st = self.state
+        assert isinstance(st, LeaderState)
+        successors = tuple(sorted(self._others(), key=lambda v: -st.end_offsets.get(v, -1)))
+        self._leave_state()
+        self.state = ResignedState(st.epoch, now_ms + self._election_timeout(), successors,
+                                   set(self._others()))
+        self._send_end_quorum_epoch(now_ms, out)
+
+    def _maybe_transition(self, leader_id: int, epoch: int, now_ms: int, out: list) -> None:
+        """Learn of `epoch` and its leader from a peer (KafkaRaftClient.maybeTransition)."""
+        if epoch > self.epoch:
+            if leader_id != NO_ID and leader_id != self.node_id:
+                self._to_follower(epoch, leader_id, now_ms, out)
+            else:
+                self._to_unattached(epoch, now_ms, out)
+        elif (epoch == self.epoch and leader_id not in (NO_ID, self.node_id)
+              and isinstance(self.state, (UnattachedState, CandidateState))):
+            self._to_follower(epoch, leader_id, now_ms, out)
+
+    def _handle_common_response(self, error: ErrorCode, leader_id: int, epoch: int,
+                                now_ms: int, out: list) -> bool:
+        """True when the response only told us of a newer epoch or leader, or is stale."""
+        if epoch > self.epoch or (epoch == self.epoch and leader_id not in (NO_ID, self.node_id)
+                                  and self.leader_id == NO_ID):
+            self._maybe_transition(leader_id, epoch, now_ms, out)
+            return True
+        return epoch < self.epoch
+
+    # -- timers and randomness ------------------------------------------------------------
+
+    def _election_timeout(self) -> int:
+        timeout = self.config.election_timeout_ms
+        return timeout + self.rng.randrange(timeout)
+
+    def _election_backoff(self, retries: int) -> int:
+        # KafkaRaftClient.binaryExponentialElectionBackoffMs
+        return min(RETRY_BACKOFF_BASE_MS * self.rng.randrange(2 << min(20, retries - 1)),
+                   self.config.election_backoff_max_ms)
+
+    def _check_quorum_timeout(self) -> int:
+        return int(self.config.fetch_timeout_ms * CHECK_QUORUM_TIMEOUT_FACTOR)
+
+    def _others(self) -> list[int]:
+        return [v for v in self.config.voters if v != self.node_id]
+
+    def _correlation_id(self) -> int:
+        self._next_correlation_id += 1
+        return self._next_correlation_id
+
+    def _leader_info(self) -> LeaderIdAndEpoch:
+        return LeaderIdAndEpoch(self.leader_id, self.epoch)
+
+    # -- Vote -----------------------------------------------------------------------------
+
+    def _send_vote_requests(self, now_ms: int, out: list) -> None:
+        st = self.state
+        assert isinstance(st, CandidateState)
+        st.resend_deadline = now_ms + self.config.request_timeout_ms
+        for voter in self._others():
+            if voter not in st.granted and voter not in st.rejected:
+                out.append(Send(voter, self._correlation_id(), VoteRequest(
+                    st.epoch, self.node_id, self.log.last_fetched_epoch, self.log.end_offset,
+                    voter)))
+
+    def _log_up_to_date(self, last_offset_epoch: int, last_offset: int) -> bool:
+        return (last_offset_epoch, last_offset) >= (self.log.last_fetched_epoch,
+                                                    self.log.end_offset)
+
+    def _can_grant_vote(self, candidate_id: int, up_to_date: bool) -> bool:
+        st = self.state
+        if isinstance(st, UnattachedState):
+            if st.voted_id != NO_ID:
+                return st.voted_id == candidate_id
+            return up_to_date
+        return False  # a follower, leader or resigned leader of this epoch; or a candidate
+
+    def _validate_voter_only(self, remote_id: int, epoch: int) -> ErrorCode:
+        if epoch < self.epoch:
+            return E.FENCED_LEADER_EPOCH
+        if remote_id < 0:
+            return E.INVALID_REQUEST
+        if not self.is_voter or remote_id not in self.config.voters:
+            return E.INCONSISTENT_VOTER_SET
+        return E.NONE
+
+    def _on_vote_request(self, source, cid, req: VoteRequest, now_ms, out) -> None:
+        error = self._validate_voter_only(req.candidate_id, req.candidate_epoch)
+        if error == E.NONE and req.voter_id not in (NO_ID, self.node_id):
+            error = E.INVALID_VOTER_KEY
+        if error != E.NONE:
+            out.append(Send(source, cid, VoteResponse(error, self.leader_id, self.epoch, False)))
+            return
+        if req.candidate_epoch > self.epoch:
+            self._to_unattached(req.candidate_epoch, now_ms, out)
+        up_to_date = self._log_up_to_date(req.last_offset_epoch, req.last_offset)
+        granted = self._can_grant_vote(req.candidate_id, up_to_date)
+        st = self.state
+        if granted and isinstance(st, UnattachedState) and st.voted_id == NO_ID:
+            self._to_voted(req.candidate_id, now_ms, out)  # persisted before the answer
+        out.append(Send(source, cid, VoteResponse(E.NONE, self.leader_id, self.epoch, granted)))
+
+    def _on_vote_response(self, source, cid, resp: VoteResponse, now_ms, out) -> None:
+        if self._handle_common_response(resp.error_code, resp.leader_id, resp.leader_epoch,
+                                        now_ms, out):
+            return
+        st = self.state
+        if resp.error_code != E.NONE or not isinstance(st, CandidateState):
+            return
+        if resp.leader_epoch != st.epoch or source not in self.config.voters:
+            return
+        if resp.vote_granted:
+            st.granted.add(source)
+            st.rejected.discard(source)
+            self._maybe_become_leader(now_ms, out)
+        else:
+            st.rejected.add(source)
+            lost = len(self.config.voters) - len(st.rejected) < self.config.majority
+            if lost and st.backoff_until is None:
+                st.backoff_until = now_ms + self._election_backoff(st.retries)
+
+    # -- BeginQuorumEpoch and EndQuorumEpoch ----------------------------------------------
+
+    def _send_begin_quorum_epoch(self, now_ms: int, out: list) -> None:
+        st = self.state
+        assert isinstance(st, LeaderState)
+        st.begin_resend_deadline = now_ms + self.config.fetch_timeout_ms // 2
+        for voter in self._others():
+            if voter not in st.acked:
+                out.append(Send(voter, self._correlation_id(),
+                                BeginQuorumEpochRequest(self.node_id, st.epoch, voter)))
+
+    def _on_begin_quorum_epoch_request(self, source, cid, req: BeginQuorumEpochRequest,
+                                       now_ms, out) -> None:
+        error = self._validate_voter_only(req.leader_id, req.leader_epoch)
+        if error == E.NONE and req.voter_id not in (NO_ID, self.node_id):
+            error = E.INVALID_VOTER_KEY
+        if error == E.NONE and req.leader_epoch == self.epoch and self.leader_id not in (
+                NO_ID, req.leader_id):
+            error = E.INVALID_REQUEST  # a second leader of one epoch: never follow it
+        if error == E.NONE:
+            self._maybe_transition(req.leader_id, req.leader_epoch, now_ms, out)
+        out.append(Send(source, cid, BeginQuorumEpochResponse(error, self.leader_id,
+                                                              self.epoch)))
+
+    def _on_begin_quorum_epoch_response(self, source, cid, resp: BeginQuorumEpochResponse,
+                                        now_ms, out) -> None:
+        if self._handle_common_response(resp.error_code, resp.leader_id, resp.leader_epoch,
+                                        now_ms, out):
+            return
+        st = self.state
+        if resp.error_code == E.NONE and isinstance(st, LeaderState) and resp.leader_epoch == st.epoch:
+            st.acked.add(source)
+
+    def _send_end_quorum_epoch(self, now_ms: int, out: list) -> None:
+        st = self.state
+        assert isinstance(st, ResignedState)
+        st.resend_deadline = now_ms + self.config.request_timeout_ms
+        for voter in sorted(st.unacked):
+            out.append(Send(voter, self._correlation_id(), EndQuorumEpochRequest(
+                self.node_id, st.epoch, st.preferred_successors)))
+
+    def _on_end_quorum_epoch_request(self, source, cid, req: EndQuorumEpochRequest,
+                                     now_ms, out) -> None:
+        error = self._validate_voter_only(req.leader_id, req.leader_epoch)
+        if error == E.NONE and req.leader_epoch == self.epoch and self.leader_id not in (
+                NO_ID, req.leader_id):
+            error = E.INVALID_REQUEST
+        if error == E.NONE:
+            self._maybe_transition(req.leader_id, req.leader_epoch, now_ms, out)
+            st = self.state
+            if isinstance(st, FollowerState) and st.leader_id == req.leader_id:
+                # the most caught-up successor stands first (strict exponential backoff)
+                st.fetch_deadline = now_ms + self._end_epoch_backoff(req.preferred_successors)
+        out.append(Send(source, cid, EndQuorumEpochResponse(error, self.leader_id, self.epoch)))
+
+    def _end_epoch_backoff(self, successors: tuple[int, ...]) -> int:
+        # KafkaRaftClient.strictExponentialElectionBackoffMs
+        max_ms = self.config.election_backoff_max_ms
+        if self.node_id not in successors:
+            return max_ms
+        position = successors.index(self.node_id)
+        if position == 0:
+            return 0
+        return min(max_ms, (max_ms >> (len(successors) - 1)) << (position - 1))
+
+    def _on_end_quorum_epoch_response(self, source, cid, resp: EndQuorumEpochResponse,
+                                      now_ms, out) -> None:
+        if self._handle_common_response(resp.error_code, resp.leader_id, resp.leader_epoch,
+                                        now_ms, out):
+            return
+        st = self.state
+        if isinstance(st, ResignedState) and resp.leader_epoch == st.epoch:
+            st.unacked.discard(source)
+
+    # -- Fetch: the leader's side ---------------------------------------------------------
+
+    def _validate_leader_only(self, epoch: int) -> ErrorCode:
+        if epoch < self.epoch:
+            return E.FENCED_LEADER_EPOCH
+        if epoch > self.epoch:
+            return E.UNKNOWN_LEADER_EPOCH
+        if not self.is_leader:
+            return E.NOT_LEADER_OR_FOLLOWER
+        return E.NONE
+
+    def _fetch_error(self, error: ErrorCode) -> FetchResponse:
+        return FetchResponse(error, self._leader_info())
+
+    def _on_fetch_request(self, source, cid, req: FetchRequest, now_ms, out) -> None:
+        if (req.fetch_offset < 0 or req.last_fetched_epoch < 0
+                or req.last_fetched_epoch > req.current_leader_epoch):
+            out.append(Send(source, cid, self._fetch_error(E.INVALID_REQUEST)))
+            return
+        error = self._validate_leader_only(req.current_leader_epoch)
+        if error != E.NONE:
+            out.append(Send(source, cid, self._fetch_error(error)))
+            return
+        st = self.state
+        assert isinstance(st, LeaderState)
+        if source in st.end_offsets:
+            st.acked.add(source)  # it fetches from us: it knows this epoch's leader
+            st.fetched_voters.add(source)
+            if len(st.fetched_voters) + 1 >= self.config.majority:
+                st.check_quorum_deadline = now_ms + self._check_quorum_timeout()
+                st.fetched_voters.clear()
+        validation = self.log.validate_offset_and_epoch(req.fetch_offset, req.last_fetched_epoch)
+        if validation.kind == ValidationKind.DIVERGING:
+            assert validation.at is not None
+            diverging = EpochEndOffset(validation.at.epoch, validation.at.end_offset)
+            out.append(Send(source, cid, self._leader_fetch_response(diverging_epoch=diverging)))
+            return
+        if validation.kind == ValidationKind.SNAPSHOT:
+            out.append(Send(source, cid, self._leader_fetch_response(
+                snapshot_id=validation.at)))
+            return
+        st.parked.pop(source, None)  # a newer fetch supersedes it; its sender moved on
+        advanced = False
+        if source in st.end_offsets:
+            st.end_offsets[source] = req.fetch_offset
+            advanced = self._maybe_update_high_watermark(out)  # answers the parked ones
+        parked = ParkedFetch(cid, req, now_ms + req.max_wait_ms)
+        # hold an empty answer (Kafka's fetch purgatory), unless this very fetch moved the
+        # high watermark: its sender should learn that now, not at the next append
+        if req.fetch_offset >= self.log.end_offset and req.max_wait_ms > 0 and not advanced:
+            st.parked[source] = parked  # nothing to send yet: hold it (Kafka's purgatory)
+        else:
+            self._answer_fetch(source, parked, out)
+
+    def _leader_fetch_response(self, **kwargs) -> FetchResponse:
+        st = self.state
+        assert isinstance(st, LeaderState)
+        hw = st.high_watermark if st.high_watermark is not None else -1
+        return FetchResponse(E.NONE, self._leader_info(), high_watermark=hw,
+                             log_start_offset=self.log.start_offset, **kwargs)
+
+    def _answer_fetch(self, replica: int, parked: ParkedFetch, out: list) -> None:
+        records = self.log.read(parked.request.fetch_offset, self.config.fetch_max_bytes)
+        out.append(Send(replica, parked.correlation_id,
+                        self._leader_fetch_response(records=records)))
+
+    def _answer_parked(self, out: list) -> None:
+        st = self.state
+        assert isinstance(st, LeaderState)
+        for replica, parked in list(st.parked.items()):
+            del st.parked[replica]
+            self._answer_fetch(replica, parked, out)
+
+    def _leader_append(self, entries: tuple[Entry, ...], now_ms: int, out: list) -> None:
+        self.log.append(entries)
+        out.append(AppendEntries(entries))
+        self._maybe_update_high_watermark(out)
+        self._answer_parked(out)
+
+    def _maybe_update_high_watermark(self, out: list) -> bool:
+        st = self.state
+        assert isinstance(st, LeaderState)
+        offsets = sorted([self.log.end_offset, *st.end_offsets.values()], reverse=True)
+        replicated = offsets[len(self.config.voters) // 2]
+        if self._may_commit_to(st, replicated) and (
+                st.high_watermark is None or replicated > st.high_watermark):
+            st.high_watermark = replicated
+            if replicated > self.high_watermark:
+                self.high_watermark = replicated
+                out.append(HighWatermark(replicated))
+            self._answer_parked(out)
+            return True
+        return False
+
+    def _may_commit_to(self, st: LeaderState, replicated: int) -> bool:
+        # Only an entry of this epoch commits by counting replicas (Raft's rule); older
+        # entries commit with it. A leader that counted them could expose an entry that a
+        # later leader, elected with a log of a newer epoch, overwrites.
+        # LeaderState.maybeUpdateHighWatermark.
+        return replicated > st.epoch_start_offset
+
+    def _on_fetch_snapshot_request(self, source, cid, req: FetchSnapshotRequest, now_ms,
+                                   out) -> None:
+        error = self._validate_leader_only(req.current_leader_epoch)
+        snapshot = self.log.snapshot
+        if error == E.NONE and (snapshot is None or snapshot.snapshot_id != req.snapshot_id):
+            error = E.SNAPSHOT_NOT_FOUND
+        if error == E.NONE and snapshot is not None and not 0 <= req.position <= len(
+                snapshot.data):
+            error = E.POSITION_OUT_OF_RANGE
+        if error != E.NONE or snapshot is None:
+            out.append(Send(source, cid, FetchSnapshotResponse(error, self._leader_info())))
+            return
+        chunk = snapshot.data[req.position:req.position + max(1, req.max_bytes)]
+        out.append(Send(source, cid, FetchSnapshotResponse(
+            E.NONE, self._leader_info(), snapshot.snapshot_id, len(snapshot.data),
+            req.position, chunk)))
+
+    # -- Fetch: the follower's side -------------------------------------------------------
+
+    def _send_fetch(self, now_ms: int, out: list) -> None:
+        st = self.state
+        assert isinstance(st, FollowerState)
+        cid = self._correlation_id()
+        st.in_flight = cid
+        st.request_deadline = now_ms + self.config.request_timeout_ms
+        if st.fetching_snapshot is not None:
+            message: Any = FetchSnapshotRequest(self.node_id, st.epoch, st.fetching_snapshot,
+                                                len(st.snapshot_bytes))
+        else:
+            message = FetchRequest(self.node_id, st.epoch, self.log.end_offset,
+                                   self.log.last_fetched_epoch, self.log.start_offset,
+                                   self.config.fetch_max_wait_ms)
+        out.append(Send(st.leader_id, cid, message))
+
+    def _accept_fetch_answer(self, cid: int, error: ErrorCode, leader: LeaderIdAndEpoch,
+                             now_ms: int, out: list) -> FollowerState | None:
+        """The follower state if this answers our outstanding fetch without an error."""
+        st = self.state
+        if not isinstance(st, FollowerState) or st.in_flight != cid:
+            return None  # an answer to a request we gave up on
+        st.in_flight = None
+        if self._handle_common_response(error, leader.leader_id, leader.leader_epoch,
+                                        now_ms, out):
+            return None
+        if error != E.NONE:
+            if error in (E.SNAPSHOT_NOT_FOUND, E.POSITION_OUT_OF_RANGE):
+                st.fetching_snapshot = None  # the leader moved on: ask again with a Fetch
+            st.request_deadline = now_ms + self.config.retry_backoff_ms
+            return None
+        st.fetch_deadline = now_ms + self.config.fetch_timeout_ms
+        return st
+
+    def _on_fetch_response(self, source, cid, resp: FetchResponse, now_ms, out) -> None:
+        st = self._accept_fetch_answer(cid, resp.error_code, resp.current_leader, now_ms, out)
+        if st is None:
+            return
+        if resp.diverging_epoch is not None:
+            diverging = SnapshotId(resp.diverging_epoch.end_offset, resp.diverging_epoch.epoch)
+            offset = self.log.truncate_to_end_offset(diverging)
+            if offset < self.high_watermark:
+                raise IllegalStateError(
+                    f"node {self.node_id} told to truncate to {offset}, below its high "
+                    f"watermark {self.high_watermark}")
+            if offset < self.log.end_offset:
+                self.log.truncate_to(offset)
+                out.append(TruncateTo(offset))
+        elif resp.snapshot_id is not None:
+            st.fetching_snapshot = resp.snapshot_id
+            st.snapshot_bytes = bytearray()
+        else:
+            records = resp.records
+            if records and records[0].offset == self.log.end_offset:
+                self.log.append(records)
+                out.append(AppendEntries(records))
+            if resp.high_watermark >= 0:
+                self._follower_high_watermark(resp.high_watermark, out)
+        self._send_fetch(now_ms, out)
+
+    def _follower_high_watermark(self, leader_hw: int, out: list) -> None:
+        hw = min(leader_hw, self.log.end_offset)
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+            out.append(HighWatermark(hw))
+
+    def _on_fetch_snapshot_response(self, source, cid, resp: FetchSnapshotResponse, now_ms,
+                                    out) -> None:
+        st = self._accept_fetch_answer(cid, resp.error_code, resp.current_leader, now_ms, out)
+        if st is None:
+            return
+        if (resp.snapshot_id != st.fetching_snapshot or resp.position != len(st.snapshot_bytes)
+                or resp.snapshot_id is None):
+            st.fetching_snapshot = None
+            self._send_fetch(now_ms, out)
+            return
+        st.snapshot_bytes += resp.unaligned_records
+        if len(st.snapshot_bytes) >= resp.size:
+            snapshot = Snapshot(resp.snapshot_id, bytes(st.snapshot_bytes))
+            st.fetching_snapshot, st.snapshot_bytes = None, bytearray()
+            self.log.install_snapshot(snapshot)
+            out.append(InstallSnapshot(snapshot))
+            # a snapshot holds only committed entries
+            if snapshot.snapshot_id.end_offset > self.high_watermark:
+                self.high_watermark = snapshot.snapshot_id.end_offset
+                out.append(HighWatermark(self.high_watermark))
+        self._send_fetch(now_ms, out)
+
+    _HANDLERS: dict[type, Callable[..., None]] = {
+        VoteRequest: _on_vote_request,
+        VoteResponse: _on_vote_response,
+        BeginQuorumEpochRequest: _on_begin_quorum_epoch_request,
+        BeginQuorumEpochResponse: _on_begin_quorum_epoch_response,
+        EndQuorumEpochRequest: _on_end_quorum_epoch_request,
+        EndQuorumEpochResponse: _on_end_quorum_epoch_response,
+        FetchRequest: _on_fetch_request,
+        FetchResponse: _on_fetch_response,
+        FetchSnapshotRequest: _on_fetch_snapshot_request,
+        FetchSnapshotResponse: _on_fetch_snapshot_response,
+    }
