@@ -33,18 +33,35 @@ STATUS_COLOURS = {0: "#ffffff", 1: "#4caf50", 2: "#ffc107", 3: "#ff9800", 4: "#f
 
 # --- tables ------------------------------------------------------------------------------
 
-def _csv_ready(df):
+def _csv_column(field):
+    """The column as the CSV holds it: arrays, structs and maps as JSON, binary as base64."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, BinaryType, MapType, StructType
-    cols = []
-    for f in df.schema.fields:
-        c = F.col(f"`{f.name}`")
-        if isinstance(f.dataType, (ArrayType, StructType, MapType)):
-            c = F.to_json(c)
-        elif isinstance(f.dataType, BinaryType):
-            c = F.base64(c)
-        cols.append(c.alias(f.name))
-    return df.select(*cols)
+    c = F.col(f"`{field.name}`")
+    if isinstance(field.dataType, (ArrayType, StructType, MapType)):
+        return F.to_json(c)
+    if isinstance(field.dataType, BinaryType):
+        return F.base64(c)
+    return c
+
+
+def _csv_schema(schema):
+    from pyspark.sql.types import (ArrayType, BinaryType, MapType, StringType, StructField,
+                                   StructType)
+    return StructType([StructField(f.name, StringType(), f.nullable)
+                       if isinstance(f.dataType, (ArrayType, StructType, MapType, BinaryType))
+                       else f for f in schema.fields])
+
+
+def _csv_ready(df):
+    return df.select(*[_csv_column(f).alias(f.name) for f in df.schema.fields])
+
+
+# A table of up to this many rows is written from the driver (see write_table); a larger one
+# by Spark's own writers, three queries.
+LOCAL_WRITE_ROWS = 200_000
+_CSV_LINE = "__csv_line"
+_SHOWN = "__shown_"
 
 
 def write_table(df, out: str | os.PathLike, job: str, name: str,
@@ -52,16 +69,113 @@ def write_table(df, out: str | os.PathLike, job: str, name: str,
     """Write one table both ways; return {"rows", "parquet", "csv", "head" (pandas, or None
     when `head` is false: only the tables the report prints need one)}.
 
-    The job's plan runs once, into Parquet, counting its rows on the way (an Observation,
-    not a second count query); the CSV and the head are read back from the Parquet, with
-    the schema known, so no query re-runs the plan or infers a schema. On small data each
-    Spark query costs far more than its rows (docs/BENCHMARKS.md), so there are two or
-    three per table, not six."""
-    from pyspark.sql import Observation
+    The tables are aggregates, small next to the log they come from, and on small data each
+    Spark query costs far more than its rows (docs/BENCHMARKS.md). So the job's plan runs
+    once, as one collect that returns the typed columns, each row's CSV line as Spark's CSV
+    writer formats it (`to_csv`, the same generator and defaults) and, for a printed table,
+    the columns the report shows; the Parquet and CSV files are then written here by
+    pyarrow, with no further Spark job. A table over LOCAL_WRITE_ROWS rows is written by
+    Spark's writers instead."""
     from pyspark.sql import functions as F
 
     base = Path(out) / job / name
-    counted = Observation(f"{job}/{name}")
+    schema = df.schema
+    names = schema.fieldNames()
+    shown_schema = _csv_schema(schema)
+    csv_cols = [_csv_column(f) for f in schema.fields]
+    extra = [F.to_csv(F.struct(*[c.alias(n) for c, n in zip(csv_cols, names)]))
+             .alias(_CSV_LINE)]
+    if head:
+        extra += [c.alias(f"{_SHOWN}{i}") for i, c in enumerate(csv_cols)]
+    both = df.select(*[F.col(f"`{n}`").alias(f"__col_{i}") for i, n in enumerate(names)],
+                     *extra)
+    table = both.limit(LOCAL_WRITE_ROWS + 1).toArrow()
+    if table.num_rows > LOCAL_WRITE_ROWS:
+        return _write_with_spark(df, base, head)
+    _write_parquet(table.select([f"__col_{i}" for i in range(len(names))])
+                   .rename_columns(names), schema, base / "parquet")
+    _write_csv(names, table[_CSV_LINE].to_pylist(), base / "csv")
+    shown = None
+    if head:
+        shown = _to_pandas(table.select([f"{_SHOWN}{i}" for i in range(len(names))])
+                           .slice(0, SHOW_ROWS).rename_columns(names), shown_schema,
+                           df.sparkSession)
+    return {"rows": table.num_rows, "parquet": base / "parquet", "csv": base / "csv",
+            "head": shown}
+
+
+def _write_parquet(table, schema, path: Path) -> None:
+    """One part file as Spark names them, and the _SUCCESS marker; the footer carries the
+    Spark schema as Spark's own writer stores it, so Spark reads back the same types."""
+    import json
+
+    import pyarrow.parquet as pq
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    _fresh(path)
+    # jsonValue's key order is the JVM's (StructType.json() would sort the keys)
+    spark_schema = json.dumps(schema.jsonValue(), separators=(",", ":"))
+    arrow_schema = to_arrow_schema(schema, timezone="UTC").with_metadata(
+        {"org.apache.spark.sql.parquet.row.metadata": spark_schema})
+    pq.write_table(table.cast(arrow_schema), str(path / "part-00000-c000.snappy.parquet"),
+                   compression="snappy")
+    (path / "_SUCCESS").touch()
+
+
+def _write_csv(columns: list[str], lines: list[str], path: Path) -> None:
+    _fresh(path)
+    header = ",".join(_csv_header_field(c) for c in columns)
+    with open(path / "part-00000-c000.csv", "w", encoding="utf-8", newline="") as f:
+        f.write(header + "\n")
+        for line in lines:
+            f.write(line + "\n")
+    (path / "_SUCCESS").touch()
+
+
+def _csv_header_field(name: str) -> str:
+    # Spark's CSV defaults: quote with ", escape with \, quote only when needed
+    if any(ch in name for ch in ',"\\\n\r') or name != name.strip():
+        return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return name
+
+
+def _fresh(path: Path) -> None:
+    import shutil
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+
+
+def _to_pandas(table, schema, spark):
+    """What DataFrame.toPandas() returns for these rows, converted as it converts them."""
+    import pandas as pd
+    from pyspark.sql.pandas.conversion import _convert_arrow_table_to_pandas
+    from pyspark.sql.pandas.types import _create_converter_to_pandas
+
+    arrow_on, struct_mode = spark._jconf.getConfs(
+        ["spark.sql.execution.arrow.pyspark.enabled",
+         "spark.sql.execution.pandas.structHandlingMode"])
+    if arrow_on == "true":
+        return _convert_arrow_table_to_pandas(table, schema, timezone="UTC",
+                                              struct_handling_mode=struct_mode,
+                                              date_as_object=True)
+    rows = [tuple(r.values()) for r in table.to_pylist()]
+    pdf = (pd.DataFrame.from_records(rows, index=range(len(rows)), columns=schema.names)
+           if rows else pd.DataFrame(columns=schema.names))
+    if not schema.fields:
+        return pdf
+    return pd.concat([_create_converter_to_pandas(
+        f.dataType, f.nullable, timezone="UTC",
+        struct_in_pandas="row" if struct_mode == "legacy" else struct_mode,
+        error_on_duplicated_field_names=False, timestamp_utc_localized=False)(pser)
+        for (_, pser), f in zip(pdf.items(), schema.fields)], axis="columns")
+
+
+def _write_with_spark(df, base: Path, head: bool) -> dict[str, Any]:
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    counted = Observation(f"{base.parent.name}/{base.name}")
     df.observe(counted, F.count(F.lit(1)).alias("rows")).write.mode("overwrite") \
         .parquet(str(base / "parquet"))
     rows = counted.get["rows"]
