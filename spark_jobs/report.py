@@ -22,7 +22,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display: write files only
 import matplotlib.pyplot as plt  # noqa: E402
 
-__all__ = ["write_table", "lines", "lag_charts", "status_heatmap", "gantt", "bars",
+__all__ = ["Collected", "collect", "write_table", "lines", "lag_charts", "status_heatmap", "gantt", "bars",
            "write_html", "SHOW_ROWS"]
 
 SHOW_ROWS = 50           # rows of a small table printed in the HTML page
@@ -57,50 +57,108 @@ def _csv_ready(df):
     return df.select(*[_csv_column(f).alias(f.name) for f in df.schema.fields])
 
 
-# A table of up to this many rows is written from the driver (see write_table); a larger one
-# by Spark's own writers, three queries.
+# A table of up to this many rows is collected into the driver and written from there (see
+# Collected); a larger one stays in Spark and is written by Spark's writers, three queries.
 LOCAL_WRITE_ROWS = 200_000
 _CSV_LINE = "__csv_line"
 _SHOWN = "__shown_"
 
 
-def write_table(df, out: str | os.PathLike, job: str, name: str,
-                head: bool = True) -> dict[str, Any]:
-    """Write one table both ways; return {"rows", "parquet", "csv", "head" (pandas, or None
-    when `head` is false: only the tables the report prints need one)}.
+class Collected:
+    """An output table run once, as one Spark query, and held in the driver.
 
     The tables are aggregates, small next to the log they come from, and on small data each
-    Spark query costs far more than its rows (docs/BENCHMARKS.md). So the job's plan runs
-    once, as one collect that returns the typed columns, each row's CSV line as Spark's CSV
-    writer formats it (`to_csv`, the same generator and defaults) and, for a printed table,
-    the columns the report shows; the Parquet and CSV files are then written here by
-    pyarrow, with no further Spark job. A table over LOCAL_WRITE_ROWS rows is written by
-    Spark's writers instead."""
-    from pyspark.sql import functions as F
+    Spark query costs far more than its rows (docs/BENCHMARKS.md). So a job collects a table
+    once and everything else is taken from that: write_table's Parquet and CSV, the report's
+    head, the job's charts (`pandas`, `rows`), tables filtered from it (`where`) and tables
+    derived from it by Spark (`frame`, a local relation, so no plan runs twice and nothing
+    needs caching). One collect returns the typed columns, each row's CSV line as Spark's
+    CSV writer formats it (`to_csv`: the same generator and defaults) and the columns the
+    report prints. A table over LOCAL_WRITE_ROWS rows is not held: `arrow` is None and
+    every use runs `df` again, as before."""
 
+    def __init__(self, df, arrow=None, lines=None, shown=None) -> None:
+        self.df = df
+        self.schema = df.schema
+        self.arrow, self.lines, self.shown = arrow, lines, shown
+
+    @classmethod
+    def run(cls, df) -> "Collected":
+        from pyspark.sql import functions as F
+
+        schema = df.schema
+        names = schema.fieldNames()
+        csv_cols = [_csv_column(f) for f in schema.fields]
+        both = df.select(
+            *[F.col(f"`{n}`").alias(f"__col_{i}") for i, n in enumerate(names)],
+            F.to_csv(F.struct(*[c.alias(n) for c, n in zip(csv_cols, names)])).alias(_CSV_LINE),
+            *[c.alias(f"{_SHOWN}{i}") for i, c in enumerate(csv_cols)])
+        table = both.limit(LOCAL_WRITE_ROWS + 1).toArrow()
+        if table.num_rows > LOCAL_WRITE_ROWS:
+            return cls(df)
+        return cls(df, table.select([f"__col_{i}" for i in range(len(names))])
+                   .rename_columns(names),
+                   table[_CSV_LINE].to_pylist(),
+                   table.select([f"{_SHOWN}{i}" for i in range(len(names))])
+                   .rename_columns(names))
+
+    @property
+    def held(self) -> bool:
+        return self.arrow is not None
+
+    def pandas(self, columns: Sequence[str] | None = None):
+        """What df.select(*columns).toPandas() returns."""
+        if not self.held:
+            return (self.df.select(*columns) if columns else self.df).toPandas()
+        from pyspark.sql.types import StructType
+        names = list(columns or self.schema.fieldNames())
+        return _to_pandas(self.arrow.select(names),
+                          StructType([self.schema[n] for n in names]), self.df.sparkSession)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The rows as dicts (the values collect() gives for these tables' types)."""
+        if not self.held:
+            return [r.asDict() for r in self.df.collect()]
+        return self.arrow.to_pylist()
+
+    def frame(self):
+        """The table as a Spark DataFrame over the held rows (a local relation)."""
+        if not self.held:
+            return self.df
+        return self.df.sparkSession.createDataFrame(self.arrow, self.schema)
+
+    def where(self, column: str) -> "Collected":
+        """The rows whose boolean `column` is true, in order: df.where(column)."""
+        if not self.held:
+            return Collected(self.df.where(f"`{column}`"))
+        import pyarrow.compute as pc
+        keep = pc.fill_null(self.arrow[column], False)
+        picked = [line for line, k in zip(self.lines, keep.to_pylist()) if k]
+        return Collected(self.df.where(f"`{column}`"), self.arrow.filter(keep), picked,
+                         self.shown.filter(keep))
+
+
+def collect(df) -> Collected:
+    """Run `df` once into the driver (see Collected)."""
+    return df if isinstance(df, Collected) else Collected.run(df)
+
+
+def write_table(table, out: str | os.PathLike, job: str, name: str,
+                head: bool = True) -> dict[str, Any]:
+    """Write one table (a DataFrame, or a Collected) both ways: Parquet and a CSV with a
+    header; return {"rows", "parquet", "csv", "head" (pandas, or None when `head` is false:
+    only the tables the report prints need one)}. A DataFrame is collected first (one Spark
+    query); the files are then written here by pyarrow, with no further Spark job."""
     base = Path(out) / job / name
-    schema = df.schema
-    names = schema.fieldNames()
-    shown_schema = _csv_schema(schema)
-    csv_cols = [_csv_column(f) for f in schema.fields]
-    extra = [F.to_csv(F.struct(*[c.alias(n) for c, n in zip(csv_cols, names)]))
-             .alias(_CSV_LINE)]
-    if head:
-        extra += [c.alias(f"{_SHOWN}{i}") for i, c in enumerate(csv_cols)]
-    both = df.select(*[F.col(f"`{n}`").alias(f"__col_{i}") for i, n in enumerate(names)],
-                     *extra)
-    table = both.limit(LOCAL_WRITE_ROWS + 1).toArrow()
-    if table.num_rows > LOCAL_WRITE_ROWS:
-        return _write_with_spark(df, base, head)
-    _write_parquet(table.select([f"__col_{i}" for i in range(len(names))])
-                   .rename_columns(names), schema, base / "parquet")
-    _write_csv(names, table[_CSV_LINE].to_pylist(), base / "csv")
-    shown = None
-    if head:
-        shown = _to_pandas(table.select([f"{_SHOWN}{i}" for i in range(len(names))])
-                           .slice(0, SHOW_ROWS).rename_columns(names), shown_schema,
-                           df.sparkSession)
-    return {"rows": table.num_rows, "parquet": base / "parquet", "csv": base / "csv",
+    table = collect(table)
+    if not table.held:
+        return _write_with_spark(table.df, base, head)
+    schema = table.schema
+    _write_parquet(table.arrow, schema, base / "parquet")
+    _write_csv(schema.fieldNames(), table.lines, base / "csv")
+    shown = (_to_pandas(table.shown.slice(0, SHOW_ROWS), _csv_schema(schema),
+                        table.df.sparkSession) if head else None)
+    return {"rows": table.arrow.num_rows, "parquet": base / "parquet", "csv": base / "csv",
             "head": shown}
 
 

@@ -230,7 +230,8 @@ def _log(spark, data_dir, level: str, topics: Iterable[str] | None,
         return spark.createDataFrame([], schema)
     if size is not None and size <= LOCAL_READ_BYTES[level]:
         return spark.createDataFrame(_local_arrow(data_dir, level, topics, schema), schema)
-    reader = spark.read.format(DATA_SOURCE).option("level", level)
+    from .session import register_data_source
+    reader = register_data_source(spark).read.format(DATA_SOURCE).option("level", level)
     if columns is not None:
         reader = reader.option("columns", ",".join(schema.fieldNames()))
     df = reader.load(str(data_dir))

@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     from spark_jobs.session import JavaMissing, get_spark
     started = time.monotonic()
     try:
-        spark = get_spark(master=args.master)
+        # the log's data source is registered only if a table needs it (spark_jobs.tables)
+        spark = get_spark(master=args.master, data_source=False)
     except JavaMissing as e:
         return _fail(str(e))
     # the jobs' plans are wide: without this Spark warns that it truncated a plan's text
