@@ -187,6 +187,13 @@ LOCAL_READ_BYTES = {"batch": 32 << 20, "record": 4 << 20}
 _OFFSETS_COLUMNS = ("partition", "offset", "timestamp", "key", "value", "is_control", "error")
 
 
+def _empty(spark, schema: StructType):
+    """An empty table of `schema`, as a local relation: Spark answers queries over it in
+    the driver, with no job (an empty list would make an RDD, and every query a job)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    return spark.createDataFrame(to_arrow_schema(schema).empty_table(), schema)
+
+
 def _log_bytes(data_dir, topics: Iterable[str] | None) -> int | None:
     """The bytes of the segments under data_dir holding `topics`' log; None for a path
     that is not a data directory, partition directory or segment (the data source's own
@@ -227,7 +234,7 @@ def _log(spark, data_dir, level: str, topics: Iterable[str] | None,
     schema = _subset(RECORDS_SCHEMA if level == "record" else BATCHES_SCHEMA, columns)
     size = _log_bytes(data_dir, topics)
     if size == 0:  # e.g. no __consumer_offsets: nothing to start Python for
-        return spark.createDataFrame([], schema)
+        return _empty(spark, schema)
     if size is not None and size <= LOCAL_READ_BYTES[level]:
         return spark.createDataFrame(_local_arrow(data_dir, level, topics, schema), schema)
     from .session import register_data_source
@@ -276,7 +283,7 @@ def _offsets_table(spark, data_dir, table: str, schema: StructType):
     decoder = _OffsetsDecoder(table, schema)
     size = _log_bytes(data_dir, [OFFSETS_TOPIC])
     if size == 0:
-        return spark.createDataFrame([], schema)
+        return _empty(spark, schema)
     if size is not None and size <= LOCAL_READ_BYTES["record"]:
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -345,7 +352,7 @@ def _json_lines(spark, directory: Path, schema: StructType):
 
     files = sorted(str(p) for p in directory.glob("*.jsonl")) if directory.is_dir() else []
     if not files:
-        return spark.createDataFrame([], schema)
+        return _empty(spark, schema)
     json_schema = StructType([f for f in schema.fields if f.name != "time"])
     df = (spark.read.schema(json_schema).option("mode", "DROPMALFORMED").json(files)
           # A torn last line that still parses as JSON (cut between fields) lacks ts or type;

@@ -68,12 +68,14 @@ class Context:
                 df = tables.consumer_events(spark, str(self.consumer_events_dir))
             else:
                 df = getattr(tables, name)(spark, str(self.data_dir))
-            if name != "records":
+            if name != "records" and not df.isLocal():
                 # Cached with as many partitions as the machine has cores, not one per
                 # input range (a 1 GB log has 30, a data directory with groups one per
                 # __consumer_offsets segment): every later query over a cached table runs
                 # one task per partition, and these tables are small. The scan keeps its
                 # parallelism: coalesce merges ranges into tasks without a shuffle.
+                # A table decoded in the driver (spark_jobs.tables) is a local relation,
+                # already in memory: caching it would only add a job.
                 df = df.coalesce(max(1, spark.sparkContext.defaultParallelism)).persist()
             # records are the whole log: read once per job that needs them, not cached
             # (Context.records reads only the columns a job uses)
