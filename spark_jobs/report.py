@@ -12,8 +12,10 @@ Owns
 
 from __future__ import annotations
 
+import functools
 import html
 import os
+import threading
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -120,6 +122,14 @@ class Collected:
         if not self.held:
             return [r.asDict() for r in self.df.collect()]
         return self.arrow.to_pylist()
+
+    def max(self, column: str):
+        """The column's largest value (None when it has none): df.agg(max(column))."""
+        if not self.held:
+            from pyspark.sql import functions as F
+            return self.df.agg(F.max(f"`{column}`")).first()[0]
+        import pyarrow.compute as pc
+        return pc.max(self.arrow[column]).as_py()
 
     def frame(self):
         """The table as a Spark DataFrame over the held rows (a local relation)."""
@@ -246,6 +256,18 @@ def _write_with_spark(df, base: Path, head: bool) -> dict[str, Any]:
 
 # --- charts ------------------------------------------------------------------------------
 
+# pyplot keeps one global figure state, and jobs may draw from threads side by side
+_PYPLOT = threading.RLock()
+
+
+def _one_at_a_time(draw):
+    @functools.wraps(draw)
+    def locked(*args, **kwargs):
+        with _PYPLOT:
+            return draw(*args, **kwargs)
+    return locked
+
+
 def _save(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
@@ -254,6 +276,7 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
+@_one_at_a_time
 def lines(path: Path, series: Mapping[str, tuple[Sequence, Sequence]], title: str,
           ylabel: str, t0_ms: int | None = None, markers: Iterable[tuple[int, str]] = (),
           step: bool = False) -> Path:
@@ -291,6 +314,7 @@ def _iso(ms: int) -> str:
     return ms_to_text(int(ms))
 
 
+@_one_at_a_time
 def lag_charts(pdf, out_dir: Path) -> list[Path]:
     """Lag in records and seconds over time, one line per group/topic-partition."""
     if pdf.empty:
@@ -309,6 +333,7 @@ def lag_charts(pdf, out_dir: Path) -> list[Path]:
     return charts
 
 
+@_one_at_a_time
 def status_heatmap(pdf, out_dir: Path, codes: Mapping[str, int], columns: int = 120
                    ) -> list[Path]:
     """Partition x time, the worst Burrow status in each time bucket."""
@@ -338,6 +363,7 @@ def status_heatmap(pdf, out_dir: Path, codes: Mapping[str, int], columns: int = 
     return [_save(fig, out_dir / "status_heatmap.png")]
 
 
+@_one_at_a_time
 def gantt(path: Path, rows: Sequence[tuple[str, int, int, str]], title: str,
           t0_ms: int | None = None) -> Path:
     """Horizontal bars: (lane, start_ms, end_ms, colour group) per bar, lanes sorted."""
@@ -363,6 +389,7 @@ def gantt(path: Path, rows: Sequence[tuple[str, int, int, str]], title: str,
     return _save(fig, path)
 
 
+@_one_at_a_time
 def bars(path: Path, labels: Sequence[str], values: Sequence[float], title: str, ylabel: str,
          hlines: Iterable[tuple[float, str]] = (), highlight: Sequence[bool] | None = None
          ) -> Path:

@@ -11,6 +11,7 @@ and `lookup`, a Python dict applied to a column.
 from __future__ import annotations
 
 import importlib
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -52,6 +53,8 @@ class Context:
     at_ms: int | None = None
     consumer_events_dir: Path | None = None
     _loaded: dict[str, Any] = field(default_factory=dict, repr=False)
+    # jobs may run in threads side by side (tools.analyze): each table is loaded once
+    _lock: Any = field(default_factory=threading.RLock, repr=False)
 
     def job_dir(self, job: str) -> Path:
         path = Path(self.out) / job
@@ -60,6 +63,10 @@ class Context:
 
     def table(self, spark, name: str):
         """batches | records | offset_commits | group_metadata | events | consumer_events."""
+        with self._lock:
+            return self._table(spark, name)
+
+    def _table(self, spark, name: str):
         if name not in self._loaded:
             from spark_jobs import tables
             if name == "consumer_events":

@@ -281,10 +281,11 @@ def describe_at(offset_commits: DataFrame, batches: DataFrame, group_metadata: D
 
 # --- the job -----------------------------------------------------------------------------
 
-def _end_of_data(batches: DataFrame, history: DataFrame) -> int | None:
-    row = (batches.agg(F.max("max_timestamp").alias("b"))
-           .crossJoin(history.agg(F.max("ts").alias("c"))).collect()[0])
-    values = [v for v in (row["b"], row["c"]) if v is not None]
+def _end_of_data(batches: DataFrame, history) -> int | None:
+    """The latest batch or commit time; `history` is the collected lag_history (its rows
+    are in the driver: no join of two aggregates, one small query)."""
+    last_batch = batches.agg(F.max("max_timestamp")).first()[0]
+    values = [v for v in (last_batch, history.max("ts")) if v is not None]
     return max(values) if values else None
 
 
@@ -301,7 +302,7 @@ def run(spark, ctx) -> JobResult:
     # Each table runs once (report.Collected); the tables built on it, and the charts,
     # read the collected rows, so no window plan runs twice and nothing is cached.
     history = report.collect(lag_history(commits, lag_batches))
-    end_ts = _end_of_data(batches, history.frame())
+    end_ts = _end_of_data(batches, history)
     statuses = report.collect(partition_status(history.frame(), lag_batches, end_ts))
     groups = report.collect(group_status(statuses.frame()))
     result.tables.update(lag_history=history, partition_status=statuses, group_status=groups)
