@@ -68,7 +68,8 @@ def _local_cores(master: str) -> int:
 def register_data_source(spark):
     """Register the "minibroker-log" data source with `spark`, once per session. It costs
     1.5 s on two cores (Spark starts a Python process for it), so `minibroker analyze`
-    registers it only when a log is too large to decode in the driver (spark_jobs.tables)."""
+    registers it only when a log is too large to decode in the driver (spark_jobs.jobs'
+    Context, by spark_jobs.tables.needs_data_source)."""
     if not getattr(spark, "_minibroker_log_registered", False):
         # Imported here so that importing this module never imports pyspark's data source
         # API before the session exists.

@@ -26,7 +26,7 @@ __all__ = [
     "RECORDS_SCHEMA", "BATCHES_SCHEMA", "OFFSET_COMMITS_SCHEMA", "GROUP_METADATA_SCHEMA",
     "EVENTS_SCHEMA", "CONSUMER_EVENTS_SCHEMA", "OFFSETS_TOPIC", "DATA_SOURCE",
     "schema_of", "records", "batches", "offset_commits", "group_metadata", "events",
-    "consumer_events", "LOCAL_READ_BYTES",
+    "consumer_events", "LOCAL_READ_BYTES", "needs_data_source",
 ]
 
 DATA_SOURCE = "minibroker-log"
@@ -191,7 +191,7 @@ def _empty(spark, schema: StructType):
     """An empty table of `schema`, as a local relation: Spark answers queries over it in
     the driver, with no job (an empty list would make an RDD, and every query a job)."""
     from pyspark.sql.pandas.types import to_arrow_schema
-    return spark.createDataFrame(to_arrow_schema(schema).empty_table(), schema)
+    return spark.createDataFrame(to_arrow_schema(schema, timezone="UTC").empty_table(), schema)
 
 
 def _log_bytes(data_dir, topics: Iterable[str] | None) -> int | None:
@@ -203,6 +203,13 @@ def _log_bytes(data_dir, topics: Iterable[str] | None) -> int | None:
         return sum(s.size for s in find_segments(data_dir, topics))
     except (OSError, ValueError):
         return None
+
+
+def needs_data_source(data_dir) -> bool:
+    """Whether some table of data_dir's log is too large to decode in the driver, so that
+    reading it needs the "minibroker-log" data source registered."""
+    size = _log_bytes(data_dir, None)
+    return size is None or size > min(LOCAL_READ_BYTES.values())
 
 
 def _subset(schema: StructType, columns: Iterable[str] | None) -> StructType:
@@ -237,8 +244,7 @@ def _log(spark, data_dir, level: str, topics: Iterable[str] | None,
         return _empty(spark, schema)
     if size is not None and size <= LOCAL_READ_BYTES[level]:
         return spark.createDataFrame(_local_arrow(data_dir, level, topics, schema), schema)
-    from .session import register_data_source
-    reader = register_data_source(spark).read.format(DATA_SOURCE).option("level", level)
+    reader = spark.read.format(DATA_SOURCE).option("level", level)
     if columns is not None:
         reader = reader.option("columns", ",".join(schema.fieldNames()))
     df = reader.load(str(data_dir))

@@ -55,6 +55,7 @@ class Context:
     _loaded: dict[str, Any] = field(default_factory=dict, repr=False)
     # jobs may run in threads side by side (tools.analyze): each table is loaded once
     _lock: Any = field(default_factory=threading.RLock, repr=False)
+    _source_checked: bool = field(default=False, repr=False)
 
     def job_dir(self, job: str) -> Path:
         path = Path(self.out) / job
@@ -66,9 +67,22 @@ class Context:
         with self._lock:
             return self._table(spark, name)
 
+    def _data_source(self, spark) -> None:
+        # The log's data source costs a Python process to register; tools.analyze starts
+        # Spark without it, and it is registered here only for a log too large to decode
+        # in the driver.
+        if not self._source_checked:
+            from spark_jobs import tables
+            from spark_jobs.session import register_data_source
+            if tables.needs_data_source(self.data_dir):
+                register_data_source(spark)
+            self._source_checked = True
+
     def _table(self, spark, name: str):
         if name not in self._loaded:
             from spark_jobs import tables
+            if name not in ("events", "consumer_events"):  # the JSON logs need no source
+                self._data_source(spark)
             if name == "consumer_events":
                 if self.consumer_events_dir is None:
                     return None
@@ -93,6 +107,8 @@ class Context:
         """The records table with only `columns` (and topic and partition): a full scan of
         the log, so neither cached nor shared; each job reads just what it uses."""
         from spark_jobs import tables
+        with self._lock:
+            self._data_source(spark)
         return tables.records(spark, str(self.data_dir), columns=columns)
 
     def release(self) -> None:
