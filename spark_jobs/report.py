@@ -1,7 +1,10 @@
 """What `minibroker analyze` leaves under --out: tables, charts and one HTML page.
 
 Owns
-- `write_table(df, out, job, name, head)`: OUT/<job>/<name>/parquet/ (the table as is) and
+- `Collected` / `collect(df)`: an output table run once into the driver, from which its
+  files, the report's head and the job's charts are all taken;
+- `write_table(df or Collected, out, job, name, head)`: OUT/<job>/<name>/parquet/ (the
+  table as is) and
   OUT/<job>/<name>/csv/ (one part file with a header; arrays and structs as JSON, binary as
   base64, since CSV holds neither);
 - the chart helpers the jobs draw with (matplotlib, Agg backend, PNG under OUT/<job>/):
