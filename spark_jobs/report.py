@@ -4,9 +4,8 @@ Owns
 - `Collected` / `collect(df)`: an output table run once into the driver, from which its
   files, the report's head and the job's charts are all taken;
 - `write_table(df or Collected, out, job, name, head)`: OUT/<job>/<name>/parquet/ (the
-  table as is) and
-  OUT/<job>/<name>/csv/ (one part file with a header; arrays and structs as JSON, binary as
-  base64, since CSV holds neither);
+  table as is) and OUT/<job>/<name>/csv/ (one part file with a header; arrays and structs
+  as JSON, binary as base64, since CSV holds neither);
 - the chart helpers the jobs draw with (matplotlib, Agg backend, PNG under OUT/<job>/):
   `lines`, `lag_charts`, `status_heatmap`, `gantt`, `bars`;
 - `write_html(out, results, tables)`: OUT/report.html with every chart, every job's notes,
