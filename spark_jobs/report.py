@@ -1,9 +1,11 @@
 """What `minibroker analyze` leaves under --out: tables, charts and one HTML page.
 
 Owns
-- `write_table(df, out, job, name, head)`: OUT/<job>/<name>/parquet/ (the table as is) and
-  OUT/<job>/<name>/csv/ (one part file with a header; arrays and structs as JSON, binary as
-  base64, since CSV holds neither);
+- `Collected` / `collect(df)`: an output table run once into the driver, from which its
+  files, the report's head and the job's charts are all taken;
+- `write_table(df or Collected, out, job, name, head)`: OUT/<job>/<name>/parquet/ (the
+  table as is) and OUT/<job>/<name>/csv/ (one part file with a header; arrays and structs
+  as JSON, binary as base64, since CSV holds neither);
 - the chart helpers the jobs draw with (matplotlib, Agg backend, PNG under OUT/<job>/):
   `lines`, `lag_charts`, `status_heatmap`, `gantt`, `bars`;
 - `write_html(out, results, tables)`: OUT/report.html with every chart, every job's notes,
@@ -12,8 +14,10 @@ Owns
 
 from __future__ import annotations
 
+import functools
 import html
 import os
+import threading
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -22,7 +26,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display: write files only
 import matplotlib.pyplot as plt  # noqa: E402
 
-__all__ = ["write_table", "lines", "lag_charts", "status_heatmap", "gantt", "bars",
+__all__ = ["Collected", "collect", "write_table", "lines", "lag_charts", "status_heatmap", "gantt", "bars",
            "write_html", "SHOW_ROWS"]
 
 SHOW_ROWS = 50           # rows of a small table printed in the HTML page
@@ -33,35 +37,215 @@ STATUS_COLOURS = {0: "#ffffff", 1: "#4caf50", 2: "#ffc107", 3: "#ff9800", 4: "#f
 
 # --- tables ------------------------------------------------------------------------------
 
-def _csv_ready(df):
+def _csv_column(field):
+    """The column as the CSV holds it: arrays, structs and maps as JSON, binary as base64."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, BinaryType, MapType, StructType
-    cols = []
-    for f in df.schema.fields:
-        c = F.col(f"`{f.name}`")
-        if isinstance(f.dataType, (ArrayType, StructType, MapType)):
-            c = F.to_json(c)
-        elif isinstance(f.dataType, BinaryType):
-            c = F.base64(c)
-        cols.append(c.alias(f.name))
-    return df.select(*cols)
+    c = F.col(f"`{field.name}`")
+    if isinstance(field.dataType, (ArrayType, StructType, MapType)):
+        return F.to_json(c)
+    if isinstance(field.dataType, BinaryType):
+        return F.base64(c)
+    return c
 
 
-def write_table(df, out: str | os.PathLike, job: str, name: str,
+def _csv_schema(schema):
+    from pyspark.sql.types import (ArrayType, BinaryType, MapType, StringType, StructField,
+                                   StructType)
+    return StructType([StructField(f.name, StringType(), f.nullable)
+                       if isinstance(f.dataType, (ArrayType, StructType, MapType, BinaryType))
+                       else f for f in schema.fields])
+
+
+def _csv_ready(df):
+    return df.select(*[_csv_column(f).alias(f.name) for f in df.schema.fields])
+
+
+# A table of up to this many rows is collected into the driver and written from there (see
+# Collected); a larger one stays in Spark and is written by Spark's writers, three queries.
+LOCAL_WRITE_ROWS = 200_000
+_CSV_LINE = "__csv_line"
+_SHOWN = "__shown_"
+
+
+class Collected:
+    """An output table run once, as one Spark query, and held in the driver.
+
+    The tables are aggregates, small next to the log they come from, and on small data each
+    Spark query costs far more than its rows (docs/BENCHMARKS.md). So a job collects a table
+    once and everything else is taken from that: write_table's Parquet and CSV, the report's
+    head, the job's charts (`pandas`, `rows`), tables filtered from it (`where`) and tables
+    derived from it by Spark (`frame`, a local relation, so no plan runs twice and nothing
+    needs caching). One collect returns the typed columns, each row's CSV line as Spark's
+    CSV writer formats it (`to_csv`: the same generator and defaults) and the columns the
+    report prints. A table over LOCAL_WRITE_ROWS rows is not held: `arrow` is None and
+    every use runs `df` again, as before."""
+
+    def __init__(self, df, arrow=None, lines=None, shown=None) -> None:
+        self.df = df
+        self.schema = df.schema
+        self.arrow, self.lines, self.shown = arrow, lines, shown
+
+    @classmethod
+    def run(cls, df) -> "Collected":
+        from pyspark.sql import functions as F
+
+        schema = df.schema
+        names = schema.fieldNames()
+        csv_cols = [_csv_column(f) for f in schema.fields]
+        both = df.select(
+            *[F.col(f"`{n}`").alias(f"__col_{i}") for i, n in enumerate(names)],
+            F.to_csv(F.struct(*[c.alias(n) for c, n in zip(csv_cols, names)])).alias(_CSV_LINE),
+            *[c.alias(f"{_SHOWN}{i}") for i, c in enumerate(csv_cols)])
+        table = both.limit(LOCAL_WRITE_ROWS + 1).toArrow()
+        if table.num_rows > LOCAL_WRITE_ROWS:
+            return cls(df)
+        return cls(df, table.select([f"__col_{i}" for i in range(len(names))])
+                   .rename_columns(names),
+                   table[_CSV_LINE].to_pylist(),
+                   table.select([f"{_SHOWN}{i}" for i in range(len(names))])
+                   .rename_columns(names))
+
+    @property
+    def held(self) -> bool:
+        return self.arrow is not None
+
+    def pandas(self, columns: Sequence[str] | None = None):
+        """What df.select(*columns).toPandas() returns."""
+        if not self.held:
+            return (self.df.select(*columns) if columns else self.df).toPandas()
+        from pyspark.sql.types import StructType
+        names = list(columns or self.schema.fieldNames())
+        return _to_pandas(self.arrow.select(names),
+                          StructType([self.schema[n] for n in names]), self.df.sparkSession)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The rows as dicts (the values collect() gives for these tables' types)."""
+        if not self.held:
+            return [r.asDict() for r in self.df.collect()]
+        return self.arrow.to_pylist()
+
+    def max(self, column: str):
+        """The column's largest value (None when it has none): df.agg(max(column))."""
+        if not self.held:
+            from pyspark.sql import functions as F
+            return self.df.agg(F.max(f"`{column}`")).first()[0]
+        import pyarrow.compute as pc
+        return pc.max(self.arrow[column]).as_py()
+
+    def frame(self):
+        """The table as a Spark DataFrame over the held rows (a local relation)."""
+        if not self.held:
+            return self.df
+        return self.df.sparkSession.createDataFrame(self.arrow, self.schema)
+
+    def where(self, column: str) -> "Collected":
+        """The rows whose boolean `column` is true, in order: df.where(column)."""
+        if not self.held:
+            return Collected(self.df.where(f"`{column}`"))
+        import pyarrow.compute as pc
+        keep = pc.fill_null(self.arrow[column], False)
+        picked = [line for line, k in zip(self.lines, keep.to_pylist()) if k]
+        return Collected(self.df.where(f"`{column}`"), self.arrow.filter(keep), picked,
+                         self.shown.filter(keep))
+
+
+def collect(df) -> Collected:
+    """Run `df` once into the driver (see Collected)."""
+    return df if isinstance(df, Collected) else Collected.run(df)
+
+
+def write_table(table, out: str | os.PathLike, job: str, name: str,
                 head: bool = True) -> dict[str, Any]:
-    """Write one table both ways; return {"rows", "parquet", "csv", "head" (pandas, or None
-    when `head` is false: only the tables the report prints need one)}.
+    """Write one table (a DataFrame, or a Collected) both ways: Parquet and a CSV with a
+    header; return {"rows", "parquet", "csv", "head" (pandas, or None when `head` is false:
+    only the tables the report prints need one)}. A DataFrame is collected first (one Spark
+    query); the files are then written here by pyarrow, with no further Spark job."""
+    base = Path(out) / job / name
+    table = collect(table)
+    if not table.held:
+        return _write_with_spark(table.df, base, head)
+    schema = table.schema
+    _write_parquet(table.arrow, schema, base / "parquet")
+    _write_csv(schema.fieldNames(), table.lines, base / "csv")
+    shown = (_to_pandas(table.shown.slice(0, SHOW_ROWS), _csv_schema(schema),
+                        table.df.sparkSession) if head else None)
+    return {"rows": table.arrow.num_rows, "parquet": base / "parquet", "csv": base / "csv",
+            "head": shown}
 
-    The job's plan runs once, into Parquet, counting its rows on the way (an Observation,
-    not a second count query); the CSV and the head are read back from the Parquet, with
-    the schema known, so no query re-runs the plan or infers a schema. On small data each
-    Spark query costs far more than its rows (docs/BENCHMARKS.md), so there are two or
-    three per table, not six."""
+
+def _write_parquet(table, schema, path: Path) -> None:
+    """One part file as Spark names them, and the _SUCCESS marker; the footer carries the
+    Spark schema as Spark's own writer stores it, so Spark reads back the same types."""
+    import json
+
+    import pyarrow.parquet as pq
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    _fresh(path)
+    # jsonValue's key order is the JVM's (StructType.json() would sort the keys)
+    spark_schema = json.dumps(schema.jsonValue(), separators=(",", ":"))
+    arrow_schema = to_arrow_schema(schema, timezone="UTC").with_metadata(
+        {"org.apache.spark.sql.parquet.row.metadata": spark_schema})
+    pq.write_table(table.cast(arrow_schema), str(path / "part-00000-c000.snappy.parquet"),
+                   compression="snappy")
+    (path / "_SUCCESS").touch()
+
+
+def _write_csv(columns: list[str], lines: list[str], path: Path) -> None:
+    _fresh(path)
+    header = ",".join(_csv_header_field(c) for c in columns)
+    with open(path / "part-00000-c000.csv", "w", encoding="utf-8", newline="") as f:
+        f.write(header + "\n")
+        for line in lines:
+            f.write(line + "\n")
+    (path / "_SUCCESS").touch()
+
+
+def _csv_header_field(name: str) -> str:
+    # Spark's CSV defaults: quote with ", escape with \, quote only when needed
+    if any(ch in name for ch in ',"\\\n\r') or name != name.strip():
+        return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return name
+
+
+def _fresh(path: Path) -> None:
+    import shutil
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+
+
+def _to_pandas(table, schema, spark):
+    """What DataFrame.toPandas() returns for these rows, converted as it converts them."""
+    import pandas as pd
+    from pyspark.sql.pandas.conversion import _convert_arrow_table_to_pandas
+    from pyspark.sql.pandas.types import _create_converter_to_pandas
+
+    arrow_on, struct_mode = spark._jconf.getConfs(
+        ["spark.sql.execution.arrow.pyspark.enabled",
+         "spark.sql.execution.pandas.structHandlingMode"])
+    if arrow_on == "true":
+        return _convert_arrow_table_to_pandas(table, schema, timezone="UTC",
+                                              struct_handling_mode=struct_mode,
+                                              date_as_object=True)
+    rows = [tuple(r.values()) for r in table.to_pylist()]
+    pdf = (pd.DataFrame.from_records(rows, index=range(len(rows)), columns=schema.names)
+           if rows else pd.DataFrame(columns=schema.names))
+    if not schema.fields:
+        return pdf
+    return pd.concat([_create_converter_to_pandas(
+        f.dataType, f.nullable, timezone="UTC",
+        struct_in_pandas="row" if struct_mode == "legacy" else struct_mode,
+        error_on_duplicated_field_names=False, timestamp_utc_localized=False)(pser)
+        for (_, pser), f in zip(pdf.items(), schema.fields)], axis="columns")
+
+
+def _write_with_spark(df, base: Path, head: bool) -> dict[str, Any]:
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    base = Path(out) / job / name
-    counted = Observation(f"{job}/{name}")
+    counted = Observation(f"{base.parent.name}/{base.name}")
     df.observe(counted, F.count(F.lit(1)).alias("rows")).write.mode("overwrite") \
         .parquet(str(base / "parquet"))
     rows = counted.get["rows"]
@@ -74,6 +258,18 @@ def write_table(df, out: str | os.PathLike, job: str, name: str,
 
 # --- charts ------------------------------------------------------------------------------
 
+# pyplot keeps one global figure state, and jobs may draw from threads side by side
+_PYPLOT = threading.RLock()
+
+
+def _one_at_a_time(draw):
+    @functools.wraps(draw)
+    def locked(*args, **kwargs):
+        with _PYPLOT:
+            return draw(*args, **kwargs)
+    return locked
+
+
 def _save(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
@@ -82,6 +278,7 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
+@_one_at_a_time
 def lines(path: Path, series: Mapping[str, tuple[Sequence, Sequence]], title: str,
           ylabel: str, t0_ms: int | None = None, markers: Iterable[tuple[int, str]] = (),
           step: bool = False) -> Path:
@@ -119,6 +316,7 @@ def _iso(ms: int) -> str:
     return ms_to_text(int(ms))
 
 
+@_one_at_a_time
 def lag_charts(pdf, out_dir: Path) -> list[Path]:
     """Lag in records and seconds over time, one line per group/topic-partition."""
     if pdf.empty:
@@ -137,6 +335,7 @@ def lag_charts(pdf, out_dir: Path) -> list[Path]:
     return charts
 
 
+@_one_at_a_time
 def status_heatmap(pdf, out_dir: Path, codes: Mapping[str, int], columns: int = 120
                    ) -> list[Path]:
     """Partition x time, the worst Burrow status in each time bucket."""
@@ -166,6 +365,7 @@ def status_heatmap(pdf, out_dir: Path, codes: Mapping[str, int], columns: int = 
     return [_save(fig, out_dir / "status_heatmap.png")]
 
 
+@_one_at_a_time
 def gantt(path: Path, rows: Sequence[tuple[str, int, int, str]], title: str,
           t0_ms: int | None = None) -> Path:
     """Horizontal bars: (lane, start_ms, end_ms, colour group) per bar, lanes sorted."""
@@ -191,6 +391,7 @@ def gantt(path: Path, rows: Sequence[tuple[str, int, int, str]], title: str,
     return _save(fig, path)
 
 
+@_one_at_a_time
 def bars(path: Path, labels: Sequence[str], values: Sequence[float], title: str, ylabel: str,
          hlines: Iterable[tuple[float, str]] = (), highlight: Sequence[bool] | None = None
          ) -> Path:

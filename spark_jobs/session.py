@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
-__all__ = ["JavaMissing", "get_spark", "find_java"]
+__all__ = ["JavaMissing", "get_spark", "find_java", "register_data_source"]
 
 DEFAULT_APP_NAME = "minibroker-analyze"
 
@@ -65,18 +65,29 @@ def _local_cores(master: str) -> int:
     return max(1, int(m.group(1)))
 
 
-def _register(spark):
-    # Imported here so that importing this module never imports pyspark's data source API
-    # before the session exists.
-    from .datasource import MinibrokerLogDataSource
-    spark.dataSource.register(MinibrokerLogDataSource)
+def register_data_source(spark):
+    """Register the "minibroker-log" data source with `spark`, once per session. It costs
+    1.5 s on two cores (Spark starts a Python process for it), so `minibroker analyze`
+    registers it only when a log is too large to decode in the driver (spark_jobs.jobs'
+    Context, by spark_jobs.tables.needs_data_source)."""
+    if not getattr(spark, "_minibroker_log_registered", False):
+        # Imported here so that importing this module never imports pyspark's data source
+        # API before the session exists.
+        from .datasource import MinibrokerLogDataSource
+        spark.dataSource.register(MinibrokerLogDataSource)
+        spark._minibroker_log_registered = True
     return spark
+
+
+def _register(spark, data_source: bool):
+    return register_data_source(spark) if data_source else spark
 
 
 def get_spark(master: str | None = None, app_name: str = DEFAULT_APP_NAME, quiet: bool = True,
               local_dir: str | os.PathLike | None = None,
-              conf: Mapping[str, str] | None = None):
-    """Return the SparkSession to run jobs in, with the data source registered.
+              conf: Mapping[str, str] | None = None, data_source: bool = True):
+    """Return the SparkSession to run jobs in, with the data source registered (unless
+    `data_source` is false: then register_data_source does it when needed).
 
     master: None reuses a running session or follows MASTER / PYSPARK_SUBMIT_ARGS / local[*].
     quiet: hide the console progress bar (it garbles the jobs' stdout).
@@ -91,7 +102,7 @@ def get_spark(master: str | None = None, app_name: str = DEFAULT_APP_NAME, quiet
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
         # spark-submit, pyspark shell or an earlier call: its master and conf stand.
-        return _register(active)
+        return _register(active, data_source)
 
     # spark-submit starts the JVM itself and passes its gateway port; its --master and
     # --conf are already in that JVM's system properties.
@@ -167,4 +178,4 @@ def get_spark(master: str | None = None, app_name: str = DEFAULT_APP_NAME, quiet
 
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    return _register(spark)
+    return _register(spark, data_source)

@@ -26,7 +26,7 @@ __all__ = [
     "RECORDS_SCHEMA", "BATCHES_SCHEMA", "OFFSET_COMMITS_SCHEMA", "GROUP_METADATA_SCHEMA",
     "EVENTS_SCHEMA", "CONSUMER_EVENTS_SCHEMA", "OFFSETS_TOPIC", "DATA_SOURCE",
     "schema_of", "records", "batches", "offset_commits", "group_metadata", "events",
-    "consumer_events", "LOCAL_READ_BYTES",
+    "consumer_events", "LOCAL_READ_BYTES", "needs_data_source",
 ]
 
 DATA_SOURCE = "minibroker-log"
@@ -187,6 +187,13 @@ LOCAL_READ_BYTES = {"batch": 32 << 20, "record": 4 << 20}
 _OFFSETS_COLUMNS = ("partition", "offset", "timestamp", "key", "value", "is_control", "error")
 
 
+def _empty(spark, schema: StructType):
+    """An empty table of `schema`, as a local relation: Spark answers queries over it in
+    the driver, with no job (an empty list would make an RDD, and every query a job)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    return spark.createDataFrame(to_arrow_schema(schema, timezone="UTC").empty_table(), schema)
+
+
 def _log_bytes(data_dir, topics: Iterable[str] | None) -> int | None:
     """The bytes of the segments under data_dir holding `topics`' log; None for a path
     that is not a data directory, partition directory or segment (the data source's own
@@ -196,6 +203,13 @@ def _log_bytes(data_dir, topics: Iterable[str] | None) -> int | None:
         return sum(s.size for s in find_segments(data_dir, topics))
     except (OSError, ValueError):
         return None
+
+
+def needs_data_source(data_dir) -> bool:
+    """Whether some table of data_dir's log is too large to decode in the driver, so that
+    reading it needs the "minibroker-log" data source registered."""
+    size = _log_bytes(data_dir, None)
+    return size is None or size > min(LOCAL_READ_BYTES.values())
 
 
 def _subset(schema: StructType, columns: Iterable[str] | None) -> StructType:
@@ -227,7 +241,7 @@ def _log(spark, data_dir, level: str, topics: Iterable[str] | None,
     schema = _subset(RECORDS_SCHEMA if level == "record" else BATCHES_SCHEMA, columns)
     size = _log_bytes(data_dir, topics)
     if size == 0:  # e.g. no __consumer_offsets: nothing to start Python for
-        return spark.createDataFrame([], schema)
+        return _empty(spark, schema)
     if size is not None and size <= LOCAL_READ_BYTES[level]:
         return spark.createDataFrame(_local_arrow(data_dir, level, topics, schema), schema)
     reader = spark.read.format(DATA_SOURCE).option("level", level)
@@ -275,7 +289,7 @@ def _offsets_table(spark, data_dir, table: str, schema: StructType):
     decoder = _OffsetsDecoder(table, schema)
     size = _log_bytes(data_dir, [OFFSETS_TOPIC])
     if size == 0:
-        return spark.createDataFrame([], schema)
+        return _empty(spark, schema)
     if size is not None and size <= LOCAL_READ_BYTES["record"]:
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -344,7 +358,7 @@ def _json_lines(spark, directory: Path, schema: StructType):
 
     files = sorted(str(p) for p in directory.glob("*.jsonl")) if directory.is_dir() else []
     if not files:
-        return spark.createDataFrame([], schema)
+        return _empty(spark, schema)
     json_schema = StructType([f for f in schema.fields if f.name != "time"])
     df = (spark.read.schema(json_schema).option("mode", "DROPMALFORMED").json(files)
           # A torn last line that still parses as JSON (cut between fields) lacks ts or type;

@@ -23,6 +23,7 @@ import argparse
 import io
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,24 @@ def _render_replays(result, ctx: Context) -> None:
         (ctx.job_dir(result.name) / f"describe_{group}.txt").write_text(notice + text)
 
 
+JOB_THREADS = 2
+
+
+def _run_job(spark, ctx: Context, name: str):
+    """One job, its replays and its tables written: (JobResult, {table: write_table's})."""
+    from spark_jobs import report
+    # a new thread has no active session on the JVM side; pyspark looks it up
+    spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
+    t = time.monotonic()
+    result = load_job(name).run(spark, ctx)
+    _render_replays(result, ctx)
+    written = {table: report.write_table(df, ctx.out, name, table, head=table in result.show)
+               for table, df in result.tables.items()}
+    sys.stderr.write(f"[{name}] {time.monotonic() - t:.1f} s, "
+                     f"{len(written)} tables, {len(result.charts)} charts\n")
+    return result, written
+
+
 def _fail(message: str) -> int:
     sys.stderr.write(f"{PROG}: {message}\n")
     return 2
@@ -136,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     from spark_jobs.session import JavaMissing, get_spark
     started = time.monotonic()
     try:
-        spark = get_spark(master=args.master)
+        # the log's data source is registered only if a table needs it (spark_jobs.tables)
+        spark = get_spark(master=args.master, data_source=False)
     except JavaMissing as e:
         return _fail(str(e))
     # the jobs' plans are wide: without this Spark warns that it truncated a plan's text
@@ -147,18 +167,17 @@ def main(argv: list[str] | None = None) -> int:
     ctx = Context(data_dir=data_dir.resolve(), out=out.resolve(), at_ms=args.at,
                   consumer_events_dir=bench_dir.resolve() if bench_dir else None)
     results, written = [], {}
+    # The jobs run side by side, JOB_THREADS at a time: on small data a job's time is mostly
+    # the driver's (building and planning its queries, one core), so two of them keep the
+    # machine's two cores busy. The report still lists them in the order asked.
+    pool = ThreadPoolExecutor(max_workers=JOB_THREADS, thread_name_prefix="analyze")
     try:
-        for name in jobs:
-            t = time.monotonic()
-            result = load_job(name).run(spark, ctx)
-            _render_replays(result, ctx)
-            written[name] = {table: report.write_table(df, ctx.out, name, table,
-                                                       head=table in result.show)
-                             for table, df in result.tables.items()}
+        futures = [pool.submit(_run_job, spark, ctx, name) for name in jobs]
+        for name, future in zip(jobs, futures):
+            result, written[name] = future.result()
             results.append(result)
-            sys.stderr.write(f"[{name}] {time.monotonic() - t:.1f} s, "
-                             f"{len(written[name])} tables, {len(result.charts)} charts\n")
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         ctx.release()
     preamble = [f"data directory: {ctx.data_dir}",
                 f"Spark master: {spark.sparkContext.master}; jobs: {', '.join(jobs)}"]

@@ -11,6 +11,7 @@ and `lookup`, a Python dict applied to a column.
 from __future__ import annotations
 
 import importlib
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -52,6 +53,9 @@ class Context:
     at_ms: int | None = None
     consumer_events_dir: Path | None = None
     _loaded: dict[str, Any] = field(default_factory=dict, repr=False)
+    # jobs may run in threads side by side (tools.analyze): each table is loaded once
+    _lock: Any = field(default_factory=threading.RLock, repr=False)
+    _source_checked: bool = field(default=False, repr=False)
 
     def job_dir(self, job: str) -> Path:
         path = Path(self.out) / job
@@ -60,20 +64,39 @@ class Context:
 
     def table(self, spark, name: str):
         """batches | records | offset_commits | group_metadata | events | consumer_events."""
+        with self._lock:
+            return self._table(spark, name)
+
+    def _data_source(self, spark) -> None:
+        # The log's data source costs a Python process to register; tools.analyze starts
+        # Spark without it, and it is registered here only for a log too large to decode
+        # in the driver.
+        if not self._source_checked:
+            from spark_jobs import tables
+            from spark_jobs.session import register_data_source
+            if tables.needs_data_source(self.data_dir):
+                register_data_source(spark)
+            self._source_checked = True
+
+    def _table(self, spark, name: str):
         if name not in self._loaded:
             from spark_jobs import tables
+            if name not in ("events", "consumer_events"):  # the JSON logs need no source
+                self._data_source(spark)
             if name == "consumer_events":
                 if self.consumer_events_dir is None:
                     return None
                 df = tables.consumer_events(spark, str(self.consumer_events_dir))
             else:
                 df = getattr(tables, name)(spark, str(self.data_dir))
-            if name != "records":
+            if name != "records" and not df.isLocal():
                 # Cached with as many partitions as the machine has cores, not one per
                 # input range (a 1 GB log has 30, a data directory with groups one per
                 # __consumer_offsets segment): every later query over a cached table runs
                 # one task per partition, and these tables are small. The scan keeps its
                 # parallelism: coalesce merges ranges into tasks without a shuffle.
+                # A table decoded in the driver (spark_jobs.tables) is a local relation,
+                # already in memory: caching it would only add a job.
                 df = df.coalesce(max(1, spark.sparkContext.defaultParallelism)).persist()
             # records are the whole log: read once per job that needs them, not cached
             # (Context.records reads only the columns a job uses)
@@ -84,6 +107,8 @@ class Context:
         """The records table with only `columns` (and topic and partition): a full scan of
         the log, so neither cached nor shared; each job reads just what it uses."""
         from spark_jobs import tables
+        with self._lock:
+            self._data_source(spark)
         return tables.records(spark, str(self.data_dir), columns=columns)
 
     def release(self) -> None:

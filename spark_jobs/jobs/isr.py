@@ -114,14 +114,15 @@ def run(spark, ctx) -> JobResult:
     result = JobResult("isr")
     events = ctx.table(spark, "events")
     end_ts = events.agg(F.max("ts")).first()[0]
-    timeline = isr_timeline(events, end_ts).persist()
+    timeline = report.collect(isr_timeline(events, end_ts))
     result.tables.update(isr_timeline=timeline, partition_health=partition_health(events, end_ts),
                          broker_health=broker_health(events))
     result.show += ["partition_health", "broker_health"]
     if replication_events(events).limit(1).count() == 0:
         result.notes.append(NO_EVENTS)
         return result
-    pdf: pd.DataFrame = timeline.select("ts", "until_ts", "topic", "partition", "under_replicated").toPandas()
+    pdf: pd.DataFrame = timeline.pandas(["ts", "until_ts", "topic", "partition",
+                                         "under_replicated"])
     if not pdf.empty:
         # the count of under-replicated partitions, stepping at every ISR change
         changes = []

@@ -296,10 +296,11 @@ def describe_at(offset_commits: DataFrame, batches: DataFrame, group_metadata: D
 
 # --- the job -----------------------------------------------------------------------------
 
-def _end_of_data(batches: DataFrame, history: DataFrame) -> int | None:
-    row = (batches.agg(F.max("max_timestamp").alias("b"))
-           .crossJoin(history.agg(F.max("ts").alias("c"))).collect()[0])
-    values = [v for v in (row["b"], row["c"]) if v is not None]
+def _end_of_data(batches: DataFrame, history) -> int | None:
+    """The latest batch or commit time; `history` is the collected lag_history (its rows
+    are in the driver: no join of two aggregates, one small query)."""
+    last_batch = batches.agg(F.max("max_timestamp")).first()[0]
+    values = [v for v in (last_batch, history.max("ts")) if v is not None]
     return max(values) if values else None
 
 
@@ -313,13 +314,15 @@ def run(spark, ctx) -> JobResult:
     # to empty relations instead of running each window over every batch (a dozen queries
     # on a data directory that has no consumer group).
     lag_batches = batches if not commits.isEmpty() else batches.limit(0)
-    history = lag_history(commits, lag_batches).persist()
+    # Each table runs once (report.Collected); the tables built on it, and the charts,
+    # read the collected rows, so no window plan runs twice and nothing is cached.
+    history = report.collect(lag_history(commits, lag_batches))
     end_ts = _end_of_data(batches, history)
-    statuses = partition_status(history, lag_batches, end_ts).persist()
-    groups = group_status(statuses).persist()
+    statuses = report.collect(partition_status(history.frame(), lag_batches, end_ts))
+    groups = report.collect(group_status(statuses.frame()))
     result.tables.update(lag_history=history, partition_status=statuses, group_status=groups)
-    now = latest_status(groups, ["group"]).orderBy("group")
-    now_partitions = (latest_status(statuses, _KEY).where(F.col("status") != "OK")
+    now = latest_status(groups.frame(), ["group"]).orderBy("group")
+    now_partitions = (latest_status(statuses.frame(), _KEY).where(F.col("status") != "OK")
                       .orderBy("group", "topic", "partition"))
     result.tables.update(burrow_group_now=now, burrow_partitions_not_ok=now_partitions)
     result.show += ["burrow_group_now", "burrow_partitions_not_ok"]
@@ -346,8 +349,8 @@ def run(spark, ctx) -> JobResult:
             result.tables["describe_at"] = table.withColumn("as_of", F.lit(ctx.at_ms))
             result.show.append("describe_at")
 
-    pdf = history.select(*_KEY, "ts", "lag_records", "lag_seconds").toPandas()
+    pdf = history.pandas([*_KEY, "ts", "lag_records", "lag_seconds"])
     result.charts += report.lag_charts(pdf, ctx.job_dir("lag"))
-    spdf = statuses.select(*_KEY, "ts", "status_code").toPandas()
+    spdf = statuses.pandas([*_KEY, "ts", "status_code"])
     result.charts += report.status_heatmap(spdf, ctx.job_dir("lag"), STATUS_CODES)
     return result

@@ -53,8 +53,9 @@ def run(spark, ctx) -> JobResult:
     from spark_jobs import report
     result = JobResult("latency")
     events = ctx.table(spark, "events")
-    latency = request_latency(events).persist()
-    markers = rebalance_markers(events)
+    # each table runs once (report.Collected): its files and the charts come from that
+    latency = report.collect(request_latency(events))
+    markers = report.collect(rebalance_markers(events))
     result.tables.update(request_latency=latency, rebalance_markers=markers)
     overall = (events.where(F.col("type") == "request").groupBy("api")
                .agg(F.count(F.lit(1)).alias("requests"),
@@ -64,11 +65,11 @@ def run(spark, ctx) -> JobResult:
                .orderBy(F.col("requests").desc()))
     result.tables["latency_by_api"] = overall
     result.show.append("latency_by_api")
-    pdf: pd.DataFrame = latency.toPandas()
+    pdf: pd.DataFrame = latency.pandas()
     if pdf.empty:
         result.notes.append("no request events in the event log")
         return result
-    marks = [(r["ts"], r["group"]) for r in markers.collect()]
+    marks = [(r["ts"], r["group"]) for r in markers.rows()]
     busiest = pdf.groupby("api")["requests"].sum().sort_values(ascending=False).index
     out_dir = ctx.job_dir("latency")
     for column in ("p50_ms", "p99_ms", "max_ms"):

@@ -358,9 +358,12 @@ def run(spark, ctx) -> JobResult:
     from spark_jobs import report
     result = JobResult("rebalances")
     events = ctx.table(spark, "events")
-    rebalances = group_rebalances(events).persist()
-    intervals = member_rebalance_intervals(events, rebalances)
-    result.tables.update(rebalances=rebalances, member_intervals=intervals)
+    # each table runs once (report.Collected): its files, the charts and the tables built
+    # on it (over the collected rows) come from that
+    rebalances_c = report.collect(group_rebalances(events))
+    rebalances = rebalances_c.frame()
+    intervals = report.collect(member_rebalance_intervals(events, rebalances))
+    result.tables.update(rebalances=rebalances_c, member_intervals=intervals)
     result.show.append("rebalances")
     out_dir = ctx.job_dir("rebalances")
 
@@ -387,7 +390,7 @@ def run(spark, ctx) -> JobResult:
             result.charts.append(report.gantt(out_dir / "member_pauses.png", rows,
                                               "member pauses (owning no partition)"))
         tpd = tp.collect()
-        markers = [(r["start_ts"], r["trigger"]) for r in rebalances.collect()]
+        markers = [(r["start_ts"], r["trigger"]) for r in rebalances_c.rows()]
         if tpd:
             result.charts.append(report.lines(
                 out_dir / "consumer_throughput.png",
@@ -397,14 +400,16 @@ def run(spark, ctx) -> JobResult:
                 markers=markers, step=True))
 
     rows = [(f"{r['group']} {r['member'][:24]}", r["join_ts"], r["assigned_ts"],
-             f"gen {r['generation']}") for r in intervals.collect()]
+             f"gen {r['generation']}") for r in intervals.rows()]
     if rows:
         kinds = sorted({k for *_, k in rows})
         if len(kinds) > 10:  # colour by rebalance only while the legend stays readable
             rows = [(lane, s, e, "in rebalance") for lane, s, e, _ in rows]
         result.charts.append(report.gantt(out_dir / "members_in_rebalance.png", rows,
                                           "members from JoinGroup to assignment (broker view)"))
-    done = rebalances.where("duration_ms IS NOT NULL").orderBy("start_ts").collect()
+    # (the table is in group, start_ts order; a stable sort keeps that among equal starts)
+    done = sorted((r for r in rebalances_c.rows() if r["duration_ms"] is not None),
+                  key=lambda r: r["start_ts"])
     if done:
         result.charts.append(report.bars(
             out_dir / "rebalance_durations.png",
@@ -412,7 +417,8 @@ def run(spark, ctx) -> JobResult:
             [r["duration_ms"] for r in done], "rebalance duration (start to stable)", "ms"))
     else:
         result.notes.append("no completed rebalances in the event log")
-    first = rebalances.agg(F.min("start_ts")).collect()[0][0]
+    first = min((r["start_ts"] for r in rebalances_c.rows() if r["start_ts"] is not None),
+                default=None)
     if first is not None:
         result.notes.append(f"first rebalance at {ms_to_text(first)}")
     return result

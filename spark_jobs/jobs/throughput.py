@@ -123,9 +123,11 @@ def run(spark, ctx) -> JobResult:
         result.notes.append("no data batches in the log")
         return result
     bucket = pick_bucket_ms(span[1] - span[0])
-    topics = bucket_throughput(batches, bucket, ("topic",)).persist()
+    # each table runs once (report.Collected): the files, the charts and hot_partitions
+    # are all taken from that one result
+    topics = report.collect(bucket_throughput(batches, bucket, ("topic",)))
     partitions = bucket_throughput(batches, bucket, ("topic", "partition"))
-    shares = partition_shares(batches).persist()
+    shares = report.collect(partition_shares(batches))
     keys = hot_keys(ctx.records(spark, HOT_KEY_COLUMNS))
     result.tables.update(topic_throughput=topics, partition_throughput=partitions,
                          partition_shares=shares, hot_keys=keys)
@@ -135,14 +137,14 @@ def run(spark, ctx) -> JobResult:
                         f"partition is hot above {HOT_FACTOR}x its topic's mean share")
 
     out_dir = ctx.job_dir("throughput")
-    pdf: pd.DataFrame = topics.toPandas()
+    pdf: pd.DataFrame = topics.pandas()
     for column, unit, name in (("records_per_s", "records / s", "records_per_s.png"),
                                ("bytes_per_s", "bytes / s", "bytes_per_s.png")):
         series = {t: (g["bucket_ts"].tolist(), g[column].tolist())
                   for t, g in pdf.groupby("topic")}
         result.charts.append(report.lines(out_dir / name, series,
                                           f"{unit} per topic", unit, step=True))
-    sdf: pd.DataFrame = shares.toPandas()
+    sdf: pd.DataFrame = shares.pandas()
     user_topics = sdf.groupby("topic")["records"].sum().sort_values(ascending=False)
     for topic in list(user_topics.index)[:3]:
         g = sdf[sdf.topic == topic].sort_values("partition")
