@@ -299,7 +299,7 @@ def describe_at(offset_commits: DataFrame, batches: DataFrame, group_metadata: D
 def _end_of_data(batches: DataFrame, history) -> int | None:
     """The latest batch or commit time; `history` is the collected lag_history (its rows
     are in the driver: no join of two aggregates, one small query)."""
-    last_batch = batches.agg(F.max("max_timestamp")).first()[0]
+    last_batch = batches.agg(F.max("max_timestamp")).collect()[0][0]  # one row: an aggregate
     values = [v for v in (last_batch, history.max("ts")) if v is not None]
     return max(values) if values else None
 
