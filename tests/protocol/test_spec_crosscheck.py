@@ -17,10 +17,13 @@ import pytest
 from protocol.messages import APIS
 from protocol.schema import F, Message, Struct, Versions
 
-from protocol import consumer_protocol
+from protocol import consumer_protocol, metadata_records
 from protocol.messages import offsets_topic
 
-SPEC_ROOT = Path(__file__).resolve().parents[3] / "shared" / "kafka-spec"
+# ../shared/kafka-spec beside the checkout; a worktree sits one level deeper, so look upward
+SPEC_ROOT = next((d / "shared" / "kafka-spec" for d in Path(__file__).resolve().parents[3:]
+                  if (d / "shared" / "kafka-spec").is_dir()),
+                 Path(__file__).resolve().parents[3] / "shared" / "kafka-spec")
 SPEC = SPEC_ROOT / "clients"
 pytestmark = pytest.mark.skipif(not SPEC.is_dir(), reason="../shared/kafka-spec is absent")
 
@@ -32,6 +35,7 @@ DATA_MESSAGES = [
     (offsets_topic.OffsetCommitValue, "group-coordinator"),
     (offsets_topic.GroupMetadataKey, "group-coordinator"),
     (offsets_topic.GroupMetadataValue, "group-coordinator"),
+    *((record, "metadata") for record in metadata_records.METADATA_RECORDS.values()),
 ]
 
 _NUMERIC = {"int8", "int16", "int32", "int64", "uint16", "uint32"}
@@ -95,11 +99,16 @@ def _compare(kfields: list, ours: list[F], versions: range, common: dict, path: 
                 problems.append(f"{where}: nullable in v{v} is {v in of.nullable}, Kafka {v in kn}")
             if v in kv and (v in kt) != (of.tag is not None and v in of.tagged):
                 problems.append(f"{where}: tagged in v{v} differs from Kafka")
-        if kf.get("tag") != of.tag:
-            problems.append(f"{where}: tag {of.tag}, Kafka {kf.get('tag')}")
+        # a few of Kafka's files spell the tag as a string ("tag": "0")
+        ktag = kf.get("tag")
+        if (None if ktag is None else int(ktag)) != of.tag:
+            problems.append(f"{where}: tag {of.tag}, Kafka {ktag}")
         kd = kf.get("default")
         if ktype in _NUMERIC and kd is not None:
             if of.default_for(live[0]) != int(str(kd), 0):
+                problems.append(f"{where}: default {of.default_for(live[0])}, Kafka {kd}")
+        if ktype == "bool" and kd is not None:
+            if of.default_for(live[0]) != (str(kd).lower() == "true"):
                 problems.append(f"{where}: default {of.default_for(live[0])}, Kafka {kd}")
         if knested is not None and onested is not None:
             _compare(knested, onested, range(live[0], live[-1] + 1), common, where, problems)
@@ -142,3 +151,17 @@ def test_crosscheck_catches_a_wrong_declaration():
     assert any("transactional_id: nullable" in p for p in problems)
     assert any("acks: type int32" in p for p in problems)
     assert any("topic_data: missing" in p for p in problems)
+
+
+def test_crosscheck_catches_a_wrong_metadata_record():
+    """Tags Kafka spells as strings and bool defaults are compared too."""
+    wrong = Message("RegisterBrokerRecord", api_key=0, valid="3", flexible="0+", fields=[
+        F("fenced", "bool", default=False),  # Kafka: true
+        F("log_dirs", "[]uuid", "3+", tag=1),  # Kafka: tag "0"
+    ])
+    spec = _load("RegisterBrokerRecord", "metadata")
+    problems: list[str] = []
+    _compare(spec["fields"], wrong.fields, range(3, 4), {}, "RegisterBrokerRecord", problems)
+    assert any("fenced: default False" in p for p in problems)
+    assert any("log_dirs: tag 1, Kafka 0" in p for p in problems)
+    assert any("broker_id: missing" in p for p in problems)
