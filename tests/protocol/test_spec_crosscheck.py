@@ -14,13 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from protocol.messages import APIS
+from protocol.messages import APIS, CONTROLLER_APIS
 from protocol.schema import F, Message, Struct, Versions
 
 from protocol import consumer_protocol
 from protocol.messages import offsets_topic
 
-SPEC_ROOT = Path(__file__).resolve().parents[3] / "shared" / "kafka-spec"
+# ../shared/kafka-spec beside the checkout; a worktree sits one level deeper, so look upward
+SPEC_ROOT = next((d / "shared" / "kafka-spec" for d in Path(__file__).resolve().parents[3:]
+                  if (d / "shared" / "kafka-spec").is_dir()),
+                 Path(__file__).resolve().parents[3] / "shared" / "kafka-spec")
 SPEC = SPEC_ROOT / "clients"
 pytestmark = pytest.mark.skipif(not SPEC.is_dir(), reason="../shared/kafka-spec is absent")
 
@@ -95,20 +98,35 @@ def _compare(kfields: list, ours: list[F], versions: range, common: dict, path: 
                 problems.append(f"{where}: nullable in v{v} is {v in of.nullable}, Kafka {v in kn}")
             if v in kv and (v in kt) != (of.tag is not None and v in of.tagged):
                 problems.append(f"{where}: tagged in v{v} differs from Kafka")
-        if kf.get("tag") != of.tag:
-            problems.append(f"{where}: tag {of.tag}, Kafka {kf.get('tag')}")
+        ktag = kf.get("tag")
+        if (None if ktag is None else int(ktag)) != of.tag:  # some JSON writes the tag "0"
+            problems.append(f"{where}: tag {of.tag}, Kafka {ktag}")
         kd = kf.get("default")
         if ktype in _NUMERIC and kd is not None:
             if of.default_for(live[0]) != int(str(kd), 0):
                 problems.append(f"{where}: default {of.default_for(live[0])}, Kafka {kd}")
+        if ktype == "bool" and of.default_for(live[0]) != (str(kd).lower() == "true"):
+            problems.append(f"{where}: default {of.default_for(live[0])}, Kafka {kd}")
         if knested is not None and onested is not None:
             _compare(knested, onested, range(live[0], live[-1] + 1), common, where, problems)
     for name in by_name.keys() - seen:
         problems.append(f"{path}.{name}: declared by us but not by Kafka in our versions")
+    # positional fields travel in declaration order, so the order must be Kafka's too
+    for v in versions:
+        kafka_order = [snake(kf["name"]) for kf in kfields if _positional(kf, v)]
+        our_order = [f.name for f in ours if v in f.versions
+                     and not (f.tag is not None and v in f.tagged)]
+        if our_order != kafka_order and set(our_order) == set(kafka_order):
+            problems.append(f"{path}: field order in v{v} is {our_order}, Kafka {kafka_order}")
+
+
+def _positional(kf: dict, version: int) -> bool:
+    return (version in Versions.parse(kf["versions"])
+            and version not in Versions.parse(kf.get("taggedVersions")))
 
 
 def _messages():
-    for api in APIS.values():
+    for api in [*APIS.values(), *CONTROLLER_APIS.values()]:
         yield api.request, "clients"
         yield api.response, "clients"
     yield from DATA_MESSAGES
@@ -142,3 +160,32 @@ def test_crosscheck_catches_a_wrong_declaration():
     assert any("transactional_id: nullable" in p for p in problems)
     assert any("acks: type int32" in p for p in problems)
     assert any("topic_data: missing" in p for p in problems)
+
+
+def test_crosscheck_catches_wrong_order_bool_default_and_tag():
+    """Field order, bool defaults and string-written tags ("tag": "0") are checked too."""
+    wrong = Message("BrokerHeartbeatResponse", api_key=63, valid="0-1", flexible="0+", fields=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("is_fenced", "bool"),  # Kafka: default true, and after is_caught_up
+        F("is_caught_up", "bool"),
+        F("should_shut_down", "bool"),
+    ])
+    spec = _load("BrokerHeartbeatResponse")
+    problems: list[str] = []
+    _compare(spec["fields"], wrong.fields, range(0, 2), {}, wrong.name, problems)
+    assert any("is_fenced: default False" in p for p in problems)
+    assert any("field order in v0" in p for p in problems)
+
+    request = Message("BrokerHeartbeatRequest", api_key=63, valid="0-1", flexible="0+", fields=[
+        F("broker_id", "int32"),
+        F("broker_epoch", "int64", default=-1),
+        F("current_metadata_offset", "int64"),
+        F("want_fence", "bool"),
+        F("want_shut_down", "bool"),
+        F("offline_log_dirs", "[]uuid", "1+", tag=1),  # Kafka: tag "0"
+    ])
+    spec = _load("BrokerHeartbeatRequest")
+    problems = []
+    _compare(spec["fields"], request.fields, range(0, 2), {}, request.name, problems)
+    assert problems == ["BrokerHeartbeatRequest.offline_log_dirs: tag 1, Kafka 0"]
