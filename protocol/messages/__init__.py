@@ -1,8 +1,14 @@
 """Every API we declare, by api key: one module per API family.
 
-Owns: `Api` (key, name, request and response declarations) and `APIS`. A module's
-declarations cover exactly the versions we implement; protocol.versions decides what is
-advertised.
+Owns: `Api` (key, name, request and response declarations), `APIS` and `CONTROLLER_APIS`.
+A module's declarations cover exactly the versions we implement; protocol.versions decides
+what is advertised.
+
+`APIS` is what the broker serves: ApiVersions advertises every key in it and the broker's
+handler table must match it exactly. `CONTROLLER_APIS` holds the KRaft control plane's
+messages (KIP-595, KIP-631), declared for every version Kafka defines but not served yet, so
+they stay out of ApiVersions: a client that saw them advertised would send them and be
+disconnected. An API moves from here to `APIS` in the change that gives it a handler.
 """
 
 from __future__ import annotations
@@ -10,8 +16,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from protocol.messages import (
-    api_versions, configs, fetch, group, leader_epoch, list_offsets, metadata, offsets, produce,
-    producer_id, topics,
+    api_versions, cluster, configs, fetch, group, leader_epoch, list_offsets, metadata, offsets,
+    produce, producer_id, quorum, topics,
 )
 from protocol.schema import Message
 
@@ -58,6 +64,20 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(offsets.OffsetDeleteRequest, offsets.OffsetDeleteResponse),
 )}
 
+CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
+    _api(cluster.ElectLeadersRequest, cluster.ElectLeadersResponse),
+    _api(quorum.VoteRequest, quorum.VoteResponse),
+    _api(quorum.BeginQuorumEpochRequest, quorum.BeginQuorumEpochResponse),
+    _api(quorum.EndQuorumEpochRequest, quorum.EndQuorumEpochResponse),
+    _api(quorum.DescribeQuorumRequest, quorum.DescribeQuorumResponse),
+    _api(quorum.FetchSnapshotRequest, quorum.FetchSnapshotResponse),
+    _api(cluster.DescribeClusterRequest, cluster.DescribeClusterResponse),
+    _api(cluster.BrokerRegistrationRequest, cluster.BrokerRegistrationResponse),
+    _api(cluster.BrokerHeartbeatRequest, cluster.BrokerHeartbeatResponse),
+    _api(cluster.UnregisterBrokerRequest, cluster.UnregisterBrokerResponse),
+)}
+assert not APIS.keys() & CONTROLLER_APIS.keys(), "an API is either served or not"
+
 # Kafka's names for the api keys, so that handlers and logs can say what they mean. Each is
 # read off its declaration, so a key is written down once (a test checks every name is the
 # declaration's name in Kafka's SCREAMING_SNAKE form, as in ApiKeys.java).
@@ -83,3 +103,13 @@ DESCRIBE_GROUPS = _key(group.DescribeGroupsRequest)
 LIST_GROUPS = _key(group.ListGroupsRequest)
 DELETE_GROUPS = _key(group.DeleteGroupsRequest)
 OFFSET_DELETE = _key(offsets.OffsetDeleteRequest)
+ELECT_LEADERS = _key(cluster.ElectLeadersRequest)
+VOTE = _key(quorum.VoteRequest)
+BEGIN_QUORUM_EPOCH = _key(quorum.BeginQuorumEpochRequest)
+END_QUORUM_EPOCH = _key(quorum.EndQuorumEpochRequest)
+DESCRIBE_QUORUM = _key(quorum.DescribeQuorumRequest)
+FETCH_SNAPSHOT = _key(quorum.FetchSnapshotRequest)
+DESCRIBE_CLUSTER = _key(cluster.DescribeClusterRequest)
+BROKER_REGISTRATION = _key(cluster.BrokerRegistrationRequest)
+BROKER_HEARTBEAT = _key(cluster.BrokerHeartbeatRequest)
+UNREGISTER_BROKER = _key(cluster.UnregisterBrokerRequest)

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from protocol.errors import DecodeError, ProtocolError
-from protocol.messages import APIS
+from protocol.messages import APIS, CONTROLLER_APIS
 from protocol.schema import F, Message, Struct
 
 _INT_RANGES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
@@ -54,8 +54,11 @@ def values(fields: list[F], version: int):
     return st.fixed_dictionaries(parts)
 
 
+ALL_APIS = [*APIS.values(), *CONTROLLER_APIS.values()]
+
+
 def _cases():
-    for api in APIS.values():
+    for api in ALL_APIS:
         for message in (api.request, api.response):
             for v in range(message.versions.low, message.versions.high + 1):
                 yield pytest.param(message, v, id=f"{message.name}-v{v}")
@@ -145,7 +148,7 @@ def test_trailing_bytes_are_refused():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from([(m, v) for api in APIS.values() for m in (api.request, api.response)
+@given(st.sampled_from([(m, v) for api in ALL_APIS for m in (api.request, api.response)
                         for v in (m.versions.low, m.versions.high)]), st.binary(max_size=200))
 def test_fuzz_any_bytes_give_a_message_or_a_decode_error(case, raw):
     message, version = case
@@ -170,6 +173,7 @@ def test_api_key_names_are_the_declarations_names_in_kafkas_form():
     constants = {name: value for name, value in vars(messages).items()
                  if re.fullmatch(r"[A-Z][A-Z_]+", name) and isinstance(value, int)}
     expected = {re.sub(r"(?<!^)(?=[A-Z])", "_", api.name).upper(): key
-                for key, api in messages.APIS.items()}
+                for key, api in [*messages.APIS.items(), *messages.CONTROLLER_APIS.items()]}
     assert constants == expected
+    assert constants["VOTE"] == 52 and constants["BROKER_HEARTBEAT"] == 63
     assert constants["OFFSET_FOR_LEADER_EPOCH"] == 23 and constants["PRODUCE"] == 0

@@ -14,11 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from protocol.messages import APIS
-from protocol.schema import F, Message, Struct, Versions
-
 from protocol import consumer_protocol, metadata_records
-from protocol.messages import offsets_topic
+from protocol.messages import APIS, CONTROLLER_APIS, offsets_topic
+from protocol.schema import F, Message, Struct, Versions
 
 # ../shared/kafka-spec beside the checkout; a worktree sits one level deeper, so look upward
 SPEC_ROOT = next((d / "shared" / "kafka-spec" for d in Path(__file__).resolve().parents[3:]
@@ -114,10 +112,22 @@ def _compare(kfields: list, ours: list[F], versions: range, common: dict, path: 
             _compare(knested, onested, range(live[0], live[-1] + 1), common, where, problems)
     for name in by_name.keys() - seen:
         problems.append(f"{path}.{name}: declared by us but not by Kafka in our versions")
+    # positional fields travel in declaration order, so the order must be Kafka's too
+    for v in versions:
+        kafka_order = [snake(kf["name"]) for kf in kfields if _positional(kf, v)]
+        our_order = [f.name for f in ours if v in f.versions
+                     and not (f.tag is not None and v in f.tagged)]
+        if our_order != kafka_order and set(our_order) == set(kafka_order):
+            problems.append(f"{path}: field order in v{v} is {our_order}, Kafka {kafka_order}")
+
+
+def _positional(kf: dict, version: int) -> bool:
+    return (version in Versions.parse(kf["versions"])
+            and version not in Versions.parse(kf.get("taggedVersions")))
 
 
 def _messages():
-    for api in APIS.values():
+    for api in [*APIS.values(), *CONTROLLER_APIS.values()]:
         yield api.request, "clients"
         yield api.response, "clients"
     yield from DATA_MESSAGES
@@ -165,3 +175,32 @@ def test_crosscheck_catches_a_wrong_metadata_record():
     assert any("fenced: default False" in p for p in problems)
     assert any("log_dirs: tag 1, Kafka 0" in p for p in problems)
     assert any("broker_id: missing" in p for p in problems)
+
+
+def test_crosscheck_catches_wrong_order_bool_default_and_tag():
+    """Field order, bool defaults and string-written tags ("tag": "0") are checked too."""
+    wrong = Message("BrokerHeartbeatResponse", api_key=63, valid="0-1", flexible="0+", fields=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("is_fenced", "bool"),  # Kafka: default true, and after is_caught_up
+        F("is_caught_up", "bool"),
+        F("should_shut_down", "bool"),
+    ])
+    spec = _load("BrokerHeartbeatResponse")
+    problems: list[str] = []
+    _compare(spec["fields"], wrong.fields, range(0, 2), {}, wrong.name, problems)
+    assert any("is_fenced: default False" in p for p in problems)
+    assert any("field order in v0" in p for p in problems)
+
+    request = Message("BrokerHeartbeatRequest", api_key=63, valid="0-1", flexible="0+", fields=[
+        F("broker_id", "int32"),
+        F("broker_epoch", "int64", default=-1),
+        F("current_metadata_offset", "int64"),
+        F("want_fence", "bool"),
+        F("want_shut_down", "bool"),
+        F("offline_log_dirs", "[]uuid", "1+", tag=1),  # Kafka: tag "0"
+    ])
+    spec = _load("BrokerHeartbeatRequest")
+    problems = []
+    _compare(spec["fields"], request.fields, range(0, 2), {}, request.name, problems)
+    assert problems == ["BrokerHeartbeatRequest.offline_log_dirs: tag 1, Kafka 0"]

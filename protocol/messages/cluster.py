@@ -1,0 +1,122 @@
+"""Cluster membership and leadership RPCs: ElectLeaders (43), DescribeCluster (60),
+BrokerRegistration (62), BrokerHeartbeat (63), UnregisterBroker (64).
+
+Owns their declarations only. A broker registers with the active controller (KIP-631) and
+keeps its session alive with heartbeats, which also carry controlled shutdown
+(`want_shut_down`); UnregisterBroker removes a decommissioned node; ElectLeaders asks for
+preferred (election_type 0) or unclean (1) leader elections (KIP-460); DescribeCluster
+names the brokers, or with v1's endpoint_type 2 the controllers (KIP-919), and the active
+controller. Every version Kafka defines is declared.
+"""
+
+from protocol.schema import F, Message
+
+ElectLeadersRequest = Message(
+    "ElectLeadersRequest", api_key=43, valid="0-2", flexible="2+", fields=[
+        F("election_type", "int8", "1+"),
+        # null: every partition of the cluster
+        F("topic_partitions", [
+            F("topic", "string"),
+            F("partitions", "[]int32"),
+        ], nullable="0+"),
+        F("timeout_ms", "int32", default=60000),
+    ])
+
+ElectLeadersResponse = Message(
+    "ElectLeadersResponse", api_key=43, valid="0-2", flexible="2+", fields=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16", "1+"),
+        F("replica_election_results", [
+            F("topic", "string"),
+            F("partition_result", [
+                F("partition_id", "int32"),
+                F("error_code", "int16"),
+                F("error_message", "string", nullable="0+"),
+            ]),
+        ]),
+    ])
+
+DescribeClusterRequest = Message(
+    "DescribeClusterRequest", api_key=60, valid="0-1", flexible="0+", fields=[
+        F("include_cluster_authorized_operations", "bool"),
+        F("endpoint_type", "int8", "1+", default=1),
+    ])
+
+DescribeClusterResponse = Message(
+    "DescribeClusterResponse", api_key=60, valid="0-1", flexible="0+", fields=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("error_message", "string", nullable="0+"),
+        F("endpoint_type", "int8", "1+", default=1),
+        F("cluster_id", "string"),
+        F("controller_id", "int32", default=-1),
+        F("brokers", [
+            F("broker_id", "int32"),
+            F("host", "string"),
+            F("port", "int32"),
+            F("rack", "string", nullable="0+"),
+        ]),
+        F("cluster_authorized_operations", "int32", default=-2147483648),
+    ])
+
+BrokerRegistrationRequest = Message(
+    "BrokerRegistrationRequest", api_key=62, valid="0-4", flexible="0+", fields=[
+        F("broker_id", "int32"),
+        F("cluster_id", "string"),
+        # new on every start: a second process with the same broker_id is told apart by it
+        F("incarnation_id", "uuid"),
+        F("listeners", [
+            F("name", "string"),
+            F("host", "string"),
+            F("port", "uint16"),
+            F("security_protocol", "int16"),
+        ]),
+        F("features", [
+            F("name", "string"),
+            F("min_supported_version", "int16"),
+            F("max_supported_version", "int16"),
+        ]),
+        F("rack", "string", nullable="0+"),
+        F("is_migrating_zk_broker", "bool", "1+"),
+        F("log_dirs", "[]uuid", "2+"),
+        F("previous_broker_epoch", "int64", "3+", default=-1),
+    ])
+
+BrokerRegistrationResponse = Message(
+    "BrokerRegistrationResponse", api_key=62, valid="0-4", flexible="0+", fields=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("broker_epoch", "int64", default=-1),
+    ])
+
+BrokerHeartbeatRequest = Message(
+    "BrokerHeartbeatRequest", api_key=63, valid="0-1", flexible="0+", fields=[
+        F("broker_id", "int32"),
+        F("broker_epoch", "int64", default=-1),
+        F("current_metadata_offset", "int64"),
+        F("want_fence", "bool"),
+        F("want_shut_down", "bool"),
+        F("offline_log_dirs", "[]uuid", "1+", tag=0),
+    ])
+
+BrokerHeartbeatResponse = Message(
+    "BrokerHeartbeatResponse", api_key=63, valid="0-1", flexible="0+", fields=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("is_caught_up", "bool"),
+        # a broker is fenced until the controller says otherwise
+        F("is_fenced", "bool", default=True),
+        F("should_shut_down", "bool"),
+    ])
+
+UnregisterBrokerRequest = Message(
+    "UnregisterBrokerRequest", api_key=64, valid="0", flexible="0+", fields=[
+        F("broker_id", "int32"),
+    ])
+
+UnregisterBrokerResponse = Message(
+    "UnregisterBrokerResponse", api_key=64, valid="0", flexible="0+", fields=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("error_message", "string", nullable="0+"),
+    ])
