@@ -1,0 +1,302 @@
+"""The metadata image: the cluster's state as replaying `__cluster_metadata` leaves it.
+
+Owns `MetadataImage`, an immutable value built by replaying the metadata records declared in
+`protocol.metadata_records` one at a time (`MetadataImage.EMPTY.apply(type, version, body)`,
+or `replay` over many), after Kafka's `MetadataImage` and the deltas that produce one
+(`ClusterDelta`, `TopicsDelta`, `ConfigurationsDelta`, `ProducerIdsDelta`, `FeaturesDelta`):
+
+- brokers (`BrokerRegistration`): a RegisterBrokerRecord replaces the broker's registration
+  whole, a new incarnation included; FenceBrokerRecord and UnfenceBrokerRecord must name the
+  broker's current epoch, since a record for an older registration is a bug upstream;
+- topics (`TopicImage`) by id and by name; PartitionRecord adds or replaces a partition and
+  PartitionChangeRecord is merged by `election.PartitionRegistration.merge`, the same rule the
+  controller uses, so that the two cannot drift apart; RemoveTopicRecord drops the topic, its
+  partitions and its configs, as Kafka's `MetadataDelta` does;
+- configs per (resource type, resource name), where a null value deletes the key;
+- the next producer id block (ProducerIdsRecord) and feature levels (FeatureLevelRecord, level
+  0 removing the feature); NoOpRecord changes nothing.
+
+A record naming a topic, partition or broker the image does not hold raises
+`MetadataImageError`: the log is inconsistent and replaying past it would hide that.
+
+Pure: no I/O and no clock. `apply` copies only the mappings a record touches (each topic keeps
+its own partitions mapping), so an image handed to a reader never changes under it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, ClassVar, TypeVar
+
+from broker.controller.election import (
+    NO_LEADER, LeaderRecoveryState, PartitionChangeRecord, PartitionRegistration,
+)
+from protocol.metadata_records import MetadataRecordType as T
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+# Kafka's ConfigResource.Type numbers for the resources whose configs the log carries
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
+
+class MetadataImageError(ValueError):
+    """A record that cannot apply to this image: it names something the image lacks."""
+
+
+def _frozen(mapping: dict[K, V]) -> Mapping[K, V]:
+    return MappingProxyType(mapping)
+
+
+def _with(mapping: Mapping[K, V], key: K, value: V) -> Mapping[K, V]:
+    copy = dict(mapping)
+    copy[key] = value
+    return _frozen(copy)
+
+
+def _without(mapping: Mapping[K, V], key: K) -> Mapping[K, V]:
+    copy = dict(mapping)
+    copy.pop(key, None)
+    return _frozen(copy)
+
+
+def _ints(values: Iterable[int] | None) -> tuple[int, ...] | None:
+    return None if values is None else tuple(values)
+
+
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    """One of a broker's listeners, as RegisterBrokerRecord lists them."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: int
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    """Kafka's `BrokerRegistration`: one broker as the controller has registered it."""
+
+    broker_id: int
+    incarnation_id: uuid.UUID
+    epoch: int
+    endpoints: tuple[BrokerEndpoint, ...]
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool = False
+
+    @property
+    def active(self) -> bool:
+        """May lead and join ISRs: unfenced and not shutting down (election.py's "active")."""
+        return not self.fenced and not self.in_controlled_shutdown
+
+    def endpoint(self, listener: str) -> BrokerEndpoint | None:
+        return next((e for e in self.endpoints if e.name == listener), None)
+
+
+@dataclass(frozen=True)
+class TopicImage:
+    """Kafka's `TopicImage`: a topic's name, id and partitions by partition id."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: Mapping[int, PartitionRegistration] = field(
+        default_factory=lambda: _frozen({}))
+
+
+@dataclass(frozen=True)
+class MetadataImage:
+    """The whole cluster's metadata after some prefix of the metadata log."""
+
+    EMPTY: ClassVar[MetadataImage]
+
+    brokers: Mapping[int, BrokerRegistration]
+    topics_by_id: Mapping[uuid.UUID, TopicImage]
+    topic_ids_by_name: Mapping[str, uuid.UUID]
+    configs: Mapping[tuple[int, str], Mapping[str, str]]
+    features: Mapping[str, int]
+    next_producer_id: int = 0
+
+    # --- replay -------------------------------------------------------------------------
+
+    def apply(self, record_type: int, version: int, body: Any) -> MetadataImage:
+        """This image after one record, as `decode_metadata_record` returns it. `version`
+        is accepted for symmetry with the decoder: every field read here exists in every
+        version we declare, and a missing one takes its default."""
+        del version
+        try:
+            kind = T(record_type)
+        except ValueError:
+            raise MetadataImageError(f"unknown metadata record type {record_type}") from None
+        handler = _HANDLERS[kind]
+        return handler(self, body)
+
+    def replay(self, records: Iterable[tuple[int, int, Any]]) -> MetadataImage:
+        image = self
+        for record_type, version, body in records:
+            image = image.apply(record_type, version, body)
+        return image
+
+    def _register_broker(self, body: Any) -> MetadataImage:
+        endpoints = tuple(BrokerEndpoint(e.name, e.host, e.port, e.security_protocol)
+                          for e in body.end_points)
+        broker = BrokerRegistration(
+            broker_id=body.broker_id, incarnation_id=body.incarnation_id,
+            epoch=body.broker_epoch, endpoints=endpoints, rack=body.rack,
+            fenced=body.fenced,
+            in_controlled_shutdown=bool(body.get("in_controlled_shutdown", False)))
+        return replace(self, brokers=_with(self.brokers, broker.broker_id, broker))
+
+    def _set_fenced(self, body: Any, fenced: bool) -> MetadataImage:
+        action = "fence" if fenced else "unfence"
+        broker = self.brokers.get(body.id)
+        if broker is None:
+            raise MetadataImageError(f"cannot {action} broker {body.id}: not registered")
+        if broker.epoch != body.epoch:
+            raise MetadataImageError(
+                f"cannot {action} broker {body.id} at epoch {body.epoch}: "
+                f"its registration has epoch {broker.epoch}")
+        changed = replace(broker, fenced=fenced)
+        return replace(self, brokers=_with(self.brokers, broker.broker_id, changed))
+
+    def _fence_broker(self, body: Any) -> MetadataImage:
+        return self._set_fenced(body, True)
+
+    def _unfence_broker(self, body: Any) -> MetadataImage:
+        return self._set_fenced(body, False)
+
+    def _add_topic(self, body: Any) -> MetadataImage:
+        name, topic_id = body.name, body.topic_id
+        if name in self.topic_ids_by_name:
+            raise MetadataImageError(f"topic {name!r} already exists with id "
+                                     f"{self.topic_ids_by_name[name]}")
+        if topic_id in self.topics_by_id:
+            raise MetadataImageError(f"topic id {topic_id} already names topic "
+                                     f"{self.topics_by_id[topic_id].name!r}")
+        topic = TopicImage(name=name, topic_id=topic_id)
+        return replace(self, topics_by_id=_with(self.topics_by_id, topic_id, topic),
+                       topic_ids_by_name=_with(self.topic_ids_by_name, name, topic_id))
+
+    def _remove_topic(self, body: Any) -> MetadataImage:
+        topic = self._topic_or_raise(body.topic_id, "remove")
+        return replace(
+            self, topics_by_id=_without(self.topics_by_id, topic.topic_id),
+            topic_ids_by_name=_without(self.topic_ids_by_name, topic.name),
+            configs=_without(self.configs, (TOPIC_RESOURCE, topic.name)))
+
+    def _add_partition(self, body: Any) -> MetadataImage:
+        topic = self._topic_or_raise(body.topic_id, f"add partition {body.partition_id} to")
+        partition = PartitionRegistration(
+            replicas=tuple(body.replicas), isr=tuple(body.isr), leader=body.leader,
+            leader_epoch=body.leader_epoch, partition_epoch=body.partition_epoch,
+            leader_recovery_state=LeaderRecoveryState(body.leader_recovery_state))
+        return self._with_partition(topic, body.partition_id, partition)
+
+    def _change_partition(self, body: Any) -> MetadataImage:
+        topic = self._topic_or_raise(body.topic_id, f"change partition {body.partition_id} of")
+        current = topic.partitions.get(body.partition_id)
+        if current is None:
+            raise MetadataImageError(f"cannot change partition {body.partition_id} of topic "
+                                     f"{topic.name!r}: no such partition")
+        change = PartitionChangeRecord(
+            topic_id=body.topic_id, partition_id=body.partition_id, isr=_ints(body.isr),
+            leader=body.leader, replicas=_ints(body.replicas),
+            removing_replicas=_ints(body.removing_replicas),
+            adding_replicas=_ints(body.adding_replicas),
+            leader_recovery_state=body.leader_recovery_state)
+        return self._with_partition(topic, body.partition_id, current.merge(change))
+
+    def _with_partition(self, topic: TopicImage, partition_id: int,
+                        partition: PartitionRegistration) -> MetadataImage:
+        changed = replace(topic, partitions=_with(topic.partitions, partition_id, partition))
+        return replace(self, topics_by_id=_with(self.topics_by_id, topic.topic_id, changed))
+
+    def _set_config(self, body: Any) -> MetadataImage:
+        resource = (body.resource_type, body.resource_name)
+        entries = self.configs.get(resource, _frozen({}))
+        if body.value is None:
+            entries = _without(entries, body.name)
+        else:
+            entries = _with(entries, body.name, body.value)
+        configs = (_with(self.configs, resource, entries) if entries
+                   else _without(self.configs, resource))
+        return replace(self, configs=configs)
+
+    def _set_producer_ids(self, body: Any) -> MetadataImage:
+        return replace(self, next_producer_id=body.next_producer_id)
+
+    def _set_feature_level(self, body: Any) -> MetadataImage:
+        features = (_without(self.features, body.name) if body.feature_level == 0
+                    else _with(self.features, body.name, body.feature_level))
+        return replace(self, features=features)
+
+    def _no_op(self, body: Any) -> MetadataImage:
+        del body
+        return self
+
+    def _topic_or_raise(self, topic_id: uuid.UUID, action: str) -> TopicImage:
+        topic = self.topics_by_id.get(topic_id)
+        if topic is None:
+            raise MetadataImageError(f"cannot {action} topic id {topic_id}: no such topic")
+        return topic
+
+    # --- queries ------------------------------------------------------------------------
+
+    def topic(self, name: str) -> TopicImage | None:
+        topic_id = self.topic_ids_by_name.get(name)
+        return None if topic_id is None else self.topics_by_id[topic_id]
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
+        return self.topics_by_id.get(topic_id)
+
+    def partitions(self, name: str) -> Mapping[int, PartitionRegistration]:
+        """The topic's partitions by id; empty for an unknown topic."""
+        topic = self.topic(name)
+        return _frozen({}) if topic is None else topic.partitions
+
+    def partition(self, name: str, partition_id: int) -> PartitionRegistration | None:
+        return self.partitions(name).get(partition_id)
+
+    def leader(self, name: str, partition_id: int) -> int:
+        """The partition's leader, NO_LEADER (-1) when offline or unknown."""
+        partition = self.partition(name, partition_id)
+        return NO_LEADER if partition is None else partition.leader
+
+    def unfenced_brokers(self) -> tuple[BrokerRegistration, ...]:
+        """Registered and unfenced brokers, by id: the ones Metadata answers list."""
+        return tuple(b for _, b in sorted(self.brokers.items()) if not b.fenced)
+
+    def active_broker_ids(self) -> frozenset[int]:
+        """The brokers that may lead and join ISRs: what election.py calls `active`."""
+        return frozenset(b.broker_id for b in self.brokers.values() if b.active)
+
+    def topic_configs(self, name: str) -> Mapping[str, str]:
+        return self.configs.get((TOPIC_RESOURCE, name), _frozen({}))
+
+    def broker_configs(self, broker: int | str) -> Mapping[str, str]:
+        """A broker's dynamic configs; the name "" holds the cluster-wide defaults."""
+        return self.configs.get((BROKER_RESOURCE, str(broker)), _frozen({}))
+
+
+MetadataImage.EMPTY = MetadataImage(
+    brokers=_frozen({}), topics_by_id=_frozen({}), topic_ids_by_name=_frozen({}),
+    configs=_frozen({}), features=_frozen({}))
+
+_HANDLERS = {
+    T.REGISTER_BROKER_RECORD: MetadataImage._register_broker,
+    T.FENCE_BROKER_RECORD: MetadataImage._fence_broker,
+    T.UNFENCE_BROKER_RECORD: MetadataImage._unfence_broker,
+    T.TOPIC_RECORD: MetadataImage._add_topic,
+    T.REMOVE_TOPIC_RECORD: MetadataImage._remove_topic,
+    T.PARTITION_RECORD: MetadataImage._add_partition,
+    T.PARTITION_CHANGE_RECORD: MetadataImage._change_partition,
+    T.CONFIG_RECORD: MetadataImage._set_config,
+    T.PRODUCER_IDS_RECORD: MetadataImage._set_producer_ids,
+    T.FEATURE_LEVEL_RECORD: MetadataImage._set_feature_level,
+    T.NO_OP_RECORD: MetadataImage._no_op,
+}

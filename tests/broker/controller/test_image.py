@@ -1,0 +1,204 @@
+"""The metadata image: encoded metadata records, decoded and replayed, give the cluster's
+brokers, topics, partitions, configs, producer ids and features, as Kafka's MetadataDelta
+builds a MetadataImage."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from broker.controller.election import NO_LEADER, PartitionRegistration
+from broker.controller.image import (
+    BROKER_RESOURCE, TOPIC_RESOURCE, BrokerEndpoint, MetadataImage, MetadataImageError,
+)
+from protocol.metadata_records import MetadataRecordType as T
+from protocol.metadata_records import decode_metadata_record, encode_metadata_record
+
+ORDERS = uuid.UUID("6f1c3e0a-0000-4000-8000-000000000001")
+AUDIT = uuid.UUID("6f1c3e0a-0000-4000-8000-000000000002")
+
+VERSIONS = {T.REGISTER_BROKER_RECORD: 3, T.PARTITION_RECORD: 2, T.PARTITION_CHANGE_RECORD: 2}
+
+
+def wire(record_type: T, **body) -> bytes:
+    return encode_metadata_record(record_type, VERSIONS.get(record_type, 0), body)
+
+
+def register(broker_id: int, epoch: int, *, fenced: bool = True) -> bytes:
+    return wire(T.REGISTER_BROKER_RECORD, broker_id=broker_id,
+                incarnation_id=uuid.UUID(int=100 + broker_id), broker_epoch=epoch,
+                end_points=[{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9090 + broker_id,
+                             "security_protocol": 0}],
+                features=[], rack=f"rack-{broker_id}", fenced=fenced)
+
+
+def partition(topic_id: uuid.UUID, partition_id: int, replicas: list[int]) -> bytes:
+    return wire(T.PARTITION_RECORD, partition_id=partition_id, topic_id=topic_id,
+                replicas=replicas, isr=replicas, leader=replicas[0], leader_epoch=0,
+                partition_epoch=0)
+
+
+def cluster_records() -> list[bytes]:
+    """Three brokers registered and unfenced, and a topic of three partitions, RF 3."""
+    records = [wire(T.FEATURE_LEVEL_RECORD, name="metadata.version", feature_level=19)]
+    for b in range(3):
+        records.append(register(b, epoch=10 + b))
+    for b in range(3):
+        records.append(wire(T.UNFENCE_BROKER_RECORD, id=b, epoch=10 + b))
+    records.append(wire(T.TOPIC_RECORD, name="orders", topic_id=ORDERS))
+    for p in range(3):
+        records.append(partition(ORDERS, p, [p % 3, (p + 1) % 3, (p + 2) % 3]))
+    records.append(wire(T.PRODUCER_IDS_RECORD, broker_id=0, broker_epoch=10,
+                        next_producer_id=1000))
+    records.append(wire(T.NO_OP_RECORD))
+    return records
+
+
+def replay(records: list[bytes], image: MetadataImage = MetadataImage.EMPTY) -> MetadataImage:
+    return image.replay(decode_metadata_record(r) for r in records)
+
+
+def test_a_three_broker_cluster_with_a_topic_from_encoded_records():
+    image = replay(cluster_records())
+    assert [b.broker_id for b in image.unfenced_brokers()] == [0, 1, 2]
+    assert image.active_broker_ids() == {0, 1, 2}
+    b1 = image.brokers[1]
+    assert (b1.incarnation_id, b1.epoch, b1.rack) == (uuid.UUID(int=101), 11, "rack-1")
+    assert b1.endpoint("PLAINTEXT") == BrokerEndpoint("PLAINTEXT", "127.0.0.1", 9091, 0)
+    assert b1.endpoint("CONTROLLER") is None
+
+    topic = image.topic("orders")
+    assert topic is not None and topic.topic_id == ORDERS
+    assert image.topic_by_id(ORDERS) is topic
+    assert image.topic("missing") is None and image.partitions("missing") == {}
+    assert dict(image.partitions("orders")) == {
+        0: PartitionRegistration((0, 1, 2), (0, 1, 2), 0),
+        1: PartitionRegistration((1, 2, 0), (1, 2, 0), 1),
+        2: PartitionRegistration((2, 0, 1), (2, 0, 1), 2)}
+    assert [image.leader("orders", p) for p in range(3)] == [0, 1, 2]
+    assert image.leader("orders", 7) == NO_LEADER
+    assert image.next_producer_id == 1000
+    assert dict(image.features) == {"metadata.version": 19}
+
+
+def test_a_new_registration_starts_fenced_and_replaces_the_old_incarnation():
+    image = replay([register(0, epoch=5, fenced=False)])
+    assert image.active_broker_ids() == {0}
+    image = replay([register(0, epoch=6)], image)
+    assert image.brokers[0].epoch == 6 and image.brokers[0].fenced
+    assert image.unfenced_brokers() == ()
+
+
+def test_fencing_and_unfencing_a_broker():
+    image = replay(cluster_records())
+    fenced = replay([wire(T.FENCE_BROKER_RECORD, id=1, epoch=11)], image)
+    assert [b.broker_id for b in fenced.unfenced_brokers()] == [0, 2]
+    assert fenced.active_broker_ids() == {0, 2}
+    assert fenced.brokers[1].fenced and 1 in fenced.brokers  # still registered
+    assert not image.brokers[1].fenced  # the earlier image did not change
+    unfenced = replay([wire(T.UNFENCE_BROKER_RECORD, id=1, epoch=11)], fenced)
+    assert unfenced.active_broker_ids() == {0, 1, 2}
+    assert unfenced == image
+
+
+def test_a_leader_change_bumps_both_epochs_and_an_isr_change_only_the_partition_epoch():
+    image = replay(cluster_records())
+    # broker 0 is fenced: partition 0 moves to 1 and 0 leaves the ISR
+    image = replay([wire(T.FENCE_BROKER_RECORD, id=0, epoch=10),
+                    wire(T.PARTITION_CHANGE_RECORD, topic_id=ORDERS, partition_id=0,
+                         isr=[1, 2], leader=1)], image)
+    p0 = image.partition("orders", 0)
+    assert p0 == PartitionRegistration((0, 1, 2), (1, 2), 1, leader_epoch=1,
+                                       partition_epoch=1)
+    assert image.leader("orders", 0) == 1
+    # leader -2 (absent) means "unchanged": an ISR-only change keeps the leader epoch
+    image = replay([wire(T.PARTITION_CHANGE_RECORD, topic_id=ORDERS, partition_id=0,
+                         isr=[1])], image)
+    p0 = image.partition("orders", 0)
+    assert (p0.isr, p0.leader, p0.leader_epoch, p0.partition_epoch) == ((1,), 1, 1, 2)
+    image = replay([wire(T.PARTITION_CHANGE_RECORD, topic_id=ORDERS, partition_id=0,
+                         leader=NO_LEADER)], image)
+    p0 = image.partition("orders", 0)
+    assert (p0.isr, p0.leader, p0.leader_epoch, p0.partition_epoch) == ((1,), -1, 2, 3)
+    # the other partitions are untouched
+    assert image.partition("orders", 1) == PartitionRegistration((1, 2, 0), (1, 2, 0), 1)
+
+
+def test_config_set_overwrite_and_delete():
+    image = replay(cluster_records())
+    image = replay([
+        wire(T.CONFIG_RECORD, resource_type=TOPIC_RESOURCE, resource_name="orders",
+             name="retention.ms", value="1000"),
+        wire(T.CONFIG_RECORD, resource_type=TOPIC_RESOURCE, resource_name="orders",
+             name="cleanup.policy", value="compact"),
+        wire(T.CONFIG_RECORD, resource_type=TOPIC_RESOURCE, resource_name="orders",
+             name="retention.ms", value="2000"),
+        wire(T.CONFIG_RECORD, resource_type=BROKER_RESOURCE, resource_name="1",
+             name="log.retention.ms", value="5"),
+    ], image)
+    assert dict(image.topic_configs("orders")) == {"retention.ms": "2000",
+                                                    "cleanup.policy": "compact"}
+    assert dict(image.broker_configs(1)) == {"log.retention.ms": "5"}
+    assert image.broker_configs(0) == {}
+    image = replay([
+        wire(T.CONFIG_RECORD, resource_type=TOPIC_RESOURCE, resource_name="orders",
+             name="retention.ms", value=None),
+        wire(T.CONFIG_RECORD, resource_type=BROKER_RESOURCE, resource_name="1",
+             name="log.retention.ms", value=None),
+    ], image)
+    assert dict(image.topic_configs("orders")) == {"cleanup.policy": "compact"}
+    assert (BROKER_RESOURCE, "1") not in image.configs
+
+
+def test_removing_a_topic_removes_its_partitions_and_configs_and_frees_its_name():
+    image = replay(cluster_records() + [
+        wire(T.TOPIC_RECORD, name="audit", topic_id=AUDIT), partition(AUDIT, 0, [2]),
+        wire(T.CONFIG_RECORD, resource_type=TOPIC_RESOURCE, resource_name="orders",
+             name="retention.ms", value="1000"),
+        wire(T.REMOVE_TOPIC_RECORD, topic_id=ORDERS)])
+    assert image.topic("orders") is None and image.topic_by_id(ORDERS) is None
+    assert image.partitions("orders") == {} and image.leader("orders", 0) == NO_LEADER
+    assert image.topic_configs("orders") == {}
+    assert list(image.partitions("audit")) == [0]
+    with pytest.raises(MetadataImageError, match="no such topic"):
+        replay([wire(T.PARTITION_CHANGE_RECORD, topic_id=ORDERS, partition_id=0, leader=1)],
+               image)
+    # the name may be reused by a new topic id, with no partitions of the old one
+    image = replay([wire(T.TOPIC_RECORD, name="orders", topic_id=uuid.UUID(int=9))], image)
+    assert image.partitions("orders") == {}
+
+
+def test_replaying_the_same_records_gives_the_same_image():
+    records = cluster_records() + [
+        wire(T.FENCE_BROKER_RECORD, id=2, epoch=12),
+        wire(T.PARTITION_CHANGE_RECORD, topic_id=ORDERS, partition_id=2, isr=[0, 1], leader=0),
+        wire(T.CONFIG_RECORD, resource_type=TOPIC_RESOURCE, resource_name="orders",
+             name="retention.ms", value="1000")]
+    first, second = replay(records), replay(records)
+    assert first == second and first is not second
+    assert first != replay(records[:-1])
+    assert first.leader("orders", 2) == 0
+
+
+@pytest.mark.parametrize("record, message", [
+    (wire(T.PARTITION_CHANGE_RECORD, topic_id=AUDIT, partition_id=0, leader=1),
+     "no such topic"),
+    (wire(T.PARTITION_CHANGE_RECORD, topic_id=ORDERS, partition_id=9, leader=1),
+     "no such partition"),
+    (partition(AUDIT, 0, [0]), "no such topic"),
+    (wire(T.REMOVE_TOPIC_RECORD, topic_id=AUDIT), "no such topic"),
+    (wire(T.FENCE_BROKER_RECORD, id=7, epoch=1), "not registered"),
+    (wire(T.UNFENCE_BROKER_RECORD, id=1, epoch=3), "has epoch 11"),
+    (wire(T.TOPIC_RECORD, name="orders", topic_id=AUDIT), "already exists"),
+    (wire(T.TOPIC_RECORD, name="audit", topic_id=ORDERS), "already names topic"),
+])
+def test_a_record_naming_what_the_image_lacks_is_refused(record, message):
+    image = replay(cluster_records())
+    with pytest.raises(MetadataImageError, match=message):
+        replay([record], image)
+
+
+def test_an_unknown_record_type_is_refused():
+    with pytest.raises(MetadataImageError, match="unknown metadata record type 99"):
+        MetadataImage.EMPTY.apply(99, 0, {})
