@@ -8,9 +8,11 @@ messages, ticks and `now_ms`, and carries out the effects):
 - replica placement across brokers and racks in `placement.py` (Kafka's
   StripedReplicaPlacer / AdminUtils.assignReplicasToBrokers);
 - partition leader election and ISR changes in `election.py` (Kafka's
-  PartitionChangeBuilder).
+  PartitionChangeBuilder);
+- the metadata image that replaying the metadata records gives, in `image.py` (Kafka's
+  MetadataImage and its deltas).
 
 Still to come here: the trio runtime that drives `RaftNode` over the network and the
-segment files, the metadata records and image (Kafka's QuorumController and
-MetadataImage), broker registration and fencing.
+segment files, the controller that writes the metadata records (Kafka's QuorumController),
+broker registration and fencing.
 """
