@@ -1,10 +1,13 @@
 """The broker's state, shared by every handler: config, metadata, partitions, events.
 
-Owns: `Broker`, which opens the data directory (metadata image, log recovery), creates and
-deletes topics and partitions (a change the file system refuses raises KafkaStorageError
-with nothing half made), and wakes long-polling fetches when data arrives. It does no
-socket I/O (broker.server does) and reads the clock only through `now_ms`, which tests can
-replace.
+Owns: `Broker`, which opens the data directory (log recovery, then the metadata quorum's
+log), publishes each committed metadata entry to the local replicas (`apply_metadata`:
+partition logs made for the replicas this broker holds, deleted with their topic, and
+leaderships taken or given up, which also moves group coordination), reserves producer ids
+from the controller, and wakes long-polling fetches when data arrives. Topics are never
+made here directly: every change goes through the active controller and comes back as a
+committed record. It does no socket I/O (broker.server does) and reads the wall clock only
+through `now_ms`, which tests can replace.
 """
 
 from __future__ import annotations
@@ -12,17 +15,31 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import trio
+from construct import Container
 
-from broker.config import BrokerConfig, topic_log_config
+from broker.config import BrokerConfig, ConfigError, topic_log_config, validate_topic_configs
+from broker.controller.api import ALLOCATE_PRODUCER_IDS
+from broker.controller.image import TOPIC_RESOURCE, MetadataImage, TopicImage
+from broker.controller.runtime import QuorumRuntime
+from broker.controller.wiring import build_quorum
+from broker.controller_channel import ControllerChannel, ControllerUnavailable
 from broker.events import EventLog
-from broker.log.errors import KafkaStorageError
+from broker.lifecycle import BrokerLifecycle
+from broker.listeners import NodeAddresses, format_voters
+from broker.log.config import LogConfig
 from broker.log.manager import LogManager
-from broker.metadata import MetadataImage, TopicInfo
+from broker.metadata import LegacyMetadata, cluster_id_for_voters, load_cluster_id
+from broker.metadata_cache import OFFSETS_TOPIC, MetadataCache
 from broker.partition import Partition
+from protocol.metadata_records import MetadataRecordType as T
+
+_TOPIC_RECORDS = frozenset({T.TOPIC_RECORD, T.PARTITION_RECORD, T.PARTITION_CHANGE_RECORD,
+                            T.REMOVE_TOPIC_RECORD})
 
 VERSION = "0.1.0"
 
@@ -49,18 +66,33 @@ class Broker:
     def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.time):
         self.config = config
         self.node_id: int = config.broker_id
-        self.listener = parse_listener(config.listeners)
-        self.advertised = parse_listener(config.advertised_listeners or config.listeners)
+        self.addresses = NodeAddresses.resolve(config)
+        client = self.addresses.client or self.addresses.controller
+        assert client is not None
+        self.listener = Listener(client.host, client.port)
+        advertised = self.addresses.advertised[0] if self.addresses.advertised else client
+        self.advertised = Listener(advertised.host, advertised.port)
+        self.listener_name = client.name
         self.data_dir = config.log_dirs
         self._clock = clock
         self.events = EventLog(self.data_dir, self.node_id,
                                segment_bytes=config.events_segment_bytes,
                                retention_files=config.events_retention_files, clock=clock)
-        self.metadata = MetadataImage(self.data_dir, self.node_id)
+        derived = (None if self.addresses.single_node
+                   else cluster_id_for_voters(format_voters(self.addresses.voters)))
+        self.metadata_cache = MetadataCache(load_cluster_id(self.data_dir, self.node_id, derived))
+        self.legacy = LegacyMetadata.load(self.data_dir)
         self.logs = LogManager(self.data_dir, on_event=self.events.emit)
         self.partitions: dict[tuple[str, int], Partition] = {}
         # fetches long-polling each partition; an append wakes only its own partition's
         self._fetch_waiters: dict[tuple[str, int], set[trio.Event]] = {}
+        self._metadata_changed = trio.Event()
+        self.runtime: QuorumRuntime | None = None
+        self.controller_channel = ControllerChannel(
+            None, None, config.controller_quorum_request_timeout_ms / 1000 * 5)
+        self.lifecycle = BrokerLifecycle(self)
+        self._producer_ids: range = range(0)
+        self._producer_ids_lock = trio.Lock()
         from broker.coordinator.runtime import CoordinatorRuntime
         self.groups = CoordinatorRuntime(self)
         self.started_ms = self.now_ms()
@@ -69,26 +101,35 @@ class Broker:
     def now_ms(self) -> int:
         return int(self._clock() * 1000)
 
+    @property
+    def cluster_id(self) -> str:
+        return self.metadata_cache.cluster_id
+
     # -- life cycle -------------------------------------------------------------------------
 
     def open(self) -> None:
-        fresh = not self.metadata.topics  # a new data directory has nothing to recover
         reports = self.logs.open(now_ms=self.now_ms())
-        self.clean_start = fresh or not self.logs.recovered_uncleanly
+        self.clean_start = not self.logs.recovered_uncleanly or not reports
         for r in reports:
             self.events.emit("log_recovery", topic=r.topic, partition=r.partition,
                              truncated_bytes=r.truncated_bytes,
                              segments_recovered=r.segments_recovered,
                              log_end_offset=r.log_end_offset, duration_ms=r.duration_ms)
-        for info in self.metadata.topics.values():
-            for index in range(info.partitions):
-                self._open_partition(info, index)
+        self.runtime = build_quorum(self)
+        self.runtime.listeners.append(self.apply_metadata)
+        self.runtime.leader_listeners.append(self._on_quorum_leader)
+        self.controller_channel.runtime = self.runtime
         self.events.emit("broker_start", listener=f"{self.listener.host}:{self.listener.port}",
-                         data_dir=str(self.data_dir), cluster_id=self.metadata.cluster_id,
+                         data_dir=str(self.data_dir), cluster_id=self.cluster_id,
                          clean_shutdown=self.clean_start, version=VERSION)
         self.events.flush()
 
     def close(self, reason: str = "shutdown") -> None:
+        if self.runtime is not None:
+            try:
+                self.runtime.store.close()
+            except OSError as e:
+                log.error("could not close the metadata log (%s)", e)
         try:
             self.logs.close()
         except OSError as e:
@@ -97,82 +138,200 @@ class Broker:
         self.events.emit("broker_stop", reason=reason, uptime_ms=self.now_ms() - self.started_ms)
         self.events.close()
 
-    # -- topics -----------------------------------------------------------------------------
+    async def start(self, nursery: trio.Nursery) -> None:
+        """The background work of a node: the quorum (and, while it leads, the active
+        controller), group coordination, and this broker's registration and heartbeats."""
+        assert self.runtime is not None, "open() first"
+        await nursery.start(self.runtime.run)
+        await nursery.start(self.groups.run)
+        if self.addresses.is_broker:
+            await nursery.start(self.lifecycle.run)
 
-    def _open_partition(self, info: TopicInfo, index: int) -> Partition:
-        log = self.logs.get_or_create(info.name, index, topic_log_config(self.config, info.configs),
-                                      topic_id=info.topic_id)
-        partition = self.partitions[(info.name, index)] = Partition(info.name, index, log)
+    async def stop_gracefully(self) -> None:
+        """Controlled shutdown (leaderships moved first), then hand the quorum on."""
+        if self.addresses.is_broker and self.config.controlled_shutdown_enable:
+            started = trio.current_time()
+            confirmed = await self.lifecycle.shutdown()
+            log.info("controlled shutdown %s in %.0f ms",
+                     "confirmed" if confirmed else "not confirmed",
+                     (trio.current_time() - started) * 1000)
+        if self.runtime is not None:
+            self.runtime.resign()
+
+    # -- the metadata publisher -------------------------------------------------------------
+
+    def _on_quorum_leader(self, leader: int, epoch: int) -> None:
+        self.metadata_cache.controller_id = leader
+        self._metadata_changed.set()
+        self._metadata_changed = trio.Event()
+
+    def apply_metadata(self, offset: int, records: list, image: MetadataImage) -> None:
+        """One committed metadata entry: the cache takes the new image, and the local
+        replicas follow it (logs made or deleted, leaderships taken or given up)."""
+        old = self.metadata_cache.image
+        self.metadata_cache.image = image
+        self.metadata_cache.offset = offset
+        touched: dict[uuid.UUID, None] = {}
+        config_topics: set[str] = set()
+        for record_type, _version, body in records:
+            if record_type in _TOPIC_RECORDS:
+                touched[body.topic_id] = None
+            elif record_type == T.CONFIG_RECORD and body.resource_type == TOPIC_RESOURCE:
+                config_topics.add(body.resource_name)
+            self._controller_event(record_type, body, old, image)
+        if self.legacy is not None and image.topics_by_id and self.legacy.topics:
+            self._legacy_migrated()
+        for topic_id in touched:
+            self._sync_topic(old.topic_by_id(topic_id), image.topic_by_id(topic_id))
+        for name in config_topics:
+            self._sync_configs(name)
+        self._metadata_changed.set()
+        self._metadata_changed = trio.Event()
+
+    def _legacy_migrated(self) -> None:
+        assert self.legacy is not None
+        try:
+            self.legacy.mark_migrated()
+        except OSError as e:
+            log.error("could not rename the migrated %s (%s)", self.legacy.path, e)
+        log.info("migrated %d topics from %s into the metadata log", len(self.legacy.topics),
+                 self.legacy.path.name)
+        self.legacy = None
+        if self.runtime is not None:
+            self.runtime.legacy = None
+
+    def _controller_event(self, record_type: int, body: Any, old: MetadataImage,
+                          new: MetadataImage) -> None:
+        """The cluster's events, written once: by the active controller's node."""
+        if self.runtime is None or not self.runtime.active:
+            return
+        if record_type == T.REGISTER_BROKER_RECORD:
+            self.events.emit("broker_registered", broker_id=body.broker_id,
+                             broker_epoch=body.broker_epoch, rack=body.get("rack"),
+                             incarnation_id=str(body.incarnation_id))
+        elif record_type == T.FENCE_BROKER_RECORD:
+            self.events.emit("broker_fenced", broker_id=body.id, broker_epoch=body.epoch)
+        elif record_type == T.UNFENCE_BROKER_RECORD:
+            self.events.emit("broker_unfenced", broker_id=body.id, broker_epoch=body.epoch)
+        elif record_type == T.PARTITION_CHANGE_RECORD:
+            topic = new.topic_by_id(body.topic_id)
+            before = old.topic_by_id(body.topic_id)
+            if topic is None:
+                return
+            p = topic.partitions.get(body.partition_id)
+            q = before.partitions.get(body.partition_id) if before else None
+            if p is not None and (q is None or q.leader != p.leader):
+                self.events.emit("leader_change", topic=topic.name,
+                                 partition=body.partition_id, leader=p.leader,
+                                 previous_leader=q.leader if q else -1,
+                                 leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
+                                 isr=",".join(map(str, p.isr)))
+
+    def _sync_topic(self, old: TopicImage | None, new: TopicImage | None) -> None:
+        if new is None:
+            if old is not None:
+                self._forget_partitions(old.name, [i for (t, i) in self.partitions
+                                                   if t == old.name])
+                self.events.emit("topic_delete", topic=old.name, topic_id=str(old.topic_id))
+            return
+        if old is None:
+            self.events.emit("topic_create", topic=new.name, topic_id=str(new.topic_id),
+                             partitions=len(new.partitions),
+                             replication_factor=max((len(p.replicas) for p in
+                                                     new.partitions.values()), default=0),
+                             configs=json.dumps(dict(self.metadata_cache.topic_configs(new.name))),
+                             auto=False)
+        elif len(new.partitions) > len(old.partitions):
+            self.events.emit("partitions_create", topic=new.name, old_count=len(old.partitions),
+                             new_count=len(new.partitions))
+        gone = []
+        for index, registration in new.partitions.items():
+            local = self.partitions.get((new.name, index))
+            if self.node_id not in registration.replicas:
+                if local is not None:
+                    gone.append(index)
+                continue
+            if local is None:
+                try:
+                    local = self._open_partition(new, index)
+                except OSError as e:
+                    log.error("cannot open the log of %s-%d (%s); it is unavailable here",
+                              new.name, index, e)
+                    continue
+            was_leader = local.is_leader
+            local.leader_id = registration.leader
+            local.leader_epoch = registration.leader_epoch
+            if local.is_leader != was_leader or (local.is_leader and old is None):
+                self.notify_data_arrived(new.name, index)
+                if new.name == OFFSETS_TOPIC:
+                    self.groups.on_partition_leadership(index, local.is_leader)
+        if gone:
+            self._forget_partitions(new.name, gone)
+
+    def _topic_log_config(self, name: str) -> LogConfig:
+        try:
+            overrides = validate_topic_configs(dict(self.metadata_cache.topic_configs(name)))
+        except ConfigError as e:  # the controller validated it: a newer version's key
+            log.warning("topic %s: ignoring configs this version does not know (%s)", name, e)
+            overrides = {}
+        return topic_log_config(self.config, overrides)
+
+    def _sync_configs(self, name: str) -> None:
+        config = self._topic_log_config(name)
+        for (topic, _index), partition in self.partitions.items():
+            if topic == name:
+                partition.log.config = config
+
+    def _open_partition(self, topic: TopicImage, index: int) -> Partition:
+        config = self._topic_log_config(topic.name)
+        plog = self.logs.get_or_create(topic.name, index, config, topic_id=topic.topic_id)
+        plog.config = config
+        partition = self.partitions[(topic.name, index)] = Partition(topic.name, index, plog,
+                                                                   node_id=self.node_id)
         return partition
 
-    def _forget_partitions(self, topic: str, start: int, end: int) -> None:
-        """Drop partitions [start, end) of a topic and delete their directories. Deletion is
-        best effort: a directory the file system will not let go is named in the log."""
-        for index in range(start, end):
-            self.partitions.pop((topic, index), None)
+    def _forget_partitions(self, topic: str, indexes: list[int]) -> None:
+        """Drop these partitions of a topic and delete their directories. Deletion is best
+        effort: a directory the file system will not let go is named in the log."""
+        for index in indexes:
+            partition = self.partitions.pop((topic, index), None)
+            if topic == OFFSETS_TOPIC and partition is not None and partition.is_leader:
+                self.groups.on_partition_leadership(index, False)
             try:
                 self.logs.delete_partition(topic, index)
             except OSError as e:
                 log.error("could not finish deleting %s-%d (%s); if its directory is still "
                           "there, remove it before creating the topic again", topic, index, e)
+            self.notify_data_arrived(topic, index)  # fetches waiting on it answer at once
 
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
-    def create_topic(self, name: str, partitions: int, replication_factor: int = 1,
-                     configs: dict[str, Any] | None = None, *, auto: bool = False,
-                     internal: bool = False) -> TopicInfo:
-        try:
-            info = self.metadata.create_topic(name, partitions, replication_factor, configs,
-                                              internal)
-        except OSError as e:
-            raise KafkaStorageError(f"cannot create topic {name}: {e}") from e
-        try:
-            for index in range(partitions):
-                self._open_partition(info, index)
-        except OSError as e:  # full disk or unwritable data dir: the topic was never made
-            self._forget_partitions(name, 0, partitions)
-            try:
-                self.metadata.delete_topic(name)
-            except OSError:
-                # still listed on disk (its partitions are then made at the next start),
-                # but not in this run, which has none of them
-                self.metadata.topics.pop(name, None)
-            raise KafkaStorageError(f"cannot create topic {name}: {e}") from e
-        self.events.emit("topic_create", topic=name, topic_id=str(info.topic_id),
-                         partitions=partitions, replication_factor=replication_factor,
-                         configs=json.dumps(info.configs, default=str), auto=auto)
-        return info
+    async def wait_for_metadata(self, predicate: Callable[[MetadataCache], bool],
+                                timeout_s: float) -> bool:
+        """Until the applied metadata satisfies `predicate` (True) or the timeout (False)."""
+        with trio.move_on_after(timeout_s):
+            while not predicate(self.metadata_cache):
+                await self._metadata_changed.wait()
+            return True
+        return predicate(self.metadata_cache)
 
-    def delete_topic(self, name: str) -> TopicInfo:
-        try:
-            info = self.metadata.delete_topic(name)
-        except OSError as e:
-            raise KafkaStorageError(f"cannot delete topic {name}: {e}") from e
-        self._forget_partitions(name, 0, info.partitions)
-        self.events.emit("topic_delete", topic=name, topic_id=str(info.topic_id))
-        for index in range(info.partitions):  # fetches waiting on them answer at once
-            self.notify_data_arrived(name, index)
-        return info
-
-    def create_partitions(self, name: str, count: int) -> None:
-        info = self.metadata.topics[name]
-        old = info.partitions
-        try:
-            self.metadata.set_partitions(name, count)
-        except OSError as e:
-            raise KafkaStorageError(f"cannot add partitions to {name}: {e}") from e
-        try:
-            for index in range(old, count):
-                self._open_partition(info, index)
-        except OSError as e:
-            self._forget_partitions(name, old, count)
-            try:
-                self.metadata.set_partitions(name, old)
-            except OSError:
-                info.partitions = old  # on disk still the new count: made at the next start
-            raise KafkaStorageError(f"cannot add partitions to {name}: {e}") from e
-        self.events.emit("partitions_create", topic=name, old_count=old, new_count=count)
+    async def allocate_producer_id(self) -> int:
+        """A producer id never handed out before in this cluster: from a block the
+        controller reserved for this broker (AllocateProducerIds)."""
+        async with self._producer_ids_lock:
+            if not self._producer_ids:
+                response = await self.controller_channel.call(
+                    ALLOCATE_PRODUCER_IDS, 0, Container(
+                        broker_id=self.node_id, broker_epoch=self.lifecycle.broker_epoch))
+                if response.get("error_code", 0) != 0:
+                    raise ControllerUnavailable(
+                        f"AllocateProducerIds answered error {response['error_code']}")
+                start = response["producer_id_start"]
+                self._producer_ids = range(start, start + response["producer_id_len"])
+            pid = self._producer_ids[0]
+            self._producer_ids = self._producer_ids[1:]
+            return pid
 
     # -- data arrival, for long-polling fetches -------------------------------------------
 

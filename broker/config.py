@@ -65,7 +65,46 @@ def _props(*props: Prop) -> dict[str, Prop]:
 
 
 BROKER_PROPERTIES = _props(
-    Prop("broker.id", "int", 0, "This broker's id.", minimum=0),
+    Prop("broker.id", "int", 0, "This broker's id (node.id is the same).", minimum=0),
+    Prop("node.id", "int", None, "This node's id in the cluster; the same as broker.id.",
+         minimum=0),
+    Prop("process.roles", "list", ("broker", "controller"),
+         "broker, controller, or both (a combined node)."),
+    Prop("controller.quorum.voters", "str", None,
+         "The metadata quorum's voters, ID@HOST:PORT,... (KIP-595); unset: this node alone."),
+    Prop("controller.listener.names", "list", ("CONTROLLER",),
+         "Listeners that carry controller traffic."),
+    Prop("inter.broker.listener.name", "str", None,
+         "The listener brokers use to reach each other; default the first non-controller one."),
+    Prop("listener.security.protocol.map", "str",
+         "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+         "Listener name to security protocol (only PLAINTEXT so far)."),
+    Prop("broker.rack", "str", None, "This broker's rack, for rack-aware replica placement."),
+    Prop("controller.quorum.election.timeout.ms", "int", 1000,
+         "Time without a leader before a voter stands for election.", minimum=1),
+    Prop("controller.quorum.fetch.timeout.ms", "int", 2000,
+         "Time without hearing from the leader before a follower stands.", minimum=1),
+    Prop("controller.quorum.request.timeout.ms", "int", 2000,
+         "How long a quorum request waits for its answer.", minimum=1),
+    Prop("controller.quorum.retry.backoff.ms", "int", 20,
+         "Pause before a failed quorum request is sent again.", minimum=0),
+    Prop("broker.heartbeat.interval.ms", "int", 2000,
+         "How often a broker heartbeats to the controller.", minimum=1),
+    Prop("broker.session.timeout.ms", "int", 9000,
+         "Time without a heartbeat after which the controller fences a broker.", minimum=1),
+    Prop("unclean.leader.election.enable", "bool", False,
+         "Let a replica outside the ISR lead when no ISR member is alive (may lose data).",
+         topic_name="unclean.leader.election.enable"),
+    Prop("auto.leader.rebalance.enable", "bool", True,
+         "Move leadership back to preferred replicas periodically."),
+    Prop("leader.imbalance.check.interval.seconds", "long", 300,
+         "How often the controller checks leader imbalance.", minimum=1),
+    Prop("leader.imbalance.per.broker.percentage", "int", 10,
+         "Share of a broker's partitions led elsewhere that triggers a rebalance.", minimum=0),
+    Prop("controlled.shutdown.enable", "bool", True,
+         "Move leaderships off a broker before it stops (SIGTERM)."),
+    Prop("controlled.shutdown.timeout.ms", "int", 5000,
+         "minibroker: longest a controlled shutdown waits for the controller.", minimum=0),
     Prop("listeners", "str", "PLAINTEXT://127.0.0.1:9092", "Where the broker listens."),
     Prop("advertised.listeners", "str", None, "Address given to clients; defaults to listeners."),
     Prop("log.dirs", "str", "./data", "The data directory."),
@@ -215,6 +254,24 @@ class BrokerConfig:
     values: dict[str, Any] = field(default_factory=dict)
 
     broker_id = _Typed(int)
+    process_roles = _Typed(tuple)
+    controller_quorum_voters = _Nullable(str)
+    controller_listener_names = _Typed(tuple)
+    inter_broker_listener_name = _Nullable(str)
+    broker_rack = _Nullable(str)
+    controller_quorum_election_timeout_ms = _Typed(int)
+    controller_quorum_fetch_timeout_ms = _Typed(int)
+    controller_quorum_request_timeout_ms = _Typed(int)
+    controller_quorum_retry_backoff_ms = _Typed(int)
+    broker_heartbeat_interval_ms = _Typed(int)
+    broker_session_timeout_ms = _Typed(int)
+    min_insync_replicas = _Typed(int)
+    unclean_leader_election_enable = _Typed(bool)
+    auto_leader_rebalance_enable = _Typed(bool)
+    leader_imbalance_check_interval_seconds = _Typed(int)
+    leader_imbalance_per_broker_percentage = _Typed(int)
+    controlled_shutdown_enable = _Typed(bool)
+    controlled_shutdown_timeout_ms = _Typed(int)
     listeners = _Typed(str)
     advertised_listeners = _Nullable(str)
     log_dirs = _Typed(str)
@@ -264,6 +321,11 @@ class BrokerConfig:
             if prop is None:
                 raise ConfigError(f"unknown config key {key!r}")
             values[key] = prop.parse(value)
+        _resolve_node_id(raw, values)
+        roles = values["process.roles"]
+        if not roles or set(roles) - {"broker", "controller"}:
+            raise ConfigError(f"invalid value {','.join(roles)!r} for process.roles: "
+                              "broker, controller, or broker,controller")
         return cls(values)
 
     @property
@@ -290,6 +352,18 @@ class BrokerConfig:
         out["retention.ms"] = self.retention_ms
         out["segment.ms"] = self.segment_ms
         return out
+
+
+def _resolve_node_id(raw: dict[str, Any], values: dict[str, Any]) -> None:
+    """node.id and broker.id are one id (KRaft's name and the old one); both may be given,
+    but only if they agree."""
+    node_id = values["node.id"]
+    if node_id is not None:
+        if raw.get("broker.id") is not None and values["broker.id"] != node_id:
+            raise ConfigError(f"node.id {node_id} and broker.id {values['broker.id']} differ: "
+                              "they name the same id, set one")
+        values["broker.id"] = node_id
+    values["node.id"] = values["broker.id"]
 
 
 def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, Any]:

@@ -14,8 +14,11 @@ import argparse
 import logging
 import sys
 from functools import partial
+from typing import TypeVar
 
 import trio
+
+E = TypeVar("E", bound=BaseException)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def serve(args: argparse.Namespace) -> int:
     from broker.broker import Broker, parse_listener
     from broker.config import BrokerConfig, ConfigError
+    from broker.controller.runtime import QuorumMismatch
     from broker.server import ListenError, serve as run_server
 
     try:
@@ -61,21 +65,45 @@ def serve(args: argparse.Namespace) -> int:
     try:
         broker = Broker(config)
         broker.open()
+    except ConfigError as e:  # e.g. voters that differ from the data directory's quorum
+        print(f"minibroker: config error: {e}", file=sys.stderr)
+        return 2
     except OSError as e:  # unreadable, unwritable or full data directory
         print(f"minibroker: cannot open the data directory {config['log.dirs']}: {e}",
               file=sys.stderr)
         return 1
     try:
         trio.run(partial(run_server, broker))
-    except ListenError as e:  # the port is taken, the address is not ours
-        print(f"minibroker: {e}", file=sys.stderr)
-        return 1
-    except Exception as e:  # noqa: BLE001  a bug of ours, or a fault nothing handled
-        # the traceback for whoever debugs it; the last line names the cause
-        logging.getLogger("minibroker").exception("the broker stopped")
-        print(f"minibroker: stopped: {describe_failure(e)}", file=sys.stderr)
-        return 1
+    except Exception as e:  # noqa: BLE001  named below; nurseries wrap it in a group
+        if (listen := find_error(e, ListenError)) is not None:
+            # the port is taken, the address is not ours
+            print(f"minibroker: {listen}", file=sys.stderr)
+            return 1
+        if (mismatch := find_error(e, QuorumMismatch)) is not None:
+            # the other voters were started with other voters
+            print(f"minibroker: config error: {mismatch}", file=sys.stderr)
+            return 2
+        return _stopped(e)
     return 0
+
+
+def _stopped(e: Exception) -> int:
+    """A bug of ours, or a fault nothing handled: the traceback for whoever debugs it, and
+    a last line naming the cause."""
+    logging.getLogger("minibroker").error("the broker stopped", exc_info=e)
+    print(f"minibroker: stopped: {describe_failure(e)}", file=sys.stderr)
+    return 1
+
+
+def find_error(error: BaseException, kind: type[E]) -> E | None:
+    """`error` itself or the first error of that kind inside its exception groups."""
+    if isinstance(error, kind):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            if (found := find_error(inner, kind)) is not None:
+                return found
+    return None
 
 
 def describe_failure(error: BaseException) -> str:

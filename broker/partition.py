@@ -1,4 +1,5 @@
-"""One partition this broker leads: its log, leader epoch, high watermark and producer state.
+"""One partition this broker holds a replica of: its log, leader, leader epoch, high
+watermark and producer state.
 
 Owns: `Partition.append_batch` (the produce path after request validation: idempotence
 check, offset assignment, append; a write the file system refuses answers
@@ -34,14 +35,21 @@ class AppendResult:
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, log: PartitionLog, leader_epoch: int = 0):
+    def __init__(self, topic: str, index: int, log: PartitionLog, leader_epoch: int = 0,
+                 leader_id: int = -1, node_id: int | None = None):
         self.topic = topic
         self.index = index
         self.log = log
         self.leader_epoch = leader_epoch
+        self.leader_id = leader_id  # as the metadata image says; -1 while offline
+        self.node_id = node_id  # this broker's id: it leads when leader_id is this
         self.producers = ProducerStateManager()
         self.storage_failures = 0  # appends refused by the file system since the last success
         self._rebuild_producer_state()
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.node_id
 
     @property
     def high_watermark(self) -> int:

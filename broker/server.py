@@ -27,6 +27,7 @@ import trio
 
 from broker.broker import Broker
 from broker.handlers import HANDLERS
+from broker.handlers.controller import CONTROLLER_HANDLERS, CONTROLLER_LISTENER_APIS
 from broker.handlers.context import CloseConnection, RequestContext
 from protocol.connection import NEED_DATA, ServerConnection, encode_response
 from protocol.errors import ProtocolError
@@ -61,8 +62,10 @@ class ListenError(Exception):
 
 
 class Server:
-    def __init__(self, broker: Broker):
+    def __init__(self, broker: Broker, handlers: dict | None = None, apis: dict | None = None):
         self.broker = broker
+        self.handlers = HANDLERS if handlers is None else handlers
+        self.apis = APIS if apis is None else apis
         self.sampler = RequestSampler(broker.config.events_request_sample_per_second)
         max_idle_ms = broker.config.connections_max_idle_ms
         self.max_idle_s = max_idle_ms / 1000 if max_idle_ms >= 0 else math.inf
@@ -76,7 +79,7 @@ class Server:
         """Serve one connection until it closes; `peer` names it where the stream has no
         socket to ask (an in-process transport)."""
         peer = peer or _peer_name(stream)
-        conn = ServerConnection(self.broker.config.socket_request_max_bytes)
+        conn = ServerConnection(self.broker.config.socket_request_max_bytes, apis=self.apis)
         self.connections += 1
         try:
             async with stream:
@@ -143,7 +146,7 @@ class Server:
         response: bytes | None = None
         error = ""
         try:
-            body = await HANDLERS[request.api_key](RequestContext(self.broker, request, peer))
+            body = await self.handlers[request.api_key](RequestContext(self.broker, request, peer))
             if body is None:  # acks=0 produce: no response at all
                 return None
             if request.body is None:  # ApiVersions of an unknown version: the v0 layout
@@ -159,7 +162,7 @@ class Server:
             if self.in_flight == 0:
                 self._idle.set()
             if self.sampler.allow(request.api_key, self.broker.now_ms() // 1000):
-                api = APIS.get(request.api_key)
+                api = self.apis.get(request.api_key)
                 self.broker.events.emit(
                     "request", api=api.name if api else str(request.api_key),
                     api_key=request.api_key, api_version=request.api_version,
@@ -244,31 +247,58 @@ async def _housekeeping(broker: Broker) -> None:
             next_clean = trio.current_time() + cleaner_every
 
 
+async def _listen(host: str, port: int, what: str) -> list:
+    try:
+        return await trio.open_tcp_listeners(port, host=host)
+    except OSError as e:
+        raise ListenError(f"cannot listen on {host}:{port}{what}: {e}") from e
+
+
 async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
                 install_signal_handlers: bool = True) -> None:
-    """Run until SIGTERM/SIGINT (or cancellation), then drain and close cleanly."""
+    """Run until SIGTERM/SIGINT (or cancellation), then drain and close cleanly.
+
+    Start-up order, as a KRaft node starts: the controller listener (other voters need it to
+    elect anyone), the quorum, then registration; the client listener opens only once the
+    controller has unfenced this broker, so no client sees a broker that cannot serve yet.
+    At shutdown a broker first moves its leaderships away (controlled shutdown) and a
+    controller that leads the quorum hands it on (EndQuorumEpoch)."""
     server = Server(broker)
     reason = "cancelled"
+    addresses = broker.addresses
     try:
-        try:
-            listeners = await trio.open_tcp_listeners(broker.listener.port,
-                                                      host=broker.listener.host)
-        except OSError as e:
+        controller_listeners = []
+        if addresses.controller is not None:
             reason = "cannot listen"
-            raise ListenError(f"cannot listen on {broker.listener.host}:"
-                              f"{broker.listener.port}: {e}") from e
+            controller_listeners = await _listen(addresses.controller.host,
+                                                 addresses.controller.port,
+                                                 " (controller listener)")
+            reason = "cancelled"
         async with trio.open_nursery() as root:
             async with trio.open_nursery() as connections:
                 async with trio.open_nursery() as accepting:
-                    accepting.start_soon(functools.partial(
-                        trio.serve_listeners, server.handle_connection, listeners,
-                        handler_nursery=connections))
+                    if controller_listeners:
+                        controller_server = Server(broker, CONTROLLER_HANDLERS,
+                                                   CONTROLLER_LISTENER_APIS)
+                        root.start_soon(functools.partial(
+                            trio.serve_listeners, controller_server.handle_connection,
+                            controller_listeners, handler_nursery=root))
+                    await broker.start(root)
                     root.start_soon(_housekeeping, broker)
-                    await root.start(broker.groups.run)
-                    log.info("minibroker %d listening on %s:%d", broker.node_id,
-                             broker.listener.host, broker.listener.port)
+                    listeners = []
+                    if addresses.is_broker:
+                        await broker.lifecycle.unfenced.wait()
+                        reason = "cannot listen"
+                        listeners = await _listen(broker.listener.host, broker.listener.port, "")
+                        reason = "cancelled"
+                        accepting.start_soon(functools.partial(
+                            trio.serve_listeners, server.handle_connection, listeners,
+                            handler_nursery=connections))
+                        log.info("minibroker %d listening on %s:%d", broker.node_id,
+                                 broker.listener.host, broker.listener.port)
                     task_status.started(server)
                     reason = await _wait_for_stop(install_signal_handlers)
+                    await broker.stop_gracefully()
                     accepting.cancel_scope.cancel()  # stop accepting; finish what is in flight
                 for listener in listeners:
                     await listener.aclose()

@@ -47,6 +47,7 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 PARTITION_METADATA_FILE = "partition.metadata"
+METADATA_TOPIC = "__cluster_metadata"
 DELETE_DIR_SUFFIX = "-delete"
 _CHECKPOINT_VERSION = 0
 
@@ -185,8 +186,10 @@ class LogManager:
                 shutil.rmtree(path, ignore_errors=True)  # a topic delete the crash interrupted
                 continue
             tp = parse_partition_dir(name)
-            if tp is None:
-                continue  # not ours (lost+found, -future/-stray dirs, ...)
+            if tp is None or tp[0] == METADATA_TOPIC:
+                # not ours (lost+found, -future/-stray dirs, ...), or the metadata log,
+                # which the controller quorum keeps in its own format
+                continue
             log = PartitionLog.open(
                 path, tp[0], tp[1], self._config_for(tp[0]),
                 recovery_point=recovery_points.get(tp, 0),

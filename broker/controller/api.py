@@ -1,0 +1,99 @@
+"""The controller's request handling: which QuorumController operation answers each API,
+and the NOT_CONTROLLER answer a node gives when it is not the active controller.
+
+Owns: `ADMIN_APIS` / `BROKER_APIS` (the APIs the active controller answers: the admin ones
+brokers forward for clients, and the broker life-cycle ones), `handle`, which runs one of
+them on a QuorumRuntime, and `not_controller`, the error answer shaped for each API so
+the sender (a broker's ControllerChannel) knows to look for the new leader and retry.
+
+The same path serves a request that came over the controller listener and one that a
+combined node's broker hands to its own controller in process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.controller.runtime import NotController, QuorumRuntime
+from protocol.errors import ErrorCode
+
+CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
+INCREMENTAL_ALTER_CONFIGS, ELECT_LEADERS = 44, 43
+BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER = 62, 63, 64
+ALLOCATE_PRODUCER_IDS = 67
+
+ADMIN_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS,
+                        INCREMENTAL_ALTER_CONFIGS, ELECT_LEADERS})
+BROKER_APIS = frozenset({BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER,
+                         ALLOCATE_PRODUCER_IDS})
+
+
+def _operation(api_key: int, body: Any):
+    if api_key == CREATE_TOPICS:
+        return lambda c, now, _off: c.create_topics(body, now)
+    if api_key == DELETE_TOPICS:
+        return lambda c, now, _off: c.delete_topics(body, now)
+    if api_key == CREATE_PARTITIONS:
+        return lambda c, now, _off: c.create_partitions(body, now)
+    if api_key == INCREMENTAL_ALTER_CONFIGS:
+        return lambda c, now, _off: c.incremental_alter_configs(body, now)
+    if api_key == ELECT_LEADERS:
+        return lambda c, now, _off: c.elect_leaders(body, now)
+    if api_key == BROKER_REGISTRATION:
+        return lambda c, now, offset: c.register_broker(body, now, offset)
+    if api_key == BROKER_HEARTBEAT:
+        return lambda c, now, _off: c.broker_heartbeat(body, now)
+    if api_key == UNREGISTER_BROKER:
+        return lambda c, now, _off: c.unregister_broker(body, now)
+    if api_key == ALLOCATE_PRODUCER_IDS:
+        return lambda c, now, _off: c.allocate_producer_ids(body.broker_id, body.broker_epoch)
+    raise ValueError(f"api {api_key} is not a controller operation")
+
+
+async def handle(runtime: QuorumRuntime, api_key: int, body: Any) -> dict:
+    try:
+        response = await runtime.submit(_operation(api_key, body))
+    except NotController:
+        return not_controller(api_key, body)
+    response.setdefault("throttle_time_ms", 0)
+    return response
+
+
+def not_controller(api_key: int, body: Any) -> dict:
+    """The answer of a node that is not the active controller, in the API's own shape."""
+    code = ErrorCode.NOT_CONTROLLER
+    out: dict[str, Any] = {"throttle_time_ms": 0}
+    if api_key == CREATE_TOPICS:
+        out["topics"] = [{"name": t.name, "error_code": code, "error_message": None,
+                          "num_partitions": -1, "replication_factor": -1, "configs": None}
+                         for t in body.topics]
+    elif api_key == DELETE_TOPICS:
+        out["responses"] = [{"name": t.get("name"), "topic_id": t.get("topic_id"),
+                             "error_code": code} for t in (body.get("topics") or [])]
+        out["responses"] += [{"name": n, "error_code": code}
+                             for n in (body.get("topic_names") or [])]
+    elif api_key == CREATE_PARTITIONS:
+        out["results"] = [{"name": t.name, "error_code": code, "error_message": None}
+                          for t in body.topics]
+    elif api_key == INCREMENTAL_ALTER_CONFIGS:
+        out["responses"] = [{"error_code": code, "error_message": None,
+                             "resource_type": r.resource_type, "resource_name": r.resource_name}
+                            for r in body.resources]
+    elif api_key == ELECT_LEADERS:
+        out["error_code"] = code
+        out["replica_election_results"] = []
+    else:
+        out["error_code"] = code
+    return out
+
+
+def is_not_controller(api_key: int, response: Any) -> bool:
+    """Did the answer come from a node that is not (or no longer) the active controller?"""
+    def coded(items: Any) -> bool:
+        return any(i.get("error_code") == ErrorCode.NOT_CONTROLLER for i in items or [])
+    if response.get("error_code") == ErrorCode.NOT_CONTROLLER:
+        return True
+    for key in ("topics", "responses", "results"):
+        if coded(response.get(key)):
+            return True
+    return False

@@ -1,0 +1,299 @@
+"""The controller quorum at run time: the trio driver of one node's RaftNode and, while
+this node leads, of the active QuorumController.
+
+Owns: `QuorumRuntime` — carrying out the pure RaftNode's effects (the quorum-state file
+and the `__cluster_metadata` segments through MetadataLogStore, Raft messages to the other
+voters through PeerChannel), applying committed entries to the committed image and handing
+each one to the commit listeners (the broker's metadata publisher), and `submit`, which runs
+one controller operation on the active controller and answers once its records commit.
+
+Why the controller's image is rebuilt from the log on activation: a new leader's log holds
+every committed entry and perhaps some uncommitted ones that it will commit in its own epoch
+(Raft's leader completeness), so the image its decisions start from is the whole log, not
+only the committed prefix. One controller operation is one entry (raft_batches), so an
+operation commits or vanishes whole.
+
+The clock is trio's, in milliseconds, handed to the pure pieces as `now_ms`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+import trio
+
+from broker.controller import raft
+from broker.controller.image import MetadataImage
+from broker.controller.quorum_controller import ControllerResult, QuorumController
+from broker.controller.raft_batches import pack_records, unpack_records
+from protocol.metadata_records import decode_metadata_record, encode_metadata_record
+
+log = logging.getLogger("minibroker.controller")
+
+Records = list[tuple[int, int, Any]]
+CommitListener = Callable[[int, Records, MetadataImage], None]
+
+_RESPONSES = (raft.VoteResponse, raft.BeginQuorumEpochResponse, raft.EndQuorumEpochResponse,
+              raft.FetchResponse, raft.FetchSnapshotResponse)
+
+
+class NotController(Exception):
+    """This node is not the active controller; `leader_id` is the one it knows of (-1)."""
+
+    def __init__(self, leader_id: int):
+        super().__init__(f"not the active controller (the leader is {leader_id})")
+        self.leader_id = leader_id
+
+
+class QuorumMismatch(Exception):
+    """Another voter runs with a different controller.quorum.voters (a different cluster id):
+    a node that has never joined its quorum refuses to start."""
+
+
+class Transport(Protocol):
+    """How Raft requests reach another voter (PeerChannel plus the wire codec)."""
+
+    async def send(self, destination: int, message: Any) -> Any: ...
+
+
+class LogStore(Protocol):
+    def persist_election(self, state: Any) -> None: ...
+    def append(self, entries: Any) -> None: ...
+    def truncate_to(self, offset: int) -> None: ...
+    def install_snapshot(self, snapshot: Any) -> None: ...
+    def take_snapshot(self, snapshot: Any) -> None: ...
+
+
+@dataclass
+class _Inbound:
+    done: trio.Event
+    response: Any = None
+
+
+def decode_entry(record: bytes) -> Records:
+    return [tuple(decode_metadata_record(r)) for r in unpack_records(record)]  # type: ignore[misc]
+
+
+class QuorumRuntime:
+    def __init__(self, node: raft.RaftNode, store: LogStore, controller: QuorumController | None,
+                 transport: Transport | None, *, legacy: Any = None,
+                 on_controller_event: Callable[..., None] | None = None):
+        self.node = node
+        self.store = store
+        self.controller = controller
+        self.transport = transport
+        self.legacy = legacy  # metadata of a pre-cluster data directory, migrated once
+        self.committed_image = MetadataImage.EMPTY
+        self.applied_offset = node.log.start_offset  # entries below it are in the image
+        self.active = False  # this node is the active controller
+        self.listeners: list[CommitListener] = []
+        self.leader_listeners: list[Callable[[int, int], None]] = []
+        self._emit = on_controller_event or (lambda *a, **k: None)
+        self._inbound: dict[int, _Inbound] = {}
+        self._next_inbound = 1 << 30  # apart from the node's own correlation ids
+        self._pending: dict[int, tuple[trio.Event, list]] = {}  # entry offset -> waiter
+        self._wakeup = trio.Event()
+        self._activate_wanted = False
+        self._nursery: trio.Nursery | None = None
+        self.leader_changed = trio.Event()
+        self.fatal: BaseException | None = None
+
+    # -- what it is ----------------------------------------------------------------------
+
+    @property
+    def leader_id(self) -> int:
+        return self.node.leader_id
+
+    @property
+    def epoch(self) -> int:
+        return self.node.epoch
+
+    @staticmethod
+    def now_ms() -> int:
+        return int(trio.current_time() * 1000)
+
+    # -- running -------------------------------------------------------------------------
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            self._apply(self.node.start(self.now_ms()))
+            task_status.started()
+            while True:
+                if self.fatal is not None:
+                    raise self.fatal
+                deadline = self.node.next_deadline()
+                if self.active and self.controller is not None:
+                    deadline = min(deadline, self.controller.next_deadline())
+                with trio.move_on_at(deadline / 1000 if deadline < math.inf else math.inf):
+                    await self._wakeup.wait()
+                self._wakeup = trio.Event()
+                now = self.now_ms()
+                if now >= self.node.next_deadline():
+                    self._apply(self.node.tick(now))
+                if self.active and self.controller is not None \
+                        and now >= self.controller.next_deadline():
+                    for result in self.controller.tick(now):
+                        if result.records:
+                            self._append(result.records, now)
+
+    def resign(self) -> None:
+        """Graceful shutdown of the leader: hand the quorum on before stopping."""
+        if self.node.is_leader:
+            self._apply(self.node.resign(self.now_ms()))
+
+    def _wake(self) -> None:
+        self._wakeup.set()
+
+    # -- carrying out effects ------------------------------------------------------------
+
+    def _apply(self, effects: list) -> None:
+        for effect in effects:
+            match effect:
+                case raft.PersistElectionState(state=state):
+                    self.store.persist_election(state)
+                case raft.AppendEntries(entries=entries):
+                    self.store.append(entries)
+                case raft.TruncateTo(offset=offset):
+                    self.store.truncate_to(offset)
+                case raft.InstallSnapshot(snapshot=snapshot):
+                    self.store.install_snapshot(snapshot)
+                    raise NotImplementedError("metadata snapshots are not produced yet")
+                case raft.SnapshotTaken(snapshot=snapshot):
+                    self.store.take_snapshot(snapshot)
+                case raft.HighWatermark(offset=offset):
+                    self._commit_to(offset)
+                case raft.LeaderChanged(leader_id=leader, epoch=epoch):
+                    self._on_leader_changed(leader, epoch)
+                case raft.Send(destination=dest, correlation_id=cid, message=message):
+                    if isinstance(message, _RESPONSES):
+                        inbound = self._inbound.pop(cid, None)
+                        if inbound is not None:
+                            inbound.response = message
+                            inbound.done.set()
+                    elif self._nursery is not None and self.transport is not None:
+                        self._nursery.start_soon(self._send_request, dest, cid, message)
+                case _:
+                    raise AssertionError(f"unknown effect {effect!r}")
+        if self._activate_wanted:
+            self._activate_wanted = False
+            self._activate()
+        self._wake()
+
+    async def _send_request(self, destination: int, cid: int, message: Any) -> None:
+        assert self.transport is not None
+        try:
+            response = await self.transport.send(destination, message)
+        except QuorumMismatch as e:
+            if self.node.epoch == 0 or self.committed_image is MetadataImage.EMPTY:
+                self.fatal = e
+                self._wake()
+            else:
+                log.error("%s", e)
+            return
+        except Exception as e:  # noqa: BLE001  unreachable voter: Raft's timers resend
+            log.debug("raft request to %d failed: %s", destination, e)
+            return
+        if response is not None:
+            self._apply(self.node.receive(destination, cid, response, self.now_ms()))
+
+    async def handle_raft_request(self, source: int, message: Any, timeout_s: float) -> Any:
+        """A Raft request from another node; returns the node's answer (a parked Fetch is
+        answered when data arrives or its max wait ends)."""
+        cid = self._next_inbound
+        self._next_inbound += 1
+        inbound = self._inbound[cid] = _Inbound(trio.Event())
+        self._apply(self.node.receive(source, cid, message, self.now_ms()))
+        with trio.move_on_after(timeout_s):
+            await inbound.done.wait()
+        self._inbound.pop(cid, None)
+        return inbound.response
+
+    # -- commits -------------------------------------------------------------------------
+
+    def _commit_to(self, high_watermark: int) -> None:
+        start = self.applied_offset
+        if high_watermark <= start:
+            return
+        for entry in self.node.log.read(start, 1 << 62):
+            if entry.offset >= high_watermark:
+                break
+            records: Records = [] if entry.control else decode_entry(entry.record)
+            if records:
+                self.committed_image = self.committed_image.replay(records)
+            self.applied_offset = entry.offset + 1
+            for listener in self.listeners:
+                listener(self.applied_offset, records, self.committed_image)
+            waiter = self._pending.pop(entry.offset, None)
+            if waiter is not None:
+                waiter[0].set()
+
+    def _on_leader_changed(self, leader: int, epoch: int) -> None:
+        if leader == self.node.node_id:
+            if not self.active:
+                self._activate_wanted = True
+        elif self.active:
+            self._deactivate(leader)
+        for listener in self.leader_listeners:
+            listener(leader, epoch)
+        self.leader_changed.set()
+        self.leader_changed = trio.Event()
+        if leader >= 0:
+            self._emit("controller_elected", leader_id=leader, epoch=epoch,
+                       node_id=self.node.node_id)
+
+    def _activate(self) -> None:
+        if self.controller is None or not self.node.is_leader:
+            return
+        image = self.committed_image
+        for entry in self.node.log.read(self.applied_offset, 1 << 62):
+            if not entry.control:
+                image = image.replay(decode_entry(entry.record))
+        self.controller.reset(image)
+        self.active = True
+        log.info("node %d is the active controller (epoch %d)", self.node.node_id, self.epoch)
+        result = self.controller.activate(self.now_ms(), self.legacy)
+        if result is not None and result.records:
+            self._append(result.records, self.now_ms())
+
+    def _deactivate(self, leader: int) -> None:
+        self.active = False
+        if self.controller is not None:
+            self.controller.reset(self.committed_image)
+        pending, self._pending = self._pending, {}
+        for event, failed in pending.values():
+            failed.append(NotController(leader))
+            event.set()
+
+    # -- controller operations -----------------------------------------------------------
+
+    def _append(self, records, now_ms: int) -> tuple[int, trio.Event, list]:
+        assert self.controller is not None
+        framed = [encode_metadata_record(t, v, body) for t, v, body in records]
+        # replay what the followers will replay, so the active image cannot drift from theirs
+        self.controller.replay([tuple(decode_metadata_record(f)) for f in framed])
+        offset = self.node.log.end_offset
+        waiter: tuple[trio.Event, list] = (trio.Event(), [])
+        self._pending[offset] = waiter
+        self._apply(self.node.append(self.epoch, [pack_records(framed)], now_ms))
+        return offset, waiter[0], waiter[1]
+
+    async def submit(self, operation: Callable[[QuorumController, int, int], ControllerResult]
+                     ) -> Any:
+        """Run `operation(controller, now_ms, next_offset)` on the active controller and
+        return its response once its records are committed (at once if it wrote none)."""
+        if not self.active or self.controller is None:
+            raise NotController(self.leader_id)
+        now = self.now_ms()
+        result = operation(self.controller, now, self.node.log.end_offset)
+        if not result.records:
+            return result.response
+        _offset, event, failed = self._append(result.records, now)
+        await event.wait()
+        if failed:
+            raise failed[0]
+        return result.response
+

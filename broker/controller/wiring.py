@@ -1,0 +1,68 @@
+"""Assembling one node's quorum from its configuration: the metadata log store, the Raft
+node, the controller (on controller nodes) and the runtime that drives them.
+
+Owns: `build_quorum` and `check_voters`, the refusal of a data directory whose quorum was
+formed with other voters than the ones configured now.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import TYPE_CHECKING
+
+from broker.config import ConfigError
+from broker.controller.metadata_log import MetadataLogStore
+from broker.controller.quorum_controller import ControllerSettings, QuorumController
+from broker.controller.raft import QuorumConfig, RaftNode
+from broker.controller.runtime import QuorumRuntime
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+METADATA_LOG_DIR = "__cluster_metadata-0"
+
+
+def check_voters(persisted: tuple[int, ...], configured: tuple[int, ...]) -> None:
+    if persisted and tuple(sorted(persisted)) != tuple(sorted(configured)):
+        raise ConfigError(
+            f"controller.quorum.voters names voters {','.join(map(str, sorted(configured)))} "
+            f"but this data directory's quorum has voters "
+            f"{','.join(map(str, sorted(persisted)))}")
+
+
+def controller_settings(broker: Broker) -> ControllerSettings:
+    c = broker.config
+    return ControllerSettings(
+        node_id=broker.node_id, voters=tuple(sorted(broker.addresses.voters)),
+        default_num_partitions=c.num_partitions,
+        default_replication_factor=c.default_replication_factor,
+        offsets_topic_replication_factor=c.offsets_topic_replication_factor,
+        session_timeout_ms=c.broker_session_timeout_ms,
+        heartbeat_interval_ms=c.broker_heartbeat_interval_ms,
+        unclean_leader_election_enable=c.unclean_leader_election_enable,
+        auto_leader_rebalance_enable=c.auto_leader_rebalance_enable,
+        leader_imbalance_check_interval_ms=c.leader_imbalance_check_interval_seconds * 1000,
+        leader_imbalance_per_broker_percentage=c.leader_imbalance_per_broker_percentage)
+
+
+def build_quorum(broker: Broker) -> QuorumRuntime:
+    config = broker.config
+    voters = tuple(sorted(broker.addresses.voters))
+    store = MetadataLogStore.open(os.path.join(broker.data_dir, METADATA_LOG_DIR))
+    if store.election is not None:
+        check_voters(tuple(store.election.voters), voters)
+    quorum = QuorumConfig(
+        voters=voters,
+        election_timeout_ms=config.controller_quorum_election_timeout_ms,
+        fetch_timeout_ms=config.controller_quorum_fetch_timeout_ms,
+        election_backoff_max_ms=config.controller_quorum_election_timeout_ms,
+        request_timeout_ms=config.controller_quorum_request_timeout_ms,
+        retry_backoff_ms=config.controller_quorum_retry_backoff_ms)
+    node = RaftNode(broker.node_id, quorum, random.Random(), election=store.election,
+                    log=store.raft_log)
+    controller = None
+    if broker.addresses.is_controller:
+        controller = QuorumController(controller_settings(broker), random.Random())
+    return QuorumRuntime(node, store, controller, None, legacy=broker.legacy,
+                         on_controller_event=broker.events.emit)

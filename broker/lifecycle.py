@@ -1,0 +1,140 @@
+"""A broker's life with the controller (Kafka's BrokerLifecycleManager): register,
+heartbeat, get unfenced, and at shutdown hand its leaderships over first.
+
+Owns: `BrokerLifecycle` — BrokerRegistration with a fresh incarnation id per process, then a
+BrokerHeartbeat every broker.heartbeat.interval.ms carrying the metadata offset the broker
+has applied; `unfenced` is set once the controller says the broker is caught up and
+unfenced, which is when the broker opens its client listener. `shutdown()` is controlled
+shutdown: heartbeats with want_shut_down until the controller answers should_shut_down
+(its leaderships have moved) or controlled.shutdown.timeout.ms passes.
+
+A STALE_BROKER_EPOCH answer (the controller lost or replaced our registration, for
+instance after fencing us) makes it register again, with the same incarnation.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import trio
+from construct import Container
+
+from broker.controller import api
+from broker.controller_channel import ControllerUnavailable
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = logging.getLogger("minibroker.lifecycle")
+
+METADATA_VERSION = ("metadata.version", 1, 21)
+REGISTRATION_VERSION, HEARTBEAT_VERSION = 0, 0
+
+
+class BrokerLifecycle:
+    def __init__(self, broker: Broker):
+        self.broker = broker
+        self.incarnation_id = uuid.uuid4()
+        self.broker_epoch = -1
+        self.fenced = True
+        self.unfenced = trio.Event()
+        self.want_shut_down = False
+        self._heartbeat_now = trio.Event()
+        self._shut_down_ok = trio.Event()
+
+    def _registration(self) -> dict:
+        b = self.broker
+        return {
+            "broker_id": b.node_id, "cluster_id": b.metadata_cache.cluster_id,
+            "incarnation_id": self.incarnation_id,
+            "listeners": [{"name": e.name, "host": e.host, "port": e.port,
+                           "security_protocol": 0} for e in b.addresses.advertised],
+            "features": [{"name": METADATA_VERSION[0], "min_supported_version": METADATA_VERSION[1],
+                          "max_supported_version": METADATA_VERSION[2]}],
+            "rack": b.config.broker_rack, "is_migrating_zk_broker": False, "log_dirs": [],
+            "previous_broker_epoch": -1,
+        }
+
+    def _heartbeat(self) -> dict:
+        return {"broker_id": self.broker.node_id, "broker_epoch": self.broker_epoch,
+                "current_metadata_offset": self.broker.metadata_cache.offset,
+                "want_fence": False, "want_shut_down": self.want_shut_down}
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        interval = self.broker.config.broker_heartbeat_interval_ms / 1000
+        channel = self.broker.controller_channel
+        while True:
+            try:
+                if self.broker_epoch < 0:
+                    await self._register(channel)
+                else:
+                    response = await channel.call(api.BROKER_HEARTBEAT, HEARTBEAT_VERSION,
+                                                  Container(**self._heartbeat()))
+                    self._on_heartbeat(response)
+            except ControllerUnavailable as e:
+                log.debug("no controller for the heartbeat: %s", e)
+            if self.broker_epoch >= 0 and self.fenced:
+                pause = min(interval, 0.05)  # catching up: ask again soon
+            else:
+                pause = interval
+            with trio.move_on_after(pause):
+                await self._heartbeat_now.wait()
+            self._heartbeat_now = trio.Event()
+
+    async def _register(self, channel) -> None:
+        response = await channel.call(api.BROKER_REGISTRATION, REGISTRATION_VERSION,
+                                      Container(**self._registration()))
+        code = ErrorCode(response.get("error_code", 0))
+        if code == ErrorCode.NONE:
+            self.broker_epoch = response["broker_epoch"]
+            log.info("broker %d registered with epoch %d", self.broker.node_id,
+                     self.broker_epoch)
+            self._heartbeat_now.set()
+        elif code == ErrorCode.DUPLICATE_BROKER_REGISTRATION:
+            log.error("another process is registered as broker %d; this one stays fenced "
+                      "until its session expires", self.broker.node_id)
+        else:
+            log.warning("broker registration refused: %s", code.name)
+
+    def _on_heartbeat(self, response: Any) -> None:
+        code = ErrorCode(response.get("error_code", 0))
+        if code == ErrorCode.STALE_BROKER_EPOCH:
+            log.warning("the controller no longer knows broker epoch %d: registering again",
+                        self.broker_epoch)
+            self.broker_epoch = -1
+            self._set_fenced(True)
+            return
+        if code != ErrorCode.NONE:
+            log.debug("heartbeat answered %s", code.name)
+            return
+        self._set_fenced(bool(response["is_fenced"]))
+        if response.get("should_shut_down"):
+            self._shut_down_ok.set()
+
+    def _set_fenced(self, fenced: bool) -> None:
+        if fenced == self.fenced:
+            return
+        self.fenced = fenced
+        if fenced:
+            self.unfenced = trio.Event()
+            log.warning("broker %d is fenced", self.broker.node_id)
+        else:
+            self.unfenced.set()
+            log.info("broker %d is unfenced", self.broker.node_id)
+
+    async def shutdown(self) -> bool:
+        """Controlled shutdown; True when the controller confirmed it in time."""
+        if self.broker_epoch < 0:
+            return False
+        self.want_shut_down = True
+        self._heartbeat_now.set()
+        with trio.move_on_after(self.broker.config.controlled_shutdown_timeout_ms / 1000):
+            await self._shut_down_ok.wait()
+            return True
+        log.warning("controlled shutdown was not confirmed in time; stopping anyway")
+        return False
+

@@ -1,0 +1,143 @@
+"""Listener and voter addresses: parsing `listeners`, `advertised.listeners` and
+`controller.quorum.voters`, and choosing where each kind of traffic goes.
+
+Owns: `Endpoint` (a named HOST:PORT), `parse_listeners`, `parse_voters`, and `NodeAddresses`,
+which resolves one node's client listener, its controller listener and what it advertises.
+
+The rules, as Kafka's KafkaConfig applies them:
+- `listeners` is `HOST:PORT` (named PLAINTEXT) or `NAME://HOST:PORT,...`.
+- A listener named in `controller.listener.names` carries controller traffic only; the first
+  other listener is the client one, and `inter.broker.listener.name` (default: that one) is
+  what other brokers and the controller are told to use.
+- A voter with no controller listener in `listeners` listens for controller traffic on its
+  own entry in `controller.quorum.voters`.
+- With no voters configured the node is its own single voter (a single-node cluster) and
+  needs no controller listener: its controller is reached in process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from broker.config import BrokerConfig, ConfigError
+
+DEFAULT_LISTENER = "PLAINTEXT"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def _host_port(text: str, what: str) -> tuple[str, int]:
+    host, _, port = text.strip().rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ConfigError(f"{what}: expected HOST:PORT, got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def parse_listeners(text: str, what: str = "listeners") -> list[Endpoint]:
+    out: list[Endpoint] = []
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        name, sep, address = item.partition("://")
+        if not sep:
+            name, address = DEFAULT_LISTENER, item
+        host, port = _host_port(address, what)
+        if any(e.name == name.upper() for e in out):
+            raise ConfigError(f"{what}: listener name {name} appears twice")
+        out.append(Endpoint(name.upper(), host, port))
+    if not out:
+        raise ConfigError(f"{what}: no listener in {text!r}")
+    return out
+
+
+def parse_voters(text: str) -> dict[int, tuple[str, int]]:
+    """`ID@HOST:PORT,...` -> {id: (host, port)}; ConfigError names the bad entry."""
+    voters: dict[int, tuple[str, int]] = {}
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        node, sep, address = item.partition("@")
+        if not sep or not node.strip().isdigit():
+            raise ConfigError(f"controller.quorum.voters: expected ID@HOST:PORT, got {item!r}")
+        node_id = int(node)
+        if node_id in voters:
+            raise ConfigError(f"controller.quorum.voters: voter {node_id} appears twice")
+        voters[node_id] = _host_port(address, "controller.quorum.voters")
+    if not voters:
+        raise ConfigError("controller.quorum.voters is empty")
+    return voters
+
+
+def format_voters(voters: dict[int, tuple[str, int]]) -> str:
+    return ",".join(f"{i}@{h}:{p}" for i, (h, p) in sorted(voters.items()))
+
+
+@dataclass(frozen=True)
+class NodeAddresses:
+    node_id: int
+    is_broker: bool
+    is_controller: bool
+    client: Endpoint | None  # where clients (and other brokers) connect
+    advertised: tuple[Endpoint, ...]  # what RegisterBroker publishes, client listener first
+    inter_broker: str  # the listener name other nodes use to reach this broker
+    controller: Endpoint | None  # where this voter serves controller traffic, None in process
+    voters: dict[int, tuple[str, int]]  # the quorum; {node_id: ...} alone for a single node
+    single_node: bool  # no voters were configured
+
+    @classmethod
+    def resolve(cls, config: BrokerConfig) -> NodeAddresses:
+        node_id = config.broker_id
+        roles = set(config.process_roles)
+        controller_names = {n.upper() for n in config.controller_listener_names}
+        listeners = parse_listeners(config.listeners)
+        ordinary = [e for e in listeners if e.name not in controller_names]
+        own_controller = [e for e in listeners if e.name in controller_names]
+        advertised_text = config.advertised_listeners
+        advertised = (parse_listeners(advertised_text, "advertised.listeners")
+                      if advertised_text else ordinary)
+        advertised = [a for a in advertised if a.name not in controller_names]
+        if "broker" in roles and not ordinary:
+            raise ConfigError("listeners: a broker needs a listener that is not a controller "
+                              f"listener ({', '.join(sorted(controller_names))})")
+        inter = (config.inter_broker_listener_name or (ordinary[0].name if ordinary else
+                                                       DEFAULT_LISTENER)).upper()
+        if ordinary and inter not in {e.name for e in advertised}:
+            raise ConfigError(f"inter.broker.listener.name: {inter} is not among the "
+                              "advertised listeners")
+        voters_text = config.controller_quorum_voters
+        if voters_text is None:
+            if roles != {"broker", "controller"}:
+                raise ConfigError("controller.quorum.voters is required unless the node is "
+                                  "a combined broker,controller running alone")
+            host_port = (ordinary[0].host, ordinary[0].port)
+            return cls(node_id, True, True, ordinary[0], tuple(advertised), inter, None,
+                       {node_id: host_port}, True)
+        voters = parse_voters(voters_text)
+        is_controller = "controller" in roles
+        controller: Endpoint | None = None
+        if is_controller:
+            if node_id not in voters:
+                raise ConfigError(f"controller.quorum.voters: this node ({node_id}) has the "
+                                  "controller role but is not a voter")
+            if own_controller:
+                controller = own_controller[0]
+            else:
+                host, port = voters[node_id]
+                controller = Endpoint(sorted(controller_names)[0], host, port)
+            if any(e.port == controller.port and e.host == controller.host for e in ordinary):
+                raise ConfigError(f"controller.quorum.voters: voter {node_id}'s address "
+                                  f"{controller} is also a broker listener")
+        elif node_id in voters:
+            raise ConfigError(f"controller.quorum.voters names this node ({node_id}) but "
+                              "process.roles has no controller role")
+        client = ordinary[0] if ordinary else None
+        return cls(node_id, "broker" in roles, is_controller, client, tuple(advertised),
+                   inter, controller, voters, False)
