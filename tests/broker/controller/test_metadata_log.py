@@ -5,8 +5,10 @@ restarted on the store it wrote."""
 from __future__ import annotations
 
 import logging
+import os
 import random
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ from broker.controller.raft import (AppendEntries, InstallSnapshot, PersistElect
 from broker.controller.raft_batches import entry_to_batch, pack_records
 from broker.controller.raft_log import Entry, RaftLog, Snapshot, SnapshotId
 from protocol.metadata_records import MetadataRecordType, encode_metadata_record
+from tests.broker.controller.raft_sim import SimConfig, Simulation
 
 
 def entries(epochs: list[int], start: int = 0) -> list[Entry]:
@@ -377,3 +380,60 @@ def test_a_log_rebuilt_by_the_store_equals_the_nodes(tmp_path):
         assert isinstance(disk, RaftLog)
         for epoch in range(0, node.epoch + 2):
             assert disk.end_offset_for_epoch(epoch) == mem.end_offset_for_epoch(epoch)
+
+
+# -- the simulated quorum on real stores -----------------------------------------------------
+
+class StoredSimulation(Simulation):
+    """The seeded quorum of raft_sim, each node's effects also carried out on a
+    MetadataLogStore; every (re)start builds the node from the store reopened from its
+    files, which must equal what the simulation's in-memory disk holds."""
+
+    def __init__(self, seed: int, config: SimConfig, root: Path):
+        super().__init__(seed, config)
+        self.root = root
+        self.stores = {i: MetadataLogStore.open(root / str(i)) for i in self.nodes}
+        self.reopened = 0
+        self.snapshots = 0
+
+    def _apply(self, node_id: int, effects: list, request: tuple | None = None) -> None:
+        carry_out(self.stores[node_id], effects)
+        self.snapshots += sum(isinstance(e, (SnapshotTaken, InstallSnapshot)) for e in effects)
+        super()._apply(node_id, effects, request)
+
+    def _start(self, node_id: int) -> None:
+        self.stores[node_id].close()
+        store = self.stores[node_id] = MetadataLogStore.open(self.root / str(node_id))
+        disk = self.disks[node_id]
+        assert (store.election or ElectionState(voters=self.quorum.voters)) == disk.election
+        assert store.raft_log.snapshot == disk.log.snapshot
+        assert store.raft_log.entries == disk.log.entries
+        for epoch in range(disk.log.last_fetched_epoch + 2):
+            assert (store.raft_log.end_offset_for_epoch(epoch)
+                    == disk.log.end_offset_for_epoch(epoch))
+        self.reopened += 1
+        super()._start(node_id)
+
+    def close(self) -> None:
+        for store in self.stores.values():
+            store.close()
+
+
+@pytest.mark.parametrize("voters,seeds", [(3, range(30)), (5, range(10))])
+def test_a_simulated_quorum_restarts_from_its_stores(tmp_path, monkeypatch, voters, seeds):
+    # durability is not what this checks, and thousands of fsyncs would take minutes
+    monkeypatch.setattr(os, "fsync", lambda fd: None)
+    reopened = 0
+    counts: Counter = Counter()
+    for seed in seeds:
+        sim = StoredSimulation(seed, SimConfig(voters=voters), tmp_path / str(seed))
+        try:
+            result = sim.run()
+        finally:
+            sim.close()
+        reopened += sim.reopened - voters  # not counting the first starts
+        counts.update(result.counts)
+    # the schedules did restart nodes onto every kind of change to their files
+    assert reopened > 0, reopened
+    assert all(counts[kind] > 0 for kind in (
+        "AppendEntries", "TruncateTo", "SnapshotTaken", "InstallSnapshot")), counts
