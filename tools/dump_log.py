@@ -364,7 +364,13 @@ def metadata_paths(path: str | os.PathLike) -> tuple[Path | None, list[Path]]:
     if p.is_dir() and (p / metadata_log.METADATA_LOG_DIR).is_dir():
         p = p / metadata_log.METADATA_LOG_DIR
     if p.is_dir():
-        return p, [child for _, child in metadata_log.list_segments(p)]
+        segments = [child for _, child in metadata_log.list_segments(p)]
+        if not (segments or p.name == metadata_log.METADATA_LOG_DIR
+                or (p / metadata_log.QUORUM_STATE_FILE).exists()
+                or metadata_log.list_snapshots(p)):
+            raise DumpError(f"{p} is neither a data directory holding "
+                            f"{metadata_log.METADATA_LOG_DIR} nor a metadata log directory")
+        return p, segments
     if not p.exists():
         raise DumpError(f"{p}: no such file or directory")
     return None, [p]

@@ -143,6 +143,11 @@ def test_cli(tmp_path, capsys):
                                       str(tmp_path / "nope")])
     assert main(args) == 1
     assert "no such file or directory" in capsys.readouterr().err
+    (tmp_path / "other").mkdir()
+    args = build_parser().parse_args(["dump-log", "--cluster-metadata",
+                                      str(tmp_path / "other")])
+    assert main(args) == 1
+    assert "neither a data directory" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("flag", [[], ["--json"]])
