@@ -40,11 +40,16 @@ base (a renamed one is complete) and deletes the others and any `*.tmp`. A snaps
 written as `*.checkpoint.part` and renamed the same way. An append is fsynced before
 `append` returns (KafkaRaftClient flushes before it answers a fetch or a vote).
 
-At start-up a segment tail that is torn (a batch cut short), fails its CRC, does not follow
-on from the entry before it (offset +1, epoch not lower), or diverges from the snapshot
-(the entry at end_offset - 1 has another epoch: an install was interrupted) is cut off, with
-a warning naming the bytes dropped. Lengths read from disk are checked against the file's
-size before anything is read or allocated from them.
+At start-up a segment tail that is torn (a batch cut short), fails its CRC, or does not
+follow on from the entry before it (offset + 1, epoch not lower) is cut off, with a warning
+naming the bytes dropped. A segment that does not continue the latest readable snapshot
+(it starts above its end offset, ends below it, or diverges from it: the entry at
+end_offset - 1 has another epoch, as when an install was interrupted) is replaced by an
+empty one starting at the snapshot (Kafka's truncateFullyAndStartAt), with a warning. A
+corrupt snapshot is skipped, with a warning, for an older one; when none is readable, or
+the quorum-state does not decode, `open` raises `MetadataLogError` rather than guess.
+Lengths read from disk are checked against the file's size before anything is read or
+allocated from them.
 """
 
 from __future__ import annotations
