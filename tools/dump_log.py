@@ -4,12 +4,21 @@ manner of Kafka's kafka-dump-log.sh (DumpLogSegments).
     minibroker dump-log DIR/orders-0/00000000000000000000.log --print-data-log
     minibroker dump-log DIR/__consumer_offsets-7 --offsets-decoder
     minibroker dump-log DIR/orders-0 --json
+    minibroker dump-log --cluster-metadata DIR
 
 PATH is a ``.log`` segment or a partition directory (then each of its segments, in offset
 order). One line per batch; with ``--print-data-log`` one ``|`` line per record under it;
 ``--offsets-decoder`` (implies ``--print-data-log``) shows __consumer_offsets keys and
 values readably and decodes the consumer protocol's subscriptions and assignments;
 ``--json`` prints one JSON object per file, batch, record and problem instead.
+
+``--cluster-metadata`` reads the KRaft metadata log (Kafka's --cluster-metadata-decoder):
+PATH is a data directory, its ``__cluster_metadata-0`` directory or one of that
+directory's segments. A directory's ``quorum-state`` and snapshot files come first
+(``broker.controller.metadata_log``), then under each batch the Raft entry it holds (offset,
+epoch, control flag) and each metadata record of that entry as Kafka's decoder prints
+one: ``{"type":"TOPIC_RECORD","version":0,"data":{...}}`` with camelCase field names and
+Uuids in base64.
 
 The file is read with plain Python and never written, so a live segment can be dumped: the
 file's size is taken once when it is opened (as Kafka's FileRecords does) and a partial
@@ -21,8 +30,10 @@ batch's position cannot be known.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import uuid
 import re
 import struct
 import sys
@@ -30,10 +41,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
+from broker.controller import metadata_log, quorum_state
+from broker.controller.raft_batches import batches_to_entries, unpack_records
 from protocol.batch_walk import CORRUPT, TORN, BatchWalk
 from protocol.codecs import Codec
 from protocol.consumer_protocol import decode_assignment, decode_subscription, partition_names
+from protocol.errors import DecodeError
 from protocol.messages import offsets_topic
+from protocol.metadata_records import decode_metadata_record
+from protocol.record_errors import CorruptRecordError
 from protocol.records import (
     BATCH_OVERHEAD, DELETE_HORIZON_MASK, BatchHeader, RecordError, batch_crc_ok, decode_batch,
 )
@@ -301,14 +317,75 @@ def decode_offsets_record(offset: int, key: bytes | None, value: bytes | None
             {"key": key_json, "payload": payload})
 
 
+# --- __cluster_metadata --------------------------------------------------------------
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w[:1].upper() + w[1:] for w in rest)
+
+
+def _json_value(value: Any) -> Any:
+    """A decoded metadata field as Kafka's JSON converters print it."""
+    if isinstance(value, dict):  # construct's Container is a dict
+        return {_camel(k): _json_value(v) for k, v in value.items() if not k.startswith("_")}
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    if isinstance(value, uuid.UUID):
+        return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode()
+    return value
+
+
+def decode_metadata_entry(record: bytes, control: bool) -> list[dict]:
+    """Each metadata record of an entry's payload as ``{"type", "version", "data"}``, or
+    ``{"error"}`` for a record (or a payload) that does not decode. A control entry (the
+    leader's first entry of its epoch) holds no metadata records."""
+    if control:
+        return []
+    try:
+        framed = unpack_records(record)
+    except CorruptRecordError as e:
+        return [{"error": str(e)}]
+    out: list[dict] = []
+    for data in framed:
+        try:
+            rtype, version, body = decode_metadata_record(data)
+        except DecodeError as e:
+            out.append({"error": str(e)})
+            continue
+        out.append({"type": rtype.name, "version": version, "data": _json_value(body)})
+    return out
+
+
+def metadata_paths(path: str | os.PathLike) -> tuple[Path | None, list[Path]]:
+    """(the metadata directory or None for a lone segment file, its segments)."""
+    p = Path(path)
+    if p.is_dir() and (p / metadata_log.METADATA_LOG_DIR).is_dir():
+        p = p / metadata_log.METADATA_LOG_DIR
+    if p.is_dir():
+        segments = [child for _, child in metadata_log.list_segments(p)]
+        if not (segments or p.name == metadata_log.METADATA_LOG_DIR
+                or (p / metadata_log.QUORUM_STATE_FILE).exists()
+                or metadata_log.list_snapshots(p)):
+            raise DumpError(f"{p} is neither a data directory holding "
+                            f"{metadata_log.METADATA_LOG_DIR} nor a metadata log directory")
+        return p, segments
+    if not p.exists():
+        raise DumpError(f"{p}: no such file or directory")
+    return None, [p]
+
+
 # --- dumping -----------------------------------------------------------------------
 
 class _Printer:
-    def __init__(self, out: TextIO, as_json: bool, print_data: bool, offsets: bool):
+    def __init__(self, out: TextIO, as_json: bool, print_data: bool, offsets: bool,
+                 cluster_metadata: bool = False):
         self.out = out
         self.as_json = as_json
         self.print_data = print_data or offsets
         self.offsets = offsets
+        self.cluster_metadata = cluster_metadata
 
     def emit(self, obj: dict) -> None:
         self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
@@ -331,10 +408,13 @@ class _Printer:
             self.emit({"type": "batch", "file": str(path), **_batch_fields(b)})
         else:
             self.line(format_batch(b))
-        if not self.print_data:
+        if not self.print_data and not self.cluster_metadata:
             return
         if not b.crc_ok:
             self.records_error(path, b, "the batch CRC does not match")
+            return
+        if self.cluster_metadata:
+            self.entry(path, b)
             return
         try:
             header, records = decode_batch(b.data)
@@ -343,6 +423,75 @@ class _Printer:
             return
         for r in records:
             self.record(path, header, r)
+
+    def entry(self, path: Path, b: Batch) -> None:
+        found = batches_to_entries(b.data)
+        if len(found) != 1:
+            self.records_error(path, b, "not a Raft entry (one record per batch)")
+            return
+        e = found[0]
+        records = decode_metadata_entry(e.record, e.control)
+        if self.as_json:
+            self.emit({"type": "entry", "file": str(path), "offset": e.offset,
+                       "epoch": e.epoch, "isControl": e.control, "records": records})
+            return
+        kind = " LeaderChange" if e.control else f" records: {len(records)}"
+        self.line(f"| offset: {e.offset} epoch: {e.epoch} isControl: {_bool(e.control)}{kind}")
+        for r in records:
+            if "error" in r:
+                self.line(f"|   error: {_one_line(r['error'])}")
+            else:
+                payload = json.dumps(r, separators=(",", ":"), ensure_ascii=False)
+                self.line(f"|   payload: {_one_line(payload)}")
+
+    def metadata_dir(self, directory: Path) -> None:
+        if self.as_json:
+            self.emit({"type": "directory", "directory": str(directory)})
+        else:
+            self.line(f"Dumping {directory}")
+        self.quorum_state(directory / metadata_log.QUORUM_STATE_FILE)
+        for _, path in metadata_log.list_snapshots(directory):
+            self.snapshot(path)
+
+    def quorum_state(self, path: Path) -> None:
+        try:
+            state: quorum_state.ElectionState | None = quorum_state.decode(path.read_bytes())
+            error = None
+        except FileNotFoundError:
+            state, error = None, "none"
+        except OSError as e:
+            state, error = None, f"cannot read: {e.strerror or e}"
+        except quorum_state.QuorumStateError as e:
+            state, error = None, f"unreadable: {e}"
+        if self.as_json:
+            fields: dict[str, Any] = {"error": error} if state is None else {
+                "leaderEpoch": state.epoch, "leaderId": state.leader_id,
+                "votedId": state.voted_id, "voters": list(state.voters)}
+            self.emit({"type": "quorumState", "file": str(path), **fields})
+        elif state is None:
+            self.line(f"Quorum state: {error}")
+        else:
+            self.line(f"Quorum state: leaderEpoch: {state.epoch} leaderId: {state.leader_id}"
+                      f" votedId: {state.voted_id} voters: "
+                      f"{_java_list(str(v) for v in state.voters)}")
+
+    def snapshot(self, path: Path) -> None:
+        try:
+            snap = metadata_log.read_snapshot_file(path)
+        except metadata_log.SnapshotError as e:
+            if self.as_json:
+                self.emit({"type": "snapshot", "file": str(path), "isValid": False,
+                           "error": str(e)})
+            else:
+                self.line(f"Snapshot {path.name}: isvalid: false {e}")
+            return
+        sid = snap.snapshot_id
+        if self.as_json:
+            self.emit({"type": "snapshot", "file": str(path), "endOffset": sid.end_offset,
+                       "epoch": sid.epoch, "size": len(snap.data), "isValid": True})
+        else:
+            self.line(f"Snapshot {path.name}: endOffset: {sid.end_offset} epoch: {sid.epoch}"
+                      f" size: {len(snap.data)} isvalid: true")
 
     def records_error(self, path: Path, b: Batch, reason: str) -> None:
         if self.as_json:
@@ -409,13 +558,23 @@ def _control_marker(key: bytes | None, value: bytes | None) -> str:
 
 
 def dump(paths: list[str | os.PathLike], *, print_data_log: bool = False,
-         offsets_decoder: bool = False, as_json: bool = False,
+         offsets_decoder: bool = False, as_json: bool = False, cluster_metadata: bool = False,
          out: TextIO | None = None) -> None:
     """Dump every segment the paths name to `out` (stdout). Raises DumpError for a path
     that cannot be dumped at all; what is wrong inside a segment is printed."""
     out = sys.stdout if out is None else out
-    printer = _Printer(out, as_json, print_data_log, offsets_decoder)
-    files = [f for p in paths for f in segment_files(p)]
+    printer = _Printer(out, as_json, print_data_log, offsets_decoder, cluster_metadata)
+    if not cluster_metadata:
+        _dump_files(printer, [f for p in paths for f in segment_files(p)])
+        return
+    resolved = [metadata_paths(p) for p in paths]
+    for directory, files in resolved:
+        if directory is not None:
+            printer.metadata_dir(directory)
+        _dump_files(printer, files)
+
+
+def _dump_files(printer: _Printer, files: list[Path]) -> None:
     for path in files:
         try:
             f = open(path, "rb")
@@ -433,7 +592,9 @@ def dump(paths: list[str | os.PathLike], *, print_data_log: bool = False,
 
 def add_arguments(parser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help="a .log segment file or a partition directory")
+                        help="a .log segment file or a partition directory (with "
+                             "--cluster-metadata: a data directory or its "
+                             "__cluster_metadata-0)")
     parser.add_argument("--print-data-log", action="store_true",
                         help="print every record (offset, timestamp, sizes, headers, key, "
                              "payload)")
@@ -441,12 +602,17 @@ def add_arguments(parser) -> None:
                         help="decode __consumer_offsets records (implies --print-data-log)")
     parser.add_argument("--json", action="store_true",
                         help="one JSON object per file, batch, record and problem")
+    parser.add_argument("--cluster-metadata", action="store_true",
+                        help="PATH is a data directory or its __cluster_metadata-0: print "
+                             "the quorum-state, the snapshots and each Raft entry with its "
+                             "metadata records decoded")
 
 
 def main(args) -> int:
     try:
         dump(args.paths, print_data_log=args.print_data_log,
-             offsets_decoder=args.offsets_decoder, as_json=args.json)
+             offsets_decoder=args.offsets_decoder, as_json=args.json,
+             cluster_metadata=args.cluster_metadata)
     except DumpError as e:
         print(f"minibroker dump-log: {e}", file=sys.stderr)
         return 1

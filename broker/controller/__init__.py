@@ -1,10 +1,12 @@
 """The cluster's control plane: the KRaft metadata quorum and, later, the controller on it.
 
-Owns, today, pure code only (nothing here does I/O or reads a clock; a runtime hands in
-messages, ticks and `now_ms`, and carries out the effects):
+Owns, today, pure code (only metadata_log.py does I/O, and nothing reads a clock; a runtime
+hands in messages, ticks and `now_ms`, and carries out the effects):
 - the Raft state machine of the metadata quorum (KIP-595) in `raft.py`, its in-memory view
-  of the `__cluster_metadata` log in `raft_log.py`, and the persisted election state
-  (Kafka's quorum-state file) in `quorum_state.py`;
+  of the `__cluster_metadata` log in `raft_log.py`, the persisted election state
+  (Kafka's quorum-state file) in `quorum_state.py`, and that log, quorum-state and the
+  snapshots on disk in `metadata_log.py` (synchronous file I/O, the one module here that
+  does any);
 - replica placement across brokers and racks in `placement.py` (Kafka's
   StripedReplicaPlacer / AdminUtils.assignReplicasToBrokers);
 - partition leader election and ISR changes in `election.py` (Kafka's
@@ -12,7 +14,7 @@ messages, ticks and `now_ms`, and carries out the effects):
 - the metadata image that replaying the metadata records gives, in `image.py` (Kafka's
   MetadataImage and its deltas).
 
-Still to come here: the trio runtime that drives `RaftNode` over the network and the
-segment files, the controller that writes the metadata records (Kafka's QuorumController),
+Still to come here: the trio runtime that drives `RaftNode` over the network and onto the
+`metadata_log` store, the controller that writes the metadata records (Kafka's QuorumController),
 broker registration and fencing.
 """
