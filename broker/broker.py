@@ -26,6 +26,7 @@ from broker.config import BrokerConfig, ConfigError, topic_log_config, validate_
 from broker.controller.api import ALLOCATE_PRODUCER_IDS
 from broker.controller.image import TOPIC_RESOURCE, MetadataImage, TopicImage
 from broker.controller.runtime import QuorumRuntime
+from broker.controller.transport import PeerTransport
 from broker.controller.wiring import build_quorum
 from broker.controller_channel import ControllerChannel, ControllerUnavailable
 from broker.events import EventLog
@@ -142,6 +143,12 @@ class Broker:
         """The background work of a node: the quorum (and, while it leads, the active
         controller), group coordination, and this broker's registration and heartbeats."""
         assert self.runtime is not None, "open() first"
+        if not self.addresses.single_node:
+            transport = PeerTransport(self.node_id, self.addresses.voters, self.cluster_id,
+                                      nursery,
+                                      self.config.controller_quorum_request_timeout_ms / 1000)
+            self.runtime.transport = transport
+            self.controller_channel.set_peers(transport.peer)
         await nursery.start(self.runtime.run)
         await nursery.start(self.groups.run)
         if self.addresses.is_broker:

@@ -37,6 +37,9 @@ class ControllerChannel:
         self._peer = peer  # node id -> PeerChannel to its controller listener
         self.request_timeout_s = request_timeout_s
 
+    def set_peers(self, peer: Callable[[int], Any]) -> None:
+        self._peer = peer
+
     @property
     def leader_id(self) -> int:
         return self.runtime.leader_id if self.runtime is not None else -1

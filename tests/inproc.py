@@ -80,7 +80,8 @@ async def in_process_broker(data_dir: Path, **overrides: str) -> AsyncIterator[I
     broker.open()
     try:
         async with trio.open_nursery() as nursery:
-            await nursery.start(broker.groups.run)
+            await broker.start(nursery)
+            await broker.lifecycle.unfenced.wait()
             inproc = InProcessBroker(broker, Server(broker), nursery)
             token = stream_opener.set(inproc.open_stream)
             try:

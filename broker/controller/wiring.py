@@ -12,15 +12,13 @@ import random
 from typing import TYPE_CHECKING
 
 from broker.config import ConfigError
-from broker.controller.metadata_log import MetadataLogStore
+from broker.controller.metadata_log import METADATA_LOG_DIR, MetadataLogStore
 from broker.controller.quorum_controller import ControllerSettings, QuorumController
 from broker.controller.raft import QuorumConfig, RaftNode
 from broker.controller.runtime import QuorumRuntime
 
 if TYPE_CHECKING:
     from broker.broker import Broker
-
-METADATA_LOG_DIR = "__cluster_metadata-0"
 
 
 def check_voters(persisted: tuple[int, ...], configured: tuple[int, ...]) -> None:
