@@ -4,6 +4,11 @@ Owns: `ServerConnection` (the broker's view: frames -> `Request`, response body 
 and `ClientConnection` (the client's view: request -> bytes, with the correlation table
 that remembers each request's api key and version, which a response needs to be decoded).
 Neither touches a socket or a clock; tests drive them with plain bytes.
+
+Both take the registry of APIs they speak, `APIS` (the client-facing broker) by default: a
+controller listener serves `CONTROLLER_APIS` plus the client APIs it chooses, and a node
+talking to one speaks the same registry. A registry other than `APIS` accepts every version
+its declarations cover (protocol.versions.accepts).
 """
 
 from __future__ import annotations
@@ -11,15 +16,15 @@ from __future__ import annotations
 import io
 import itertools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from construct import Container
 
 from protocol import framing, headers
 from protocol.errors import DecodeError, ErrorCode, UnsupportedVersion
 from protocol.headers import API_VERSIONS_KEY, RequestHeader
-from protocol.messages import APIS
-from protocol.versions import is_implemented
+from protocol.messages import APIS, Api
+from protocol.versions import accepts
 
 NEED_DATA = framing.NEED_DATA
 
@@ -42,8 +47,10 @@ class Request:
 class ServerConnection:
     """One client connection as the broker sees it."""
 
-    def __init__(self, max_frame: int = framing.DEFAULT_MAX_FRAME):
+    def __init__(self, max_frame: int = framing.DEFAULT_MAX_FRAME,
+                 apis: Mapping[int, Api] = APIS):
         self._frames = framing.FrameDecoder(max_frame)
+        self.apis = apis
 
     def receive_data(self, data: bytes | bytearray) -> None:
         self._frames.receive_data(data)
@@ -53,20 +60,20 @@ class ServerConnection:
         frame = self._frames.next_frame()
         if frame is NEED_DATA:
             return NEED_DATA
-        return decode_request(frame)
+        return decode_request(frame, self.apis)
 
     def encode_response(self, request: Request, body: Any) -> bytes:
         return encode_response(request.api_key, request.api_version,
-                               request.header.correlation_id, body)
+                               request.header.correlation_id, body, self.apis)
 
 
-def decode_request(frame: bytes) -> Request:
+def decode_request(frame: bytes, apis: Mapping[int, Api] = APIS) -> Request:
     stream = io.BytesIO(frame)
     header = headers.parse_request_header(stream, flexible=None)
-    api = APIS.get(header.api_key)
+    api = apis.get(header.api_key)
     if api is None:
         raise UnsupportedVersion(f"unknown api key {header.api_key}")
-    if not is_implemented(header.api_key, header.api_version):
+    if not accepts(apis, header.api_key, header.api_version):
         if header.api_key == API_VERSIONS_KEY:
             return Request(header, None, len(frame))
         raise UnsupportedVersion(f"{api.name} v{header.api_version} is not implemented")
@@ -79,8 +86,9 @@ def decode_request(frame: bytes) -> Request:
     return Request(header, body, len(frame))
 
 
-def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
-    message = APIS[api_key].response
+def encode_response(api_key: int, version: int, correlation_id: int, body: Any,
+                    apis: Mapping[int, Api] = APIS) -> bytes:
+    message = apis[api_key].response
     flexible = headers.response_header_flexible(api_key, message.is_flexible(version))
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
@@ -104,8 +112,10 @@ class ClientConnection:
     """One connection to a broker as a client sees it: pipelined, in order."""
 
     def __init__(self, client_id: str | None = "minibroker",
-                 max_frame: int = framing.DEFAULT_MAX_FRAME):
+                 max_frame: int = framing.DEFAULT_MAX_FRAME,
+                 apis: Mapping[int, Api] = APIS):
         self.client_id = client_id
+        self.apis = apis
         self._frames = framing.FrameDecoder(max_frame)
         self._ids = itertools.count(1)
         self._in_flight: dict[int, tuple[int, int]] = {}
@@ -118,7 +128,7 @@ class ClientConnection:
                      expect_response: bool = True) -> tuple[int, bytes]:
         """Encode one request; returns (correlation_id, framed bytes to write)."""
         correlation_id = next(self._ids) & 0x7FFFFFFF
-        message = APIS[api_key].request
+        message = self.apis[api_key].request
         flexible = message.is_flexible(version)
         header = RequestHeader(api_key, version, correlation_id, self.client_id)
         out = io.BytesIO()
@@ -142,7 +152,7 @@ class ClientConnection:
         if pending is None:
             raise DecodeError(f"response for unknown correlation id {correlation_id}")
         api_key, version = pending
-        message = APIS[api_key].response
+        message = self.apis[api_key].response
         flexible = headers.response_header_flexible(api_key, message.is_flexible(version))
         stream = io.BytesIO(frame)
         headers.parse_response_header(stream, flexible)

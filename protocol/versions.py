@@ -8,17 +8,36 @@ advertised range *contains* particular old versions (docs/PROTOCOL.md §1). The 
 exactly what is implemented, so every client sends min(its cap, our max). A request for a
 version below what we implement is refused the way Kafka 4.0 refuses Produce v0-2: the
 connection is closed.
+
+A declaration may go further than the client-facing broker serves: Fetch is declared to
+the versions the KRaft quorum replicates with (topic ids from v13), but the broker's Fetch
+handler and our client name topics, so `CLIENT_FACING_MAX` caps Fetch at 12 in everything
+here. A listener serving another registry (the controller's) checks a request against the
+declaration itself with `accepts`.
 """
 
 from __future__ import annotations
 
-from protocol.messages import APIS, Api
+from typing import Mapping
+
+from protocol.messages import APIS, FETCH, Api
+
+# The highest version the client-facing broker serves (and our client speaks) where the
+# declaration goes further: the one place such a cap is written.
+CLIENT_FACING_MAX: dict[int, int] = {
+    FETCH: 12,  # v13+ names topics by id; only the KRaft quorum speaks it so far
+}
 
 
-def _range(api: Api) -> tuple[int, int]:
+def _declared(api: Api) -> tuple[int, int]:
     v = api.request.versions
     assert v.high is not None  # an API's declarations end at the newest version implemented
     return (v.low, v.high)
+
+
+def _range(api: Api) -> tuple[int, int]:
+    low, high = _declared(api)
+    return (low, min(high, CLIENT_FACING_MAX.get(api.key, high)))
 
 
 def implemented(api_key: int) -> tuple[int, int] | None:
@@ -35,6 +54,18 @@ def advertised(api_keys=None) -> list[tuple[int, int, int]]:
 def is_implemented(api_key: int, version: int) -> bool:
     rng = implemented(api_key)
     return rng is not None and rng[0] <= version <= rng[1]
+
+
+def accepts(apis: Mapping[int, Api], api_key: int, version: int) -> bool:
+    """Whether a listener serving `apis` takes this request: the client-facing registry
+    within its caps, any other registry within its declarations."""
+    if apis is APIS:
+        return is_implemented(api_key, version)
+    api = apis.get(api_key)
+    if api is None:
+        return False
+    low, high = _declared(api)
+    return low <= version <= high
 
 
 def pick_version(api_key: int, broker_min: int, broker_max: int) -> int | None:

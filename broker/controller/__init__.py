@@ -11,6 +11,8 @@ hands in messages, ticks and `now_ms`, and carries out the effects):
   StripedReplicaPlacer / AdminUtils.assignReplicasToBrokers);
 - partition leader election and ISR changes in `election.py` (Kafka's
   PartitionChangeBuilder);
+- the quorum's messages as Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot
+  bodies, and the DescribeQuorum answer, in `raft_codec.py`;
 - the metadata image that replaying the metadata records gives, in `image.py` (Kafka's
   MetadataImage and its deltas).
 

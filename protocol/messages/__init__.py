@@ -1,6 +1,7 @@
 """Every API we declare, by api key: one module per API family.
 
-Owns: `Api` (key, name, request and response declarations), `APIS` and `CONTROLLER_APIS`.
+Owns: `Api` (key, name, request and response declarations), `APIS`, `CONTROLLER_APIS` and
+`ALL_APIS` (both together).
 A module's declarations cover exactly the versions we implement; protocol.versions decides
 what is advertised.
 
@@ -75,8 +76,13 @@ CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
     _api(cluster.BrokerRegistrationRequest, cluster.BrokerRegistrationResponse),
     _api(cluster.BrokerHeartbeatRequest, cluster.BrokerHeartbeatResponse),
     _api(cluster.UnregisterBrokerRequest, cluster.UnregisterBrokerResponse),
+    _api(cluster.AllocateProducerIdsRequest, cluster.AllocateProducerIdsResponse),
 )}
 assert not APIS.keys() & CONTROLLER_APIS.keys(), "an API is either served or not"
+
+# Every API declared, at every declared version: what a node speaks to another node's
+# controller listener (Raft between voters, broker to controller, forwarded admin requests).
+ALL_APIS: dict[int, Api] = {**APIS, **CONTROLLER_APIS}
 
 # Kafka's names for the api keys, so that handlers and logs can say what they mean. Each is
 # read off its declaration, so a key is written down once (a test checks every name is the
@@ -113,3 +119,4 @@ DESCRIBE_CLUSTER = _key(cluster.DescribeClusterRequest)
 BROKER_REGISTRATION = _key(cluster.BrokerRegistrationRequest)
 BROKER_HEARTBEAT = _key(cluster.BrokerHeartbeatRequest)
 UNREGISTER_BROKER = _key(cluster.UnregisterBrokerRequest)
+ALLOCATE_PRODUCER_IDS = _key(cluster.AllocateProducerIdsRequest)

@@ -1,12 +1,14 @@
 """Cluster membership and leadership RPCs: ElectLeaders (43), DescribeCluster (60),
-BrokerRegistration (62), BrokerHeartbeat (63), UnregisterBroker (64).
+BrokerRegistration (62), BrokerHeartbeat (63), UnregisterBroker (64), AllocateProducerIds (67).
 
 Owns their declarations only. A broker registers with the active controller (KIP-631) and
 keeps its session alive with heartbeats, which also carry controlled shutdown
 (`want_shut_down`); UnregisterBroker removes a decommissioned node; ElectLeaders asks for
 preferred (election_type 0) or unclean (1) leader elections (KIP-460); DescribeCluster
 names the brokers, or with v1's endpoint_type 2 the controllers (KIP-919), and the active
-controller. Every version Kafka defines is declared.
+controller. A broker asks the active controller for a block of producer ids with
+AllocateProducerIds (KIP-730) and hands them out to InitProducerId. Every version Kafka
+defines is declared.
 """
 
 from protocol.schema import F, Message
@@ -119,4 +121,18 @@ UnregisterBrokerResponse = Message(
         F("throttle_time_ms", "int32"),
         F("error_code", "int16"),
         F("error_message", "string", nullable="0+"),
+    ])
+
+AllocateProducerIdsRequest = Message(
+    "AllocateProducerIdsRequest", api_key=67, valid="0", flexible="0+", fields=[
+        F("broker_id", "int32"),
+        F("broker_epoch", "int64", default=-1),
+    ])
+
+AllocateProducerIdsResponse = Message(
+    "AllocateProducerIdsResponse", api_key=67, valid="0", flexible="0+", fields=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("producer_id_start", "int64"),  # the first id of the block, inclusive
+        F("producer_id_len", "int32"),
     ])

@@ -143,3 +143,44 @@ def test_fuzz_bodies_behind_a_valid_header(case, tail):
         decode_request(_request(api_key, version, tail=tail)[4:])
     except ProtocolError:
         pass
+
+
+def test_a_controller_registry_serves_its_own_apis_and_refuses_the_others():
+    from protocol.connection import encode_response
+    from protocol.messages import CONTROLLER_APIS, VOTE
+    vote = {"cluster_id": "c1", "voter_id": 2, "topics": [{"topic_name": "__cluster_metadata",
+            "partitions": [{"partition_index": 0, "candidate_epoch": 3, "candidate_id": 1,
+                            "last_offset_epoch": 2, "last_offset": 9}]}]}
+    client = ClientConnection("c", apis=CONTROLLER_APIS)
+    cid, raw = client.send_request(VOTE, 1, vote)
+    with pytest.raises(UnsupportedVersion):
+        decode_request(raw[4:])  # the client-facing registry does not know Vote
+    server = ServerConnection(apis=CONTROLLER_APIS)
+    server.receive_data(raw)
+    request = server.next_request()
+    assert request.body.voter_id == 2 and request.body.topics[0].partitions[0].last_offset == 9
+    answer = {"error_code": 0, "topics": [{"topic_name": "__cluster_metadata", "partitions": [
+        {"partition_index": 0, "leader_id": -1, "leader_epoch": 3, "vote_granted": True}]}]}
+    client.receive_data(server.encode_response(request, answer))
+    got = client.next_response()
+    assert got.correlation_id == cid and got.body.topics[0].partitions[0].vote_granted
+    with pytest.raises(UnsupportedVersion):  # and it does not know Metadata
+        decode_request(ClientConnection("c").send_request(METADATA, 12, {"topics": None})[1][4:],
+                       CONTROLLER_APIS)
+    assert encode_response(VOTE, 1, 5, answer, CONTROLLER_APIS)[4:8] == b"\x00\x00\x00\x05"
+
+
+def test_fetch_with_topic_ids_is_served_only_by_a_registry_that_takes_it():
+    import uuid
+
+    from protocol.messages import ALL_APIS, FETCH
+    topic_id = uuid.UUID(int=1)
+    body = {"max_wait_ms": 500, "min_bytes": 0, "replica_state": {"replica_id": 2,
+            "replica_epoch": -1}, "topics": [{"topic_id": topic_id, "partitions": [
+                {"partition": 0, "fetch_offset": 4, "last_fetched_epoch": 1,
+                 "partition_max_bytes": 1 << 20}]}]}
+    raw = ClientConnection("c", apis=ALL_APIS).send_request(FETCH, 16, body)[1]
+    with pytest.raises(UnsupportedVersion):
+        decode_request(raw[4:])  # the client-facing broker stops at Fetch v12
+    got = decode_request(raw[4:], ALL_APIS).body
+    assert got.topics[0].topic_id == topic_id and got.replica_state.replica_id == 2

@@ -71,7 +71,7 @@ def test_the_registry_holds_every_control_plane_api_and_none_is_advertised():
     assert {a.name for a in CONTROLLER_APIS.values()} == {
         "Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "DescribeQuorum", "FetchSnapshot",
         "BrokerRegistration", "BrokerHeartbeat", "UnregisterBroker", "ElectLeaders",
-        "DescribeCluster"}
+        "DescribeCluster", "AllocateProducerIds"}
     advertised = {key for key, _low, _high in versions.advertised()}
     assert advertised and not advertised & CONTROLLER_APIS.keys()
     assert not versions.is_implemented(quorum.VoteRequest.api_key or 0, 0)

@@ -204,3 +204,11 @@ def test_crosscheck_catches_wrong_order_bool_default_and_tag():
     problems = []
     _compare(spec["fields"], request.fields, range(0, 2), {}, request.name, problems)
     assert problems == ["BrokerHeartbeatRequest.offline_log_dirs: tag 1, Kafka 0"]
+
+
+def test_the_quorum_versions_of_fetch_are_cross_checked():
+    """Fetch is declared past what clients are served (v13+ for the KRaft quorum); the check
+    above walks every declared version, so those are compared with Kafka's too."""
+    checked = {m.name: m.versions for m, _folder in _messages()}
+    assert checked["FetchRequest"].high >= 16 and checked["FetchResponse"].high >= 16
+    assert "AllocateProducerIdsRequest" in checked and "AllocateProducerIdsResponse" in checked
