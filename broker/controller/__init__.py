@@ -10,9 +10,11 @@ messages, ticks and `now_ms`, and carries out the effects):
 - partition leader election and ISR changes in `election.py` (Kafka's
   PartitionChangeBuilder);
 - the metadata image that replaying the metadata records gives, in `image.py` (Kafka's
-  MetadataImage and its deltas).
+  MetadataImage and its deltas);
+- the active controller, which turns requests into metadata records and a response, with
+  broker registration, heartbeats and fencing, in `quorum_controller.py` (Kafka's
+  QuorumController and its control managers).
 
-Still to come here: the trio runtime that drives `RaftNode` over the network and the
-segment files, the controller that writes the metadata records (Kafka's QuorumController),
-broker registration and fencing.
+Still to come here: the trio runtime that drives `RaftNode` and the controller over the
+network and the segment files.
 """
