@@ -194,6 +194,10 @@ class QuorumController:
         self.rng = rng
         self.image = image
         self._sessions: dict[int, int] = {}  # broker id -> session deadline (ms)
+        # broker id -> the metadata offset its last heartbeat reported
+        self._metadata_offsets: dict[int, int] = {}
+        # broker id -> offset of the entry that began its controlled shutdown
+        self._shutdown_offsets: dict[int, int] = {}
         self._next_rebalance_ms: int | None = None
 
     # --- the log --------------------------------------------------------------------
@@ -208,6 +212,8 @@ class QuorumController:
         forgetting sessions, which only the active controller keeps."""
         self.image = image
         self._sessions = {}
+        self._metadata_offsets = {}
+        self._shutdown_offsets = {}
         self._next_rebalance_ms = None
 
     def activate(self, now_ms: int,
@@ -216,6 +222,8 @@ class QuorumController:
         broker, and the bootstrap records a new cluster (or a migrated data dir) needs."""
         s = self.settings
         self._sessions = {b: now_ms + s.session_timeout_ms for b in self.image.brokers}
+        self._metadata_offsets = {}
+        self._shutdown_offsets = {}
         self._next_rebalance_ms = (now_ms + s.leader_imbalance_check_interval_ms
                                    if s.auto_leader_rebalance_enable else None)
         batch = _Batch(self.image)
@@ -277,9 +285,16 @@ class QuorumController:
         self._sessions[broker_id] = now_ms + self.settings.session_timeout_ms
         return batch.result({"error_code": int(ErrorCode.NONE), "broker_epoch": offset})
 
-    def broker_heartbeat(self, body: Any, now_ms: int) -> ControllerResult:
+    def broker_heartbeat(self, body: Any, now_ms: int,
+                         offset: int | None = None) -> ControllerResult:
         """BrokerHeartbeat: keep the session, and move the broker between fenced,
-        unfenced, controlled shutdown and shut down (Kafka's BrokerControlState)."""
+        unfenced, controlled shutdown and shut down (Kafka's BrokerControlState).
+
+        `offset`, when given, is the Raft offset this heartbeat's entry would get, as for
+        `register_broker`. A broker whose controlled shutdown began at a known offset is
+        told to shut down only once it leads nothing and every active broker has reported
+        a metadata offset past that entry (Kafka's controlledShutdownOffset <=
+        lowestActiveOffset), so that the new leaders know they lead before it stops."""
         broker_id = body.broker_id
         broker = self.image.brokers.get(broker_id)
         if broker is None or broker.epoch != body.broker_epoch:
@@ -287,9 +302,12 @@ class QuorumController:
                 "error_code": int(ErrorCode.STALE_BROKER_EPOCH), "is_caught_up": False,
                 "is_fenced": True, "should_shut_down": False})
         self._sessions[broker_id] = now_ms + self.settings.session_timeout_ms
+        self._metadata_offsets[broker_id] = body.current_metadata_offset
         caught_up = body.current_metadata_offset >= broker.epoch
         batch = _Batch(self.image)
         fenced, shut_down = broker.fenced, False
+        if not broker.in_controlled_shutdown:
+            self._shutdown_offsets.pop(broker_id, None)
         if broker.fenced:
             if body.want_shut_down:
                 shut_down = True  # never served anything: it may go at once
@@ -302,7 +320,9 @@ class QuorumController:
         elif body.want_shut_down or broker.in_controlled_shutdown:
             if not broker.in_controlled_shutdown:
                 self._begin_controlled_shutdown(batch, broker)
-            elif not self._leads_anything(batch.image, broker_id):
+                if offset is not None:
+                    self._shutdown_offsets[broker_id] = offset
+            elif self._ready_to_shut_down(batch.image, broker_id):
                 self._fence(batch, broker_id)
                 fenced, shut_down = True, True
         return batch.result({"error_code": int(ErrorCode.NONE), "is_caught_up": caught_up,
@@ -367,10 +387,15 @@ class QuorumController:
                 "rack": broker.rack, "fenced": broker.fenced,
                 "in_controlled_shutdown": broker.in_controlled_shutdown}
 
-    @staticmethod
-    def _leads_anything(image: MetadataImage, broker_id: int) -> bool:
-        return any(p.leader == broker_id for t in image.topics_by_id.values()
-                   for p in t.partitions.values())
+    def _ready_to_shut_down(self, image: MetadataImage, broker_id: int) -> bool:
+        if any(p.leader == broker_id for t in image.topics_by_id.values()
+               for p in t.partitions.values()):
+            return False
+        began = self._shutdown_offsets.get(broker_id)
+        if began is None:  # began under another controller: nothing to wait for
+            return True
+        return all(self._metadata_offsets.get(b, -1) >= began
+                   for b in image.active_broker_ids())
 
     def _unclean_enabled(self, image: MetadataImage, topic: str) -> bool:
         """unclean.leader.election.enable: the topic's config, else the cluster-wide

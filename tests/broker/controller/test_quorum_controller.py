@@ -89,7 +89,7 @@ class Cluster:
             "broker_id": broker_id, "broker_epoch": epoch,
             "current_metadata_offset": self.offset if offset is None else offset,
             "want_fence": want_fence, "want_shut_down": want_shut_down})
-        return self.apply(self.controller.broker_heartbeat(body, self.now))
+        return self.apply(self.controller.broker_heartbeat(body, self.now, self.offset))
 
     def start(self, *broker_ids: int, racks: dict[int, str] | None = None) -> None:
         for b in broker_ids:
@@ -342,6 +342,11 @@ def test_controlled_shutdown_moves_leadership_then_lets_the_broker_go():
     assert 2 not in c.image.active_broker_ids()
     for p in c.image.partitions("t").values():
         assert p.leader != 2 and 2 not in p.isr
+    # brokers 1 and 3 have not yet replayed the entry that made them the leaders
+    assert c.heartbeat(2, want_shut_down=True)["should_shut_down"] is False
+    c.heartbeat(1)
+    assert c.heartbeat(2, want_shut_down=True)["should_shut_down"] is False
+    c.heartbeat(3)
     second = c.heartbeat(2, want_shut_down=True)
     assert second["should_shut_down"] is True and second["is_fenced"] is True
     assert c.image.brokers[2].fenced
