@@ -38,12 +38,14 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from broker.config import BROKER_PROPERTIES, TOPIC_PROPERTIES, ConfigError, validate_topic_configs
 from broker.controller import election
-from broker.controller.election import NO_LEADER, NO_LEADER_CHANGE, PartitionRegistration
+from broker.controller.election import (
+    NO_LEADER, NO_LEADER_CHANGE, LeaderRecoveryState, PartitionRegistration,
+)
 from broker.controller.image import (
     BROKER_RESOURCE, TOPIC_RESOURCE, BrokerRegistration, MetadataImage,
 )
@@ -846,6 +848,90 @@ class QuorumController:
                         "UncleanLeaderElectionStrategy")
         batch.change(change)
         return ErrorCode.NONE, None
+
+    # --- ISR changes ----------------------------------------------------------------
+
+    def alter_partition(self, body: Any, now_ms: int) -> ControllerResult:
+        """AlterPartition: a leader shrinks or expands its ISR (Kafka's
+        ReplicationControlManager.alterPartition). Topics are named by topic_id (v2+) or
+        topic_name; replicas by new_isr_with_epochs (v3+), whose broker epochs must be
+        current, or new_isr. Each partition answers with its state after the change."""
+        del now_ms
+        leader = self.image.brokers.get(body.broker_id)
+        if leader is None or leader.epoch != body.broker_epoch:
+            return ControllerResult((), {"throttle_time_ms": 0,
+                                         "error_code": int(ErrorCode.STALE_BROKER_EPOCH),
+                                         "topics": []})
+        batch = _Batch(self.image)
+        topics_out = []
+        for t in body.topics:
+            topic_id = _get(t, "topic_id")
+            by_id = topic_id is not None and topic_id != ZERO_UUID
+            topic = (batch.image.topic_by_id(topic_id) if by_id
+                     else batch.image.topic(_get(t, "topic_name", "")))
+            parts_out = []
+            for p in t.partitions:
+                if topic is None:
+                    parts_out.append({"partition_index": p.partition_index, "error_code": int(
+                        ErrorCode.UNKNOWN_TOPIC_ID if by_id
+                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)})
+                    continue
+                code = self._alter_one(batch, topic.topic_id, body.broker_id, p)
+                out: dict[str, Any] = {"partition_index": p.partition_index,
+                                       "error_code": int(code)}
+                now = batch.image.topics_by_id[topic.topic_id].partitions.get(p.partition_index)
+                if code in (ErrorCode.NONE, ErrorCode.NEW_LEADER_ELECTED) and now is not None:
+                    out.update(leader_id=now.leader, leader_epoch=now.leader_epoch,
+                               isr=list(now.isr), partition_epoch=now.partition_epoch,
+                               leader_recovery_state=int(now.leader_recovery_state))
+                parts_out.append(out)
+            topics_out.append({"topic_name": _get(t, "topic_name", ""),
+                               "topic_id": topic_id if by_id else ZERO_UUID,
+                               "partitions": parts_out})
+        return batch.result({"throttle_time_ms": 0, "error_code": int(ErrorCode.NONE),
+                             "topics": topics_out})
+
+    def _alter_one(self, batch: _Batch, topic_id: uuid.UUID, broker_id: int,
+                   p: Any) -> ErrorCode:
+        partition = batch.image.topics_by_id[topic_id].partitions.get(p.partition_index)
+        if partition is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if p.leader_epoch != partition.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if broker_id != partition.leader:
+            return ErrorCode.INVALID_REQUEST
+        if p.partition_epoch != partition.partition_epoch:
+            return ErrorCode.INVALID_UPDATE_VERSION
+        with_epochs = _get(p, "new_isr_with_epochs")
+        if with_epochs:
+            isr = [m.broker_id for m in with_epochs]
+            epochs = {m.broker_id: m.broker_epoch for m in with_epochs}
+        else:
+            isr = list(_get(p, "new_isr", []))
+            epochs = {}
+        recovery = _get(p, "leader_recovery_state", 0)
+        recovering = LeaderRecoveryState.RECOVERING
+        if not isr or len(set(isr)) != len(isr) or any(r not in partition.replicas for r in isr):
+            return ErrorCode.INVALID_REQUEST
+        if recovery == recovering and (len(isr) > 1 or
+                                       partition.leader_recovery_state != recovering):
+            return ErrorCode.INVALID_REQUEST
+        active = batch.image.active_broker_ids()
+        for r in isr:
+            registration = batch.image.brokers.get(r)
+            if r not in partition.isr and (
+                    r not in active or registration is None
+                    or epochs.get(r, registration.epoch) != registration.epoch):
+                return ErrorCode.INELIGIBLE_REPLICA
+        change = election.change_isr(partition, topic_id, p.partition_index, isr, active)
+        if recovery != partition.leader_recovery_state:
+            change = replace(change or election.PartitionChangeRecord(
+                topic_id=topic_id, partition_id=p.partition_index),
+                leader_recovery_state=int(recovery))
+        batch.change(change)
+        if change is not None and change.leader not in (NO_LEADER_CHANGE, broker_id):
+            return ErrorCode.NEW_LEADER_ELECTED
+        return ErrorCode.NONE
 
     # --- producer ids ---------------------------------------------------------------
 

@@ -877,3 +877,124 @@ def test_a_standby_replaying_the_log_reaches_the_same_image():
     c.apply(c.controller.allocate_producer_ids(1, c.image.brokers[1].epoch))
     standby = c.standby_image()
     assert standby == c.image
+
+
+# --- AlterPartition -----------------------------------------------------------------------
+
+
+def alter_partition(c: Cluster, leader: int, name: str, pid: int, isr: list[int], *,
+                    leader_epoch: int | None = None, partition_epoch: int | None = None,
+                    epochs: dict[int, int] | None = None, by_id: bool = True,
+                    recovery: int = 0, broker_epoch: int | None = None) -> dict:
+    p = c.image.partition(name, pid)
+    topic = c.image.topic(name)
+    member = [Container(broker_id=b, broker_epoch=e) for b, e in (epochs or {}).items()]
+    body = Container(
+        broker_id=leader,
+        broker_epoch=c.image.brokers[leader].epoch if broker_epoch is None else broker_epoch,
+        topics=[Container(
+            topic_name=None if by_id else name,
+            topic_id=(topic.topic_id if topic else uuid.UUID(int=9)) if by_id else None,
+            partitions=[Container(
+                partition_index=pid,
+                leader_epoch=p.leader_epoch if leader_epoch is None and p else leader_epoch,
+                partition_epoch=(p.partition_epoch if partition_epoch is None and p
+                                 else partition_epoch),
+                new_isr=isr, new_isr_with_epochs=member, leader_recovery_state=recovery)])])
+    response = c.apply(c.controller.alter_partition(body, c.now))
+    if response["error_code"]:
+        return response
+    return response["topics"][0]["partitions"][0]
+
+
+def test_alter_partition_shrinks_and_expands_the_isr():
+    c = Cluster(settings(auto_leader_rebalance_enable=False))
+    c.start(1, 2, 3)
+    c.create("t", assignments=[[1, 2, 3]])
+    shrunk = alter_partition(c, 1, "t", 0, [1, 2])
+    assert shrunk == {"partition_index": 0, "error_code": 0, "leader_id": 1,
+                      "leader_epoch": 0, "isr": [1, 2], "partition_epoch": 1,
+                      "leader_recovery_state": 0}
+    assert c.partition("t", 0).isr == (1, 2)
+    # nothing changes: no record, the same answer
+    again = c.controller.alter_partition(Container(
+        broker_id=1, broker_epoch=c.image.brokers[1].epoch, topics=[Container(
+            topic_name="t", topic_id=None, partitions=[Container(
+                partition_index=0, leader_epoch=0, partition_epoch=1, new_isr=[1, 2],
+                leader_recovery_state=0)])]), c.now)
+    assert again.records == () and again.response["topics"][0]["partitions"][0]["isr"] == [1, 2]
+    c.heartbeat(3, want_fence=True)
+    assert alter_partition(c, 1, "t", 0, [1, 2, 3])["error_code"] == ErrorCode.INELIGIBLE_REPLICA
+    c.heartbeat(3)
+    assert alter_partition(c, 1, "t", 0, [1, 2, 3], epochs={
+        1: c.image.brokers[1].epoch, 2: c.image.brokers[2].epoch,
+        3: c.image.brokers[3].epoch - 1})["error_code"] == ErrorCode.INELIGIBLE_REPLICA
+    expanded = alter_partition(c, 1, "t", 0, [1, 2, 3], by_id=False)
+    assert expanded["error_code"] == 0 and expanded["isr"] == [1, 2, 3]
+    assert c.standby_image() == c.image
+
+
+def test_alter_partition_refusals():
+    c = Cluster()
+    c.start(1, 2)
+    c.create("t", assignments=[[1, 2]])
+    assert alter_partition(c, 1, "t", 0, [1], leader_epoch=5)["error_code"] == \
+        ErrorCode.FENCED_LEADER_EPOCH
+    assert alter_partition(c, 1, "t", 0, [1], partition_epoch=5)["error_code"] == \
+        ErrorCode.INVALID_UPDATE_VERSION
+    assert alter_partition(c, 2, "t", 0, [2])["error_code"] == ErrorCode.INVALID_REQUEST
+    assert alter_partition(c, 1, "t", 0, [1, 7])["error_code"] == ErrorCode.INVALID_REQUEST
+    assert alter_partition(c, 1, "t", 0, [1], broker_epoch=-5)["error_code"] == \
+        ErrorCode.STALE_BROKER_EPOCH
+    c.create("u", 1, 1)
+    gone = c.controller.alter_partition(Container(
+        broker_id=1, broker_epoch=c.image.brokers[1].epoch, topics=[
+            Container(topic_name=None, topic_id=uuid.UUID(int=9), partitions=[
+                Container(partition_index=0, leader_epoch=0, partition_epoch=0,
+                          new_isr=[1], leader_recovery_state=0)]),
+            Container(topic_name="nope", topic_id=None, partitions=[
+                Container(partition_index=0, leader_epoch=0, partition_epoch=0,
+                          new_isr=[1], leader_recovery_state=0)])]), c.now)
+    assert [t["partitions"][0]["error_code"] for t in gone.response["topics"]] == [
+        ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    assert c.partition("t", 0).isr == (1, 2)
+
+
+def test_a_leader_dropping_itself_from_the_isr_hands_over_leadership():
+    c = Cluster()
+    c.start(1, 2)
+    c.create("t", assignments=[[1, 2]])
+    out = alter_partition(c, 1, "t", 0, [2])
+    assert out["error_code"] == ErrorCode.NEW_LEADER_ELECTED and out["leader_id"] == 2
+
+
+def test_an_unclean_leader_recovers_by_expanding_its_isr():
+    c = Cluster()
+    unclean_setup(c)
+    c.elect(1, {"t": [0]})
+    assert c.partition("t", 0).leader_recovery_state == LeaderRecoveryState.RECOVERING
+    assert alter_partition(c, 2, "t", 0, [2, 1])["error_code"] == \
+        ErrorCode.INELIGIBLE_REPLICA  # broker 1 is fenced
+    c.heartbeat(1)
+    # a recovering leader may not expand its ISR and stay recovering
+    assert alter_partition(c, 2, "t", 0, [2, 1], recovery=1)["error_code"] == \
+        ErrorCode.INVALID_REQUEST
+    out = alter_partition(c, 2, "t", 0, [2, 1], recovery=0)
+    assert out["error_code"] == 0 and out["leader_recovery_state"] == 0
+    assert c.partition("t", 0).leader_recovery_state == LeaderRecoveryState.RECOVERED
+
+
+def test_preferred_election_after_the_preferred_replica_rejoins_the_isr():
+    c = Cluster(settings(auto_leader_rebalance_enable=False))
+    c.start(1, 2)
+    c.create("t", assignments=[[1, 2]])
+    c.heartbeat(1, want_fence=True)
+    c.heartbeat(1)
+    before = c.partition("t", 0)
+    assert before.leader == 2 and before.isr == (2,)
+    assert c.elect(0, {"t": [0]}) == {("t", 0): ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE}
+    alter_partition(c, 2, "t", 0, [2, 1])
+    assert c.elect(0, {"t": [0]}) == {("t", 0): 0}
+    after = c.partition("t", 0)
+    assert after.leader == 1 and after.leader_epoch == before.leader_epoch + 1
+    assert after.partition_epoch == before.partition_epoch + 2
