@@ -311,8 +311,9 @@ class QuorumController:
         if not broker.in_controlled_shutdown:
             self._shutdown_offsets.pop(broker_id, None)
         if broker.fenced:
-            if body.want_shut_down:
-                shut_down = True  # never served anything: it may go at once
+            if body.want_shut_down or broker.in_controlled_shutdown:
+                # never served anything, or already told to go: it stays fenced and goes
+                shut_down = True
             elif caught_up and not body.want_fence:
                 self._unfence(batch, broker)
                 fenced = False

@@ -351,6 +351,10 @@ def test_controlled_shutdown_moves_leadership_then_lets_the_broker_go():
     assert second["should_shut_down"] is True and second["is_fenced"] is True
     assert c.image.brokers[2].fenced
     assert c.standby_image().brokers == c.image.brokers
+    # told to go, it is never unfenced again by this registration
+    late = c.heartbeat(2)
+    assert late["should_shut_down"] is True and late["is_fenced"] is True
+    assert c.image.brokers[2].fenced
 
 
 def test_controlled_shutdown_of_the_only_isr_member_takes_the_partition_offline():
