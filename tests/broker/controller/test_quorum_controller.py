@@ -1002,3 +1002,69 @@ def test_preferred_election_after_the_preferred_replica_rejoins_the_isr():
     after = c.partition("t", 0)
     assert after.leader == 1 and after.leader_epoch == before.leader_epoch + 1
     assert after.partition_epoch == before.partition_epoch + 2
+
+
+# --- invariants under random operations ---------------------------------------------------
+
+
+def check_invariants(c: Cluster) -> None:
+    active = c.image.active_broker_ids()
+    for topic in c.image.topics_by_id.values():
+        for pid, p in topic.partitions.items():
+            where = f"{topic.name}-{pid} {p}"
+            assert p.isr and set(p.isr) <= set(p.replicas), where
+            if p.leader == NO_LEADER:
+                # offline only while no ISR member may lead
+                assert not set(p.isr) & active, where
+            else:
+                assert p.leader in p.isr and p.leader in active, where
+            # a broker that may not lead stays in an ISR only as its last member
+            assert all(r in active for r in p.isr) or len(p.isr) == 1, where
+    assert c.standby_image() == c.image
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_operations_keep_the_partition_invariants(seed):
+    rnd = random.Random(seed)
+    c = Cluster(settings(leader_imbalance_check_interval_ms=5_000), seed=seed)
+    brokers = [1, 2, 3, 4]
+    generation = dict.fromkeys(brokers, 0)
+    c.start(*brokers)
+    names = [f"t{i}" for i in range(4)]
+    for _ in range(120):
+        op = rnd.randrange(9)
+        b = rnd.choice(brokers)
+        registered = c.image.brokers.get(b)
+        if op == 0:
+            c.now += rnd.choice([1_000, 4_000, SESSION])
+            c.tick(c.now)
+        elif op == 1 and registered is not None:
+            c.heartbeat(b, want_fence=rnd.random() < 0.2, want_shut_down=rnd.random() < 0.1)
+        elif op == 2:
+            if registered is not None and rnd.random() < 0.5:
+                generation[b] += 1
+            c.register(b, generation=generation[b])
+        elif op == 3:
+            c.create(rnd.choice(names), rnd.randint(1, 4), rnd.randint(1, 3))
+        elif op == 4:
+            c.apply(c.controller.delete_topics(wire(DeleteTopicsRequest, 5, {
+                "topic_names": [rnd.choice(names)], "timeout_ms": 1}), c.now))
+        elif op == 5:
+            c.elect(rnd.randrange(2), None)
+        elif op == 6:
+            for name in names:
+                for pid, p in c.image.partitions(name).items():
+                    if p.leader == NO_LEADER:
+                        continue
+                    isr = [p.leader] + [r for r in p.replicas
+                                        if r != p.leader and rnd.random() < 0.6]
+                    alter_partition(c, p.leader, name, pid, isr)
+        elif op == 7 and c.image.topic_ids_by_name:
+            name = rnd.choice(sorted(c.image.topic_ids_by_name))
+            create_partitions(c, [{"name": name, "count": len(c.image.partitions(name)) + 1,
+                                   "assignments": None}])
+        elif op == 8:
+            for other in brokers:
+                if other in c.image.brokers:
+                    c.heartbeat(other)
+        check_invariants(c)
