@@ -39,7 +39,7 @@ import random
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from broker.config import BROKER_PROPERTIES, TOPIC_PROPERTIES, ConfigError, validate_topic_configs
 from broker.controller import election
@@ -102,6 +102,29 @@ class ControllerResult:
 
     records: tuple[Record, ...]
     response: Any
+
+
+class LegacyTopicSource(Protocol):
+    """What `activate` reads of a migrated topic (any object with these attributes)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def topic_id(self) -> uuid.UUID: ...
+    @property
+    def partitions(self) -> int: ...
+    @property
+    def configs(self) -> Mapping[str, Any]: ...
+
+
+class LegacySource(Protocol):
+    """What `activate` reads of a migrated data directory: `LegacyMetadata` below, or the
+    loader's own object with the same attributes."""
+
+    @property
+    def topics(self) -> Sequence[LegacyTopicSource]: ...
+    @property
+    def producer_id_limit(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -219,7 +242,7 @@ class QuorumController:
         self._next_rebalance_ms = None
 
     def activate(self, now_ms: int,
-                 legacy: LegacyMetadata | None = None) -> ControllerResult | None:
+                 legacy: LegacySource | None = None) -> ControllerResult | None:
         """This node became the active controller: fresh sessions for every registered
         broker, and the bootstrap records a new cluster (or a migrated data dir) needs."""
         s = self.settings
@@ -236,7 +259,7 @@ class QuorumController:
             self._migrate(batch, legacy)
         return batch.result(None) if batch.records else None
 
-    def _migrate(self, batch: _Batch, legacy: LegacyMetadata) -> None:
+    def _migrate(self, batch: _Batch, legacy: LegacySource) -> None:
         node = self.settings.node_id
         for topic in legacy.topics:
             batch.add(T.TOPIC_RECORD, 0, {"name": topic.name, "topic_id": topic.topic_id})
