@@ -94,6 +94,7 @@ class ControllerSettings:
     leader_imbalance_per_broker_percentage: int = 10
     producer_id_block_size: int = 1000
     max_partitions_per_request: int = 10000
+    delete_topic_enable: bool = True
 
 
 @dataclass(frozen=True)
@@ -630,7 +631,10 @@ class QuorumController:
                 topic = batch.image.topic(name) or self.image.topic(name)
             out = {"name": topic.name if topic else name,
                    "topic_id": topic.topic_id if topic else topic_id}
-            if name is not None and topic_id not in (None, ZERO_UUID):
+            if not self.settings.delete_topic_enable:
+                out.update(_error(ErrorCode.TOPIC_DELETION_DISABLED,
+                                  "Topic deletion is disabled."))
+            elif name is not None and topic_id not in (None, ZERO_UUID):
                 out.update(_error(ErrorCode.INVALID_REQUEST,
                                   "You may not specify both topic name and topic id."))
             elif topic is None:

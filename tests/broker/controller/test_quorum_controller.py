@@ -573,6 +573,16 @@ def test_delete_topics_by_name_before_v6():
     assert c.image.topic("t") is None and dict(c.image.topic_configs("t")) == {}
 
 
+def test_delete_topics_when_deletion_is_disabled():
+    c = Cluster(settings(delete_topic_enable=False))
+    c.start(1)
+    c.create("t", 1, 1)
+    body = wire(DeleteTopicsRequest, 5, {"topic_names": ["t"], "timeout_ms": 1})
+    result = c.controller.delete_topics(body, c.now)
+    assert result.records == ()
+    assert result.response["responses"][0]["error_code"] == ErrorCode.TOPIC_DELETION_DISABLED
+
+
 # --- CreatePartitions -------------------------------------------------------------------
 
 
