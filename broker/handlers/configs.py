@@ -1,8 +1,11 @@
 """DescribeConfigs: a topic's effective configuration, or the broker's.
 
-Each entry says where its value comes from (config_source): 1 a topic override, 4 the
-broker's static config, 5 Kafka's default. kcat -L and AdminClient.describe_configs read
-exactly these fields. Only TOPIC (2) and BROKER (4) resources are described.
+A topic's overrides are those of the committed metadata image (ConfigRecords, read through
+`broker.metadata_cache.topic_configs`), laid over this broker's defaults; a broker is
+described from its own static config. Each entry says where its value comes from
+(config_source): 1 a topic override, 4 the broker's static config, 5 Kafka's default. kcat -L
+and AdminClient.describe_configs read exactly these fields. Only TOPIC (2) and BROKER (4)
+resources are described.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.broker import Broker
-from broker.config import BROKER_PROPERTIES, TOPIC_PROPERTIES
+from broker.config import BROKER_PROPERTIES, TOPIC_PROPERTIES, ConfigError, validate_topic_configs
 from broker.handlers.context import RequestContext
 from protocol.errors import ErrorCode
 
@@ -46,6 +49,11 @@ def _source(broker: Broker, name: str, overridden: bool) -> int:
         if broker.config[broker_name] != BROKER_PROPERTIES[broker_name].default:
             return STATIC_BROKER_CONFIG
     return DEFAULT_CONFIG
+
+
+def topic_overrides(broker: Broker, topic: str) -> dict[str, Any]:
+    """A topic's overrides from the image, parsed (ConfigError if one does not parse)."""
+    return validate_topic_configs(dict(broker.metadata_cache.topic_configs(topic)))
 
 
 def topic_config_entries(broker: Broker, overrides: dict[str, Any]) -> list[dict]:
@@ -85,12 +93,16 @@ async def handle(ctx: RequestContext) -> dict:
         out = {"error_code": ErrorCode.NONE, "error_message": None,
                "resource_type": r.resource_type, "resource_name": r.resource_name, "configs": []}
         if r.resource_type == TOPIC:
-            info = broker.metadata.topics.get(r.resource_name)
-            if info is None:
+            if broker.metadata_cache.topic(r.resource_name) is None:
                 out.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                            error_message=f"Topic {r.resource_name!r} does not exist.")
             else:
-                out["configs"] = topic_config_entries(broker, info.configs)
+                try:
+                    overrides = topic_overrides(broker, r.resource_name)
+                except ConfigError as e:  # the controller committed what we cannot parse
+                    out.update(error_code=ErrorCode.INVALID_CONFIG, error_message=str(e))
+                else:
+                    out["configs"] = topic_config_entries(broker, overrides)
         elif r.resource_type == BROKER:
             if r.resource_name not in ("", str(broker.node_id)):
                 out.update(error_code=ErrorCode.INVALID_REQUEST,

@@ -2,9 +2,11 @@
 divergence (KIP-101, KIP-320).
 
 The answer for epoch E is the start offset of the first epoch after E, or the log end offset
-when E is the current epoch; an epoch newer than ours is UNDEFINED (-1, -1). Every batch on
-this broker was written in the leader epoch kept by the partition (one epoch until
-replication brings leader changes).
+when E is the current epoch; an epoch newer than ours is UNDEFINED (-1, -1). Only the
+partition's leader answers (broker.handlers.common.lookup: NOT_LEADER_OR_FOLLOWER elsewhere,
+KIP-320 fencing of current_leader_epoch). Without a leader-epoch cache on the log, every
+epoch up to ours is answered with the log end offset: exact while the partition has had one
+leader epoch, and an overestimate after leader changes.
 """
 
 from __future__ import annotations

@@ -62,16 +62,16 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(group.ListGroupsRequest, group.ListGroupsResponse),
     _api(group.DeleteGroupsRequest, group.DeleteGroupsResponse),
     _api(offsets.OffsetDeleteRequest, offsets.OffsetDeleteResponse),
+    _api(cluster.ElectLeadersRequest, cluster.ElectLeadersResponse),
+    _api(cluster.DescribeClusterRequest, cluster.DescribeClusterResponse),
 )}
 
 CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
-    _api(cluster.ElectLeadersRequest, cluster.ElectLeadersResponse),
     _api(quorum.VoteRequest, quorum.VoteResponse),
     _api(quorum.BeginQuorumEpochRequest, quorum.BeginQuorumEpochResponse),
     _api(quorum.EndQuorumEpochRequest, quorum.EndQuorumEpochResponse),
     _api(quorum.DescribeQuorumRequest, quorum.DescribeQuorumResponse),
     _api(quorum.FetchSnapshotRequest, quorum.FetchSnapshotResponse),
-    _api(cluster.DescribeClusterRequest, cluster.DescribeClusterResponse),
     _api(cluster.BrokerRegistrationRequest, cluster.BrokerRegistrationResponse),
     _api(cluster.BrokerHeartbeatRequest, cluster.BrokerHeartbeatResponse),
     _api(cluster.UnregisterBrokerRequest, cluster.UnregisterBrokerResponse),
