@@ -21,7 +21,7 @@ from typing import Any, Callable
 from broker.config import ConfigError, validate_topic_configs
 from broker.controller_channel import ControllerUnavailable
 from broker.coordinator.runtime import OFFSETS_TOPIC
-from broker.handlers.configs import topic_config_entries
+from broker.handlers.configs import topic_config_entries, topic_overrides
 from broker.handlers.context import RequestContext
 from broker.metadata_cache import MetadataCache
 from protocol import messages as m
@@ -80,7 +80,7 @@ def _complete_created(ctx: RequestContext, out: dict, requested) -> None:
         overrides = _requested_configs(requested)
         if info is not None:  # what was committed is what counts
             try:
-                overrides = validate_topic_configs(dict(cache.topic_configs(out["name"])))
+                overrides = topic_overrides(ctx.broker, out["name"])
             except ConfigError:
                 pass
         out["configs"] = None if overrides is None else [
