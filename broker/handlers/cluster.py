@@ -12,6 +12,7 @@ leaders. No controller in time: REQUEST_TIMED_OUT.
 from __future__ import annotations
 
 from broker.controller_channel import ControllerUnavailable
+from broker.handlers.common import forward
 from broker.handlers.context import RequestContext
 from broker.handlers.metadata import brokers
 from broker.metadata_cache import MetadataCache
@@ -43,7 +44,7 @@ async def handle_describe_cluster(ctx: RequestContext) -> dict:
 async def handle_elect_leaders(ctx: RequestContext) -> dict:
     body = ctx.body
     try:
-        response = await ctx.broker.controller_channel.forward(m.ELECT_LEADERS, ctx.version, body)
+        response = await forward(ctx.broker, m.ELECT_LEADERS, ctx.version, body)
     except ControllerUnavailable:
         return _timed_out(body)
     elected = [(r["topic"], p["partition_id"]) for r in response["replica_election_results"]

@@ -1,6 +1,6 @@
-"""Checks several handlers share: finding the partition a data request may be served from
-(this broker leads it), leader-epoch fencing (KIP-320), and the shape of error answers
-that depend on the metadata image.
+"""What several handlers share: finding the partition a data request may be served from
+(this broker leads it), leader-epoch fencing (KIP-320), the current leader to name in
+answers that send a client elsewhere, and forwarding a request to the active controller.
 
 A partition this broker holds no replica of is UNKNOWN_TOPIC_OR_PARTITION when the image
 does not know it either, else NOT_LEADER_OR_FOLLOWER (the client's metadata is stale and it
@@ -10,9 +10,12 @@ client's current_leader_epoch is checked before leadership, as Kafka's Partition
 
 from __future__ import annotations
 
+from typing import Any
+
 from broker.broker import Broker
 from broker.partition import Partition
 from protocol.errors import ErrorCode
+from protocol.messages import APIS
 
 
 def lookup(broker: Broker, topic: str, index: int,
@@ -48,3 +51,14 @@ def current_leader(broker: Broker, topic: str, index: int) -> dict:
     if p is None:
         return {"leader_id": -1, "leader_epoch": -1}
     return {"leader_id": p.leader, "leader_epoch": p.leader_epoch}
+
+
+async def forward(broker: Broker, api_key: int, api_version: int, body: Any) -> Any:
+    """Send a request to the active controller and return its answer (KIP-590's
+    forwarding). A body the broker wrote itself as a dict is first put through the request's
+    declaration, so the controller sees what a client's request looks like: every field
+    present with its default, attribute access. Raises ControllerUnavailable."""
+    if type(body) is dict:
+        message = APIS[api_key].request
+        body = message.parse(message.build(body, api_version), api_version)
+    return await broker.controller_channel.forward(api_key, api_version, body)

@@ -22,6 +22,7 @@ import logging
 
 from broker.controller_channel import ControllerUnavailable
 from broker.coordinator.runtime import OFFSETS_TOPIC
+from broker.handlers.common import forward
 from broker.handlers.context import RequestContext
 from broker.metadata_cache import MetadataCache, is_internal
 from protocol import messages as m
@@ -92,8 +93,7 @@ async def auto_create_topics(ctx: RequestContext, names: list[str]) -> None:
         "timeout_ms": int(AUTO_CREATE_WAIT_S * 1000), "validate_only": False,
     }
     try:
-        response = await broker.controller_channel.forward(
-            m.CREATE_TOPICS, CREATE_TOPICS_VERSION, request)
+        response = await forward(broker, m.CREATE_TOPICS, CREATE_TOPICS_VERSION, request)
     except ControllerUnavailable:
         log.warning("auto-creating %s: no controller answered", names)
         return

@@ -22,6 +22,7 @@ from broker.config import ConfigError, validate_topic_configs
 from broker.controller_channel import ControllerUnavailable
 from broker.coordinator.runtime import OFFSETS_TOPIC
 from broker.handlers.configs import topic_config_entries, topic_overrides
+from broker.handlers.common import forward
 from broker.handlers.context import RequestContext
 from broker.metadata_cache import MetadataCache
 from protocol import messages as m
@@ -41,7 +42,7 @@ def _error(code: ErrorCode, message: str | None = None) -> dict:
 async def _forward(ctx: RequestContext, api_key: int, body: Any) -> dict | None:
     """The controller's answer, or None when no controller answered in time."""
     try:
-        return await ctx.broker.controller_channel.forward(api_key, ctx.version, body)
+        return await forward(ctx.broker, api_key, ctx.version, body)
     except ControllerUnavailable:
         return None
 

@@ -64,6 +64,7 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(offsets.OffsetDeleteRequest, offsets.OffsetDeleteResponse),
     _api(cluster.ElectLeadersRequest, cluster.ElectLeadersResponse),
     _api(cluster.DescribeClusterRequest, cluster.DescribeClusterResponse),
+    _api(configs.IncrementalAlterConfigsRequest, configs.IncrementalAlterConfigsResponse),
 )}
 
 CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
@@ -91,6 +92,7 @@ DELETE_TOPICS = _key(topics.DeleteTopicsRequest)
 INIT_PRODUCER_ID = _key(producer_id.InitProducerIdRequest)
 OFFSET_FOR_LEADER_EPOCH = _key(leader_epoch.OffsetForLeaderEpochRequest)
 DESCRIBE_CONFIGS = _key(configs.DescribeConfigsRequest)
+INCREMENTAL_ALTER_CONFIGS = _key(configs.IncrementalAlterConfigsRequest)
 CREATE_PARTITIONS = _key(topics.CreatePartitionsRequest)
 OFFSET_COMMIT = _key(offsets.OffsetCommitRequest)
 OFFSET_FETCH = _key(offsets.OffsetFetchRequest)
