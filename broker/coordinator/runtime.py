@@ -147,13 +147,15 @@ class CoordinatorRuntime:
         if self._creating is None:  # one CreateTopics at a time; later callers wait on it
             self._creating = trio.Event()
             try:
-                await self._create_offsets_topic()
+                if not await self._create_offsets_topic():
+                    return False  # refused or unanswered: nothing is coming to wait for
             finally:
                 self._creating.set()
                 self._creating = None
         return await self.broker.wait_for_metadata(exists, OFFSETS_TOPIC_WAIT_S)
 
-    async def _create_offsets_topic(self) -> None:
+    async def _create_offsets_topic(self) -> bool:
+        """Ask the controller for the topic; False when it was neither created nor there."""
         config = self.broker.config
         request = {
             "topics": [{
@@ -173,11 +175,14 @@ class CoordinatorRuntime:
                 m.CREATE_TOPICS, CREATE_TOPICS_VERSION, body)
         except ControllerUnavailable:
             log.warning("cannot create %s: no controller answered", OFFSETS_TOPIC)
-            return
+            return False
+        created = True
         for t in response["topics"]:
             if t["error_code"] not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
                 log.warning("cannot create %s: %s %s", OFFSETS_TOPIC,
                             ErrorCode(t["error_code"]).name, t.get("error_message"))
+                created = False
+        return created
 
     # -- leadership of __consumer_offsets partitions -------------------------------------------
 

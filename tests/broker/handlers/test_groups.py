@@ -131,3 +131,14 @@ async def test_a_member_waiting_in_a_rebalance_learns_of_the_move_at_once(autoju
         broker.groups.on_partition_leadership(1, False)
         await trio.testing.wait_all_tasks_blocked()
     assert answers[0]["error_code"] == E.NOT_COORDINATOR
+
+
+async def test_a_refused_offsets_topic_is_not_waited_for(autojump_clock):
+    broker = FakeBroker([*register(0)], config=CONFIG)
+    broker.controller_channel.respond = lambda key, version, body: {"topics": [
+        {"name": OFFSETS_TOPIC, "error_code": E.INVALID_REPLICATION_FACTOR,
+         "error_message": "no live brokers"}]}
+    start = trio.current_time()
+    body = await call(broker, m.FIND_COORDINATOR, 4, find("a"))
+    assert body["coordinators"][0]["error_code"] == E.COORDINATOR_NOT_AVAILABLE
+    assert trio.current_time() == start
