@@ -1,7 +1,8 @@
 """Cluster APIs on the client listener: DescribeCluster and ElectLeaders.
 
 DescribeCluster (KIP-700) names the live brokers with their endpoint on the client's
-listener and rack, the cluster id and the active controller, all from the metadata image;
+listener and rack, the cluster id and the active controller (as Metadata names it: this
+broker when the controller is not a listed broker), all from the metadata image;
 only broker endpoints (endpoint_type 1) are served here, as on a Kafka broker, so a request
 for controllers (2, KIP-919) gets UNSUPPORTED_ENDPOINT_TYPE. ElectLeaders (KIP-460) is
 forwarded to the active controller; a successful election is awaited in this broker's image
@@ -14,7 +15,7 @@ from __future__ import annotations
 from broker.controller_channel import ControllerUnavailable
 from broker.handlers.common import forward
 from broker.handlers.context import RequestContext
-from broker.handlers.metadata import brokers
+from broker.handlers.metadata import brokers, controller_id
 from broker.metadata_cache import MetadataCache
 from protocol import messages as m
 from protocol.errors import ErrorCode
@@ -27,9 +28,10 @@ AUTHORIZED_OPERATIONS_OMITTED = -2**31
 
 async def handle_describe_cluster(ctx: RequestContext) -> dict:
     cache = ctx.broker.metadata_cache
+    listed = brokers(ctx, cache)
     out = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
            "endpoint_type": BROKER_ENDPOINTS, "cluster_id": cache.cluster_id,
-           "controller_id": cache.controller_id, "brokers": [],
+           "controller_id": controller_id(ctx, cache, listed), "brokers": [],
            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
     endpoint_type = ctx.body.get("endpoint_type", BROKER_ENDPOINTS)
     if endpoint_type != BROKER_ENDPOINTS:
@@ -37,7 +39,7 @@ async def handle_describe_cluster(ctx: RequestContext) -> dict:
                    error_message="This broker describes broker endpoints only.")
         return out
     out["brokers"] = [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
-                       "rack": b["rack"]} for b in brokers(ctx, cache)]
+                       "rack": b["rack"]} for b in listed]
     return out
 
 

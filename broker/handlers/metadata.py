@@ -3,7 +3,8 @@ auto-creates topics when allowed.
 
 Everything comes from `broker.metadata_cache`: the unfenced brokers with their endpoint on
 the listener the client came through (`broker.listener_name`) and rack, the cluster id, the
-active controller, and per partition the leader, leader epoch, replicas, ISR and the replicas
+active controller (or this broker, when the controller is not a listed broker: admin
+requests sent here are forwarded), and per partition the leader, leader epoch, replicas, ISR and the replicas
 on brokers that are not alive (offline_replicas). A partition without a leader is answered
 LEADER_NOT_AVAILABLE, which clients retry.
 
@@ -59,11 +60,12 @@ async def handle(ctx: RequestContext) -> dict:
     if missing and allow_auto:
         await auto_create_topics(ctx, missing)
     cache = broker.metadata_cache  # read once more: the waits above may have moved it on
+    listed = brokers(ctx, cache)
     return {
         "throttle_time_ms": 0,
-        "brokers": brokers(ctx, cache),
+        "brokers": listed,
         "cluster_id": cache.cluster_id,
-        "controller_id": cache.controller_id,
+        "controller_id": controller_id(ctx, cache, listed),
         "topics": [_topic(ctx, cache, name, allow_auto) for name in names],
         "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }
@@ -79,6 +81,16 @@ def brokers(ctx: RequestContext, cache: MetadataCache) -> list[dict]:
             out.append({"node_id": b.broker_id, "host": endpoint.host, "port": endpoint.port,
                         "rack": b.rack})
     return out
+
+
+def controller_id(ctx: RequestContext, cache: MetadataCache, listed: list[dict]) -> int:
+    """The node clients send admin requests to: the active controller when it is one of
+    the brokers listed, else this broker, which forwards them (as Kafka's brokers name an
+    alive broker: a controller-only node is not reachable on the client listener)."""
+    ids = {b["node_id"] for b in listed}
+    if cache.controller_id in ids:
+        return cache.controller_id
+    return ctx.broker.node_id if ctx.broker.node_id in ids else -1
 
 
 async def auto_create_topics(ctx: RequestContext, names: list[str]) -> None:

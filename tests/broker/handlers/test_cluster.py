@@ -21,11 +21,11 @@ def cluster() -> list:
 
 
 async def test_describe_cluster_names_live_brokers_on_the_client_listener():
-    broker = FakeBroker(cluster(), controller_id=3000)
+    broker = FakeBroker(cluster(), controller_id=3000)  # a controller-only node
     body = await call(broker, m.DESCRIBE_CLUSTER, 1, {
         "include_cluster_authorized_operations": False, "endpoint_type": 1})
     assert (body["error_code"], body["cluster_id"], body["controller_id"], body["endpoint_type"]) \
-        == (E.NONE, CLUSTER_ID, 3000, 1)
+        == (E.NONE, CLUSTER_ID, 0, 1)  # clients reach it through this broker
     assert body["brokers"] == [{"broker_id": 0, "host": "b0.test", "port": 9092, "rack": "r0"},
                                {"broker_id": 1, "host": "b1.test", "port": 9092, "rack": None}]
     body = await call(broker, m.DESCRIBE_CLUSTER, 1, {

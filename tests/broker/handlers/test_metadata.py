@@ -31,12 +31,12 @@ def metadata_request(*names: str, auto: bool = True) -> dict:
 
 
 async def test_brokers_leaders_replicas_isr_and_offline_replicas_come_from_the_image():
-    broker = FakeBroker(cluster(), controller_id=7)
+    broker = FakeBroker(cluster(), controller_id=1)
     body = await call(broker, m.METADATA, 12, metadata_request("orders"))
     assert body["brokers"] == [
         {"node_id": 0, "host": "b0.test", "port": 9092, "rack": "r0"},
         {"node_id": 1, "host": "b1.test", "port": 9092, "rack": "r1"}]  # 2 is fenced
-    assert (body["cluster_id"], body["controller_id"]) == (CLUSTER_ID, 7)
+    assert (body["cluster_id"], body["controller_id"]) == (CLUSTER_ID, 1)
     [t] = body["topics"]
     assert (t["error_code"], t["name"], t["topic_id"], t["is_internal"]) == (
         E.NONE, "orders", ORDERS, False)
@@ -122,3 +122,12 @@ async def test_a_fenced_broker_record_takes_it_out_of_the_list():
     body = await call(broker, m.METADATA, 12, metadata_request("orders"))
     assert [b["node_id"] for b in body["brokers"]] == [0]
     assert body["topics"][0]["partitions"][0]["offline_replicas"] == [1, 2]
+
+
+async def test_a_controller_clients_cannot_reach_is_named_as_this_broker():
+    # a controller-only node (3000) or a fenced broker (2) is not on the client listener:
+    # admin requests come here instead, and are forwarded
+    for controller in (3000, 2):
+        broker = FakeBroker(cluster(), controller_id=controller)
+        body = await call(broker, m.METADATA, 12, metadata_request())
+        assert body["controller_id"] == 0
