@@ -31,6 +31,7 @@ from broker.events import EventLog
 from broker.lifecycle import BrokerLifecycle
 from broker.listeners import NodeAddresses, format_voters
 from broker.log.config import LogConfig
+from broker.log.errors import KafkaStorageError
 from broker.log.manager import LogManager
 from broker.metadata import LegacyMetadata, cluster_id_for_voters, load_cluster_id
 from broker.metadata_cache import OFFSETS_TOPIC, MetadataCache
@@ -90,7 +91,8 @@ class Broker:
         self.runtime: QuorumRuntime | None = None
         self.controller_channel = ControllerChannel(
             None, None, config.controller_quorum_request_timeout_ms / 1000 * 5)
-        self.lifecycle = BrokerLifecycle(self)
+        self.lifecycle = BrokerLifecycle(self.config, self.addresses, self.metadata_cache,
+                                         self.controller_channel)
         self._producer_ids: range = range(0)
         self._producer_ids_lock = trio.Lock()
         from broker.coordinator.runtime import CoordinatorRuntime
@@ -109,13 +111,14 @@ class Broker:
 
     def open(self) -> None:
         reports = self.logs.open(now_ms=self.now_ms())
-        self.clean_start = not self.logs.recovered_uncleanly or not reports
+        fresh = not self.logs.partitions()  # a new data directory has nothing to recover
+        self.clean_start = fresh or not self.logs.recovered_uncleanly
         for r in reports:
             self.events.emit("log_recovery", topic=r.topic, partition=r.partition,
                              truncated_bytes=r.truncated_bytes,
                              segments_recovered=r.segments_recovered,
                              log_end_offset=r.log_end_offset, duration_ms=r.duration_ms)
-        self.runtime = build_quorum(self)
+        self.runtime = build_quorum(self.config, self.addresses, self.legacy, self.events.emit)
         self.runtime.listeners.append(self.apply_metadata)
         self.runtime.leader_listeners.append(self._on_quorum_leader)
         self.controller_channel.runtime = self.runtime
@@ -179,16 +182,23 @@ class Broker:
         self.metadata_cache.offset = offset
         touched: dict[uuid.UUID, None] = {}
         config_topics: set[str] = set()
+        # the cluster's events are written once, by the active controller's node, and not
+        # again when a restarted node replays the log
+        events = self.runtime is not None and self.runtime.active
         for record_type, _version, body in records:
             if record_type in _TOPIC_RECORDS:
                 touched[body.topic_id] = None
             elif record_type == T.CONFIG_RECORD and body.resource_type == TOPIC_RESOURCE:
                 config_topics.add(body.resource_name)
-            self._controller_event(record_type, body, old, image)
+            if events:
+                self._controller_event(record_type, body, old, image)
         if self.legacy is not None and image.topics_by_id and self.legacy.topics:
             self._legacy_migrated()
         for topic_id in touched:
-            self._sync_topic(old.topic_by_id(topic_id), image.topic_by_id(topic_id))
+            before, after = old.topic_by_id(topic_id), image.topic_by_id(topic_id)
+            if events:
+                self._topic_event(before, after)
+            self._sync_topic(before, after)
         for name in config_topics:
             self._sync_configs(name)
         self._metadata_changed.set()
@@ -208,9 +218,7 @@ class Broker:
 
     def _controller_event(self, record_type: int, body: Any, old: MetadataImage,
                           new: MetadataImage) -> None:
-        """The cluster's events, written once: by the active controller's node."""
-        if self.runtime is None or not self.runtime.active:
-            return
+        """The control plane's events (registration, fencing, leadership)."""
         if record_type == T.REGISTER_BROKER_RECORD:
             self.events.emit("broker_registered", broker_id=body.broker_id,
                              broker_epoch=body.broker_epoch, rack=body.get("rack"),
@@ -232,14 +240,11 @@ class Broker:
                                  new_leader=p.leader, leader_epoch=p.leader_epoch,
                                  reason="offline" if p.leader < 0 else "election")
 
-    def _sync_topic(self, old: TopicImage | None, new: TopicImage | None) -> None:
+    def _topic_event(self, old: TopicImage | None, new: TopicImage | None) -> None:
         if new is None:
             if old is not None:
-                self._forget_partitions(old.name, [i for (t, i) in self.partitions
-                                                   if t == old.name])
                 self.events.emit("topic_delete", topic=old.name, topic_id=str(old.topic_id))
-            return
-        if old is None:
+        elif old is None:
             self.events.emit("topic_create", topic=new.name, topic_id=str(new.topic_id),
                              partitions=len(new.partitions),
                              replication_factor=max((len(p.replicas) for p in
@@ -249,6 +254,13 @@ class Broker:
         elif len(new.partitions) > len(old.partitions):
             self.events.emit("partitions_create", topic=new.name, old_count=len(old.partitions),
                              new_count=len(new.partitions))
+
+    def _sync_topic(self, old: TopicImage | None, new: TopicImage | None) -> None:
+        if new is None:
+            if old is not None:
+                self._forget_partitions(old.name, [i for (t, i) in self.partitions
+                                                   if t == old.name])
+            return
         gone = []
         for index, registration in new.partitions.items():
             local = self.partitions.get((new.name, index))
@@ -311,6 +323,24 @@ class Broker:
 
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
+
+    def reopen_partition(self, topic: str, index: int) -> Partition | None:
+        """A replica the image gives this broker whose log the file system refused to make
+        (full disk, unwritable directory): try again, as a request for it arrives. None when
+        this broker holds no such replica; KafkaStorageError while the disk still refuses."""
+        image = self.metadata_cache.topic(topic)
+        registration = image.partitions.get(index) if image is not None else None
+        if image is None or registration is None or self.node_id not in registration.replicas:
+            return None
+        try:
+            partition = self._open_partition(image, index)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot open the log of {topic}-{index}: {e}") from e
+        partition.leader_id = registration.leader
+        partition.leader_epoch = registration.leader_epoch
+        if topic == OFFSETS_TOPIC and partition.is_leader:
+            self.groups.on_partition_leadership(index, True)
+        return partition
 
     async def wait_for_metadata(self, predicate: Callable[[MetadataCache], bool],
                                 timeout_s: float) -> bool:

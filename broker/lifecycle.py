@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
-from broker.controller_channel import ControllerUnavailable
+from broker.config import BrokerConfig
+from broker.controller_channel import ControllerChannel, ControllerUnavailable
+from broker.listeners import NodeAddresses
+from broker.metadata_cache import MetadataCache
 from protocol.errors import ErrorCode
 from protocol.messages import BROKER_HEARTBEAT, BROKER_REGISTRATION, request_body
-
-if TYPE_CHECKING:
-    from broker.broker import Broker
 
 log = logging.getLogger("minibroker.lifecycle")
 
@@ -34,8 +34,13 @@ REGISTRATION_VERSION, HEARTBEAT_VERSION = 0, 0
 
 
 class BrokerLifecycle:
-    def __init__(self, broker: Broker):
-        self.broker = broker
+    def __init__(self, config: BrokerConfig, addresses: NodeAddresses, cache: MetadataCache,
+                 channel: ControllerChannel):
+        self.config = config
+        self.node_id = config.broker_id
+        self.addresses = addresses
+        self.cache = cache
+        self.channel = channel
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
         self.fenced = True
@@ -45,27 +50,26 @@ class BrokerLifecycle:
         self._shut_down_ok = trio.Event()
 
     def _registration(self) -> dict:
-        b = self.broker
         return {
-            "broker_id": b.node_id, "cluster_id": b.metadata_cache.cluster_id,
+            "broker_id": self.node_id, "cluster_id": self.cache.cluster_id,
             "incarnation_id": self.incarnation_id,
             "listeners": [{"name": e.name, "host": e.host, "port": e.port,
-                           "security_protocol": 0} for e in b.addresses.advertised],
+                           "security_protocol": 0} for e in self.addresses.advertised],
             "features": [{"name": METADATA_VERSION[0], "min_supported_version": METADATA_VERSION[1],
                           "max_supported_version": METADATA_VERSION[2]}],
-            "rack": b.config.broker_rack, "is_migrating_zk_broker": False, "log_dirs": [],
+            "rack": self.config.broker_rack, "is_migrating_zk_broker": False, "log_dirs": [],
             "previous_broker_epoch": -1,
         }
 
     def _heartbeat(self) -> dict:
-        return {"broker_id": self.broker.node_id, "broker_epoch": self.broker_epoch,
-                "current_metadata_offset": self.broker.metadata_cache.offset,
+        return {"broker_id": self.node_id, "broker_epoch": self.broker_epoch,
+                "current_metadata_offset": self.cache.offset,
                 "want_fence": False, "want_shut_down": self.want_shut_down}
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
-        interval = self.broker.config.broker_heartbeat_interval_ms / 1000
-        channel = self.broker.controller_channel
+        interval = self.config.broker_heartbeat_interval_ms / 1000
+        channel = self.channel
         while True:
             try:
                 if self.broker_epoch < 0:
@@ -92,12 +96,12 @@ class BrokerLifecycle:
         code = ErrorCode(response.get("error_code", 0))
         if code == ErrorCode.NONE:
             self.broker_epoch = response["broker_epoch"]
-            log.info("broker %d registered with epoch %d", self.broker.node_id,
+            log.info("broker %d registered with epoch %d", self.node_id,
                      self.broker_epoch)
             self._heartbeat_now.set()
         elif code == ErrorCode.DUPLICATE_BROKER_REGISTRATION:
             log.error("another process is registered as broker %d; this one stays fenced "
-                      "until its session expires", self.broker.node_id)
+                      "until its session expires", self.node_id)
         else:
             log.warning("broker registration refused: %s", code.name)
 
@@ -122,10 +126,10 @@ class BrokerLifecycle:
         self.fenced = fenced
         if fenced:
             self.unfenced = trio.Event()
-            log.warning("broker %d is fenced", self.broker.node_id)
+            log.warning("broker %d is fenced", self.node_id)
         else:
             self.unfenced.set()
-            log.info("broker %d is unfenced", self.broker.node_id)
+            log.info("broker %d is unfenced", self.node_id)
 
     async def shutdown(self) -> bool:
         """Controlled shutdown; True when the controller confirmed it in time."""
@@ -133,7 +137,7 @@ class BrokerLifecycle:
             return False
         self.want_shut_down = True
         self._heartbeat_now.set()
-        with trio.move_on_after(self.broker.config.controlled_shutdown_timeout_ms / 1000):
+        with trio.move_on_after(self.config.controlled_shutdown_timeout_ms / 1000):
             await self._shut_down_ok.wait()
             return True
         log.warning("controlled shutdown was not confirmed in time; stopping anyway")

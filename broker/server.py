@@ -267,13 +267,18 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
     reason = "cancelled"
     addresses = broker.addresses
     try:
+        # both ports are bound before anything starts, so a taken port fails at once; the
+        # client one is served only once the controller has unfenced this broker
+        reason = "cannot listen"
         controller_listeners = []
         if addresses.controller is not None:
-            reason = "cannot listen"
             controller_listeners = await _listen(addresses.controller.host,
                                                  addresses.controller.port,
                                                  " (controller listener)")
-            reason = "cancelled"
+        listeners = []
+        if addresses.is_broker:
+            listeners = await _listen(broker.listener.host, broker.listener.port, "")
+        reason = "cancelled"
         async with trio.open_nursery() as root:
             async with trio.open_nursery() as connections:
                 async with trio.open_nursery() as accepting:
@@ -285,12 +290,8 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
                             controller_listeners, handler_nursery=root))
                     await broker.start(root)
                     root.start_soon(_housekeeping, broker)
-                    listeners = []
                     if addresses.is_broker:
                         await broker.lifecycle.unfenced.wait()
-                        reason = "cannot listen"
-                        listeners = await _listen(broker.listener.host, broker.listener.port, "")
-                        reason = "cancelled"
                         accepting.start_soon(functools.partial(
                             trio.serve_listeners, server.handle_connection, listeners,
                             handler_nursery=connections))

@@ -49,6 +49,11 @@ def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
+# The KRaft metadata log's directory (__cluster_metadata-0) is named like a partition's but
+# holds the controller quorum's own log: readers of partition data skip it.
+METADATA_LOG_TOPIC = "__cluster_metadata"
+
+
 def parse_partition_dir(name: str) -> TopicPartition | None:
     """``my-topic-3`` -> ("my-topic", 3). Topic names may contain '-', so split at the
     last one; anything that does not end in ``-<digits>`` after a legal topic name is not

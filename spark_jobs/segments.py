@@ -26,7 +26,7 @@ from typing import Any, Iterable, Iterator, NamedTuple
 
 from protocol.batch_walk import CORRUPT, BatchWalk
 from protocol.codecs import Codec
-from protocol.names import parse_partition_dir
+from protocol.names import METADATA_LOG_TOPIC, parse_partition_dir
 from protocol.records import BATCH_OVERHEAD, BatchHeader, batch_crc_ok, decode_batch
 
 __all__ = [
@@ -94,7 +94,7 @@ def find_segments(path: str | os.PathLike, topics: Iterable[str] | None = None,
     """The segment files PATH names, in (topic, partition, base offset) order.
 
     PATH is a data directory (its DIR/<topic>-<partition>/*.log; DIR/events and anything
-    else that is not a partition directory are skipped: the directories the broker loads,
+    else that is not a partition directory, and the metadata log, are skipped: the directories the broker loads,
     protocol.names.parse_partition_dir), one partition directory (a
     directory holding .log files) or one .log file. `topics` / `partitions` keep only
     those (None: all). A missing PATH raises FileNotFoundError.
@@ -117,7 +117,8 @@ def find_segments(path: str | os.PathLike, topics: Iterable[str] | None = None,
         dirs = [(p, own)]
     else:
         dirs = sorted(((child, tp) for child in p.iterdir()
-                       if child.is_dir() and (tp := parse_partition_dir(child.name))),
+                       if child.is_dir() and (tp := parse_partition_dir(child.name))
+                       and tp[0] != METADATA_LOG_TOPIC),
                       key=lambda d: d[1])
     out: list[SegmentFile] = []
     for directory, (topic, partition) in dirs:

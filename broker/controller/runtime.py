@@ -53,6 +53,11 @@ class QuorumMismatch(Exception):
     a node that has never joined its quorum refuses to start."""
 
 
+class MetadataLogFailure(Exception):
+    """The metadata log could not be written: the node stops, as Kafka's controller halts,
+    since its Raft state in memory would otherwise claim what the disk does not hold."""
+
+
 class Transport(Protocol):
     """How Raft requests reach another voter (PeerChannel plus the wire codec)."""
 
@@ -151,6 +156,14 @@ class QuorumRuntime:
     # -- carrying out effects ------------------------------------------------------------
 
     def _apply(self, effects: list) -> None:
+        try:
+            self._carry_out(effects)
+        except OSError as e:
+            self.fatal = MetadataLogFailure(f"cannot write the metadata log: {e}")
+            self._wake()
+            raise self.fatal from e
+
+    def _carry_out(self, effects: list) -> None:
         for effect in effects:
             match effect:
                 case raft.PersistElectionState(state=state):

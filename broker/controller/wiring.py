@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import os
 import random
-from typing import TYPE_CHECKING
+from typing import Any, Callable
 
-from broker.config import ConfigError
+from broker.config import BrokerConfig, ConfigError
 from broker.controller.metadata_log import METADATA_LOG_DIR, MetadataLogStore
 from broker.controller.quorum_controller import ControllerSettings, QuorumController
 from broker.controller.raft import QuorumConfig, RaftNode
 from broker.controller.runtime import QuorumRuntime
-
-if TYPE_CHECKING:
-    from broker.broker import Broker
+from broker.listeners import NodeAddresses
 
 
 def check_voters(persisted: tuple[int, ...], configured: tuple[int, ...]) -> None:
@@ -29,10 +27,9 @@ def check_voters(persisted: tuple[int, ...], configured: tuple[int, ...]) -> Non
             f"{','.join(map(str, sorted(persisted)))}")
 
 
-def controller_settings(broker: Broker) -> ControllerSettings:
-    c = broker.config
+def controller_settings(c: BrokerConfig, addresses: NodeAddresses) -> ControllerSettings:
     return ControllerSettings(
-        node_id=broker.node_id, voters=tuple(sorted(broker.addresses.voters)),
+        node_id=addresses.node_id, voters=tuple(sorted(addresses.voters)),
         default_num_partitions=c.num_partitions,
         default_replication_factor=c.default_replication_factor,
         offsets_topic_replication_factor=c.offsets_topic_replication_factor,
@@ -44,10 +41,11 @@ def controller_settings(broker: Broker) -> ControllerSettings:
         leader_imbalance_per_broker_percentage=c.leader_imbalance_per_broker_percentage)
 
 
-def build_quorum(broker: Broker) -> QuorumRuntime:
-    config = broker.config
-    voters = tuple(sorted(broker.addresses.voters))
-    store = MetadataLogStore.open(os.path.join(broker.data_dir, METADATA_LOG_DIR))
+def build_quorum(config: BrokerConfig, addresses: NodeAddresses, legacy: Any,
+                 emit: Callable[..., None]) -> QuorumRuntime:
+    """The quorum of the node `addresses` describes, on `config`'s data directory."""
+    voters = tuple(sorted(addresses.voters))
+    store = MetadataLogStore.open(os.path.join(config.log_dirs, METADATA_LOG_DIR))
     if store.election is not None:
         check_voters(tuple(store.election.voters), voters)
     quorum = QuorumConfig(
@@ -57,10 +55,9 @@ def build_quorum(broker: Broker) -> QuorumRuntime:
         election_backoff_max_ms=config.controller_quorum_election_timeout_ms,
         request_timeout_ms=config.controller_quorum_request_timeout_ms,
         retry_backoff_ms=config.controller_quorum_retry_backoff_ms)
-    node = RaftNode(broker.node_id, quorum, random.Random(), election=store.election,
+    node = RaftNode(addresses.node_id, quorum, random.Random(), election=store.election,
                     log=store.raft_log)
     controller = None
-    if broker.addresses.is_controller:
-        controller = QuorumController(controller_settings(broker), random.Random())
-    return QuorumRuntime(node, store, controller, None, legacy=broker.legacy,
-                         on_controller_event=broker.events.emit)
+    if addresses.is_controller:
+        controller = QuorumController(controller_settings(config, addresses), random.Random())
+    return QuorumRuntime(node, store, controller, None, legacy=legacy, on_controller_event=emit)

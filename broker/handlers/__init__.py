@@ -40,6 +40,7 @@ HANDLERS: dict[int, Handler] = {
     m.DELETE_GROUPS: groups.handle_delete_groups,
     m.ELECT_LEADERS: cluster.handle_elect_leaders,
     m.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
+    m.DESCRIBE_QUORUM: cluster.handle_describe_quorum,
     m.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
 }
 

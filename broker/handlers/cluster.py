@@ -12,6 +12,7 @@ leaders. No controller in time: REQUEST_TIMED_OUT.
 
 from __future__ import annotations
 
+from broker.controller import raft_codec
 from broker.controller_channel import ControllerUnavailable
 from broker.handlers.common import forward
 from broker.handlers.context import RequestContext
@@ -81,3 +82,28 @@ def _timed_out(body) -> dict:
     # was asked for with a null list); v0 only per partition
     return {"throttle_time_ms": 0, "error_code": ErrorCode.REQUEST_TIMED_OUT,
             "replica_election_results": results}
+
+
+async def handle_describe_quorum(ctx: RequestContext) -> dict:
+    """DescribeQuorum on the client listener, as Kafka's brokers answer it for
+    kafka-metadata-quorum --bootstrap-server: by the quorum's leader, this node if it leads,
+    else the leader over its controller listener."""
+    runtime = ctx.broker.runtime
+    if runtime is not None and runtime.node.is_leader:
+        return describe_quorum(ctx.broker)
+    try:
+        return await ctx.broker.controller_channel.forward(m.DESCRIBE_QUORUM, ctx.version,
+                                                           ctx.body)
+    except ControllerUnavailable:
+        return {"error_code": ErrorCode.REQUEST_TIMED_OUT, "error_message": None,
+                "topics": [], "nodes": []}
+
+
+def describe_quorum(broker) -> dict:
+    """The leader's DescribeQuorum answer, with every voter's controller address."""
+    runtime = broker.runtime
+    out = raft_codec.describe_quorum_response(runtime.node, now_ms=runtime.now_ms())
+    out["nodes"] = [{"node_id": node_id, "listeners": [
+        {"name": "CONTROLLER", "host": host, "port": port}]}
+        for node_id, (host, port) in sorted(broker.addresses.voters.items())]
+    return out

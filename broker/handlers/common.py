@@ -14,6 +14,7 @@ from typing import Any
 
 from broker.broker import Broker
 from broker.partition import Partition
+from broker.log.errors import KafkaStorageError
 from protocol.errors import ErrorCode
 from protocol.messages import APIS
 
@@ -26,7 +27,12 @@ def lookup(broker: Broker, topic: str, index: int,
     if partition is None:
         if broker.metadata_cache.partition(topic, index) is None:
             return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        try:
+            partition = broker.reopen_partition(topic, index)
+        except KafkaStorageError:
+            return None, ErrorCode.KAFKA_STORAGE_ERROR
+        if partition is None:
+            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
     error = check_leader_epoch(partition, current_leader_epoch)
     if error == ErrorCode.NONE and not partition.is_leader:
         error = ErrorCode.NOT_LEADER_OR_FOLLOWER

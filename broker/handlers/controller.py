@@ -21,6 +21,7 @@ import logging
 
 from broker.controller import api as controller_api
 from broker.controller import raft_codec
+from broker.handlers.cluster import describe_quorum, handle_describe_cluster
 from broker.handlers.context import RequestContext
 from protocol import messages as m
 from protocol.errors import ErrorCode
@@ -66,12 +67,8 @@ async def handle_raft(ctx: RequestContext) -> dict:
 
 
 async def handle_describe_quorum(ctx: RequestContext) -> dict:
-    runtime = _runtime(ctx)
-    out = raft_codec.describe_quorum_response(runtime.node, now_ms=runtime.now_ms())
-    out["nodes"] = [{"node_id": node_id, "listeners": [
-        {"name": "CONTROLLER", "host": host, "port": port}]}
-        for node_id, (host, port) in sorted(ctx.broker.addresses.voters.items())]
-    return out
+    _runtime(ctx)
+    return describe_quorum(ctx.broker)
 
 
 async def handle_controller_api(ctx: RequestContext) -> dict:
@@ -87,11 +84,6 @@ async def handle_api_versions(ctx: RequestContext) -> dict:
                          "max_version": versions[-1]})
     code = ErrorCode.UNSUPPORTED_VERSION if ctx.body is None else ErrorCode.NONE
     return {"error_code": code, "api_keys": keys, "throttle_time_ms": 0}
-
-
-async def handle_describe_cluster(ctx: RequestContext) -> dict:
-    from broker.handlers.cluster import handle_describe_cluster as describe
-    return await describe(ctx)
 
 
 CONTROLLER_HANDLERS = {

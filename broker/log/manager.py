@@ -31,6 +31,7 @@ from typing import Any
 
 from protocol.names import (
     TopicPartition,
+    METADATA_LOG_TOPIC,
     parse_partition_dir,
     partition_dir_name,
     validate_topic_name,
@@ -47,7 +48,6 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 PARTITION_METADATA_FILE = "partition.metadata"
-METADATA_TOPIC = "__cluster_metadata"
 DELETE_DIR_SUFFIX = "-delete"
 _CHECKPOINT_VERSION = 0
 
@@ -186,7 +186,7 @@ class LogManager:
                 shutil.rmtree(path, ignore_errors=True)  # a topic delete the crash interrupted
                 continue
             tp = parse_partition_dir(name)
-            if tp is None or tp[0] == METADATA_TOPIC:
+            if tp is None or tp[0] == METADATA_LOG_TOPIC:
                 # not ours (lost+found, -future/-stray dirs, ...), or the metadata log,
                 # which the controller quorum keeps in its own format
                 continue

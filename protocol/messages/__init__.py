@@ -67,6 +67,7 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(offsets.OffsetDeleteRequest, offsets.OffsetDeleteResponse),
     _api(cluster.ElectLeadersRequest, cluster.ElectLeadersResponse),
     _api(cluster.DescribeClusterRequest, cluster.DescribeClusterResponse),
+    _api(quorum.DescribeQuorumRequest, quorum.DescribeQuorumResponse),
     _api(configs.IncrementalAlterConfigsRequest, configs.IncrementalAlterConfigsResponse),
 )}
 
@@ -74,7 +75,6 @@ CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
     _api(quorum.VoteRequest, quorum.VoteResponse),
     _api(quorum.BeginQuorumEpochRequest, quorum.BeginQuorumEpochResponse),
     _api(quorum.EndQuorumEpochRequest, quorum.EndQuorumEpochResponse),
-    _api(quorum.DescribeQuorumRequest, quorum.DescribeQuorumResponse),
     _api(quorum.FetchSnapshotRequest, quorum.FetchSnapshotResponse),
     _api(cluster.BrokerRegistrationRequest, cluster.BrokerRegistrationResponse),
     _api(cluster.BrokerHeartbeatRequest, cluster.BrokerHeartbeatResponse),

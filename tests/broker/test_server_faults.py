@@ -4,6 +4,7 @@ connections.max.idle.ms (on trio's MockClock, so minutes pass at once)."""
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import os
@@ -15,6 +16,7 @@ import trio
 from broker.broker import Broker
 from broker.config import BrokerConfig
 from broker.events import read_events
+from broker.main import describe_failure
 from broker.server import serve
 from protocol.connection import ClientConnection
 from protocol.errors import ErrorCode
@@ -172,44 +174,41 @@ async def test_offset_commit_on_a_full_disk_answers_not_coordinator(running, mon
     assert server.connections == 1
 
 
-@pytest.mark.parametrize("unwritable", ["data dir", "third partition"])
-async def test_create_topic_on_an_unwritable_disk_answers_56_with_nothing_half_made(
-        running, monkeypatch, unwritable):
+async def test_a_partition_directory_the_disk_refuses_answers_56_until_it_can_be_made(
+        running, monkeypatch):
+    """The controller makes the topic (metadata is not partition data); the one replica whose
+    directory cannot be made answers KAFKA_STORAGE_ERROR, the others serve, and it is made
+    as soon as the disk lets it (as Kafka serves an offline log directory's partitions)."""
     broker, _server, port = await running()
     client = await Client.connect(port)
-    data_dir = broker.data_dir
-    # the whole data dir (the metadata image cannot be saved), or only the directory of
-    # partition 2 (partitions 0 and 1 are made first and must be removed again)
-    root = data_dir if unwritable == "data dir" else os.path.join(data_dir, "nope-2")
-    FaultyDisk(monkeypatch, root, "readonly")
-    assert await _create_topic(client, "nope", 3) == ErrorCode.KAFKA_STORAGE_ERROR
-    assert "nope" not in broker.metadata.topics
-    assert not [name for name in os.listdir(data_dir) if name.startswith("nope-")]
-    assert broker.partition("nope", 0) is None and broker.logs.get("nope", 0) is None
-    monkeypatch.undo()
+    FaultyDisk(monkeypatch, os.path.join(broker.data_dir, "nope-2"), "readonly")
     assert await _create_topic(client, "nope", 3) == ErrorCode.NONE
+    assert broker.partition("nope", 2) is None and broker.partition("nope", 0) is not None
+    assert await _produce(client, "nope", {0: _batch(), 2: _batch()}) == {
+        0: (ErrorCode.NONE, 0), 2: (ErrorCode.KAFKA_STORAGE_ERROR, -1)}
+    monkeypatch.undo()
     assert await _produce(client, "nope", {2: _batch()}) == {2: (ErrorCode.NONE, 0)}
 
 
-async def test_delete_topic_the_disk_refuses_answers_56_and_keeps_the_topic(running,
-                                                                            monkeypatch):
-    broker, _server, port = await running()
-    client = await Client.connect(port)
-    assert await _create_topic(client, "keep", 1) == ErrorCode.NONE
-    assert await _produce(client, "keep", {0: _batch()}) == {0: (ErrorCode.NONE, 0)}
-
-    async def delete() -> int:
-        body = await client.call(DELETE_TOPICS, 4, {"topic_names": ["keep"], "timeout_ms": 5000})
-        return body.responses[0].error_code
-
-    disk = FaultyDisk(monkeypatch, broker.data_dir, "readonly")  # the image cannot be saved
-    assert await delete() == ErrorCode.KAFKA_STORAGE_ERROR
-    assert "keep" in broker.metadata.topics  # still whole and serving
-    assert await _produce(client, "keep", {0: _batch()}) == {0: (ErrorCode.NONE, 3)}
-    disk.heal()
-    assert await delete() == ErrorCode.NONE
-    assert "keep" not in broker.metadata.topics
-    assert not [n for n in os.listdir(broker.data_dir) if n.startswith("keep-")]
+async def test_a_metadata_log_the_disk_refuses_stops_the_broker_naming_it(tmp_path,
+                                                                         monkeypatch):
+    """Kafka's controller halts when its metadata log cannot be written: Raft's state in
+    memory would claim what the disk does not hold. The broker stops with the cause."""
+    port = _free_port()
+    config = BrokerConfig.load({}, **{"log.dirs": str(tmp_path / "data"),
+                                      "listeners": f"127.0.0.1:{port}"})
+    broker = Broker(config)
+    broker.open()
+    with pytest.raises(BaseException) as stopped:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(functools.partial(serve, broker, install_signal_handlers=False))
+            client = await Client.connect(port)
+            def full(*_args):
+                raise OSError(errno.ENOSPC, "No space left on device")
+            monkeypatch.setattr(broker.runtime.store, "append", full)
+            with trio.fail_after(10):
+                await _create_topic(client, "t", 1)
+    assert "cannot write the metadata log" in describe_failure(stopped.value)
 
 
 async def test_event_log_failures_drop_events_and_the_broker_keeps_serving(

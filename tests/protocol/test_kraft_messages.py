@@ -16,7 +16,8 @@ import pytest
 
 from protocol import versions
 from protocol.errors import DecodeError
-from protocol.messages import APIS, CONTROLLER_APIS, DESCRIBE_CLUSTER, ELECT_LEADERS, quorum
+from protocol.messages import (APIS, CONTROLLER_APIS, DESCRIBE_CLUSTER, DESCRIBE_QUORUM, ELECT_LEADERS,
+                               quorum)
 from protocol.messages import cluster as cluster_messages
 from protocol.schema import F, Message, Struct
 
@@ -59,7 +60,7 @@ def _scalar(t: str, n: int):
 
 
 # declared with the control plane and served to clients: the broker has their handlers
-SERVED_CLUSTER_APIS = (ELECT_LEADERS, DESCRIBE_CLUSTER)
+SERVED_CLUSTER_APIS = (ELECT_LEADERS, DESCRIBE_CLUSTER, DESCRIBE_QUORUM)
 
 
 def _edge_cases():
@@ -73,11 +74,12 @@ def _edge_cases():
 
 def test_the_registry_holds_every_control_plane_api_and_none_is_advertised():
     assert {a.name for a in CONTROLLER_APIS.values()} >= {
-        "Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "DescribeQuorum", "FetchSnapshot",
+        "Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "FetchSnapshot",
         "BrokerRegistration", "BrokerHeartbeat", "UnregisterBroker", "AllocateProducerIds"}
     advertised = {key for key, _low, _high in versions.advertised()}
     assert advertised and not advertised & CONTROLLER_APIS.keys()
-    assert {APIS[k].name for k in SERVED_CLUSTER_APIS} == {"ElectLeaders", "DescribeCluster"}
+    assert {APIS[k].name for k in SERVED_CLUSTER_APIS} == {"ElectLeaders", "DescribeCluster",
+                                                          "DescribeQuorum"}
     assert advertised >= set(SERVED_CLUSTER_APIS)
     assert not versions.is_implemented(quorum.VoteRequest.api_key or 0, 0)
 
