@@ -130,6 +130,10 @@ class FakeBroker:
     def partition(self, topic: str, index: int):
         return self.partitions.get((topic, index))
 
+    def reopen_partition(self, topic: str, index: int):
+        """No disk here: a replica not held is not this broker's."""
+        return None
+
     def hold(self, topic: str, index: int, leader_id: int | None = None) -> FakePartition:
         """A local replica of a partition of the image, leading as the image says."""
         p = self.metadata_cache.partition(topic, index)
