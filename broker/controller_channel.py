@@ -52,7 +52,7 @@ class ControllerChannel:
         while trio.current_time() < deadline:
             runtime = self.runtime
             if runtime is not None and runtime.active:
-                response = await api.handle(runtime, api_key, body)
+                response = await api.handle(runtime, api_key, body, in_process=True)
                 if not api.is_not_controller(api_key, response):
                     return response
                 last_error = "the leadership moved during the request"

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from construct import Container
+
 from broker.controller.runtime import NotController, QuorumRuntime
 from protocol.errors import ErrorCode
 
@@ -50,7 +52,18 @@ def _operation(api_key: int, body: Any):
     raise ValueError(f"api {api_key} is not a controller operation")
 
 
-async def handle(runtime: QuorumRuntime, api_key: int, body: Any) -> dict:
+async def handle(runtime: QuorumRuntime, api_key: int, body: Any, *,
+                 in_process: bool = False) -> dict:
+    """Run one controller API; `in_process` when this node's own broker asks."""
+    if in_process and api_key == BROKER_REGISTRATION and runtime.controller is not None:
+        # The broker of the controller's own process registers: any earlier incarnation of
+        # this node id was an earlier run of this process, so it is certainly gone, and its
+        # unexpired session (a restarted controller gives every broker a fresh one) must not
+        # keep it out (Kafka's previous_broker_epoch, known here without a file).
+        existing = runtime.controller.image.brokers.get(body.broker_id)
+        if existing is not None and body.broker_id == runtime.node.node_id:
+            body = Container(body)
+            body.previous_broker_epoch = existing.epoch
     try:
         response = await runtime.submit(_operation(api_key, body))
     except NotController:
