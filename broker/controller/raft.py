@@ -292,6 +292,7 @@ class LeaderState:
     fetched_voters: set[int] = field(default_factory=set)  # since the check-quorum reset
     acked: set[int] = field(default_factory=set)  # voters that know this epoch's leader
     parked: dict[int, ParkedFetch] = field(default_factory=dict)
+    told_high_watermark: dict[int, int] = field(default_factory=dict)  # in the last answer
     name = "Leader"
 
 
@@ -468,6 +469,16 @@ class RaftNode:
         snapshot = Snapshot(SnapshotId(end_offset, self.log.epoch_at(end_offset - 1)), data)
         self.log.take_snapshot(snapshot)
         return [SnapshotTaken(snapshot)]
+
+    def leader_unreachable(self, leader_id: int, now_ms: int) -> list:
+        """The runtime could not reach `leader_id` at all (connection refused or closed: no
+        process there): a follower of it stands at once rather than after the rest of its
+        fetch timeout. Only liveness depends on when it stands, never safety."""
+        st = self.state
+        if isinstance(st, FollowerState) and st.leader_id == leader_id and self.is_voter:
+            st.fetch_deadline = min(st.fetch_deadline, now_ms)
+            return self.tick(now_ms)
+        return []
 
     def resign(self, now_ms: int) -> list:
         """Graceful shutdown of the leader: hand the quorum on (EndQuorumEpoch)."""
@@ -801,9 +812,13 @@ class RaftNode:
             st.end_offsets[source] = req.fetch_offset
             advanced = self._maybe_update_high_watermark(out)  # answers the parked ones
         parked = ParkedFetch(cid, req, now_ms + req.max_wait_ms)
-        # hold an empty answer (Kafka's fetch purgatory), unless this very fetch moved the
-        # high watermark: its sender should learn that now, not at the next append
-        if req.fetch_offset >= self.log.end_offset and req.max_wait_ms > 0 and not advanced:
+        # hold an empty answer (Kafka's fetch purgatory), unless its sender has yet to learn
+        # the high watermark: this very fetch moved it, or another voter's did since our last
+        # answer to this one (else a follower applies a commit only a max wait later)
+        hw = st.high_watermark if st.high_watermark is not None else -1
+        behind = st.told_high_watermark.get(source, -1) < hw
+        if (req.fetch_offset >= self.log.end_offset and req.max_wait_ms > 0 and not advanced
+                and not behind):
             st.parked[source] = parked  # nothing to send yet: hold it (Kafka's purgatory)
         else:
             self._answer_fetch(source, parked, out)
@@ -817,8 +832,11 @@ class RaftNode:
 
     def _answer_fetch(self, replica: int, parked: ParkedFetch, out: list) -> None:
         records = self.log.read(parked.request.fetch_offset, self.config.fetch_max_bytes)
-        out.append(Send(replica, parked.correlation_id,
-                        self._leader_fetch_response(records=records)))
+        response = self._leader_fetch_response(records=records)
+        st = self.state
+        assert isinstance(st, LeaderState)
+        st.told_high_watermark[replica] = response.high_watermark
+        out.append(Send(replica, parked.correlation_id, response))
 
     def _answer_parked(self, out: list) -> None:
         st = self.state

@@ -29,6 +29,7 @@ from broker.controller import raft
 from broker.controller.image import MetadataImage
 from broker.controller.quorum_controller import ControllerResult, QuorumController
 from broker.controller.raft_batches import pack_records, unpack_records
+from broker.net.peer import PeerTimeout, PeerUnavailable
 from protocol.metadata_records import decode_metadata_record, encode_metadata_record
 
 log = logging.getLogger("minibroker.controller")
@@ -207,7 +208,16 @@ class QuorumRuntime:
             else:
                 log.error("%s", e)
             return
-        except Exception as e:  # noqa: BLE001  unreachable voter: Raft's timers resend
+        except PeerTimeout as e:  # slow or partitioned away: Raft's timers decide
+            log.debug("raft request to %d timed out: %s", destination, e)
+            return
+        except PeerUnavailable as e:
+            # refused or closed: nothing listens there any more (kill -9 of the leader)
+            log.debug("raft request to %d failed: %s", destination, e)
+            if isinstance(message, raft.FetchRequest):
+                self._apply(self.node.leader_unreachable(destination, self.now_ms()))
+            return
+        except Exception as e:  # noqa: BLE001  a peer's bad answer: Raft's timers resend
             log.debug("raft request to %d failed: %s", destination, e)
             return
         if response is not None:

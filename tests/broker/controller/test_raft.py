@@ -388,3 +388,23 @@ def test_a_vote_answer_from_an_older_epoch_does_not_count():
     assert not node.is_leader
     node.receive(1, 2, VoteResponse(ErrorCode.NONE, -1, 2, True), 0)
     assert node.is_leader and node.epoch == 2
+
+
+def test_a_fetch_is_answered_at_once_while_its_sender_has_not_heard_the_high_watermark():
+    leader = make_node(epochs=[1])  # voters 0, 1, 2
+    elect(leader)
+    leader.receive(1, 1, FetchRequest(1, 2, 2, 2, max_wait_ms=500), 0)  # HW -> 2, told 1
+    # voter 2 is caught up too, but was never told the high watermark: not held
+    assert only(leader.receive(2, 1, FetchRequest(2, 2, 2, 2, max_wait_ms=500), 5),
+                FetchResponse).message.high_watermark == 2
+    assert sent(leader.receive(2, 2, FetchRequest(2, 2, 2, 2, max_wait_ms=500), 6)) == []
+
+
+def test_a_follower_that_cannot_reach_its_leader_at_all_stands_at_once():
+    node = make_node(node_id=1, epochs=[1])
+    node.start(0)
+    node.receive(0, 4, BeginQuorumEpochRequest(0, 3, 1), 10)
+    assert node.leader_unreachable(2, 20) == [] and node.role == "Follower"  # not its leader
+    effects = node.leader_unreachable(0, 20)
+    assert node.role == "Candidate" and node.epoch == 4
+    assert {s.destination for s in sent(effects, VoteRequest)} == {0, 2}
