@@ -470,6 +470,16 @@ class RaftNode:
         self.log.take_snapshot(snapshot)
         return [SnapshotTaken(snapshot)]
 
+    def observe_leader(self, leader_id: int, epoch: int, now_ms: int) -> list:
+        """An observer (a node that is not a voter: a broker-only node, Kafka's observer)
+        learned of a leader from a voter's DescribeQuorum answer: follow it and fetch. Voters
+        learn leaders from the quorum's own messages and ignore this."""
+        out: list = []
+        if (not self.is_voter and leader_id in self.config.voters and epoch >= self.epoch
+                and self.leader_id != leader_id):
+            self._maybe_transition(leader_id, epoch, now_ms, out)
+        return out
+
     def leader_unreachable(self, leader_id: int, now_ms: int) -> list:
         """The runtime could not reach `leader_id` at all (connection refused or closed: no
         process there): a follower of it stands at once rather than after the rest of its

@@ -35,6 +35,7 @@ from protocol.metadata_records import decode_metadata_record, encode_metadata_re
 log = logging.getLogger("minibroker.controller")
 
 Records = list[tuple[int, int, Any]]
+OBSERVER_RETRY_S = 0.2
 CommitListener = Callable[[int, Records, MetadataImage], None]
 
 _RESPONSES = (raft.VoteResponse, raft.BeginQuorumEpochResponse, raft.EndQuorumEpochResponse,
@@ -63,6 +64,8 @@ class Transport(Protocol):
     """How Raft requests reach another voter (PeerChannel plus the wire codec)."""
 
     async def send(self, destination: int, message: Any) -> Any: ...
+
+    async def describe_leader(self, voter: int) -> tuple[int, int]: ...
 
 
 class LogStore(Protocol):
@@ -127,6 +130,8 @@ class QuorumRuntime:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             self._apply(self.node.start(self.now_ms()))
+            if not self.node.is_voter and self.transport is not None:
+                nursery.start_soon(self._find_leader)
             task_status.started()
             while True:
                 if self.fatal is not None:
@@ -145,6 +150,25 @@ class QuorumRuntime:
                     for result in self.controller.tick(now):
                         if result.records:
                             self._append(result.records, now)
+
+    async def _find_leader(self) -> None:
+        """An observer hears of leaders from nobody (BeginQuorumEpoch goes to voters only):
+        while it knows none, it asks the voters in turn with DescribeQuorum."""
+        assert self.transport is not None
+        voters = list(self.node.config.voters)
+        turn = 0
+        while True:
+            if self.node.leader_id < 0:
+                voter = voters[turn % len(voters)]
+                turn += 1
+                try:
+                    leader, epoch = await self.transport.describe_leader(voter)
+                except Exception as e:  # noqa: BLE001  that voter is down: ask the next
+                    log.debug("DescribeQuorum to %d failed: %s", voter, e)
+                else:
+                    if leader >= 0:
+                        self._apply(self.node.observe_leader(leader, epoch, self.now_ms()))
+            await trio.sleep(OBSERVER_RETRY_S)
 
     def resign(self) -> None:
         """Graceful shutdown of the leader: hand the quorum on before stopping."""

@@ -55,15 +55,24 @@ class PeerTransport:
                 raise QuorumMismatch(await self._mismatch(destination)) from e
             raise
 
+    async def describe_leader(self, voter: int) -> tuple[int, int]:
+        """(leader id, epoch) as `voter` knows them (-1 leader while it knows none)."""
+        body = await self._describe_quorum(voter)
+        partition = body.topics[0].partitions[0]
+        return partition.leader_id, partition.leader_epoch
+
+    async def _describe_quorum(self, voter: int) -> Any:
+        return await self.peers[voter].request(
+            DESCRIBE_QUORUM, DESCRIBE_QUORUM_VERSION,
+            {"topics": [{"topic_name": raft_codec.METADATA_TOPIC,
+                         "partitions": [{"partition_index": 0}]}]},
+            self.request_timeout_s)
+
     async def _mismatch(self, destination: int) -> str:
         host, port = self.voters[destination]
         ours = format_voters(self.voters)
         try:
-            body = await self.peers[destination].request(
-                DESCRIBE_QUORUM, DESCRIBE_QUORUM_VERSION,
-                {"topics": [{"topic_name": raft_codec.METADATA_TOPIC,
-                             "partitions": [{"partition_index": 0}]}]},
-                self.request_timeout_s)
+            body = await self._describe_quorum(destination)
             theirs = format_voters({n.node_id: (n.listeners[0].host, n.listeners[0].port)
                                     for n in body.get("nodes") or [] if n.listeners})
         except Exception:  # noqa: BLE001  it refused us already; say what we know

@@ -408,3 +408,15 @@ def test_a_follower_that_cannot_reach_its_leader_at_all_stands_at_once():
     effects = node.leader_unreachable(0, 20)
     assert node.role == "Candidate" and node.epoch == 4
     assert {s.destination for s in sent(effects, VoteRequest)} == {0, 2}
+
+
+def test_an_observer_follows_a_leader_it_is_told_of_and_fetches():
+    observer = make_node(node_id=7, epochs=[1])  # voters 0, 1, 2; 7 is a broker-only node
+    observer.start(0)
+    assert observer.observe_leader(9, 3, 5) == []  # not a voter: never followed
+    effects = observer.observe_leader(1, 3, 10)
+    assert observer.role == "Follower" and observer.leader_id == 1 and observer.epoch == 3
+    assert only(effects, FetchRequest).destination == 1
+    voter = make_node(node_id=2, epochs=[1])
+    voter.start(0)
+    assert voter.observe_leader(1, 3, 10) == [] and voter.leader_id == -1
