@@ -14,9 +14,12 @@ hands in messages, ticks and `now_ms`, and carries out the effects):
 - the quorum's messages as Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot
   bodies, and the DescribeQuorum answer, in `raft_codec.py`;
 - the metadata image that replaying the metadata records gives, in `image.py` (Kafka's
-  MetadataImage and its deltas).
+  MetadataImage and its deltas);
+- the active controller, which turns requests into metadata records and a response, with
+  broker registration, heartbeats and fencing, in `quorum_controller.py` (Kafka's
+  QuorumController and its control managers).
 
-Still to come here: the trio runtime that drives `RaftNode` over the network and onto the
-`metadata_log` store, the controller that writes the metadata records (Kafka's QuorumController),
-broker registration and fencing.
+The trio runtime that drives them is `runtime.py` (carrying out RaftNode's effects onto the
+`metadata_log` store and, through `transport.py`, the network), assembled by `wiring.py`;
+`api.py` maps the controller APIs onto QuorumController operations.
 """

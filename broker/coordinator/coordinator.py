@@ -376,11 +376,23 @@ class GroupCoordinator:
         out: list = []
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             group = self.groups.pop(group_id)
+            # its timers would fire on nothing now, but on a reloaded group if this broker
+            # leads the partition again: they go with the group
+            for kind in ("join", "sync", "initial"):
+                self.timers.cancel((kind, group_id))
+            for member_id in group.pending_members:
+                self.timers.cancel(("pending", group_id, member_id))
+            self.membership._initial_remaining.pop(group_id, None)
             for member in group.members.values():
                 self.timers.cancel(("heartbeat", group_id, member.member_id))
-                for waiter in (member.awaiting_join, member.awaiting_sync):
-                    if waiter is not None:
-                        out.append(Reply(waiter, {"error_code": E.NOT_COORDINATOR}))
+                # the bodies the waiting handlers shape, so they can answer in any version
+                if member.awaiting_join is not None:
+                    out.append(Reply(member.awaiting_join,
+                                     join_error(E.NOT_COORDINATOR, member.member_id)))
+                    member.awaiting_join = None
+                if member.awaiting_sync is not None:
+                    out.append(Reply(member.awaiting_sync, sync_body(E.NOT_COORDINATOR)))
+                    member.awaiting_sync = None
         self.offsets.unload(lambda g: self.partition_for(g) == partition)
         return out
 

@@ -2,9 +2,12 @@
 
 Owns: `CoordinatorRuntime`, which carries out the effects the pure GroupCoordinator returns
 (append records to __consumer_offsets, then replay them; answer waiting requests; write
-events), sleeps until the next coordinator timer, expires old offsets, creates
-__consumer_offsets on first need and loads its partitions at start-up (their groups answer
-COORDINATOR_LOAD_IN_PROGRESS until then).
+events), sleeps until the next coordinator timer, expires old offsets, asks the controller
+for __consumer_offsets on first need (`ensure_offsets_topic`), and follows this broker's
+leadership of its partitions (`on_partition_leadership`): a partition it comes to lead is
+loaded in the background (its groups answer COORDINATOR_LOAD_IN_PROGRESS until then), one it
+stops leading is unloaded (its groups answer NOT_COORDINATOR, and members waiting in a
+rebalance are told so at once).
 
 An answer that depends on records is released only after those records are in the log:
 effects run in order and an Append precedes the Reply it guards. With replication this is
@@ -18,9 +21,11 @@ from typing import Any, Callable, Iterable, assert_never
 
 import trio
 
-from broker.config import BrokerConfig, validate_topic_configs
+from broker.config import BrokerConfig
+from broker.controller_channel import ControllerUnavailable
 from broker.coordinator.coordinator import CoordinatorConfig, GroupCoordinator
 from broker.coordinator.membership import Append, Effect, Emit, GroupConfig, Reply
+from protocol import messages as m
 from protocol.errors import ErrorCode
 from protocol.records import Record, decode_batches, encode_batch, parse_batch_header
 
@@ -28,6 +33,8 @@ log = logging.getLogger("minibroker.coordinator")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_CHUNK_BYTES = 1 << 20
+OFFSETS_TOPIC_WAIT_S = 2.0  # FindCoordinator's wait for a new __consumer_offsets; clients retry
+CREATE_TOPICS_VERSION = 7
 
 
 class Waiter:
@@ -69,6 +76,11 @@ class CoordinatorRuntime:
         self.broker = broker
         self.coordinator = GroupCoordinator(coordinator_config(broker.config))
         self._timers_changed = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        # partition -> the load under way; a newer one (or an unload) makes an older stop
+        self._loads: dict[int, object] = {}
+        self._pending_loads: list[tuple[int, object]] = []  # asked for before run() started
+        self._creating: trio.Event | None = None  # set when a CreateTopics in flight ends
 
     # -- requests -----------------------------------------------------------------------------
 
@@ -105,8 +117,8 @@ class CoordinatorRuntime:
             return ErrorCode.NONE
         index = self.coordinator.partition_for(effect.group_id)
         partition = self.broker.partition(OFFSETS_TOPIC, index)
-        if partition is None:
-            return ErrorCode.NOT_COORDINATOR
+        if partition is None or not partition.is_leader:
+            return ErrorCode.NOT_COORDINATOR  # leadership moved while the request waited
         now = self.broker.now_ms()
         batch = bytearray(encode_batch([Record(i, now, r.key, r.value, [])
                                         for i, r in enumerate(effect.records)]))
@@ -121,37 +133,93 @@ class CoordinatorRuntime:
 
     # -- __consumer_offsets ---------------------------------------------------------------------
 
-    def ensure_offsets_topic(self) -> None:
-        """Create __consumer_offsets on first need, as Kafka does; compacted and internal."""
-        if OFFSETS_TOPIC in self.broker.metadata.topics:
-            return
+    async def ensure_offsets_topic(self) -> bool:
+        """Whether __consumer_offsets exists, asking the controller to create it first if it
+        does not (as Kafka does on first need): compacted, internal, with
+        offsets.topic.num.partitions partitions; the controller caps the replication factor at
+        the live brokers. Waits briefly for the new topic to reach this broker's image; False
+        means not yet (clients retry COORDINATOR_NOT_AVAILABLE)."""
+        def exists(cache) -> bool:
+            return cache.topic(OFFSETS_TOPIC) is not None
+
+        if exists(self.broker.metadata_cache):
+            return True
+        if self._creating is None:  # one CreateTopics at a time; later callers wait on it
+            self._creating = trio.Event()
+            try:
+                if not await self._create_offsets_topic():
+                    return False  # refused or unanswered: nothing is coming to wait for
+            finally:
+                self._creating.set()
+                self._creating = None
+        return await self.broker.wait_for_metadata(exists, OFFSETS_TOPIC_WAIT_S)
+
+    async def _create_offsets_topic(self) -> bool:
+        """Ask the controller for the topic; False when it was neither created nor there."""
         config = self.broker.config
-        configs = validate_topic_configs({
-            "cleanup.policy": "compact",
-            "segment.bytes": str(config.offsets_topic_segment_bytes)})
-        replication = min(config.offsets_topic_replication_factor, 1)  # live brokers: 1
-        self.broker.create_topic(OFFSETS_TOPIC, self.coordinator.config.num_partitions,
-                                 replication, configs, internal=True)
-        now = self.broker.now_ms()
-        for index in self.coordinator.offsets_topic_partitions():
-            self.coordinator.finish_load(index, now)  # new and empty: nothing to load
+        request = {
+            "topics": [{
+                "name": OFFSETS_TOPIC, "num_partitions": self.coordinator.config.num_partitions,
+                "replication_factor": -1, "assignments": [],
+                "configs": [{"name": "cleanup.policy", "value": "compact"},
+                            {"name": "segment.bytes",
+                             "value": str(config.offsets_topic_segment_bytes)}],
+            }],
+            "timeout_ms": int(OFFSETS_TOPIC_WAIT_S * 1000), "validate_only": False,
+        }
+        declaration = m.APIS[m.CREATE_TOPICS].request  # a body shaped as a client's would be
+        body = declaration.parse(declaration.build(request, CREATE_TOPICS_VERSION),
+                                 CREATE_TOPICS_VERSION)
+        try:
+            response = await self.broker.controller_channel.forward(
+                m.CREATE_TOPICS, CREATE_TOPICS_VERSION, body)
+        except ControllerUnavailable:
+            log.warning("cannot create %s: no controller answered", OFFSETS_TOPIC)
+            return False
+        created = True
+        for t in response["topics"]:
+            if t["error_code"] not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+                log.warning("cannot create %s: %s %s", OFFSETS_TOPIC,
+                            ErrorCode(t["error_code"]).name, t.get("error_message"))
+                created = False
+        return created
 
-    async def load_all(self) -> None:
-        if OFFSETS_TOPIC not in self.broker.metadata.topics:
+    # -- leadership of __consumer_offsets partitions -------------------------------------------
+
+    def on_partition_leadership(self, index: int, leader: bool) -> None:
+        """This broker became (or stopped being) the leader of __consumer_offsets-`index`,
+        whose local log exists. Called by the broker as it applies a metadata delta."""
+        if not 0 <= index < self.coordinator.config.num_partitions:
+            # a topic made with another partition count: no group routes here
+            log.warning("%s-%d is beyond offsets.topic.num.partitions=%d: not served",
+                        OFFSETS_TOPIC, index, self.coordinator.config.num_partitions)
             return
-        partitions = list(self.coordinator.offsets_topic_partitions())
-        for index in partitions:
+        if leader:
+            if index in self.coordinator.owned or index in self.coordinator.loading:
+                return
             self.coordinator.begin_load(index)
-        for index in partitions:
-            await self._load(index)
+            token = self._loads[index] = object()
+            if self._nursery is None:
+                self._pending_loads.append((index, token))
+            else:
+                self._nursery.start_soon(self._load, index, token)
+        else:
+            self._loads.pop(index, None)  # a load under way stops at its next chunk
+            self.apply_effects(self.coordinator.unload(index, self.broker.now_ms()))
 
-    async def _load(self, index: int) -> None:
+    async def _load(self, index: int, token: object) -> None:
         """Replay a partition's records in log order: the state they describe is the state."""
         partition = self.broker.partition(OFFSETS_TOPIC, index)
+        if partition is None:
+            log.error("cannot load %s-%d: no local log", OFFSETS_TOPIC, index)
+            return
+        # up to the log end, as Kafka's GroupMetadataManager loads: a new leader's log is
+        # never truncated, so what lies above its high watermark will be committed
+        end = partition.log_end_offset
         offset, records = partition.log_start_offset, 0
         started = trio.current_time()
-        while offset < partition.high_watermark:
-            data = partition.log.read(offset, LOAD_CHUNK_BYTES, max_offset=partition.high_watermark)
+        while offset < end:
+            data = partition.log.read(offset, LOAD_CHUNK_BYTES, max_offset=end)
             if not data:
                 break
             now = self.broker.now_ms()
@@ -163,7 +231,13 @@ class CoordinatorRuntime:
                     records += 1
                 offset = header.last_offset + 1
             await trio.lowlevel.checkpoint()  # let other connections in while a big partition loads
+            if self._loads.get(index) is not token:
+                return  # unloaded meanwhile (unload dropped what was replayed so far)
+        if self._loads.get(index) is not token:
+            return
+        del self._loads[index]
         self.coordinator.finish_load(index, self.broker.now_ms())
+        self._timers_changed.set()  # loaded members' session timers are new
         if records:
             log.info("loaded %s-%d: %d records in %.3fs", OFFSETS_TOPIC, index, records,
                      trio.current_time() - started)
@@ -172,7 +246,10 @@ class CoordinatorRuntime:
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self.load_all)
+            self._nursery = nursery
+            for index, token in self._pending_loads:
+                nursery.start_soon(self._load, index, token)
+            self._pending_loads.clear()
             nursery.start_soon(self._timer_loop)
             nursery.start_soon(self._expiry_loop)
             task_status.started()

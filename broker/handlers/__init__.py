@@ -9,7 +9,7 @@ Kafka error codes inside the body; a handler raises only on our own bugs.
 from __future__ import annotations
 
 from broker.handlers import (
-    api_versions, configs, fetch, groups, leader_epoch, list_offsets, metadata, offsets, produce,
+    api_versions, cluster, configs, fetch, groups, leader_epoch, list_offsets, metadata, offsets, produce,
     producer_id, topics,
 )
 from broker.handlers.context import Handler
@@ -38,6 +38,9 @@ HANDLERS: dict[int, Handler] = {
     m.DESCRIBE_GROUPS: groups.handle_describe_groups,
     m.LIST_GROUPS: groups.handle_list_groups,
     m.DELETE_GROUPS: groups.handle_delete_groups,
+    m.ELECT_LEADERS: cluster.handle_elect_leaders,
+    m.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
+    m.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
 }
 
 assert HANDLERS.keys() == m.APIS.keys(), "every declared API needs a handler, and no more"

@@ -1,20 +1,36 @@
-"""Checks several handlers share: partition lookup and leader-epoch fencing (KIP-320)."""
+"""What several handlers share: finding the partition a data request may be served from
+(this broker leads it), leader-epoch fencing (KIP-320), the current leader to name in
+answers that send a client elsewhere, and forwarding a request to the active controller.
+
+A partition this broker holds no replica of is UNKNOWN_TOPIC_OR_PARTITION when the image
+does not know it either, else NOT_LEADER_OR_FOLLOWER (the client's metadata is stale and it
+should refresh it); a local replica that does not lead is NOT_LEADER_OR_FOLLOWER too. The
+client's current_leader_epoch is checked before leadership, as Kafka's Partition does.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from broker.broker import Broker
 from broker.partition import Partition
 from protocol.errors import ErrorCode
+from protocol.messages import APIS
 
 
 def lookup(broker: Broker, topic: str, index: int,
            current_leader_epoch: int = -1) -> tuple[Partition | None, ErrorCode]:
-    """The partition (None if unknown) and the error a request naming it gets: unknown, or
-    the client's leader epoch disagreeing with ours (`check_leader_epoch`)."""
+    """The partition this broker leads, with NONE; or None and the error the request
+    naming it gets."""
     partition = broker.partition(topic, index)
     if partition is None:
-        return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    return partition, check_leader_epoch(partition, current_leader_epoch)
+        if broker.metadata_cache.partition(topic, index) is None:
+            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+    error = check_leader_epoch(partition, current_leader_epoch)
+    if error == ErrorCode.NONE and not partition.is_leader:
+        error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return (partition, error) if error == ErrorCode.NONE else (None, error)
 
 
 def check_leader_epoch(partition: Partition, current_leader_epoch: int) -> ErrorCode:
@@ -26,3 +42,23 @@ def check_leader_epoch(partition: Partition, current_leader_epoch: int) -> Error
     if current_leader_epoch > partition.leader_epoch:
         return ErrorCode.UNKNOWN_LEADER_EPOCH
     return ErrorCode.NONE
+
+
+def current_leader(broker: Broker, topic: str, index: int) -> dict:
+    """The leader as the image names it (KIP-951's CurrentLeader), for answers that send a
+    client elsewhere; -1s when the image has no leader for it."""
+    p = broker.metadata_cache.partition(topic, index)
+    if p is None:
+        return {"leader_id": -1, "leader_epoch": -1}
+    return {"leader_id": p.leader, "leader_epoch": p.leader_epoch}
+
+
+async def forward(broker: Broker, api_key: int, api_version: int, body: Any) -> Any:
+    """Send a request to the active controller and return its answer (KIP-590's
+    forwarding). A body the broker wrote itself as a dict is first put through the request's
+    declaration, so the controller sees what a client's request looks like: every field
+    present with its default, attribute access. Raises ControllerUnavailable."""
+    if type(body) is dict:
+        message = APIS[api_key].request
+        body = message.parse(message.build(body, api_version), api_version)
+    return await broker.controller_channel.forward(api_key, api_version, body)

@@ -1,8 +1,17 @@
-"""DescribeConfigs: a topic's effective configuration, or the broker's.
+"""DescribeConfigs: a topic's effective configuration, or the broker's; and
+IncrementalAlterConfigs, forwarded to the active controller.
 
-Each entry says where its value comes from (config_source): 1 a topic override, 4 the
-broker's static config, 5 Kafka's default. kcat -L and AdminClient.describe_configs read
-exactly these fields. Only TOPIC (2) and BROKER (4) resources are described.
+A topic's overrides are those of the committed metadata image (ConfigRecords, read through
+`broker.metadata_cache.topic_configs`), laid over this broker's defaults; a broker is
+described from its own static config. Each entry says where its value comes from
+(config_source): 1 a topic override, 4 the broker's static config, 5 Kafka's default. kcat -L
+and AdminClient.describe_configs read exactly these fields. Only TOPIC (2) and BROKER (4)
+resources are described.
+
+IncrementalAlterConfigs (KIP-339) is validated and committed by the controller as
+ConfigRecords; a successful answer waits (at most VISIBILITY_WAIT_S) until this broker's
+image shows the keys it set or deleted on topics, so the client's next DescribeConfigs here
+sees them. No controller in time: REQUEST_TIMED_OUT for every resource.
 """
 
 from __future__ import annotations
@@ -10,11 +19,17 @@ from __future__ import annotations
 from typing import Any
 
 from broker.broker import Broker
-from broker.config import BROKER_PROPERTIES, TOPIC_PROPERTIES
+from broker.config import BROKER_PROPERTIES, TOPIC_PROPERTIES, ConfigError, validate_topic_configs
+from broker.controller_channel import ControllerUnavailable
+from broker.handlers.common import forward
 from broker.handlers.context import RequestContext
+from broker.metadata_cache import MetadataCache
+from protocol import messages as m
 from protocol.errors import ErrorCode
 
 TOPIC, BROKER = 2, 4
+SET, DELETE = 0, 1  # IncrementalAlterConfigs operations whose outcome is known beforehand
+VISIBILITY_WAIT_S = 5.0
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 _TYPES = {"bool": 1, "str": 2, "int": 3, "long": 5, "double": 6, "list": 7}  # ConfigEntry.ConfigType ids
 
@@ -46,6 +61,11 @@ def _source(broker: Broker, name: str, overridden: bool) -> int:
         if broker.config[broker_name] != BROKER_PROPERTIES[broker_name].default:
             return STATIC_BROKER_CONFIG
     return DEFAULT_CONFIG
+
+
+def topic_overrides(broker: Broker, topic: str) -> dict[str, Any]:
+    """A topic's overrides from the image, parsed (ConfigError if one does not parse)."""
+    return validate_topic_configs(dict(broker.metadata_cache.topic_configs(topic)))
 
 
 def topic_config_entries(broker: Broker, overrides: dict[str, Any]) -> list[dict]:
@@ -85,12 +105,16 @@ async def handle(ctx: RequestContext) -> dict:
         out = {"error_code": ErrorCode.NONE, "error_message": None,
                "resource_type": r.resource_type, "resource_name": r.resource_name, "configs": []}
         if r.resource_type == TOPIC:
-            info = broker.metadata.topics.get(r.resource_name)
-            if info is None:
+            if broker.metadata_cache.topic(r.resource_name) is None:
                 out.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                            error_message=f"Topic {r.resource_name!r} does not exist.")
             else:
-                out["configs"] = topic_config_entries(broker, info.configs)
+                try:
+                    overrides = topic_overrides(broker, r.resource_name)
+                except ConfigError as e:  # the controller committed what we cannot parse
+                    out.update(error_code=ErrorCode.INVALID_CONFIG, error_message=str(e))
+                else:
+                    out["configs"] = topic_config_entries(broker, overrides)
         elif r.resource_type == BROKER:
             if r.resource_name not in ("", str(broker.node_id)):
                 out.update(error_code=ErrorCode.INVALID_REQUEST,
@@ -105,3 +129,29 @@ async def handle(ctx: RequestContext) -> dict:
             out["configs"] = [c for c in out["configs"] if c["name"] in keys]
         results.append(out)
     return {"throttle_time_ms": 0, "results": results}
+
+
+async def handle_incremental_alter_configs(ctx: RequestContext) -> dict:
+    body = ctx.body
+    try:
+        response = await forward(ctx.broker, m.INCREMENTAL_ALTER_CONFIGS, ctx.version, body)
+    except ControllerUnavailable:
+        return {"throttle_time_ms": 0, "responses": [
+            {"error_code": ErrorCode.REQUEST_TIMED_OUT,
+             "error_message": "No controller answered within the request timeout.",
+             "resource_type": r.resource_type, "resource_name": r.resource_name}
+            for r in body.resources]}
+    done = {(r["resource_type"], r["resource_name"]) for r in response["responses"]
+            if r["error_code"] == ErrorCode.NONE}
+    expected = [(r.resource_name, c.name, c.value if c.config_operation == SET else None)
+                for r in body.resources if r.resource_type == TOPIC
+                and (r.resource_type, r.resource_name) in done
+                for c in r.configs if c.config_operation in (SET, DELETE)]
+
+    def visible(cache: MetadataCache) -> bool:
+        return all(cache.topic_configs(name).get(key) == value
+                   for name, key, value in expected)
+
+    if expected and not body.validate_only and not visible(ctx.broker.metadata_cache):
+        await ctx.broker.wait_for_metadata(visible, VISIBILITY_WAIT_S)
+    return {"throttle_time_ms": 0, **dict(response)}

@@ -8,18 +8,26 @@ can make progress past a batch larger than its limits.
 A fetch that has fewer than `min_bytes` waits up to `max_wait_ms` for appends to any
 partition, then reads again. Incremental fetch sessions (KIP-227) are not offered: we answer
 session_id 0, which every client treats as "send full fetch requests".
+
+Only the partition's leader serves it: elsewhere the answer is NOT_LEADER_OR_FOLLOWER
+(UNKNOWN_TOPIC_OR_PARTITION if the metadata image has no such partition), and a client's
+current_leader_epoch older or newer than ours is FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH
+(KIP-320). From v12 those answers carry the leader the image names (current_leader).
 """
 
 from __future__ import annotations
 
 import trio
 
-from broker.handlers.common import lookup
+from broker.handlers.common import current_leader, lookup
 from broker.handlers.context import RequestContext
 from broker.log.errors import LogError, OffsetOutOfRange
 from protocol.errors import ErrorCode
 
 READ_COMMITTED = 1
+CURRENT_LEADER_VERSION = 12  # the tagged current_leader field
+_STALE_LEADER = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
+                 ErrorCode.UNKNOWN_LEADER_EPOCH)
 
 
 async def handle(ctx: RequestContext) -> dict:
@@ -65,13 +73,16 @@ def _read(ctx: RequestContext) -> tuple[list, int, bool]:
             errors |= error != ErrorCode.NONE
             total += len(records)
             budget = max(budget - len(records), 0)
-            partitions.append({
+            out = {
                 "partition_index": p.partition, "error_code": error,
                 "high_watermark": partition.high_watermark if partition else -1,
                 "last_stable_offset": partition.high_watermark if partition else -1,
                 "log_start_offset": partition.log_start_offset if partition else -1,
                 "aborted_transactions": aborted, "preferred_read_replica": -1,
                 "records": records,
-            })
+            }
+            if error in _STALE_LEADER and ctx.version >= CURRENT_LEADER_VERSION:
+                out["current_leader"] = current_leader(broker, topic.topic, p.partition)
+            partitions.append(out)
         responses.append({"topic": topic.topic, "partitions": partitions})
     return responses, total, errors

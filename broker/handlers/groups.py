@@ -5,14 +5,19 @@ The coordinator (broker.coordinator) decides; these handlers only unpack request
 the coordinator's answer when the protocol says to wait (JoinGroup until the rebalance
 completes, SyncGroup until the leader's assignment arrives), and shape the response for the
 request's version.
+
+A group's coordinator is the leader of its __consumer_offsets partition, as the metadata
+image names it: FindCoordinator answers with that broker's endpoint on the client's listener,
+creating __consumer_offsets first if need be, and COORDINATOR_NOT_AVAILABLE while the topic
+is not there yet or the partition has no leader. A group request reaching a broker that does
+not lead the group's partition gets NOT_COORDINATOR from the coordinator's routing check.
 """
 
 from __future__ import annotations
 
 from broker.coordinator.membership import JoinRequest, group_id_error, join_error, sync_body
-from broker.coordinator.runtime import Waiter
+from broker.coordinator.runtime import OFFSETS_TOPIC, Waiter
 from broker.handlers.context import RequestContext
-from broker.log.errors import KafkaStorageError
 from protocol.errors import ErrorCode
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
@@ -27,7 +32,7 @@ def _answer(waiter: Waiter, fallback: dict) -> dict:
     return waiter.body
 
 
-def _coordinator_entry(ctx: RequestContext, key: str, key_type: int) -> dict:
+async def _coordinator_entry(ctx: RequestContext, key: str, key_type: int) -> dict:
     broker = ctx.broker
     out = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.NONE,
            "error_message": None}
@@ -39,12 +44,19 @@ def _coordinator_entry(ctx: RequestContext, key: str, key_type: int) -> dict:
     if error != ErrorCode.NONE:
         out.update(error_code=error, error_message="invalid group id")
         return out
-    try:
-        broker.groups.ensure_offsets_topic()
-    except KafkaStorageError as e:  # __consumer_offsets cannot be created: try again later
-        out.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=str(e))
+    if not await broker.groups.ensure_offsets_topic():
+        out.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                   error_message=f"{OFFSETS_TOPIC} is being created")
         return out
-    out.update(node_id=broker.node_id, host=broker.advertised.host, port=broker.advertised.port)
+    cache = broker.metadata_cache
+    index = broker.groups.coordinator.partition_for(key)
+    leader = cache.leader(OFFSETS_TOPIC, index)
+    endpoint = cache.endpoint(leader, broker.listener_name) if leader >= 0 else None
+    if endpoint is None:
+        out.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                   error_message=f"{OFFSETS_TOPIC}-{index} has no leader")
+        return out
+    out.update(node_id=leader, host=endpoint.host, port=endpoint.port)
     return out
 
 
@@ -53,8 +65,8 @@ async def handle_find_coordinator(ctx: RequestContext) -> dict:
     key_type = body.get("key_type", GROUP_KEY)
     if ctx.version >= 4:
         return {"throttle_time_ms": 0, "coordinators": [
-            _coordinator_entry(ctx, key, key_type) for key in body.coordinator_keys]}
-    entry = _coordinator_entry(ctx, body.key, key_type)
+            await _coordinator_entry(ctx, key, key_type) for key in body.coordinator_keys]}
+    entry = await _coordinator_entry(ctx, body.key, key_type)
     entry.pop("key")
     return {"throttle_time_ms": 0, **entry}
 

@@ -4,6 +4,9 @@ v0 answers in the old layout: a list of offsets (at most max_num_offsets) instea
 for latest that is the log end offset followed by each segment's base offset, newest first.
 The max-timestamp lookup is Kafka's pre-3.7 "shallow" answer: the last offset of the batch
 with the largest MaxTimestamp, read from batch headers only.
+
+Only the partition's leader answers (broker.handlers.common.lookup): elsewhere
+NOT_LEADER_OR_FOLLOWER, and a stale or future current_leader_epoch is fenced (KIP-320).
 """
 
 from __future__ import annotations

@@ -1,13 +1,16 @@
 """InitProducerId: producer ids and epochs for idempotent producers.
 
-A producer id is never reused, across restarts (the metadata image reserves them in
-blocks). A request that names its current id and epoch (v3+, KIP-360) gets the epoch bumped.
+A producer id is never reused, across restarts and brokers: the active controller hands
+them out (`broker.allocate_producer_id`, blocks committed to the metadata log by
+AllocateProducerIds); when no controller answers, COORDINATOR_NOT_AVAILABLE, which clients
+retry. A request that names its current id and epoch (v3+, KIP-360) gets the epoch bumped.
 Transactions are not supported: a transactional id is refused with
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients report as fatal rather than retrying.
 """
 
 from __future__ import annotations
 
+from broker.controller_channel import ControllerUnavailable
 from broker.handlers.context import RequestContext
 from protocol.errors import ErrorCode
 
@@ -26,8 +29,7 @@ async def handle(ctx: RequestContext) -> dict:
         out["producer_id"], out["producer_epoch"] = pid, epoch + 1
     else:
         try:
-            out["producer_id"], out["producer_epoch"] = ctx.broker.metadata.next_producer_id(), 0
-        except OSError:
-            # the next id block could not be reserved on disk; clients retry this code
+            out["producer_id"], out["producer_epoch"] = await ctx.broker.allocate_producer_id(), 0
+        except ControllerUnavailable:
             out["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
     return out

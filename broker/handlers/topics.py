@@ -1,161 +1,201 @@
-"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions.
+"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions, forwarded to the
+active controller (KIP-590).
 
-Each topic in a request succeeds or fails on its own, with Kafka's error codes; one the
-file system refuses (full disk, unwritable data dir) gets KAFKA_STORAGE_ERROR. Work is
-synchronous, so timeout_ms never expires. Partition counts are capped at MAX_PARTITIONS per
-request because every partition is a directory of files created at once: an unbounded
-count would let one request fill the disk.
+The controller validates each topic and answers for each on its own, with Kafka's error
+codes; this broker adds only what it can say without the controller: DeleteTopics is refused
+here when delete.topic.enable is off, and for __consumer_offsets, the group coordinator's own
+log. When no controller answers within the request's timeout every topic gets
+REQUEST_TIMED_OUT, which clients retry.
+
+A successful answer is held until the change is in this broker's metadata image (at most
+the request's timeout_ms, capped at VISIBILITY_WAIT_S), so that the client's next Metadata
+here already sees it. CreateTopics v5+ answers carry the new topic's effective configs:
+the broker's defaults overlaid with the topic's overrides (broker.handlers.configs).
 """
 
 from __future__ import annotations
 
-from broker.config import ConfigError, validate_topic_configs
-from broker.coordinator.runtime import OFFSETS_TOPIC
-from broker.handlers.configs import topic_config_entries
-from broker.handlers.context import RequestContext
-from broker.log.errors import KafkaStorageError
-from protocol.errors import ErrorCode
-from protocol.names import topic_name_error
+import uuid
+from typing import Any, Callable
 
-MAX_PARTITIONS = 10_000
+from broker.config import ConfigError, validate_topic_configs
+from broker.controller_channel import ControllerUnavailable
+from broker.coordinator.runtime import OFFSETS_TOPIC
+from broker.handlers.configs import topic_config_entries, topic_overrides
+from broker.handlers.common import forward
+from broker.handlers.context import RequestContext
+from broker.metadata_cache import MetadataCache
+from protocol import messages as m
+from protocol.errors import ErrorCode
+
+VISIBILITY_WAIT_S = 5.0
+CONFIGS_IN_RESPONSE = 5  # CreateTopics v5+ returns the created topic's configs
+TOPIC_IDS = 6  # DeleteTopics v6+ names topics by name or id
+NO_CONTROLLER = "No controller answered within the request timeout."
+ZERO_UUID = uuid.UUID(int=0)
 
 
 def _error(code: ErrorCode, message: str | None = None) -> dict:
     return {"error_code": code, "error_message": message}
 
 
-def _check_new_topic(ctx: RequestContext, t) -> tuple[dict | None, int, int, dict]:
-    broker = ctx.broker
-    if reason := topic_name_error(t.name):
-        return _error(ErrorCode.INVALID_TOPIC_EXCEPTION, reason), 0, 0, {}
-    if t.name in broker.metadata.topics:
-        return _error(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."), 0, 0, {}
-    partitions, rf = t.num_partitions, t.replication_factor
-    if t.assignments:
-        if partitions != -1 or rf != -1:
-            return _error(ErrorCode.INVALID_REQUEST, "Both numPartitions or replicationFactor "
-                          "and replicasAssignments were set."), 0, 0, {}
-        indexes = sorted(a.partition_index for a in t.assignments)
-        if indexes != list(range(len(indexes))):
-            return _error(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                          "Partitions must be numbered from 0 consecutively."), 0, 0, {}
-        sizes = {len(a.broker_ids) for a in t.assignments}
-        if len(sizes) != 1 or any(b != broker.node_id for a in t.assignments
-                                  for b in a.broker_ids):
-            return _error(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                          f"Replicas must all be on live broker {broker.node_id}."), 0, 0, {}
-        partitions, rf = len(indexes), sizes.pop()
-    if partitions == -1:
-        partitions = broker.config.num_partitions
-    if rf == -1:
-        rf = broker.config.default_replication_factor
-    if not 0 < partitions <= MAX_PARTITIONS:
-        return _error(ErrorCode.INVALID_PARTITIONS,
-                      f"Number of partitions must be in 1..{MAX_PARTITIONS}."), 0, 0, {}
-    if rf <= 0:
-        return _error(ErrorCode.INVALID_REPLICATION_FACTOR,
-                      "Replication factor must be larger than 0."), 0, 0, {}
-    if rf > 1:
-        return _error(ErrorCode.INVALID_REPLICATION_FACTOR,
-                      f"Replication factor: {rf} larger than available brokers: 1."), 0, 0, {}
+async def _forward(ctx: RequestContext, api_key: int, body: Any) -> dict | None:
+    """The controller's answer, or None when no controller answered in time."""
     try:
-        configs = validate_topic_configs({c.name: c.value for c in t.configs})
-    except ConfigError as e:
-        return _error(ErrorCode.INVALID_CONFIG, str(e)), 0, 0, {}
-    return None, partitions, rf, configs
+        return await forward(ctx.broker, api_key, ctx.version, body)
+    except ControllerUnavailable:
+        return None
+
+
+async def _await_visible(ctx: RequestContext, predicate: Callable[[MetadataCache], bool],
+                         timeout_ms: int) -> None:
+    """Hold the answer until this broker's image shows the change, within the request's
+    own timeout; past it the change is still committed, just not here yet."""
+    timeout_s = min(max(timeout_ms, 0) / 1000, VISIBILITY_WAIT_S)
+    if timeout_s > 0 and not predicate(ctx.broker.metadata_cache):
+        await ctx.broker.wait_for_metadata(predicate, timeout_s)
+
+
+# -- CreateTopics ------------------------------------------------------------------------------
+
+def _requested_configs(t) -> dict[str, Any] | None:
+    try:
+        return validate_topic_configs({c.name: c.value for c in t.configs})
+    except ConfigError:
+        return None  # the controller accepted what we cannot parse: describe nothing
+
+
+def _complete_created(ctx: RequestContext, out: dict, requested) -> None:
+    """Fill what the controller may leave out of a v5+ answer from this broker's image and
+    the request: topic id, partition count, replication factor, effective configs."""
+    cache = ctx.broker.metadata_cache
+    info = cache.topic(out["name"])
+    if info is not None:
+        if not out.get("topic_id") or out.get("topic_id") == ZERO_UUID:
+            out["topic_id"] = info.topic_id
+        if out.get("num_partitions", -1) == -1:
+            out["num_partitions"] = len(info.partitions)
+        if out.get("replication_factor", -1) == -1 and info.partitions:
+            out["replication_factor"] = len(next(iter(info.partitions.values())).replicas)
+    if ctx.version >= CONFIGS_IN_RESPONSE and requested is not None:
+        overrides = _requested_configs(requested)
+        if info is not None:  # what was committed is what counts
+            try:
+                overrides = topic_overrides(ctx.broker, out["name"])
+            except ConfigError:
+                pass
+        out["configs"] = None if overrides is None else [
+            {"name": e["name"], "value": e["value"], "read_only": False,
+             "config_source": e["config_source"], "is_sensitive": False}
+            for e in topic_config_entries(ctx.broker, overrides)]
 
 
 async def handle_create_topics(ctx: RequestContext) -> dict:
-    broker, body = ctx.broker, ctx.body
-    results = []
-    for t in body.topics:
-        error, partitions, rf, configs = _check_new_topic(ctx, t)
-        out = {"name": t.name, "num_partitions": -1, "replication_factor": -1, "configs": None}
-        if error:
-            out.update(error)
-        else:
-            out.update(_error(ErrorCode.NONE))
-            if not body.validate_only:
-                try:
-                    info = broker.create_topic(t.name, partitions, rf, configs)
-                except KafkaStorageError as e:
-                    out.update(_error(e.error_code, str(e)))
-                    results.append(out)
-                    continue
-                out["topic_id"] = info.topic_id
-            out.update(num_partitions=partitions, replication_factor=rf,
-                       configs=[{"name": e["name"], "value": e["value"], "read_only": False,
-                                 "config_source": e["config_source"], "is_sensitive": False}
-                                for e in topic_config_entries(broker, configs)])
-        results.append(out)
-    return {"throttle_time_ms": 0, "topics": results}
+    body = ctx.body
+    response = await _forward(ctx, m.CREATE_TOPICS, body)
+    if response is None:
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t.name, **_error(ErrorCode.REQUEST_TIMED_OUT, NO_CONTROLLER),
+             "num_partitions": -1, "replication_factor": -1, "configs": None}
+            for t in body.topics]}
+    results = [dict(t) for t in response["topics"]]
+    created = [t["name"] for t in results if t["error_code"] == ErrorCode.NONE]
+    if created and not body.validate_only:
+        await _await_visible(ctx, lambda c: all(c.topic(n) is not None for n in created),
+                             body.timeout_ms)
+    by_name = {t.name: t for t in body.topics}
+    for out in results:
+        if out["error_code"] == ErrorCode.NONE:
+            _complete_created(ctx, out, by_name.get(out["name"]))
+    return {"throttle_time_ms": response.get("throttle_time_ms", 0), "topics": results}
+
+
+# -- DeleteTopics ------------------------------------------------------------------------------
+
+def _local_refusal(ctx: RequestContext, name: str | None) -> dict | None:
+    if not ctx.broker.config.delete_topic_enable:
+        return _error(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+    if name == OFFSETS_TOPIC:
+        # the group coordinator's own log: deleting it would lose every group's offsets
+        # and leave the coordinator without partitions to serve. Kafka's TopicCommand
+        # refuses internal topics; the broker refuses too, so no client can do it.
+        return _error(ErrorCode.INVALID_REQUEST,
+                      f"Topic {name} is an internal topic and cannot be deleted.")
+    return None
 
 
 async def handle_delete_topics(ctx: RequestContext) -> dict:
     broker, body = ctx.broker, ctx.body
-    if ctx.version >= 6:
+    if ctx.version >= TOPIC_IDS:
         wanted = [(t.name, t.topic_id) for t in body.topics]
     else:
         wanted = [(name, None) for name in body.topic_names]
-    results = []
+    cache = broker.metadata_cache
+    results: list[dict] = []
+    forwarded: list[tuple[str | None, Any]] = []
     for name, topic_id in wanted:
         if name is None and topic_id is not None:
-            info = broker.metadata.by_id(topic_id)
-            name = info.name if info else None
-            missing = ErrorCode.UNKNOWN_TOPIC_ID
+            info = cache.topic_by_id(topic_id)
+            known = info.name if info else None
         else:
-            info = broker.metadata.topics.get(name)
-            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        out = {"name": name, "topic_id": info.topic_id if info else topic_id}
-        if not broker.config.delete_topic_enable:
-            out.update(_error(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled."))
-        elif name == OFFSETS_TOPIC:
-            # the group coordinator's own log: deleting it would lose every group's offsets
-            # and leave the coordinator without partitions to serve. Kafka's TopicCommand
-            # refuses internal topics; the broker refuses too, so no client can do it.
-            out.update(_error(ErrorCode.INVALID_REQUEST,
-                              f"Topic {name} is an internal topic and cannot be deleted."))
-        elif info is None:
-            out.update(_error(missing, "This server does not host this topic."))
+            known = name
+        refusal = _local_refusal(ctx, known)
+        if refusal is None:
+            forwarded.append((name, topic_id))
+        results.append({"name": name, "topic_id": topic_id or ZERO_UUID,
+                        **(refusal or _error(ErrorCode.NONE))})
+    if forwarded:
+        if ctx.version >= TOPIC_IDS:
+            request: dict = {"topics": [{"name": n, "topic_id": i} for n, i in forwarded],
+                             "timeout_ms": body.timeout_ms}
         else:
-            try:
-                broker.delete_topic(name)
-                out.update(_error(ErrorCode.NONE))
-            except KafkaStorageError as e:
-                out.update(_error(e.error_code, str(e)))
-        results.append(out)
+            request = {"topic_names": [n for n, _ in forwarded], "timeout_ms": body.timeout_ms}
+        response = await _forward(ctx, m.DELETE_TOPICS, request)
+        answers = iter(response["responses"] if response is not None else [])
+        deleted: list[tuple[str | None, Any]] = []
+        for out in results:
+            if out["error_code"] != ErrorCode.NONE:
+                continue  # refused here
+            if response is None:
+                out.update(_error(ErrorCode.REQUEST_TIMED_OUT, NO_CONTROLLER))
+                continue
+            answer = next(answers, None)  # the controller answers in request order
+            if answer is None:
+                out.update(_error(ErrorCode.UNKNOWN_SERVER_ERROR, "No answer for this topic."))
+                continue
+            out.update(name=answer.get("name", out["name"]),
+                       topic_id=answer.get("topic_id") or out["topic_id"],
+                       error_code=answer["error_code"],
+                       error_message=answer.get("error_message"))
+            if out["error_code"] == ErrorCode.NONE:
+                deleted.append((out["name"], out["topic_id"]))
+        if deleted:
+            await _await_visible(ctx, lambda c: all(_gone(c, n, i) for n, i in deleted),
+                                 body.timeout_ms)
     return {"throttle_time_ms": 0, "responses": results}
 
 
+def _gone(cache: MetadataCache, name: str | None, topic_id: Any) -> bool:
+    if topic_id and topic_id != ZERO_UUID:
+        return cache.topic_by_id(topic_id) is None
+    return name is None or cache.topic(name) is None
+
+
+# -- CreatePartitions --------------------------------------------------------------------------
+
 async def handle_create_partitions(ctx: RequestContext) -> dict:
-    broker, body = ctx.broker, ctx.body
-    results = []
-    for t in body.topics:
-        info = broker.metadata.topics.get(t.name)
-        if info is None:
-            error = _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                           "This server does not host this topic.")
-        elif t.count < info.partitions:
-            error = _error(ErrorCode.INVALID_PARTITIONS,
-                           f"Topic currently has {info.partitions} partitions, which is higher "
-                           f"than the requested {t.count}.")
-        elif t.count == info.partitions:
-            error = _error(ErrorCode.INVALID_PARTITIONS,
-                           f"Topic already has {info.partitions} partitions.")
-        elif t.count > MAX_PARTITIONS:
-            error = _error(ErrorCode.INVALID_PARTITIONS,
-                           f"Number of partitions must be at most {MAX_PARTITIONS}.")
-        elif t.assignments is not None and (
-                len(t.assignments) != t.count - info.partitions
-                or any(b != broker.node_id for a in t.assignments for b in a.broker_ids)):
-            error = _error(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                           f"Assignments must name only live broker {broker.node_id}.")
-        else:
-            error = _error(ErrorCode.NONE)
-            if not body.validate_only:
-                try:
-                    broker.create_partitions(t.name, t.count)
-                except KafkaStorageError as e:
-                    error = _error(e.error_code, str(e))
-        results.append({"name": t.name, **error})
-    return {"throttle_time_ms": 0, "results": results}
+    body = ctx.body
+    response = await _forward(ctx, m.CREATE_PARTITIONS, body)
+    if response is None:
+        return {"throttle_time_ms": 0, "results": [
+            {"name": t.name, **_error(ErrorCode.REQUEST_TIMED_OUT, NO_CONTROLLER)}
+            for t in body.topics]}
+    results = [dict(r) for r in response["results"]]
+    counts = {t.name: t.count for t in body.topics}
+    grown = [(r["name"], counts[r["name"]]) for r in results
+             if r["error_code"] == ErrorCode.NONE and r["name"] in counts]
+    if grown and not body.validate_only:
+        await _await_visible(
+            ctx, lambda c: all(c.partition_count(n) >= count for n, count in grown),
+            body.timeout_ms)
+    return {"throttle_time_ms": response.get("throttle_time_ms", 0), "results": results}

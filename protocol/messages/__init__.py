@@ -63,16 +63,17 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(group.ListGroupsRequest, group.ListGroupsResponse),
     _api(group.DeleteGroupsRequest, group.DeleteGroupsResponse),
     _api(offsets.OffsetDeleteRequest, offsets.OffsetDeleteResponse),
+    _api(cluster.ElectLeadersRequest, cluster.ElectLeadersResponse),
+    _api(cluster.DescribeClusterRequest, cluster.DescribeClusterResponse),
+    _api(configs.IncrementalAlterConfigsRequest, configs.IncrementalAlterConfigsResponse),
 )}
 
 CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
-    _api(cluster.ElectLeadersRequest, cluster.ElectLeadersResponse),
     _api(quorum.VoteRequest, quorum.VoteResponse),
     _api(quorum.BeginQuorumEpochRequest, quorum.BeginQuorumEpochResponse),
     _api(quorum.EndQuorumEpochRequest, quorum.EndQuorumEpochResponse),
     _api(quorum.DescribeQuorumRequest, quorum.DescribeQuorumResponse),
     _api(quorum.FetchSnapshotRequest, quorum.FetchSnapshotResponse),
-    _api(cluster.DescribeClusterRequest, cluster.DescribeClusterResponse),
     _api(cluster.BrokerRegistrationRequest, cluster.BrokerRegistrationResponse),
     _api(cluster.BrokerHeartbeatRequest, cluster.BrokerHeartbeatResponse),
     _api(cluster.UnregisterBrokerRequest, cluster.UnregisterBrokerResponse),
@@ -97,6 +98,7 @@ DELETE_TOPICS = _key(topics.DeleteTopicsRequest)
 INIT_PRODUCER_ID = _key(producer_id.InitProducerIdRequest)
 OFFSET_FOR_LEADER_EPOCH = _key(leader_epoch.OffsetForLeaderEpochRequest)
 DESCRIBE_CONFIGS = _key(configs.DescribeConfigsRequest)
+INCREMENTAL_ALTER_CONFIGS = _key(configs.IncrementalAlterConfigsRequest)
 CREATE_PARTITIONS = _key(topics.CreatePartitionsRequest)
 OFFSET_COMMIT = _key(offsets.OffsetCommitRequest)
 OFFSET_FETCH = _key(offsets.OffsetFetchRequest)

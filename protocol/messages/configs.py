@@ -1,4 +1,5 @@
-"""DescribeConfigs (32): the topic and broker configuration clients ask to see."""
+"""DescribeConfigs (32): the topic and broker configuration clients ask to see;
+IncrementalAlterConfigs (44): changes to it, key by key (KIP-339)."""
 
 from protocol.schema import F, Message
 
@@ -39,3 +40,29 @@ DescribeConfigsResponse = Message(
         ]),
     ])
 
+
+IncrementalAlterConfigsRequest = Message(
+    "IncrementalAlterConfigsRequest", api_key=44, valid="0-1", flexible="1+", fields=[
+        F("resources", [
+            F("resource_type", "int8"),
+            F("resource_name", "string"),
+            F("configs", [
+                F("name", "string"),
+                # 0 set, 1 delete, 2 append, 3 subtract (Kafka's AlterConfigOp.OpType)
+                F("config_operation", "int8"),
+                F("value", "string", nullable="0+"),
+            ]),
+        ]),
+        F("validate_only", "bool"),
+    ])
+
+IncrementalAlterConfigsResponse = Message(
+    "IncrementalAlterConfigsResponse", api_key=44, valid="0-1", flexible="1+", fields=[
+        F("throttle_time_ms", "int32"),
+        F("responses", [
+            F("error_code", "int16"),
+            F("error_message", "string", nullable="0+"),
+            F("resource_type", "int8"),
+            F("resource_name", "string"),
+        ]),
+    ])

@@ -430,3 +430,39 @@ def test_a_timer_due_with_the_rebalance_timeout_sees_what_the_rebalance_changed(
     assert h.now == 30_000 and h.replies[rejoin]["error_code"] == E.NONE
     assert list(h.group.members) == [a]
     assert h.group.state == S.COMPLETING_REBALANCE
+
+
+def test_unloading_a_partition_answers_its_waiters_forgets_its_groups_and_reloads():
+    h = Harness()
+    leader, follower = stable_group_of(h, 2)
+    committed = object()
+    h.apply(h.c.commit(committed, GROUP, 1, leader, None, [("t", 0, 17, 3, "x")], h.now))
+    # a rebalance in flight: the follower waits in SyncGroup of a new generation
+    rejoin = [h.join(member_id=m) for m in (leader, follower)]
+    h.advance(0)
+    generation = h.replies[rejoin[0]]["generation_id"]
+    waiting = h.sync(follower, generation)
+    assert waiting not in h.replies
+    h.apply(h.c.unload(0, h.now))
+    assert h.replies[waiting] == {"throttle_time_ms": 0, "error_code": E.NOT_COORDINATOR,
+                                  "protocol_type": None, "protocol_name": None,
+                                  "assignment": b""}
+    assert GROUP not in h.c.groups and h.c.check(GROUP) == E.NOT_COORDINATOR
+    assert h.c.fetch_offsets(GROUP, [("t", 0)])[0] == E.NOT_COORDINATOR
+    assert h.c.timers.next_deadline() is None  # nothing left to fire on a reloaded group
+    # leading the partition again: its records rebuild the group and its offsets
+    h.c.begin_load(0)
+    for r in h.records:
+        h.c.replay(r.key, r.value, h.now, loading=True)
+    h.c.finish_load(0, h.now)
+    assert h.c.fetch_offsets(GROUP, [("t", 0)])[1][("t", 0)].offset == 17
+    assert set(h.c.groups[GROUP].members) == {leader, follower}
+
+
+def test_unloading_answers_a_member_waiting_in_join_group_with_a_whole_join_body():
+    h = Harness(initial_delay_ms=3000)
+    member, waiter = h.new_member()
+    h.apply(h.c.unload(0, h.now))
+    assert h.replies[waiter]["error_code"] == E.NOT_COORDINATOR
+    assert h.replies[waiter]["member_id"] == member and "protocol_name" in h.replies[waiter]
+    assert h.c.timers.next_deadline() is None

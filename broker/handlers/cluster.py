@@ -1,0 +1,83 @@
+"""Cluster APIs on the client listener: DescribeCluster and ElectLeaders.
+
+DescribeCluster (KIP-700) names the live brokers with their endpoint on the client's
+listener and rack, the cluster id and the active controller (as Metadata names it: this
+broker when the controller is not a listed broker), all from the metadata image;
+only broker endpoints (endpoint_type 1) are served here, as on a Kafka broker, so a request
+for controllers (2, KIP-919) gets UNSUPPORTED_ENDPOINT_TYPE. ElectLeaders (KIP-460) is
+forwarded to the active controller; a successful election is awaited in this broker's image
+(within the request's timeout, capped) so that the client's next Metadata sees the new
+leaders. No controller in time: REQUEST_TIMED_OUT.
+"""
+
+from __future__ import annotations
+
+from broker.controller_channel import ControllerUnavailable
+from broker.handlers.common import forward
+from broker.handlers.context import RequestContext
+from broker.handlers.metadata import brokers, controller_id
+from broker.metadata_cache import MetadataCache
+from protocol import messages as m
+from protocol.errors import ErrorCode
+
+BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2
+PREFERRED, UNCLEAN = 0, 1
+VISIBILITY_WAIT_S = 5.0
+AUTHORIZED_OPERATIONS_OMITTED = -2**31
+
+
+async def handle_describe_cluster(ctx: RequestContext) -> dict:
+    cache = ctx.broker.metadata_cache
+    listed = brokers(ctx, cache)
+    out = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+           "endpoint_type": BROKER_ENDPOINTS, "cluster_id": cache.cluster_id,
+           "controller_id": controller_id(ctx, cache, listed), "brokers": [],
+           "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+    endpoint_type = ctx.body.get("endpoint_type", BROKER_ENDPOINTS)
+    if endpoint_type != BROKER_ENDPOINTS:
+        out.update(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, endpoint_type=endpoint_type,
+                   error_message="This broker describes broker endpoints only.")
+        return out
+    out["brokers"] = [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
+                       "rack": b["rack"]} for b in listed]
+    return out
+
+
+async def handle_elect_leaders(ctx: RequestContext) -> dict:
+    body = ctx.body
+    try:
+        response = await forward(ctx.broker, m.ELECT_LEADERS, ctx.version, body)
+    except ControllerUnavailable:
+        return _timed_out(body)
+    elected = [(r["topic"], p["partition_id"]) for r in response["replica_election_results"]
+               for p in r["partition_result"] if p["error_code"] == ErrorCode.NONE]
+    timeout_s = min(max(body.timeout_ms, 0) / 1000, VISIBILITY_WAIT_S)
+    if elected and timeout_s > 0:
+        election_type = body.get("election_type", PREFERRED)
+
+        def done(cache: MetadataCache) -> bool:
+            return all(_elected(cache, t, i, election_type) for t, i in elected)
+
+        if not done(ctx.broker.metadata_cache):
+            await ctx.broker.wait_for_metadata(done, timeout_s)
+    return {"throttle_time_ms": 0, **dict(response)}
+
+
+def _elected(cache: MetadataCache, topic: str, index: int, election_type: int) -> bool:
+    p = cache.partition(topic, index)
+    if p is None:
+        return True  # deleted meanwhile: nothing to wait for
+    if election_type == PREFERRED:
+        return p.leader == p.preferred_leader
+    return p.leader >= 0
+
+
+def _timed_out(body) -> dict:
+    message = "No controller answered within the request timeout."
+    results = [{"topic": t.topic, "partition_result": [
+        {"partition_id": i, "error_code": ErrorCode.REQUEST_TIMED_OUT, "error_message": message}
+        for i in t.partitions]} for t in body.topic_partitions or []]
+    # v1+ carry the whole request's error at the top (the only place when every partition
+    # was asked for with a null list); v0 only per partition
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.REQUEST_TIMED_OUT,
+            "replica_election_results": results}

@@ -1,0 +1,66 @@
+"""Where a leader epoch ends, read from the batch headers of a real log spanning several
+segments, as Kafka's LeaderEpochFileCache.endOffsetFor answers."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from broker.handlers.leader_epoch import UNDEFINED_EPOCH, end_offset_for_epoch
+from broker.log import LogConfig, PartitionLog
+from broker.partition import Partition
+from protocol import messages as m
+from protocol.errors import ErrorCode as E
+from protocol.records import Record, encode_batch
+from tests.broker.handlers.fakes import FakeBroker, call, register, topic
+
+
+def _batch(n: int = 2) -> bytes:
+    return encode_batch([Record(i, 1_000 + i, b"k", b"v" * 100, []) for i in range(n)])
+
+
+@pytest.fixture
+def log(tmp_path):
+    """Epoch 1: offsets 0-3; epoch 2: none; epoch 4: 4-9; epoch 7: 10-11. Small segments,
+    so the epochs straddle segment boundaries."""
+    log = PartitionLog.open(str(tmp_path), "t", 0, LogConfig(segment_bytes=400))
+    for epoch, batches in ((1, 2), (4, 3), (7, 1)):
+        for _ in range(batches):
+            log.append(_batch(), leader_epoch=epoch, now_ms=1_000)
+    assert len(log.segments) > 2
+    yield log
+    log.close()
+
+
+@pytest.mark.parametrize("requested,answer", [
+    (0, (UNDEFINED_EPOCH, -1)),  # older than the log's first batch
+    (1, (1, 4)),
+    (2, (1, 4)),  # never written: the epoch before it, up to where the next one starts
+    (3, (1, 4)),
+    (4, (4, 10)),
+    (6, (4, 10)),
+    (7, (7, 12)),
+    (9, (7, 12)),
+])
+def test_end_offset_for_epoch(log, requested, answer):
+    assert end_offset_for_epoch(log, requested) == answer
+
+
+class LeaderPartition(Partition):
+    is_leader = True
+
+
+async def test_offset_for_leader_epoch_answers_from_the_log(log):
+    broker = FakeBroker([*register(0), *topic("t", uuid.UUID(int=1), [[0]], epochs=[8])])
+    broker.partitions[("t", 0)] = LeaderPartition("t", 0, log, leader_epoch=8)
+    body = await call(broker, m.OFFSET_FOR_LEADER_EPOCH, 4, {
+        "replica_id": -1, "topics": [{"topic": "t", "partitions": [
+            {"partition": 0, "current_leader_epoch": 8, "leader_epoch": e}
+            for e in (8, 9, 5, 0)]}]})
+    assert [(p["error_code"], p["leader_epoch"], p["end_offset"])
+            for p in body["topics"][0]["partitions"]] == [
+        (E.NONE, 8, 12),  # the current epoch: the log end, though it wrote nothing yet
+        (E.NONE, -1, -1),  # newer than ours
+        (E.NONE, 4, 10),
+        (E.NONE, -1, -1)]
