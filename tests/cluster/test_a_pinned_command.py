@@ -6,6 +6,8 @@ leaderships over before the default 9 s session timeout could have, and after ki
 active controller another is active and CreateTopics works within 30 s.
 
 The tests of this module share one cluster and run in order: the last one kills a node.
+The module is named to run first in tests/cluster, so that its three nodes are gone before
+the package's fast cluster (conftest.py) starts: six nodes at once would crowd two cores.
 """
 
 from __future__ import annotations
