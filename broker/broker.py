@@ -20,10 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import trio
-from construct import Container
 
 from broker.config import BrokerConfig, ConfigError, topic_log_config, validate_topic_configs
-from broker.controller.api import ALLOCATE_PRODUCER_IDS
 from broker.controller.image import TOPIC_RESOURCE, MetadataImage, TopicImage
 from broker.controller.runtime import QuorumRuntime
 from broker.controller.transport import PeerTransport
@@ -37,6 +35,7 @@ from broker.log.manager import LogManager
 from broker.metadata import LegacyMetadata, cluster_id_for_voters, load_cluster_id
 from broker.metadata_cache import OFFSETS_TOPIC, MetadataCache
 from broker.partition import Partition
+from protocol.messages import ALLOCATE_PRODUCER_IDS, request_body
 from protocol.metadata_records import MetadataRecordType as T
 
 _TOPIC_RECORDS = frozenset({T.TOPIC_RECORD, T.PARTITION_RECORD, T.PARTITION_CHANGE_RECORD,
@@ -229,10 +228,9 @@ class Broker:
             q = before.partitions.get(body.partition_id) if before else None
             if p is not None and (q is None or q.leader != p.leader):
                 self.events.emit("leader_change", topic=topic.name,
-                                 partition=body.partition_id, leader=p.leader,
-                                 previous_leader=q.leader if q else -1,
-                                 leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
-                                 isr=",".join(map(str, p.isr)))
+                                 partition=body.partition_id, old_leader=q.leader if q else -1,
+                                 new_leader=p.leader, leader_epoch=p.leader_epoch,
+                                 reason="offline" if p.leader < 0 else "election")
 
     def _sync_topic(self, old: TopicImage | None, new: TopicImage | None) -> None:
         if new is None:
@@ -328,9 +326,10 @@ class Broker:
         controller reserved for this broker (AllocateProducerIds)."""
         async with self._producer_ids_lock:
             if not self._producer_ids:
-                response = await self.controller_channel.call(
-                    ALLOCATE_PRODUCER_IDS, 0, Container(
-                        broker_id=self.node_id, broker_epoch=self.lifecycle.broker_epoch))
+                response = await self.controller_channel.forward(
+                    ALLOCATE_PRODUCER_IDS, 0, request_body(ALLOCATE_PRODUCER_IDS, 0, {
+                        "broker_id": self.node_id,
+                        "broker_epoch": self.lifecycle.broker_epoch}))
                 if response.get("error_code", 0) != 0:
                     raise ControllerUnavailable(
                         f"AllocateProducerIds answered error {response['error_code']}")

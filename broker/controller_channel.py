@@ -44,7 +44,7 @@ class ControllerChannel:
     def leader_id(self) -> int:
         return self.runtime.leader_id if self.runtime is not None else -1
 
-    async def call(self, api_key: int, api_version: int, body: Any,
+    async def forward(self, api_key: int, api_version: int, body: Any,
                    timeout_s: float | None = None) -> Any:
         deadline = trio.current_time() + (self.request_timeout_s if timeout_s is None
                                           else timeout_s)

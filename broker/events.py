@@ -34,6 +34,13 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
                      "replication_factor": "long", "configs": "string", "auto": "boolean"},
     "topic_delete": {"topic": "string", "topic_id": "string"},
     "partitions_create": {"topic": "string", "old_count": "long", "new_count": "long"},
+    # the cluster's control plane, written by the active controller's node (once per cluster)
+    # except controller_elected, which every node writes as it learns of a new quorum leader
+    "controller_elected": {"leader_id": "long", "epoch": "long", "node_id": "long"},
+    "broker_registered": {"broker_id": "long", "broker_epoch": "long", "rack": "string",
+                          "incarnation_id": "string"},
+    "broker_fenced": {"broker_id": "long", "broker_epoch": "long"},
+    "broker_unfenced": {"broker_id": "long", "broker_epoch": "long"},
     "segment_roll": {"topic": "string", "partition": "long", "base_offset": "long"},
     "segment_delete": {"topic": "string", "partition": "long", "base_offset": "long",
                        "reason": "string"},
@@ -66,8 +73,8 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
                     "group_instance_id": "string", "reason": "string"},
     "offset_commit": {"group": "string", "generation": "long", "member": "string",
                       "offsets": "array<string>"},
-    # replication: declared now so the analysis (spark_jobs ISR job) is written against the
-    # contract; a single broker at replication factor 1 never emits them
+    # replication: leader_change is written by the active controller's node as each
+    # committed PartitionChangeRecord moves a leadership; isr_change comes with replication
     "leader_change": {"topic": "string", "partition": "long", "old_leader": "long",
                       "new_leader": "long", "leader_epoch": "long", "reason": "string"},
     "isr_change": {"topic": "string", "partition": "long", "leader_id": "long", "kind": "string",

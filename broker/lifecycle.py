@@ -19,11 +19,10 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 import trio
-from construct import Container
 
-from broker.controller import api
 from broker.controller_channel import ControllerUnavailable
 from protocol.errors import ErrorCode
+from protocol.messages import BROKER_HEARTBEAT, BROKER_REGISTRATION, request_body
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -72,8 +71,8 @@ class BrokerLifecycle:
                 if self.broker_epoch < 0:
                     await self._register(channel)
                 else:
-                    response = await channel.call(api.BROKER_HEARTBEAT, HEARTBEAT_VERSION,
-                                                  Container(**self._heartbeat()))
+                    response = await channel.forward(BROKER_HEARTBEAT, HEARTBEAT_VERSION,
+                                                  request_body(BROKER_HEARTBEAT, HEARTBEAT_VERSION, self._heartbeat()))
                     self._on_heartbeat(response)
             except ControllerUnavailable as e:
                 log.debug("no controller for the heartbeat: %s", e)
@@ -86,8 +85,9 @@ class BrokerLifecycle:
             self._heartbeat_now = trio.Event()
 
     async def _register(self, channel) -> None:
-        response = await channel.call(api.BROKER_REGISTRATION, REGISTRATION_VERSION,
-                                      Container(**self._registration()))
+        response = await channel.forward(BROKER_REGISTRATION, REGISTRATION_VERSION,
+                                      request_body(BROKER_REGISTRATION, REGISTRATION_VERSION,
+                                                   self._registration()))
         code = ErrorCode(response.get("error_code", 0))
         if code == ErrorCode.NONE:
             self.broker_epoch = response["broker_epoch"]

@@ -34,6 +34,9 @@ import trio.testing
 from broker.broker import Broker
 from broker.config import BrokerConfig
 from broker.server import Server
+from protocol.messages import CREATE_TOPICS, request_body
+
+CREATE_TOPICS_VERSION = 5
 from client.connection import stream_opener
 
 __all__ = ["InProcessBroker", "TEST_DEFAULTS", "in_process_broker"]
@@ -62,6 +65,20 @@ class InProcessBroker:
         peer = f"127.0.0.1:{next(self._peers)}"
         self.nursery.start_soon(self.server.handle_connection, server_end, peer)
         return client_end
+
+    async def create_topic(self, name: str, partitions: int, **configs: str) -> None:
+        """CreateTopics through the controller, as a client's would go, and back once the
+        broker serves the topic."""
+        body = request_body(CREATE_TOPICS, CREATE_TOPICS_VERSION, {
+            "topics": [{"name": name, "num_partitions": partitions, "replication_factor": -1,
+                        "assignments": [], "configs": [{"name": k, "value": v}
+                                                       for k, v in configs.items()]}],
+            "timeout_ms": 10_000, "validate_only": False})
+        response = await self.broker.controller_channel.forward(CREATE_TOPICS,
+                                                                 CREATE_TOPICS_VERSION, body)
+        assert response["topics"][0]["error_code"] == 0, response
+        assert await self.broker.wait_for_metadata(
+            lambda cache: cache.partition_count(name) == partitions, 10)
 
     def describe_group(self, group_id: str) -> dict:
         return self.broker.groups.coordinator.describe(group_id)

@@ -167,9 +167,7 @@ class CoordinatorRuntime:
             }],
             "timeout_ms": int(OFFSETS_TOPIC_WAIT_S * 1000), "validate_only": False,
         }
-        declaration = m.APIS[m.CREATE_TOPICS].request  # a body shaped as a client's would be
-        body = declaration.parse(declaration.build(request, CREATE_TOPICS_VERSION),
-                                 CREATE_TOPICS_VERSION)
+        body = m.request_body(m.CREATE_TOPICS, CREATE_TOPICS_VERSION, request)
         try:
             response = await self.broker.controller_channel.forward(
                 m.CREATE_TOPICS, CREATE_TOPICS_VERSION, body)

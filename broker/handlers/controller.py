@@ -80,7 +80,7 @@ async def handle_controller_api(ctx: RequestContext) -> dict:
 
 async def handle_api_versions(ctx: RequestContext) -> dict:
     keys = []
-    for key, spec in sorted(CONTROLLER_LISTENER_APIS.items()):
+    for key in sorted(CONTROLLER_LISTENER_APIS):
         versions = [v for v in range(0, 64) if accepts(CONTROLLER_LISTENER_APIS, key, v)]
         if versions:
             keys.append({"api_key": key, "min_version": versions[0],

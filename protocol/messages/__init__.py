@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from construct import Container
+
 from protocol.messages import (
     api_versions, cluster, configs, fetch, group, leader_epoch, list_offsets, metadata, offsets,
     produce, producer_id, quorum, topics,
@@ -122,3 +124,11 @@ BROKER_REGISTRATION = _key(cluster.BrokerRegistrationRequest)
 BROKER_HEARTBEAT = _key(cluster.BrokerHeartbeatRequest)
 UNREGISTER_BROKER = _key(cluster.UnregisterBrokerRequest)
 ALLOCATE_PRODUCER_IDS = _key(cluster.AllocateProducerIdsRequest)
+
+
+def request_body(api_key: int, version: int, body: dict) -> Container:
+    """A request body built from plain dicts, shaped exactly as one decoded off the wire
+    (attribute access at every level, defaults filled): for a node that sends itself, or
+    hands in process, a request it wrote rather than received."""
+    declaration = ALL_APIS[api_key].request
+    return declaration.parse(declaration.build(body, version), version)

@@ -159,7 +159,7 @@ def _records(resp) -> bytes:
 
 async def test_long_poll_fetch_answers_at_its_deadline_when_nothing_arrives(
         inproc, autojump_clock):
-    inproc.broker.create_topic("quiet", 1)
+    await inproc.create_topic("quiet", 1)
     async with background_nursery() as nursery:
         conn = await _connect(nursery, inproc)
         sent = trio.current_time()
@@ -170,7 +170,7 @@ async def test_long_poll_fetch_answers_at_its_deadline_when_nothing_arrives(
 
 
 async def test_long_poll_fetch_answers_as_soon_as_data_arrives(inproc, autojump_clock):
-    inproc.broker.create_topic("busy", 1)
+    await inproc.create_topic("busy", 1)
     batch = encode_batch([Record(0, 0, b"k", b"hello", [])])
     async with background_nursery() as nursery:
         fetcher, producer = await _connect(nursery, inproc), await _connect(nursery, inproc)

@@ -47,7 +47,7 @@ async def _joined(inproc: InProcessBroker, consumer: Consumer) -> str:
 
 async def test_heartbeats_keep_a_polling_member_in_its_group_over_many_session_timeouts(
         inproc, autojump_clock):
-    inproc.broker.create_topic(TOPIC, 2)
+    await inproc.create_topic(TOPIC, 2)
     async with _consumer(inproc) as consumer:
         member = await _joined(inproc, consumer)
         generation = inproc.broker.groups.coordinator.groups[GROUP].generation
@@ -65,7 +65,7 @@ async def test_heartbeats_keep_a_polling_member_in_its_group_over_many_session_t
 
 async def test_a_member_that_stops_polling_leaves_after_max_poll_interval(
         inproc, autojump_clock):
-    inproc.broker.create_topic(TOPIC, 2)
+    await inproc.create_topic(TOPIC, 2)
     async with _consumer(inproc) as consumer:
         await _joined(inproc, consumer)
         last_poll = trio.current_time()
