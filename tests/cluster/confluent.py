@@ -28,7 +28,8 @@ def brokers(bootstrap: str) -> dict[int, str]:
 
 def describe_cluster(bootstrap: str) -> tuple[str, int | None, dict[int, tuple[str, str | None]]]:
     """(cluster id, controller id, id -> ("host:port", rack)) from DescribeCluster."""
-    d = admin(bootstrap).describe_cluster(request_timeout=TIMEOUT_S).result()
+    client = admin(bootstrap)  # kept: librdkafka fails the future of a client it destroys
+    d = client.describe_cluster(request_timeout=TIMEOUT_S).result()
     nodes = {n.id: (f"{n.host}:{n.port}", n.rack) for n in d.nodes}
     return d.cluster_id, None if d.controller is None else d.controller.id, nodes
 
@@ -36,9 +37,9 @@ def describe_cluster(bootstrap: str) -> tuple[str, int | None, dict[int, tuple[s
 def create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int = -1,
                  *, timeout_s: float = TIMEOUT_S) -> None:
     """CreateTopics; raises KafkaException with the broker's error."""
-    futures = admin(bootstrap).create_topics(
-        [NewTopic(name, partitions, replication_factor)],
-        operation_timeout=timeout_s, request_timeout=timeout_s)
+    client = admin(bootstrap)  # kept until the answer: see describe_cluster
+    futures = client.create_topics([NewTopic(name, partitions, replication_factor)],
+                                   operation_timeout=timeout_s, request_timeout=timeout_s)
     futures[name].result(timeout_s + 5)
 
 
