@@ -95,12 +95,15 @@ class ClusterNode(BrokerProcess):
         self.roles = roles
 
     def command(self) -> list[str]:
+        """The pinned command; a node given `listeners` (Kafka's form, a CONTROLLER listener
+        of its own) takes them instead of --listen, which would override them."""
         cmd = [sys.executable, "-m", "broker", "serve",
-               "--broker-id", str(self.node_id),
-               "--listen", self.bootstrap,
-               "--data-dir", str(self.data_dir),
-               "-o", f"process.roles={self.roles}",
-               "-o", f"controller.quorum.voters={self.voters}"]
+               "--broker-id", str(self.node_id)]
+        if "listeners" not in self.overrides:
+            cmd += ["--listen", self.bootstrap]
+        cmd += ["--data-dir", str(self.data_dir),
+                "-o", f"process.roles={self.roles}",
+                "-o", f"controller.quorum.voters={self.voters}"]
         if self.rack is not None:
             cmd += ["-o", f"broker.rack={self.rack}"]
         for key, value in self.overrides.items():
@@ -198,12 +201,13 @@ class Cluster:
         return node.start()
 
     def add_node(self, node_id: int, *, voters: str | None = None, roles: str = "broker,controller",
-                 controller_port: int | None = None, rack: str | None = None,
-                 overrides: Mapping[str, Any] | None = None) -> ClusterNode:
+                 port: int | None = None, controller_port: int | None = None,
+                 rack: str | None = None, overrides: Mapping[str, Any] | None = None
+                 ) -> ClusterNode:
         """A node outside the cluster's own (its own ports and data directory), not started:
         a duplicate node.id, or one started with other voters."""
         node = ClusterNode(self.base_dir / f"extra-{len(self.extra)}-node-{node_id}", node_id,
-                           port=free_port(HOST),
+                           port=port or free_port(HOST),
                            controller_port=controller_port or free_port(HOST),
                            voters=self.voters if voters is None else voters, rack=rack,
                            overrides={**self.overrides, **(overrides or {})}, roles=roles)
