@@ -185,8 +185,9 @@ def test_sigterm_moves_leaderships_off_the_broker(cluster):
     assert status == 0, cluster.node(victim).tail()
     leaders = cluster.wait_leaders_off(topic, victim, SESSION_TIMEOUT_S + 3)
     assert victim not in leaders.values()
-    for n in cluster.running():
-        assert victim not in cluster.brokers_seen(n.node_id)
+    cluster.wait_for(lambda: all(victim not in cluster.brokers_seen(n.node_id)
+                                 for n in cluster.running()), SESSION_TIMEOUT_S + 3,
+                     f"broker {victim}, stopped, to be left out of every Metadata")
 
 
 def test_sigterm_of_the_active_controller(cluster):
