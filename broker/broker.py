@@ -147,7 +147,7 @@ class Broker:
                                       nursery,
                                       self.config.controller_quorum_request_timeout_ms / 1000)
             self.runtime.transport = transport
-            self.controller_channel.set_peers(transport.peer)
+            self.controller_channel.set_peers(transport.controller_peer)
         await nursery.start(self.runtime.run)
         await nursery.start(self.groups.run)
         if self.addresses.is_broker:

@@ -76,8 +76,9 @@ class BrokerLifecycle:
                     self._on_heartbeat(response)
             except ControllerUnavailable as e:
                 log.debug("no controller for the heartbeat: %s", e)
-            if self.broker_epoch >= 0 and self.fenced:
-                pause = min(interval, 0.05)  # catching up: ask again soon
+            if self.broker_epoch >= 0 and (self.fenced or self.want_shut_down):
+                # catching up, or waiting for leaderships to move: ask again soon
+                pause = min(interval, 0.05)
             else:
                 pause = interval
             with trio.move_on_after(pause):

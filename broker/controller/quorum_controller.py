@@ -282,6 +282,12 @@ class QuorumController:
     # --- brokers --------------------------------------------------------------------
 
     def _has_valid_session(self, broker_id: int, now_ms: int) -> bool:
+        """Kafka's BrokerHeartbeatManager.hasValidSession: a fenced broker has none, so a
+        restarted broker may register at once after it was fenced, even by a controller
+        that activated since (and gave every registered broker a fresh deadline)."""
+        registration = self.image.brokers.get(broker_id)
+        if registration is not None and registration.fenced:
+            return False
         return now_ms < self._sessions.get(broker_id, now_ms)
 
     def register_broker(self, body: Any, now_ms: int, offset: int) -> ControllerResult:

@@ -30,11 +30,18 @@ class PeerTransport:
         self.cluster_id = cluster_id
         self.request_timeout_s = request_timeout_s
         self.peers = {i: PeerChannel(host, port, nursery, apis=ALL_APIS,
-                                     client_id=f"minibroker-node-{node_id}")
+                                     client_id=f"minibroker-raft-{node_id}")
                       for i, (host, port) in voters.items() if i != node_id}
+        # Requests to the controller get their own connections: a listener answers each
+        # connection's requests in order, and a heartbeat waiting for its records to commit
+        # must never queue the Fetch that commits them behind itself.
+        self.controller_peers = {
+            i: PeerChannel(host, port, nursery, apis=ALL_APIS,
+                           client_id=f"minibroker-broker-{node_id}")
+            for i, (host, port) in voters.items() if i != node_id}
 
-    def peer(self, node_id: int) -> PeerChannel:
-        return self.peers[node_id]
+    def controller_peer(self, node_id: int) -> PeerChannel:
+        return self.controller_peers[node_id]
 
     async def send(self, destination: int, message: Any) -> Any:
         key, version, body = raft_codec.to_wire(message, self.cluster_id)
