@@ -68,7 +68,9 @@ def test_describe_cluster_names_the_active_controller(cluster):
     for n in cluster.nodes:
         _, controller, _ = confluent.describe_cluster(n.bootstrap)
         assert controller == leader, f"DescribeCluster from node {n.node_id}"
-        assert cluster.metadata(n.node_id).controller_id == leader
+        # Metadata's controller is where a client sends admin requests: any live broker
+        # (KRaft brokers forward them), so only that it is one
+        assert cluster.metadata(n.node_id).controller_id in range(3)
 
 
 # -- placement ----------------------------------------------------------------------------
