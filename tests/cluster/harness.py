@@ -22,6 +22,7 @@ Observations go to one node at a time over a raw socket (tests.interop.raw's way
 "every broker's Metadata" means every broker's own answer, not whichever broker a client
 library happened to ask:
 - `metadata(i)`: node i's Metadata (v12) for every topic or the named ones;
+- `describe_cluster(i)`: node i's DescribeCluster (v1) on its client listener;
 - `quorum(i)`: DescribeQuorum (v2) on node i's controller listener, the Raft state it has;
 - `active_controller()`: the quorum leader that every running voter agrees on.
 
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from protocol.connection import ClientConnection
-from protocol.messages import ALL_APIS, DESCRIBE_QUORUM, METADATA
+from protocol.messages import ALL_APIS, DESCRIBE_CLUSTER, DESCRIBE_QUORUM, METADATA
 from tests.interop.conftest import BrokerProcess, _config_value, free_port
 from tests.util import wait_until
 
@@ -249,6 +250,11 @@ class Cluster:
     def leaders(self, node_id: int, topic: str) -> dict[int, int]:
         """partition -> leader id (-1: none) as node `node_id` sees it."""
         return {i: p.leader_id for i, p in self.partitions(node_id, topic).items()}
+
+    def describe_cluster(self, node_id: int) -> Any:
+        """Node `node_id`'s own DescribeCluster answer (v1, broker endpoints)."""
+        return call(self.nodes[node_id].port, DESCRIBE_CLUSTER, 1,
+                    {"include_cluster_authorized_operations": False, "endpoint_type": 1})
 
     def quorum(self, node_id: int) -> Any:
         """DescribeQuorum v2 on node `node_id`'s controller listener: the metadata

@@ -72,6 +72,7 @@ def test_describe_cluster_names_the_active_controller(cluster):
         # DescribeCluster: "DescribeCluster names the active controller", checked with
         # confluent-kafka, holds only if every broker's Metadata names it too
         assert cluster.metadata(n.node_id).controller_id == leader, f"Metadata from node {n.node_id}"
+        assert cluster.describe_cluster(n.node_id).controller_id == leader
 
 
 # -- placement ----------------------------------------------------------------------------
