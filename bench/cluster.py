@@ -7,12 +7,15 @@ the timeouts below), the five measurements and the table:
 
     minibroker bench cluster [--runs 10] [--leader-runs 5] [--shutdown-runs 5]
         [--propagation-runs 20] [--partitions 1000] [--election-timeout-ms 1000]
-        [--session-timeout-ms 3000] [--heartbeat-interval-ms 500] [--only a,b,c,d,e]
+        [--fetch-timeout-ms MS] [--session-timeout-ms 3000] [--heartbeat-interval-ms 500]
+        [--only a,b,c,d,e]
         [--out DIR] [--json FILE]
 
 (a) controller failover: kill -9 of the active controller, then the time until a
     CreateTopics (confluent-kafka's AdminClient on the survivors) succeeds; also the time
-    until the survivors agree on a new quorum leader. Median of --runs.
+    until the survivors agree on a new quorum leader. Median of --runs. A follower notices
+    the dead leader only after controller.quorum.fetch.timeout.ms without an answer to its
+    Fetch, and stands after part of the election timeout: their sum bounds (a) from below.
 (b) partition leader failover: kill -9 of a broker (not the controller) leading partitions
     of a fresh 6-partition RF 3 topic, then the time until every survivor's Metadata shows
     every partition led by another broker. Median of --leader-runs.
@@ -421,6 +424,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--propagation-runs", type=int, default=20, help="(d) runs (default 20)")
     parser.add_argument("--partitions", type=int, default=1000, help="(e) partitions")
     parser.add_argument("--election-timeout-ms", type=int, default=1000)
+    parser.add_argument("--fetch-timeout-ms", type=int, default=None,
+                        help="controller.quorum.fetch.timeout.ms (default: the broker's, 2000)")
     parser.add_argument("--session-timeout-ms", type=int, default=3000)
     parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
     parser.add_argument("--only", default=",".join(MEASUREMENTS),
@@ -436,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     overrides = {"controller.quorum.election.timeout.ms": str(args.election_timeout_ms),
                  "broker.session.timeout.ms": str(args.session_timeout_ms),
                  "broker.heartbeat.interval.ms": str(args.heartbeat_interval_ms)}
+    if args.fetch_timeout_ms is not None:
+        overrides["controller.quorum.fetch.timeout.ms"] = str(args.fetch_timeout_ms)
     base = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-cluster-"))
     cluster = Cluster(base, overrides)
     rows: list[dict[str, Any]] = []
@@ -475,9 +482,10 @@ def main(argv: list[str] | None = None) -> int:
     ck, _ = confluent_kafka_modules()
     print_table(rows, f"3 combined nodes on {HOST}, "
                       f"controller.quorum.election.timeout.ms={args.election_timeout_ms}, "
+                      f"controller.quorum.fetch.timeout.ms={args.fetch_timeout_ms or 2000}, "
                       f"broker.session.timeout.ms={args.session_timeout_ms}, "
                       f"broker.heartbeat.interval.ms={args.heartbeat_interval_ms}, "
-                      f"confluent-kafka {ck.version()[0]} / librdkafka {ck.libversion()[0]}")
+                      f"confluent-kafka {ck.version()} / librdkafka {ck.libversion()[0]}")
     if args.json:
         Path(args.json).write_text("".join(json.dumps(r) + "\n" for r in rows))
     return 0
