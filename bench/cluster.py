@@ -470,8 +470,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(_row(f"(e) create {args.partitions:,} partitions RF 3: answer", "e",
                              [answered]))
             rows.append(_row("    until every broker's Metadata shows them", "", [shown]))
-    except BenchError as e:
-        print(f"minibroker bench cluster: {e}", file=sys.stderr)
+    except Exception as e:  # noqa: BLE001  a failed run: say why, with the nodes' logs
+        print(f"minibroker bench cluster: {type(e).__name__}: {e}", file=sys.stderr)
         for n in cluster.nodes:
             print(f"--- node {n.node_id} ({n.log_path}) ---\n{n.tail()}", file=sys.stderr)
         return 1
