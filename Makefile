@@ -6,6 +6,7 @@
 #   make test      lint, then run the test suite (PYTEST_ARGS="-k foo -x" passes arguments through)
 #   make run       run a broker in the foreground on 127.0.0.1:9092, data in ./data
 #   make bench     side-by-side throughput benchmark against the peer (scripts/bench.sh; RECORDS=...)
+#   make bench-cluster  three nodes: controller and leader failover, propagation (BENCH_CLUSTER_ARGS=...)
 #   make soak      run the tests marked `soak`
 #   make clean     remove caches and benchmark output (keeps .venv, .peer-venv and ./data)
 #   make distclean clean, plus .venv, .peer-venv and ./data
@@ -23,7 +24,7 @@ DATA_DIR    ?= ./data
 BROKER_ID   ?= 0
 PYTEST_ARGS ?=
 
-.PHONY: help venv sysdeps run lint test bench soak clean distclean
+.PHONY: help venv sysdeps run lint test bench bench-cluster soak clean distclean
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -65,6 +66,11 @@ test: venv lint sysdeps
 
 bench: venv
 	scripts/bench.sh
+
+# bench/cluster.py: kill -9 / SIGTERM timings of a three-node cluster (docs/BENCHMARKS.md)
+BENCH_CLUSTER_ARGS ?=
+bench-cluster: venv
+	$(VENV)/bin/minibroker bench cluster $(BENCH_CLUSTER_ARGS)
 
 # pytest exits 5 when the marker selects no test: say so and succeed.
 soak: venv

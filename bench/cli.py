@@ -4,6 +4,7 @@
     minibroker bench groups ...            group formation and commit rate (bench.groups)
     minibroker bench client ...            our client beside kafka-python and confluent-kafka
     minibroker bench rebalance ...         rolling bounce, eager against cooperative
+    minibroker bench cluster ...           a three-node cluster's failovers (bench.cluster)
 
 The benchmarks drive other clients and draw charts: they need the `bench` extra. What the
 chosen benchmark imports is checked before it starts (`requirements`), so that a missing
@@ -18,7 +19,8 @@ import sys
 from tools.extras import EXIT_MISSING, MissingExtra, missing_extra, require
 
 PROG = "minibroker bench"
-_MODULES = {"groups": "bench.groups", "client": "bench.clients", "rebalance": "bench.rebalance"}
+_MODULES = {"groups": "bench.groups", "client": "bench.clients", "rebalance": "bench.rebalance",
+            "cluster": "bench.cluster"}
 
 
 def _option(argv: list[str], name: str) -> str | None:

@@ -2,7 +2,8 @@
 
 Owns: `AdminClient` and the plain dataclasses it takes and returns (`NewTopic`,
 `CreatedTopic`, `TopicListing`, `TopicDescription`, `PartitionInfo`, `ConfigResource`,
-`ConfigEntry`, `GroupListing`, `GroupDescription`, `MemberDescription`).
+`ConfigEntry`, `GroupListing`, `GroupDescription`, `MemberDescription`,
+`ClusterDescription`, `QuorumInfo`, `ReplicaState`).
 
     async with AdminClient(bootstrap_servers="127.0.0.1:9092") as admin:
         await admin.create_topics({"orders": 3})          # or [NewTopic("orders", 3, 1)]
@@ -13,6 +14,8 @@ Owns: `AdminClient` and the plain dataclasses it takes and returns (`NewTopic`,
         await admin.list_consumer_group_offsets("billing")  # {TopicPartition: offset}
         await admin.list_offsets({TopicPartition("orders", 0): "latest"})
         await admin.delete_topics(["orders"])
+        await admin.describe_cluster()    # cluster id, active controller, brokers and racks
+        await admin.describe_quorum()     # the metadata quorum: leader, epoch, voters' lag
 
 Kafka errors come back as the typed exceptions of client.errors (TopicAlreadyExistsError,
 UnknownTopicOrPartitionError, ...). When a call names several topics, every topic is
@@ -28,7 +31,9 @@ a producer that waits for a topic, is an answer here and is raised at once.
 Topic calls go to the controller named by Metadata, group calls to the group's coordinator
 (FindCoordinator, sent to the least-loaded connection), ListGroups to every broker,
 ListOffsets to each partition's leader, DescribeConfigs of a topic to the least-loaded
-connection and of a broker to that broker.
+connection and of a broker to that broker, DescribeCluster and DescribeQuorum to the
+least-loaded connection (a broker answers DescribeQuorum from the active controller, as
+Kafka's Admin.describeMetadataQuorum expects).
 """
 
 from __future__ import annotations
@@ -44,18 +49,18 @@ from client.connection import BrokerConnection, ConnectionPool
 from client.errors import KafkaError, for_code
 from client.offset_fetch import offset_fetch
 from client.retry import retry_until_deadline
-from client.types import TopicPartition
+from client.types import Node, TopicPartition
 from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
-    CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, DESCRIBE_GROUPS,
-    LIST_GROUPS, LIST_OFFSETS,
+    CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS,
+    DESCRIBE_GROUPS, DESCRIBE_QUORUM, LIST_GROUPS, LIST_OFFSETS,
 )
 from protocol.primitives import ZERO_UUID
 
-__all__ = ["AdminClient", "ConfigEntry", "ConfigResource", "CreatedTopic", "GroupDescription",
-           "GroupListing", "MemberDescription", "NewTopic", "PartitionInfo",
-           "TopicDescription", "TopicListing"]
+__all__ = ["AdminClient", "ClusterDescription", "ConfigEntry", "ConfigResource", "CreatedTopic",
+           "GroupDescription", "GroupListing", "MemberDescription", "NewTopic", "PartitionInfo",
+           "QuorumInfo", "ReplicaState", "TopicDescription", "TopicListing"]
 
 T = TypeVar("T")
 
@@ -67,6 +72,8 @@ _OFFSET_SPECS = {"latest": -1, "earliest": -2}
 # DescribeConfigs resource types and the config source that means "Kafka's default"
 _RESOURCE_TYPES = {"topic": 2, "broker": 4}
 _DEFAULT_CONFIG_SOURCE = 5
+# The KRaft metadata log, the one partition DescribeQuorum describes
+_METADATA_TOPIC = "__cluster_metadata"
 
 
 # -- what goes in and comes out ----------------------------------------------------------
@@ -167,6 +174,51 @@ class GroupDescription:
     protocol: str  # the chosen assignor ("range", "cooperative-sticky", ...) when stable
     members: tuple[MemberDescription, ...]
     coordinator: int
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    """What DescribeCluster answers: the cluster id, the active controller (None if the
+    broker knows of none) and the brokers it lists (the unfenced ones), by id."""
+
+    cluster_id: str
+    controller: int | None
+    brokers: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class ReplicaState:
+    """One replica of the metadata log as the quorum leader sees it (Kafka's
+    QuorumInfo.ReplicaState): its log end offset, and when it last fetched and was last
+    caught up, in ms since the epoch (None: the leader does not know or the version does
+    not say)."""
+
+    replica_id: int
+    log_end_offset: int
+    last_fetch_timestamp: int | None
+    last_caught_up_timestamp: int | None
+
+
+@dataclass(frozen=True)
+class QuorumInfo:
+    """What DescribeQuorum answers (Kafka's QuorumInfo): the leader (None if there is none),
+    its epoch, the high watermark, the voters and observers, and the voters' controller
+    endpoints by node id (DescribeQuorum v2; empty before)."""
+
+    leader_id: int | None
+    leader_epoch: int
+    high_watermark: int
+    voters: tuple[ReplicaState, ...]
+    observers: tuple[ReplicaState, ...]
+    nodes: Mapping[int, tuple[str, int]] = field(default_factory=dict)
+
+    def lag(self, replica: ReplicaState) -> int:
+        """How many entries `replica` is behind the leader's log end (as
+        kafka-metadata-quorum.sh counts lag); 0 for the leader."""
+        leader = next((r for r in self.voters if r.replica_id == self.leader_id), None)
+        if leader is None:
+            return 0
+        return max(0, leader.log_end_offset - replica.log_end_offset)
 
 
 # -- the client -------------------------------------------------------------------------
@@ -484,6 +536,55 @@ class AdminClient:
 
         return await self._retrying(f"OffsetFetch({group_id})", attempt, timeout_ms)
 
+    # -- the cluster -------------------------------------------------------------------
+
+    async def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
+        """The cluster id, the active controller and the brokers, from DescribeCluster."""
+        async def attempt() -> ClusterDescription:
+            conn = await self.pool.least_loaded()
+            resp = await conn.request(DESCRIBE_CLUSTER, {
+                "include_cluster_authorized_operations": False, "endpoint_type": 1})
+            body = resp.body
+            code = ErrorCode.of(body.error_code)
+            if code is not ErrorCode.NONE:
+                raise for_code(code, body.get("error_message") or "DescribeCluster")
+            controller = body.controller_id
+            return ClusterDescription(
+                body.cluster_id, controller if controller >= 0 else None,
+                tuple(sorted((Node(b.broker_id, b.host, b.port, b.get("rack"))
+                              for b in body.brokers), key=lambda n: n.node_id)))
+
+        return await self._retrying("DescribeCluster", attempt, timeout_ms)
+
+    async def describe_quorum(self, *, timeout_ms: int | None = None) -> QuorumInfo:
+        """The metadata quorum (KIP-595) as its leader sees it, from DescribeQuorum."""
+        async def attempt() -> QuorumInfo:
+            conn = await self.pool.least_loaded()
+            resp = await conn.request(DESCRIBE_QUORUM, {"topics": [{
+                "topic_name": _METADATA_TOPIC, "partitions": [{"partition_index": 0}]}]})
+            body = resp.body
+            code = ErrorCode.of(body.error_code)
+            if code is not ErrorCode.NONE:
+                raise for_code(code, body.get("error_message") or "DescribeQuorum")
+            partition = next((p for t in body.topics if t.topic_name == _METADATA_TOPIC
+                              for p in t.partitions if p.partition_index == 0), None)
+            if partition is None:
+                raise for_code(ErrorCode.UNKNOWN_SERVER_ERROR,
+                               f"DescribeQuorum did not describe {_METADATA_TOPIC}-0")
+            code = ErrorCode.of(partition.error_code)
+            if code is not ErrorCode.NONE:
+                raise for_code(code, partition.get("error_message") or
+                               f"DescribeQuorum of {_METADATA_TOPIC}-0")
+            nodes = {n.node_id: (n.listeners[0].host, n.listeners[0].port)
+                     for n in body.get("nodes") or () if n.listeners}
+            leader = partition.leader_id
+            return QuorumInfo(leader if leader >= 0 else None, partition.leader_epoch,
+                              partition.high_watermark,
+                              tuple(_replica_state(r) for r in partition.current_voters),
+                              tuple(_replica_state(r) for r in partition.observers), nodes)
+
+        return await self._retrying("DescribeQuorum", attempt, timeout_ms)
+
     # -- plumbing ----------------------------------------------------------------------
 
     def _op_timeout(self, timeout_ms: int | None) -> int:
@@ -568,6 +669,14 @@ def _new_topic_body(t: NewTopic, version: int) -> dict:
     return {"name": t.name, "num_partitions": partitions, "replication_factor": rf,
             "assignments": assignments,
             "configs": [{"name": k, "value": v} for k, v in t.configs.items()]}
+
+
+def _replica_state(r: Any) -> ReplicaState:
+    def known(ms: int) -> int | None:
+        return ms if ms >= 0 else None
+    return ReplicaState(r.replica_id, r.log_end_offset,
+                        known(r.get("last_fetch_timestamp", -1)),
+                        known(r.get("last_caught_up_timestamp", -1)))
 
 
 def _config_entry(c: Any) -> ConfigEntry:

@@ -3,9 +3,9 @@
 Owns argument parsing and dispatch to the subcommands: `serve` (one broker in the
 foreground, broker.main), `bench` (benchmarks, bench.cli), `analyze` (the Spark analysis,
 tools.analyze), `dump-log` (tools.dump_log), `groups` (tools.groups), `topics`
-(tools.topics), `produce` and `consume` (console producer and consumer on the client
-library). Like Kafka's `tools`
-module, it is a client of the broker and lives apart from it.
+(tools.topics), `cluster` and `metadata-quorum` (tools.cluster), `produce` and `consume`
+(console producer and consumer on the client library). Like Kafka's `tools` module, it is
+a client of the broker and lives apart from it.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     # imported only when used: the broker itself never needs pyspark
     analyze.set_defaults(func=lambda a: _analyze(a.rest))
 
-    from tools import consume, dump_log, groups, produce, topics
+    from tools import cluster, consume, dump_log, groups, produce, topics
     for name, tool, description in (
             ("dump-log", dump_log, "print the batches and records of log segments"),
             ("groups", groups, "list and describe consumer groups"),
@@ -48,6 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=description)
         tool.add_arguments(command)
         command.set_defaults(func=tool.main)
+    command = sub.add_parser("cluster", help="the cluster: controller, brokers with racks and "
+                                             "fenced state, the metadata quorum and its lag")
+    cluster.add_arguments(command)
+    command.set_defaults(func=cluster.main)
+    command = sub.add_parser("metadata-quorum", help="the metadata quorum's status or "
+                                                     "replication (kafka-metadata-quorum)")
+    cluster.add_quorum_arguments(command)
+    command.set_defaults(func=cluster.quorum_main)
     return parser
 
 

@@ -106,6 +106,18 @@ class BrokerProcess:
     # -- lifecycle -------------------------------------------------------------------
 
     def start(self) -> "BrokerProcess":
+        """Launch the process and return once it accepts connections."""
+        self.launch()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop(kill=True)
+            raise
+        return self
+
+    def launch(self) -> "BrokerProcess":
+        """Start the process without waiting for it: nodes of a cluster are launched
+        together, since none of them opens its listener before a quorum has formed."""
         if self.running:
             raise RuntimeError(f"broker on {self.bootstrap} is already running (pid {self.proc.pid})")
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -121,11 +133,6 @@ class BrokerProcess:
                 cmd, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
             )
         self._stopped_on_purpose = False
-        try:
-            self.wait_ready()
-        except BaseException:
-            self.stop(kill=True)
-            raise
         return self
 
     def _accepts_connection(self) -> bool:

@@ -223,6 +223,19 @@ def test_a_clean_restart_naming_the_previous_epoch_is_no_duplicate():
     assert c.register(1, generation=1, previous_epoch=epoch)["error_code"] == 0
 
 
+def test_a_new_incarnation_after_a_controlled_shutdown_is_no_duplicate():
+    # a fenced broker has no valid session (Kafka's BrokerHeartbeatManager.hasValidSession):
+    # the process that stopped cleanly a moment ago is not a rival of the one starting now
+    c = Cluster()
+    c.start(1, 2)
+    assert c.heartbeat(1, want_shut_down=True)["should_shut_down"] is False
+    c.heartbeat(2)
+    assert c.heartbeat(1, want_shut_down=True)["should_shut_down"] is True
+    assert c.image.brokers[1].fenced
+    assert c.register(1, generation=1)["error_code"] == 0
+    assert c.image.brokers[1].incarnation_id == incarnation(1, 1)
+
+
 def test_a_new_incarnation_of_a_live_broker_loses_its_leaderships():
     c = Cluster()
     c.start(1, 2)
