@@ -34,10 +34,10 @@ import trio.testing
 from broker.broker import Broker
 from broker.config import BrokerConfig
 from broker.server import Server
+from client.connection import stream_opener
 from protocol.messages import CREATE_TOPICS, request_body
 
 CREATE_TOPICS_VERSION = 5
-from client.connection import stream_opener
 
 __all__ = ["InProcessBroker", "TEST_DEFAULTS", "in_process_broker"]
 

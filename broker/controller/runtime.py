@@ -74,6 +74,7 @@ class LogStore(Protocol):
     def truncate_to(self, offset: int) -> None: ...
     def install_snapshot(self, snapshot: Any) -> None: ...
     def take_snapshot(self, snapshot: Any) -> None: ...
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -83,7 +84,7 @@ class _Inbound:
 
 
 def decode_entry(record: bytes) -> Records:
-    return [tuple(decode_metadata_record(r)) for r in unpack_records(record)]  # type: ignore[misc]
+    return [tuple(decode_metadata_record(r)) for r in unpack_records(record)]
 
 
 class QuorumRuntime:

@@ -12,6 +12,8 @@ leaders. No controller in time: REQUEST_TIMED_OUT.
 
 from __future__ import annotations
 
+from typing import Any
+
 from broker.controller import raft_codec
 from broker.controller_channel import ControllerUnavailable
 from broker.handlers.common import forward
@@ -30,7 +32,8 @@ AUTHORIZED_OPERATIONS_OMITTED = -2**31
 async def handle_describe_cluster(ctx: RequestContext) -> dict:
     cache = ctx.broker.metadata_cache
     listed = brokers(ctx, cache)
-    out = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+    out: dict[str, Any] = {
+           "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
            "endpoint_type": BROKER_ENDPOINTS, "cluster_id": cache.cluster_id,
            "controller_id": controller_id(ctx, cache, listed), "brokers": [],
            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}

@@ -21,7 +21,7 @@ from broker.server import serve
 from protocol.connection import ClientConnection
 from protocol.errors import ErrorCode
 from protocol.messages import (
-    API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, FETCH, FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE,
+    API_VERSIONS, CREATE_TOPICS, FETCH, FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE,
 )
 from protocol.records import Record, encode_batch
 
