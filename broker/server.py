@@ -247,6 +247,13 @@ async def _housekeeping(broker: Broker) -> None:
             next_clean = trio.current_time() + cleaner_every
 
 
+def _first(group: BaseExceptionGroup) -> BaseException:
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
+
+
 async def _listen(host: str, port: int, what: str) -> list:
     try:
         return await trio.open_tcp_listeners(port, host=host)
@@ -267,18 +274,14 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
     reason = "cancelled"
     addresses = broker.addresses
     try:
-        # both ports are bound before anything starts, so a taken port fails at once; the
-        # client one is served only once the controller has unfenced this broker
         reason = "cannot listen"
         controller_listeners = []
         if addresses.controller is not None:
             controller_listeners = await _listen(addresses.controller.host,
                                                  addresses.controller.port,
                                                  " (controller listener)")
-        listeners = []
-        if addresses.is_broker:
-            listeners = await _listen(broker.listener.host, broker.listener.port, "")
         reason = "cancelled"
+        listeners: list = []
         async with trio.open_nursery() as root:
             async with trio.open_nursery() as connections:
                 async with trio.open_nursery() as accepting:
@@ -291,7 +294,12 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
                     await broker.start(root)
                     root.start_soon(_housekeeping, broker)
                     if addresses.is_broker:
+                        # bound only once unfenced: until then not even the kernel accepts
+                        # a client's connection for a broker that cannot serve it
                         await broker.lifecycle.unfenced.wait()
+                        reason = "cannot listen"
+                        listeners = await _listen(broker.listener.host, broker.listener.port, "")
+                        reason = "cancelled"
                         accepting.start_soon(functools.partial(
                             trio.serve_listeners, server.handle_connection, listeners,
                             handler_nursery=connections))
@@ -307,6 +315,12 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
                     await server.wait_idle()
                 connections.cancel_scope.cancel()
             root.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # a port taken is the one failure named as itself, whichever nursery it rose in
+        listen = group.subgroup(ListenError)
+        if listen is not None:
+            raise _first(listen) from None
+        raise
     finally:
         broker.close(reason)
         log.info("minibroker %d stopped (%s)", broker.node_id, reason)

@@ -65,11 +65,9 @@ async def handle(ctx: RequestContext) -> dict:
         "throttle_time_ms": 0,
         "brokers": listed,
         "cluster_id": cache.cluster_id,
-        # KRaft brokers name themselves here, not the quorum's leader: clients send admin
-        # requests to this "controller", and the broker they already talk to forwards them,
-        # so a controller failover never leaves a client waiting on a dead node's id
-        # (DescribeCluster names the active controller)
-        "controller_id": ctx.broker.node_id,
+        # the active controller, as librdkafka's describe_cluster() reads it from here; a
+        # client whose admin request finds it gone refreshes its metadata and is forwarded
+        "controller_id": controller_id(ctx, cache, listed),
         "topics": [_topic(ctx, cache, name, allow_auto) for name in names],
         "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }

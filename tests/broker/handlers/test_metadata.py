@@ -36,9 +36,7 @@ async def test_brokers_leaders_replicas_isr_and_offline_replicas_come_from_the_i
     assert body["brokers"] == [
         {"node_id": 0, "host": "b0.test", "port": 9092, "rack": "r0"},
         {"node_id": 1, "host": "b1.test", "port": 9092, "rack": "r1"}]  # 2 is fenced
-    # KRaft brokers name themselves (node 0 here), not the quorum's leader: clients send
-    # admin requests to a broker they reach, which forwards them
-    assert (body["cluster_id"], body["controller_id"]) == (CLUSTER_ID, 0)
+    assert (body["cluster_id"], body["controller_id"]) == (CLUSTER_ID, 1)
     [t] = body["topics"]
     assert (t["error_code"], t["name"], t["topic_id"], t["is_internal"]) == (
         E.NONE, "orders", ORDERS, False)
@@ -126,10 +124,10 @@ async def test_a_fenced_broker_record_takes_it_out_of_the_list():
     assert body["topics"][0]["partitions"][0]["offline_replicas"] == [1, 2]
 
 
-async def test_metadata_names_this_broker_whatever_the_active_controller():
-    # the active controller may be reachable (1), controller-only (3000) or fenced (2):
-    # admin requests come here in every case, and are forwarded
-    for controller in (1, 3000, 2):
+async def test_a_controller_clients_cannot_reach_is_named_as_this_broker():
+    # a controller-only node (3000) or a fenced broker (2) is not on the client listener:
+    # admin requests come here instead, and are forwarded
+    for controller in (3000, 2):
         broker = FakeBroker(cluster(), controller_id=controller)
         body = await call(broker, m.METADATA, 12, metadata_request())
         assert body["controller_id"] == 0
