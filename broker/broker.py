@@ -33,7 +33,8 @@ from broker.listeners import NodeAddresses, format_voters
 from broker.log.config import LogConfig
 from broker.log.errors import KafkaStorageError
 from broker.log.manager import LogManager
-from broker.metadata import LegacyMetadata, cluster_id_for_voters, load_cluster_id
+from broker.metadata import (LEGACY_FILE, LegacyMetadata, cluster_id_for_voters,
+                             load_cluster_id)
 from broker.metadata_cache import OFFSETS_TOPIC, MetadataCache
 from broker.partition import Partition
 from protocol.messages import ALLOCATE_PRODUCER_IDS, request_body
@@ -211,7 +212,7 @@ class Broker:
         except OSError as e:
             log.error("could not rename the migrated %s (%s)", self.legacy.path, e)
         log.info("migrated %d topics from %s into the metadata log", len(self.legacy.topics),
-                 self.legacy.path.name)
+                 LEGACY_FILE)
         self.legacy = None
         if self.runtime is not None:
             self.runtime.legacy = None

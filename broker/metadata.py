@@ -19,6 +19,7 @@ import os
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from broker.log.manager import base64_uuid, write_atomically
@@ -47,17 +48,21 @@ def load_cluster_id(data_dir: str | os.PathLike, node_id: int, derived: str | No
 
 @dataclass(frozen=True)
 class LegacyTopic:
+    """A topic of an old single-node data directory (cluster-metadata.json)."""
+
     name: str
     topic_id: uuid.UUID
     partitions: int
-    configs: dict[str, Any] = field(default_factory=dict)
+    configs: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class LegacyMetadata:
+    """What a single-node data directory held before it joined a KRaft quorum."""
+
     topics: tuple[LegacyTopic, ...]
-    producer_id_limit: int
-    path: Path
+    producer_id_limit: int = 0
+    path: Path | None = None  # the file it was read from, renamed once migrated
 
     @classmethod
     def load(cls, data_dir: str | os.PathLike) -> LegacyMetadata | None:
@@ -71,7 +76,7 @@ class LegacyMetadata:
         return cls(topics, int(state.get("producer_id_limit", 0)), path)
 
     def mark_migrated(self) -> None:
-        if self.path.exists():
+        if self.path is not None and self.path.exists():
             os.replace(self.path, self.path.with_name(self.path.name + MIGRATED_SUFFIX))
 
 

@@ -68,6 +68,8 @@ from broker.controller import quorum_state
 from broker.controller.quorum_state import ElectionState
 from broker.controller.raft_batches import batches_to_entries, entry_to_batch
 from broker.controller.raft_log import Entry, RaftLog, Snapshot, SnapshotId
+from broker.log.loader import fsync_dir
+from broker.log.manager import write_atomically
 from protocol.batch_walk import CORRUPT, BatchWalk
 
 log = logging.getLogger("minibroker.controller.metadata_log")
@@ -108,34 +110,6 @@ def snapshot_name(snapshot_id: SnapshotId) -> str:
 
 def metadata_log_dir(data_dir: str | os.PathLike) -> Path:
     return Path(data_dir) / METADATA_LOG_DIR
-
-
-def fsync_dir(path: str | os.PathLike) -> None:
-    """Make creations, renames and unlinks in `path` durable (Kafka's Utils.flushDir)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomically(path: Path, data: bytes, suffix: str = ".tmp") -> None:
-    """Replace `path` by `data`: temporary file, fsync, rename, fsync the directory, so a
-    crash leaves the old file or the new one, never half of one."""
-    tmp = path.with_name(path.name + suffix)
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    fsync_dir(path.parent)
 
 
 def list_segments(directory: Path) -> list[tuple[int, Path]]:

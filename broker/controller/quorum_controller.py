@@ -38,7 +38,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from broker.config import BROKER_PROPERTIES, TOPIC_PROPERTIES, ConfigError, validate_topic_configs
@@ -119,31 +119,13 @@ class LegacyTopicSource(Protocol):
 
 
 class LegacySource(Protocol):
-    """What `activate` reads of a migrated data directory: `LegacyMetadata` below, or the
-    loader's own object with the same attributes."""
+    """What `activate` reads of a migrated data directory (broker.metadata.LegacyMetadata,
+    which the broker loads)."""
 
     @property
     def topics(self) -> Sequence[LegacyTopicSource]: ...
     @property
     def producer_id_limit(self) -> int: ...
-
-
-@dataclass(frozen=True)
-class LegacyTopic:
-    """A topic of an old single-node data directory (cluster-metadata.json)."""
-
-    name: str
-    topic_id: uuid.UUID
-    partitions: int
-    configs: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class LegacyMetadata:
-    """What a single-node data directory held before it joined a KRaft quorum."""
-
-    topics: tuple[LegacyTopic, ...]
-    producer_id_limit: int = 0
 
 
 def render_config_value(value: Any) -> str | None:

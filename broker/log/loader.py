@@ -43,7 +43,7 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 
 
-def fsync_dir(path: str) -> None:
+def fsync_dir(path: str | os.PathLike) -> None:
     """Make file creations/renames/unlinks in ``path`` durable (Kafka's Utils.flushDir)."""
     fd = os.open(path, os.O_RDONLY)
     try:

@@ -93,16 +93,24 @@ def write_checkpoint(path: str, offsets: Mapping[TopicPartition, int]) -> None:
     write_atomically(path, "\n".join(lines) + "\n")
 
 
-def write_atomically(path: str | os.PathLike, text: str, *, sync_dir: bool = True) -> None:
-    """Replace ``path`` with ``text``: temp file, fsync, rename, and (``sync_dir``) fsync
-    the directory, so a crash leaves either the old or the new file, never half."""
+def write_atomically(path: str | os.PathLike, data: str | bytes, *, sync_dir: bool = True,
+                     suffix: str = ".tmp") -> None:
+    """Replace ``path`` with ``data`` (text or bytes): temp file, fsync, rename, and
+    (``sync_dir``) fsync the directory, so a crash leaves either the old or the new file,
+    never half."""
     path = os.fspath(path)
-    tmp = path + ".tmp"
+    tmp = path + suffix
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        if isinstance(data, bytes):
+            with open(tmp, "wb") as fb:
+                fb.write(data)
+                fb.flush()
+                os.fsync(fb.fileno())
+        else:
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError:
         # a full disk: give back what the half-written copy holds; the old file is intact
