@@ -31,7 +31,7 @@ async def test_an_old_data_directory_is_migrated_once_with_everything_it_held(tm
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     write_old_data_dir(data_dir)
-    for run in range(2):  # migrated at the first start, read from the metadata log after
+    for _run in range(2):  # migrated at the first start, read from the metadata log after
         async with in_process_broker(data_dir) as inproc:
             cache = inproc.broker.metadata_cache
             topic = cache.topic("legacy")
