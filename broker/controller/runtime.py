@@ -146,11 +146,14 @@ class QuorumRuntime:
                 now = self.now_ms()
                 if now >= self.node.next_deadline():
                     self._apply(self.node.tick(now))
-                if self.active and self.controller is not None \
+                if self.active and self.controller is not None and self.node.is_leader \
                         and now >= self.controller.next_deadline():
                     for result in self.controller.tick(now):
-                        if result.records:
-                            self._append(result.records, now)
+                        if result.records and self.active:
+                            try:
+                                self._append(result.records, now)
+                            except NotController:
+                                break  # lost the leadership meanwhile: the next one ticks
 
     async def _find_leader(self) -> None:
         """An observer hears of leaders from nobody (BeginQuorumEpoch goes to voters only):
@@ -220,6 +223,9 @@ class QuorumRuntime:
         if self._activate_wanted:
             self._activate_wanted = False
             self._activate()
+        elif self.active and not self.node.is_leader:
+            # resigned (check quorum, shutdown) without naming another leader yet
+            self._deactivate(-1)
         self._wake()
 
     async def _send_request(self, destination: int, cid: int, message: Any) -> None:
@@ -324,16 +330,21 @@ class QuorumRuntime:
         # replay what the followers will replay, so the active image cannot drift from theirs
         self.controller.replay([tuple(decode_metadata_record(f)) for f in framed])
         offset = self.node.log.end_offset
+        try:
+            effects = self.node.append(self.epoch, [pack_records(framed)], now_ms)
+        except raft.NotLeaderError:
+            self._deactivate(self.node.leader_id)
+            raise NotController(self.node.leader_id) from None
         waiter: tuple[trio.Event, list] = (trio.Event(), [])
         self._pending[offset] = waiter
-        self._apply(self.node.append(self.epoch, [pack_records(framed)], now_ms))
+        self._apply(effects)
         return offset, waiter[0], waiter[1]
 
     async def submit(self, operation: Callable[[QuorumController, int, int], ControllerResult]
                      ) -> Any:
         """Run `operation(controller, now_ms, next_offset)` on the active controller and
         return its response once its records are committed (at once if it wrote none)."""
-        if not self.active or self.controller is None:
+        if not self.active or self.controller is None or not self.node.is_leader:
             raise NotController(self.leader_id)
         now = self.now_ms()
         result = operation(self.controller, now, self.node.log.end_offset)
