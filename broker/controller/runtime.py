@@ -146,7 +146,7 @@ class QuorumRuntime:
                 now = self.now_ms()
                 if now >= self.node.next_deadline():
                     self._apply(self.node.tick(now))
-                if self.active and self.controller is not None \
+                if self.active and self.controller is not None and self.node.is_leader \
                         and now >= self.controller.next_deadline():
                     for result in self.controller.tick(now):
                         if result.records:
