@@ -159,7 +159,10 @@ class Broker:
 
     async def stop_gracefully(self) -> None:
         """Controlled shutdown (leaderships moved first), then hand the quorum on."""
-        if self.addresses.is_broker and self.config.controlled_shutdown_enable:
+        others = [b for b in self.metadata_cache.brokers() if b.broker_id != self.node_id]
+        # with no other live broker there is nowhere to move leaderships: taking them away
+        # would only take every partition offline and back at each restart
+        if self.addresses.is_broker and self.config.controlled_shutdown_enable and others:
             started = trio.current_time()
             confirmed = await self.lifecycle.shutdown()
             log.info("controlled shutdown %s in %.0f ms",
