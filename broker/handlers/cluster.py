@@ -105,7 +105,8 @@ async def handle_describe_quorum(ctx: RequestContext) -> dict:
 def describe_quorum(broker) -> dict:
     """The leader's DescribeQuorum answer, with every voter's controller address."""
     runtime = broker.runtime
-    out = raft_codec.describe_quorum_response(runtime.node, now_ms=runtime.now_ms())
+    # DescribeQuorum's timestamps are wall-clock milliseconds (the runtime's clock is trio's)
+    out = raft_codec.describe_quorum_response(runtime.node, now_ms=broker.now_ms())
     out["nodes"] = [{"node_id": node_id, "listeners": [
         {"name": "CONTROLLER", "host": host, "port": port}]}
         for node_id, (host, port) in sorted(broker.addresses.voters.items())]
