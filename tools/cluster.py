@@ -31,11 +31,9 @@ import argparse
 import sys
 from typing import TextIO
 
-import trio
 
 from client.admin import AdminClient, ClusterDescription, QuorumInfo, ReplicaState
-from client.errors import KafkaError
-from tools.admin_session import ToolError, open_admin
+from tools.admin_session import open_admin, run_admin_tool
 
 __all__ = ["add_arguments", "add_quorum_arguments", "broker_rows", "describe_lines", "main",
            "quorum_main", "replication_rows", "run", "status_lines"]
@@ -204,15 +202,7 @@ def run(args, out: TextIO | None = None, err: TextIO | None = None,
         err.write(f"{prog} {args.cluster_command}: the following arguments are required: "
                   f"--bootstrap-server\n")
         return 2
-    try:
-        trio.run(_run, args, out)
-    except (ToolError, ValueError, TypeError) as e:  # the last two: a bad address
-        err.write(f"{prog}: {e}\n")
-        return 1
-    except KafkaError as e:
-        err.write(f"{prog}: {' '.join(str(e).split())}\n")
-        return 1
-    return 0
+    return run_admin_tool(prog, _run, args, out, err)
 
 
 def main(args) -> int:

@@ -34,12 +34,11 @@ import sys
 import uuid
 from typing import Iterable, Mapping, TextIO
 
-import trio
 
 from client.admin import AdminClient, ConfigEntry, ConfigResource, NewTopic, TopicDescription
 from client.errors import KafkaError
 from protocol.errors import ErrorCode
-from tools.admin_session import ToolError, open_admin
+from tools.admin_session import open_admin, run_admin_tool
 
 __all__ = ["add_arguments", "describe_lines", "main", "parse_configs", "run", "topic_id_text"]
 
@@ -232,20 +231,7 @@ def run(args, out: TextIO | None = None, err: TextIO | None = None) -> int:
         except ValueError as e:
             err.write(f"minibroker topics: {e}\n")
             return 2
-    try:
-        trio.run(_run, args, out)
-    except (ToolError, ValueError, TypeError) as e:  # the last two: a bad address
-        err.write(f"minibroker topics: {e}\n")
-        return 1
-    except KafkaError as e:
-        err.write(f"minibroker topics: {_one_line(e)}\n")
-        return 1
-    return 0
-
-
-def _one_line(e: KafkaError) -> str:
-    """ERROR_NAME: detail, the detail on one line."""
-    return " ".join(str(e).split())
+    return run_admin_tool("minibroker topics", _run, args, out, err)
 
 
 def main(args) -> int:
