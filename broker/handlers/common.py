@@ -22,7 +22,9 @@ from protocol.messages import APIS
 def lookup(broker: Broker, topic: str, index: int,
            current_leader_epoch: int = -1) -> tuple[Partition | None, ErrorCode]:
     """The partition this broker leads, with NONE; or None and the error the request
-    naming it gets."""
+    naming it gets: UNKNOWN_TOPIC_OR_PARTITION (not in the image), NOT_LEADER_OR_FOLLOWER
+    (led elsewhere, or no replica here), KAFKA_STORAGE_ERROR (a replica here whose log the
+    disk still refuses to make), FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (KIP-320)."""
     partition = broker.partition(topic, index)
     if partition is None:
         if broker.metadata_cache.partition(topic, index) is None:
