@@ -87,7 +87,9 @@ def _free_port() -> int:
 
 
 def call(port: int, api_key: int, version: int, body: Any, timeout_s: float = 5.0) -> Any:
-    """One request on a fresh connection to 127.0.0.1:port; the response body."""
+    """One request on a fresh connection to 127.0.0.1:port; the response body. Speaks every
+    declared API (ALL_APIS), so it reaches client and controller listeners alike; OSError
+    when the node is down or closes the connection (tests/cluster uses it too)."""
     conn = ClientConnection("bench-cluster", apis=ALL_APIS)
     with socket.create_connection((HOST, port), timeout=timeout_s) as sock:
         sock.settimeout(timeout_s)

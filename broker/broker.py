@@ -16,7 +16,6 @@ import json
 import logging
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import trio
@@ -29,7 +28,7 @@ from broker.controller.wiring import build_quorum
 from broker.controller_channel import ControllerChannel, ControllerUnavailable
 from broker.events import EventLog
 from broker.lifecycle import BrokerLifecycle
-from broker.listeners import NodeAddresses, format_voters
+from broker.listeners import Endpoint, NodeAddresses, format_voters
 from broker.log.config import LogConfig
 from broker.log.errors import KafkaStorageError
 from broker.log.manager import LogManager
@@ -48,22 +47,6 @@ VERSION = "0.1.0"
 log = logging.getLogger("minibroker.broker")
 
 
-@dataclass(frozen=True)
-class Listener:
-    host: str
-    port: int
-
-
-def parse_listener(text: str) -> Listener:
-    """'HOST:PORT' or Kafka's 'PLAINTEXT://HOST:PORT'."""
-    if "://" in text:
-        text = text.split("://", 1)[1]
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"listener must be HOST:PORT, got {text!r}")
-    return Listener(host.strip("[]"), int(port))
-
-
 class Broker:
     def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.time):
         self.config = config
@@ -71,9 +54,9 @@ class Broker:
         self.addresses = NodeAddresses.resolve(config)
         client = self.addresses.client or self.addresses.controller
         assert client is not None
-        self.listener = Listener(client.host, client.port)
-        advertised = self.addresses.advertised[0] if self.addresses.advertised else client
-        self.advertised = Listener(advertised.host, advertised.port)
+        self.listener: Endpoint = client
+        self.advertised: Endpoint = (self.addresses.advertised[0] if self.addresses.advertised
+                                     else client)
         self.listener_name = client.name
         self.data_dir = config.log_dirs
         self._clock = clock

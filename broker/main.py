@@ -14,11 +14,8 @@ import argparse
 import logging
 import sys
 from functools import partial
-from typing import TypeVar
 
 import trio
-
-E = TypeVar("E", bound=BaseException)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from broker.broker import Broker, parse_listener
+    from broker.broker import Broker
     from broker.config import BrokerConfig, ConfigError
     from broker.controller.runtime import QuorumMismatch
     from broker.server import ListenError, serve as run_server
@@ -51,10 +48,9 @@ def serve(args: argparse.Namespace) -> int:
         if args.config:
             with open(args.config, encoding="utf-8") as f:
                 file_text = f.read()
-        cli = {"broker.id": args.broker_id, "log.dirs": args.data_dir}
-        if args.listen:
-            parse_listener(args.listen)
-            cli["listeners"] = args.listen
+        # --listen is checked with the other listeners when the broker resolves them
+        cli = {"broker.id": args.broker_id, "log.dirs": args.data_dir,
+               "listeners": args.listen}
         config = BrokerConfig.load(overrides, file_text, **cli)
     except (ConfigError, ValueError, OSError) as e:
         print(f"minibroker: config error: {e}", file=sys.stderr)
@@ -74,36 +70,18 @@ def serve(args: argparse.Namespace) -> int:
         return 1
     try:
         trio.run(partial(run_server, broker))
-    except Exception as e:  # noqa: BLE001  named below; nurseries wrap it in a group
-        if (listen := find_error(e, ListenError)) is not None:
-            # the port is taken, the address is not ours
-            print(f"minibroker: {listen}", file=sys.stderr)
-            return 1
-        if (mismatch := find_error(e, QuorumMismatch)) is not None:
-            # the other voters were started with other voters
-            print(f"minibroker: config error: {mismatch}", file=sys.stderr)
-            return 2
-        return _stopped(e)
+    except ListenError as e:  # the port is taken, the address is not ours
+        print(f"minibroker: {e}", file=sys.stderr)
+        return 1
+    except QuorumMismatch as e:  # the other voters were started with other voters
+        print(f"minibroker: config error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001  a bug of ours, or a fault nothing handled
+        # the traceback for whoever debugs it; the last line names the cause
+        logging.getLogger("minibroker").exception("the broker stopped")
+        print(f"minibroker: stopped: {describe_failure(e)}", file=sys.stderr)
+        return 1
     return 0
-
-
-def _stopped(e: Exception) -> int:
-    """A bug of ours, or a fault nothing handled: the traceback for whoever debugs it, and
-    a last line naming the cause."""
-    logging.getLogger("minibroker").error("the broker stopped", exc_info=e)
-    print(f"minibroker: stopped: {describe_failure(e)}", file=sys.stderr)
-    return 1
-
-
-def find_error(error: BaseException, kind: type[E]) -> E | None:
-    """`error` itself or the first error of that kind inside its exception groups."""
-    if isinstance(error, kind):
-        return error
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            if (found := find_error(inner, kind)) is not None:
-                return found
-    return None
 
 
 def describe_failure(error: BaseException) -> str:

@@ -26,6 +26,7 @@ from typing import Callable
 import trio
 
 from broker.broker import Broker
+from broker.controller.runtime import QuorumMismatch
 from broker.handlers import HANDLERS
 from broker.handlers.controller import CONTROLLER_HANDLERS, CONTROLLER_LISTENER_APIS
 from broker.handlers.context import CloseConnection, RequestContext
@@ -316,10 +317,11 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
                 connections.cancel_scope.cancel()
             root.cancel_scope.cancel()
     except BaseExceptionGroup as group:
-        # a port taken is the one failure named as itself, whichever nursery it rose in
-        listen = group.subgroup(ListenError)
-        if listen is not None:
-            raise _first(listen) from None
+        # a port taken and a quorum of other voters are the failures named as themselves
+        # (main answers each in one line), whichever nursery they rose in
+        named = group.subgroup((ListenError, QuorumMismatch))
+        if named is not None:
+            raise _first(named) from None
         raise
     finally:
         broker.close(reason)

@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -126,6 +127,17 @@ class LegacySource(Protocol):
     def topics(self) -> Sequence[LegacyTopicSource]: ...
     @property
     def producer_id_limit(self) -> int: ...
+
+
+def _each_name_once(topics: Sequence[Any]) -> Iterator[tuple[Any, bool]]:
+    """Each topic of a request once, in request order, with whether the request names it
+    more than once (Kafka answers such a name INVALID_REQUEST, once, and acts on none)."""
+    counts = Counter(t.name for t in topics)
+    seen: set[str] = set()
+    for t in topics:
+        if t.name not in seen:
+            seen.add(t.name)
+            yield t, counts[t.name] > 1
 
 
 def render_config_value(value: Any) -> str | None:
@@ -490,19 +502,13 @@ class QuorumController:
         del now_ms
         batch = _Batch(self.image)
         validate_only = bool(_get(body, "validate_only", False))
-        names = [t.name for t in body.topics]
-        duplicates = {n for n in names if names.count(n) > 1}
         results = []
-        seen: set[str] = set()
         total = 0
-        for t in body.topics:
+        for t, named_twice in _each_name_once(body.topics):
             out: dict[str, Any] = {"name": t.name, "topic_id": ZERO_UUID,
                                    "num_partitions": -1, "replication_factor": -1,
                                    "configs": None}
-            if t.name in duplicates:
-                if t.name in seen:
-                    continue
-                seen.add(t.name)
+            if named_twice:
                 out.update(_error(ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
                 results.append(out)
                 continue
@@ -648,16 +654,11 @@ class QuorumController:
         del now_ms
         batch = _Batch(self.image)
         validate_only = bool(_get(body, "validate_only", False))
-        names = [t.name for t in body.topics]
-        duplicates = {n for n in names if names.count(n) > 1}
         results = []
-        seen: set[str] = set()
-        for t in body.topics:
-            if t.name in duplicates:
-                if t.name not in seen:
-                    seen.add(t.name)
-                    results.append({"name": t.name, **_error(ErrorCode.INVALID_REQUEST,
-                                                             "Duplicate topic name.")})
+        for t, named_twice in _each_name_once(body.topics):
+            if named_twice:
+                results.append({"name": t.name, **_error(ErrorCode.INVALID_REQUEST,
+                                                         "Duplicate topic name.")})
                 continue
             try:
                 first, replicas = self._plan_partitions(batch.image, t)

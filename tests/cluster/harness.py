@@ -33,13 +33,12 @@ own, and three nodes each waiting out a controlled shutdown would cost seconds p
 
 from __future__ import annotations
 
-import socket
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
-from protocol.connection import ClientConnection
-from protocol.messages import ALL_APIS, DESCRIBE_CLUSTER, DESCRIBE_QUORUM, METADATA
+from bench.cluster import call  # one request on a fresh connection, any listener
+from protocol.messages import DESCRIBE_CLUSTER, DESCRIBE_QUORUM, METADATA
 from tests.interop.conftest import BrokerProcess, _config_value, free_port
 from tests.util import wait_until
 
@@ -60,24 +59,6 @@ FAST = {
     "controller.quorum.election.timeout.ms": 500,
     "controller.quorum.fetch.timeout.ms": 1000,
 }
-
-
-def call(port: int, api_key: int, version: int, body: Any, *, timeout_s: float = 5.0) -> Any:
-    """One request on a fresh connection to 127.0.0.1:port; the response body.
-
-    Speaks every declared API (ALL_APIS), so the same helper reaches client and controller
-    listeners. OSError when the node is down or closes the connection."""
-    conn = ClientConnection("cluster-harness", apis=ALL_APIS)
-    with socket.create_connection((HOST, port), timeout=timeout_s) as sock:
-        sock.settimeout(timeout_s)
-        _, frame = conn.send_request(api_key, version, body)
-        sock.sendall(frame)
-        while (response := conn.next_response()) is None:
-            data = sock.recv(65536)
-            if not data:
-                raise ConnectionError(f"127.0.0.1:{port} closed the connection")
-            conn.receive_data(data)
-    return response.body
 
 
 class ClusterNode(BrokerProcess):
