@@ -134,6 +134,8 @@ class BrokerAsNobody(BrokerProcess):
         self.data_dir.mkdir()
         for path in (self.data_dir.parent, self.data_dir):
             os.chown(path, NOBODY, NOBODY)
+        # nobody must read the checkout and its .venv: a clone into `mktemp -d` is 0700
+        self._modes = _let_others_read(Path(REPO_ROOT))
 
     def command(self) -> list[str]:
         return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
@@ -141,6 +143,21 @@ class BrokerAsNobody(BrokerProcess):
 
     def cleanup(self) -> None:
         shutil.rmtree(self.data_dir.parent, ignore_errors=True)
+        for path, mode in self._modes:
+            path.chmod(mode)
+
+
+def _let_others_read(root: Path) -> list[tuple[Path, int]]:
+    """Give others r-x on `root` and x on its ancestors where they lack it; the modes to
+    restore. The files inside a git checkout are already readable by all."""
+    changed = []
+    for path in (root, *root.parents):
+        mode = path.stat().st_mode & 0o7777
+        wanted = mode | (0o005 if path == root else 0o001)
+        if wanted != mode:
+            path.chmod(wanted)
+            changed.append((path, mode))
+    return changed
 
 
 def test_an_unwritable_partition_directory_answers_56_until_it_is_writable_again(tmp_path):
