@@ -23,11 +23,12 @@ CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 INCREMENTAL_ALTER_CONFIGS, ELECT_LEADERS = 44, 43
 BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER = 62, 63, 64
 ALLOCATE_PRODUCER_IDS = 67
+ALTER_PARTITION = 56
 
 ADMIN_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS,
                         INCREMENTAL_ALTER_CONFIGS, ELECT_LEADERS})
 BROKER_APIS = frozenset({BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER,
-                         ALLOCATE_PRODUCER_IDS})
+                         ALLOCATE_PRODUCER_IDS, ALTER_PARTITION})
 
 
 def _operation(api_key: int, body: Any):
@@ -49,6 +50,8 @@ def _operation(api_key: int, body: Any):
         return lambda c, now, _off: c.unregister_broker(body, now)
     if api_key == ALLOCATE_PRODUCER_IDS:
         return lambda c, now, _off: c.allocate_producer_ids(body.broker_id, body.broker_epoch)
+    if api_key == ALTER_PARTITION:
+        return lambda c, now, _off: c.alter_partition(body, now)
     raise ValueError(f"api {api_key} is not a controller operation")
 
 

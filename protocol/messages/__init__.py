@@ -80,6 +80,7 @@ CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
     _api(cluster.BrokerHeartbeatRequest, cluster.BrokerHeartbeatResponse),
     _api(cluster.UnregisterBrokerRequest, cluster.UnregisterBrokerResponse),
     _api(cluster.AllocateProducerIdsRequest, cluster.AllocateProducerIdsResponse),
+    _api(cluster.AlterPartitionRequest, cluster.AlterPartitionResponse),
 )}
 assert not APIS.keys() & CONTROLLER_APIS.keys(), "an API is either served or not"
 
@@ -124,6 +125,7 @@ BROKER_REGISTRATION = _key(cluster.BrokerRegistrationRequest)
 BROKER_HEARTBEAT = _key(cluster.BrokerHeartbeatRequest)
 UNREGISTER_BROKER = _key(cluster.UnregisterBrokerRequest)
 ALLOCATE_PRODUCER_IDS = _key(cluster.AllocateProducerIdsRequest)
+ALTER_PARTITION = _key(cluster.AlterPartitionRequest)
 
 
 def request_body(api_key: int, version: int, body: dict) -> Container:

@@ -1,5 +1,6 @@
 """Cluster membership and leadership RPCs: ElectLeaders (43), DescribeCluster (60),
-BrokerRegistration (62), BrokerHeartbeat (63), UnregisterBroker (64), AllocateProducerIds (67).
+BrokerRegistration (62), BrokerHeartbeat (63), UnregisterBroker (64), AllocateProducerIds (67),
+AlterPartition (56).
 
 Owns their declarations only. A broker registers with the active controller (KIP-631) and
 keeps its session alive with heartbeats, which also carry controlled shutdown
@@ -7,8 +8,9 @@ keeps its session alive with heartbeats, which also carry controlled shutdown
 preferred (election_type 0) or unclean (1) leader elections (KIP-460); DescribeCluster
 names the brokers, or with v1's endpoint_type 2 the controllers (KIP-919), and the active
 controller. A broker asks the active controller for a block of producer ids with
-AllocateProducerIds (KIP-730) and hands them out to InitProducerId. Every version Kafka
-defines is declared.
+AllocateProducerIds (KIP-730) and hands them out to InitProducerId. A partition leader asks
+it to shrink or expand the ISR with AlterPartition (KIP-497; broker epochs from v3, KIP-903).
+Every version Kafka defines is declared.
 """
 
 from protocol.schema import F, Message
@@ -135,4 +137,44 @@ AllocateProducerIdsResponse = Message(
         F("error_code", "int16"),
         F("producer_id_start", "int64"),  # the first id of the block, inclusive
         F("producer_id_len", "int32"),
+    ])
+
+AlterPartitionRequest = Message(
+    "AlterPartitionRequest", api_key=56, valid="0-3", flexible="0+", fields=[
+        F("broker_id", "int32"),
+        F("broker_epoch", "int64", default=-1),
+        F("topics", [
+            F("topic_name", "string", "0-1"),
+            F("topic_id", "uuid", "2+"),
+            F("partitions", [
+                F("partition_index", "int32"),
+                F("leader_epoch", "int32"),
+                F("new_isr", "[]int32", "0-2"),
+                F("new_isr_with_epochs", [
+                    F("broker_id", "int32", "3+"),
+                    F("broker_epoch", "int64", "3+", default=-1),
+                ], "3+"),
+                F("leader_recovery_state", "int8", "1+"),
+                F("partition_epoch", "int32"),
+            ]),
+        ]),
+    ])
+
+AlterPartitionResponse = Message(
+    "AlterPartitionResponse", api_key=56, valid="0-3", flexible="0+", fields=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("topics", [
+            F("topic_name", "string", "0-1"),
+            F("topic_id", "uuid", "2+"),
+            F("partitions", [
+                F("partition_index", "int32"),
+                F("error_code", "int16"),
+                F("leader_id", "int32"),
+                F("leader_epoch", "int32"),
+                F("isr", "[]int32"),
+                F("leader_recovery_state", "int8", "1+"),
+                F("partition_epoch", "int32"),
+            ]),
+        ]),
     ])
