@@ -36,6 +36,8 @@ from broker.metadata import (LEGACY_FILE, LegacyMetadata, cluster_id_for_voters,
                              load_cluster_id)
 from broker.metadata_cache import OFFSETS_TOPIC, MetadataCache
 from broker.partition import Partition
+from broker.replication.leader_epochs import open_cache
+from broker.replication.manager import ReplicaManager
 from protocol.messages import ALLOCATE_PRODUCER_IDS, request_body
 from protocol.metadata_records import MetadataRecordType as T
 
@@ -81,6 +83,8 @@ class Broker:
         self._producer_ids_lock = trio.Lock()
         from broker.coordinator.runtime import CoordinatorRuntime
         self.groups = CoordinatorRuntime(self)
+        self.replicas = ReplicaManager(self)
+        self._checkpointed_hws: dict[tuple[str, int], int] = {}
         self.started_ms = self.now_ms()
         self.clean_start = True
 
@@ -95,6 +99,7 @@ class Broker:
 
     def open(self) -> None:
         reports = self.logs.open(now_ms=self.now_ms())
+        self._checkpointed_hws = self.replicas.read_checkpoint()
         fresh = not self.logs.partitions()  # a new data directory has nothing to recover
         self.clean_start = fresh or not self.logs.recovered_uncleanly
         for r in reports:
@@ -117,6 +122,7 @@ class Broker:
                 self.runtime.store.close()
             except OSError as e:
                 log.error("could not close the metadata log (%s)", e)
+        self.replicas.write_checkpoint()
         try:
             self.logs.close()
         except OSError as e:
@@ -138,6 +144,7 @@ class Broker:
         await nursery.start(self.runtime.run)
         await nursery.start(self.groups.run)
         if self.addresses.is_broker:
+            await nursery.start(self.replicas.run)
             await nursery.start(self.lifecycle.run)
 
     async def stop_gracefully(self) -> None:
@@ -262,13 +269,13 @@ class Broker:
                     log.error("cannot open the log of %s-%d (%s); it is unavailable here",
                               new.name, index, e)
                     continue
-            was_leader = local.is_leader
-            local.leader_id = registration.leader
-            local.leader_epoch = registration.leader_epoch
-            if local.is_leader != was_leader or (local.is_leader and old is None):
-                self.notify_data_arrived(new.name, index)
-                if new.name == OFFSETS_TOPIC:
-                    self.groups.on_partition_leadership(index, local.is_leader)
+            was_leader, epoch = local.is_leader, local.leader_epoch
+            self.replicas.apply_registration(local, registration, self.now_ms())
+            if local.is_leader != was_leader or local.leader_epoch != epoch:
+                self.notify_data_arrived(new.name, index)  # waiters see the new leadership
+            if new.name == OFFSETS_TOPIC and (local.is_leader != was_leader
+                                              or (local.is_leader and old is None)):
+                self.groups.on_partition_leadership(index, local.is_leader)
         if gone:
             self._forget_partitions(new.name, gone)
 
@@ -290,8 +297,13 @@ class Broker:
         config = self._topic_log_config(topic.name)
         plog = self.logs.get_or_create(topic.name, index, config, topic_id=topic.topic_id)
         plog.config = config
-        partition = self.partitions[(topic.name, index)] = Partition(topic.name, index, plog,
-                                                                   node_id=self.node_id)
+        epochs = open_cache(plog.directory, lambda: (
+            (h.partition_leader_epoch, h.base_offset)
+            for segment in plog.segments for _pos, h in segment.headers()))
+        partition = Partition(topic.name, index, plog, node_id=self.node_id, epochs=epochs)
+        partition.state.restore_high_watermark(
+            self._checkpointed_hws.get((topic.name, index), 0), plog.log_end_offset)
+        self.partitions[(topic.name, index)] = partition
         return partition
 
     def _forget_partitions(self, topic: str, indexes: list[int]) -> None:
@@ -299,6 +311,7 @@ class Broker:
         effort: a directory the file system will not let go is named in the log."""
         for index in indexes:
             partition = self.partitions.pop((topic, index), None)
+            self.replicas.forget(topic, index)
             if topic == OFFSETS_TOPIC and partition is not None and partition.is_leader:
                 self.groups.on_partition_leadership(index, False)
             try:
@@ -323,8 +336,7 @@ class Broker:
             partition = self._open_partition(image, index)
         except OSError as e:
             raise KafkaStorageError(f"cannot open the log of {topic}-{index}: {e}") from e
-        partition.leader_id = registration.leader
-        partition.leader_epoch = registration.leader_epoch
+        self.replicas.apply_registration(partition, registration, self.now_ms())
         if topic == OFFSETS_TOPIC and partition.is_leader:
             self.groups.on_partition_leadership(index, True)
         return partition

@@ -155,6 +155,28 @@ BROKER_PROPERTIES = _props(
          topic_name="min.insync.replicas"),
     Prop("compression.type", "str", "producer", "Only 'producer' (keep the producer's codec).",
          choices=("producer",), topic_name="compression.type"),
+    Prop("replica.lag.time.max.ms", "long", 30000,
+         "A follower not caught up with the leader for this long leaves the ISR.", minimum=1),
+    Prop("num.replica.fetchers", "int", 1,
+         "Fetcher connections per source broker a follower replicates with.", minimum=1),
+    Prop("replica.fetch.max.bytes", "int", 1048576,
+         "Bytes a follower asks for per partition in one fetch.", minimum=0),
+    Prop("replica.fetch.response.max.bytes", "int", 10485760,
+         "Bytes a follower asks for in one fetch response.", minimum=0),
+    Prop("replica.fetch.wait.max.ms", "int", 500,
+         "Longest a follower's fetch waits at the leader for new data.", minimum=0),
+    Prop("replica.fetch.min.bytes", "int", 1,
+         "Bytes a follower's fetch waits for at the leader.", minimum=1),
+    Prop("replica.fetch.backoff.ms", "int", 1000,
+         "Pause after a follower's fetch fails.", minimum=0),
+    Prop("replica.high.watermark.checkpoint.interval.ms", "long", 5000,
+         "How often the high watermarks are written to replication-offset-checkpoint.",
+         minimum=1),
+    Prop("offsets.commit.timeout.ms", "int", 5000,
+         "Longest an offset commit waits for __consumer_offsets replicas.", minimum=1),
+    Prop("replica.selector.class", "str", None,
+         "KIP-392: org.apache.kafka.common.replica.RackAwareReplicaSelector lets consumers "
+         "with client.rack fetch from a replica in their rack."),
     Prop("producer.id.expiration.ms", "int", 86400000, "Idle time before producer state goes.",
          minimum=1),
     Prop("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.",
@@ -259,6 +281,7 @@ class BrokerConfig:
     controller_listener_names = _Typed(tuple)
     inter_broker_listener_name = _Nullable(str)
     broker_rack = _Nullable(str)
+    replica_selector_class = _Nullable(str)
     controller_quorum_election_timeout_ms = _Typed(int)
     controller_quorum_fetch_timeout_ms = _Typed(int)
     controller_quorum_request_timeout_ms = _Typed(int)
@@ -266,6 +289,15 @@ class BrokerConfig:
     broker_heartbeat_interval_ms = _Typed(int)
     broker_session_timeout_ms = _Typed(int)
     min_insync_replicas = _Typed(int)
+    replica_lag_time_max_ms = _Typed(int)
+    num_replica_fetchers = _Typed(int)
+    replica_fetch_max_bytes = _Typed(int)
+    replica_fetch_response_max_bytes = _Typed(int)
+    replica_fetch_wait_max_ms = _Typed(int)
+    replica_fetch_min_bytes = _Typed(int)
+    replica_fetch_backoff_ms = _Typed(int)
+    replica_high_watermark_checkpoint_interval_ms = _Typed(int)
+    offsets_commit_timeout_ms = _Typed(int)
     unclean_leader_election_enable = _Typed(bool)
     auto_leader_rebalance_enable = _Typed(bool)
     leader_imbalance_check_interval_seconds = _Typed(int)

@@ -1,15 +1,14 @@
-"""One partition this broker holds a replica of: its log, leader, leader epoch, high
-watermark and producer state.
+"""One partition this broker holds a replica of: its log, its leader epochs, its
+replication state (leader or follower, ISR, high watermark) and its producer state.
 
-Owns: `Partition.append_batch` (the produce path after request validation: idempotence
-check, offset assignment, append; a write the file system refuses answers
-KAFKA_STORAGE_ERROR) and `Partition.read` (the fetch path: whole batches below
-the high watermark, as bytes off disk).
-
-With a single replica the ISR is this broker alone, so the high watermark is the log end
-offset as soon as an append returns; replication will move the HW rule into a pure
-PartitionState without changing this interface. Record batches stay opaque: only their
-61-byte header is read.
+Owns: `Partition.append_batch` (the produce path as leader, after request validation:
+idempotence check, offset assignment, leader epoch, append; a write the file system refuses
+answers KAFKA_STORAGE_ERROR), `append_as_follower` (batches fetched from the leader, their
+offsets and epochs kept), `truncate_to` (a follower whose log diverged), `read` through
+`log`, and the role changes the metadata asks for (`make_leader`, `make_follower`,
+`update_isr`). The rules of the HW and the ISR are broker.replication.state's; the leader
+epochs are broker.replication.leader_epochs'. Record batches stay opaque: only their
+61-byte headers are read.
 """
 
 from __future__ import annotations
@@ -20,8 +19,10 @@ from dataclasses import dataclass
 from broker.log.errors import KafkaStorageError, LogError
 from broker.log.log import PartitionLog
 from broker.producer_state import ProducerStateManager
+from broker.replication.leader_epochs import LeaderEpochCache
+from broker.replication.state import FetchUpdate, PartitionState
 from protocol.errors import ErrorCode
-from protocol.records import BatchHeader
+from protocol.records import BatchHeader, iter_batch_headers
 
 log = logging.getLogger("minibroker.partition")
 
@@ -32,28 +33,77 @@ class AppendResult:
     base_offset: int = -1
     log_append_time: int = -1
     log_start_offset: int = -1
+    last_offset: int = -1
+    high_watermark_changed: bool = False
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, log: PartitionLog, leader_epoch: int = 0,
-                 leader_id: int = -1, node_id: int | None = None):
+    def __init__(self, topic: str, index: int, log: PartitionLog, node_id: int,
+                 epochs: LeaderEpochCache | None = None):
         self.topic = topic
         self.index = index
         self.log = log
-        self.leader_epoch = leader_epoch
-        self.leader_id = leader_id  # as the metadata image says; -1 while offline
-        self.node_id = node_id  # this broker's id: it leads when leader_id is this
+        self.node_id = node_id
+        self.state = PartitionState(node_id)
+        self.epochs = epochs if epochs is not None else LeaderEpochCache()
         self.producers = ProducerStateManager()
         self.storage_failures = 0  # appends refused by the file system since the last success
         self._rebuild_producer_state()
 
     @property
     def is_leader(self) -> bool:
-        return self.leader_id == self.node_id
+        return self.state.is_leader
+
+    @property
+    def leader_id(self) -> int:
+        return self.state.leader_id  # as the metadata image says; -1 while offline
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch
 
     @property
     def high_watermark(self) -> int:
-        return self.log.log_end_offset
+        return self.state.high_watermark
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return self.state.isr
+
+    # -- roles, as the metadata image gives them ------------------------------------------
+
+    def make_leader(self, *, leader_epoch: int, partition_epoch: int,
+                    replicas: tuple[int, ...], isr: tuple[int, ...], now_ms: int) -> bool:
+        """Lead from `leader_epoch` (Kafka's Partition.makeLeader): the epoch starts at the
+        LEO in the epoch cache. Returns True when the HW moved."""
+        if leader_epoch >= 0 and leader_epoch != self.epochs.latest_epoch:
+            self.epochs.assign(leader_epoch, self.log.log_end_offset)
+        return self.state.become_leader(leader_epoch=leader_epoch,
+                                        partition_epoch=partition_epoch, replicas=replicas,
+                                        isr=isr, log_end_offset=self.log.log_end_offset,
+                                        now_ms=now_ms)
+
+    def make_follower(self, *, leader_id: int, leader_epoch: int, partition_epoch: int,
+                      replicas: tuple[int, ...], isr: tuple[int, ...]) -> bool:
+        """Follow `leader_id` (-1: no leader). Returns True when the leader or its epoch
+        changed, so the fetcher must start over (with truncation) for this partition."""
+        changed = (leader_id != self.state.leader_id or leader_epoch != self.state.leader_epoch)
+        self.state.become_follower(leader_id=leader_id, leader_epoch=leader_epoch,
+                                   partition_epoch=partition_epoch, replicas=replicas, isr=isr)
+        return changed
+
+    def update_isr(self, *, partition_epoch: int, replicas: tuple[int, ...],
+                   isr: tuple[int, ...]) -> bool:
+        return self.state.update_metadata(partition_epoch=partition_epoch, replicas=replicas,
+                                          isr=isr, log_end_offset=self.log.log_end_offset)
+
+    def follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
+                       broker_epoch: int = -1) -> FetchUpdate | None:
+        return self.state.on_follower_fetch(replica_id, fetch_offset, self.log.log_end_offset,
+                                            now_ms, broker_epoch)
+
+    def under_min_isr(self) -> bool:
+        return self.state.under_min_isr(self.log.config.min_insync_replicas)
 
     @property
     def log_end_offset(self) -> int:
@@ -71,9 +121,9 @@ class Partition:
                 return AppendResult(check.error)
             if check.duplicate is not None:
                 return AppendResult(ErrorCode.NONE, check.duplicate.first_offset, -1,
-                                    self.log.log_start_offset)
+                                    self.log.log_start_offset, check.duplicate.last_offset)
         try:
-            base_offset, _last, append_time = self.log.append(
+            base_offset, last_offset, append_time = self.log.append(
                 batch, leader_epoch=self.leader_epoch, now_ms=now_ms, validated=header)
         except KafkaStorageError as e:
             self._storage_failed(e)
@@ -88,7 +138,52 @@ class Partition:
             self.producers.update(header.producer_id, header.producer_epoch,
                                   header.base_sequence, header.records_count, base_offset,
                                   header.max_timestamp, now_ms)
-        return AppendResult(ErrorCode.NONE, base_offset, append_time, self.log.log_start_offset)
+        self.epochs.assign(self.leader_epoch, base_offset)
+        moved = self.state.on_leader_append(self.log.log_end_offset)
+        return AppendResult(ErrorCode.NONE, base_offset, append_time, self.log.log_start_offset,
+                            last_offset, moved)
+
+    def append_as_follower(self, data: bytes | bytearray,
+                           now_ms: int) -> tuple[int, int] | None:
+        """Batches fetched from the leader, with the leader's offsets and epochs; the
+        producer state and the epoch cache follow them, so this replica can lead next with
+        the same idempotence answers (Kafka's appendAsFollower)."""
+        appended = self.log.append_as_follower(data, now_ms=now_ms)
+        if appended is None:
+            return None
+        last = appended[1]
+        for _pos, header in iter_batch_headers(data):
+            if header.base_offset < appended[0]:
+                continue
+            if header.last_offset > last:
+                break
+            if header.partition_leader_epoch >= 0:
+                self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+            if header.producer_id >= 0:
+                self.producers.update(header.producer_id, header.producer_epoch,
+                                      header.base_sequence, header.records_count,
+                                      header.base_offset, header.max_timestamp, now_ms)
+        return appended
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove what lies at or past `offset` (a follower diverged from its leader):
+        epochs that began there go, the HW cannot stay past the log, and the producer
+        state is rebuilt from what remains (Kafka's UnifiedLog.truncateTo)."""
+        if not self.log.truncate_to(offset):
+            return False
+        self.epochs.truncate_from_end(self.log.log_end_offset)
+        self.state.on_truncation(self.log.log_end_offset)
+        self.producers = ProducerStateManager()
+        self._rebuild_producer_state()
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """The leader's log starts past everything here: start over, empty, at `offset`."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.epochs.clear()
+        self.state.on_truncation(offset)
+        self.state.high_watermark = offset
+        self.producers = ProducerStateManager()
 
     def _storage_failed(self, error: KafkaStorageError) -> None:
         # One line when a partition starts failing, one when it recovers: a full disk

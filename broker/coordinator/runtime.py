@@ -9,9 +9,13 @@ loaded in the background (its groups answer COORDINATOR_LOAD_IN_PROGRESS until t
 stops leading is unloaded (its groups answer NOT_COORDINATOR, and members waiting in a
 rebalance are told so at once).
 
-An answer that depends on records is released only after those records are in the log:
-effects run in order and an Append precedes the Reply it guards. With replication this is
-where "committed" (below the high watermark) will be awaited.
+An answer that depends on records is released only after those records are committed:
+effects run in order, an Append precedes the Reply it guards, and the replies after an
+append wait until the partition's high watermark covers it (every in-sync replica holds
+it, as Kafka's coordinator appends with acks=all), up to offsets.commit.timeout.ms. A
+commit that cannot be replicated in time answers COORDINATOR_NOT_AVAILABLE, and one whose
+leadership moved while it waited NOT_COORDINATOR (Kafka's mapping of those produce errors),
+so the client retries and no commit is acknowledged that a coordinator failover could lose.
 """
 
 from __future__ import annotations
@@ -93,15 +97,23 @@ class CoordinatorRuntime:
 
     def apply_effects(self, effects: Iterable[Effect]) -> ErrorCode:
         """Carry out effects in order; return the error that kept records from the log, or
-        NONE. Once an append fails, the replies after it carry that error instead."""
+        NONE. Once an append fails, the replies after it carry that error instead; while an
+        append is not yet below the high watermark, the replies after it wait for it."""
         failed = ErrorCode.NONE
+        uncommitted: tuple[int, int] | None = None  # (partition, end offset) to wait for
+        deferred: list[tuple[Waiter, Any]] = []
         for effect in effects:
             match effect:
                 case Append():
-                    failed = failed or self._append(effect)
+                    if not failed:
+                        failed, end = self._append(effect)
+                        if end is not None:
+                            uncommitted = end
                 case Reply(waiter=waiter, body=body):
                     if failed:
                         waiter.fail(failed)  # never acknowledge what is not in the log
+                    elif uncommitted is not None and not self._committed(*uncommitted):
+                        deferred.append((waiter, body))
                     else:
                         waiter.resolve(body)
                 case Emit(type=type_, fields=fields):
@@ -109,27 +121,60 @@ class CoordinatorRuntime:
                 case _:
                     # an effect the coordinator learnt to return and this runtime did not
                     assert_never(effect)
+        if deferred:
+            assert uncommitted is not None
+            if self._nursery is None:
+                for waiter, _body in deferred:
+                    waiter.fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            else:
+                self._nursery.start_soon(self._reply_when_committed, *uncommitted, deferred)
         self._timers_changed.set()
         return failed
 
-    def _append(self, effect: Append) -> ErrorCode:
+    def _committed(self, index: int, end: int) -> bool:
+        partition = self.broker.partition(OFFSETS_TOPIC, index)
+        return partition is not None and partition.high_watermark >= end
+
+    async def _reply_when_committed(self, index: int, end: int,
+                                    deferred: list[tuple[Waiter, Any]]) -> None:
+        """Answer once the HW covers `end`; fail the answers if it cannot in time."""
+        tp = [(OFFSETS_TOPIC, index)]
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        with trio.move_on_after(self.broker.config.offsets_commit_timeout_ms / 1000):
+            while True:
+                partition = self.broker.partition(OFFSETS_TOPIC, index)
+                if partition is None or not partition.is_leader:
+                    error = ErrorCode.NOT_COORDINATOR
+                    break
+                if partition.high_watermark >= end:
+                    for waiter, body in deferred:
+                        waiter.resolve(body)
+                    return
+                await self.broker.wait_for_data(tp)
+        for waiter, _body in deferred:
+            waiter.fail(error)
+
+    def _append(self, effect: Append) -> tuple[ErrorCode, tuple[int, int] | None]:
+        """Append the records; the error, and where the append ends (to wait for)."""
         if not effect.records:
-            return ErrorCode.NONE
+            return ErrorCode.NONE, None
         index = self.coordinator.partition_for(effect.group_id)
         partition = self.broker.partition(OFFSETS_TOPIC, index)
         if partition is None or not partition.is_leader:
-            return ErrorCode.NOT_COORDINATOR  # leadership moved while the request waited
+            return ErrorCode.NOT_COORDINATOR, None  # leadership moved while the request waited
+        if partition.under_min_isr():
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None  # acks=all would be refused
         now = self.broker.now_ms()
         batch = bytearray(encode_batch([Record(i, now, r.key, r.value, [])
                                         for i, r in enumerate(effect.records)]))
         result = partition.append_batch(batch, parse_batch_header(batch), now)
         if result.error != ErrorCode.NONE:
             log.error("cannot append to %s-%d: %s", OFFSETS_TOPIC, index, result.error.name)
-            return ErrorCode.NOT_COORDINATOR
+            return ErrorCode.NOT_COORDINATOR, None
         for record in effect.records:
             self.coordinator.replay_record(record, now)
         self.broker.notify_data_arrived(OFFSETS_TOPIC, index)
-        return ErrorCode.NONE
+        return ErrorCode.NONE, (index, result.last_offset + 1)
 
     # -- __consumer_offsets ---------------------------------------------------------------------
 

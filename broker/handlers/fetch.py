@@ -1,4 +1,5 @@
-"""Fetch: serve whole record batches below the high watermark, long-polling when asked.
+"""Fetch: serve whole record batches, long-polling when asked, to consumers (below the high
+watermark) and to follower replicas (up to the log end, KIP-101's leader side).
 
 The bytes go out as they lie on disk (one pread per partition; nothing is decoded). Size
 limits follow KIP-74: `max_bytes` bounds the response and `partition_max_bytes` each
@@ -8,6 +9,13 @@ can make progress past a batch larger than its limits.
 A fetch that has fewer than `min_bytes` waits up to `max_wait_ms` for appends to any
 partition, then reads again. Incremental fetch sessions (KIP-227) are not offered: we answer
 session_id 0, which every client treats as "send full fetch requests".
+
+A follower names itself in `replica_id` (ReplicaState.replica_id from v15). Its fetch offset
+tells the leader its LEO (broker.replication: the HW may advance, the follower may rejoin the
+ISR); it reads up to the leader's LEO and learns the HW from the answer. A consumer reads
+below the HW only: a fetch offset between the HW and the LEO (a new leader whose HW is still
+catching up) answers no records rather than OFFSET_OUT_OF_RANGE, which would make the
+consumer reset its position.
 
 Only the partition's leader serves it: elsewhere the answer is NOT_LEADER_OR_FOLLOWER
 (UNKNOWN_TOPIC_OR_PARTITION if the metadata image has no such partition), and a client's
@@ -26,15 +34,40 @@ from protocol.errors import ErrorCode
 
 READ_COMMITTED = 1
 CURRENT_LEADER_VERSION = 12  # the tagged current_leader field
+REPLICA_STATE_VERSION = 15  # replica_id moves into the tagged ReplicaState
 _STALE_LEADER = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
                  ErrorCode.UNKNOWN_LEADER_EPOCH)
 
 
+def replica_id(ctx: RequestContext) -> int:
+    """The follower sending this fetch, or -1 for a consumer."""
+    body = ctx.body
+    if ctx.version >= REPLICA_STATE_VERSION:
+        state = body.get("replica_state")
+        return state.replica_id if state is not None else -1
+    return body.get("replica_id", -1)
+
+
+def _follower_fetch(ctx: RequestContext, follower: int) -> None:
+    """Tell each partition's leader state where the follower's log ends, once per request."""
+    state = ctx.body.get("replica_state") if ctx.version >= REPLICA_STATE_VERSION else None
+    broker_epoch = state.replica_epoch if state is not None else -1
+    for topic in ctx.body.topics:
+        for p in topic.partitions:
+            partition = ctx.broker.partition(topic.topic, p.partition)
+            if partition is not None and partition.is_leader:
+                ctx.broker.replicas.on_follower_fetch(partition, follower, p.fetch_offset,
+                                                      broker_epoch)
+
+
 async def handle(ctx: RequestContext) -> dict:
     body = ctx.body
+    follower = replica_id(ctx)
+    if follower >= 0:
+        _follower_fetch(ctx, follower)
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     while True:
-        responses, total, errors = _read(ctx)
+        responses, total, errors = _read(ctx, follower)
         if total >= body.min_bytes or errors or trio.current_time() >= deadline:
             break
         with trio.move_on_at(deadline):
@@ -44,7 +77,7 @@ async def handle(ctx: RequestContext) -> dict:
             "responses": responses}
 
 
-def _read(ctx: RequestContext) -> tuple[list, int, bool]:
+def _read(ctx: RequestContext, follower: int) -> tuple[list, int, bool]:
     body, broker = ctx.body, ctx.broker
     budget = body.get("max_bytes", 2**31 - 1)
     total, errors = 0, False
@@ -57,14 +90,15 @@ def _read(ctx: RequestContext) -> tuple[list, int, bool]:
                                       p.get("current_leader_epoch", -1))
             records = b""
             if partition is not None and error == ErrorCode.NONE:
-                hw = partition.high_watermark
+                leo = partition.log_end_offset
+                end = leo if follower >= 0 else min(partition.high_watermark, leo)
                 limit = min(p.partition_max_bytes, budget)
                 try:
-                    if p.fetch_offset > hw:
+                    if p.fetch_offset > leo:
                         raise OffsetOutOfRange(p.fetch_offset)
-                    if p.fetch_offset < hw and (limit > 0 or total == 0):
+                    if p.fetch_offset < end and (limit > 0 or total == 0):
                         records = partition.log.read(p.fetch_offset, limit,
-                                                     max_offset=hw,
+                                                     max_offset=end,
                                                      min_one_message=total == 0)
                 except LogError as e:  # out of range, or a segment damaged under us
                     error = e.error_code

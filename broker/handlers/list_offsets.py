@@ -1,12 +1,15 @@
 """ListOffsets: earliest (-2), latest (-1), max timestamp (-3, v7) and by timestamp.
 
 v0 answers in the old layout: a list of offsets (at most max_num_offsets) instead of one;
-for latest that is the log end offset followed by each segment's base offset, newest first.
+for latest that is the high watermark followed by each segment's base offset, newest first.
 The max-timestamp lookup is Kafka's pre-3.7 "shallow" answer: the last offset of the batch
 with the largest MaxTimestamp, read from batch headers only.
 
 Only the partition's leader answers (broker.handlers.common.lookup): elsewhere
 NOT_LEADER_OR_FOLLOWER, and a stale or future current_leader_epoch is fenced (KIP-320).
+Clients see the log as far as the high watermark: latest is the HW, and a timestamp lookup
+never answers an offset at or past it. From v5, a new leader whose HW has not yet reached
+the start of its leader epoch answers OFFSET_NOT_AVAILABLE, retriable (KIP-207).
 """
 
 from __future__ import annotations
@@ -36,8 +39,11 @@ def _legacy_offsets(partition, timestamp: int, found, max_num_offsets: int) -> l
                  for s in reversed(partition.log.segments)]
         if partition.log.segments and partition.log.segments[-1].size == 0:
             bases = bases[1:]  # an empty active segment starts at the log end offset itself
-        return [partition.log_end_offset, *bases][:max_num_offsets]
+        return [partition.high_watermark, *bases][:max_num_offsets]
     return [found[0]] if found is not None else []
+
+
+OFFSET_NOT_AVAILABLE_VERSION = 5  # KIP-207
 
 
 def _partition(ctx: RequestContext, topic: str, p) -> dict:
@@ -50,6 +56,12 @@ def _partition(ctx: RequestContext, topic: str, p) -> dict:
         return out
     ts = p.timestamp
     found: tuple[int, int] | None
+    if ts != EARLIEST and ctx.version >= OFFSET_NOT_AVAILABLE_VERSION \
+            and partition.high_watermark < partition.state.leader_epoch_start_offset:
+        # KIP-207: a new leader whose HW has not reached the start of its epoch would
+        # answer an offset older than what a consumer may already have read
+        out["error_code"] = ErrorCode.OFFSET_NOT_AVAILABLE
+        return out
     if ts == LATEST:
         found = (partition.high_watermark, -1)
     elif ts == EARLIEST:
@@ -65,6 +77,8 @@ def _partition(ctx: RequestContext, topic: str, p) -> dict:
         out["old_style_offsets"] = _legacy_offsets(partition, ts, found,
                                                    p.get("max_num_offsets", 1))
         return out
+    if found is not None and ts not in (LATEST, EARLIEST) and found[0] >= partition.high_watermark:
+        found = None  # not yet committed: a consumer could not read it
     if found is not None:
         out["offset"], out["timestamp"] = found
         out["leader_epoch"] = partition.leader_epoch

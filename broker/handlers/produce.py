@@ -4,8 +4,15 @@ The batch is not decoded (except for compacted topics, whose records must all ha
 as in Kafka): the 61-byte header and the CRC-32C are checked
 (protocol.records.validate_produced_batch), BaseOffset and PartitionLeaderEpoch are
 rewritten in place by the log (both outside the CRC), and the bytes go to the file as they
-came. With one replica, acks=-1 and acks=1 are answered alike once the append returns;
-acks=0 gets no response at all.
+came. acks=1 is answered once the leader's append returns; acks=0 gets no response at all.
+
+acks=-1 (all) is answered once the high watermark covers the batch, that is once every
+member of the ISR holds it, or when the request's timeout_ms runs out (REQUEST_TIMED_OUT;
+the batch may still commit later, as in Kafka). With an ISR smaller than the topic's
+min.insync.replicas the batch is refused before the append (NOT_ENOUGH_REPLICAS); if the
+ISR shrank below it while the batch waited, the answer is NOT_ENOUGH_REPLICAS_AFTER_APPEND
+(the batch is in the log and may be read, but the producer must know it is less safe than
+asked). A leadership lost while waiting answers NOT_LEADER_OR_FOLLOWER.
 
 Only the partition's leader accepts a batch: elsewhere the answer is NOT_LEADER_OR_FOLLOWER
 (UNKNOWN_TOPIC_OR_PARTITION if the metadata image has no such partition), and from v10 it
@@ -14,6 +21,8 @@ go there without a Metadata round trip.
 """
 
 from __future__ import annotations
+
+import trio
 
 from broker.handlers.common import current_leader, lookup
 from broker.handlers.context import CloseConnection, RequestContext
@@ -40,14 +49,13 @@ async def handle(ctx: RequestContext) -> dict | None:
     body = ctx.body
     now_ms = ctx.broker.now_ms()
     appended: list[tuple[str, int]] = []
+    awaiting: list[tuple[str, int, int, dict]] = []  # acks=all: (topic, index, end, response)
     leaders: set[int] = set()  # named in NOT_LEADER_OR_FOLLOWER answers (v10+)
     responses = []
     for topic_data in body.topic_data:
         partition_responses = []
         for partition_data in topic_data.partition_data:
             error, result = _produce_partition(ctx, topic_data.name, partition_data, now_ms)
-            if error == ErrorCode.NONE:
-                appended.append((topic_data.name, partition_data.index))
             response = {
                 "index": partition_data.index, "error_code": error,
                 "base_offset": result.base_offset if result else -1,
@@ -61,10 +69,17 @@ async def handle(ctx: RequestContext) -> dict | None:
                     ctx.broker, topic_data.name, partition_data.index)
                 if leader["leader_id"] >= 0:
                     leaders.add(leader["leader_id"])
+            if error == ErrorCode.NONE:
+                appended.append((topic_data.name, partition_data.index))
+                if body.acks == -1 and result is not None:
+                    awaiting.append((topic_data.name, partition_data.index,
+                                     result.last_offset + 1, response))
             partition_responses.append(response)
         responses.append({"name": topic_data.name, "partition_responses": partition_responses})
     for topic, index in appended:
         ctx.broker.notify_data_arrived(topic, index)
+    if body.acks == -1 and awaiting:
+        await _wait_for_replicas(ctx, awaiting)
     if body.acks == 0:
         failed = [(r["name"], pr["index"], ErrorCode(pr["error_code"]).name)
                   for r in responses for pr in r["partition_responses"] if pr["error_code"]]
@@ -75,6 +90,35 @@ async def handle(ctx: RequestContext) -> dict | None:
     if leaders:
         out["node_endpoints"] = _node_endpoints(ctx, leaders)
     return out
+
+
+async def _wait_for_replicas(ctx: RequestContext,
+                             awaiting: list[tuple[str, int, int, dict]]) -> None:
+    """Hold the answer until the HW covers every batch (Kafka's DelayedProduce), setting the
+    error of each partition that cannot wait any longer."""
+    broker = ctx.broker
+    deadline = trio.current_time() + max(ctx.body.timeout_ms, 0) / 1000
+    pending = list(awaiting)
+    while pending:
+        still = []
+        for topic, index, end, response in pending:
+            partition = broker.partition(topic, index)
+            if partition is None or not partition.is_leader:
+                response["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif partition.high_watermark >= end:
+                if partition.under_min_isr():
+                    response["error_code"] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            else:
+                still.append((topic, index, end, response))
+        pending = still
+        if not pending:
+            return
+        if trio.current_time() >= deadline:
+            break
+        with trio.move_on_at(deadline):
+            await broker.wait_for_data([(t, i) for t, i, _, _ in pending])
+    for _topic, _index, _end, response in pending:
+        response["error_code"] = ErrorCode.REQUEST_TIMED_OUT
 
 
 def _node_endpoints(ctx: RequestContext, broker_ids: set[int]) -> list[dict]:
@@ -121,5 +165,8 @@ def _produce_partition(ctx: RequestContext, topic: str, data, now_ms: int):
         return ErrorCode.INVALID_TXN_STATE, None  # transactions are not supported
     if partition.log.config.compacts and _has_null_key(data.records):
         return ErrorCode.INVALID_RECORD, None  # compaction keeps the latest value per key
+    if body.acks == -1 and partition.under_min_isr():
+        return ErrorCode.NOT_ENOUGH_REPLICAS, None
+    # the caller wakes this partition's waiters (fetches, acks=all) after the whole request
     result = partition.append_batch(bytearray(data.records), header, now_ms)
     return result.error, result if result.error == ErrorCode.NONE else None

@@ -46,6 +46,7 @@ _PROPERTY_FIELDS: dict[str, tuple[str, Any]] = {
     "delete.retention.ms": ("delete_retention_ms", int),
     "log.cleaner.min.cleanable.ratio": ("min_cleanable_dirty_ratio", float),
     "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", float),
+    "min.insync.replicas": ("min_insync_replicas", int),
 }
 
 # Coarser-unit broker properties: Kafka uses the *.ms form when present, else these.
@@ -91,6 +92,8 @@ class LogConfig:
     # log.cleaner.min.cleanable.ratio / min.cleanable.dirty.ratio: dirty share of the
     # non-active bytes at which a compacted log is cleaned.
     min_cleanable_dirty_ratio: float = 0.5
+    # min.insync.replicas: the ISR size below which acks=all produce is refused.
+    min_insync_replicas: int = 1
 
     def __post_init__(self) -> None:
         # Kafka's own lower bounds (LogConfig.java ConfigDef): a segment must hold at least a
@@ -113,6 +116,8 @@ class LogConfig:
             raise ValueError("flush.messages must be >= 1")
         if self.delete_retention_ms < 0:
             raise ValueError("delete.retention.ms must be >= 0")
+        if self.min_insync_replicas < 1:
+            raise ValueError("min.insync.replicas must be >= 1")
         if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
             raise ValueError("min.cleanable.dirty.ratio must be in [0, 1]")
         if not self.cleanup_policies or not self.cleanup_policies <= _CLEANUP_POLICIES:

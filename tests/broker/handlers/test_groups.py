@@ -56,8 +56,12 @@ async def test_no_coordinator_without_the_topic_or_a_leader(autojump_clock):
     assert broker.controller_channel.requests == []  # the topic exists: nothing to create
 
 
-class LeaderPartition(Partition):
-    is_leader = True
+def leading(topic: str, index: int, log, leader_epoch: int = 0) -> Partition:
+    """A partition this broker (0) leads alone, so its HW is its LEO."""
+    partition = Partition(topic, index, log, node_id=0)
+    partition.make_leader(leader_epoch=leader_epoch, partition_epoch=0, replicas=(0,),
+                          isr=(0,), now_ms=0)
+    return partition
 
 
 def join(group: str, member_id: str = "") -> dict:
@@ -85,7 +89,7 @@ async def test_the_runtime_loads_what_it_leads_and_unloads_what_it_stops_leading
     group = next(g for g in (f"g{i}" for i in range(100))
                  if broker.groups.coordinator.partition_for(g) == 0)
     log = PartitionLog.open(str(tmp_path), OFFSETS_TOPIC, 0, topic_log_config(broker.config, {}))
-    broker.partitions[(OFFSETS_TOPIC, 0)] = LeaderPartition(OFFSETS_TOPIC, 0, log)
+    broker.partitions[(OFFSETS_TOPIC, 0)] = leading(OFFSETS_TOPIC, 0, log)
     assert (await call(broker, m.JOIN_GROUP, 9, join(group)))["error_code"] == E.NOT_COORDINATOR
 
     broker.groups.on_partition_leadership(0, True)  # before run(): loaded once it runs

@@ -47,13 +47,17 @@ def test_end_offset_for_epoch(log, requested, answer):
     assert end_offset_for_epoch(log, requested) == answer
 
 
-class LeaderPartition(Partition):
-    is_leader = True
+def leading(topic: str, index: int, log, leader_epoch: int = 0) -> Partition:
+    """A partition this broker (0) leads alone, so its HW is its LEO."""
+    partition = Partition(topic, index, log, node_id=0)
+    partition.make_leader(leader_epoch=leader_epoch, partition_epoch=0, replicas=(0,),
+                          isr=(0,), now_ms=0)
+    return partition
 
 
 async def test_offset_for_leader_epoch_answers_from_the_log(log):
     broker = FakeBroker([*register(0), *topic("t", uuid.UUID(int=1), [[0]], epochs=[8])])
-    broker.partitions[("t", 0)] = LeaderPartition("t", 0, log, leader_epoch=8)
+    broker.partitions[("t", 0)] = leading("t", 0, log, leader_epoch=8)
     body = await call(broker, m.OFFSET_FOR_LEADER_EPOCH, 4, {
         "replica_id": -1, "topics": [{"topic": "t", "partitions": [
             {"partition": 0, "current_leader_epoch": 8, "leader_epoch": e}

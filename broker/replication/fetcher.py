@@ -1,0 +1,338 @@
+"""Followers fetching from leaders (Kafka's ReplicaFetcherManager and ReplicaFetcherThread).
+
+Owns `ReplicaFetcherManager` and `ReplicaFetcher`. A broker runs one fetcher per source
+broker and fetcher id: a partition goes to fetcher hash(topic, partition) %
+num.replica.fetchers of its leader, so each leader gets that many connections from this
+broker, each batching all its partitions into one Fetch request.
+
+Each partition starts in the truncating state. The fetcher asks the leader, with
+OffsetForLeaderEpoch, where this replica's latest epoch ends in the leader's log and cuts
+its log there (broker.replication.truncation: KIP-101, with KIP-279's further rounds when
+the leader does not know the epoch). Only then does it fetch, from its LEO. The HW alone
+never decides a truncation, except for a log that has no epochs to ask about.
+
+A fetch names this broker in `replica_id` (Fetch v12: topics by name, as the broker's Fetch
+handler serves), waits at the leader up to replica.fetch.wait.max.ms for
+replica.fetch.min.bytes, and asks for replica.fetch.max.bytes per partition. Each
+partition of the answer is handled alone:
+- records are appended with the leader's offsets and epochs, and the HW taken from the
+  answer (bounded by this log's end) wakes local readers when it moves;
+- OFFSET_OUT_OF_RANGE below the leader's log start starts this log over there; above
+  the leader's log end it means the logs diverged: truncate again;
+- NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH and UNKNOWN_LEADER_EPOCH mean the metadata
+  is moving: the partition waits replica.fetch.backoff.ms (the new image re-adds it
+  wherever its new leader is);
+- a disk that refuses the append (KAFKA_STORAGE_ERROR) stops fetching the partition.
+An unreachable leader backs the whole fetcher off the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from broker.log.errors import KafkaStorageError
+from broker.net.peer import PeerChannel, PeerUnavailable
+from broker.replication.truncation import epoch_to_request, truncation_offset
+from protocol import messages as m
+from protocol.errors import ErrorCode
+from protocol.record_errors import RecordError
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+    from broker.partition import Partition
+
+log = logging.getLogger("minibroker.replication.fetcher")
+
+FETCH_VERSION = 12  # the newest that names topics; replica_id is a plain field up to v14
+OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+_RETRY_LATER = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
+                ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT)
+
+
+def fetcher_id(topic: str, index: int, num_fetchers: int) -> int:
+    """Which of a leader's fetchers carries this partition (stable across restarts)."""
+    return (zlib.crc32(topic.encode()) * 31 + index) % num_fetchers
+
+
+@dataclass(slots=True)
+class FetchState:
+    partition: Partition
+    leader_epoch: int
+    truncating: bool = True
+    next_epoch: int = -2  # the epoch to ask about next while truncating (-2: the latest)
+    delayed_until: float = 0.0  # trio clock
+    failed: bool = False
+
+
+class ReplicaFetcher:
+    def __init__(self, broker: Broker, source: int, fid: int):
+        self.broker = broker
+        self.source = source
+        self.fid = fid
+        self.partitions: dict[tuple[str, int], FetchState] = {}
+        self._changed = trio.Event()
+        self._channel: PeerChannel | None = None
+        self._address: tuple[str, int] | None = None
+
+    def __repr__(self) -> str:
+        return f"<ReplicaFetcher from broker {self.source} #{self.fid}: {len(self.partitions)}>"
+
+    def add(self, partition: Partition) -> None:
+        self.partitions[(partition.topic, partition.index)] = FetchState(
+            partition, partition.leader_epoch)
+        self._changed.set()
+
+    def remove(self, key: tuple[str, int]) -> None:
+        if self.partitions.pop(key, None) is not None:
+            self._changed.set()
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def run(self, nursery: trio.Nursery) -> None:
+        config = self.broker.config
+        backoff = config.replica_fetch_backoff_ms / 1000
+        try:
+            while True:
+                ready = self._ready()
+                if not ready:
+                    await self._wait_for_work()
+                    continue
+                channel = self._connect(nursery)
+                if channel is None:
+                    await self._back_off(ready, backoff)
+                    continue
+                try:
+                    truncating = [s for s in ready if s.truncating]
+                    if truncating:
+                        await self._truncate(channel, truncating)
+                    fetching = [s for s in ready if not s.truncating and not s.failed
+                                and self.partitions.get(_key(s)) is s]
+                    if fetching:
+                        await self._fetch(channel, fetching)
+                except PeerUnavailable as e:
+                    log.info("fetching from broker %d: %s", self.source, e)
+                    await self._back_off(ready, backoff)
+        finally:
+            if self._channel is not None:
+                with trio.CancelScope(shield=True):
+                    await self._channel.aclose()
+
+    def _ready(self) -> list[FetchState]:
+        now = trio.current_time()
+        return [s for s in self.partitions.values() if not s.failed and s.delayed_until <= now]
+
+    async def _wait_for_work(self) -> None:
+        now = trio.current_time()
+        delays = [s.delayed_until for s in self.partitions.values()
+                  if not s.failed and s.delayed_until > now]
+        self._changed = trio.Event()
+        with trio.move_on_at(min(delays) if delays else now + 3600):
+            await self._changed.wait()
+
+    async def _back_off(self, states: list[FetchState], seconds: float) -> None:
+        until = trio.current_time() + seconds
+        for s in states:
+            s.delayed_until = max(s.delayed_until, until)
+        await trio.lowlevel.checkpoint()
+
+    def _connect(self, nursery: trio.Nursery) -> PeerChannel | None:
+        endpoint = self.broker.metadata_cache.endpoint(self.source,
+                                                       self.broker.addresses.inter_broker)
+        if endpoint is None:
+            return None
+        address = (endpoint.host, endpoint.port)
+        if self._channel is None or self._address != address:
+            if self._channel is not None:
+                nursery.start_soon(self._channel.aclose)
+            self._channel = PeerChannel(endpoint.host, endpoint.port, nursery,
+                                        client_id=f"replica-fetcher-{self.broker.node_id}")
+            self._address = address
+        return self._channel
+
+    def _timeout_s(self) -> float:
+        config = self.broker.config
+        return (config.replica_fetch_wait_max_ms
+                + config.controller_quorum_request_timeout_ms) / 1000
+
+    # -- truncation ------------------------------------------------------------------------
+
+    async def _truncate(self, channel: PeerChannel, states: list[FetchState]) -> None:
+        ask: dict[str, list[dict]] = {}
+        for s in states:
+            p = s.partition
+            epoch = epoch_to_request(p.epochs) if s.next_epoch == -2 else s.next_epoch
+            if epoch < 0:
+                # nothing to ask about: an empty log, or one written before epochs
+                if p.log_end_offset > p.high_watermark:
+                    p.truncate_to(p.high_watermark)
+                s.truncating = False
+                continue
+            ask.setdefault(p.topic, []).append({
+                "partition": p.index, "current_leader_epoch": s.leader_epoch,
+                "leader_epoch": epoch})
+        if not ask:
+            return
+        body = m.request_body(m.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, {
+            "replica_id": self.broker.node_id,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in ask.items()]})
+        response = await channel.request(m.OFFSET_FOR_LEADER_EPOCH,
+                                         OFFSET_FOR_LEADER_EPOCH_VERSION, body,
+                                         timeout_s=self._timeout_s())
+        backoff = self.broker.config.replica_fetch_backoff_ms / 1000
+        for t in response["topics"]:
+            for answer in t["partitions"]:
+                found = self.partitions.get((t["topic"], answer["partition"]))
+                if found is None or not found.truncating:
+                    continue
+                s = found
+                code = ErrorCode(answer["error_code"])
+                if code != ErrorCode.NONE:
+                    s.delayed_until = trio.current_time() + backoff
+                    continue
+                self._apply_truncation(s, answer["leader_epoch"], answer["end_offset"])
+
+    def _apply_truncation(self, s: FetchState, leader_epoch: int, end_offset: int) -> None:
+        p = s.partition
+        decision = truncation_offset(p.epochs, p.log_end_offset, p.high_watermark,
+                                     leader_epoch, end_offset)
+        if decision.offset < p.log_end_offset:
+            before = p.log_end_offset
+            try:
+                p.truncate_to(decision.offset)
+            except OSError as e:
+                log.error("%s-%d: cannot truncate (%s); not fetching it", p.topic, p.index, e)
+                s.failed = True
+                return
+            log.info("%s-%d: truncated from %d to %d (leader epoch %d ends at %d)", p.topic,
+                     p.index, before, p.log_end_offset, leader_epoch, end_offset)
+            self.broker.events.emit("log_truncation", topic=p.topic, partition=p.index,
+                                    old_log_end_offset=before,
+                                    new_log_end_offset=p.log_end_offset,
+                                    leader_id=self.source, leader_epoch=s.leader_epoch)
+        if decision.complete:
+            s.truncating = False
+            s.next_epoch = -2
+        else:
+            s.next_epoch = decision.next_epoch
+
+    # -- fetching --------------------------------------------------------------------------
+
+    async def _fetch(self, channel: PeerChannel, states: list[FetchState]) -> None:
+        config = self.broker.config
+        topics: dict[str, list[dict]] = {}
+        for s in states:
+            p = s.partition
+            topics.setdefault(p.topic, []).append({
+                "partition": p.index, "current_leader_epoch": s.leader_epoch,
+                "fetch_offset": p.log_end_offset,
+                "last_fetched_epoch": p.epochs.latest_epoch if p.epochs.latest_epoch is not None else -1,
+                "log_start_offset": p.log_start_offset,
+                "partition_max_bytes": config.replica_fetch_max_bytes})
+        body = m.request_body(m.FETCH, FETCH_VERSION, {
+            "replica_id": self.broker.node_id,
+            "max_wait_ms": config.replica_fetch_wait_max_ms,
+            "min_bytes": config.replica_fetch_min_bytes,
+            "max_bytes": config.replica_fetch_response_max_bytes,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            "forgotten_topics_data": [], "rack_id": config.broker_rack or ""})
+        sent = {(s.partition.topic, s.partition.index): s for s in states}
+        response = await channel.request(m.FETCH, FETCH_VERSION, body,
+                                         timeout_s=self._timeout_s())
+        backoff = config.replica_fetch_backoff_ms / 1000
+        if response["error_code"] != ErrorCode.NONE:
+            await self._back_off(states, backoff)
+            return
+        for t in response["responses"]:
+            for answer in t["partitions"]:
+                key = (t["topic"], answer["partition_index"])
+                state = sent.get(key)
+                if state is None or self.partitions.get(key) is not state:
+                    continue  # removed (or re-added for a new epoch) while the fetch was out
+                self._handle_partition(state, answer, backoff)
+
+    def _handle_partition(self, s: FetchState, answer: Any, backoff: float) -> None:
+        p = s.partition
+        code = ErrorCode(answer["error_code"])
+        if code == ErrorCode.NONE:
+            records = answer["records"]
+            if records:
+                try:
+                    p.append_as_follower(records, self.broker.now_ms())
+                except KafkaStorageError as e:
+                    log.error("%s; not fetching %s-%d", e, p.topic, p.index)
+                    s.failed = True
+                    return
+                except RecordError as e:  # damaged on the way: fetch the same offset again
+                    log.warning("%s-%d: fetched batches refused (%s)", p.topic, p.index, e)
+                    s.delayed_until = trio.current_time() + backoff
+                    return
+            if p.state.on_follower_high_watermark(answer["high_watermark"], p.log_end_offset) \
+                    or records:
+                self.broker.notify_data_arrived(p.topic, p.index)
+        elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            leader_start = answer["log_start_offset"]
+            if 0 <= p.log_end_offset < leader_start:
+                log.info("%s-%d: the leader's log starts at %d, past this log's end %d: "
+                         "starting over there", p.topic, p.index, leader_start,
+                         p.log_end_offset)
+                p.truncate_fully_and_start_at(leader_start)
+            else:
+                s.truncating = True
+        elif code == ErrorCode.KAFKA_STORAGE_ERROR or code not in _RETRY_LATER:
+            log.warning("%s-%d: fetch from broker %d answered %s", p.topic, p.index,
+                        self.source, code.name)
+            s.delayed_until = trio.current_time() + backoff
+        else:
+            s.delayed_until = trio.current_time() + backoff
+
+
+def _key(s: FetchState) -> tuple[str, int]:
+    return (s.partition.topic, s.partition.index)
+
+
+class ReplicaFetcherManager:
+    """Which fetcher replicates each partition this broker follows."""
+
+    def __init__(self, broker: Broker):
+        self.broker = broker
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self._owner: dict[tuple[str, int], tuple[int, int]] = {}
+        self._nursery: trio.Nursery | None = None
+
+    def add(self, partition: Partition, leader: int) -> None:
+        key = (partition.topic, partition.index)
+        self.remove(key)
+        fid = fetcher_id(partition.topic, partition.index,
+                         self.broker.config.num_replica_fetchers)
+        fetcher = self.fetchers.get((leader, fid))
+        if fetcher is None:
+            fetcher = self.fetchers[(leader, fid)] = ReplicaFetcher(self.broker, leader, fid)
+            if self._nursery is not None:
+                self._nursery.start_soon(fetcher.run, self._nursery)
+        fetcher.add(partition)
+        self._owner[key] = (leader, fid)
+
+    def remove(self, key: tuple[str, int]) -> None:
+        owner = self._owner.pop(key, None)
+        if owner is not None and owner in self.fetchers:
+            self.fetchers[owner].remove(key)
+
+    def fetching(self, key: tuple[str, int]) -> int | None:
+        """The broker this one fetches `key` from, or None."""
+        owner = self._owner.get(key)
+        return owner[0] if owner is not None else None
+
+    async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            for fetcher in self.fetchers.values():
+                nursery.start_soon(fetcher.run, nursery)
+            task_status.started()
+            await trio.sleep_forever()

@@ -1,0 +1,271 @@
+"""The trio side of replication on one broker (Kafka's ReplicaManager, its ISR expiration
+task, AlterPartitionManager and high-watermark checkpoint).
+
+Owns `ReplicaManager`:
+- `apply_registration`: a partition's registration in a new metadata image makes the local
+  replica a leader (fetching for it stops) or a follower (the fetcher starts over with it,
+  truncating first), or updates its ISR;
+- `on_follower_fetch`: the leader side of a follower's Fetch; a fetch that advances the HW
+  wakes what waits on it (acks=all produces, offset commits, consumers), and one that
+  brings a follower back proposes an ISR expansion;
+- the ISR expiration loop (every replica.lag.time.max.ms / 2, as Kafka runs it), which
+  proposes shrinks;
+- the AlterPartition sender: every proposal queued since the last request goes to the
+  active controller in one request; the answer settles each, and each change committed
+  writes an `isr_change` event;
+- `replication-offset-checkpoint`: every partition's HW, written every
+  replica.high.watermark.checkpoint.interval.ms and at shutdown, read at start-up, so a
+  restarted leader does not show consumers a HW far behind what they have read.
+
+The rules themselves (HW, lag, one change in flight) are broker.replication.state's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from broker.controller_channel import ControllerUnavailable
+from broker.replication.fetcher import ReplicaFetcherManager
+from broker.replication.state import PendingIsrChange
+from protocol import messages as m
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+    from broker.partition import Partition
+
+log = logging.getLogger("minibroker.replication")
+
+ALTER_PARTITION_VERSION = 3
+HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
+_CHECKPOINT_VERSION = 0
+
+
+class ReplicaManager:
+    def __init__(self, broker: Broker):
+        self.broker = broker
+        self.fetchers = ReplicaFetcherManager(broker)
+        self._proposals: dict[tuple[str, int], PendingIsrChange] = {}
+        self._proposed = trio.Event()
+        self._checkpointed: dict[tuple[str, int], int] = {}
+
+    # -- the metadata --------------------------------------------------------------------
+
+    def apply_registration(self, partition: Partition, registration: Any, now_ms: int) -> None:
+        """Make the local replica what `registration` (a PartitionRegistration) says."""
+        replicas, isr = tuple(registration.replicas), tuple(registration.isr)
+        key = (partition.topic, partition.index)
+        if registration.leader == self.broker.node_id:
+            if (not partition.is_leader
+                    or partition.leader_epoch != registration.leader_epoch):
+                self.fetchers.remove(key)
+                moved = partition.make_leader(
+                    leader_epoch=registration.leader_epoch,
+                    partition_epoch=registration.partition_epoch,
+                    replicas=replicas, isr=isr, now_ms=now_ms)
+                log.info("%s-%d: leader at epoch %d, ISR %s, HW %d", partition.topic,
+                         partition.index, registration.leader_epoch, list(isr),
+                         partition.high_watermark)
+            else:
+                moved = partition.update_isr(partition_epoch=registration.partition_epoch,
+                                             replicas=replicas, isr=isr)
+            if moved:
+                self.broker.notify_data_arrived(*key)
+            return
+        if partition.make_follower(leader_id=registration.leader,
+                                   leader_epoch=registration.leader_epoch,
+                                   partition_epoch=registration.partition_epoch,
+                                   replicas=replicas, isr=isr):
+            self._proposals.pop(key, None)
+            self.fetchers.remove(key)
+            if registration.leader >= 0:
+                self.fetchers.add(partition, registration.leader)
+
+    def forget(self, topic: str, index: int) -> None:
+        self.fetchers.remove((topic, index))
+        self._proposals.pop((topic, index), None)
+        self._checkpointed.pop((topic, index), None)
+
+    # -- the leader side of a follower's fetch ---------------------------------------------
+
+    def on_follower_fetch(self, partition: Partition, replica_id: int, fetch_offset: int,
+                          broker_epoch: int) -> bool:
+        """False when `replica_id` holds no replica of this partition."""
+        update = partition.follower_fetch(replica_id, fetch_offset, self.broker.now_ms(),
+                                          broker_epoch)
+        if update is None:
+            return False
+        if update.high_watermark_changed:
+            self.broker.notify_data_arrived(partition.topic, partition.index)
+        if update.expand is not None:
+            self._propose(partition, update.expand)
+        return True
+
+    # -- ISR changes -----------------------------------------------------------------------
+
+    def _propose(self, partition: Partition, change: PendingIsrChange) -> None:
+        self._proposals[(partition.topic, partition.index)] = change
+        self._proposed.set()
+
+    def expire_isr(self, now_ms: int) -> None:
+        """One pass of Kafka's isr-expiration task over the partitions this broker leads."""
+        lag = self.broker.config.replica_lag_time_max_ms
+        for partition in list(self.broker.partitions.values()):
+            if partition.is_leader:
+                change = partition.state.maybe_shrink(partition.log_end_offset, now_ms, lag)
+                if change is not None:
+                    self._propose(partition, change)
+
+    async def _isr_expiration_loop(self) -> None:
+        period = max(self.broker.config.replica_lag_time_max_ms / 2000, 0.01)
+        while True:
+            await trio.sleep(period)
+            self.expire_isr(self.broker.now_ms())
+
+    async def _alter_partition_loop(self) -> None:
+        while True:
+            await self._proposed.wait()
+            self._proposed = trio.Event()
+            batch, self._proposals = self._proposals, {}
+            if batch:
+                await self._send_alter_partition(batch)
+
+    async def _send_alter_partition(self, batch: dict[tuple[str, int], PendingIsrChange]) -> None:
+        broker = self.broker
+        cache = broker.metadata_cache
+        topics: dict[str, list[dict]] = {}
+        for (topic, index), change in batch.items():
+            epochs = []
+            for r in change.new_isr:
+                registration = cache.broker(r)
+                epochs.append({"broker_id": r,
+                               "broker_epoch": registration.epoch if registration else -1})
+            topics.setdefault(topic, []).append({
+                "partition_index": index, "leader_epoch": change.leader_epoch,
+                "new_isr_with_epochs": epochs, "leader_recovery_state": 0,
+                "partition_epoch": change.partition_epoch})
+        request_topics = []
+        ids = {}
+        for name, partitions in topics.items():
+            image = cache.topic(name)
+            if image is None:
+                continue
+            ids[image.topic_id] = name
+            request_topics.append({"topic_id": image.topic_id, "partitions": partitions})
+        body = m.request_body(m.ALTER_PARTITION, ALTER_PARTITION_VERSION, {
+            "broker_id": broker.node_id, "broker_epoch": broker.lifecycle.broker_epoch,
+            "topics": request_topics})
+        try:
+            response = await broker.controller_channel.forward(
+                m.ALTER_PARTITION, ALTER_PARTITION_VERSION, body)
+        except ControllerUnavailable as e:
+            log.warning("AlterPartition for %d partitions got no answer (%s); proposed again "
+                        "later", len(batch), e)
+            self._settle_all(batch)
+            return
+        if response.get("error_code", 0) != ErrorCode.NONE:
+            log.warning("AlterPartition refused: %s", ErrorCode(response["error_code"]).name)
+            self._settle_all(batch)
+            return
+        for t in response["topics"]:
+            answered = ids.get(t["topic_id"])
+            if answered is None:
+                continue
+            for a in t["partitions"]:
+                settled = batch.pop((answered, a["partition_index"]), None)
+                local = broker.partition(answered, a["partition_index"])
+                if settled is not None and local is not None:
+                    self._settle(local, settled, a)
+        self._settle_all(batch)  # anything the answer left out
+
+    def _settle(self, partition: Partition, change: PendingIsrChange, answer: Any) -> None:
+        code = ErrorCode(answer["error_code"])
+        if code != ErrorCode.NONE:
+            log.info("%s-%d: ISR %s of %s to %s refused: %s", partition.topic, partition.index,
+                     change.kind, list(change.old_isr), list(change.new_isr), code.name)
+            partition.state.on_alter_partition_result(change, error=True)
+            return
+        moved = partition.state.on_alter_partition_result(
+            change, error=False, leader_epoch=answer["leader_epoch"],
+            partition_epoch=answer["partition_epoch"], isr=tuple(answer["isr"]),
+            log_end_offset=partition.log_end_offset)
+        log.info("%s-%d: ISR %s %s -> %s (%s)", partition.topic, partition.index, change.kind,
+                 list(change.old_isr), list(answer["isr"]), change.reason)
+        self.broker.events.emit("isr_change", topic=partition.topic,
+                                partition=partition.index, leader_id=self.broker.node_id,
+                                kind=change.kind, old_isr=list(change.old_isr),
+                                new_isr=list(answer["isr"]),
+                                high_watermark=partition.high_watermark, reason=change.reason)
+        if moved:
+            self.broker.notify_data_arrived(partition.topic, partition.index)
+
+    def _settle_all(self, batch: dict[tuple[str, int], PendingIsrChange]) -> None:
+        for (topic, index), change in batch.items():
+            partition = self.broker.partition(topic, index)
+            if partition is not None:
+                partition.state.on_alter_partition_result(change, error=True)
+
+    # -- the high-watermark checkpoint ---------------------------------------------------------
+
+    def read_checkpoint(self) -> dict[tuple[str, int], int]:
+        """The HWs written at the last checkpoint; {} when there is none or it is damaged
+        (the HWs then start at 0 and catch up with the first fetches)."""
+        path = os.path.join(self.broker.data_dir, HW_CHECKPOINT_FILE)
+        try:
+            with open(path, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except FileNotFoundError:
+            return {}
+        except OSError as e:
+            log.warning("cannot read %s (%s)", path, e)
+            return {}
+        try:
+            if int(lines[0]) != _CHECKPOINT_VERSION or int(lines[1]) != len(lines) - 2:
+                raise ValueError("bad version or count")
+            out = {}
+            for line in lines[2:]:
+                topic, index, offset = line.rsplit(" ", 2)
+                out[(topic, int(index))] = int(offset)
+            return out
+        except (ValueError, IndexError) as e:
+            log.warning("ignoring a damaged %s (%s)", path, e)
+            return {}
+
+    def write_checkpoint(self) -> None:
+        hws = {key: p.high_watermark for key, p in self.broker.partitions.items()}
+        if hws == self._checkpointed:
+            return
+        path = os.path.join(self.broker.data_dir, HW_CHECKPOINT_FILE)
+        lines = [str(_CHECKPOINT_VERSION), str(len(hws))]
+        lines += [f"{t} {i} {hw}" for (t, i), hw in sorted(hws.items())]
+        tmp = path + ".tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as e:
+            log.warning("cannot write %s (%s)", path, e)
+            return
+        self._checkpointed = hws
+
+    async def _checkpoint_loop(self) -> None:
+        period = self.broker.config.replica_high_watermark_checkpoint_interval_ms / 1000
+        while True:
+            await trio.sleep(period)
+            self.write_checkpoint()
+
+    # -- background work -------------------------------------------------------------------
+
+    async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.fetchers.run)
+            nursery.start_soon(self._isr_expiration_loop)
+            nursery.start_soon(self._alter_partition_loop)
+            nursery.start_soon(self._checkpoint_loop)
+            task_status.started()
