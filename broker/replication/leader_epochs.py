@@ -18,8 +18,9 @@ What the owner of the log must do for the checkpoint to be trusted:
 - after loading the log, cut the entries recovery made stale: `truncate_from_end` with the
   log end offset and `truncate_from_start` with the log start offset (`open_cache` does both
   when given the offsets);
-- `truncate_from_end` whenever the log is truncated, `truncate_from_start` whenever its
-  start offset moves, `clear` when it is emptied.
+- `truncate_from_end` whenever the log is truncated -- a follower also when the truncation
+  keeps every batch, to drop an epoch it assigned as leader and never wrote in --
+  `truncate_from_start` whenever its start offset moves, `clear` when it is emptied.
 
 Every change is handed to the cache's `store` at once (Kafka flushes truncations in the
 background; a synchronous write keeps this module free of schedulers). A missing or
