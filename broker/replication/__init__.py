@@ -1,0 +1,1 @@
+"""Replication of a partition from its leader to its followers."""
