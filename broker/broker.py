@@ -299,7 +299,8 @@ class Broker:
         plog.config = config
         epochs = open_cache(plog.directory, lambda: (
             (h.partition_leader_epoch, h.base_offset)
-            for segment in plog.segments for _pos, h in segment.headers()))
+            for segment in plog.segments for _pos, h in segment.headers()),
+            log_start_offset=plog.log_start_offset, log_end_offset=plog.log_end_offset)
         partition = Partition(topic.name, index, plog, node_id=self.node_id, epochs=epochs)
         partition.state.restore_high_watermark(
             self._checkpointed_hws.get((topic.name, index), 0), plog.log_end_offset)

@@ -74,12 +74,17 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
     "offset_commit": {"group": "string", "generation": "long", "member": "string",
                       "offsets": "array<string>"},
     # replication: leader_change is written by the active controller's node as each
-    # committed PartitionChangeRecord moves a leadership; isr_change comes with replication
+    # committed PartitionChangeRecord moves a leadership; isr_change by the partition's
+    # leader when the controller commits its AlterPartition; log_truncation by a follower
+    # that cut its log where its leader's diverged
     "leader_change": {"topic": "string", "partition": "long", "old_leader": "long",
                       "new_leader": "long", "leader_epoch": "long", "reason": "string"},
     "isr_change": {"topic": "string", "partition": "long", "leader_id": "long", "kind": "string",
                    "old_isr": "array<long>", "new_isr": "array<long>",
                    "high_watermark": "long", "reason": "string"},
+    "log_truncation": {"topic": "string", "partition": "long", "old_log_end_offset": "long",
+                       "new_log_end_offset": "long", "leader_id": "long",
+                       "leader_epoch": "long"},
 }
 
 

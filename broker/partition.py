@@ -169,9 +169,12 @@ class Partition:
         """Remove what lies at or past `offset` (a follower diverged from its leader):
         epochs that began there go, the HW cannot stay past the log, and the producer
         state is rebuilt from what remains (Kafka's UnifiedLog.truncateTo)."""
-        if not self.log.truncate_to(offset):
-            return False
+        removed = self.log.truncate_to(offset)
+        # even when no batch goes: an epoch this replica began as leader at its log end,
+        # with nothing written in it, must not outlive the leadership
         self.epochs.truncate_from_end(self.log.log_end_offset)
+        if not removed:
+            return False
         self.state.on_truncation(self.log.log_end_offset)
         self.producers = ProducerStateManager()
         self._rebuild_producer_state()

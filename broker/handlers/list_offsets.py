@@ -9,7 +9,8 @@ Only the partition's leader answers (broker.handlers.common.lookup): elsewhere
 NOT_LEADER_OR_FOLLOWER, and a stale or future current_leader_epoch is fenced (KIP-320).
 Clients see the log as far as the high watermark: latest is the HW, and a timestamp lookup
 never answers an offset at or past it. From v5, a new leader whose HW has not yet reached
-the start of its leader epoch answers OFFSET_NOT_AVAILABLE, retriable (KIP-207).
+the start of its leader epoch answers OFFSET_NOT_AVAILABLE, retriable (KIP-207). A
+follower (replica_id >= 0) asking for latest gets the log end offset.
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ def _partition(ctx: RequestContext, topic: str, p) -> dict:
         return out
     ts = p.timestamp
     found: tuple[int, int] | None
+    if ctx.body.replica_id >= 0 and ts == LATEST:
+        # a follower whose fetch offset the leader found out of range asks where the
+        # leader's log really ends (Kafka answers replicas with the LEO)
+        out["offset"], out["leader_epoch"] = partition.log_end_offset, partition.leader_epoch
+        return out
     if ts != EARLIEST and ctx.version >= OFFSET_NOT_AVAILABLE_VERSION \
             and partition.high_watermark < partition.state.leader_epoch_start_offset:
         # KIP-207: a new leader whose HW has not reached the start of its epoch would

@@ -18,7 +18,8 @@ partition of the answer is handled alone:
 - records are appended with the leader's offsets and epochs, and the HW taken from the
   answer (bounded by this log's end) wakes local readers when it moves;
 - OFFSET_OUT_OF_RANGE below the leader's log start starts this log over there; above
-  the leader's log end it means the logs diverged: truncate again;
+  the leader's log end (a leader that had no epoch to answer with) the follower asks the
+  leader's LEO with ListOffsets and truncates to it, as Kafka's fetcher does;
 - NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH and UNKNOWN_LEADER_EPOCH mean the metadata
   is moving: the partition waits replica.fetch.backoff.ms (the new image re-adds it
   wherever its new leader is);
@@ -50,6 +51,7 @@ log = logging.getLogger("minibroker.replication.fetcher")
 
 FETCH_VERSION = 12  # the newest that names topics; replica_id is a plain field up to v14
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+LIST_OFFSETS_VERSION = 7
 _RETRY_LATER = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
                 ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT)
@@ -68,6 +70,7 @@ class FetchState:
     next_epoch: int = -2  # the epoch to ask about next while truncating (-2: the latest)
     delayed_until: float = 0.0  # trio clock
     failed: bool = False
+    out_of_range: bool = False  # the leader's log ends before our fetch offset
 
 
 class ReplicaFetcher:
@@ -111,8 +114,11 @@ class ReplicaFetcher:
                     truncating = [s for s in ready if s.truncating]
                     if truncating:
                         await self._truncate(channel, truncating)
+                    beyond = [s for s in ready if s.out_of_range and not s.truncating]
+                    if beyond:
+                        await self._resolve_out_of_range(channel, beyond)
                     fetching = [s for s in ready if not s.truncating and not s.failed
-                                and self.partitions.get(_key(s)) is s]
+                                and not s.out_of_range and self.partitions.get(_key(s)) is s]
                     if fetching:
                         await self._fetch(channel, fetching)
                 except PeerUnavailable as e:
@@ -201,25 +207,60 @@ class ReplicaFetcher:
         p = s.partition
         decision = truncation_offset(p.epochs, p.log_end_offset, p.high_watermark,
                                      leader_epoch, end_offset)
-        if decision.offset < p.log_end_offset:
-            before = p.log_end_offset
-            try:
-                p.truncate_to(decision.offset)
-            except OSError as e:
-                log.error("%s-%d: cannot truncate (%s); not fetching it", p.topic, p.index, e)
-                s.failed = True
-                return
-            log.info("%s-%d: truncated from %d to %d (leader epoch %d ends at %d)", p.topic,
-                     p.index, before, p.log_end_offset, leader_epoch, end_offset)
-            self.broker.events.emit("log_truncation", topic=p.topic, partition=p.index,
-                                    old_log_end_offset=before,
-                                    new_log_end_offset=p.log_end_offset,
-                                    leader_id=self.source, leader_epoch=s.leader_epoch)
+        if not self._truncate_to(s, decision.offset,
+                                 f"leader epoch {leader_epoch} ends at {end_offset}"):
+            return
         if decision.complete:
             s.truncating = False
             s.next_epoch = -2
         else:
             s.next_epoch = decision.next_epoch
+
+    def _truncate_to(self, s: FetchState, offset: int, why: str) -> bool:
+        """Cut the log at `offset` (the epoch cache is trimmed even if no batch goes);
+        False when the disk refused, which stops fetching the partition."""
+        p = s.partition
+        before = p.log_end_offset
+        try:
+            p.truncate_to(min(offset, before))
+        except OSError as e:
+            log.error("%s-%d: cannot truncate (%s); not fetching it", p.topic, p.index, e)
+            s.failed = True
+            return False
+        if p.log_end_offset < before:
+            log.info("%s-%d: truncated from %d to %d (%s)", p.topic, p.index, before,
+                     p.log_end_offset, why)
+            self.broker.events.emit("log_truncation", topic=p.topic, partition=p.index,
+                                    old_log_end_offset=before,
+                                    new_log_end_offset=p.log_end_offset,
+                                    leader_id=self.source, leader_epoch=s.leader_epoch)
+        return True
+
+    async def _resolve_out_of_range(self, channel: PeerChannel, states: list[FetchState]) -> None:
+        """The leader's log ends before this one's although the epochs agreed (the leader
+        had no epoch to answer with): ask where it ends and cut there."""
+        ask: dict[str, list[dict]] = {}
+        for s in states:
+            ask.setdefault(s.partition.topic, []).append({
+                "partition_index": s.partition.index, "current_leader_epoch": s.leader_epoch,
+                "timestamp": -1})
+        body = m.request_body(m.LIST_OFFSETS, LIST_OFFSETS_VERSION, {
+            "replica_id": self.broker.node_id, "isolation_level": 0,
+            "topics": [{"name": t, "partitions": ps} for t, ps in ask.items()]})
+        response = await channel.request(m.LIST_OFFSETS, LIST_OFFSETS_VERSION, body,
+                                         timeout_s=self._timeout_s())
+        backoff = self.broker.config.replica_fetch_backoff_ms / 1000
+        for t in response["topics"]:
+            for answer in t["partitions"]:
+                s = self.partitions.get((t["name"], answer["partition_index"]))
+                if s is None or not s.out_of_range:
+                    continue
+                if answer["error_code"] != ErrorCode.NONE:
+                    s.delayed_until = trio.current_time() + backoff
+                    continue
+                s.out_of_range = False
+                self._truncate_to(s, answer["offset"],
+                                  f"the leader's log ends at {answer['offset']}")
 
     # -- fetching --------------------------------------------------------------------------
 
@@ -284,7 +325,7 @@ class ReplicaFetcher:
                          p.log_end_offset)
                 p.truncate_fully_and_start_at(leader_start)
             else:
-                s.truncating = True
+                s.out_of_range = True
         elif code == ErrorCode.KAFKA_STORAGE_ERROR or code not in _RETRY_LATER:
             log.warning("%s-%d: fetch from broker %d answered %s", p.topic, p.index,
                         self.source, code.name)

@@ -67,7 +67,7 @@ class ReplicaManager:
                     leader_epoch=registration.leader_epoch,
                     partition_epoch=registration.partition_epoch,
                     replicas=replicas, isr=isr, now_ms=now_ms)
-                log.info("%s-%d: leader at epoch %d, ISR %s, HW %d", partition.topic,
+                log.debug("%s-%d: leader at epoch %d, ISR %s, HW %d", partition.topic,
                          partition.index, registration.leader_epoch, list(isr),
                          partition.high_watermark)
             else:

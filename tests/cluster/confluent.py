@@ -35,10 +35,11 @@ def describe_cluster(bootstrap: str) -> tuple[str, int | None, dict[int, tuple[s
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int = -1,
-                 *, timeout_s: float = TIMEOUT_S) -> None:
+                 *, timeout_s: float = TIMEOUT_S, config: dict[str, str] | None = None) -> None:
     """CreateTopics; raises KafkaException with the broker's error."""
     client = admin(bootstrap)  # kept until the answer: see describe_cluster
-    futures = client.create_topics([NewTopic(name, partitions, replication_factor)],
+    futures = client.create_topics([NewTopic(name, partitions, replication_factor,
+                                             config=config or {})],
                                    operation_timeout=timeout_s, request_timeout=timeout_s)
     futures[name].result(timeout_s + 5)
 

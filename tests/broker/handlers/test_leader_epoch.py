@@ -1,5 +1,5 @@
-"""Where a leader epoch ends, read from the batch headers of a real log spanning several
-segments, as Kafka's LeaderEpochFileCache.endOffsetFor answers."""
+"""OffsetForLeaderEpoch answered by a leader from its epoch cache, rebuilt from the batch
+headers of a real log spanning several segments (Kafka's LeaderEpochFileCache.endOffsetFor)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
-from broker.handlers.leader_epoch import UNDEFINED_EPOCH, end_offset_for_epoch
 from broker.log import LogConfig, PartitionLog
 from broker.partition import Partition
+from broker.replication.leader_epochs import LeaderEpochCache, entries_from_headers
 from protocol import messages as m
 from protocol.errors import ErrorCode as E
 from protocol.records import Record, encode_batch
@@ -33,23 +33,12 @@ def log(tmp_path):
     log.close()
 
 
-@pytest.mark.parametrize("requested,answer", [
-    (0, (UNDEFINED_EPOCH, -1)),  # older than the log's first batch
-    (1, (1, 4)),
-    (2, (1, 4)),  # never written: the epoch before it, up to where the next one starts
-    (3, (1, 4)),
-    (4, (4, 10)),
-    (6, (4, 10)),
-    (7, (7, 12)),
-    (9, (7, 12)),
-])
-def test_end_offset_for_epoch(log, requested, answer):
-    assert end_offset_for_epoch(log, requested) == answer
-
-
 def leading(topic: str, index: int, log, leader_epoch: int = 0) -> Partition:
     """A partition this broker (0) leads alone, so its HW is its LEO."""
-    partition = Partition(topic, index, log, node_id=0)
+    epochs = LeaderEpochCache(entries_from_headers(
+        (h.partition_leader_epoch, h.base_offset)
+        for segment in log.segments for _pos, h in segment.headers()))
+    partition = Partition(topic, index, log, node_id=0, epochs=epochs)
     partition.make_leader(leader_epoch=leader_epoch, partition_epoch=0, replicas=(0,),
                           isr=(0,), now_ms=0)
     return partition
@@ -61,10 +50,12 @@ async def test_offset_for_leader_epoch_answers_from_the_log(log):
     body = await call(broker, m.OFFSET_FOR_LEADER_EPOCH, 4, {
         "replica_id": -1, "topics": [{"topic": "t", "partitions": [
             {"partition": 0, "current_leader_epoch": 8, "leader_epoch": e}
-            for e in (8, 9, 5, 0)]}]})
+            for e in (8, 9, 7, 5, 2, 1)]}]})
     assert [(p["error_code"], p["leader_epoch"], p["end_offset"])
             for p in body["topics"][0]["partitions"]] == [
         (E.NONE, 8, 12),  # the current epoch: the log end, though it wrote nothing yet
         (E.NONE, -1, -1),  # newer than ours
-        (E.NONE, 4, 10),
-        (E.NONE, -1, -1)]
+        (E.NONE, 7, 12),  # where epoch 8 began
+        (E.NONE, 4, 10),  # the largest epoch before it, up to where the next one starts
+        (E.NONE, 1, 4),  # never written: the epoch before it
+        (E.NONE, 1, 4)]
