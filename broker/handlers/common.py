@@ -19,10 +19,11 @@ from protocol.errors import ErrorCode
 from protocol.messages import APIS
 
 
-def lookup(broker: Broker, topic: str, index: int,
-           current_leader_epoch: int = -1) -> tuple[Partition | None, ErrorCode]:
-    """The partition this broker leads, with NONE; or None and the error the request
-    naming it gets: UNKNOWN_TOPIC_OR_PARTITION (not in the image), NOT_LEADER_OR_FOLLOWER
+def lookup(broker: Broker, topic: str, index: int, current_leader_epoch: int = -1, *,
+           allow_follower: bool = False) -> tuple[Partition | None, ErrorCode]:
+    """The partition this broker leads (or, with `allow_follower`, holds a replica of while
+    some broker leads it: a consumer reading from a follower, KIP-392), with NONE; or None
+    and the error the request naming it gets: UNKNOWN_TOPIC_OR_PARTITION (not in the image), NOT_LEADER_OR_FOLLOWER
     (led elsewhere, or no replica here), KAFKA_STORAGE_ERROR (a replica here whose log the
     disk still refuses to make), FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (KIP-320)."""
     partition = broker.partition(topic, index)
@@ -36,7 +37,8 @@ def lookup(broker: Broker, topic: str, index: int,
         if partition is None:
             return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
     error = check_leader_epoch(partition, current_leader_epoch)
-    if error == ErrorCode.NONE and not partition.is_leader:
+    if error == ErrorCode.NONE and not partition.is_leader and not (
+            allow_follower and partition.leader_id >= 0):
         error = ErrorCode.NOT_LEADER_OR_FOLLOWER
     return (partition, error) if error == ErrorCode.NONE else (None, error)
 

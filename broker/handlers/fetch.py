@@ -17,7 +17,12 @@ below the HW only: a fetch offset between the HW and the LEO (a new leader whose
 catching up) answers no records rather than OFFSET_OUT_OF_RANGE, which would make the
 consumer reset its position.
 
-Only the partition's leader serves it: elsewhere the answer is NOT_LEADER_OR_FOLLOWER
+A consumer speaking v11+ may also read from a follower, below the follower's HW (KIP-392). With
+replica.selector.class set to Kafka's RackAwareReplicaSelector, the leader answers a consumer
+whose rack_id (client.rack) names another rack than its own with preferred_read_replica: an
+in-sync replica in that rack (broker.replication.selector), and no records.
+
+Otherwise only the partition's leader serves it: elsewhere the answer is NOT_LEADER_OR_FOLLOWER
 (UNKNOWN_TOPIC_OR_PARTITION if the metadata image has no such partition), and a client's
 current_leader_epoch older or newer than ours is FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH
 (KIP-320). From v12 those answers carry the leader the image names (current_leader).
@@ -30,11 +35,14 @@ import trio
 from broker.handlers.common import current_leader, lookup
 from broker.handlers.context import RequestContext
 from broker.log.errors import LogError, OffsetOutOfRange
+from broker.replication.selector import (NO_PREFERENCE, RACK_AWARE_SELECTOR, ReplicaView,
+                                         preferred_read_replica)
 from protocol.errors import ErrorCode
 
 READ_COMMITTED = 1
 CURRENT_LEADER_VERSION = 12  # the tagged current_leader field
 REPLICA_STATE_VERSION = 15  # replica_id moves into the tagged ReplicaState
+RACK_ID_VERSION = 11  # the consumer's client.rack (KIP-392)
 _STALE_LEADER = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
                  ErrorCode.UNKNOWN_LEADER_EPOCH)
 
@@ -82,14 +90,25 @@ def _read(ctx: RequestContext, follower: int) -> tuple[list, int, bool]:
     budget = body.get("max_bytes", 2**31 - 1)
     total, errors = 0, False
     aborted: list[dict] | None = [] if body.isolation_level == READ_COMMITTED else None
+    # KIP-392: a consumer speaking v11+ may read from a follower, and with the rack-aware
+    # selector the leader sends one with a client.rack to a replica in its rack
+    consumer_may_use_follower = follower < 0 and ctx.version >= RACK_ID_VERSION
+    rack = body.get("rack_id") if consumer_may_use_follower else None
+    selector = bool(rack) and broker.config.replica_selector_class == RACK_AWARE_SELECTOR
     responses = []
     for topic in body.topics:
         partitions = []
         for p in topic.partitions:
             partition, error = lookup(broker, topic.topic, p.partition,
-                                      p.get("current_leader_epoch", -1))
+                                      p.get("current_leader_epoch", -1),
+                                      allow_follower=consumer_may_use_follower)
             records = b""
-            if partition is not None and error == ErrorCode.NONE:
+            preferred = NO_PREFERENCE
+            if partition is not None and error == ErrorCode.NONE and selector \
+                    and partition.is_leader:
+                preferred = _preferred_replica(broker, partition, rack, p.fetch_offset)
+                errors |= preferred != NO_PREFERENCE  # answer at once: nothing to wait for
+            if partition is not None and error == ErrorCode.NONE and preferred < 0:
                 leo = partition.log_end_offset
                 end = leo if follower >= 0 else min(partition.high_watermark, leo)
                 limit = min(p.partition_max_bytes, budget)
@@ -112,7 +131,7 @@ def _read(ctx: RequestContext, follower: int) -> tuple[list, int, bool]:
                 "high_watermark": partition.high_watermark if partition else -1,
                 "last_stable_offset": partition.high_watermark if partition else -1,
                 "log_start_offset": partition.log_start_offset if partition else -1,
-                "aborted_transactions": aborted, "preferred_read_replica": -1,
+                "aborted_transactions": aborted, "preferred_read_replica": preferred,
                 "records": records,
             }
             if error in _STALE_LEADER and ctx.version >= CURRENT_LEADER_VERSION:
@@ -120,3 +139,18 @@ def _read(ctx: RequestContext, follower: int) -> tuple[list, int, bool]:
             partitions.append(out)
         responses.append({"topic": topic.topic, "partitions": partitions})
     return responses, total, errors
+
+
+def _preferred_replica(broker, partition, rack: str | None, fetch_offset: int) -> int:
+    cache = broker.metadata_cache
+
+    def rack_of(broker_id: int) -> str | None:
+        registration = cache.broker(broker_id)
+        return registration.rack if registration is not None else None
+
+    state = partition.state
+    leader = ReplicaView(broker.node_id, rack_of(broker.node_id), partition.log_end_offset, True)
+    followers = [ReplicaView(r, rack_of(r), progress.log_end_offset,
+                             r in state.isr and cache.is_alive(r))
+                 for r, progress in state.followers.items()]
+    return preferred_read_replica(rack, leader, followers, fetch_offset)

@@ -252,14 +252,14 @@ class ReplicaFetcher:
         backoff = self.broker.config.replica_fetch_backoff_ms / 1000
         for t in response["topics"]:
             for answer in t["partitions"]:
-                s = self.partitions.get((t["name"], answer["partition_index"]))
-                if s is None or not s.out_of_range:
+                found = self.partitions.get((t["name"], answer["partition_index"]))
+                if found is None or not found.out_of_range:
                     continue
                 if answer["error_code"] != ErrorCode.NONE:
-                    s.delayed_until = trio.current_time() + backoff
+                    found.delayed_until = trio.current_time() + backoff
                     continue
-                s.out_of_range = False
-                self._truncate_to(s, answer["offset"],
+                found.out_of_range = False
+                self._truncate_to(found, answer["offset"],
                                   f"the leader's log ends at {answer['offset']}")
 
     # -- fetching --------------------------------------------------------------------------
