@@ -58,6 +58,7 @@ FAST = {
     "broker.session.timeout.ms": 2000,
     "controller.quorum.election.timeout.ms": 500,
     "controller.quorum.fetch.timeout.ms": 1000,
+    "replica.lag.time.max.ms": 5000,  # as the outside tests run
 }
 
 
