@@ -42,6 +42,7 @@ log = logging.getLogger("minibroker.replication")
 
 ALTER_PARTITION_VERSION = 3
 HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
+REFUSED_BACKOFF_S = 0.5
 _CHECKPOINT_VERSION = 0
 
 
@@ -52,6 +53,9 @@ class ReplicaManager:
         self._proposals: dict[tuple[str, int], PendingIsrChange] = {}
         self._proposed = trio.Event()
         self._checkpointed: dict[tuple[str, int], int] = {}
+        # a refused change is not proposed again before this (trio clock), so a follower the
+        # controller will not take yet (still fenced) does not cost a request per fetch
+        self._refused_until: dict[tuple[str, int], float] = {}
 
     # -- the metadata --------------------------------------------------------------------
 
@@ -108,7 +112,11 @@ class ReplicaManager:
     # -- ISR changes -----------------------------------------------------------------------
 
     def _propose(self, partition: Partition, change: PendingIsrChange) -> None:
-        self._proposals[(partition.topic, partition.index)] = change
+        key = (partition.topic, partition.index)
+        if self._refused_until.get(key, 0.0) > trio.current_time():
+            partition.state.on_alter_partition_result(change, error=True)
+            return
+        self._proposals[key] = change
         self._proposed.set()
 
     def expire_isr(self, now_ms: int) -> None:
@@ -185,7 +193,9 @@ class ReplicaManager:
     def _settle(self, partition: Partition, change: PendingIsrChange, answer: Any) -> None:
         code = ErrorCode(answer["error_code"])
         if code != ErrorCode.NONE:
-            log.info("%s-%d: ISR %s of %s to %s refused: %s", partition.topic, partition.index,
+            self._refused_until[(partition.topic, partition.index)] = (
+                trio.current_time() + REFUSED_BACKOFF_S)
+            log.debug("%s-%d: ISR %s of %s to %s refused: %s", partition.topic, partition.index,
                      change.kind, list(change.old_isr), list(change.new_isr), code.name)
             partition.state.on_alter_partition_result(change, error=True)
             return

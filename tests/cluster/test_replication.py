@@ -11,8 +11,6 @@ acknowledged record missing, none twice, each key's records in send order.
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 import time
 from collections import defaultdict
@@ -302,35 +300,35 @@ def read_replica(cluster: Cluster, node_id: int, topic: str, expected: int,
 
 
 def test_an_unreplicated_tail_is_truncated_when_the_old_leader_returns(cluster):
-    """The leader takes acks=1 writes its followers never see (they are stopped), then dies;
-    a follower is elected (cleanly if the ISR still named it, uncleanly if it had shrunk to
-    the leader alone) and takes other writes; the old leader comes back as a follower and must cut its tail at the point
-    where its epoch ended in the new leader's log, then copy the new leader's records."""
+    """The leader takes acks=1 writes its followers never see (both are killed), then dies
+    too; the followers come back, a follower is elected (its ISR still names it) and takes
+    other writes; the old leader comes back as a follower and must cut its tail where its
+    epoch ended in the new leader's log, then copy the new leader's records."""
     topic = unique("diverge")
-    confluent.create_topic(cluster.bootstrap, topic, 1, 3,
-                           config={"unclean.leader.election.enable": "true"})
+    confluent.create_topic(cluster.bootstrap, topic, 1, 3)
     wait_full_isr(cluster, topic, 1)
     leader = isr_everywhere(cluster, topic)[0][0]
     history = History()
     p = producer(cluster.bootstrap)
     produce(p, history, topic, 0, 100, partition=0)
     assert p.flush(30) == 0
-    followers = [n for n in cluster.nodes if n.node_id != leader]
+    followers = [n.node_id for n in cluster.nodes if n.node_id != leader]
     for n in followers:
-        os.kill(n.pid, signal.SIGSTOP)
-    try:
-        lost = Producer({"bootstrap.servers": cluster.node(leader).bootstrap, "acks": 1,
-                         "enable.idempotence": False, "message.timeout.ms": 5000})
-        acked_once = []
-        for i in range(50):
-            lost.produce(topic, key=b"lost", value=f"lost-{i}".encode(), partition=0,
-                         on_delivery=lambda err, msg: acked_once.append(err))
-        lost.flush(10)
-        assert acked_once and all(e is None for e in acked_once)
-    finally:
-        cluster.kill(leader)
-        for n in followers:
-            os.kill(n.pid, signal.SIGCONT)
+        cluster.kill(n)  # SIGSTOP would not do: fetches parked at the leader would still
+        # carry the new records into their socket buffers
+    lost = Producer({"bootstrap.servers": cluster.node(leader).bootstrap, "acks": 1,
+                     "enable.idempotence": False, "message.timeout.ms": 5000})
+    acked_once: list = []
+    for i in range(50):
+        lost.produce(topic, key=b"lost", value=f"lost-{i}".encode(), partition=0,
+                     on_delivery=lambda err, msg: acked_once.append(err))
+    lost.flush(10)
+    assert len(acked_once) == 50 and all(e is None for e in acked_once), acked_once[:3]
+    cluster.kill(leader)
+    back = [cluster.node(n) for n in followers]
+    for node in back:
+        node.launch()  # together: one alone is no quorum, so it could not be unfenced
+    cluster.wait_ready(back)
     cluster.wait_for(lambda: isr_everywhere(cluster, topic)[0][0] not in (-1, leader) or None,
                      30, "a new leader")
     produce(p, history, topic, 100, 100, partition=0)
