@@ -3,7 +3,8 @@ watermark and producer state.
 
 Owns: `Partition.append_batch` (the produce path after request validation: idempotence
 check, offset assignment, append; a write the file system refuses answers
-KAFKA_STORAGE_ERROR) and `Partition.read` (the fetch path: whole batches below
+KAFKA_STORAGE_ERROR and is reported to `on_storage_failure`, the log directory's failure
+channel, broker/log_dirs.py) and `Partition.read` (the fetch path: whole batches below
 the high watermark, as bytes off disk).
 
 With a single replica the ISR is this broker alone, so the high watermark is the log end
@@ -15,6 +16,7 @@ PartitionState without changing this interface. Record batches stay opaque: only
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.log.errors import KafkaStorageError, LogError
@@ -36,7 +38,8 @@ class AppendResult:
 
 class Partition:
     def __init__(self, topic: str, index: int, log: PartitionLog, leader_epoch: int = 0,
-                 leader_id: int = -1, node_id: int | None = None):
+                 leader_id: int = -1, node_id: int | None = None,
+                 on_storage_failure: Callable[[str], object] | None = None):
         self.topic = topic
         self.index = index
         self.log = log
@@ -45,6 +48,7 @@ class Partition:
         self.node_id = node_id  # this broker's id: it leads when leader_id is this
         self.producers = ProducerStateManager()
         self.storage_failures = 0  # appends refused by the file system since the last success
+        self.on_storage_failure = on_storage_failure  # told why, at each refused append
         self._rebuild_producer_state()
 
     @property
@@ -97,6 +101,8 @@ class Partition:
             log.warning("%s; producers get KAFKA_STORAGE_ERROR until writes succeed again",
                         error)
         self.storage_failures += 1
+        if self.on_storage_failure is not None:
+            self.on_storage_failure(str(error))
 
     def _rebuild_producer_state(self) -> None:
         """Replay producer batches of the active segment after a restart (headers only).

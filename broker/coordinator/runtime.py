@@ -117,8 +117,9 @@ class CoordinatorRuntime:
             return ErrorCode.NONE
         index = self.coordinator.partition_for(effect.group_id)
         partition = self.broker.partition(OFFSETS_TOPIC, index)
-        if partition is None or not partition.is_leader:
-            return ErrorCode.NOT_COORDINATOR  # leadership moved while the request waited
+        if partition is None or not partition.is_leader or self.broker.log_dirs.offline:
+            # leadership moved while the request waited, or is about to: its log failed
+            return ErrorCode.NOT_COORDINATOR
         now = self.broker.now_ms()
         batch = bytearray(encode_batch([Record(i, now, r.key, r.value, [])
                                         for i, r in enumerate(effect.records)]))
