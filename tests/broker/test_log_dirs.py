@@ -223,3 +223,18 @@ async def test_alone_a_full_disk_costs_requests_not_the_directory(running, monke
     assert await _produce(client, "t", {0: _batch()}) == {0: (ErrorCode.NONE, 0)}
     assert not [e for e in read_events(broker.data_dir) if e["type"] == "log_dir_failure"]
 
+
+
+async def test_an_offline_directory_gets_no_checkpoint_retention_or_cleaning(
+        running, monkeypatch, autojump_clock):
+    broker, _client = await running()
+    calls: list[str] = []
+    for name in ("checkpoint", "apply_retention", "clean_compacted"):
+        owner = broker.logs if name == "checkpoint" else broker
+        monkeypatch.setattr(owner, name, functools.partial(calls.append, name))
+    await trio.sleep(301)  # past every interval: checkpoint 60 s, retention 300 s
+    assert set(calls) == {"checkpoint", "apply_retention", "clean_compacted"}
+    calls.clear()
+    broker.log_dirs.mark_offline("EIO")
+    await trio.sleep(301)
+    assert calls == []
