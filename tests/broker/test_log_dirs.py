@@ -180,6 +180,19 @@ async def test_a_read_the_device_fails_takes_the_directory_offline(running, monk
     assert await broker.wait_for_metadata(_moved_away(broker, "r", range(1)), 5)
 
 
+async def test_a_log_the_disk_refuses_to_make_takes_the_directory_offline(
+        running, monkeypatch):
+    broker, client = await running(**SLOW_HEARTBEATS)
+    await _add_peer(broker)
+    FaultyDisk(monkeypatch, os.path.join(broker.data_dir, "nope-0"), "readonly")
+    await _create(client, "nope", [[0, 1]])
+    assert broker.partition("nope", 0) is None and not broker.log_dirs.offline
+    assert await _produce(client, "nope", {0: _batch()}) == {
+        0: (ErrorCode.KAFKA_STORAGE_ERROR, -1)}  # made again on demand, refused again
+    assert broker.log_dirs.offline and "nope-0" in str(broker.log_dirs.reason)
+    assert await broker.wait_for_metadata(_moved_away(broker, "nope", range(1)), 5)
+
+
 async def test_a_long_poll_on_the_failed_directory_is_answered_at_once(running, monkeypatch):
     broker, client = await running(**SLOW_HEARTBEATS)
     await _add_peer(broker)
