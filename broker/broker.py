@@ -32,8 +32,9 @@ from broker.listeners import Endpoint, NodeAddresses, format_voters
 from broker.log.config import LogConfig
 from broker.log.errors import KafkaStorageError
 from broker.log.manager import LogManager
+from broker.log_dirs import LogDirFailureChannel
 from broker.metadata import (LEGACY_FILE, LegacyMetadata, cluster_id_for_voters,
-                             load_cluster_id)
+                             load_cluster_id, load_directory_id)
 from broker.metadata_cache import OFFSETS_TOPIC, MetadataCache
 from broker.partition import Partition
 from broker.replication.leader_epochs import open_cache
@@ -68,6 +69,10 @@ class Broker:
         derived = (None if self.addresses.single_node
                    else cluster_id_for_voters(format_voters(self.addresses.voters)))
         self.metadata_cache = MetadataCache(load_cluster_id(self.data_dir, self.node_id, derived))
+        self.log_dirs = LogDirFailureChannel(str(self.data_dir),
+                                             load_directory_id(self.data_dir),
+                                             can_fail_over=self._another_broker_can_lead)
+        self.log_dirs.listeners.append(self._log_dir_failed)
         self.legacy = LegacyMetadata.load(self.data_dir)
         self.logs = LogManager(self.data_dir, on_event=self.events.emit)
         self.partitions: dict[tuple[str, int], Partition] = {}
@@ -78,7 +83,7 @@ class Broker:
         self.controller_channel = ControllerChannel(
             None, None, config.controller_quorum_request_timeout_ms / 1000 * 5)
         self.lifecycle = BrokerLifecycle(self.config, self.addresses, self.metadata_cache,
-                                         self.controller_channel)
+                                         self.controller_channel, self.log_dirs)
         self._producer_ids: range = range(0)
         self._producer_ids_lock = trio.Lock()
         from broker.coordinator.runtime import CoordinatorRuntime
@@ -301,7 +306,8 @@ class Broker:
             (h.partition_leader_epoch, h.base_offset)
             for segment in plog.segments for _pos, h in segment.headers()),
             log_start_offset=plog.log_start_offset, log_end_offset=plog.log_end_offset)
-        partition = Partition(topic.name, index, plog, node_id=self.node_id, epochs=epochs)
+        partition = Partition(topic.name, index, plog, node_id=self.node_id, epochs=epochs,
+                              on_storage_failure=self.log_dirs.storage_failed)
         partition.state.restore_high_watermark(
             self._checkpointed_hws.get((topic.name, index), 0), plog.log_end_offset)
         self.partitions[(topic.name, index)] = partition
@@ -390,6 +396,21 @@ class Broker:
                     waiters.discard(event)
                     if not waiters:
                         del self._fetch_waiters[tp]
+
+    # -- a failed log directory (broker/log_dirs.py) -----------------------------------------
+
+    def _another_broker_can_lead(self) -> bool:
+        return bool(self.metadata_cache.image.active_broker_ids() - {self.node_id})
+
+    def _log_dir_failed(self, reason: str) -> None:
+        """The data directory went offline: say so once, and answer the fetches waiting
+        on its partitions now (KAFKA_STORAGE_ERROR) rather than at their max_wait."""
+        hosted = sorted(self.partitions)
+        self.events.emit("log_dir_failure", log_dir=self.log_dirs.path,
+                         directory_id=str(self.log_dirs.directory_id), reason=reason,
+                         partitions=[f"{t}-{i}" for t, i in hosted])
+        for topic, index in hosted:
+            self.notify_data_arrived(topic, index)
 
     # -- housekeeping -----------------------------------------------------------------------
 

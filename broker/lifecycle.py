@@ -10,6 +10,13 @@ shutdown: heartbeats with want_shut_down until the controller answers should_shu
 
 A STALE_BROKER_EPOCH answer (the controller lost or replaced our registration, for
 instance after fencing us) makes it register again, with the same incarnation.
+
+Log directories (KIP-858): the registration names the data directory's id (all of them,
+failed or not), and every heartbeat names the failed ones (offline_log_dirs); a directory
+going offline sends a heartbeat at once rather than at the next interval, so that its
+leaderships move within a round trip. Naming a failed directory in the registration too
+is what lets the heartbeat after a re-registration take it offline again before the
+controller unfences the broker.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import trio
 from broker.config import BrokerConfig
 from broker.controller_channel import ControllerChannel, ControllerUnavailable
 from broker.listeners import NodeAddresses
+from broker.log_dirs import LogDirFailureChannel
 from broker.metadata_cache import MetadataCache
 from protocol.errors import ErrorCode
 from protocol.messages import BROKER_HEARTBEAT, BROKER_REGISTRATION, request_body
@@ -30,12 +38,13 @@ from protocol.messages import BROKER_HEARTBEAT, BROKER_REGISTRATION, request_bod
 log = logging.getLogger("minibroker.lifecycle")
 
 METADATA_VERSION = ("metadata.version", 1, 21)
-REGISTRATION_VERSION, HEARTBEAT_VERSION = 0, 0
+# the first versions with log_dirs and offline_log_dirs
+REGISTRATION_VERSION, HEARTBEAT_VERSION = 2, 1
 
 
 class BrokerLifecycle:
     def __init__(self, config: BrokerConfig, addresses: NodeAddresses, cache: MetadataCache,
-                 channel: ControllerChannel):
+                 channel: ControllerChannel, log_dirs: LogDirFailureChannel | None = None):
         self.config = config
         self.node_id = config.broker_id
         self.addresses = addresses
@@ -48,6 +57,9 @@ class BrokerLifecycle:
         self.want_shut_down = False
         self._heartbeat_now = trio.Event()
         self._shut_down_ok = trio.Event()
+        self.log_dirs = log_dirs
+        if log_dirs is not None:
+            log_dirs.listeners.append(lambda _reason: self.heartbeat_soon())
 
     def _registration(self) -> dict:
         return {
@@ -57,14 +69,21 @@ class BrokerLifecycle:
                            "security_protocol": 0} for e in self.addresses.advertised],
             "features": [{"name": METADATA_VERSION[0], "min_supported_version": METADATA_VERSION[1],
                           "max_supported_version": METADATA_VERSION[2]}],
-            "rack": self.config.broker_rack, "is_migrating_zk_broker": False, "log_dirs": [],
+            "rack": self.config.broker_rack, "is_migrating_zk_broker": False,
+            "log_dirs": self.log_dirs.dir_ids() if self.log_dirs is not None else [],
             "previous_broker_epoch": -1,
         }
 
     def _heartbeat(self) -> dict:
         return {"broker_id": self.node_id, "broker_epoch": self.broker_epoch,
                 "current_metadata_offset": self.cache.offset,
-                "want_fence": False, "want_shut_down": self.want_shut_down}
+                "want_fence": False, "want_shut_down": self.want_shut_down,
+                "offline_log_dirs": (self.log_dirs.offline_dir_ids()
+                                     if self.log_dirs is not None else [])}
+
+    def heartbeat_soon(self) -> None:
+        """Send the next heartbeat (or registration) now rather than at the interval."""
+        self._heartbeat_now.set()
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()

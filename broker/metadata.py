@@ -1,7 +1,7 @@
 """A data directory's identity, and the metadata a pre-cluster version left in it.
 
-Owns: `load_cluster_id` (meta.properties: cluster.id and node.id, as Kafka writes it) and
-`LegacyMetadata`, the topics, topic ids, configs and producer-id limit that the single-broker
+Owns: `load_cluster_id` and `load_directory_id` (meta.properties: cluster.id, node.id and
+directory.id, as Kafka writes them) and `LegacyMetadata`, the topics, topic ids, configs and producer-id limit that the single-broker
 versions kept in `cluster-metadata.json`. The active controller turns them into metadata
 records once (QuorumController.activate), after which the file is renamed
 `cluster-metadata.json.migrated` so it is never read again.
@@ -10,10 +10,16 @@ The cluster id of a new data directory: with controller.quorum.voters set, one d
 the voters, so that three nodes started with the same voters and no format step agree on it
 (and nodes started with different voters do not: INCONSISTENT_CLUSTER_ID); alone, a random
 one, as before.
+
+The directory id (KIP-858) names the data directory to the controller: the broker registers
+it and reports it in heartbeats when the directory fails. It is made once, a random id
+outside the 100 Kafka reserves, and added to meta.properties (a directory made by an older
+version gets one at its next start).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import uuid
@@ -22,8 +28,10 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
 
+from broker.controller.image import is_reserved_dir
 from broker.log.manager import base64_uuid, write_atomically
 
+META_PROPERTIES = "meta.properties"
 LEGACY_FILE = "cluster-metadata.json"
 MIGRATED_SUFFIX = ".migrated"
 _VOTERS_NAMESPACE = uuid.UUID("6d696e69-6272-6f6b-6572-2d6b72616674")
@@ -35,15 +43,41 @@ def cluster_id_for_voters(voters_text: str) -> str:
 
 def load_cluster_id(data_dir: str | os.PathLike, node_id: int, derived: str | None) -> str:
     """The directory's cluster.id; a new directory gets `derived` or a random one."""
-    path = Path(data_dir) / "meta.properties"
-    if path.exists():
-        props = dict(line.split("=", 1) for line in path.read_text().splitlines()
-                     if "=" in line and not line.startswith("#"))
-        return props["cluster.id"].strip()
+    path = Path(data_dir) / META_PROPERTIES
+    props = _read_properties(path)
+    if "cluster.id" in props:
+        return props["cluster.id"]
     cluster_id = derived or base64_uuid(uuid.uuid4())
-    Path(data_dir).mkdir(parents=True, exist_ok=True)
-    write_atomically(path, f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")
+    _write_properties(path, {**props, "cluster.id": cluster_id, "node.id": str(node_id)})
     return cluster_id
+
+
+def load_directory_id(data_dir: str | os.PathLike) -> uuid.UUID:
+    """The directory's directory.id, made and saved the first time it is asked for."""
+    path = Path(data_dir) / META_PROPERTIES
+    props = _read_properties(path)
+    if "directory.id" in props:
+        text = props["directory.id"]
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    directory_id = uuid.uuid4()
+    while is_reserved_dir(directory_id):  # never, in practice
+        directory_id = uuid.uuid4()
+    _write_properties(path, {**props, "directory.id": base64_uuid(directory_id)})
+    return directory_id
+
+
+def _read_properties(path: Path) -> dict[str, str]:
+    if not path.exists():
+        return {}
+    return {key.strip(): value.strip() for key, value in
+            (line.split("=", 1) for line in path.read_text().splitlines()
+             if "=" in line and not line.startswith("#"))}
+
+
+def _write_properties(path: Path, props: Mapping[str, str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    props = {"version": "1", **props}
+    write_atomically(path, "".join(f"{key}={value}\n" for key, value in props.items()))
 
 
 @dataclass(frozen=True)

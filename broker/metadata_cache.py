@@ -77,7 +77,9 @@ class MetadataCache:
         return None if leader == NO_LEADER else self.endpoint(leader, listener)
 
     def offline_replicas(self, partition: PartitionRegistration) -> list[int]:
-        return [r for r in partition.replicas if not self.is_alive(r)]
+        """Replicas on a fenced broker, or on one whose log directory failed (Kafka's)."""
+        return [r for r in partition.replicas if not self.is_alive(r)
+                or not self.image.brokers[r].has_online_dir]
 
 
 def is_internal(topic: str) -> bool:

@@ -3,7 +3,8 @@ replication state (leader or follower, ISR, high watermark) and its producer sta
 
 Owns: `Partition.append_batch` (the produce path as leader, after request validation:
 idempotence check, offset assignment, leader epoch, append; a write the file system refuses
-answers KAFKA_STORAGE_ERROR), `append_as_follower` (batches fetched from the leader, their
+answers KAFKA_STORAGE_ERROR and is reported to `on_storage_failure`, the log directory's
+failure channel, broker/log_dirs.py), `append_as_follower` (batches fetched from the leader, their
 offsets and epochs kept), `truncate_to` (a follower whose log diverged), `read` through
 `log`, and the role changes the metadata asks for (`make_leader`, `make_follower`,
 `update_isr`). The rules of the HW and the ISR are broker.replication.state's; the leader
@@ -14,6 +15,7 @@ epochs are broker.replication.leader_epochs'. Record batches stay opaque: only t
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.log.errors import KafkaStorageError, LogError
@@ -39,7 +41,8 @@ class AppendResult:
 
 class Partition:
     def __init__(self, topic: str, index: int, log: PartitionLog, node_id: int,
-                 epochs: LeaderEpochCache | None = None):
+                 epochs: LeaderEpochCache | None = None,
+                 on_storage_failure: Callable[[str], object] | None = None):
         self.topic = topic
         self.index = index
         self.log = log
@@ -48,6 +51,7 @@ class Partition:
         self.epochs = epochs if epochs is not None else LeaderEpochCache()
         self.producers = ProducerStateManager()
         self.storage_failures = 0  # appends refused by the file system since the last success
+        self.on_storage_failure = on_storage_failure  # told why, at each refused append
         self._rebuild_producer_state()
 
     @property
@@ -148,7 +152,11 @@ class Partition:
         """Batches fetched from the leader, with the leader's offsets and epochs; the
         producer state and the epoch cache follow them, so this replica can lead next with
         the same idempotence answers (Kafka's appendAsFollower)."""
-        appended = self.log.append_as_follower(data, now_ms=now_ms)
+        try:
+            appended = self.log.append_as_follower(data, now_ms=now_ms)
+        except KafkaStorageError as e:
+            self._storage_failed(e)
+            raise
         if appended is None:
             return None
         last = appended[1]
@@ -195,6 +203,8 @@ class Partition:
             log.warning("%s; producers get KAFKA_STORAGE_ERROR until writes succeed again",
                         error)
         self.storage_failures += 1
+        if self.on_storage_failure is not None:
+            self.on_storage_failure(str(error))
 
     def _rebuild_producer_state(self) -> None:
         """Replay producer batches of the active segment after a restart (headers only).

@@ -12,7 +12,8 @@ that has no request in flight and sends nothing for connections.max.idle.ms is c
 (Kafka's Selector idle expiry).
 
 Housekeeping (event flush, checkpoints, retention, compaction) survives storage faults: a
-step the file system refuses is logged and retried at its next turn, never fatal.
+step the file system refuses is logged and retried at its next turn, never fatal; an
+offline log directory (broker/log_dirs.py) gets no checkpoint, retention or cleaning.
 """
 
 from __future__ import annotations
@@ -234,6 +235,8 @@ async def _housekeeping(broker: Broker) -> None:
     while True:
         await trio.sleep(0.5)
         broker.events.flush()  # buffered, best effort; flushed often so tools see events promptly
+        if broker.log_dirs.offline:
+            continue  # a failed directory is left alone until restart, as Kafka does
         now = trio.current_time()
         if now >= next_checkpoint:
             # an unclean restart then rescans only what was written since

@@ -2,8 +2,8 @@
 
 Owns: the declarations of the metadata records the controller writes (TopicRecord,
 PartitionRecord, PartitionChangeRecord, RegisterBrokerRecord, FenceBrokerRecord,
-UnfenceBrokerRecord, ConfigRecord, ProducerIdsRecord, RemoveTopicRecord, FeatureLevelRecord,
-NoOpRecord), their record types, and `encode_metadata_record` / `decode_metadata_record`.
+UnfenceBrokerRecord, BrokerRegistrationChangeRecord, ConfigRecord, ProducerIdsRecord,
+RemoveTopicRecord, FeatureLevelRecord, NoOpRecord), their record types, and `encode_metadata_record` / `decode_metadata_record`.
 
 A metadata record is the value of a record in a __cluster_metadata batch, framed as Kafka's
 `AbstractApiMessageSerde` (via `MetadataRecordSerde`) frames an `ApiMessageAndVersion`:
@@ -122,6 +122,19 @@ UnfenceBrokerRecord = Message(
     ])
 
 
+# A change to a registration in place (KIP-858 uses it for log directories); each field
+# defaults to "no change": fenced -1 unfences and 1 fences, in_controlled_shutdown 1 enters
+# it, and a non-empty log_dirs replaces the broker's online directories.
+BrokerRegistrationChangeRecord = Message(
+    "BrokerRegistrationChangeRecord", api_key=17, valid="0-2", flexible="0+", fields=[
+        F("broker_id", "int32"),
+        F("broker_epoch", "int64"),
+        F("fenced", "int8", tag=0),
+        F("in_controlled_shutdown", "int8", "1+", tag=1),
+        F("log_dirs", "[]uuid", "2+", tag=2),
+    ])
+
+
 RemoveTopicRecord = Message(
     "RemoveTopicRecord", api_key=9, valid="0", flexible="0+", fields=[
         F("topic_id", "uuid"),
@@ -159,6 +172,7 @@ class MetadataRecordType(enum.IntEnum):
     REMOVE_TOPIC_RECORD = 9
     FEATURE_LEVEL_RECORD = 12
     PRODUCER_IDS_RECORD = 15
+    BROKER_REGISTRATION_CHANGE_RECORD = 17
     NO_OP_RECORD = 20
 
 
@@ -166,7 +180,7 @@ METADATA_RECORDS: dict[MetadataRecordType, Message] = {
     MetadataRecordType(m.api_key): m for m in (
         RegisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord, PartitionChangeRecord,
         FenceBrokerRecord, UnfenceBrokerRecord, RemoveTopicRecord, FeatureLevelRecord,
-        ProducerIdsRecord, NoOpRecord)
+        ProducerIdsRecord, BrokerRegistrationChangeRecord, NoOpRecord)
     if m.api_key is not None
 }
 

@@ -15,15 +15,16 @@ after Kafka's `PartitionChangeBuilder` and `ReplicationControlManager`:
   Kafka 3.7+ also tracks eligible leader replicas (KIP-966); that is out of scope here.
 - A preferred election (`Election.PREFERRED`, ElectLeaders and auto.leader.rebalance.enable)
   moves leadership to the first replica when it is in the ISR and active.
-- A fenced broker, and one in controlled shutdown, leaves every ISR it is in (unless it is
-  the last member) and loses every leadership it holds.
+- A fenced broker, one in controlled shutdown, and one whose log directory failed leaves
+  every ISR it is in (unless it is the last member) and loses every leadership it holds.
 
-"Active" means registered, unfenced and not in controlled shutdown: callers pass the set
-of active broker ids. Replaying a record (`PartitionRegistration.merge`) bumps the
+"Active" means registered, unfenced, not in controlled shutdown and with a log directory
+online (image.BrokerRegistration.active): callers pass the set of active broker ids. Replaying a record (`PartitionRegistration.merge`) bumps the
 partition epoch on every change and the leader epoch when the record names a leader, which
 it does on every change of leader. An ISR-only change does not bump the leader epoch, as in
 Kafka since metadata version 3.6-IV0 (KAFKA-15021). Reassignment (adding and removing
-replicas) and log directories (KIP-858) are out of scope; their fields stay unset.
+replicas) and assigning replicas to log directories (KIP-858) are out of scope; their
+fields stay unset.
 """
 
 from __future__ import annotations

@@ -6,8 +6,11 @@ or `replay` over many), after Kafka's `MetadataImage` and the deltas that produc
 (`ClusterDelta`, `TopicsDelta`, `ConfigurationsDelta`, `ProducerIdsDelta`, `FeaturesDelta`):
 
 - brokers (`BrokerRegistration`): a RegisterBrokerRecord replaces the broker's registration
-  whole, a new incarnation included; FenceBrokerRecord and UnfenceBrokerRecord must name the
-  broker's current epoch, since a record for an older registration is a bug upstream;
+  whole, a new incarnation included; FenceBrokerRecord, UnfenceBrokerRecord and
+  BrokerRegistrationChangeRecord must name the broker's current epoch, since a record for
+  an older registration is a bug upstream. A registration lists the broker's online log
+  directories (KIP-858); a change record with a non-empty `log_dirs` replaces them, and
+  `(LOST_DIR,)` says that none is left (see `BrokerRegistration.has_online_dir`);
 - topics (`TopicImage`) by id and by name; PartitionRecord adds or replaces a partition and
   PartitionChangeRecord is merged by `election.PartitionRegistration.merge`, the same rule the
   controller uses, so that the two cannot drift apart; RemoveTopicRecord drops the topic, its
@@ -42,6 +45,16 @@ V = TypeVar("V")
 # Kafka's ConfigResource.Type numbers for the resources whose configs the log carries
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+
+
+# Kafka's DirectoryId: the first 100 ids are reserved, never a real directory's. LOST stands
+# for "offline directories": a registration whose only directory is LOST has none online.
+LOST_DIR = uuid.UUID(int=2)
+RESERVED_DIRS = 100
+
+
+def is_reserved_dir(directory: uuid.UUID) -> bool:
+    return directory.int < RESERVED_DIRS
 
 
 class MetadataImageError(ValueError):
@@ -89,11 +102,22 @@ class BrokerRegistration:
     rack: str | None
     fenced: bool
     in_controlled_shutdown: bool = False
+    log_dirs: tuple[uuid.UUID, ...] = ()  # online; empty for a broker that named none
+
+    @property
+    def has_online_dir(self) -> bool:
+        """Whether it can host replicas. Partitions are not assigned to directories here
+        (PartitionRecord.directories stays unset) and a broker has one, so its replicas live
+        or die with it. Kafka likewise takes a registration naming no directory (an older
+        broker) to have them online; unlike Kafka, whose broker halts when its last
+        directory fails, ours stays up with none (`LOST_DIR` alone)."""
+        return self.log_dirs != (LOST_DIR,)
 
     @property
     def active(self) -> bool:
-        """May lead and join ISRs: unfenced and not shutting down (election.py's "active")."""
-        return not self.fenced and not self.in_controlled_shutdown
+        """May lead and join ISRs (election.py's "active"): unfenced, not shutting down and
+        with a log directory online."""
+        return not self.fenced and not self.in_controlled_shutdown and self.has_online_dir
 
     def endpoint(self, listener: str) -> BrokerEndpoint | None:
         return next((e for e in self.endpoints if e.name == listener), None)
@@ -149,8 +173,32 @@ class MetadataImage:
             broker_id=body.broker_id, incarnation_id=body.incarnation_id,
             epoch=body.broker_epoch, endpoints=endpoints, rack=body.rack,
             fenced=body.fenced,
-            in_controlled_shutdown=bool(body.get("in_controlled_shutdown", False)))
+            in_controlled_shutdown=bool(body.get("in_controlled_shutdown", False)),
+            log_dirs=tuple(body.get("log_dirs") or ()))
         return replace(self, brokers=_with(self.brokers, broker.broker_id, broker))
+
+    def _change_broker_registration(self, body: Any) -> MetadataImage:
+        """Kafka's ClusterControlManager.replay(BrokerRegistrationChangeRecord)."""
+        broker = self.brokers.get(body.broker_id)
+        what = f"change the registration of broker {body.broker_id}"
+        if broker is None:
+            raise MetadataImageError(f"cannot {what}: not registered")
+        if broker.epoch != body.broker_epoch:
+            raise MetadataImageError(f"cannot {what} at epoch {body.broker_epoch}: its "
+                                     f"registration has epoch {broker.epoch}")
+        fenced = body.get("fenced", 0)
+        shutdown = body.get("in_controlled_shutdown", 0)
+        if fenced not in (-1, 0, 1) or shutdown not in (0, 1):
+            raise MetadataImageError(f"cannot {what}: fenced={fenced}, "
+                                     f"in_controlled_shutdown={shutdown}")
+        changed = broker
+        if fenced:
+            changed = replace(changed, fenced=fenced == 1)
+        if shutdown:
+            changed = replace(changed, in_controlled_shutdown=True)
+        if body.get("log_dirs"):  # empty means unchanged, as in Kafka
+            changed = replace(changed, log_dirs=tuple(body.log_dirs))
+        return replace(self, brokers=_with(self.brokers, broker.broker_id, changed))
 
     def _set_fenced(self, body: Any, fenced: bool) -> MetadataImage:
         action = "fence" if fenced else "unfence"
@@ -291,6 +339,7 @@ _HANDLERS = {
     T.REGISTER_BROKER_RECORD: MetadataImage._register_broker,
     T.FENCE_BROKER_RECORD: MetadataImage._fence_broker,
     T.UNFENCE_BROKER_RECORD: MetadataImage._unfence_broker,
+    T.BROKER_REGISTRATION_CHANGE_RECORD: MetadataImage._change_broker_registration,
     T.TOPIC_RECORD: MetadataImage._add_topic,
     T.REMOVE_TOPIC_RECORD: MetadataImage._remove_topic,
     T.PARTITION_RECORD: MetadataImage._add_partition,

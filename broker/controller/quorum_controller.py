@@ -23,10 +23,20 @@ automatic leader rebalance is due. A new active controller (`activate`) gives ev
 registered broker a fresh session, as Kafka does, rather than fence brokers whose
 heartbeats went to the old one.
 
-Controlled shutdown is written to the log as a RegisterBrokerRecord (version 1+) that
-repeats the broker's registration with in_controlled_shutdown set, since the
-BrokerRegistrationChangeRecord Kafka uses is not declared: every image then agrees the
-broker may not lead or join an ISR.
+Controlled shutdown is written to the log as a RegisterBrokerRecord that repeats the
+broker's registration with in_controlled_shutdown set: every image then agrees the broker
+may not lead or join an ISR.
+
+Log directories (KIP-858): a broker registers its directory ids (BrokerRegistration v2+,
+kept in RegisterBrokerRecord.log_dirs) and names the ones that failed in its heartbeats
+(offline_log_dirs, v1+). A heartbeat naming a directory the registration still has online
+takes it offline, as Kafka's ReplicationControlManager.handleDirectoriesOffline does: a
+BrokerRegistrationChangeRecord lists the directories left (LOST_DIR when none is) and,
+when none is, the broker leaves every ISR and leadership by the fencing rule, new leaders
+coming from the rest of the ISR. It stays registered and unfenced, but is not active, so
+no election, ISR expansion or placement picks it until it registers again with the
+directory online (after a restart). Replicas are not assigned to directories, so a broker
+that still has a directory online keeps its replicas.
 
 Error codes and messages follow Kafka's; the admin request bodies are the construct
 Containers of protocol/messages, the responses plain dicts with the response
@@ -48,7 +58,8 @@ from broker.controller.election import (
     NO_LEADER, NO_LEADER_CHANGE, LeaderRecoveryState, PartitionRegistration,
 )
 from broker.controller.image import (
-    BROKER_RESOURCE, TOPIC_RESOURCE, BrokerRegistration, MetadataImage,
+    BROKER_RESOURCE, LOST_DIR, TOPIC_RESOURCE, BrokerRegistration, MetadataImage,
+    is_reserved_dir,
 )
 from broker.controller.placement import (
     PlacementError, UsableBroker, assign_replicas_to_brokers, validate_replica_assignment,
@@ -66,8 +77,10 @@ NO_DEADLINE = 2**63 - 1
 LONG_MAX = 2**63 - 1
 ZERO_UUID = uuid.UUID(int=0)
 
-# record versions written; RegisterBrokerRecord needs 1+ for in_controlled_shutdown
-REGISTER_BROKER_VERSION = 1
+# record versions written; RegisterBrokerRecord needs 1+ for in_controlled_shutdown and 3+
+# for log_dirs, BrokerRegistrationChangeRecord 2+ for log_dirs
+REGISTER_BROKER_VERSION = 3
+REGISTRATION_CHANGE_VERSION = 2
 
 # IncrementalAlterConfigs operations (Kafka's AlterConfigOp.OpType)
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -294,6 +307,10 @@ class QuorumController:
                 and previous_epoch != existing.epoch):
             return ControllerResult((), {
                 "error_code": int(ErrorCode.DUPLICATE_BROKER_REGISTRATION), "broker_epoch": -1})
+        log_dirs = list(_get(body, "log_dirs", []) or [])
+        if not self._valid_log_dirs(broker_id, log_dirs):
+            return ControllerResult((), {"error_code": int(ErrorCode.INVALID_REGISTRATION),
+                                         "broker_epoch": -1})
         batch = _Batch(self.image)
         if existing is not None and existing.active:
             # the old incarnation went without a clean shutdown: it leads nothing now
@@ -307,9 +324,18 @@ class QuorumController:
             "features": [{"name": f.name, "min_supported_version": f.min_supported_version,
                           "max_supported_version": f.max_supported_version}
                          for f in _get(body, "features", [])],
-            "rack": _get(body, "rack"), "fenced": True, "in_controlled_shutdown": False})
+            "rack": _get(body, "rack"), "fenced": True, "in_controlled_shutdown": False,
+            "log_dirs": log_dirs})
         self._sessions[broker_id] = now_ms + self.settings.session_timeout_ms
         return batch.result({"error_code": int(ErrorCode.NONE), "broker_epoch": offset})
+
+    def _valid_log_dirs(self, broker_id: int, log_dirs: list[uuid.UUID]) -> bool:
+        """Kafka's checks on BrokerRegistration.LogDirs: no reserved id, no duplicate, none
+        registered by another broker. Naming none is allowed, for brokers predating them."""
+        if any(is_reserved_dir(d) for d in log_dirs) or len(set(log_dirs)) != len(log_dirs):
+            return False
+        return not any(set(other.log_dirs) & set(log_dirs)
+                       for other in self.image.brokers.values() if other.broker_id != broker_id)
 
     def broker_heartbeat(self, body: Any, now_ms: int,
                          offset: int | None = None) -> ControllerResult:
@@ -331,6 +357,9 @@ class QuorumController:
         self._metadata_offsets[broker_id] = body.current_metadata_offset
         caught_up = body.current_metadata_offset >= broker.epoch
         batch = _Batch(self.image)
+        # before any transition, so that an unfencing elects no leader on a failed directory
+        self._offline_dirs(batch, broker, _get(body, "offline_log_dirs", []) or [])
+        broker = batch.image.brokers[broker_id]
         fenced, shut_down = broker.fenced, False
         if not broker.in_controlled_shutdown:
             self._shutdown_offsets.pop(broker_id, None)
@@ -354,6 +383,20 @@ class QuorumController:
                 fenced, shut_down = True, True
         return batch.result({"error_code": int(ErrorCode.NONE), "is_caught_up": caught_up,
                              "is_fenced": fenced, "should_shut_down": shut_down})
+
+    def _offline_dirs(self, batch: _Batch, broker: BrokerRegistration,
+                      offline: Sequence[uuid.UUID]) -> None:
+        """Kafka's handleDirectoriesOffline: the directories of `offline` that the
+        registration still has online go offline (see the module docstring)."""
+        newly = [d for d in broker.log_dirs if d in offline and not is_reserved_dir(d)]
+        if not newly:
+            return
+        online = [d for d in broker.log_dirs if d not in offline]
+        if not online:
+            self._remove_from_partitions(batch, broker.broker_id, shutdown=False)
+        batch.add(T.BROKER_REGISTRATION_CHANGE_RECORD, REGISTRATION_CHANGE_VERSION, {
+            "broker_id": broker.broker_id, "broker_epoch": broker.epoch,
+            "log_dirs": online or [LOST_DIR]})
 
     def unregister_broker(self, body: Any, now_ms: int) -> ControllerResult:
         """UnregisterBroker. UnregisterBrokerRecord is not declared, so the registration
@@ -412,7 +455,8 @@ class QuorumController:
                                 "security_protocol": e.security_protocol}
                                for e in broker.endpoints],
                 "rack": broker.rack, "fenced": broker.fenced,
-                "in_controlled_shutdown": broker.in_controlled_shutdown}
+                "in_controlled_shutdown": broker.in_controlled_shutdown,
+                "log_dirs": list(broker.log_dirs)}
 
     def _ready_to_shut_down(self, image: MetadataImage, broker_id: int) -> bool:
         if any(p.leader == broker_id for t in image.topics_by_id.values()

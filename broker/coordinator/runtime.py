@@ -160,8 +160,9 @@ class CoordinatorRuntime:
             return ErrorCode.NONE, None
         index = self.coordinator.partition_for(effect.group_id)
         partition = self.broker.partition(OFFSETS_TOPIC, index)
-        if partition is None or not partition.is_leader:
-            return ErrorCode.NOT_COORDINATOR, None  # leadership moved while the request waited
+        if partition is None or not partition.is_leader or self.broker.log_dirs.offline:
+            # leadership moved while the request waited, or is about to: its log failed
+            return ErrorCode.NOT_COORDINATOR, None
         if partition.under_min_isr():
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None  # acks=all would be refused
         now = self.broker.now_ms()

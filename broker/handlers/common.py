@@ -6,6 +6,9 @@ A partition this broker holds no replica of is UNKNOWN_TOPIC_OR_PARTITION when t
 does not know it either, else NOT_LEADER_OR_FOLLOWER (the client's metadata is stale and it
 should refresh it); a local replica that does not lead is NOT_LEADER_OR_FOLLOWER too. The
 client's current_leader_epoch is checked before leadership, as Kafka's Partition does.
+Before either, a replica here on an offline log directory is KAFKA_STORAGE_ERROR, as
+Kafka's ReplicaManager answers for an offline partition, led here or not: clients refresh
+their metadata on it and find the new leader.
 """
 
 from __future__ import annotations
@@ -23,16 +26,20 @@ def lookup(broker: Broker, topic: str, index: int, current_leader_epoch: int = -
            allow_follower: bool = False) -> tuple[Partition | None, ErrorCode]:
     """The partition this broker leads (or, with `allow_follower`, holds a replica of while
     some broker leads it: a consumer reading from a follower, KIP-392), with NONE; or None
-    and the error the request naming it gets: UNKNOWN_TOPIC_OR_PARTITION (not in the image), NOT_LEADER_OR_FOLLOWER
-    (led elsewhere, or no replica here), KAFKA_STORAGE_ERROR (a replica here whose log the
-    disk still refuses to make), FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (KIP-320)."""
+    and the error the request naming it gets: UNKNOWN_TOPIC_OR_PARTITION (not in the
+    image), NOT_LEADER_OR_FOLLOWER (led elsewhere, or no replica here), KAFKA_STORAGE_ERROR
+    (a replica here on an offline log directory, or whose log the disk still refuses to
+    make), FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (KIP-320)."""
     partition = broker.partition(topic, index)
+    if broker.log_dirs.offline and _replica_here(broker, partition, topic, index):
+        return None, ErrorCode.KAFKA_STORAGE_ERROR
     if partition is None:
         if broker.metadata_cache.partition(topic, index) is None:
             return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         try:
             partition = broker.reopen_partition(topic, index)
-        except KafkaStorageError:
+        except KafkaStorageError as e:
+            broker.log_dirs.storage_failed(str(e))
             return None, ErrorCode.KAFKA_STORAGE_ERROR
         if partition is None:
             return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -41,6 +48,14 @@ def lookup(broker: Broker, topic: str, index: int, current_leader_epoch: int = -
             allow_follower and partition.leader_id >= 0):
         error = ErrorCode.NOT_LEADER_OR_FOLLOWER
     return (partition, error) if error == ErrorCode.NONE else (None, error)
+
+
+def _replica_here(broker: Broker, partition: Partition | None, topic: str,
+                  index: int) -> bool:
+    if partition is not None:
+        return True
+    registration = broker.metadata_cache.partition(topic, index)
+    return registration is not None and broker.node_id in registration.replicas
 
 
 def check_leader_epoch(partition: Partition, current_leader_epoch: int) -> ErrorCode:

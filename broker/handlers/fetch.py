@@ -121,8 +121,9 @@ def _read(ctx: RequestContext, follower: int) -> tuple[list, int, bool]:
                                                      min_one_message=total == 0)
                 except LogError as e:  # out of range, or a segment damaged under us
                     error = e.error_code
-                except OSError:  # the device failed a read (EIO): Kafka's storage error
+                except OSError as e:  # the device failed a read (EIO): Kafka's storage error
                     error = ErrorCode.KAFKA_STORAGE_ERROR
+                    broker.log_dirs.storage_failed(f"{topic.topic}-{p.partition}: {e}")
             errors |= error != ErrorCode.NONE
             total += len(records)
             budget = max(budget - len(records), 0)

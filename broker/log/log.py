@@ -18,8 +18,8 @@ Durability: appends go to the page cache; a segment is fsynced when it is rolled
 Storage faults: an append or roll the file system refuses (ENOSPC, EACCES, EIO) raises
 KafkaStorageError and leaves the log as it was before the call -- the LEO unchanged, a
 partly written batch cut off again, a half-made roll either finished or not begun -- so the
-same append succeeds once there is room again. This differs from Kafka, which takes the
-whole log directory offline until restart; docs/BROKER.md ("Storage faults") says why.
+same append succeeds once there is room again. Whether it is retried or the whole log
+directory goes offline until restart, as in Kafka, is broker/log_dirs.py's policy.
 
 Events go to ``on_event(kind, **fields)``, with exactly the fields broker/events.py
 declares: ``segment_roll`` (topic, partition, base_offset of the new segment) and

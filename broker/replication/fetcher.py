@@ -130,6 +130,8 @@ class ReplicaFetcher:
                     await self._channel.aclose()
 
     def _ready(self) -> list[FetchState]:
+        if self.broker.log_dirs.offline:
+            return []  # nothing may be written there until a restart
         now = trio.current_time()
         return [s for s in self.partitions.values() if not s.failed and s.delayed_until <= now]
 

@@ -45,6 +45,9 @@ SAMPLES: dict[T, dict] = {
     T.REMOVE_TOPIC_RECORD: {"topic_id": TOPIC_ID},
     T.FEATURE_LEVEL_RECORD: {"name": "metadata.version", "feature_level": 19},
     T.PRODUCER_IDS_RECORD: {"broker_id": 1, "broker_epoch": 8, "next_producer_id": 5000},
+    T.BROKER_REGISTRATION_CHANGE_RECORD: {"broker_id": 3, "broker_epoch": 42, "fenced": -1,
+                                          "in_controlled_shutdown": 1,
+                                          "log_dirs": [DIR_B]},
     T.NO_OP_RECORD: {},
 }
 

@@ -10,7 +10,8 @@ import pytest
 
 from broker.controller.election import NO_LEADER, PartitionRegistration
 from broker.controller.image import (
-    BROKER_RESOURCE, TOPIC_RESOURCE, BrokerEndpoint, MetadataImage, MetadataImageError,
+    BROKER_RESOURCE, LOST_DIR, TOPIC_RESOURCE, BrokerEndpoint, MetadataImage,
+    MetadataImageError,
 )
 from protocol.metadata_records import MetadataRecordType as T
 from protocol.metadata_records import decode_metadata_record, encode_metadata_record
@@ -18,19 +19,22 @@ from protocol.metadata_records import decode_metadata_record, encode_metadata_re
 ORDERS = uuid.UUID("6f1c3e0a-0000-4000-8000-000000000001")
 AUDIT = uuid.UUID("6f1c3e0a-0000-4000-8000-000000000002")
 
-VERSIONS = {T.REGISTER_BROKER_RECORD: 3, T.PARTITION_RECORD: 2, T.PARTITION_CHANGE_RECORD: 2}
+VERSIONS = {T.REGISTER_BROKER_RECORD: 3, T.PARTITION_RECORD: 2, T.PARTITION_CHANGE_RECORD: 2,
+            T.BROKER_REGISTRATION_CHANGE_RECORD: 2}
+DIR_1 = uuid.UUID("5e1d0a7c-0000-4000-8000-000000000001")
 
 
 def wire(record_type: T, **body) -> bytes:
     return encode_metadata_record(record_type, VERSIONS.get(record_type, 0), body)
 
 
-def register(broker_id: int, epoch: int, *, fenced: bool = True) -> bytes:
+def register(broker_id: int, epoch: int, *, fenced: bool = True,
+             log_dirs: list[uuid.UUID] | None = None) -> bytes:
     return wire(T.REGISTER_BROKER_RECORD, broker_id=broker_id,
                 incarnation_id=uuid.UUID(int=100 + broker_id), broker_epoch=epoch,
                 end_points=[{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9090 + broker_id,
                              "security_protocol": 0}],
-                features=[], rack=f"rack-{broker_id}", fenced=fenced)
+                features=[], rack=f"rack-{broker_id}", fenced=fenced, log_dirs=log_dirs or [])
 
 
 def partition(topic_id: uuid.UUID, partition_id: int, replicas: list[int]) -> bytes:
@@ -100,6 +104,42 @@ def test_fencing_and_unfencing_a_broker():
     unfenced = replay([wire(T.UNFENCE_BROKER_RECORD, id=1, epoch=11)], fenced)
     assert unfenced.active_broker_ids() == {0, 1, 2}
     assert unfenced == image
+
+
+def test_a_broker_whose_log_directories_are_all_offline_stays_registered_but_inactive():
+    image = replay([register(1, epoch=11, fenced=False, log_dirs=[DIR_1])])
+    assert image.brokers[1].log_dirs == (DIR_1,) and image.active_broker_ids() == {1}
+    offline = replay([wire(T.BROKER_REGISTRATION_CHANGE_RECORD, broker_id=1, broker_epoch=11,
+                           log_dirs=[LOST_DIR])], image)
+    b1 = offline.brokers[1]
+    assert not b1.has_online_dir and not b1.fenced and not b1.in_controlled_shutdown
+    assert offline.active_broker_ids() == set()
+    assert [b.broker_id for b in offline.unfenced_brokers()] == [1]  # Metadata still lists it
+    # an empty log_dirs changes nothing (Kafka's replay); the fence fields still apply
+    fenced = replay([wire(T.BROKER_REGISTRATION_CHANGE_RECORD, broker_id=1, broker_epoch=11,
+                          fenced=1)], offline)
+    assert fenced.brokers[1].fenced and fenced.brokers[1].log_dirs == (LOST_DIR,)
+    # only a new registration (a restart) brings the directory back
+    back = replay([register(1, epoch=12, log_dirs=[DIR_1]),
+                   wire(T.UNFENCE_BROKER_RECORD, id=1, epoch=12)], fenced)
+    assert back.brokers[1].has_online_dir and back.active_broker_ids() == {1}
+
+
+def test_a_registration_naming_no_directory_counts_as_online():
+    """An older broker's registration (BrokerRegistration before v2) names no directory."""
+    image = replay([register(1, epoch=11, fenced=False)])
+    assert image.brokers[1].log_dirs == () and image.brokers[1].has_online_dir
+    assert image.active_broker_ids() == {1}
+
+
+def test_registration_changes_for_controlled_shutdown_and_unfencing():
+    image = replay([register(1, epoch=11)])
+    unfenced = replay([wire(T.BROKER_REGISTRATION_CHANGE_RECORD, broker_id=1, broker_epoch=11,
+                            fenced=-1)], image)
+    assert unfenced.active_broker_ids() == {1}
+    leaving = replay([wire(T.BROKER_REGISTRATION_CHANGE_RECORD, broker_id=1, broker_epoch=11,
+                           in_controlled_shutdown=1)], unfenced)
+    assert leaving.brokers[1].in_controlled_shutdown and leaving.active_broker_ids() == set()
 
 
 def test_a_leader_change_bumps_both_epochs_and_an_isr_change_only_the_partition_epoch():
@@ -190,6 +230,10 @@ def test_replaying_the_same_records_gives_the_same_image():
     (wire(T.REMOVE_TOPIC_RECORD, topic_id=AUDIT), "no such topic"),
     (wire(T.FENCE_BROKER_RECORD, id=7, epoch=1), "not registered"),
     (wire(T.UNFENCE_BROKER_RECORD, id=1, epoch=3), "has epoch 11"),
+    (wire(T.BROKER_REGISTRATION_CHANGE_RECORD, broker_id=7, broker_epoch=1), "not registered"),
+    (wire(T.BROKER_REGISTRATION_CHANGE_RECORD, broker_id=1, broker_epoch=3), "has epoch 11"),
+    (wire(T.BROKER_REGISTRATION_CHANGE_RECORD, broker_id=1, broker_epoch=11, fenced=2),
+     "fenced=2"),
     (wire(T.TOPIC_RECORD, name="orders", topic_id=AUDIT), "already exists"),
     (wire(T.TOPIC_RECORD, name="audit", topic_id=ORDERS), "already names topic"),
 ])

@@ -1,5 +1,5 @@
 """A fake broker for handler tests: the interface the handlers use (`broker.metadata_cache`,
-`broker.partition`, `broker.controller_channel.forward`, `broker.wait_for_metadata`,
+`broker.partition`, `broker.log_dirs`, `broker.controller_channel.forward`, `broker.wait_for_metadata`,
 `broker.allocate_producer_id`, `broker.groups`), with the metadata image built from encoded
 metadata records and a controller the test scripts.
 
@@ -23,6 +23,7 @@ from broker.controller_channel import ControllerUnavailable
 from broker.coordinator.runtime import CoordinatorRuntime
 from broker.handlers import HANDLERS
 from broker.handlers.context import RequestContext
+from broker.log_dirs import LogDirFailureChannel
 from broker.metadata_cache import MetadataCache
 from protocol.messages import APIS
 from protocol.metadata_records import MetadataRecordType as T
@@ -114,6 +115,7 @@ class FakeBroker:
         self.metadata_cache = MetadataCache(CLUSTER_ID, MetadataImage.EMPTY.replay(records),
                                             controller_id=controller_id)
         self.partitions: dict[tuple[str, int], Any] = {}
+        self.log_dirs = LogDirFailureChannel("fake-data-dir", uuid.UUID(int=1000 + node_id))
         self.controller_channel = FakeController(self)
         self.nursery = nursery
         self.metadata_changed = trio.Event()

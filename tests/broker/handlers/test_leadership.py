@@ -1,6 +1,7 @@
 """Data requests reach a partition only through its leader: NOT_LEADER_OR_FOLLOWER for a
 replica that does not lead and for a partition held elsewhere, UNKNOWN_TOPIC_OR_PARTITION
-for one the image lacks, and KIP-320's leader-epoch fencing before either."""
+for one the image lacks, and KIP-320's leader-epoch fencing before either; a replica on an
+offline log directory answers KAFKA_STORAGE_ERROR before all of them."""
 
 from __future__ import annotations
 
@@ -104,3 +105,18 @@ async def test_lookup_hands_out_the_partition_the_broker_leads_at_the_clients_ep
     for epoch in (-1, 3):
         partition, error = lookup(b, "orders", 0, epoch)  # type: ignore[arg-type]
         assert (partition, error) == (b.partitions[("orders", 0)], E.NONE)
+
+
+async def test_every_replica_on_an_offline_log_directory_answers_storage_error():
+    """As Kafka's offline partitions: led here or not, and whatever the client's epoch;
+    a partition with no replica here is still someone else's."""
+    b = broker()
+    b.log_dirs.mark_offline("EIO")
+    body = await call(b, m.PRODUCE, 9, produce("orders", 0))
+    assert body["responses"][0]["partition_responses"][0]["error_code"] == E.KAFKA_STORAGE_ERROR
+    for index, epoch, error in [(0, -1, E.KAFKA_STORAGE_ERROR), (0, 2, E.KAFKA_STORAGE_ERROR),
+                                (1, -1, E.KAFKA_STORAGE_ERROR),
+                                (2, -1, E.NOT_LEADER_OR_FOLLOWER),
+                                (7, -1, E.UNKNOWN_TOPIC_OR_PARTITION)]:
+        body = await call(b, m.FETCH, 12, fetch(index, epoch))
+        assert body["responses"][0]["partitions"][0]["error_code"] == error, index

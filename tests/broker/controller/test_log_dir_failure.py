@@ -1,0 +1,171 @@
+"""A broker's failed log directory at the active controller (KIP-858): the heartbeat that
+names it offline moves the broker's leaderships and ISR places to the other in-sync
+replicas, keeps the broker registered and unfenced, and keeps it from leading, joining an
+ISR or being placed on until it registers again with the directory online."""
+
+from __future__ import annotations
+
+import uuid
+
+from broker.controller.election import NO_LEADER
+from broker.controller.image import LOST_DIR
+from broker.controller.quorum_controller import PREFERRED_ELECTION, UNCLEAN_ELECTION
+from protocol.errors import ErrorCode
+from protocol.messages.cluster import BrokerHeartbeatRequest, BrokerRegistrationRequest
+from protocol.metadata_records import MetadataRecordType as T
+
+from .test_quorum_controller import Cluster, incarnation, leaders, wire
+
+
+def dir_of(broker_id: int, generation: int = 0) -> uuid.UUID:
+    return uuid.UUID(int=(0xD1 << 64) + (generation << 32) + broker_id)
+
+
+class DirCluster(Cluster):
+    """Brokers that register a log directory each and can report it offline."""
+
+    def register(self, broker_id: int, *, generation: int = 0, rack: str | None = None,
+                 previous_epoch: int = -1, log_dirs: list[uuid.UUID] | None = None) -> dict:
+        body = wire(BrokerRegistrationRequest, 3, {
+            "broker_id": broker_id, "cluster_id": "c",
+            "incarnation_id": incarnation(broker_id, generation),
+            "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9000 + broker_id,
+                           "security_protocol": 0}],
+            "features": [], "rack": rack, "previous_broker_epoch": previous_epoch,
+            "log_dirs": [dir_of(broker_id)] if log_dirs is None else log_dirs})
+        return self.apply(self.controller.register_broker(body, self.now, self.offset))
+
+    def heartbeat_result(self, broker_id: int, offline: list[uuid.UUID]):
+        body = wire(BrokerHeartbeatRequest, 1, {
+            "broker_id": broker_id, "broker_epoch": self.image.brokers[broker_id].epoch,
+            "current_metadata_offset": self.offset, "want_fence": False,
+            "want_shut_down": False, "offline_log_dirs": offline})
+        return self.controller.broker_heartbeat(body, self.now, self.offset)
+
+    def dir_failed(self, broker_id: int) -> dict:
+        return self.apply(self.heartbeat_result(broker_id, [dir_of(broker_id)]))
+
+
+def test_an_offline_directory_moves_leaderships_and_isr_places_to_the_other_replicas():
+    c = DirCluster()
+    c.start(1, 2, 3)
+    assert c.image.brokers[1].log_dirs == (dir_of(1),)
+    c.create("t", assignments=[[1, 2, 3], [2, 1, 3], [3, 2, 1]])
+    assert leaders(c, "t") == {0: 1, 1: 2, 2: 3}
+
+    result = c.heartbeat_result(1, [dir_of(1)])
+    assert [r[0] for r in result.records] == [T.PARTITION_CHANGE_RECORD] * 3 + [
+        T.BROKER_REGISTRATION_CHANGE_RECORD]
+    response = c.apply(result)
+    assert response == {"error_code": 0, "is_caught_up": True, "is_fenced": False,
+                        "should_shut_down": False}
+    assert leaders(c, "t") == {0: 2, 1: 2, 2: 3}  # the next ISR member in replica order
+    assert [c.partition("t", p).isr for p in range(3)] == [(2, 3), (2, 3), (3, 2)]
+    assert c.partition("t", 0).leader_epoch == 1 and c.partition("t", 1).leader_epoch == 0
+
+    broker = c.image.brokers[1]
+    assert broker.log_dirs == (LOST_DIR,) and not broker.fenced  # registered, unfenced
+    assert [b.broker_id for b in c.image.unfenced_brokers()] == [1, 2, 3]
+    assert c.image.active_broker_ids() == {2, 3}
+    assert c.standby_image() == c.image  # every broker replays the same change
+
+
+def test_naming_the_directory_again_or_an_unknown_one_writes_nothing():
+    c = DirCluster()
+    c.start(1, 2)
+    c.create("t", assignments=[[1, 2]])
+    assert c.heartbeat_result(1, [uuid.uuid4()]).records == ()
+    assert c.heartbeat_result(1, [LOST_DIR]).records == ()
+    c.dir_failed(1)
+    assert c.heartbeat_result(1, [dir_of(1)]).records == ()
+    assert c.heartbeat_result(1, []).records == ()  # a heartbeat brings no directory back
+    assert c.image.brokers[1].log_dirs == (LOST_DIR,)
+
+
+def test_a_broker_without_directories_cannot_have_them_taken_offline():
+    """An older broker registered no directory id: an offline report names none of its."""
+    c = DirCluster()
+    c.register(1, log_dirs=[])
+    assert c.heartbeat(1)["is_fenced"] is False
+    c.create("t", 1, 1)
+    assert c.heartbeat_result(1, [dir_of(1)]).records == ()
+    assert leaders(c, "t") == {0: 1}
+
+
+def test_the_last_isr_member_keeps_its_place_but_the_partition_goes_offline():
+    c = DirCluster()
+    c.start(1, 2)
+    c.create("solo", assignments=[[1]])
+    c.dir_failed(1)
+    solo = c.partition("solo", 0)
+    assert solo.leader == NO_LEADER and solo.isr == (1,)
+
+
+def test_a_broker_with_a_failed_directory_is_not_picked_until_it_registers_again():
+    c = DirCluster()
+    c.start(1, 2, 3)
+    c.create("t", assignments=[[1, 2]])
+    c.create("solo", assignments=[[1]])
+    c.dir_failed(1)
+    assert leaders(c, "t") == {0: 2} and leaders(c, "solo") == {0: NO_LEADER}
+
+    # no election picks it: another broker's unfencing, preferred and unclean elections
+    c.heartbeat(3, want_fence=True)
+    c.heartbeat(3)
+    assert leaders(c, "solo") == {0: NO_LEADER}
+    assert c.elect(PREFERRED_ELECTION, {"t": [0]}) == {
+        ("t", 0): ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE}
+    assert c.elect(UNCLEAN_ELECTION, {"solo": [0]}) == {
+        ("solo", 0): ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE}
+    # no placement either: new replicas go to the brokers that can host them
+    assert c.create("new", 4, 2)["error_code"] == ErrorCode.NONE
+    assert all(1 not in p.replicas for p in c.image.partitions("new").values())
+    assert c.create("wide", 1, 3)["error_code"] == ErrorCode.INVALID_REPLICATION_FACTOR
+
+    # restarted with the directory online: it registers again and leads what waited for it
+    epoch = c.image.brokers[1].epoch
+    assert c.register(1, generation=1, previous_epoch=epoch)["error_code"] == ErrorCode.NONE
+    assert c.image.brokers[1].log_dirs == (dir_of(1),)
+    assert c.heartbeat(1)["is_fenced"] is False
+    assert leaders(c, "solo") == {0: 1} and 1 in c.image.active_broker_ids()
+    assert c.standby_image() == c.image
+
+
+def test_registering_again_while_the_directory_is_still_offline_elects_nothing_on_it():
+    """A broker that lost its registration (STALE_BROKER_EPOCH) registers its directories
+    and names the failed one in its next heartbeat: the directory goes offline before the
+    unfencing, which would otherwise hand it the partitions waiting for it."""
+    c = DirCluster()
+    c.start(1, 2)
+    c.create("solo", assignments=[[1]])
+    c.dir_failed(1)
+    c.heartbeat(1, want_fence=True)
+    assert c.register(1)["error_code"] == ErrorCode.NONE  # the same incarnation
+    assert c.image.brokers[1].has_online_dir and c.image.brokers[1].fenced
+    solo_before = c.partition("solo", 0)
+    result = c.heartbeat_result(1, [dir_of(1)])
+    assert [r[0] for r in result.records] == [T.BROKER_REGISTRATION_CHANGE_RECORD,
+                                              T.UNFENCE_BROKER_RECORD]
+    assert c.apply(result)["is_fenced"] is False
+    assert c.image.brokers[1].log_dirs == (LOST_DIR,)
+    assert c.partition("solo", 0) == solo_before  # never led, not even for a moment
+
+
+def test_a_controlled_shutdown_keeps_the_directory_offline():
+    c = DirCluster()
+    c.start(1, 2)
+    c.dir_failed(1)
+    c.heartbeat(1, want_shut_down=True)
+    assert c.image.brokers[1].in_controlled_shutdown
+    assert c.image.brokers[1].log_dirs == (LOST_DIR,)
+
+
+def test_registrations_with_reserved_duplicate_or_taken_directories_are_refused():
+    c = DirCluster()
+    assert c.register(1)["error_code"] == ErrorCode.NONE
+    invalid = ErrorCode.INVALID_REGISTRATION
+    assert c.register(2, log_dirs=[LOST_DIR])["error_code"] == invalid
+    assert c.register(2, log_dirs=[dir_of(2), dir_of(2)])["error_code"] == invalid
+    assert c.register(2, log_dirs=[dir_of(1)])["error_code"] == invalid
+    assert 2 not in c.image.brokers
+    assert c.register(2, log_dirs=[dir_of(2), dir_of(2, generation=1)])["error_code"] == 0
