@@ -66,7 +66,8 @@ def parse_timestamp(text: str) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog=PROG, description="Spark analysis of a minibroker data directory: consumer lag "
+        prog=PROG, description="Spark analysis of a minibroker data directory (or of every "
+        "broker's of a cluster, as one): consumer lag "
         "and Burrow status, rebalances and pauses, throughput and skew, request latency, ISR "
         "health. Tables (Parquet + CSV), PNG charts and OUT/report.html (docs/ANALYSIS.md).")
     p.add_argument("--data-dir", required=True, action="extend", nargs="+", metavar="DIR",
