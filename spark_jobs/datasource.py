@@ -3,6 +3,7 @@
     spark.read.format("minibroker-log").load(DATA_DIR)                    # RECORDS_SCHEMA
     spark.read.format("minibroker-log").option("level", "batch").load(p)  # BATCHES_SCHEMA
     spark.read.format("minibroker-log").option("columns", "topic,partition,key").load(p)
+    spark.read.format("minibroker-log").option("data_dirs", json.dumps([d1, d2])).load()
 
 Owns the Spark side only: planning (one input partition per byte range of a segment, cut on
 batch boundaries by spark_jobs.segments; option "split_bytes", default 32 MiB), pushing
@@ -11,7 +12,9 @@ turning each range's rows into Arrow record batches. Option "columns" (comma-sep
 narrows the table to those columns, in the schema's order: Python data sources get no
 column pruning from Spark, and building a column nobody reads (a record's value, its
 headers) costs more than decoding it. The path may be a data directory, one
-partition directory or one .log file. Needs spark.sql.python.filterPushdown.enabled=true
+partition directory or one .log file; option "data_dirs" (a JSON list, instead of a path)
+names several brokers' data directories, each partition then read from one of its replicas
+(spark_jobs.segments.find_replica_segments). Needs spark.sql.python.filterPushdown.enabled=true
 (spark_jobs.session sets it).
 
 Spark 4.3 caveat: Spark stores the reader that pushFilters narrowed on the DataFrame's
@@ -23,6 +26,7 @@ both filtered and read whole.
 
 from __future__ import annotations
 
+import json
 from typing import Iterator
 
 from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Filter, In,
@@ -81,9 +85,19 @@ class RangePartition(InputPartition):
 class MinibrokerLogReader(DataSourceReader):
     def __init__(self, options, schema: StructType) -> None:
         path = options.get("path")
-        if not path:
+        data_dirs = options.get("data_dirs")
+        if data_dirs:
+            dirs = json.loads(data_dirs)
+            if not (isinstance(dirs, list) and dirs and all(isinstance(d, str) for d in dirs)):
+                raise ValueError(f"option data_dirs must be a JSON list of paths, not "
+                                 f"{data_dirs!r}")
+            if path:
+                raise ValueError("minibroker-log takes a path or option data_dirs, not both")
+            self.path: str | list[str] = dirs
+        elif not path:
             raise ValueError("minibroker-log needs a path: .load(DATA_DIR)")
-        self.path = path
+        else:
+            self.path = path
         self.level = _level(options)
         self.split_bytes = int(options.get("split_bytes", DEFAULT_SPLIT_BYTES))
         if self.split_bytes <= 0:

@@ -367,26 +367,49 @@ def status_heatmap(pdf, out_dir: Path, codes: Mapping[str, int], columns: int = 
 
 @_one_at_a_time
 def gantt(path: Path, rows: Sequence[tuple[str, int, int, str]], title: str,
-          t0_ms: int | None = None) -> Path:
-    """Horizontal bars: (lane, start_ms, end_ms, colour group) per bar, lanes sorted."""
-    lanes = sorted({r[0] for r in rows})
+          t0_ms: int | None = None, points: Sequence[tuple[str, int, str]] = (),
+          markers: Sequence[tuple[int, str]] = ()) -> Path:
+    """Horizontal bars: (lane, start_ms, end_ms, colour group) per bar, lanes sorted;
+    `points` (lane, ms, kind) are instants drawn as black ticks on their lane, one marker
+    shape per kind; `markers` (ms, label) are dashed vertical lines labelled at the top."""
+    lanes = sorted({r[0] for r in rows} | {p[0] for p in points})
     if t0_ms is None:
-        t0_ms = min((r[1] for r in rows), default=0)
+        t0_ms = min([r[1] for r in rows] + [p[1] for p in points] + [m[0] for m in markers],
+                    default=0)
     fig, ax = plt.subplots(figsize=(10, max(2.5, 0.3 * len(lanes) + 1.2)))
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     kinds = sorted({r[3] for r in rows})
     for lane, start, end, kind in rows:
         ax.barh(lanes.index(lane), max(end - start, 1) / 1000, left=(start - t0_ms) / 1000,
                 height=0.6, color=palette[kinds.index(kind) % len(palette)])
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    handles: list[Any] = ([Patch(color=palette[i % len(palette)], label=k)
+                           for i, k in enumerate(kinds)] if len(kinds) > 1 or points else [])
+    shapes = "v^dsx+"
+    for i, kind in enumerate(sorted({p[2] for p in points})):
+        at = [p for p in points if p[2] == kind]
+        ax.scatter([(ms - t0_ms) / 1000 for _, ms, _ in at],
+                   [lanes.index(lane) for lane, _, _ in at],
+                   marker=shapes[i % len(shapes)], color="black", s=18, zorder=3)
+        handles.append(Line2D([], [], marker=shapes[i % len(shapes)], color="black",
+                              linestyle="", label=kind))
+    for ms, label in markers:
+        x = (ms - t0_ms) / 1000
+        ax.axvline(x, color="grey", linestyle="--", linewidth=0.7)
+        ax.annotate(label, (x, 1), xycoords=("data", "axes fraction"), rotation=90,
+                    fontsize="xx-small", va="top", ha="right", color="dimgrey")
     ax.set_yticks(range(len(lanes)))
     ax.set_yticklabels(lanes, fontsize="x-small")
     ax.invert_yaxis()
     ax.set_xlabel(f"seconds since {_iso(t0_ms)}")
     ax.set_title(title)
-    from matplotlib.patches import Patch
-    if len(kinds) > 1:
-        ax.legend(handles=[Patch(color=palette[i % len(palette)], label=k)
-                           for i, k in enumerate(kinds)], fontsize="x-small")
+    if handles and (points or markers):
+        # beside the plot: ticks and marker labels would hide under it
+        ax.legend(handles=handles, fontsize="x-small", loc="upper left",
+                  bbox_to_anchor=(1.01, 1))
+    elif handles:
+        ax.legend(handles=handles, fontsize="x-small")
     ax.grid(alpha=0.3, axis="x")
     return _save(fig, path)
 

@@ -1,6 +1,8 @@
 """Reading a broker's log segments for the analysis, without Spark.
 
-Owns: finding the segment files under a data directory (`find_segments`), cutting a segment
+Owns: finding the segment files under a data directory (`find_segments`), or under several
+brokers' data directories with each partition read from one replica
+(`find_replica_segments`, `log_end_offset`), cutting a segment
 into byte ranges on batch boundaries from the headers alone (`split_segment`), and turning
 one byte range into rows, record by record or batch by batch (`iter_column_chunks`,
 `iter_rows`). Walking batch headers is protocol/batch_walk.py's and decoding
@@ -22,7 +24,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence, Union
 
 from protocol.batch_walk import CORRUPT, BatchWalk
 from protocol.codecs import Codec
@@ -31,7 +33,8 @@ from protocol.records import BATCH_OVERHEAD, BatchHeader, batch_crc_ok, decode_b
 
 __all__ = [
     "RECORD_COLUMNS", "BATCH_COLUMNS", "DEFAULT_SPLIT_BYTES", "SegmentFile", "ByteRange",
-    "find_segments", "split_segment", "segment_ranges",
+    "find_segments", "find_replica_segments", "log_end_offset", "split_segment",
+    "segment_ranges", "LogPath",
     "ColumnChunk", "iter_column_chunks", "iter_rows",
 ]
 
@@ -50,6 +53,10 @@ BATCH_COLUMNS = (
     "producer_epoch", "base_sequence", "partition_leader_epoch", "codec", "is_transactional",
     "is_control", "crc_valid", "error", "segment",
 )
+
+# What the readers take: one path (a data directory, a partition directory or a segment),
+# or a list of brokers' data directories (find_replica_segments)
+LogPath = Union[str, os.PathLike, list[Any], tuple[Any, ...]]
 
 _SEGMENT_NAME = re.compile(r"^(\d+)\.log$")
 _CODECS = {c.value: c.name.lower() for c in Codec}
@@ -89,9 +96,12 @@ def _wanted(value, allowed) -> bool:
     return allowed is None or value in allowed
 
 
-def find_segments(path: str | os.PathLike, topics: Iterable[str] | None = None,
+def find_segments(path: LogPath, topics: Iterable[str] | None = None,
                   partitions: Iterable[int] | None = None) -> list[SegmentFile]:
     """The segment files PATH names, in (topic, partition, base offset) order.
+
+    A list (or tuple) of paths is several brokers' data directories: see
+    find_replica_segments.
 
     PATH is a data directory (its DIR/<topic>-<partition>/*.log; DIR/events and anything
     else that is not a partition directory, and the metadata log, are skipped: the directories the broker loads,
@@ -99,6 +109,8 @@ def find_segments(path: str | os.PathLike, topics: Iterable[str] | None = None,
     directory holding .log files) or one .log file. `topics` / `partitions` keep only
     those (None: all). A missing PATH raises FileNotFoundError.
     """
+    if isinstance(path, (list, tuple)):
+        return find_replica_segments(path, topics, partitions)
     p = Path(path)
     topics = None if topics is None else set(topics)
     partitions = None if partitions is None else set(partitions)
@@ -124,6 +136,60 @@ def find_segments(path: str | os.PathLike, topics: Iterable[str] | None = None,
     for directory, (topic, partition) in dirs:
         if _wanted(topic, topics) and _wanted(partition, partitions):
             out.extend(_segments_in(directory, topic, partition))
+    return out
+
+
+def log_end_offset(segments: Sequence[SegmentFile]) -> int:
+    """One past the last offset of a partition's segments (in base offset order), from the
+    batch headers of its newest segment holding a whole batch; a partition with none ends
+    at its first segment's base offset (0 without segments)."""
+    for s in reversed(segments):
+        last = _last_offset(s)
+        if last is not None:
+            return last + 1
+    return segments[0].base_offset if segments else 0
+
+
+def _last_offset(segment: SegmentFile) -> int | None:
+    fd = os.open(segment.path, os.O_RDONLY)
+    try:
+        last = None
+        for _, header in BatchWalk(lambda pos, n: os.pread(fd, n, pos), 0, segment.size,
+                                   read_size=BATCH_OVERHEAD):
+            last = header.last_offset
+        return last
+    finally:
+        os.close(fd)
+
+
+def find_replica_segments(data_dirs: Sequence[str | os.PathLike],
+                          topics: Iterable[str] | None = None,
+                          partitions: Iterable[int] | None = None) -> list[SegmentFile]:
+    """The segments of every partition found under several brokers' data directories, each
+    partition's from ONE of its replicas, in (topic, partition, base offset) order.
+
+    Replicas hold copies of one log: reading them all would count each record once per
+    replica. The replica kept is the one whose log reaches furthest (log_end_offset: a
+    follower is at most as far as its leader; after an unclean election the survivor's
+    log is the one that went on), the first directory given on a tie. The log end offset
+    is read only for a partition found in more than one directory."""
+    topics = None if topics is None else set(topics)
+    partitions = None if partitions is None else set(partitions)
+    found: dict[tuple[str, int], list[list[SegmentFile]]] = {}
+    for d in data_dirs:
+        by_partition: dict[tuple[str, int], list[SegmentFile]] = {}
+        for s in find_segments(d, topics, partitions):
+            by_partition.setdefault((s.topic, s.partition), []).append(s)
+        for tp, segments in by_partition.items():
+            found.setdefault(tp, []).append(segments)
+    out: list[SegmentFile] = []
+    for tp in sorted(found):
+        replicas = found[tp]
+        if len(replicas) > 1:
+            ends = [log_end_offset(r) for r in replicas]
+            out.extend(replicas[ends.index(max(ends))])
+        else:
+            out.extend(replicas[0])
     return out
 
 

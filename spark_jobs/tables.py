@@ -6,6 +6,11 @@ GROUP_METADATA_SCHEMA, EVENTS_SCHEMA, CONSUMER_EVENTS_SCHEMA), `schema_of` (the 
 from the event schemas' declared JSON types, broker.events and bench.events, to Spark types), and the functions that load each
 table from a broker's data directory (or a rebalance bench's output directory).
 
+Where a loader takes `data_dir`, a list (or tuple) of directories stands for the data
+directories of a cluster's brokers, one each: the log tables read each partition from one
+of its replicas (spark_jobs.segments.find_replica_segments) and `events` merges the brokers'
+event logs.
+
 Column order is part of the contract. Columns are nullable unless a value always exists,
 even for a batch that could not be decoded (see spark_jobs.segments for those rows).
 """
@@ -247,7 +252,11 @@ def _log(spark, data_dir, level: str, topics: Iterable[str] | None,
     reader = spark.read.format(DATA_SOURCE).option("level", level)
     if columns is not None:
         reader = reader.option("columns", ",".join(schema.fieldNames()))
-    df = reader.load(str(data_dir))
+    if isinstance(data_dir, (list, tuple)):
+        import json
+        df = reader.option("data_dirs", json.dumps([str(d) for d in data_dir])).load()
+    else:
+        df = reader.load(str(data_dir))
     # Spark 4.3 keeps the reader that pushFilters narrowed on the DataFrame's relation and
     # reuses it for a later query that pushes no filter, so `df.where(topic == x)` followed
     # by `df.count()` would count topic x only. An always-true filter Spark can hand to
@@ -353,10 +362,11 @@ def group_metadata(spark, data_dir):
     return _offsets_table(spark, data_dir, GROUP_METADATA, GROUP_METADATA_SCHEMA)
 
 
-def _json_lines(spark, directory: Path, schema: StructType):
+def _json_lines(spark, directory: Path | list[Path], schema: StructType):
     from pyspark.sql import functions as F
 
-    files = sorted(str(p) for p in directory.glob("*.jsonl")) if directory.is_dir() else []
+    files = [str(p) for d in (directory if isinstance(directory, list) else [directory])
+             if d.is_dir() for p in sorted(d.glob("*.jsonl"))]
     if not files:
         return _empty(spark, schema)
     json_schema = StructType([f for f in schema.fields if f.name != "time"])
@@ -369,8 +379,17 @@ def _json_lines(spark, directory: Path, schema: StructType):
 
 def events(spark, data_dir):
     """EVENTS_SCHEMA: the broker's event log, DATA_DIR/events/*.jsonl. Malformed or torn
-    lines are dropped; no events directory gives an empty table."""
-    return _json_lines(spark, Path(data_dir) / "events", EVENTS_SCHEMA)
+    lines are dropped; no events directory gives an empty table.
+
+    Given several data directories, their event logs merged: an event found more than once
+    (the same line in two copies of a log) is kept once, and the table is in `ts` order
+    (then broker, then type)."""
+    if not isinstance(data_dir, (list, tuple)):
+        return _json_lines(spark, Path(data_dir) / "events", EVENTS_SCHEMA)
+    df = _json_lines(spark, [Path(d) / "events" for d in data_dir], EVENTS_SCHEMA)
+    # every column but `time`, which is ts again
+    return (df.dropDuplicates([c for c in df.columns if c != "time"])
+            .orderBy("ts", "broker", "type"))
 
 
 def consumer_events(spark, bench_dir):

@@ -1,6 +1,6 @@
 """`minibroker analyze`: run the Spark analysis jobs over a broker's data directory.
 
-    minibroker analyze --data-dir DIR --out OUT [--job NAME ...] [--master URL]
+    minibroker analyze --data-dir DIR [DIR ...] --out OUT [--job NAME ...] [--master URL]
                        [--at TIMESTAMP] [--consumer-events BENCH_DIR]
     python -m tools.analyze ...                 (the same)
     spark-submit --py-files analysis.zip tools/analyze.py ...   (docs/ANALYSIS.md)
@@ -10,7 +10,10 @@ Owns argument parsing, the run loop (one progress line per job on stderr, e.g.
 `--at` replay's text (`render_describe`: the lag job computes what `groups describe` would
 have shown, tools.groups prints it, so the text is the tool's own), and the exit status: 0;
 2 with one line on stderr when Java is missing, the data directory does not exist or an
-argument is wrong. The master: --master wins; else a running session's (spark-submit) or
+argument is wrong. Several data directories (`--data-dir` repeated, or several after one)
+are a cluster's brokers, one each, analysed as one: their event logs merged (an event found
+twice kept once, in time order) and each partition's log read from one of its replicas
+(spark_jobs.tables). The master: --master wins; else a running session's (spark-submit) or
 MASTER / PYSPARK_SUBMIT_ARGS; else local[*] (spark_jobs.session).
 
 It lives in tools/, not spark_jobs/: spark_jobs is the analysis library and imports none of
@@ -63,10 +66,14 @@ def parse_timestamp(text: str) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog=PROG, description="Spark analysis of a minibroker data directory: consumer lag "
+        prog=PROG, description="Spark analysis of a minibroker data directory (or of every "
+        "broker's of a cluster, as one): consumer lag "
         "and Burrow status, rebalances and pauses, throughput and skew, request latency, ISR "
         "health. Tables (Parquet + CSV), PNG charts and OUT/report.html (docs/ANALYSIS.md).")
-    p.add_argument("--data-dir", required=True, help="the broker's data directory (log.dirs)")
+    p.add_argument("--data-dir", required=True, action="extend", nargs="+", metavar="DIR",
+                   dest="data_dirs",
+                   help="the broker's data directory (log.dirs); for a cluster, every "
+                        "broker's (repeat the option, or name several): one report of all")
     p.add_argument("--out", required=True, help="where tables, charts and report.html go")
     p.add_argument("--job", action="append", choices=JOBS, metavar="NAME",
                    help=f"run only this job (repeatable; default all: {', '.join(JOBS)})")
@@ -141,9 +148,11 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as e:  # argparse has printed the usage line
         return 0 if e.code == 0 else 2
-    data_dir = Path(args.data_dir)
-    if not data_dir.is_dir():
-        return _fail(f"data directory {data_dir} does not exist")
+    for data_dir in map(Path, args.data_dirs):
+        if not data_dir.is_dir():
+            return _fail(f"data directory {data_dir} does not exist")
+    # one directory named twice is one broker's, not two copies
+    data_dirs = tuple(dict.fromkeys(Path(d).resolve() for d in args.data_dirs))
     bench_dir = Path(args.consumer_events) if args.consumer_events else None
     if bench_dir is not None and not (bench_dir / "consumers").is_dir():
         return _fail(f"{bench_dir} has no consumers/ directory of consumer events")
@@ -164,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.stderr.write(f"[spark] {spark.sparkContext.master}, "
                      f"{time.monotonic() - started:.1f} s to start\n")
 
-    ctx = Context(data_dir=data_dir.resolve(), out=out.resolve(), at_ms=args.at,
+    ctx = Context(data_dir=data_dirs[0] if len(data_dirs) == 1 else data_dirs,
+                  out=out.resolve(), at_ms=args.at,
                   consumer_events_dir=bench_dir.resolve() if bench_dir else None)
     results, written = [], {}
     # The jobs run side by side, JOB_THREADS at a time: on small data a job's time is mostly
@@ -179,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         ctx.release()
-    preamble = [f"data directory: {ctx.data_dir}",
+    preamble = [f"data directory: {data_dirs[0]}" if len(data_dirs) == 1 else
+                f"data directories: {', '.join(map(str, data_dirs))}",
                 f"Spark master: {spark.sparkContext.master}; jobs: {', '.join(jobs)}"]
     if args.at is not None:
         preamble.append(f"--at {ms_to_text(args.at)}")

@@ -2,7 +2,9 @@
 Kafka's kafka-topics.sh, on the client library's AdminClient.
 
     minibroker topics list --bootstrap-server 127.0.0.1:9092
-    minibroker topics describe [TOPIC] [--under-replicated-partitions] --bootstrap-server ...
+    minibroker topics describe [TOPIC] [--under-replicated-partitions] \
+        [--unavailable-partitions] [--under-min-isr-partitions] [--at-min-isr-partitions] \
+        --bootstrap-server ...
     minibroker topics create TOPIC --partitions 3 [--replication-factor 1] \\
         [--config cleanup.policy=compact --config retention.ms=60000] --bootstrap-server ...
     minibroker topics delete TOPIC --bootstrap-server ...
@@ -16,8 +18,11 @@ What each prints is what Kafka's TopicCommand prints:
   (the configs that are not Kafka's defaults: topic overrides and the broker's own settings),
   then one line per partition
   "<TAB>Topic: T<TAB>Partition: P<TAB>Leader: L<TAB>Replicas: 0,1<TAB>Isr: 0,1".
-  With --under-replicated-partitions only the partition lines whose ISR is smaller than the
-  replica set are printed, and no topic lines;
+  The reports print no topic lines and only the partition lines that one of those asked
+  for picks (`Reports`): --under-replicated-partitions, an ISR smaller than the replica
+  set; --unavailable-partitions, no leader, or a leader that is not among the live brokers
+  DescribeCluster lists; --under-min-isr-partitions, no leader or an ISR smaller than the
+  topic's min.insync.replicas; --at-min-isr-partitions, an ISR exactly that size;
 - `create`: "Created topic T."; `delete` and `alter`: nothing.
 
 Exit status 0; 1 with one line on stderr, "minibroker topics: ERROR_NAME: detail", when the
@@ -32,15 +37,17 @@ import argparse
 import base64
 import sys
 import uuid
+from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, TextIO
 
-
-from client.admin import AdminClient, ConfigEntry, ConfigResource, NewTopic, TopicDescription
+from client.admin import (AdminClient, ConfigEntry, ConfigResource, NewTopic, PartitionInfo,
+                          TopicDescription)
 from client.errors import KafkaError
 from protocol.errors import ErrorCode
 from tools.admin_session import open_admin, run_admin_tool
 
-__all__ = ["add_arguments", "describe_lines", "main", "parse_configs", "run", "topic_id_text"]
+__all__ = ["Reports", "add_arguments", "describe_lines", "main", "parse_configs", "run",
+           "topic_id_text"]
 
 DEFAULT_TIMEOUT_MS = 30000
 
@@ -58,12 +65,48 @@ def _ids(nodes: Iterable[int]) -> str:
     return ",".join(str(n) for n in nodes)
 
 
-def describe_lines(description: TopicDescription, configs: Mapping[str, ConfigEntry], *,
-                   under_replicated_only: bool = False) -> list[str]:
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
+
+
+@dataclass(frozen=True)
+class Reports:
+    """The partition reports of `topics describe`, as TopicCommand's DescribeOptions: with
+    any asked for, a partition is printed when one of them picks it, and no topic line is.
+    `live_brokers` (the node ids DescribeCluster lists) is needed by `unavailable` only."""
+
+    under_replicated: bool = False
+    unavailable: bool = False
+    under_min_isr: bool = False
+    at_min_isr: bool = False
+    live_brokers: frozenset[int] = frozenset()
+
+    @property
+    def asked(self) -> bool:
+        return self.under_replicated or self.unavailable or self.under_min_isr or self.at_min_isr
+
+    def picks(self, p: PartitionInfo, min_isr: int) -> bool:
+        leaderless = p.leader is None
+        return ((self.under_replicated and len(p.replicas) - len(p.isr) > 0)
+                or (self.unavailable and (leaderless or p.leader not in self.live_brokers))
+                or (self.under_min_isr and (leaderless or len(p.isr) < min_isr))
+                or (self.at_min_isr and len(p.isr) == min_isr))
+
+
+def _min_isr(configs: Mapping[str, ConfigEntry]) -> int:
+    entry = configs.get(MIN_INSYNC_REPLICAS)
+    try:
+        return int(entry.value) if entry is not None and entry.value is not None else 1
+    except ValueError:
+        return 1  # Kafka's default; a broker never answers a value that is not a number
+
+
+def describe_lines(description: TopicDescription, configs: Mapping[str, ConfigEntry],
+                   reports: Reports = Reports()) -> list[str]:
     """TopicCommand's lines for one topic (without line ends)."""
     partitions = sorted(description.partitions, key=lambda p: p.partition)
     lines = []
-    if not under_replicated_only:
+    min_isr = _min_isr(configs)
+    if not reports.asked:
         replication_factor = len(partitions[0].replicas) if partitions else 0
         overrides = ",".join(f"{e.name}={e.value}" for e in configs.values()
                              if not e.is_default)
@@ -74,7 +117,7 @@ def describe_lines(description: TopicDescription, configs: Mapping[str, ConfigEn
         lines.append(f"{head}\tPartitionCount: {len(partitions)}"
                      f"\tReplicationFactor: {replication_factor}\tConfigs: {overrides}")
     for p in partitions:
-        if under_replicated_only and len(p.replicas) - len(p.isr) <= 0:
+        if reports.asked and not reports.picks(p, min_isr):
             continue
         leader = "none" if p.leader is None else str(p.leader)
         lines.append(f"\tTopic: {description.name}\tPartition: {p.partition}"
@@ -114,9 +157,16 @@ async def describe(admin: AdminClient, args, out: TextIO) -> None:
         return
     descriptions = await admin.describe_topics(names)
     configs = await admin.describe_configs(ConfigResource("topic", n) for n in names)
+    reports = Reports(under_replicated=args.under_replicated_partitions,
+                      unavailable=args.unavailable_partitions,
+                      under_min_isr=args.under_min_isr_partitions,
+                      at_min_isr=args.at_min_isr_partitions)
+    if reports.unavailable:
+        cluster = await admin.describe_cluster()
+        reports = replace(reports, live_brokers=frozenset(b.node_id for b in cluster.brokers))
     for name in names:
         for line in describe_lines(descriptions[name], configs[ConfigResource("topic", name)],
-                                   under_replicated_only=args.under_replicated_partitions):
+                                   reports):
             out.write(line + "\n")
 
 
@@ -180,6 +230,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     common(desc)
     desc.add_argument("--under-replicated-partitions", action="store_true",
                       help="only partitions whose ISR is smaller than their replica set")
+    desc.add_argument("--unavailable-partitions", action="store_true",
+                      help="only partitions with no leader, or a leader that is not a live "
+                           "broker")
+    desc.add_argument("--under-min-isr-partitions", action="store_true",
+                      help="only partitions with no leader or an ISR smaller than the "
+                           "topic's min.insync.replicas")
+    desc.add_argument("--at-min-isr-partitions", action="store_true",
+                      help="only partitions whose ISR is exactly min.insync.replicas")
     desc.add_argument("--exclude-internal", action="store_true",
                       help="leave out internal topics when no TOPIC is named")
 

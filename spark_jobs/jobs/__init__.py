@@ -1,8 +1,8 @@
 """The analysis jobs run by `minibroker analyze`, and what they share.
 
 Owns: `JOBS` (name -> module; each module has `run(spark, ctx) -> JobResult` over pure
-DataFrame -> DataFrame transforms), `Context` (the inputs of a run: data directory, output
-directory, `--at`, the bench's consumer events, and each input table loaded once), `JobResult`
+DataFrame -> DataFrame transforms), `Context` (the inputs of a run: data directory, or one per
+broker of a cluster, output directory, `--at`, the bench's consumer events, and each input table loaded once), `JobResult`
 (the tables, charts, notes and text blocks a job hands to spark_jobs.report), `frame`, which
 builds a DataFrame of one of the contract's schemas from partial rows (tests and empty tables),
 and `lookup`, a Python dict applied to a column.
@@ -47,8 +47,10 @@ class JobResult:
 @dataclass
 class Context:
     """One run's inputs. Tables are loaded lazily, once, and cached in Spark's memory because
-    several jobs read the same ones."""
-    data_dir: Path
+    several jobs read the same ones. `data_dir` is one broker's data directory, or a tuple
+    of several brokers' (spark_jobs.tables: the logs read from one replica each, the event
+    logs merged)."""
+    data_dir: Path | tuple[Path, ...]
     out: Path
     at_ms: int | None = None
     consumer_events_dir: Path | None = None
@@ -56,6 +58,16 @@ class Context:
     # jobs may run in threads side by side (tools.analyze): each table is loaded once
     _lock: Any = field(default_factory=threading.RLock, repr=False)
     _source_checked: bool = field(default=False, repr=False)
+
+    @property
+    def data_dirs(self) -> tuple[Path, ...]:
+        return self.data_dir if isinstance(self.data_dir, tuple) else (self.data_dir,)
+
+    def _source(self) -> str | list[str]:
+        """What spark_jobs.tables' loaders take: one path, or a list of data directories."""
+        if isinstance(self.data_dir, tuple):
+            return [str(d) for d in self.data_dir]
+        return str(self.data_dir)
 
     def job_dir(self, job: str) -> Path:
         path = Path(self.out) / job
@@ -74,7 +86,7 @@ class Context:
         if not self._source_checked:
             from spark_jobs import tables
             from spark_jobs.session import register_data_source
-            if tables.needs_data_source(self.data_dir):
+            if tables.needs_data_source(self._source()):
                 register_data_source(spark)
             self._source_checked = True
 
@@ -88,7 +100,7 @@ class Context:
                     return None
                 df = tables.consumer_events(spark, str(self.consumer_events_dir))
             else:
-                df = getattr(tables, name)(spark, str(self.data_dir))
+                df = getattr(tables, name)(spark, self._source())
             if name != "records" and not df.isLocal():
                 # Cached with as many partitions as the machine has cores, not one per
                 # input range (a 1 GB log has 30, a data directory with groups one per
@@ -109,7 +121,7 @@ class Context:
         from spark_jobs import tables
         with self._lock:
             self._data_source(spark)
-        return tables.records(spark, str(self.data_dir), columns=columns)
+        return tables.records(spark, self._source(), columns=columns)
 
     def release(self) -> None:
         for df in self._loaded.values():

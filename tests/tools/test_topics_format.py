@@ -1,6 +1,9 @@
 """What `minibroker topics describe` prints, from descriptions made by hand: kafka-topics'
-lines, and --under-replicated-partitions picking partitions whose ISR is short (a single
-broker never has one, so only here can the filter be seen to keep something)."""
+lines, and the partition reports (--under-replicated-partitions, --unavailable-partitions,
+--under-min-isr-partitions, --at-min-isr-partitions) picking partitions as TopicCommand's
+DescribeOptions does. A single broker never has a short ISR or a leaderless partition, so
+only here can those reports be seen to keep something; tests/tools/test_topics_inproc.py
+runs the command against a broker."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import uuid
 import pytest
 
 from client.admin import ConfigEntry, PartitionInfo, TopicDescription
-from tools.topics import describe_lines, parse_configs, topic_id_text
+from tools.topics import Reports, describe_lines, parse_configs, topic_id_text
 
 TOPIC_ID = uuid.UUID("0123456789abcdef0123456789abcdef")
 
@@ -47,14 +50,44 @@ def test_no_topic_id_and_no_overrides():
     assert lines[0] == "Topic: t\tPartitionCount: 1\tReplicationFactor: 1\tConfigs: "
 
 
-def test_under_replicated_keeps_only_partitions_with_a_short_isr():
-    desc = description(PartitionInfo(0, 1, (1, 2), (1, 2)), PartitionInfo(1, 2, (2, 1), (2,)),
-                       PartitionInfo(2, 1, (1, 2), ()))
-    assert describe_lines(desc, {}, under_replicated_only=True) == [
-        "\tTopic: orders\tPartition: 1\tLeader: 2\tReplicas: 2,1\tIsr: 2",
-        "\tTopic: orders\tPartition: 2\tLeader: 1\tReplicas: 1,2\tIsr: "]
+def line(p: PartitionInfo) -> str:
+    leader = "none" if p.leader is None else p.leader
+    return (f"\tTopic: orders\tPartition: {p.partition}\tLeader: {leader}"
+            f"\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
+
+
+# brokers 1, 2, 3 of which 3 is not live; min.insync.replicas 2
+HEALTHY = PartitionInfo(0, 1, (1, 2, 3), (1, 2, 3))
+ONE_BEHIND = PartitionInfo(1, 2, (2, 1, 3), (2, 1))    # at min ISR
+ALONE = PartitionInfo(2, 1, (1, 2, 3), (1,))           # under min ISR
+LEADERLESS = PartitionInfo(3, None, (3, 1, 2), (3,))   # under min ISR
+DEAD_LEADER = PartitionInfo(4, 3, (3, 1, 2), (3, 1, 2))
+SEVERAL = description(HEALTHY, ONE_BEHIND, ALONE, LEADERLESS, DEAD_LEADER)
+MIN_ISR_2 = {"min.insync.replicas": entry("min.insync.replicas", "2", False)}
+LIVE = frozenset({1, 2})
+
+
+@pytest.mark.parametrize("reports, picked", [
+    (Reports(under_replicated=True), [ONE_BEHIND, ALONE, LEADERLESS]),
+    (Reports(unavailable=True, live_brokers=LIVE), [LEADERLESS, DEAD_LEADER]),
+    (Reports(under_min_isr=True), [ALONE, LEADERLESS]),
+    (Reports(at_min_isr=True), [ONE_BEHIND]),
+    # several: a partition any of them picks, once, in partition order
+    (Reports(at_min_isr=True, unavailable=True, live_brokers=LIVE),
+     [ONE_BEHIND, LEADERLESS, DEAD_LEADER]),
+], ids=["under-replicated", "unavailable", "under-min-isr", "at-min-isr", "two"])
+def test_each_report_keeps_only_the_partitions_it_picks(reports, picked):
+    assert describe_lines(SEVERAL, MIN_ISR_2, reports) == [line(p) for p in picked]
+
+
+def test_a_report_of_a_healthy_topic_is_empty_and_never_prints_the_topic_line():
     healthy = description(PartitionInfo(0, 1, (1,), (1,)))
-    assert describe_lines(healthy, {}, under_replicated_only=True) == []
+    assert describe_lines(healthy, {}, Reports(under_replicated=True)) == []
+    assert describe_lines(healthy, {}, Reports(unavailable=True, live_brokers=frozenset({1}))) \
+        == []
+    # without a min.insync.replicas entry the broker default, 1, applies
+    assert describe_lines(healthy, {}, Reports(at_min_isr=True)) == [
+        "\tTopic: orders\tPartition: 0\tLeader: 1\tReplicas: 1\tIsr: 1"]
 
 
 def test_configs_are_key_equals_value():
