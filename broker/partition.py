@@ -74,6 +74,11 @@ class Partition:
     def isr(self) -> tuple[int, ...]:
         return self.state.isr
 
+    @property
+    def partition_epoch_known(self) -> bool:
+        """Whether this replica has had a registration yet (a first one changes nothing)."""
+        return self.state.partition_epoch >= 0
+
     # -- roles, as the metadata image gives them ------------------------------------------
 
     def make_leader(self, *, leader_epoch: int, partition_epoch: int,

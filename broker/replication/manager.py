@@ -11,8 +11,9 @@ Owns `ReplicaManager`:
 - the ISR expiration loop (every replica.lag.time.max.ms / 2, as Kafka runs it), which
   proposes shrinks;
 - the AlterPartition sender: every proposal queued since the last request goes to the
-  active controller in one request; the answer settles each, and each change committed
-  writes an `isr_change` event;
+  active controller in one request; the answer settles each. Every committed ISR change
+  of a partition this broker leads, asked for or made by the controller, writes one
+  `isr_change` event;
 - `replication-offset-checkpoint`: every partition's HW, written every
   replica.high.watermark.checkpoint.interval.ms and at shutdown, read at start-up, so a
   restarted leader does not show consumers a HW far behind what they have read.
@@ -64,6 +65,8 @@ class ReplicaManager:
         replicas, isr = tuple(registration.replicas), tuple(registration.isr)
         key = (partition.topic, partition.index)
         if registration.leader == self.broker.node_id:
+            before, pending = partition.isr, partition.state.pending
+            known = partition.partition_epoch_known
             if (not partition.is_leader
                     or partition.leader_epoch != registration.leader_epoch):
                 self.fetchers.remove(key)
@@ -79,6 +82,12 @@ class ReplicaManager:
                                              replicas=replicas, isr=isr)
             if moved:
                 self.broker.notify_data_arrived(*key)
+            if known and set(partition.isr) != set(before):
+                reason = (pending.reason if pending is not None
+                          and set(pending.new_isr) == set(partition.isr)
+                          else "changed by the controller (a broker fenced, shut down or "
+                               "its log directory failed, or a leader election)")
+                self._isr_changed(partition, before, reason)
             return
         if partition.make_follower(leader_id=registration.leader,
                                    leader_epoch=registration.leader_epoch,
@@ -199,19 +208,27 @@ class ReplicaManager:
                      change.kind, list(change.old_isr), list(change.new_isr), code.name)
             partition.state.on_alter_partition_result(change, error=True)
             return
+        before = partition.isr
         moved = partition.state.on_alter_partition_result(
             change, error=False, leader_epoch=answer["leader_epoch"],
             partition_epoch=answer["partition_epoch"], isr=tuple(answer["isr"]),
             log_end_offset=partition.log_end_offset)
-        log.info("%s-%d: ISR %s %s -> %s (%s)", partition.topic, partition.index, change.kind,
-                 list(change.old_isr), list(answer["isr"]), change.reason)
-        self.broker.events.emit("isr_change", topic=partition.topic,
-                                partition=partition.index, leader_id=self.broker.node_id,
-                                kind=change.kind, old_isr=list(change.old_isr),
-                                new_isr=list(answer["isr"]),
-                                high_watermark=partition.high_watermark, reason=change.reason)
+        if set(partition.isr) != set(before):  # else the metadata brought it first
+            self._isr_changed(partition, before, change.reason)
         if moved:
             self.broker.notify_data_arrived(partition.topic, partition.index)
+
+    def _isr_changed(self, partition: Partition, before: tuple[int, ...], reason: str) -> None:
+        """One `isr_change` event per change, written by the leader, whichever way the
+        change reached it first (its AlterPartition's answer or the metadata record)."""
+        after = partition.isr
+        kind = "shrink" if len(after) < len(before) else "expand"
+        log.info("%s-%d: ISR %s %s -> %s (%s)", partition.topic, partition.index, kind,
+                 list(before), list(after), reason)
+        self.broker.events.emit("isr_change", topic=partition.topic,
+                                partition=partition.index, leader_id=self.broker.node_id,
+                                kind=kind, old_isr=list(before), new_isr=list(after),
+                                high_watermark=partition.high_watermark, reason=reason)
 
     def _settle_all(self, batch: dict[tuple[str, int], PendingIsrChange]) -> None:
         for (topic, index), change in batch.items():
