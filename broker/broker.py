@@ -408,7 +408,7 @@ class Broker:
         hosted = sorted(self.partitions)
         self.events.emit("log_dir_failure", log_dir=self.log_dirs.path,
                          directory_id=str(self.log_dirs.directory_id), reason=reason,
-                         partitions=[f"{t}-{i}" for t, i in hosted])
+                         replicas_held=[f"{t}-{i}" for t, i in hosted])
         for topic, index in hosted:
             self.notify_data_arrived(topic, index)
 

@@ -43,7 +43,7 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
     "broker_unfenced": {"broker_id": "long", "broker_epoch": "long"},
     # the broker whose data directory failed (broker/log_dirs.py), once, when it goes offline
     "log_dir_failure": {"log_dir": "string", "directory_id": "string", "reason": "string",
-                        "partitions": "array<string>"},
+                        "replicas_held": "array<string>"},
     "segment_roll": {"topic": "string", "partition": "long", "base_offset": "long"},
     "segment_delete": {"topic": "string", "partition": "long", "base_offset": "long",
                        "reason": "string"},

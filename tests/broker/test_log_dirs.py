@@ -161,8 +161,8 @@ async def test_a_failed_write_takes_the_directory_offline_and_its_leaderships_mo
     [event] = [e for e in read_events(broker.data_dir) if e["type"] == "log_dir_failure"]
     assert event["directory_id"] == str(directory_id)
     assert event["log_dir"] == str(broker.data_dir) and "Input/output error" in event["reason"]
-    assert set(event["partitions"]) >= {"t-0", "t-1"}
-    assert "elsewhere-0" not in event["partitions"]
+    assert set(event["replicas_held"]) >= {"t-0", "t-1"}
+    assert "elsewhere-0" not in event["replicas_held"]
 
 
 async def test_a_read_the_device_fails_takes_the_directory_offline(running, monkeypatch):

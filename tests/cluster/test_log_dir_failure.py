@@ -82,4 +82,4 @@ def test_a_failed_log_directory_moves_its_leaderships_to_other_brokers(make_clus
     assert _produce(node.port, topic) == ErrorCode.KAFKA_STORAGE_ERROR
     assert _produce(cluster.nodes[new_leader].port, topic) == ErrorCode.NONE
     [event] = [e for e in read_events(node.data_dir) if e["type"] == "log_dir_failure"]
-    assert f"{topic}-0" in event["partitions"] and "Input/output error" in event["reason"]
+    assert f"{topic}-0" in event["replicas_held"] and "Input/output error" in event["reason"]
