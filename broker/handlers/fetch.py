@@ -17,10 +17,10 @@ below the HW only: a fetch offset between the HW and the LEO (a new leader whose
 catching up) answers no records rather than OFFSET_OUT_OF_RANGE, which would make the
 consumer reset its position.
 
-A consumer speaking v11+ may also read from a follower, below the follower's HW (KIP-392). With
-replica.selector.class set to Kafka's RackAwareReplicaSelector, the leader answers a consumer
-whose rack_id (client.rack) names another rack than its own with preferred_read_replica: an
-in-sync replica in that rack (broker.replication.selector), and no records.
+With replica.selector.class set to Kafka's RackAwareReplicaSelector (KIP-392), the leader
+answers a consumer whose rack_id (client.rack, v11+) names another rack than its own with
+preferred_read_replica: an in-sync replica in that rack (broker.replication.selector), and
+no records; the follower then serves that consumer below its own HW.
 
 Otherwise only the partition's leader serves it: elsewhere the answer is NOT_LEADER_OR_FOLLOWER
 (UNKNOWN_TOPIC_OR_PARTITION if the metadata image has no such partition), and a client's
@@ -57,13 +57,20 @@ def replica_id(ctx: RequestContext) -> int:
 
 
 def _follower_fetch(ctx: RequestContext, follower: int) -> None:
-    """Tell each partition's leader state where the follower's log ends, once per request."""
+    """Tell each partition's leader state where the follower's log ends, once per request:
+    only for a fetch at this leader's epoch and within its log (as Kafka checks before
+    updateFollowerFetchState). A fetch made for an older epoch may come from a log this
+    leader has since cut, and counting its offset would let the HW pass records the
+    follower does not hold."""
     state = ctx.body.get("replica_state") if ctx.version >= REPLICA_STATE_VERSION else None
     broker_epoch = state.replica_epoch if state is not None else -1
     for topic in ctx.body.topics:
         for p in topic.partitions:
-            partition = ctx.broker.partition(topic.topic, p.partition)
-            if partition is not None and partition.is_leader:
+            partition, error = lookup(ctx.broker, topic.topic, p.partition,
+                                      p.get("current_leader_epoch", -1))
+            if (partition is not None and error == ErrorCode.NONE
+                    and p.get("current_leader_epoch", -1) >= 0
+                    and p.fetch_offset <= partition.log_end_offset):
                 ctx.broker.replicas.on_follower_fetch(partition, follower, p.fetch_offset,
                                                       broker_epoch)
 
@@ -92,9 +99,12 @@ def _read(ctx: RequestContext, follower: int) -> tuple[list, int, bool]:
     aborted: list[dict] | None = [] if body.isolation_level == READ_COMMITTED else None
     # KIP-392: a consumer speaking v11+ may read from a follower, and with the rack-aware
     # selector the leader sends one with a client.rack to a replica in its rack
-    consumer_may_use_follower = follower < 0 and ctx.version >= RACK_ID_VERSION
+    # (only with the selector on: without it no client is sent to a follower, and a client
+    # whose metadata is stale should hear NOT_LEADER_OR_FOLLOWER and look again)
+    rack_aware = broker.config.replica_selector_class == RACK_AWARE_SELECTOR
+    consumer_may_use_follower = rack_aware and follower < 0 and ctx.version >= RACK_ID_VERSION
     rack = body.get("rack_id") if consumer_may_use_follower else None
-    selector = bool(rack) and broker.config.replica_selector_class == RACK_AWARE_SELECTOR
+    selector = bool(rack)
     responses = []
     for topic in body.topics:
         partitions = []

@@ -44,8 +44,10 @@ from protocol.errors import ErrorCode
 from protocol.record_errors import RecordError
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
     from broker.partition import Partition
+
+# the broker (broker.broker.Broker) is typed loosely: it imports this module
+Broker = Any
 
 log = logging.getLogger("minibroker.replication.fetcher")
 

@@ -36,14 +36,18 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
     from broker.partition import Partition
+
+# the broker (broker.broker.Broker) is typed loosely: it imports this module
+Broker = Any
 
 log = logging.getLogger("minibroker.replication")
 
 ALTER_PARTITION_VERSION = 3
 HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
 REFUSED_BACKOFF_S = 0.5
+# refusals that mean the change was certainly not applied (Kafka drops the change on these)
+_DROP_ON = frozenset({ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED})
 _CHECKPOINT_VERSION = 0
 
 
@@ -57,6 +61,7 @@ class ReplicaManager:
         # a refused change is not proposed again before this (trio clock), so a follower the
         # controller will not take yet (still fenced) does not cost a request per fetch
         self._refused_until: dict[tuple[str, int], float] = {}
+        self._nursery: trio.Nursery | None = None
 
     # -- the metadata --------------------------------------------------------------------
 
@@ -180,13 +185,15 @@ class ReplicaManager:
             response = await broker.controller_channel.forward(
                 m.ALTER_PARTITION, ALTER_PARTITION_VERSION, body)
         except ControllerUnavailable as e:
-            log.warning("AlterPartition for %d partitions got no answer (%s); proposed again "
-                        "later", len(batch), e)
-            self._settle_all(batch)
+            # the controller may have committed it: the change stays pending (the HW keeps
+            # counting a joining replica) and is sent again
+            log.warning("AlterPartition for %d partitions got no answer (%s); sending again",
+                        len(batch), e)
+            self._resend(batch)
             return
         if response.get("error_code", 0) != ErrorCode.NONE:
             log.warning("AlterPartition refused: %s", ErrorCode(response["error_code"]).name)
-            self._settle_all(batch)
+            self._resend(batch)
             return
         for t in response["topics"]:
             answered = ids.get(t["topic_id"])
@@ -197,16 +204,22 @@ class ReplicaManager:
                 local = broker.partition(answered, a["partition_index"])
                 if settled is not None and local is not None:
                     self._settle(local, settled, a)
-        self._settle_all(batch)  # anything the answer left out
+        self._resend(batch)  # anything the answer left out
 
     def _settle(self, partition: Partition, change: PendingIsrChange, answer: Any) -> None:
         code = ErrorCode(answer["error_code"])
         if code != ErrorCode.NONE:
-            self._refused_until[(partition.topic, partition.index)] = (
-                trio.current_time() + REFUSED_BACKOFF_S)
             log.debug("%s-%d: ISR %s of %s to %s refused: %s", partition.topic, partition.index,
                      change.kind, list(change.old_isr), list(change.new_isr), code.name)
-            partition.state.on_alter_partition_result(change, error=True)
+            if code in _DROP_ON:
+                # certainly not applied: drop it, and do not ask again at once
+                self._refused_until[(partition.topic, partition.index)] = (
+                    trio.current_time() + REFUSED_BACKOFF_S)
+                partition.state.on_alter_partition_result(change, error=True)
+            # else (a stale partition or leader epoch, INVALID_UPDATE_VERSION after a retry
+            # the controller had applied): the change stays pending until the metadata
+            # record with the newer partition epoch settles it, as Kafka's
+            # handleAlterPartitionError does
             return
         before = partition.isr
         moved = partition.state.on_alter_partition_result(
@@ -230,11 +243,19 @@ class ReplicaManager:
                                 kind=kind, old_isr=list(before), new_isr=list(after),
                                 high_watermark=partition.high_watermark, reason=reason)
 
-    def _settle_all(self, batch: dict[tuple[str, int], PendingIsrChange]) -> None:
-        for (topic, index), change in batch.items():
-            partition = self.broker.partition(topic, index)
-            if partition is not None:
-                partition.state.on_alter_partition_result(change, error=True)
+    def _resend(self, batch: dict[tuple[str, int], PendingIsrChange]) -> None:
+        """Queue again the changes still pending (unanswered, or the answer left them out),
+        after a pause so an unreachable controller is not asked in a tight loop."""
+        for key, change in batch.items():
+            partition = self.broker.partition(*key)
+            if partition is not None and partition.state.pending is change:
+                self._proposals.setdefault(key, change)
+        if self._proposals and self._nursery is not None:
+            self._nursery.start_soon(self._wake_after, REFUSED_BACKOFF_S)
+
+    async def _wake_after(self, seconds: float) -> None:
+        await trio.sleep(seconds)
+        self._proposed.set()
 
     # -- the high-watermark checkpoint ---------------------------------------------------------
 
@@ -291,6 +312,7 @@ class ReplicaManager:
 
     async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             await nursery.start(self.fetchers.run)
             nursery.start_soon(self._isr_expiration_loop)
             nursery.start_soon(self._alter_partition_loop)

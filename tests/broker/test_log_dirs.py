@@ -130,16 +130,16 @@ def _moved_away(broker: Broker, name: str, indexes: range):
 async def test_a_failed_write_takes_the_directory_offline_and_its_leaderships_move(
         running, monkeypatch):
     broker, client = await running(**SLOW_HEARTBEATS)
-    await _add_peer(broker)
+    await _add_peer(broker)  # a peer that never fetches: acks=1, as acks=all would wait for it
     await _create(client, "t", [[0, 1], [0, 1]])
     await _create(client, "elsewhere", [[1]])
-    assert await _produce(client, "t", {0: _batch(), 1: _batch()}) == {
+    assert await _produce(client, "t", {0: _batch(), 1: _batch()}, acks=1) == {
         0: (ErrorCode.NONE, 0), 1: (ErrorCode.NONE, 0)}
     directory_id = broker.log_dirs.directory_id
     assert broker.metadata_cache.broker(0).log_dirs == (directory_id,)  # registered
 
     disk = FaultyDisk(monkeypatch, broker.partition("t", 0).log.directory, "eio")
-    assert await _produce(client, "t", {0: _batch(seed=1)}) == {
+    assert await _produce(client, "t", {0: _batch(seed=1)}, acks=1) == {
         0: (ErrorCode.KAFKA_STORAGE_ERROR, -1)}
     assert broker.log_dirs.offline
     assert broker.lifecycle._heartbeat()["offline_log_dirs"] == [directory_id]
@@ -152,7 +152,7 @@ async def test_a_failed_write_takes_the_directory_offline_and_its_leaderships_mo
 
     # offline until restart: a healed disk changes nothing, every replica here answers 56
     disk.heal()
-    assert await _produce(client, "t", {0: _batch(seed=2), 1: _batch(seed=2)}) == {
+    assert await _produce(client, "t", {0: _batch(seed=2), 1: _batch(seed=2)}, acks=1) == {
         0: (ErrorCode.KAFKA_STORAGE_ERROR, -1), 1: (ErrorCode.KAFKA_STORAGE_ERROR, -1)}
     assert (await _fetch(client, "t", 1)).error_code == ErrorCode.KAFKA_STORAGE_ERROR
     assert (await _fetch(client, "elsewhere", 0)).error_code == (
@@ -169,7 +169,9 @@ async def test_a_read_the_device_fails_takes_the_directory_offline(running, monk
     broker, client = await running(**SLOW_HEARTBEATS)
     await _add_peer(broker)
     await _create(client, "r", [[0, 1]])
-    assert (await _produce(client, "r", {0: _batch()}))[0] == (ErrorCode.NONE, 0)
+    assert (await _produce(client, "r", {0: _batch()}, acks=1))[0] == (ErrorCode.NONE, 0)
+    partition = broker.partition("r", 0)  # the peer has it: the HW covers it, a read is due
+    broker.replicas.on_follower_fetch(partition, PEER, partition.log_end_offset, -1)
 
     def eio(*_args, **_kwargs):
         raise OSError(errno.EIO, "Input/output error")
@@ -187,7 +189,7 @@ async def test_a_log_the_disk_refuses_to_make_takes_the_directory_offline(
     FaultyDisk(monkeypatch, os.path.join(broker.data_dir, "nope-0"), "readonly")
     await _create(client, "nope", [[0, 1]])
     assert broker.partition("nope", 0) is None and not broker.log_dirs.offline
-    assert await _produce(client, "nope", {0: _batch()}) == {
+    assert await _produce(client, "nope", {0: _batch()}, acks=1) == {
         0: (ErrorCode.KAFKA_STORAGE_ERROR, -1)}  # made again on demand, refused again
     assert broker.log_dirs.offline and "nope-0" in str(broker.log_dirs.reason)
     assert await broker.wait_for_metadata(_moved_away(broker, "nope", range(1)), 5)
@@ -216,7 +218,7 @@ async def test_a_long_poll_on_the_failed_directory_is_answered_at_once(running, 
             await _until(lambda: ("w", 1) in broker._fetch_waiters)  # parked: nothing yet
             assert answers == []
             FaultyDisk(monkeypatch, broker.partition("w", 0).log.directory, "eio")
-            assert (await _produce(client, "w", {0: _batch()}))[0][0] == 56
+            assert (await _produce(client, "w", {0: _batch()}, acks=1))[0][0] == 56
     [answer] = answers
     assert answer.responses[0].partitions[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
 
@@ -228,12 +230,12 @@ async def test_alone_a_full_disk_costs_requests_not_the_directory(running, monke
     await _create(client, "t", [[0]])
     disk = FaultyDisk(monkeypatch, os.path.join(broker.data_dir, "t-0"), "full")
     for _ in range(3):
-        assert await _produce(client, "t", {0: _batch()}) == {
+        assert await _produce(client, "t", {0: _batch()}, acks=1) == {
             0: (ErrorCode.KAFKA_STORAGE_ERROR, -1)}
     assert not broker.log_dirs.offline
     assert broker.lifecycle._heartbeat()["offline_log_dirs"] == []
     disk.heal()
-    assert await _produce(client, "t", {0: _batch()}) == {0: (ErrorCode.NONE, 0)}
+    assert await _produce(client, "t", {0: _batch()}, acks=1) == {0: (ErrorCode.NONE, 0)}
     assert not [e for e in read_events(broker.data_dir) if e["type"] == "log_dir_failure"]
 
 

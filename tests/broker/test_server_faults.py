@@ -79,8 +79,9 @@ async def _create_topic(client: Client, name: str, partitions: int) -> int:
     return body.topics[0].error_code
 
 
-async def _produce(client: Client, topic: str, batches: dict[int, bytes]) -> dict[int, tuple]:
-    body = await client.call(PRODUCE, 9, {"acks": -1, "timeout_ms": 5000, "topic_data": [
+async def _produce(client: Client, topic: str, batches: dict[int, bytes],
+                   acks: int = -1) -> dict[int, tuple]:
+    body = await client.call(PRODUCE, 9, {"acks": acks, "timeout_ms": 5000, "topic_data": [
         {"name": topic, "partition_data": [{"index": i, "records": b}
                                            for i, b in batches.items()]}]})
     return {p.index: (p.error_code, p.base_offset)
