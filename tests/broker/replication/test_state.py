@@ -268,6 +268,7 @@ def test_a_member_behind_for_longer_than_the_lag_time_is_out_of_sync():
     assert state.out_of_sync_replicas(15, LAG_MS, LAG_MS) == []  # exactly the lag: still in
     assert state.out_of_sync_replicas(15, LAG_MS + 1, LAG_MS) == [2]
     change = state.maybe_shrink(15, LAG_MS + 1, LAG_MS)
+    assert change is not None
     assert change == PendingIsrChange("shrink", 5, 7, (1, 2, 3), (1, 3), change.reason)
     assert state.pending is change
     assert state.isr == (1, 2, 3)  # committed only once the controller says so
