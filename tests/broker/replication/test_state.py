@@ -330,6 +330,17 @@ def test_a_follower_reaching_the_high_watermark_is_proposed_back():
     assert state.pending is change
 
 
+def test_a_follower_past_the_epoch_start_but_below_the_high_watermark_stays_out():
+    state = leader(isr=(1, 2), leo=0, now=0)
+    assert state.leader_epoch_start_offset == 0
+    state.on_leader_append(10)
+    state.on_follower_fetch(2, 10, 10, 1)
+    assert state.high_watermark == 10
+    update = state.on_follower_fetch(3, 5, 10, 2)
+    assert update is not None and update.expand is None
+    assert state.pending is None
+
+
 def test_an_expansion_lists_the_isr_in_replica_order():
     state = leader(isr=(1, 3), leo=0, replicas=(3, 2, 1))
     update = state.on_follower_fetch(2, 0, 0, 1)
@@ -461,6 +472,23 @@ def test_an_answer_to_a_superseded_change_is_ignored():
     assert not state.on_alter_partition_result(shrink, error=False, leader_epoch=5,
                                                partition_epoch=8, isr=(1,), log_end_offset=10)
     assert state.isr == (1, 2)
+
+
+def test_a_late_answer_to_a_dropped_change_does_not_settle_the_next_one():
+    state = leader(isr=(1, 2), leo=10)
+    shrink = state.maybe_shrink(10, LAG_MS + 1, LAG_MS)
+    assert shrink is not None
+    state.on_alter_partition_result(shrink, error=True)  # e.g. no answer in time
+    update = state.on_follower_fetch(2, 10, 10, LAG_MS + 2)
+    assert update is not None and update.expand is None  # 2 is in the ISR
+    update = state.on_follower_fetch(3, 10, 10, LAG_MS + 2)
+    assert update is not None and update.expand is not None
+    # the shrink's answer turns up after all
+    assert not state.on_alter_partition_result(shrink, error=False, leader_epoch=5,
+                                               partition_epoch=8, isr=(1,),
+                                               log_end_offset=10)
+    assert state.pending is update.expand
+    assert state.isr == (1, 2) and state.partition_epoch == 7
 
 
 def test_a_success_for_another_leader_epoch_is_not_taken():
