@@ -37,9 +37,14 @@ record this leader wrote; KIP-101).
 
 **One change in flight.** A proposal carries the partition epoch it was made against;
 while it waits for the controller no other is made. The controller's answer (or the
-metadata record it commits) settles it; a refusal drops it, to be proposed again from the
-state the metadata then shows. A new leader epoch or partition epoch from the metadata
-always wins over anything pending.
+metadata record it commits) settles it. Only a refusal saying the controller did not
+apply it (INELIGIBLE_REPLICA, OPERATION_NOT_ATTEMPTED) may drop it, to be proposed again
+from the state the metadata then shows. Any other outcome -- no answer, or
+FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION, which the retry of a request the controller
+did apply also gets -- must leave it pending (send it again): a dropped expansion stops
+holding the HW while the controller may already count the joining replica in the ISR
+and elect it (Kafka's handleAlterPartitionError). A new leader epoch or partition epoch
+from the metadata always wins over anything pending.
 """
 
 from __future__ import annotations
@@ -268,8 +273,10 @@ class PartitionState:
                                   leader_epoch: int = -1, partition_epoch: int = -1,
                                   isr: tuple[int, ...] = (), log_end_offset: int = 0) -> bool:
         """The controller's answer to `change`. On success the ISR it returns is taken
-        (if the metadata has not already moved past it); on an error the change is dropped.
-        Returns True when the HW moved."""
+        (if the metadata has not already moved past it); on an error the change is dropped
+        -- pass `error=True` only when the controller says it did not apply the change
+        (INELIGIBLE_REPLICA, OPERATION_NOT_ATTEMPTED), never for a missing answer or
+        another refusal (see the module's docstring). Returns True when the HW moved."""
         if self.pending is not change:
             return False  # superseded by the metadata meanwhile
         self.pending = None
