@@ -59,6 +59,8 @@ FAST = {
     "controller.quorum.election.timeout.ms": 500,
     "controller.quorum.fetch.timeout.ms": 1000,
     "replica.lag.time.max.ms": 5000,  # as the outside tests run
+    # followers serve consumers (KIP-392), so a test can read a follower's own copy
+    "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector",
 }
 
 
