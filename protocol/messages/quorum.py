@@ -24,6 +24,22 @@ _LEADER_ENDPOINTS = [
     F("port", "uint16", "1+"),
 ]
 
+# BeginQuorumEpoch and EndQuorumEpoch answer alike: per partition, the error and the leader
+# the receiver knows
+_EPOCH_RESPONSE_FIELDS = [
+    F("error_code", "int16"),
+    F("topics", [
+        F("topic_name", "string"),
+        F("partitions", [
+            F("partition_index", "int32"),
+            F("error_code", "int16"),
+            F("leader_id", "int32"),
+            F("leader_epoch", "int32"),
+        ]),
+    ]),
+    F("node_endpoints", _NODE_ENDPOINTS, "1+", tag=0),
+]
+
 VoteRequest = Message(
     "VoteRequest", api_key=52, valid="0-1", flexible="0+", fields=[
         F("cluster_id", "string", nullable="0+"),
@@ -75,19 +91,8 @@ BeginQuorumEpochRequest = Message(
     ])
 
 BeginQuorumEpochResponse = Message(
-    "BeginQuorumEpochResponse", api_key=53, valid="0-1", flexible="1+", fields=[
-        F("error_code", "int16"),
-        F("topics", [
-            F("topic_name", "string"),
-            F("partitions", [
-                F("partition_index", "int32"),
-                F("error_code", "int16"),
-                F("leader_id", "int32"),
-                F("leader_epoch", "int32"),
-            ]),
-        ]),
-        F("node_endpoints", _NODE_ENDPOINTS, "1+", tag=0),
-    ])
+    "BeginQuorumEpochResponse", api_key=53, valid="0-1", flexible="1+",
+    fields=_EPOCH_RESPONSE_FIELDS)
 
 EndQuorumEpochRequest = Message(
     "EndQuorumEpochRequest", api_key=54, valid="0-1", flexible="1+", fields=[
@@ -110,19 +115,8 @@ EndQuorumEpochRequest = Message(
     ])
 
 EndQuorumEpochResponse = Message(
-    "EndQuorumEpochResponse", api_key=54, valid="0-1", flexible="1+", fields=[
-        F("error_code", "int16"),
-        F("topics", [
-            F("topic_name", "string"),
-            F("partitions", [
-                F("partition_index", "int32"),
-                F("error_code", "int16"),
-                F("leader_id", "int32"),
-                F("leader_epoch", "int32"),
-            ]),
-        ]),
-        F("node_endpoints", _NODE_ENDPOINTS, "1+", tag=0),
-    ])
+    "EndQuorumEpochResponse", api_key=54, valid="0-1", flexible="1+",
+    fields=_EPOCH_RESPONSE_FIELDS)
 
 DescribeQuorumRequest = Message(
     "DescribeQuorumRequest", api_key=55, valid="0-2", flexible="0+", fields=[
