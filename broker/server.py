@@ -22,7 +22,7 @@ import functools
 import logging
 import math
 import signal
-from typing import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -31,6 +31,7 @@ from broker.controller.runtime import QuorumMismatch
 from broker.handlers import HANDLERS
 from broker.handlers.controller import CONTROLLER_HANDLERS, CONTROLLER_LISTENER_APIS
 from broker.handlers.context import CloseConnection, RequestContext
+from broker.log.log import fsync_plans
 from protocol.connection import NEED_DATA, ServerConnection, encode_response
 from protocol.errors import ProtocolError
 from protocol.messages import APIS, FETCH
@@ -211,17 +212,36 @@ class _StorageSteps:
         try:
             work()
         except OSError as e:
-            if step not in self.failing:
-                log.warning("%s failed, retrying at its next interval: %s", step, e)
-            self.failing[step] = self.failing.get(step, 0) + 1
+            self._failed(step, e)
             return
+        self._worked(step)
+
+    async def run_async(self, step: str, work: Callable[[], Awaitable[object]]) -> None:
+        try:
+            await work()
+        except OSError as e:
+            self._failed(step, e)
+            return
+        self._worked(step)
+
+    def _failed(self, step: str, e: OSError) -> None:
+        if step not in self.failing:
+            log.warning("%s failed, retrying at its next interval: %s", step, e)
+        self.failing[step] = self.failing.get(step, 0) + 1
+
+    def _worked(self, step: str) -> None:
         if (failures := self.failing.pop(step, 0)):
             log.warning("%s works again after %d failures", step, failures)
 
 
-def _checkpoint(broker: Broker) -> None:
-    broker.logs.flush_all()
-    broker.logs.checkpoint()
+async def _checkpoint(broker: Broker) -> None:
+    """Flush the active segments and write the checkpoints. The fsyncs run on a worker
+    thread: on the event loop they stalled every request for as long as the disk took."""
+    logs = broker.logs
+    flushed = await trio.to_thread.run_sync(fsync_plans, logs.flush_plans())
+    for plan in flushed:
+        plan.log.flushed(plan)
+    await trio.to_thread.run_sync(logs.write_checkpoints, logs.checkpoints())
 
 
 async def _housekeeping(broker: Broker) -> None:
@@ -240,7 +260,7 @@ async def _housekeeping(broker: Broker) -> None:
         now = trio.current_time()
         if now >= next_checkpoint:
             # an unclean restart then rescans only what was written since
-            steps.run("checkpoint", functools.partial(_checkpoint, broker))
+            await steps.run_async("checkpoint", functools.partial(_checkpoint, broker))
             next_checkpoint = now + CHECKPOINT_INTERVAL_S
         if now >= next_retention:
             steps.run("retention", broker.apply_retention)

@@ -980,9 +980,12 @@ class QuorumController:
         active = batch.image.active_broker_ids()
         for r in isr:
             registration = batch.image.brokers.get(r)
+            # KIP-903: an epoch of -1 is unknown (the follower's fetch had no ReplicaState)
+            # and skips the epoch check, as Kafka's ReplicationControlManager does
+            epoch = epochs.get(r, -1)
             if r not in partition.isr and (
                     r not in active or registration is None
-                    or epochs.get(r, registration.epoch) != registration.epoch):
+                    or (epoch != -1 and epoch != registration.epoch)):
                 return ErrorCode.INELIGIBLE_REPLICA
         change = election.change_isr(partition, topic_id, p.partition_index, isr, active)
         if recovery != partition.leader_recovery_state:

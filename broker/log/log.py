@@ -87,6 +87,30 @@ def _no_event(kind: str, **fields: Any) -> None:
     pass
 
 
+class FlushPlan(NamedTuple):
+    """A flush to run off the event loop: fsync ``fds``, then hand it to log.flushed."""
+
+    log: PartitionLog
+    fds: list[int]
+    log_end_offset: int
+    truncations: int
+
+
+def fsync_plans(plans: list[FlushPlan]) -> list[FlushPlan]:
+    """fsync every plan's descriptors (on a worker thread); returns the plans that fully
+    succeeded. A descriptor closed meanwhile belonged to a segment that was rolled or
+    closed, which fsyncs it anyway, so its plan is just dropped."""
+    done = []
+    for plan in plans:
+        try:
+            for fd in plan.fds:
+                os.fsync(fd)
+        except OSError:
+            continue
+        done.append(plan)
+    return done
+
+
 class AppendInfo(NamedTuple):
     """Offsets a Produce response reports; log_append_time is -1 under CreateTime."""
 
@@ -110,6 +134,7 @@ class PartitionLog:
         self._leo = 0
         self._log_start_offset = 0
         self.recovery_point = 0
+        self._truncations = 0  # lets a flush that ran off the event loop detect a truncation
         self._unflushed_messages = 0
         # Renamed-to-.deleted files waiting for file.delete.delay.ms: [due_ms or None, paths].
         self._pending_deletes: list[list[Any]] = []
@@ -431,6 +456,7 @@ class PartitionLog:
         self._leo = self.active.read_next_offset()
         self._log_start_offset = min(self._log_start_offset, self._leo)
         self.recovery_point = min(self.recovery_point, self._leo)
+        self._truncations += 1
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -441,6 +467,7 @@ class PartitionLog:
         self._bases = [offset]
         fsync_dir(self.directory)
         self._leo = self._log_start_offset = self.recovery_point = offset
+        self._truncations += 1
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: advance the log start offset to ``offset`` (never backwards).
@@ -576,6 +603,17 @@ class PartitionLog:
         self.active.flush()
         self.recovery_point = self._leo
         self._unflushed_messages = 0
+
+    def flush_plan(self) -> FlushPlan:
+        """What a flush off the event loop must fsync to move the recovery point to the
+        current LEO (segments before the active one were fsynced when rolled)."""
+        return FlushPlan(self, self.active.fds(), self._leo, self._truncations)
+
+    def flushed(self, plan: FlushPlan) -> None:
+        """The plan's fds are fsynced: move the recovery point, unless the log was
+        truncated meanwhile (records below the planned LEO may then be new and unsynced)."""
+        if plan.truncations == self._truncations:
+            self.recovery_point = max(self.recovery_point, min(plan.log_end_offset, self._leo))
 
     def close(self) -> None:
         """Flush and close every segment; pending .deleted files are unlinked now. Every

@@ -41,7 +41,7 @@ from .cleaner import CleanResult, clean, cleanable_bytes
 from .config import LogConfig
 from .errors import LogError, RecordError
 from .loader import RecoveryReport, fsync_dir
-from .log import EventSink, PartitionLog
+from .log import EventSink, FlushPlan, PartitionLog
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -356,13 +356,29 @@ class LogManager:
         for log in self._logs.values():
             log.flush()
 
+    def flush_plans(self) -> list[FlushPlan]:
+        """What `flush_all` would fsync, for a flush run off the event loop."""
+        return [plan for log in self._logs.values() if (plan := log.flush_plan()).fds]
+
+    def checkpoints(self) -> dict[str, dict[TopicPartition, int]]:
+        """The contents of both checkpoint files now, by file name."""
+        return {
+            RECOVERY_POINT_CHECKPOINT:
+                {tp: log.recovery_point for tp, log in self._logs.items()},
+            LOG_START_OFFSET_CHECKPOINT:
+                {tp: log.log_start_offset for tp, log in self._logs.items()},
+        }
+
+    def write_checkpoints(self, checkpoints: dict[str, dict[TopicPartition, int]]) -> None:
+        """Write what `checkpoints` returned (safe on a worker thread: touches no log)."""
+        for name, offsets in checkpoints.items():
+            write_checkpoint(os.path.join(self.data_dir, name), offsets)
+
     def checkpoint(self) -> None:
         """Write both checkpoint files (Kafka does this every
-        log.flush.offset.checkpoint.interval.ms; the broker calls it on a timer)."""
-        write_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_CHECKPOINT),
-                         {tp: log.recovery_point for tp, log in self._logs.items()})
-        write_checkpoint(os.path.join(self.data_dir, LOG_START_OFFSET_CHECKPOINT),
-                         {tp: log.log_start_offset for tp, log in self._logs.items()})
+        log.flush.offset.checkpoint.interval.ms; the broker does it on a timer, off the
+        event loop, through `checkpoints` and `write_checkpoints`)."""
+        self.write_checkpoints(self.checkpoints())
 
     def close(self) -> None:
         """Clean shutdown: flush and close every log, checkpoint, then write the marker.

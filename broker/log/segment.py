@@ -485,6 +485,13 @@ class LogSegment:
             data += more
         return data
 
+    def fds(self) -> list[int]:
+        """The descriptors a flush fsyncs ([] when nothing was written since the last)."""
+        if self._fd is None or not self._dirty:
+            return []
+        return [fd for fd in (self._fd, self.offset_index._fd, self.time_index._fd)
+                if fd is not None]
+
     def flush(self) -> None:
         """fsync the .log and both indexes if anything was written since the last flush."""
         if self._fd is None or not self._dirty:

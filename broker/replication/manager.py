@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from broker.controller_channel import ControllerUnavailable
+from broker.log.manager import CheckpointError, read_checkpoint, write_checkpoint
 from broker.replication.fetcher import ReplicaFetcherManager
 from broker.replication.state import PendingIsrChange
 from protocol import messages as m
@@ -48,7 +49,6 @@ HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
 REFUSED_BACKOFF_S = 0.5
 # refusals that mean the change was certainly not applied (Kafka drops the change on these)
 _DROP_ON = frozenset({ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED})
-_CHECKPOINT_VERSION = 0
 
 
 class ReplicaManager:
@@ -161,11 +161,9 @@ class ReplicaManager:
         cache = broker.metadata_cache
         topics: dict[str, list[dict]] = {}
         for (topic, index), change in batch.items():
-            epochs = []
-            for r in change.new_isr:
-                registration = cache.broker(r)
-                epochs.append({"broker_id": r,
-                               "broker_epoch": registration.epoch if registration else -1})
+            partition = broker.partition(topic, index)
+            epochs = [{"broker_id": r, "broker_epoch": self._fetched_epoch(partition, r)}
+                      for r in change.new_isr]
             topics.setdefault(topic, []).append({
                 "partition_index": index, "leader_epoch": change.leader_epoch,
                 "new_isr_with_epochs": epochs, "leader_recovery_state": 0,
@@ -205,6 +203,17 @@ class ReplicaManager:
                 if settled is not None and local is not None:
                     self._settle(local, settled, a)
         self._resend(batch)  # anything the answer left out
+
+    def _fetched_epoch(self, partition: Partition | None, replica: int) -> int:
+        """The broker epoch a replica's fetches carried (KIP-903), -1 when unknown: our
+        fetchers speak v12, which has no ReplicaState. Never the metadata image's epoch: a
+        follower that just restarted fetches before this broker's image shows its new
+        registration, and the controller would refuse the stale one as INELIGIBLE_REPLICA;
+        -1 tells it to check only that the replica is registered and unfenced."""
+        if replica == self.broker.node_id:
+            return self.broker.lifecycle.broker_epoch
+        progress = partition.state.followers.get(replica) if partition is not None else None
+        return progress.broker_epoch if progress is not None else -1
 
     def _settle(self, partition: Partition, change: PendingIsrChange, answer: Any) -> None:
         code = ErrorCode(answer["error_code"])
@@ -264,49 +273,39 @@ class ReplicaManager:
         (the HWs then start at 0 and catch up with the first fetches)."""
         path = os.path.join(self.broker.data_dir, HW_CHECKPOINT_FILE)
         try:
-            with open(path, encoding="utf-8") as f:
-                lines = f.read().splitlines()
-        except FileNotFoundError:
-            return {}
-        except OSError as e:
-            log.warning("cannot read %s (%s)", path, e)
-            return {}
-        try:
-            if int(lines[0]) != _CHECKPOINT_VERSION or int(lines[1]) != len(lines) - 2:
-                raise ValueError("bad version or count")
-            out = {}
-            for line in lines[2:]:
-                topic, index, offset = line.rsplit(" ", 2)
-                out[(topic, int(index))] = int(offset)
-            return out
-        except (ValueError, IndexError) as e:
-            log.warning("ignoring a damaged %s (%s)", path, e)
+            return read_checkpoint(path)
+        except (OSError, CheckpointError) as e:
+            log.warning("ignoring %s (%s)", path, e)
             return {}
 
-    def write_checkpoint(self) -> None:
+    def _changed_hws(self) -> dict[tuple[str, int], int] | None:
         hws = {key: p.high_watermark for key, p in self.broker.partitions.items()}
-        if hws == self._checkpointed:
-            return
+        return None if hws == self._checkpointed else hws
+
+    def _write(self, hws: dict[tuple[str, int], int]) -> bool:
         path = os.path.join(self.broker.data_dir, HW_CHECKPOINT_FILE)
-        lines = [str(_CHECKPOINT_VERSION), str(len(hws))]
-        lines += [f"{t} {i} {hw}" for (t, i), hw in sorted(hws.items())]
-        tmp = path + ".tmp"
         try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write("\n".join(lines) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+            write_checkpoint(path, hws)
         except OSError as e:
             log.warning("cannot write %s (%s)", path, e)
-            return
-        self._checkpointed = hws
+            return False
+        return True
+
+    def write_checkpoint(self) -> None:
+        """Write the checkpoint now, on the calling thread (at shutdown)."""
+        hws = self._changed_hws()
+        if hws is not None and self._write(hws):
+            self._checkpointed = hws
 
     async def _checkpoint_loop(self) -> None:
+        # the fsyncs run on a worker thread: on the event loop they stalled every produce
+        # and fetch for as long as the disk took (p99 spikes of up to a second)
         period = self.broker.config.replica_high_watermark_checkpoint_interval_ms / 1000
         while True:
             await trio.sleep(period)
-            self.write_checkpoint()
+            hws = self._changed_hws()
+            if hws is not None and await trio.to_thread.run_sync(self._write, hws):
+                self._checkpointed = hws
 
     # -- background work -------------------------------------------------------------------
 

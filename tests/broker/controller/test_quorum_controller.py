@@ -962,6 +962,22 @@ def test_alter_partition_shrinks_and_expands_the_isr():
     assert c.standby_image() == c.image
 
 
+def test_alter_partition_skips_the_epoch_check_for_an_unknown_broker_epoch():
+    """KIP-903: -1 means the leader does not know the follower's epoch (its fetches carry
+    no ReplicaState); the replica must still be registered and unfenced."""
+    c = Cluster(settings(auto_leader_rebalance_enable=False))
+    c.start(1, 2, 3)
+    c.create("t", assignments=[[1, 2, 3]])
+    alter_partition(c, 1, "t", 0, [1, 2])
+    unknown = {1: c.image.brokers[1].epoch, 2: c.image.brokers[2].epoch, 3: -1}
+    c.heartbeat(3, want_fence=True)
+    assert alter_partition(c, 1, "t", 0, [1, 2, 3], epochs=unknown)["error_code"] == (
+        ErrorCode.INELIGIBLE_REPLICA)
+    c.heartbeat(3)
+    expanded = alter_partition(c, 1, "t", 0, [1, 2, 3], epochs=unknown)
+    assert expanded["error_code"] == 0 and expanded["isr"] == [1, 2, 3]
+
+
 def test_alter_partition_refusals():
     c = Cluster()
     c.start(1, 2)

@@ -373,3 +373,38 @@ def test_recovery_point_moves_on_roll_flush_and_flush_messages(tmp_path):
     assert log.recovery_point == 6
     log.flush()
     assert log.recovery_point == 7 == log.log_end_offset
+
+
+def test_a_flush_off_the_event_loop_moves_the_recovery_point_to_the_planned_leo(tmp_path):
+    from broker.log.log import fsync_plans
+    log = open_log(tmp_path)
+    log.append(make_batch(5), now_ms=0)
+    plan = log.flush_plan()
+    assert plan.fds and plan.log_end_offset == 5
+    log.append(make_batch(3), now_ms=0)   # lands while the worker thread fsyncs
+    for done in fsync_plans([plan]):
+        log.flushed(done)
+    assert log.recovery_point == 5        # not 8: the later batch was not in the fsync
+
+
+def test_a_flush_that_raced_a_truncation_does_not_move_the_recovery_point(tmp_path):
+    from broker.log.log import fsync_plans
+    log = open_log(tmp_path)
+    log.append(make_batch(5), now_ms=0)
+    log.flush()
+    log.append(make_batch(5), now_ms=0)
+    plan = log.flush_plan()
+    log.truncate_to(5)
+    log.append(make_batch(4), now_ms=0)   # offsets 5..8 are new and not fsynced
+    for done in fsync_plans([plan]):
+        log.flushed(done)
+    assert log.recovery_point == 5
+
+
+def test_a_flush_plan_of_a_closed_segment_is_dropped(tmp_path):
+    from broker.log.log import fsync_plans
+    log = open_log(tmp_path)
+    log.append(make_batch(2), now_ms=0)
+    plan = log.flush_plan()
+    log.close()                            # closing fsyncs and closes the descriptors
+    assert fsync_plans([plan]) == []
