@@ -244,11 +244,12 @@ async def test_an_offline_directory_gets_no_checkpoint_retention_or_cleaning(
         running, monkeypatch, autojump_clock):
     broker, _client = await running()
     calls: list[str] = []
-    for name in ("checkpoint", "apply_retention", "clean_compacted"):
-        owner = broker.logs if name == "checkpoint" else broker
-        monkeypatch.setattr(owner, name, functools.partial(calls.append, name))
+    for name in ("write_checkpoints", "apply_retention", "clean_compacted"):
+        owner = broker.logs if name == "write_checkpoints" else broker
+        monkeypatch.setattr(owner, name,
+                            lambda *_args, name=name: calls.append(name))
     await trio.sleep(301)  # past every interval: checkpoint 60 s, retention 300 s
-    assert set(calls) == {"checkpoint", "apply_retention", "clean_compacted"}
+    assert set(calls) == {"write_checkpoints", "apply_retention", "clean_compacted"}
     calls.clear()
     broker.log_dirs.mark_offline("EIO")
     await trio.sleep(301)
