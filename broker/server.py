@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from broker import blocking
 from broker.broker import Broker
 from broker.controller.runtime import QuorumMismatch
 from broker.handlers import HANDLERS
@@ -238,10 +239,10 @@ async def _checkpoint(broker: Broker) -> None:
     """Flush the active segments and write the checkpoints. The fsyncs run on a worker
     thread: on the event loop they stalled every request for as long as the disk took."""
     logs = broker.logs
-    flushed = await trio.to_thread.run_sync(fsync_plans, logs.flush_plans())
+    flushed = await blocking.run_sync(fsync_plans, logs.flush_plans())
     for plan in flushed:
         plan.log.flushed(plan)
-    await trio.to_thread.run_sync(logs.write_checkpoints, logs.checkpoints())
+    await blocking.run_sync(logs.write_checkpoints, logs.checkpoints())
 
 
 async def _housekeeping(broker: Broker) -> None:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from broker import blocking
 from broker.controller_channel import ControllerUnavailable
 from broker.log.manager import CheckpointError, read_checkpoint, write_checkpoint
 from broker.replication.fetcher import ReplicaFetcherManager
@@ -304,7 +305,7 @@ class ReplicaManager:
         while True:
             await trio.sleep(period)
             hws = self._changed_hws()
-            if hws is not None and await trio.to_thread.run_sync(self._write, hws):
+            if hws is not None and await blocking.run_sync(self._write, hws):
                 self._checkpointed = hws
 
     # -- background work -------------------------------------------------------------------

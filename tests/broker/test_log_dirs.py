@@ -10,7 +10,6 @@ the controller may elect it."""
 from __future__ import annotations
 
 import errno
-import functools
 import os
 import uuid
 
@@ -18,18 +17,16 @@ import pytest
 import trio
 
 from broker.broker import Broker
-from broker.config import BrokerConfig
 from broker.controller.image import LOST_DIR
 from broker.events import read_events
 from broker.log_dirs import LogDirFailureChannel
 from broker.metadata import load_cluster_id, load_directory_id
-from broker.server import serve
 from protocol.errors import ErrorCode
 from protocol.messages import (BROKER_HEARTBEAT, BROKER_REGISTRATION, CREATE_TOPICS, FETCH,
                                request_body)
 
 from .faults import FaultyDisk
-from .test_server_faults import Client, _batch, _fetch, _free_port, _produce, _until
+from .test_server_faults import Client, _batch, _fetch, _produce, _until
 
 PEER = 1
 PEER_DIR = uuid.UUID("0d1e0000-0000-4000-8000-000000000001")
@@ -77,17 +74,11 @@ def test_the_directory_id_is_made_once_and_kept_in_meta_properties(tmp_path):
 
 
 @pytest.fixture
-async def running(tmp_path, nursery):
-    """start(**overrides) -> (broker, client): a single node served in the test's nursery."""
+def served(running):
+    """start(**overrides) -> (broker, client): conftest's `running`, with a connection."""
 
     async def start(**overrides):
-        port = _free_port()
-        config = BrokerConfig.load({k: str(v) for k, v in overrides.items()},
-                                   **{"log.dirs": str(tmp_path / "data"),
-                                      "listeners": f"127.0.0.1:{port}"})
-        broker = Broker(config)
-        broker.open()
-        await nursery.start(functools.partial(serve, broker, install_signal_handlers=False))
+        broker, _server, port = await running(**overrides)
         return broker, await Client.connect(port)
 
     return start
@@ -127,9 +118,8 @@ def _moved_away(broker: Broker, name: str, indexes: range):
     return check
 
 
-async def test_a_failed_write_takes_the_directory_offline_and_its_leaderships_move(
-        running, monkeypatch):
-    broker, client = await running(**SLOW_HEARTBEATS)
+async def test_a_failed_write_takes_the_directory_offline_and_its_leaderships_move(served, monkeypatch):
+    broker, client = await served(**SLOW_HEARTBEATS)
     await _add_peer(broker)  # a peer that never fetches: acks=1, as acks=all would wait for it
     await _create(client, "t", [[0, 1], [0, 1]])
     await _create(client, "elsewhere", [[1]])
@@ -165,8 +155,8 @@ async def test_a_failed_write_takes_the_directory_offline_and_its_leaderships_mo
     assert "elsewhere-0" not in event["replicas_held"]
 
 
-async def test_a_read_the_device_fails_takes_the_directory_offline(running, monkeypatch):
-    broker, client = await running(**SLOW_HEARTBEATS)
+async def test_a_read_the_device_fails_takes_the_directory_offline(served, monkeypatch):
+    broker, client = await served(**SLOW_HEARTBEATS)
     await _add_peer(broker)
     await _create(client, "r", [[0, 1]])
     assert (await _produce(client, "r", {0: _batch()}, acks=1))[0] == (ErrorCode.NONE, 0)
@@ -182,9 +172,8 @@ async def test_a_read_the_device_fails_takes_the_directory_offline(running, monk
     assert await broker.wait_for_metadata(_moved_away(broker, "r", range(1)), 5)
 
 
-async def test_a_log_the_disk_refuses_to_make_takes_the_directory_offline(
-        running, monkeypatch):
-    broker, client = await running(**SLOW_HEARTBEATS)
+async def test_a_log_the_disk_refuses_to_make_takes_the_directory_offline(served, monkeypatch):
+    broker, client = await served(**SLOW_HEARTBEATS)
     await _add_peer(broker)
     FaultyDisk(monkeypatch, os.path.join(broker.data_dir, "nope-0"), "readonly")
     await _create(client, "nope", [[0, 1]])
@@ -195,8 +184,8 @@ async def test_a_log_the_disk_refuses_to_make_takes_the_directory_offline(
     assert await broker.wait_for_metadata(_moved_away(broker, "nope", range(1)), 5)
 
 
-async def test_a_long_poll_on_the_failed_directory_is_answered_at_once(running, monkeypatch):
-    broker, client = await running(**SLOW_HEARTBEATS)
+async def test_a_long_poll_on_the_failed_directory_is_answered_at_once(served, monkeypatch):
+    broker, client = await served(**SLOW_HEARTBEATS)
     await _add_peer(broker)
     await _create(client, "w", [[0, 1], [0, 1]])
     answers = []
@@ -223,10 +212,10 @@ async def test_a_long_poll_on_the_failed_directory_is_answered_at_once(running, 
     assert answer.responses[0].partitions[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
 
 
-async def test_alone_a_full_disk_costs_requests_not_the_directory(running, monkeypatch):
+async def test_alone_a_full_disk_costs_requests_not_the_directory(served, monkeypatch):
     """No other broker to take over: the directory stays online and writes resume once
     there is room (docs/BROKER.md, "Storage faults"), as before."""
-    broker, client = await running()
+    broker, client = await served()
     await _create(client, "t", [[0]])
     disk = FaultyDisk(monkeypatch, os.path.join(broker.data_dir, "t-0"), "full")
     for _ in range(3):
@@ -240,9 +229,8 @@ async def test_alone_a_full_disk_costs_requests_not_the_directory(running, monke
 
 
 
-async def test_an_offline_directory_gets_no_checkpoint_retention_or_cleaning(
-        running, monkeypatch, autojump_clock):
-    broker, _client = await running()
+async def test_an_offline_directory_gets_no_checkpoint_retention_or_cleaning(served, monkeypatch, autojump_clock):
+    broker, _client = await served()
     calls: list[str] = []
     for name in ("write_checkpoints", "apply_retention", "clean_compacted"):
         owner = broker.logs if name == "write_checkpoints" else broker

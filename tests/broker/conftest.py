@@ -1,0 +1,46 @@
+"""Fixtures shared by the in-process broker tests."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from broker import blocking
+from broker.broker import Broker
+from broker.config import BrokerConfig
+from broker.server import serve
+from tests.interop.conftest import free_port
+
+
+@pytest.fixture(autouse=True)
+def inline_disk_work(request, monkeypatch):
+    """On trio's autojump clock, run the broker's off-loop disk work inline: while a worker
+    thread works the clock would jump ahead, and a test's "two intervals later" would race
+    the housekeeping it waits for."""
+    if "autojump_clock" not in request.fixturenames:
+        return
+
+    async def inline(fn, *args):
+        return fn(*args)
+
+    monkeypatch.setattr(blocking, "run_sync", inline)
+
+
+@pytest.fixture
+async def running(tmp_path, nursery):
+    """start(**overrides) -> (broker, server, port): a broker served in the test's nursery,
+    on a loopback port, with its data under tmp_path/data."""
+
+    async def start(**overrides):
+        port = free_port()
+        config = BrokerConfig.load({k: str(v) for k, v in overrides.items()},
+                                   **{"log.dirs": str(tmp_path / "data"),
+                                      "listeners": f"127.0.0.1:{port}"})
+        broker = Broker(config)
+        broker.open()
+        server = await nursery.start(functools.partial(serve, broker,
+                                                       install_signal_handlers=False))
+        return broker, server, port
+
+    return start
