@@ -2,8 +2,9 @@
 judge it: acknowledged writes survive a leader's kill -9, the ISR shrinks and comes back
 (NOT_ENOUGH_REPLICAS meanwhile), committed offsets survive their coordinator's kill, and a
 rolling restart under a running producer loses and duplicates nothing. Plus what only
-the project checks: a follower that was down catches up and rejoins, and a leader's
-unreplicated tail is cut from its log when it comes back as a follower.
+the project checks: a follower that was down catches up and rejoins, a leader's
+unreplicated tail is cut from its log when it comes back as a follower, and a consumer
+with a follower's client.rack reads from that follower (KIP-392).
 
 Every test keeps a history (what was acknowledged, what was read back) and checks it: no
 acknowledged record missing, none twice, each key's records in send order.
@@ -11,6 +12,7 @@ acknowledged record missing, none twice, each key's records in send order.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import defaultdict
@@ -342,3 +344,42 @@ def test_an_unreplicated_tail_is_truncated_when_the_old_leader_returns(cluster):
     seen = read_replica(cluster, leader, topic, history.count)
     assert "lost" not in seen  # the old leader's unreplicated tail is gone from its log
     check_history(history, seen)
+
+
+def test_a_consumer_reads_from_a_follower_in_its_rack(cluster):
+    """KIP-392 with librdkafka: a consumer whose client.rack is a follower's rack is sent
+    there by the leader (preferred_read_replica) and reads every record from it."""
+    topic = unique("rack")
+    create(cluster, topic, 1, min_isr=2)
+    leader = isr_everywhere(cluster, topic)[0][0]
+    follower = next(n.node_id for n in cluster.nodes if n.node_id != leader)
+    history = History()
+    p = producer(cluster.bootstrap)
+    produce(p, history, topic, 0, 2000)
+    assert p.flush(60) == 0 and history.count == 2000
+    fetches: dict[int, int] = {}
+
+    def on_stats(raw: str) -> None:
+        for b in json.loads(raw)["brokers"].values():
+            if b.get("nodeid", -1) >= 0:
+                fetches[b["nodeid"]] = b.get("req", {}).get("Fetch", 0)
+
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": unique("racked"),
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                  "client.rack": f"rack-{follower}", "statistics.interval.ms": 200,
+                  "stats_cb": on_stats})
+    c.subscribe([topic])
+    seen: dict[str, list[int]] = defaultdict(list)
+    deadline = time.monotonic() + 60
+    try:
+        while sum(len(v) for v in seen.values()) < history.count and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is not None and not msg.error():
+                seen[msg.key().decode()].append(int(msg.value().decode().split("-")[1]))
+        stats_deadline = time.monotonic() + 10
+        while fetches.get(follower, 0) == 0 and time.monotonic() < stats_deadline:
+            c.poll(0.2)
+    finally:
+        c.close()
+    check_history(history, seen)
+    assert fetches.get(follower, 0) > 0, f"no Fetch to follower {follower}: {fetches}"
