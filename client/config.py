@@ -31,7 +31,7 @@ from protocol.codecs import CODEC_NAMES, Codec
 __all__ = [
     "ClientConfig", "AdminConfig", "ProducerConfig", "check_config", "register_config", "config_kinds",
     "kafka_name", "parse_address", "int_field", "str_field", "bool_field", "choice_field",
-    "INT32_MAX",
+    "INT32_MAX", "callable_field",
 ]
 
 INT32_MAX = 2**31 - 1
@@ -78,6 +78,17 @@ def _check_bool(name: str, value: Any) -> bool:
 
 def bool_field(default: bool) -> Any:
     return field(default=default, metadata={"check": _check_bool})
+
+
+def _check_callable(name: str, value: Any) -> Callable[[Any], Any] | None:
+    if value is not None and not callable(value):
+        raise TypeError(f"config {name} must be a callable or None, got {type(value).__name__}")
+    return value
+
+
+def callable_field() -> Any:
+    """A function setting (a serializer, a deserializer), None by default."""
+    return field(default=None, metadata={"check": _check_callable})
 
 
 def choice_field(default: str, choices: Iterable[str]) -> Any:
@@ -235,6 +246,10 @@ class ProducerConfig(ClientConfig):
     buffer_memory: int = int_field(33554432, low=1)
     max_request_size: int = int_field(1048576, low=1)
     allow_auto_create_topics: bool = bool_field(True)
+    # applied by send() to a key / value that is not None, as aiokafka's (one argument,
+    # the object; returns bytes); a None key or value stays None
+    key_serializer: Callable[[Any], bytes] | None = callable_field()
+    value_serializer: Callable[[Any], bytes] | None = callable_field()
 
     _client_id_prefix = "producer"
 
