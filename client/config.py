@@ -104,21 +104,27 @@ def choice_field(default: str, choices: Iterable[str]) -> Any:
 
 
 def parse_address(text: str, default_port: int = 9092) -> tuple[str, int]:
-    """HOST:PORT, [IPv6]:PORT or HOST; a PLAINTEXT:// prefix is accepted."""
+    """HOST:PORT, [IPv6]:PORT or HOST; a PLAINTEXT:// prefix is accepted. Anything else
+    (`h:9092:1`, `h:`, a bare IPv6 address, blanks in the host) is a ValueError at once,
+    rather than a name that can only fail to resolve after the retries."""
     text = text.strip()
     if "://" in text:
         text = text.split("://", 1)[1]
     if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        port = rest.removeprefix(":")
-    elif text.count(":") == 1:
-        host, port = text.split(":")
+        host, closed, rest = text[1:].partition("]")
+        if not closed or (rest and not rest.startswith(":")):
+            raise ValueError(f"bad broker address {text!r}: expected [IPv6]:PORT")
+        port, has_port = rest.removeprefix(":"), bool(rest)
+    elif text.count(":") > 1:
+        raise ValueError(f"bad broker address {text!r}: expected HOST:PORT "
+                         f"(an IPv6 address goes in brackets: [::1]:9092)")
     else:
-        host, port = text, ""
-    if not host:
+        host, colon, port = text.partition(":")
+        has_port = bool(colon)
+    if not host or any(c.isspace() for c in host):
         raise ValueError(f"bad broker address {text!r}: expected HOST:PORT")
     try:
-        number = int(port) if port else default_port
+        number = int(port) if has_port else default_port
     except ValueError:
         raise ValueError(f"bad broker address {text!r}: the port must be a number") from None
     if not 0 < number < 65536:
