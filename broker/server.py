@@ -18,10 +18,12 @@ offline log directory (broker/log_dirs.py) gets no checkpoint, retention or clea
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import math
 import signal
+import socket
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -279,11 +281,42 @@ def _first(group: BaseExceptionGroup) -> BaseException:
     return error
 
 
+def _listen_failure(host: str, port: int, what: str, e: OSError) -> ListenError:
+    """`cannot listen on H:P: address already in use`: the cause in the words a person
+    looks for, not trio's 'Error while attempting to bind on address (...)'."""
+    reasons = {errno.EADDRINUSE: "address already in use",
+               errno.EADDRNOTAVAIL: "address not available on this host",
+               errno.EACCES: "permission denied"}
+    reason = reasons.get(e.errno or 0) or e.strerror or str(e)
+    return ListenError(f"cannot listen on {host}:{port}{what}: {reason}")
+
+
 async def _listen(host: str, port: int, what: str) -> list:
     try:
         return await trio.open_tcp_listeners(port, host=host)
     except OSError as e:
-        raise ListenError(f"cannot listen on {host}:{port}{what}: {e}") from e
+        raise _listen_failure(host, port, what, e) from e
+
+
+async def _check_free(host: str, port: int, what: str) -> None:
+    """Bind (without listening) every address the listener will take, and let go again:
+    a port already taken fails here, before the node starts its quorum and registers,
+    rather than once it is unfenced. Binding alone accepts no connection, so nobody meets
+    a broker that cannot serve yet. Port 0 is the kernel's choice: nothing to check."""
+    if port == 0:
+        return
+    try:
+        infos = await trio.socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                              flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, address in infos:
+            with socket.socket(family, kind, proto) as probe:
+                # as trio's listeners, so a port in TIME_WAIT is no false alarm
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                probe.bind(address)
+    except OSError as e:
+        raise _listen_failure(host, port, what, e) from e
 
 
 async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
@@ -305,6 +338,8 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
             controller_listeners = await _listen(addresses.controller.host,
                                                  addresses.controller.port,
                                                  " (controller listener)")
+        if addresses.is_broker:
+            await _check_free(broker.listener.host, broker.listener.port, "")
         reason = "cancelled"
         listeners: list = []
         async with trio.open_nursery() as root:
@@ -349,4 +384,6 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
         raise
     finally:
         broker.close(reason)
-        log.info("minibroker %d stopped (%s)", broker.node_id, reason)
+        # "cannot listen" is main's one line on stderr already
+        log.log(logging.DEBUG if reason == "cannot listen" else logging.INFO,
+                "minibroker %d stopped (%s)", broker.node_id, reason)

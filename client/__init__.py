@@ -2,7 +2,9 @@
 
 Public names: `TopicPartition`, `AdminClient` (with `NewTopic`), `Producer` (with
 `RecordMetadata`), `Consumer` (with `ConsumerRecord` and `ConsumerRebalanceListener`;
-assign() or subscribe() with eager or cooperative rebalancing) and the `errors` module
+assign() or subscribe() with eager or cooperative rebalancing; `OffsetAndTimestamp` and
+`ConsumerGroupMetadata` are what its offsets_for_times and group_metadata return) and the
+`errors` module
 (KafkaError and one subclass per Kafka error code).
 """
 
@@ -10,7 +12,8 @@ from client import errors
 from client.admin import AdminClient, NewTopic
 from client.consumer.consumer import Consumer, ConsumerRebalanceListener, ConsumerRecord
 from client.producer import Producer, RecordMetadata
-from client.types import TopicPartition
+from client.types import ConsumerGroupMetadata, OffsetAndTimestamp, TopicPartition
 
-__all__ = ["AdminClient", "Consumer", "ConsumerRebalanceListener", "ConsumerRecord",
-           "NewTopic", "Producer", "RecordMetadata", "TopicPartition", "errors"]
+__all__ = ["AdminClient", "Consumer", "ConsumerGroupMetadata", "ConsumerRebalanceListener",
+           "ConsumerRecord", "NewTopic", "OffsetAndTimestamp", "Producer", "RecordMetadata",
+           "TopicPartition", "errors"]

@@ -31,7 +31,7 @@ from protocol.codecs import CODEC_NAMES, Codec
 __all__ = [
     "ClientConfig", "AdminConfig", "ProducerConfig", "check_config", "register_config", "config_kinds",
     "kafka_name", "parse_address", "int_field", "str_field", "bool_field", "choice_field",
-    "INT32_MAX",
+    "INT32_MAX", "callable_field",
 ]
 
 INT32_MAX = 2**31 - 1
@@ -80,6 +80,17 @@ def bool_field(default: bool) -> Any:
     return field(default=default, metadata={"check": _check_bool})
 
 
+def _check_callable(name: str, value: Any) -> Callable[[Any], Any] | None:
+    if value is not None and not callable(value):
+        raise TypeError(f"config {name} must be a callable or None, got {type(value).__name__}")
+    return value
+
+
+def callable_field() -> Any:
+    """A function setting (a serializer, a deserializer), None by default."""
+    return field(default=None, metadata={"check": _check_callable})
+
+
 def choice_field(default: str, choices: Iterable[str]) -> Any:
     allowed = tuple(choices)
 
@@ -93,21 +104,27 @@ def choice_field(default: str, choices: Iterable[str]) -> Any:
 
 
 def parse_address(text: str, default_port: int = 9092) -> tuple[str, int]:
-    """HOST:PORT, [IPv6]:PORT or HOST; a PLAINTEXT:// prefix is accepted."""
+    """HOST:PORT, [IPv6]:PORT or HOST; a PLAINTEXT:// prefix is accepted. Anything else
+    (`h:9092:1`, `h:`, a bare IPv6 address, blanks in the host) is a ValueError at once,
+    rather than a name that can only fail to resolve after the retries."""
     text = text.strip()
     if "://" in text:
         text = text.split("://", 1)[1]
     if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        port = rest.removeprefix(":")
-    elif text.count(":") == 1:
-        host, port = text.split(":")
+        host, closed, rest = text[1:].partition("]")
+        if not closed or (rest and not rest.startswith(":")):
+            raise ValueError(f"bad broker address {text!r}: expected [IPv6]:PORT")
+        port, has_port = rest.removeprefix(":"), bool(rest)
+    elif text.count(":") > 1:
+        raise ValueError(f"bad broker address {text!r}: expected HOST:PORT "
+                         f"(an IPv6 address goes in brackets: [::1]:9092)")
     else:
-        host, port = text, ""
-    if not host:
+        host, colon, port = text.partition(":")
+        has_port = bool(colon)
+    if not host or any(c.isspace() for c in host):
         raise ValueError(f"bad broker address {text!r}: expected HOST:PORT")
     try:
-        number = int(port) if port else default_port
+        number = int(port) if has_port else default_port
     except ValueError:
         raise ValueError(f"bad broker address {text!r}: the port must be a number") from None
     if not 0 < number < 65536:
@@ -235,6 +252,10 @@ class ProducerConfig(ClientConfig):
     buffer_memory: int = int_field(33554432, low=1)
     max_request_size: int = int_field(1048576, low=1)
     allow_auto_create_topics: bool = bool_field(True)
+    # applied by send() to a key / value that is not None, as aiokafka's (one argument,
+    # the object; returns bytes); a None key or value stays None
+    key_serializer: Callable[[Any], bytes] | None = callable_field()
+    value_serializer: Callable[[Any], bytes] | None = callable_field()
 
     _client_id_prefix = "producer"
 

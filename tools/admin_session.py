@@ -1,9 +1,11 @@
 """One client.AdminClient for a command-line tool: opened on --bootstrap-server, failing at
 once, in one line, when no bootstrap address answers.
 
-Owns: `ToolError` (a failure worth one line on stderr), `open_admin` and `run_admin_tool`
-(run a tool's async body, each failure as one line and exit 1), shared by
-`minibroker groups`, `minibroker topics` and `minibroker cluster`.
+Owns: `ToolError` (a failure worth one line on stderr), `reach_bootstrap` (connect to the
+first bootstrap address that answers, or say why none did), `open_admin` and
+`run_admin_tool` (run a tool's async body, each failure as one line and exit 1), shared by
+`minibroker groups`, `minibroker topics` and `minibroker cluster`; `produce` and `consume`
+use reach_bootstrap.
 """
 
 from __future__ import annotations
@@ -34,18 +36,25 @@ async def open_admin(bootstrap: str, *, timeout_ms: int, client_id: str
     async with AdminClient(bootstrap_servers=bootstrap, client_id=client_id,
                            request_timeout_ms=timeout_ms,
                            default_api_timeout_ms=timeout_ms) as admin:
-        first: KafkaError | None = None
-        for host, port in admin.config.bootstrap_addresses:
-            try:
-                await admin.pool.connect(host, port)
-                break
-            except KafkaError as e:
-                first = first or e
-        else:
-            if first is None:
-                raise ToolError("no bootstrap server given")
-            raise ToolError(first.message or str(first))
+        await reach_bootstrap(admin.pool, admin.config)
         yield admin
+
+
+async def reach_bootstrap(pool: Any, config: Any) -> None:
+    """Connect the pool to the first bootstrap address that answers; ToolError naming the
+    address and the reason when none does ("cannot connect to H:P: Connection refused"),
+    where a client would retry it quietly until a timeout and then blame something else
+    (a topic missing from metadata)."""
+    first: KafkaError | None = None
+    for host, port in config.bootstrap_addresses:
+        try:
+            await pool.connect(host, port)
+            return
+        except KafkaError as e:
+            first = first or e
+    if first is None:
+        raise ToolError("no bootstrap server given")
+    raise ToolError(first.message or str(first))
 
 
 def one_line(e: BaseException) -> str:

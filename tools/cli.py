@@ -89,7 +89,27 @@ def main(argv: list[str] | None = None) -> int:
         from bench.cli import main as bench
         return bench(argv[1:]) or 0
     args = build_parser().parse_args(argv)
+    bad = _bad_bootstrap(args)
+    if bad is not None:  # at once, as argparse refuses a bad option: exit status 2
+        print(f"minibroker {args.command}: --bootstrap-server: {bad}", file=sys.stderr)
+        return 2
     return args.func(args) or 0
+
+
+def _bad_bootstrap(args: argparse.Namespace) -> str | None:
+    """Why a client tool's --bootstrap-server is malformed (`h:9092:1`, `h:`, a bad port),
+    None when it is fine or not given: checked before anything connects, rather than
+    retried as a host name that can never resolve."""
+    from client.config import check_config
+
+    for name in ("bootstrap_server", "bootstrap_before"):
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            try:
+                check_config("common", bootstrap_servers=value)
+            except (ValueError, TypeError) as e:
+                return str(e)
+    return None
 
 
 if __name__ == "__main__":

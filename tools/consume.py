@@ -13,17 +13,20 @@ consumer does not join the group (no membership, no rebalancing) yet.
 
 Output: the value per line, "KEY<SEP>VALUE" with --print-key (SEP defaults to a tab); bytes
 are decoded as UTF-8 with errors replaced, a null key or value prints as "null". The command
-stops after --max-messages records, or when no record arrived for --timeout-ms; then
+stops after --max-messages records, or when no record arrived for --timeout-ms (counted
+from the start: finding the topic and the first positions are part of it); then
 "Processed a total of N messages" goes to stderr and the exit status is 0. Exit status 1
-(one line on stderr) when the topic does not exist or the broker answers an error; 2 on a
-bad option.
+(one line on stderr) when the broker cannot be reached (the address is named), the topic
+does not exist or the broker answers an error; 2 on a bad option or a malformed
+--bootstrap-server.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
+import math
 import os
+import sys
 from typing import Any, BinaryIO, TextIO
 
 import trio
@@ -34,6 +37,7 @@ DESCRIPTION = ("Print a topic's records, one per line (kafka-console-consumer). 
                "stores and uses committed offsets but does not join a group yet "
                "(assign mode: every partition is read by this process).")
 POLL_MS = 500
+API_TIMEOUT_MS = 60000  # without --timeout-ms: the clients' default.api.timeout.ms
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -95,19 +99,33 @@ def _check_args(args: argparse.Namespace) -> int | str | None:
 
 
 async def _partitions(bootstrap: str, topic: str) -> list[int]:
-    from client import AdminClient
+    """The topic's partitions; ToolError naming the address when no bootstrap address
+    answers (at once when the connection is refused)."""
+    from tools.admin_session import open_admin
 
-    async with AdminClient(bootstrap_servers=bootstrap) as admin:
+    async with open_admin(bootstrap, timeout_ms=API_TIMEOUT_MS,
+                          client_id="console-consumer") as admin:
         description = (await admin.describe_topics([topic]))[topic]
     return [p.partition for p in description.partitions]
 
 
 async def consume(args: argparse.Namespace, out: BinaryIO, err: TextIO) -> int:
-    """Run the command; `out` gets the records as UTF-8 lines."""
+    """Run the command; `out` gets the records as UTF-8 lines.
+
+    --timeout-ms bounds everything from the start: looking the topic up and the first
+    positions count as time without a record, so an unreachable broker ends the command
+    within it (exit 1, naming the address)."""
     from client import Consumer, TopicPartition
+    from tools.admin_session import ToolError
 
     offset = _check_args(args)
-    partitions = await _partitions(args.bootstrap_server, args.topic)
+    idle_s = math.inf if args.timeout_ms is None else args.timeout_ms / 1000
+    deadline = trio.current_time() + idle_s  # moves on with every record
+    with trio.move_on_at(deadline) as lookup:
+        partitions = await _partitions(args.bootstrap_server, args.topic)
+    if lookup.cancelled_caught:
+        raise ToolError(f"no answer from {args.bootstrap_server} within --timeout-ms "
+                        f"{args.timeout_ms} ms")
     if args.partition is not None:
         if args.partition not in partitions:
             print(f"minibroker consume: topic {args.topic} has no partition {args.partition} "
@@ -122,21 +140,21 @@ async def consume(args: argparse.Namespace, out: BinaryIO, err: TextIO) -> int:
                         auto_offset_reset="earliest" if args.from_beginning else "latest"
                         ) as consumer:
         consumer.assign(tps)
-        if offset == "earliest":
-            await consumer.seek_to_beginning(*tps)
-        elif offset == "latest":
-            await consumer.seek_to_end(*tps)
-        elif isinstance(offset, int):
-            consumer.seek(tps[0], offset)
         try:
-            last = trio.current_time()
+            # cancelling only these: getmany is not cut short (it may be holding records
+            # it has taken from the buffers), it is given what is left of the time
+            with trio.move_on_at(deadline):
+                if offset == "earliest":
+                    await consumer.seek_to_beginning(*tps)
+                elif offset == "latest":
+                    await consumer.seek_to_end(*tps)
+            if isinstance(offset, int):
+                consumer.seek(tps[0], offset)
             while args.max_messages is None or total < args.max_messages:
-                wait_ms = POLL_MS
-                if args.timeout_ms is not None:
-                    left_ms = args.timeout_ms - (trio.current_time() - last) * 1000
-                    if left_ms <= 0:
-                        break
-                    wait_ms = max(1, min(POLL_MS, int(left_ms)))
+                left_ms = (deadline - trio.current_time()) * 1000
+                if left_ms <= 0:
+                    break
+                wait_ms = max(1, int(min(POLL_MS, left_ms)))
                 left = None if args.max_messages is None else args.max_messages - total
                 batches = await consumer.getmany(timeout_ms=wait_ms, max_records=left)
                 lines = [format_record(r, args.print_key, args.key_separator)
@@ -145,26 +163,39 @@ async def consume(args: argparse.Namespace, out: BinaryIO, err: TextIO) -> int:
                     out.write("".join(line + "\n" for line in lines).encode("utf-8"))
                     out.flush()
                     total += len(lines)
-                    last = trio.current_time()
+                    deadline = trio.current_time() + idle_s
         except KeyboardInterrupt:
             pass
         finally:
             print(f"Processed a total of {total} messages", file=err)
             if args.group is not None:
-                with trio.CancelScope(shield=True):
+                # the positions reached, also after Ctrl-C; bounded, as the broker may be
+                # what stopped answering
+                with trio.CancelScope(shield=True) as commit_scope:
+                    commit_scope.deadline = trio.current_time() + API_TIMEOUT_MS / 1000
                     await consumer.commit()
+                if commit_scope.cancelled_caught:
+                    print("minibroker consume: the final commit did not complete in "
+                          f"{API_TIMEOUT_MS} ms", file=err)
     return 0
 
 
 def main(args: argparse.Namespace) -> int:
     from client.errors import KafkaError
+    from tools.admin_session import ToolError, one_line
 
     try:
         return trio.run(consume, args, sys.stdout.buffer, sys.stderr)
     except ValueError as e:
         print(f"minibroker consume: {e}", file=sys.stderr)
         return 2
-    except (KafkaError, OSError) as e:
+    except ToolError as e:
+        print(f"minibroker consume: {e}", file=sys.stderr)
+        return 1
+    except KafkaError as e:
+        print(f"minibroker consume: {one_line(e)}", file=sys.stderr)
+        return 1
+    except OSError as e:
         if isinstance(e, BrokenPipeError):  # `| head`: the reader went away
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0

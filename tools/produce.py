@@ -11,8 +11,9 @@ Every record is awaited before the command exits. `--property key=value` passes 
 client.Producer setting by its Kafka name (linger.ms=0, enable.idempotence=false, ...).
 
 Exit status 0 when every record sent was delivered (skipped lines do not change it); 1 when
-any delivery failed or the producer could not be set up (each failure on one stderr line);
-2 on a bad option or --property.
+any delivery failed or the producer could not be set up, such as when no bootstrap address
+answers ("cannot connect to H:P: ..."; each failure on one stderr line); 2 on a bad option,
+--property or a malformed --bootstrap-server.
 """
 
 from __future__ import annotations
@@ -127,6 +128,7 @@ async def _read_lines(stream) -> Any:
 async def produce(args: argparse.Namespace, stdin, err) -> int:
     from client import Producer
     from client.errors import KafkaError
+    from tools.admin_session import reach_bootstrap
 
     config = parse_properties("producer", args.properties)
     if args.compression is not None:
@@ -157,6 +159,9 @@ async def produce(args: argparse.Namespace, stdin, err) -> int:
         handles[:] = keep
 
     async with Producer(bootstrap_servers=args.bootstrap_server, **config) as producer:
+        # an unreachable broker is named as such now, not as a topic missing from the
+        # metadata once the records time out
+        await reach_bootstrap(producer.cluster.pool, producer.config)
         line_no = 0
         async for line in _read_lines(stdin):
             line_no += 1
@@ -177,12 +182,16 @@ async def produce(args: argparse.Namespace, stdin, err) -> int:
 
 def main(args: argparse.Namespace) -> int:
     from client.errors import KafkaError
+    from tools.admin_session import ToolError
 
     try:
         return trio.run(produce, args, sys.stdin.buffer, sys.stderr)
     except (ValueError, TypeError) as e:
         print(f"minibroker produce: {e}", file=sys.stderr)
         return 2
+    except ToolError as e:  # no bootstrap address answered: named, with the reason
+        print(f"minibroker produce: {e}", file=sys.stderr)
+        return 1
     except (KafkaError, OSError) as e:
         print(f"minibroker produce: {e}", file=sys.stderr)
         return 1

@@ -12,15 +12,18 @@ default_api_timeout_ms, client_rack. The group-membership settings (session_time
 heartbeat_interval_ms, max_poll_interval_ms, partition_assignment_strategy,
 group_instance_id, enable_auto_commit, auto_commit_interval_ms) are accepted and checked
 and used by subscribe(), the group driver (client/consumer/coordinator.py) and auto-commit.
+key_deserializer / value_deserializer (callables, None by default) are applied by the
+Consumer to every record it returns.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from client.config import (
-    ClientConfig, bool_field, choice_field, int_field, register_config, str_field,
+    ClientConfig, bool_field, callable_field, choice_field, int_field, register_config,
+    str_field,
 )
 
 __all__ = ["ConsumerConfig", "ASSIGNORS"]
@@ -67,6 +70,10 @@ class ConsumerConfig(ClientConfig):
     check_crcs: bool = bool_field(True)
     exclude_internal_topics: bool = bool_field(True)
     allow_auto_create_topics: bool = bool_field(True)
+    # applied to each record's key / value (when not None) before the application sees
+    # it, as aiokafka's: one argument, the bytes; returns any object
+    key_deserializer: Callable[[bytes], Any] | None = callable_field()
+    value_deserializer: Callable[[bytes], Any] | None = callable_field()
 
     _client_id_prefix = "consumer"
 

@@ -41,6 +41,12 @@ unsubscribe() leaves the group (see its docstring); subscribe() afterwards joins
 
 subscribe(pattern=...) follows the topics whose names match (see subscribe()).
 
+As aiokafka's and Java's: key_deserializer / value_deserializer (config) turn each record's
+key / value into objects; partitions_for(topic) and topics() ask about the cluster;
+beginning_offsets, end_offsets and offsets_for_times ask the leaders (positions do not
+move); highwater(tp) is the last high watermark a Fetch response gave; seek_to_committed
+goes back to the group's committed offsets; group_metadata() says who the member is.
+
 Prefetching: as Java's Fetcher, a Fetch goes to each leader as soon as one of its partitions
 holds fewer than max_poll_records buffered records, at most one per leader at a time, in
 the background: getmany returns what is buffered while the next response is on its way.
@@ -68,10 +74,10 @@ from client.consumer.coordinator import (
     STANDALONE, ConsumerCoordinator, ConsumerRebalanceListener, GroupCoordinator,
 )
 from client.consumer.fetcher import (
-    ConsumerRecord, Fetcher, NoOffsetForPartitionError, SubscriptionState,
+    EARLIEST, LATEST, ConsumerRecord, Fetcher, NoOffsetForPartitionError, SubscriptionState,
 )
 from client.errors import KafkaError, KafkaTimeoutError, for_code
-from client.types import TopicPartition
+from client.types import ConsumerGroupMetadata, OffsetAndTimestamp, TopicPartition
 from protocol.errors import ErrorCode
 
 __all__ = ["Consumer", "ConsumerRebalanceListener", "ConsumerRecord", "Unsubscribed",
@@ -128,6 +134,8 @@ class Consumer:
         self._exit_stack: AsyncExitStack | None = None  # what __aenter__ opened
         self._nursery: trio.Nursery | None = None
         self._assigned_event = trio.Event()
+        self._deserializing = (self.config.key_deserializer is not None
+                               or self.config.value_deserializer is not None)
         if topics:
             self.subscribe(topics)
 
@@ -483,6 +491,8 @@ class Consumer:
                 # works on these (Java's Fetcher.sendFetches at the end of poll)
                 if any(self._state.buffered(tp) < fetcher.low_water for tp in drained):
                     await fetcher.prefetch(nursery)
+                if self._deserializing:
+                    return self._deserialize(drained)
                 return drained
             left_ms = int((deadline - trio.current_time()) * 1000)
             if left_ms <= 0 and not first:
@@ -602,3 +612,125 @@ class Consumer:
         if self._coordinator is None:
             raise RuntimeError("the Consumer is not open (use `async with`)")
         return self._coordinator
+
+    # -- what an aiokafka or Java user reaches for: metadata, offsets, group identity ----
+
+    def _deserialize(self, batches: dict[TopicPartition, list[ConsumerRecord]]
+                     ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """key_deserializer / value_deserializer on each record (a None stays None)."""
+        kd, vd = self.config.key_deserializer, self.config.value_deserializer
+        return {tp: [r._replace(key=r.key if kd is None or r.key is None else kd(r.key),
+                                value=r.value if vd is None or r.value is None
+                                else vd(r.value))
+                     for r in records]
+                for tp, records in batches.items()}
+
+    def _open_cluster(self) -> Cluster:
+        if self._cluster is None:
+            raise RuntimeError("the Consumer is not open (use `async with`)")
+        return self._cluster
+
+    async def _refresh_until(self, cluster: Cluster, topics: list[str] | None,
+                             done: Any) -> None:
+        """Refresh `cluster` (for exactly `topics`, or what it tracks) until `done()` says
+        the answer is final, retrying failures with backoff until default_api_timeout_ms
+        (Java's partitionsFor / listTopics bound)."""
+        budget = self.config.default_api_timeout_ms
+        last: KafkaError | None = None
+        with trio.move_on_after(budget / 1000):
+            attempt = 0
+            while True:
+                try:
+                    await cluster.refresh(topics)
+                except KafkaError as e:
+                    if not e.retriable:
+                        raise
+                    last = e
+                else:
+                    if done():
+                        return
+                await trio.sleep(self.config.retry_backoff_s(attempt))
+                attempt += 1
+        raise KafkaTimeoutError(f"no metadata within default_api_timeout_ms {budget} ms"
+                                + (f"; last error: {last}" if last else "")) from last
+
+    async def partitions_for(self, topic: str) -> set[int] | None:
+        """The partition numbers of `topic`, None if it does not exist (asked of a broker
+        when the Consumer's metadata does not have it yet; may auto-create the topic when
+        allow_auto_create_topics and the broker allow it, as Java's partitionsFor)."""
+        cluster = self._open_cluster()
+        if cluster.metadata.partitions_for(topic) is None:
+            await self._refresh_until(
+                cluster, [topic], lambda: cluster.metadata.exists(topic) is not None)
+        partitions = cluster.metadata.partitions_for(topic)
+        return None if partitions is None else set(partitions)
+
+    async def topics(self) -> set[str]:
+        """The names of every topic in the cluster (one Metadata request for all topics;
+        the Consumer's own metadata keeps tracking only what it consumes)."""
+        lister = Cluster(self._open_cluster().pool, self.config, topics=None)
+        await self._refresh_until(lister, None, lambda: True)
+        return set(lister.metadata.topics)
+
+    async def beginning_offsets(self, tps: Iterable[TopicPartition]
+                                ) -> dict[TopicPartition, int]:
+        """The earliest offset of each partition (assigned or not), from its leader."""
+        return await self.fetcher.list_offsets(_partitions(tps), EARLIEST)
+
+    async def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The log end offset (read_uncommitted: the high watermark) of each partition,
+        the offset the next record written will get."""
+        return await self.fetcher.list_offsets(_partitions(tps), LATEST)
+
+    async def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]
+                                ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition, the first record whose timestamp is at or after the given
+        one (ms since the epoch): OffsetAndTimestamp(offset, timestamp), or None when no
+        record is that recent. Positions do not move (seek() to use the answer)."""
+        query = {TopicPartition(tp[0], tp[1]): ts for tp, ts in timestamps.items()}
+        for tp, ts in query.items():
+            if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
+                raise ValueError(f"the timestamp for {tp.topic}-{tp.partition} must be an "
+                                 f"int >= 0, got {ts!r}")
+        found = await self.fetcher.list_offsets_for(query)
+        return {tp: None if found[tp][0] < 0 else OffsetAndTimestamp(*found[tp])
+                for tp in query}
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        """The high watermark of an assigned partition as the last Fetch response for it
+        said (None before one arrived); no request is sent. As aiokafka's: lag is
+        `highwater(tp) - await position(tp)`."""
+        return self._state.state(TopicPartition(tp[0], tp[1])).high_watermark
+
+    async def seek_to_committed(self, *tps: TopicPartition
+                                ) -> dict[TopicPartition, int | None]:
+        """Move each partition (default: every assigned one) to group_id's committed
+        offset; one without a committed offset keeps its position. Returns what was
+        committed (None: nothing), as aiokafka's."""
+        self._group_id()
+        wanted = _partitions(tps) if tps else sorted(self.assignment())
+        for tp in wanted:
+            self._state.state(tp)  # ValueError if not assigned
+        committed = await self._offsets().fetch_committed(wanted)
+        result: dict[TopicPartition, int | None] = {}
+        for tp in wanted:
+            offset = result[tp] = committed.get(tp)
+            if offset is not None and self._state.is_assigned(tp):
+                self._state.seek(tp, offset)
+        return result
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """Group id, generation, member id and group instance id, as Java's
+        groupMetadata() (what a transactional producer sends with the offsets it
+        commits). Generation -1 and member id "" outside a generation."""
+        group_id = self._group_id()
+        group = self._closing_group or self._group
+        generation, member_id = -1, ""
+        if group is not None and group.member.generation >= 0:
+            generation, member_id = group.member.generation, group.member.member_id
+        return ConsumerGroupMetadata(group_id, generation, member_id,
+                                     self.config.group_instance_id)
+
+
+def _partitions(tps: Iterable[TopicPartition]) -> list[TopicPartition]:
+    return list(dict.fromkeys(TopicPartition(tp[0], tp[1]) for tp in tps))

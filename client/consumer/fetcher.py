@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import trio
 
@@ -309,8 +309,18 @@ class Fetcher:
                            timeout_ms: int | None = None) -> dict[TopicPartition, int]:
         """The earliest (-2) or latest (-1) offset of each partition from its leader,
         retrying leader changes and connection failures until default_api_timeout_ms."""
-        remaining = list(dict.fromkeys(tps))
-        found: dict[TopicPartition, int] = {}
+        found = await self.list_offsets_for({tp: timestamp for tp in tps}, timeout_ms)
+        return {tp: offset for tp, (offset, _) in found.items()}
+
+    async def list_offsets_for(self, query: Mapping[TopicPartition, int],
+                               timeout_ms: int | None = None
+                               ) -> dict[TopicPartition, tuple[int, int]]:
+        """ListOffsets with a timestamp per partition (-2 earliest, -1 latest, else the
+        first record at or after that time): tp -> (offset, timestamp) as the leader
+        answers (offset -1 when no record is that recent; timestamp -1 for -2 / -1).
+        Retries leader changes and connection failures until default_api_timeout_ms."""
+        remaining = list(query)
+        found: dict[TopicPartition, tuple[int, int]] = {}
         budget = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
         deadline = trio.current_time() + budget / 1000
         tries = 0
@@ -324,7 +334,8 @@ class Fetcher:
                 by_node, unknown = await self._leaders(remaining)
                 for node_id, node_tps in by_node.items():
                     try:
-                        got, err = await self._list_offsets_on(node_id, node_tps, timestamp)
+                        got, err = await self._list_offsets_on(
+                            node_id, {tp: query[tp] for tp in node_tps})
                     except (KafkaConnectionError, KafkaTimeoutError) as e:
                         last = e
                         self.cluster.request_update()
@@ -338,19 +349,20 @@ class Fetcher:
                 tries += 1
         return found
 
-    async def _list_offsets_on(self, node_id: int, tps: list[TopicPartition], timestamp: int
-                               ) -> tuple[dict[TopicPartition, int], KafkaError | None]:
+    async def _list_offsets_on(self, node_id: int, query: Mapping[TopicPartition, int]
+                               ) -> tuple[dict[TopicPartition, tuple[int, int]],
+                                          KafkaError | None]:
         conn = await self.pool.get(node_id)
         version = conn.version_for(LIST_OFFSETS)
         topics: dict[str, list] = {}
-        for tp in tps:
+        for tp, timestamp in query.items():
             topics.setdefault(tp.topic, []).append(
                 {"partition_index": tp.partition, "timestamp": timestamp,
                  "max_num_offsets": 1})
         resp = await conn.request(LIST_OFFSETS, {
             "replica_id": -1, "isolation_level": READ_UNCOMMITTED,
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}, version)
-        found: dict[TopicPartition, int] = {}
+        found: dict[TopicPartition, tuple[int, int]] = {}
         error: KafkaError | None = None
         for t in resp.body.topics:
             for p in t.partitions:
@@ -367,9 +379,9 @@ class Fetcher:
                     offsets = p.get("old_style_offsets") or []
                     if not offsets:
                         continue
-                    found[tp] = offsets[0]
+                    found[tp] = (offsets[0], -1)
                 else:
-                    found[tp] = p.offset
+                    found[tp] = (p.offset, p.timestamp)
         return found, error
 
     async def reset_offsets(self, tps: Iterable[TopicPartition], strategy: str) -> None:

@@ -20,7 +20,9 @@ whole batches instead of one small batch per partition.
 A record whose topic is not in the metadata yet waits (bounded by delivery_timeout_ms) while
 metadata is refreshed every retry_backoff_ms; with the topic still unknown at the deadline its
 handle fails with UnknownTopicOrPartitionError (KafkaTimeoutError if the broker never said).
-`send` waits only while buffer_memory is full. Leaving the `async with` block normally
+`send` waits only while buffer_memory is full. key_serializer / value_serializer (config) turn
+the objects given to send() into bytes; send(timestamp_ms=) sets a record's CreateTime;
+partitions_for(topic) waits for the topic's metadata. Leaving the `async with` block normally
 delivers everything queued first (as Java's close()); leaving it with an exception fails
 what is still queued with KafkaError.
 """
@@ -47,6 +49,15 @@ from protocol.errors import ErrorCode
 __all__ = ["Producer", "RecordMetadata", "DeliveryHandle"]
 
 Headers = Iterable[tuple[str, bytes | None]]
+# how long partitions_for waits for a topic's metadata (Java's max.block.ms default)
+METADATA_WAIT_MS = 60000
+
+
+def _check_timestamp(timestamp_ms: Any) -> int:
+    if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int) or timestamp_ms < 0:
+        raise ValueError(f"timestamp_ms must be an int >= 0 (ms since the epoch), "
+                         f"got {timestamp_ms!r}")
+    return timestamp_ms
 
 
 def _as_bytes(name: str, data: Any) -> bytes:
@@ -83,6 +94,8 @@ class Producer:
         self._buffered = 0
         self._buffer_freed = trio.Event()
         self._closed = False
+        self._serializing = (self.config.key_serializer is not None
+                             or self.config.value_serializer is not None)
 
     # -- lifetime ----------------------------------------------------------------------
 
@@ -136,15 +149,20 @@ class Producer:
 
     # -- sending -----------------------------------------------------------------------
 
-    async def send(self, topic: str, value: bytes | None, key: bytes | None = None,
+    async def send(self, topic: str, value: Any, key: Any = None,
                    headers: Headers | None = None,
-                   partition: int | None = None) -> DeliveryHandle:
+                   partition: int | None = None,
+                   timestamp_ms: int | None = None) -> DeliveryHandle:
         """Queue a record; returns its delivery handle (`await handle` -> RecordMetadata).
-        Waits only while buffer_memory is full."""
+        Waits only while buffer_memory is full. `key` and `value` are bytes, or what
+        key_serializer / value_serializer take; `timestamp_ms` is the record's CreateTime
+        (default: now)."""
         if self._sender is None or self._closed:
             raise RuntimeError("the Producer is not open (use `async with`)")
         if not isinstance(topic, str) or not topic:
             raise TypeError("topic must be a non-empty str")
+        if self._serializing:
+            key, value = self._serialize(key, value)
         # bytes (the common case) passes as it is; send() runs once per record
         if value is not None and type(value) is not bytes:
             value = _as_bytes("value", value)
@@ -152,7 +170,8 @@ class Producer:
             key = _as_bytes("key", key)
         hdrs = [(k, None if v is None else bytes(v)) for k, v in headers] if headers else []
         size = record_size(key, value, hdrs)
-        timestamp = int(time.time() * 1000)
+        timestamp = int(time.time() * 1000) if timestamp_ms is None else \
+            _check_timestamp(timestamp_ms)
         handle = DeliveryHandle(topic, timestamp, self._on_done)
         if size + BATCH_OVERHEAD > self.config.max_request_size or \
                 size > self.config.buffer_memory:
@@ -174,10 +193,12 @@ class Producer:
         self._route(topic, _Waiting(value, key, hdrs, partition, handle, size, self._now_ms()))
         return handle
 
-    async def send_and_wait(self, topic: str, value: bytes | None, key: bytes | None = None,
+    async def send_and_wait(self, topic: str, value: Any, key: Any = None,
                             headers: Headers | None = None,
-                            partition: int | None = None) -> RecordMetadata:
-        handle = await self.send(topic, value, key=key, headers=headers, partition=partition)
+                            partition: int | None = None,
+                            timestamp_ms: int | None = None) -> RecordMetadata:
+        handle = await self.send(topic, value, key=key, headers=headers, partition=partition,
+                                 timestamp_ms=timestamp_ms)
         return await handle
 
     async def flush(self) -> None:
@@ -310,3 +331,36 @@ class Producer:
                     w.handle._fail(for_code(code, text))
                 else:
                     w.handle._fail(KafkaTimeoutError(text))
+
+    # -- what an aiokafka or Java user reaches for: serializers, partitions_for ----------
+
+    def _serialize(self, key: Any, value: Any) -> tuple[Any, Any]:
+        """key_serializer / value_serializer on a key / value that is not None."""
+        ks, vs = self.config.key_serializer, self.config.value_serializer
+        if ks is not None and key is not None:
+            key = ks(key)
+        if vs is not None and value is not None:
+            value = vs(value)
+        return key, value
+
+    async def partitions_for(self, topic: str) -> set[int]:
+        """The partition numbers of `topic`, waiting for its metadata (the topic is
+        tracked from now on and auto-created where the broker allows it) up to
+        METADATA_WAIT_MS, Java's max.block.ms default; then KafkaTimeoutError, or the
+        broker's error for the topic (UnknownTopicOrPartitionError, ...)."""
+        cluster = self.cluster
+        if topic not in self._topics:
+            self._topics.add(topic)
+            cluster.add_topics([topic])
+        with trio.move_on_after(METADATA_WAIT_MS / 1000):
+            while (partitions := cluster.metadata.partitions_for(topic)) is None:
+                code = cluster.metadata.topic_errors.get(topic)
+                if code is not None and not code.retriable:  # INVALID_TOPIC_EXCEPTION, ...
+                    raise for_code(code, f"metadata for topic {topic}")
+                generation = cluster.generation
+                cluster.request_update()
+                await cluster.wait_for_refresh(generation)
+            return set(partitions)
+        code = cluster.metadata.topic_errors.get(topic)
+        text = f"topic {topic} not present in metadata after {METADATA_WAIT_MS} ms"
+        raise for_code(code, text) if code is not None else KafkaTimeoutError(text)

@@ -291,6 +291,27 @@ async def test_a_taken_port_raises_listen_error(tmp_path):
             await serve(broker, install_signal_handlers=False)
 
 
+def test_serve_on_a_taken_port_says_so_in_one_line_and_exits_1(tmp_path):
+    """`minibroker serve` as a person runs it: nothing but the one line on stderr (no
+    traceback, no start-up log of a node that could never serve), exit status 1."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "tools.cli", "serve", "--listen", f"127.0.0.1:{port}",
+             "--data-dir", str(tmp_path / "data")],
+            cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
+            timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"minibroker: cannot listen on 127.0.0.1:{port}: address already in use"]
+
+
 def test_any_other_reason_to_stop_is_named_on_the_last_line(tmp_path, monkeypatch, capsys):
     import argparse
 

@@ -159,6 +159,19 @@ def test_config_values_are_checked():
         check_config("common", security_protocol="SSL")
 
 
+@pytest.mark.parametrize("address", ["127.0.0.1:19504:1", "h:", "::1", "[::1", "[::1]9092",
+                                     "a b:9092", ":9092"])
+def test_a_malformed_bootstrap_address_is_refused_when_configured(address):
+    # not taken as a host name that could only fail to resolve after every retry
+    with pytest.raises(ValueError, match="bad broker address"):
+        check_config("producer", bootstrap_servers=address)
+
+
+def test_bootstrap_address_forms():
+    cfg = check_config("common", bootstrap_servers="h1:1,[::1]:2,h3,PLAINTEXT://h4:4")
+    assert cfg.bootstrap_addresses == [("h1", 1), ("::1", 2), ("h3", 9092), ("h4", 4)]
+
+
 def test_backoff_doubles_up_to_its_maximum():
     cfg = check_config("common", retry_backoff_ms=100, retry_backoff_max_ms=1000,
                        reconnect_backoff_ms=50, reconnect_backoff_max_ms=300)
