@@ -610,12 +610,17 @@ class Consumer:
     async def commit(self, offsets: Mapping[TopicPartition, int | tuple[int, str | None]]
                      | None = None) -> None:
         """Commit `offsets` (tp -> offset, or (offset, metadata)) for group_id; by default
-        the current position of every assigned partition that has one."""
+        the current position of every assigned partition that has one. A group member
+        that has dropped out of the group (it exceeded max_poll_interval_ms, its session
+        expired) gets CommitFailedError, as in Java; its partitions are gone from
+        assignment() by then and the next getmany rejoins."""
         await self._commit(offsets, retry=True)
 
     async def _commit(self, offsets: Mapping | None, retry: bool) -> None:
         """commit(); `retry` False makes one attempt only (a background auto-commit)."""
         self._group_id()
+        if self._group is not None and self._closing_group is None:
+            self._group.check_can_commit()  # CommitFailedError once out of the group
         if offsets is None:
             offsets = self._state.positions()
         if not offsets:

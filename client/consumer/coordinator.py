@@ -75,7 +75,9 @@ from client.consumer.membership import (
     MemberState, SendHeartbeat, SendJoinGroup, SendLeaveGroup, SendSyncGroup, StartFetching,
     StopFetching,
 )
-from client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, for_code
+from client.errors import (
+    CommitFailedError, KafkaConnectionError, KafkaError, KafkaTimeoutError, for_code,
+)
 from client.offset_fetch import offset_fetch
 from client.retry import retry_until_deadline
 from client.types import TopicPartition
@@ -94,6 +96,8 @@ log = logging.getLogger("minibroker.client.consumer.coordinator")
 
 LEAVE_TIMEOUT_MS = 5_000
 COORDINATOR_CHANNEL = "group"
+# an OffsetCommit with a generation answered so: the member is out of the group
+_OUT_OF_GENERATION = frozenset({ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION})
 _COORDINATOR_ERRORS = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                                  ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                  ErrorCode.NOT_COORDINATOR})
@@ -169,8 +173,12 @@ class ConsumerCoordinator:
                     code = ErrorCode.of(p.error_code)
                     if code is ErrorCode.NONE:
                         continue
-                    error = for_code(code, f"OffsetCommit {t.name}-{p.partition_index} "
-                                           f"for group '{group_id}'")
+                    text = f"OffsetCommit {t.name}-{p.partition_index} for group '{group_id}'"
+                    if generation >= 0 and code in _OUT_OF_GENERATION:
+                        raise CommitFailedError(
+                            f"{text}: {code.name}: this member is no longer in the group's "
+                            f"generation {generation} (a rebalance went on without it)", code)
+                    error = for_code(code, text)
                     if not error.retriable:
                         raise error
                     retriable = retriable or error
@@ -349,6 +357,16 @@ class GroupCoordinator:
         if generation < 0:
             return -1, "", self.member.config.group_instance_id
         return generation, member_id, self.member.config.group_instance_id
+
+    def check_can_commit(self) -> None:
+        """CommitFailedError if the member is out of the generation it was assigned in
+        (max_poll_interval_ms exceeded, session lost): Java's commitSync refuses then."""
+        if self.member.out_of_generation:
+            raise CommitFailedError(
+                f"group {self.member.config.group_id}: the commit cannot be completed since "
+                f"this member is no longer in the group (it exceeded max_poll_interval_ms="
+                f"{self.config.max_poll_interval_ms} between polls, or its session expired) "
+                f"and its partitions may be another member's; the next getmany rejoins")
 
     def forget_pause(self, tp: TopicPartition) -> None:
         """The application paused or resumed `tp` itself: StartFetching leaves it alone."""
