@@ -649,6 +649,25 @@ class ConnectionPool:
                 failures.append(f"{host}:{port}: {e}")
         raise NoBrokersAvailable("no broker answered: " + "; ".join(failures))
 
+    async def bootstrap(self) -> BrokerConnection:
+        """What entering a Producer or Consumer does, as aiokafka's start(): connect to the
+        bootstrap addresses in order, each once, until one answers ApiVersions. When none
+        does, KafkaConnectionError "unable to bootstrap from [...]" with each reason. The
+        bound: per address, socket_connection_setup_timeout_ms to connect plus
+        request_timeout_ms for the handshake (a refused connection fails at once)."""
+        conn = self.least_loaded_ready()
+        if conn is not None:
+            return conn
+        reasons = []
+        for host, port in self.config.bootstrap_addresses:
+            try:
+                return await self.connect(host, port)
+            except (KafkaConnectionError, KafkaTimeoutError, IncompatibleBrokerVersion) as e:
+                reasons.append(e.message or str(e))
+        raise KafkaConnectionError(f"unable to bootstrap from "
+                                   f"{list(self.config.bootstrap_servers)}: "
+                                   + "; ".join(reasons))
+
     async def close_node(self, node_id: int) -> None:
         conn = self.connection(node_id)
         if conn is not None:

@@ -146,6 +146,7 @@ class Consumer:
             pool = await stack.enter_async_context(ConnectionPool(self.config))
             stack.callback(self._forget_pool)
             self._pool = pool
+            await pool.bootstrap()  # fail fast, as aiokafka's start(), when none answers
             self._cluster = Cluster(
                 pool, self.config, topics=self._state.topics(),
                 allow_auto_topic_creation=self.config.allow_auto_create_topics)
