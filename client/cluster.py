@@ -196,6 +196,7 @@ class Cluster:
         self._done_started = 0  # the number of the last refresh that completed
         self._update_requested = False
         self._last_refresh_at: float | None = None  # when the last refresh ended, ok or not
+        self.last_error: KafkaError | None = None  # why the last refresh failed; None if ok
         self._wakeup = trio.Event()  # set when an update is requested (for `run`)
         self._refreshed = trio.Event()  # set (and replaced) after every refresh
 
@@ -310,12 +311,15 @@ class Cluster:
                 self._update_requested = False
             try:
                 body = await self._fetch(requested)
-            except BaseException:
+            except BaseException as e:
                 if names is None:
                     self._update_requested = True
+                if isinstance(e, KafkaError):
+                    self.last_error = e
                 raise
             finally:
                 self._last_refresh_at = trio.current_time()
+            self.last_error = None
             self.metadata.update(body, trio.current_time(), requested)
             self.pool.update_nodes({n.node_id: n.address
                                     for n in self.metadata.brokers.values()})

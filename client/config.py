@@ -246,6 +246,9 @@ class ProducerConfig(ClientConfig):
     max_in_flight_requests_per_connection: int = int_field(5, low=1)
     retries: int = int_field(INT32_MAX)
     delivery_timeout_ms: int = int_field(120000, low=1)
+    # Java's max.block.ms: how long a record may wait for its topic's metadata, or send()
+    # for buffer_memory to free up, before it fails with KafkaTimeoutError
+    max_block_ms: int = int_field(60000)
     request_timeout_ms: int = int_field(30000, low=1)
     enable_idempotence: bool | None = field(
         default=None, metadata={"check": _check_optional_bool})

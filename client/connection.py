@@ -35,6 +35,7 @@ connection stays open for the others and a late response is dropped.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -48,6 +49,7 @@ from client.errors import (
     IncompatibleBrokerVersion, KafkaConnectionError, KafkaError, KafkaTimeoutError,
     NoBrokersAvailable,
 )
+from client.ratelimit import RateLimitedWarning
 from protocol.connection import NEED_DATA, ClientConnection, Response
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.framing import DEFAULT_MAX_FRAME
@@ -65,6 +67,8 @@ MAX_COALESCED_WRITE = 1 << 20
 
 _NEW, _CONNECTING, _READY, _CLOSED = "new", "connecting", "ready", "closed"
 _STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+log = logging.getLogger("minibroker.client.connection")
 
 # (host, port) -> an open byte stream to that broker; see the module docstring
 StreamOpener = Callable[[str, int], Awaitable[trio.abc.Stream]]
@@ -159,6 +163,12 @@ class BrokerConnection:
         self._opening = False
         self._finished = trio.Event()  # set while no run is under way
         self._finished.set()
+        # Pool connections outlive a cancellation of the tasks around them once ready: a
+        # consumer cancelled by its caller still sends its final commit and LeaveGroup
+        # over them (within its close budget); only close() ends them. `retired`: the pool
+        # is closing, the connection must not become ready again.
+        self.shield_when_ready = False
+        self.retired = False
 
     # -- state -------------------------------------------------------------------------
 
@@ -240,7 +250,12 @@ class BrokerConnection:
                         error = e
                         self._fail(e)
                     else:
-                        if self._state == _CONNECTING:  # not failed meanwhile
+                        if self.retired:
+                            error = KafkaConnectionError(
+                                f"connection to {self.address}: the client is closing")
+                            self._fail(error)
+                        elif self._state == _CONNECTING:  # not failed meanwhile
+                            scope.shield = self.shield_when_ready
                             self._state = _READY
                             started = True
                             task_status.started()
@@ -484,8 +499,13 @@ class ConnectionPool:
     answers a connection's requests in order, so a consumer's JoinGroup (which the broker
     holds until the rebalance completes) must not sit in front of its Fetch requests; Java
     opens the coordinator's connection apart for the same reason. Channel connections never
-    serve as the least-loaded one. A connection that failed is reopened on next use, after reconnect_backoff_ms doubling per consecutive failure up to
-    reconnect_backoff_max_ms. Connections idle for connections_max_idle_ms are closed.
+    serve as the least-loaded one. A connection that failed is reopened on next use, after
+    reconnect_backoff_ms doubling per consecutive failure up to reconnect_backoff_max_ms.
+    Connections idle for connections_max_idle_ms are closed.
+
+    A failed connect is logged as a warning naming the address and the reason, at the first
+    failure and then at most every WARN_INTERVAL_S per address while it keeps failing
+    (client/ratelimit.py); the first success after that is logged at info.
     """
 
     def __init__(self, config: ClientConfig | None = None):
@@ -495,6 +515,8 @@ class ConnectionPool:
         self._conns: dict[tuple, BrokerConnection] = {}
         self._connecting: dict[tuple, trio.Event] = {}
         self._failures: dict[tuple, tuple[int, float]] = {}  # count, last time
+        self._unreachable = RateLimitedWarning(log)
+        self._closing = False
         self._nursery: trio.Nursery | None = None
         self._exit_stack: AsyncExitStack | None = None
 
@@ -513,8 +535,11 @@ class ConnectionPool:
             await stack.aclose()
 
     async def _close_connections(self) -> None:
+        self._closing = True
         try:
             with trio.CancelScope(shield=True):
+                for conn in self._conns.values():
+                    conn.retired = True  # one that is still connecting will not be kept
                 for conn in list(self._conns.values()):
                     await conn.close()
         finally:
@@ -557,6 +582,8 @@ class ConnectionPool:
         """A ready connection to the address; concurrent callers share one attempt."""
         if self._nursery is None:
             raise RuntimeError("the connection pool is not open (use `async with`)")
+        if self._closing:
+            raise KafkaConnectionError(f"cannot connect to {host}:{port}: the client is closing")
         address = (host, port) if channel is None else (host, port, channel)
         while True:
             conn = self._conns.get(address)
@@ -583,12 +610,15 @@ class ConnectionPool:
                                    None)
                 conn = self._conns[address] = BrokerConnection(host, port, self.config,
                                                                node_id=node_id)
+                conn.shield_when_ready = True  # only _close_connections ends it
             try:
                 await conn.open(self._nursery)
-            except KafkaError:
+            except KafkaError as e:
                 self._failures[address] = (failures + 1, trio.current_time())
+                self._unreachable.failed(address[:2], f"{e.message or e}")
                 raise
             self._failures.pop(address, None)
+            self._unreachable.recovered(address[:2], f"connected to {conn.address} again")
             return conn
         finally:
             del self._connecting[address]
@@ -618,6 +648,25 @@ class ConnectionPool:
             except (KafkaConnectionError, KafkaTimeoutError, IncompatibleBrokerVersion) as e:
                 failures.append(f"{host}:{port}: {e}")
         raise NoBrokersAvailable("no broker answered: " + "; ".join(failures))
+
+    async def bootstrap(self) -> BrokerConnection:
+        """What entering a Producer or Consumer does, as aiokafka's start(): connect to the
+        bootstrap addresses in order, each once, until one answers ApiVersions. When none
+        does, KafkaConnectionError "unable to bootstrap from [...]" with each reason. The
+        bound: per address, socket_connection_setup_timeout_ms to connect plus
+        request_timeout_ms for the handshake (a refused connection fails at once)."""
+        conn = self.least_loaded_ready()
+        if conn is not None:
+            return conn
+        reasons = []
+        for host, port in self.config.bootstrap_addresses:
+            try:
+                return await self.connect(host, port)
+            except (KafkaConnectionError, KafkaTimeoutError, IncompatibleBrokerVersion) as e:
+                reasons.append(e.message or str(e))
+        raise KafkaConnectionError(f"unable to bootstrap from "
+                                   f"{list(self.config.bootstrap_servers)}: "
+                                   + "; ".join(reasons))
 
     async def close_node(self, node_id: int) -> None:
         conn = self.connection(node_id)

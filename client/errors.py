@@ -13,6 +13,13 @@ right one, and the client-side failures that have no code of their own on the wi
   request_timeout_ms, or an operation's deadline passed while it was retrying.
 - `IncompatibleBrokerVersion` (an UnsupportedVersionError, not retriable): the broker does not
   serve an API, or no version of it is common to both sides.
+- `CommitFailedError` (not retriable; Java's CommitFailedException): a group member's commit
+  cannot complete because the member is out of the group's generation (max_poll_interval_ms
+  exceeded, its session lost): its partitions may be another member's by now.
+
+`.retriable` says which errors the client retries on its own (a lost connection, a leader
+or coordinator that moved, a timeout) and which reach the application: the consumer's
+getmany and iteration never raise a retriable error.
 
 Errors are data on the wire (docs/ARCHITECTURE.md §7); they become exceptions only here, at the
 edge where a caller asked for something and did not get it.
@@ -29,7 +36,8 @@ from protocol.errors import ErrorCode
 
 __all__ = [
     "ErrorCode", "KafkaError", "KafkaConnectionError", "NoBrokersAvailable",
-    "KafkaTimeoutError", "IncompatibleBrokerVersion", "for_code", "error_class",
+    "KafkaTimeoutError", "IncompatibleBrokerVersion", "CommitFailedError", "for_code",
+    "error_class",
 ]
 
 
@@ -122,3 +130,21 @@ class IncompatibleBrokerVersion(_BY_CODE[ErrorCode.UNSUPPORTED_VERSION]):  # typ
 
     def __init__(self, message: str):
         super().__init__(ErrorCode.UNSUPPORTED_VERSION, message)
+
+
+class CommitFailedError(KafkaError):
+    """Java's CommitFailedException: the commit cannot complete because this member is no
+    longer in the group's current generation (it exceeded max_poll_interval_ms, lost its
+    session, or a rebalance completed without it), so the partitions it consumed may already
+    belong to another member. Not retriable: the next getmany rejoins the group; commit what
+    is consumed after that. `.code` is the broker's answer (UNKNOWN_MEMBER_ID,
+    ILLEGAL_GENERATION) when it gave one."""
+
+    code = ErrorCode.UNKNOWN_MEMBER_ID
+
+    def __init__(self, message: str, code: int | ErrorCode | None = None):
+        super().__init__(self.code if code is None else code, message)
+
+    @property
+    def retriable(self) -> bool:
+        return False

@@ -66,6 +66,11 @@ class ConsumerConfig(ClientConfig):
         default=("range", "cooperative-sticky"), metadata={"check": _check_strategy})
     isolation_level: str = choice_field("read_uncommitted", ["read_uncommitted"])
     default_api_timeout_ms: int = int_field(60000)
+    # closing: the final commit, the revocation and the LeaveGroup together get at most
+    # close_timeout_ms (Java's close() default); when the close comes from a cancellation
+    # they get cancelled_close_timeout_ms, shielded, and the rest is abandoned
+    close_timeout_ms: int = int_field(30000)
+    cancelled_close_timeout_ms: int = int_field(1000)
     client_rack: str = str_field("")
     check_crcs: bool = bool_field(True)
     exclude_internal_topics: bool = bool_field(True)

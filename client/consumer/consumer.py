@@ -35,7 +35,9 @@ nursery: heartbeats, rebalances and the listener run there; each getmany / itera
 polls the member (max.poll.interval.ms; the first one joins the group). Commits made while
 in a group carry the member's generation and member id. Newly assigned partitions start at
 the committed offset, else auto_offset_reset. On close: auto-commit (enable_auto_commit),
-revoke, LeaveGroup (dynamic members), bounded by 30 s.
+revoke, LeaveGroup (dynamic members), shielded from cancellation and bounded by
+close_timeout_ms (30 s), or by cancelled_close_timeout_ms (1 s) when the close comes from
+a cancellation of the caller; whatever is left then is abandoned with a warning.
 
 unsubscribe() leaves the group (see its docstring); subscribe() afterwards joins again.
 
@@ -60,6 +62,7 @@ Not yet: read_committed.
 from __future__ import annotations
 
 import logging
+import math
 import re
 from contextlib import AsyncExitStack
 from typing import Any, Iterable, Mapping, Sequence
@@ -77,6 +80,7 @@ from client.consumer.fetcher import (
     EARLIEST, LATEST, ConsumerRecord, Fetcher, NoOffsetForPartitionError, SubscriptionState,
 )
 from client.errors import KafkaError, KafkaTimeoutError, for_code
+from client.ratelimit import RateLimitedWarning
 from client.types import ConsumerGroupMetadata, OffsetAndTimestamp, TopicPartition
 from protocol.errors import ErrorCode
 
@@ -136,6 +140,7 @@ class Consumer:
         self._assigned_event = trio.Event()
         self._deserializing = (self.config.key_deserializer is not None
                                or self.config.value_deserializer is not None)
+        self._retrying = RateLimitedWarning(log, level=logging.INFO)
         if topics:
             self.subscribe(topics)
 
@@ -149,6 +154,7 @@ class Consumer:
             pool = await stack.enter_async_context(ConnectionPool(self.config))
             stack.callback(self._forget_pool)
             self._pool = pool
+            await pool.bootstrap()  # fail fast, as aiokafka's start(), when none answers
             self._cluster = Cluster(
                 pool, self.config, topics=self._state.topics(),
                 allow_auto_topic_creation=self.config.allow_auto_create_topics)
@@ -192,26 +198,38 @@ class Consumer:
         if stack is not None:
             await stack.aclose()
 
+    def _close_budget_s(self) -> float:
+        """How long closing may spend on the final commit and LeaveGroup: close_timeout_ms,
+        or cancelled_close_timeout_ms when the close comes from a cancellation (the caller
+        asked to be done now; a shielded short budget still lets the group hear of it)."""
+        if trio.current_effective_deadline() == -math.inf:  # inside a cancelled scope
+            return self.config.cancelled_close_timeout_ms / 1000
+        return self.config.close_timeout_ms / 1000
+
     async def _close_membership(self) -> None:
         group, self._group = self._group, None
+        budget_s = self._close_budget_s()
         if self._leaving is not None:
-            with trio.CancelScope(shield=True):
+            with trio.CancelScope(shield=True), trio.move_on_after(budget_s):
                 await self._leaving.wait()
         if group is not None:
             # member.close(): auto-commit, revoke, LeaveGroup; commit() still works here
             self._closing_group = group
             try:
-                await group.close()
+                await group.close(budget_s)
             finally:
                 self._closing_group = None
         elif self._auto_commits():
             # Java's close() commits the positions of what was consumed, when
             # auto-committing
-            with trio.move_on_after(self.config.default_api_timeout_ms / 1000):
+            with trio.CancelScope(shield=True), trio.move_on_after(budget_s) as scope:
                 try:
                     await self.commit()
                 except KafkaError as e:
                     log.warning("auto-commit on close failed: %s", e)
+            if scope.cancelled_caught:
+                log.warning("auto-commit on close did not finish within %.0f ms; abandoned",
+                            budget_s * 1000)
 
     def _forget_nursery(self) -> None:
         self._nursery = None
@@ -498,12 +516,20 @@ class Consumer:
             if left_ms <= 0 and not first:
                 return {}
             first = False
-            with trio.move_on_at(deadline if left_ms > 0 else trio.current_time() + 1):
-                await self._ensure_positions()
-            if self._state.has_buffered():
+            try:
+                with trio.move_on_at(deadline if left_ms > 0 else trio.current_time() + 1):
+                    await self._ensure_positions()
+                if self._state.has_buffered():
+                    continue
+                wait_ms = max(0, min(self.config.fetch_max_wait_ms, left_ms))
+                sent = await fetcher.send_fetches(nursery, wait_ms)
+            except KafkaError as e:
+                if not e.retriable:
+                    raise
+                # a restart, a leader or coordinator move: never the application's problem
+                await self._retry_later(e, deadline, idle_rounds)
+                idle_rounds += 1
                 continue
-            wait_ms = max(0, min(self.config.fetch_max_wait_ms, left_ms))
-            sent = await fetcher.send_fetches(nursery, wait_ms)
             if self._state.has_buffered():
                 continue  # a prefetch landed meanwhile
             if fetcher.in_flight:
@@ -527,6 +553,17 @@ class Consumer:
                 self._group.raise_error()
             idle_rounds += 1
 
+    async def _retry_later(self, error: KafkaError, deadline: float, failures: int) -> None:
+        """A retriable error inside getmany: log it (rate-limited), ask for fresh metadata
+        and back off retry_backoff_ms (doubling to retry_backoff_max_ms), no later than the
+        getmany deadline; reconnects wait reconnect_backoff_ms in the pool as well."""
+        self._retrying.failed(type(error).__name__, f"getmany: retrying after {error}")
+        if self._cluster is not None:
+            self._cluster.request_update()
+        pause = min(self.config.retry_backoff_s(failures),
+                    max(0.0, deadline - trio.current_time()))
+        await trio.sleep(pause)
+
     def _auto_commits(self) -> bool:
         return bool(self.config.enable_auto_commit and self.config.group_id)
 
@@ -541,7 +578,12 @@ class Consumer:
         elif now >= self._next_auto_commit:
             self._next_auto_commit = now + self.config.auto_commit_interval_ms / 1000
             if self._group is None:
-                await self.commit()
+                try:  # one attempt, as Java's commitAsync: the poll must not wait on it
+                    await self._commit(None, retry=False)
+                except KafkaError as e:  # the next interval commits newer positions
+                    if not e.retriable:
+                        raise
+                    log.warning("auto-commit failed: %s", e)
                 return
             # In a group the commit goes out in the background, as Java's commitAsync:
             # during a rebalance it can wait (behind the member's JoinGroup, or refused
@@ -579,12 +621,17 @@ class Consumer:
     async def commit(self, offsets: Mapping[TopicPartition, int | tuple[int, str | None]]
                      | None = None) -> None:
         """Commit `offsets` (tp -> offset, or (offset, metadata)) for group_id; by default
-        the current position of every assigned partition that has one."""
+        the current position of every assigned partition that has one. A group member
+        that has dropped out of the group (it exceeded max_poll_interval_ms, its session
+        expired) gets CommitFailedError, as in Java; its partitions are gone from
+        assignment() by then and the next getmany rejoins."""
         await self._commit(offsets, retry=True)
 
     async def _commit(self, offsets: Mapping | None, retry: bool) -> None:
         """commit(); `retry` False makes one attempt only (a background auto-commit)."""
         self._group_id()
+        if self._group is not None and self._closing_group is None:
+            self._group.check_can_commit()  # CommitFailedError once out of the group
         if offsets is None:
             offsets = self._state.positions()
         if not offsets:

@@ -75,7 +75,9 @@ from client.consumer.membership import (
     MemberState, SendHeartbeat, SendJoinGroup, SendLeaveGroup, SendSyncGroup, StartFetching,
     StopFetching,
 )
-from client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, for_code
+from client.errors import (
+    CommitFailedError, KafkaConnectionError, KafkaError, KafkaTimeoutError, for_code,
+)
 from client.offset_fetch import offset_fetch
 from client.retry import retry_until_deadline
 from client.types import TopicPartition
@@ -93,8 +95,9 @@ T = TypeVar("T")
 log = logging.getLogger("minibroker.client.consumer.coordinator")
 
 LEAVE_TIMEOUT_MS = 5_000
-CLOSE_TIMEOUT_S = 30.0  # Java's default close timeout
 COORDINATOR_CHANNEL = "group"
+# an OffsetCommit with a generation answered so: the member is out of the group
+_OUT_OF_GENERATION = frozenset({ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION})
 _COORDINATOR_ERRORS = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                                  ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                  ErrorCode.NOT_COORDINATOR})
@@ -170,8 +173,12 @@ class ConsumerCoordinator:
                     code = ErrorCode.of(p.error_code)
                     if code is ErrorCode.NONE:
                         continue
-                    error = for_code(code, f"OffsetCommit {t.name}-{p.partition_index} "
-                                           f"for group '{group_id}'")
+                    text = f"OffsetCommit {t.name}-{p.partition_index} for group '{group_id}'"
+                    if generation >= 0 and code in _OUT_OF_GENERATION:
+                        raise CommitFailedError(
+                            f"{text}: {code.name}: this member is no longer in the group's "
+                            f"generation {generation} (a rebalance went on without it)", code)
+                    error = for_code(code, text)
                     if not error.retriable:
                         raise error
                     retriable = retriable or error
@@ -181,8 +188,13 @@ class ConsumerCoordinator:
         async with self._commit_lock:
             if retry:
                 await self._retrying(f"OffsetCommit for group '{group_id}'", attempt)
-            else:
+                return
+            try:
                 await attempt()
+            except KafkaError as e:
+                if e.retriable:  # the next attempt looks for the coordinator again
+                    self._on_retriable(e)
+                raise
 
     async def fetch_committed(self, tps: Sequence[TopicPartition]
                               ) -> dict[TopicPartition, int | None]:
@@ -199,17 +211,19 @@ class ConsumerCoordinator:
 
         return await self._retrying(f"OffsetFetch for group '{group_id}'", attempt)
 
-    async def _retrying(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
-        def on_retry(e: KafkaError) -> None:
-            if (e.code in _COORDINATOR_ERRORS
-                    or isinstance(e, (KafkaConnectionError, KafkaTimeoutError))):
-                self.mark_coordinator_unknown()
-            if e.refresh_metadata:
-                self.cluster.request_update()
+    def _on_retriable(self, e: KafkaError) -> None:
+        """A retriable error: forget a coordinator that moved or cannot be reached, and
+        ask for metadata when the error says the cache is stale."""
+        if (e.code in _COORDINATOR_ERRORS
+                or isinstance(e, (KafkaConnectionError, KafkaTimeoutError))):
+            self.mark_coordinator_unknown()
+        if e.refresh_metadata:
+            self.cluster.request_update()
 
+    async def _retrying(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
         return await retry_until_deadline(
             what, attempt, budget_ms=self.config.default_api_timeout_ms,
-            backoff_s=self.config.retry_backoff_s, on_retry=on_retry)
+            backoff_s=self.config.retry_backoff_s, on_retry=self._on_retriable)
 
 
 def metadata_snapshot(metadata: ClusterMetadata, topics: Iterable[str]
@@ -344,6 +358,16 @@ class GroupCoordinator:
             return -1, "", self.member.config.group_instance_id
         return generation, member_id, self.member.config.group_instance_id
 
+    def check_can_commit(self) -> None:
+        """CommitFailedError if the member is out of the generation it was assigned in
+        (max_poll_interval_ms exceeded, session lost): Java's commitSync refuses then."""
+        if self.member.out_of_generation:
+            raise CommitFailedError(
+                f"group {self.member.config.group_id}: the commit cannot be completed since "
+                f"this member is no longer in the group (it exceeded max_poll_interval_ms="
+                f"{self.config.max_poll_interval_ms} between polls, or its session expired) "
+                f"and its partitions may be another member's; the next getmany rejoins")
+
     def forget_pause(self, tp: TopicPartition) -> None:
         """The application paused or resumed `tp` itself: StartFetching leaves it alone."""
         self._pending_start.discard(tp)
@@ -393,24 +417,34 @@ class GroupCoordinator:
             with trio.move_on_at(wake_at):
                 await self._wakeup.wait()
 
-    async def close(self) -> None:
+    async def close(self, budget_s: float | None = None) -> None:
         """Stop the background task, then carry out member.close(): commit (auto-commit),
-        revoke (or lose), LeaveGroup for a dynamic member. Bounded by CLOSE_TIMEOUT_S."""
+        revoke (or lose), LeaveGroup for a dynamic member, shielded from cancellation and
+        bounded by `budget_s` (default close_timeout_ms); what is left at the end of the
+        budget is abandoned with a warning (the broker expires the member after
+        session_timeout_ms)."""
+        if budget_s is None:
+            budget_s = self.config.close_timeout_ms / 1000
         if self._scope is not None:
             self._scope.cancel()
         if self._running:
             with trio.CancelScope(shield=True):
                 await self._stopped.wait()
         self._queue.clear()
+        group_id = self.member.config.group_id
         with trio.CancelScope(shield=True):
-            with trio.move_on_after(CLOSE_TIMEOUT_S):
+            with trio.move_on_after(budget_s) as budget:
                 self._identity = (self.member.generation, self.member.member_id)
                 try:
                     await self._execute(self.member.close(_now_ms()))
                 except KafkaError as e:
-                    log.warning("group %s: close: %s", self.member.config.group_id, e)
+                    log.warning("group %s: close: %s", group_id, e)
                 finally:
                     self._identity = None
+            if budget.cancelled_caught:
+                log.warning("group %s: close: the final commit, revocation and LeaveGroup "
+                            "did not finish within %.0f ms; abandoned", group_id,
+                            budget_s * 1000)
 
     # -- actions ---------------------------------------------------------------------------
 
@@ -433,7 +467,14 @@ class GroupCoordinator:
             counts = None
             body = resp.body
             if body.error_code == 0 and body.leader == body.member_id:
-                topics, counts = await self._partition_counts(body)
+                try:
+                    topics, counts = await self._partition_counts(body)
+                except KafkaError as e:  # no broker answered Metadata: join again later
+                    if not e.retriable:
+                        raise
+                    log.info("group %s: leader's metadata refresh failed: %s",
+                             member.config.group_id, e)
+                    return member.on_request_failed("join", _now_ms())
                 self.assignment_snapshot = {t: counts.get(t, 0) for t in topics}
             else:
                 self.assignment_snapshot = {}

@@ -15,7 +15,8 @@ States (``MemberState``)::
                        |  +--retriable error: resend after retry_backoff_ms       |
                        +-- REBALANCE_IN_PROGRESS (heartbeat / sync), subscription  +
                            change, cooperative follow-up after a revocation
-    STABLE --max.poll.interval expired--> UNJOINED (LeaveGroup if dynamic; rejoins on poll)
+    STABLE --max.poll.interval expired--> UNJOINED (partitions lost at once, LeaveGroup if
+                                           dynamic; rejoins on poll)
     JOINING, SYNCING, STABLE --fatal error (FENCED_INSTANCE_ID, ...)--> FAILED
     any --close()--> CLOSED
 
@@ -260,6 +261,14 @@ class GroupMember:
         return self.leader_id is not None and self.leader_id == self.member_id
 
     @property
+    def out_of_generation(self) -> bool:
+        """The member had an assignment and has since dropped out of the group's
+        generation (poll timeout, lost session, fenced): a commit now would be for
+        partitions that may be someone else's (Java's CommitFailedException)."""
+        return (self.generation < 0 and self._last_received[1] >= 0
+                and self.state is not MemberState.CLOSED)
+
+    @property
     def is_static(self) -> bool:
         return self.config.group_instance_id is not None
 
@@ -455,8 +464,11 @@ class GroupMember:
 
     def _poll_timeout_expired(self) -> list:
         """Java handlePollTimeoutExpiry: leave (dynamic members only), reset, rejoin on the
-        next poll, whose onJoinPrepare reports the partitions lost (StopFetching + lost)."""
+        next poll. The partitions are given up at once (StopFetching + lost), as the KIP-848
+        consumer does, so that assignment() stops listing what the group reassigns now."""
         out: list = []
+        if self.owned:
+            self._give_up(out, "lost")
         if not self.is_static and self.member_id:
             out.append(self._leave_group("consumer poll timeout has expired."))
         self._reset(reset_member_id=True)

@@ -17,12 +17,17 @@ random among those with a leader, is used until the record would start a new bat
 (the previous one filled up or was sent), then another is chosen. Unkeyed records thus fill
 whole batches instead of one small batch per partition.
 
-A record whose topic is not in the metadata yet waits (bounded by delivery_timeout_ms) while
-metadata is refreshed every retry_backoff_ms; with the topic still unknown at the deadline its
-handle fails with UnknownTopicOrPartitionError (KafkaTimeoutError if the broker never said).
-`send` waits only while buffer_memory is full. key_serializer / value_serializer (config) turn
-the objects given to send() into bytes; send(timestamp_ms=) sets a record's CreateTime;
-partitions_for(topic) waits for the topic's metadata. Leaving the `async with` block normally
+A record whose topic is not in the metadata yet waits (bounded by max_block_ms, Java's
+max.block.ms) while metadata is refreshed every retry_backoff_ms; with the topic still
+unknown at the deadline its handle fails with UnknownTopicOrPartitionError
+(KafkaTimeoutError naming the last connection error if the broker never said).
+`send` waits only while buffer_memory is full, at most max_block_ms. Entering the
+`async with` connects to a bootstrap address first and fails at once with
+KafkaConnectionError "unable to bootstrap from [...]" when none answers
+(ConnectionPool.bootstrap). key_serializer / value_serializer (config) turn the objects
+given to send() into bytes; send(timestamp_ms=) sets a record's CreateTime;
+partitions_for(topic) waits for the topic's metadata, at most max_block_ms. Leaving the
+`async with` block normally
 delivers everything queued first (as Java's close()); leaving it with an exception fails
 what is still queued with KafkaError.
 """
@@ -49,8 +54,6 @@ from protocol.errors import ErrorCode
 __all__ = ["Producer", "RecordMetadata", "DeliveryHandle"]
 
 Headers = Iterable[tuple[str, bytes | None]]
-# how long partitions_for waits for a topic's metadata (Java's max.block.ms default)
-METADATA_WAIT_MS = 60000
 
 
 def _check_timestamp(timestamp_ms: Any) -> int:
@@ -107,6 +110,7 @@ class Producer:
         async with AsyncExitStack() as stack:
             pool = await stack.enter_async_context(ConnectionPool(self.config))
             self._pool = pool
+            await pool.bootstrap()  # fail fast, as aiokafka's start(), when none answers
             stack.callback(self._fail_pending)
             self._cluster = Cluster(pool, self.config, topics=(),
                                     allow_auto_topic_creation=self.config.allow_auto_create_topics)
@@ -180,10 +184,8 @@ class Producer:
                 f"the record is {size} bytes, more than max_request_size "
                 f"{self.config.max_request_size} or buffer_memory {self.config.buffer_memory}"))
             return handle
-        while self._buffered and self._buffered + size > self.config.buffer_memory:
-            await self._buffer_freed.wait()
-            if self._closed:
-                raise RuntimeError("the Producer was closed")
+        if self._buffered and self._buffered + size > self.config.buffer_memory:
+            await self._wait_for_buffer(size)
         self._buffered += size
         handle._size = size
         self._pending.add(handle)
@@ -192,6 +194,18 @@ class Producer:
             self.cluster.add_topics([topic])
         self._route(topic, _Waiting(value, key, hdrs, partition, handle, size, self._now_ms()))
         return handle
+
+    async def _wait_for_buffer(self, size: int) -> None:
+        """Wait until `size` more bytes fit in buffer_memory, at most max_block_ms."""
+        with trio.move_on_after(self.config.max_block_ms / 1000):
+            while self._buffered and self._buffered + size > self.config.buffer_memory:
+                await self._buffer_freed.wait()
+                if self._closed:
+                    raise RuntimeError("the Producer was closed")
+            return
+        raise KafkaTimeoutError(f"failed to allocate {size} bytes within max_block_ms="
+                                f"{self.config.max_block_ms}: buffer_memory "
+                                f"{self.config.buffer_memory} is full of undelivered records")
 
     async def send_and_wait(self, topic: str, value: Any, key: Any = None,
                             headers: Headers | None = None,
@@ -286,7 +300,7 @@ class Producer:
             deadline = None
             if self._waiting:
                 oldest = min(w.created_ms for ws in self._waiting.values() for w in ws)
-                deadline = (oldest + self.config.delivery_timeout_ms) / 1000
+                deadline = (oldest + self.config.max_block_ms) / 1000
                 deadline = min(deadline, trio.current_time() +
                                self.config.retry_backoff_ms / 1000)
             with trio.move_on_at(deadline if deadline is not None else float("inf")):
@@ -316,19 +330,21 @@ class Producer:
                 for w in waiting:
                     self._route(topic, w)
                 continue
-            expired = [w for w in waiting if now >= w.created_ms +
-                       self.config.delivery_timeout_ms]
+            expired = [w for w in waiting if now >= w.created_ms + self.config.max_block_ms]
             if not expired:
                 continue
             self._waiting[topic] = [w for w in waiting if w not in expired]
             if not self._waiting[topic]:
                 del self._waiting[topic]
             code = md.topic_errors.get(topic)
+            last = self.cluster.last_error
             for w in expired:
                 text = (f"topic {topic} not present in metadata after "
-                        f"{self.config.delivery_timeout_ms} ms")
+                        f"{self.config.max_block_ms} ms (max_block_ms)")
                 if code is not None:
                     w.handle._fail(for_code(code, text))
+                elif last is not None:  # the real cause: no broker answered
+                    w.handle._fail(KafkaTimeoutError(f"{text}: {last}"))
                 else:
                     w.handle._fail(KafkaTimeoutError(text))
 
@@ -346,13 +362,13 @@ class Producer:
     async def partitions_for(self, topic: str) -> set[int]:
         """The partition numbers of `topic`, waiting for its metadata (the topic is
         tracked from now on and auto-created where the broker allows it) up to
-        METADATA_WAIT_MS, Java's max.block.ms default; then KafkaTimeoutError, or the
+        max_block_ms (Java's max.block.ms); then KafkaTimeoutError, or the
         broker's error for the topic (UnknownTopicOrPartitionError, ...)."""
         cluster = self.cluster
         if topic not in self._topics:
             self._topics.add(topic)
             cluster.add_topics([topic])
-        with trio.move_on_after(METADATA_WAIT_MS / 1000):
+        with trio.move_on_after(self.config.max_block_ms / 1000):
             while (partitions := cluster.metadata.partitions_for(topic)) is None:
                 code = cluster.metadata.topic_errors.get(topic)
                 if code is not None and not code.retriable:  # INVALID_TOPIC_EXCEPTION, ...
@@ -362,5 +378,6 @@ class Producer:
                 await cluster.wait_for_refresh(generation)
             return set(partitions)
         code = cluster.metadata.topic_errors.get(topic)
-        text = f"topic {topic} not present in metadata after {METADATA_WAIT_MS} ms"
+        text = (f"topic {topic} not present in metadata after {self.config.max_block_ms} ms "
+                "(max_block_ms)")
         raise for_code(code, text) if code is not None else KafkaTimeoutError(text)

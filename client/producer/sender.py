@@ -17,8 +17,11 @@ came back, metadata changed) or a linger / backoff / delivery timer is due:
 A response is handled per partition: success resolves the handles (offset = base offset +
 index); a retriable error (or a lost connection) puts the batch back with retry_backoff_ms,
 keeping its sequence, and requests a metadata update when the error says the cache is stale
-(NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, ...); OUT_OF_ORDER_SEQUENCE_NUMBER is
-retried while an earlier batch of the partition is unacknowledged; anything else, or
+(NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, ...); NOT_ENOUGH_REPLICAS and the
+other retriable codes are retried until delivery_timeout_ms. With idempotence, as Java's
+producer: OUT_OF_ORDER_SEQUENCE_NUMBER is retried, after an epoch bump when no earlier
+batch of the partition is unacknowledged (the broker lost the sequence); UNKNOWN_PRODUCER_ID
+and INVALID_PRODUCER_EPOCH bump the epoch and retry, re-sequenced. Anything else, or
 `retries` used up, fails the batch's handles with the typed error. acks=0 sends the request
 with expect_response=False and resolves the handles with offset -1 once it is queued.
 """
@@ -263,9 +266,15 @@ class Sender:
         now = self.clock_ms()
         self.cluster.note_error(code)
         retriable = code.retriable
-        if code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
-            retriable = self.acc.has_unacked_before(batch) or (
-                batch.producer_epoch != self.acc.producer_epoch or self.acc.needs_reset)
+        if code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and self.config.enable_idempotence:
+            # Java's idempotent producer retries every OUT_OF_ORDER_SEQUENCE_NUMBER: with an
+            # earlier batch of the partition still unacknowledged it only has not landed
+            # yet; with none (or from an older epoch) the broker lost the sequence (a new
+            # leader without the producer's state): bump the epoch and re-sequence
+            if not self.acc.has_unacked_before(batch) and \
+                    batch.producer_epoch == self.acc.producer_epoch:
+                self.acc.needs_reset = True
+            retriable = True
         elif code in (ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.INVALID_PRODUCER_EPOCH) \
                 and self.config.enable_idempotence:
             self.acc.needs_reset = True  # a new epoch, then the batch is re-sequenced

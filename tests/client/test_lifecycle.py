@@ -1,6 +1,7 @@
 """The clients' `async with`: whatever __aenter__ opened is closed again when entering
-fails part way (here: cancelled by the caller's scope), so the task's trio cancel-scope
-and nursery stack stay intact and the task can go on using trio."""
+fails part way (cancelled by the caller's scope, or no bootstrap address answering), so
+the task's trio cancel-scope and nursery stack stay intact and the task can go on using
+trio."""
 
 from __future__ import annotations
 
@@ -8,20 +9,23 @@ import pytest
 import trio
 import trio.lowlevel
 
-from client import Consumer, Producer
+from client import Consumer, Producer, errors
 from client.admin import AdminClient
 from client.connection import ConnectionPool
 
-# nothing listens here: entering must not need a broker
+# nothing listens here
 NOWHERE = "127.0.0.1:1"
 
 CLIENTS = {
-    "producer": lambda: Producer(NOWHERE),
-    "consumer-subscribed": lambda: Consumer("t", bootstrap_servers=NOWHERE, group_id="g"),
-    "consumer-assign": lambda: Consumer(bootstrap_servers=NOWHERE),
-    "admin": lambda: AdminClient(NOWHERE),
-    "pool": lambda: ConnectionPool(),
+    "producer": lambda at=NOWHERE: Producer(at),
+    "consumer-subscribed": lambda at=NOWHERE: Consumer("t", bootstrap_servers=at,
+                                                       group_id="g"),
+    "consumer-assign": lambda at=NOWHERE: Consumer(bootstrap_servers=at),
+    "admin": lambda at=NOWHERE: AdminClient(at),
+    "pool": lambda at=NOWHERE: ConnectionPool(),
 }
+# entering these connects to a bootstrap address first, as aiokafka's start()
+BOOTSTRAPPING = ("producer", "consumer-subscribed", "consumer-assign")
 
 
 async def _nursery_works() -> None:
@@ -53,8 +57,21 @@ async def test_cancelled_while_entering_leaves_the_task_usable(name):
 
 
 @pytest.mark.parametrize("name", sorted(CLIENTS))
-async def test_entered_and_left_twice_in_one_task(name):
+async def test_entered_and_left_twice_in_one_task(name, shared_broker):
     for _ in range(2):
-        async with CLIENTS[name]():
+        async with CLIENTS[name](shared_broker.bootstrap):
             await trio.lowlevel.checkpoint()
+    await _nursery_works()
+
+
+@pytest.mark.parametrize("name", BOOTSTRAPPING)
+async def test_entering_with_no_broker_fails_at_once_and_leaves_the_task_usable(
+        name, caplog):
+    with pytest.raises(errors.KafkaConnectionError, match=r"unable to bootstrap from "
+                       r"\['127.0.0.1:1'\]: cannot connect to 127.0.0.1:1: ") as failed:
+        async with CLIENTS[name]():
+            pytest.fail("entered with no broker")
+    assert failed.value.retriable
+    assert any(r.levelname == "WARNING" and "127.0.0.1:1" in r.getMessage()
+               for r in caplog.records)
     await _nursery_works()

@@ -257,13 +257,19 @@ async def test_a_member_that_stops_polling_leaves_and_the_others_take_over(broke
             assert [(e["member"], e["reason"]) for e in leaves] == [
                 (slow_id, "left the group")]  # the broker records its own reason
             assert slow.group.state is MemberState.UNJOINED
-            assert slow.listener.calls[calls:] == []  # told on its next poll, as in Java
+            # the loss is told at once, and the member commits nothing for partitions
+            # that are the other member's now (Java's CommitFailedException)
+            assert slow.listener.calls[calls:] == [("lost", frozenset(slow_owned))]
+            assert slow.consumer.assignment() == set()
+            with pytest.raises(errors.CommitFailedError) as failed:
+                await slow.consumer.commit({tp: 0 for tp in slow_owned})
+            assert not failed.value.retriable
 
             slow.resume_polling()
             await wait_for(lambda: balanced_cover([slow, steady], everything), DEADLINE_S,
                            "slow to come back")
-            assert slow.listener.calls[calls] == ("lost", frozenset(slow_owned))
-            assert slow.listener.calls[-1] == ("assigned", frozenset(slow.assignment()))
+            assert slow.listener.calls[calls + 1:] == [
+                ("assigned", frozenset(slow.assignment()))]
             await slow.leave()
             await steady.leave()
 
@@ -271,10 +277,10 @@ async def test_a_member_that_stops_polling_leaves_and_the_others_take_over(broke
 # -- cancellation --------------------------------------------------------------------------
 
 async def test_cancelling_the_task_of_a_grouped_consumer_closes_it_cleanly(broker):
-    # The caller's cancellation reaches the Consumer's background tasks first (connection
-    # readers included), so close() cannot send a LeaveGroup then: the broker expires the
-    # member after session_timeout_ms. What must hold is that the Consumer closes at once
-    # and leaves trio's nursery stack intact (it once left its connection pool open).
+    # The caller's cancellation stops the Consumer's background tasks, but not its ready
+    # connections: the final commit and the LeaveGroup get cancelled_close_timeout_ms,
+    # shielded, so the group hears of the member's going at once. The Consumer closes and
+    # leaves trio's nursery stack intact (it once left its connection pool open).
     topic, group = unique("cancel"), unique("g")
     create_topic(broker.bootstrap, topic, 2)
     m = OurMember("m", broker.bootstrap, group, [topic], **GROUP_CONFIG)
@@ -282,8 +288,10 @@ async def test_cancelling_the_task_of_a_grouped_consumer_closes_it_cleanly(broke
         async with trio.open_nursery() as nursery:
             await nursery.start(m.run)
             await wait_for(m.stable, DEADLINE_S, "the member to join")
+            member_id = m.group.member.member_id
             nursery.cancel_scope.cancel()
         assert m.closed.is_set()
+        assert [e["member"] for e in _events(broker, group, "group_leave")] == [member_id]
         assert m.consumer._pool is None and m.consumer._nursery is None
         # the task's nursery stack is intact: more nurseries open and close normally
         async with trio.open_nursery() as nursery:

@@ -149,10 +149,10 @@ async def test_idempotent_offsets_contiguous_without_duplicates(shared_broker):
     assert len({(m.partition, m.offset) for m in got}) == 2000
 
 
-async def test_missing_topic_fails_after_delivery_timeout(make_broker):
+async def test_missing_topic_fails_after_max_block_ms(make_broker):
     broker = make_broker(**{"auto.create.topics.enable": "false"})
     with trio.fail_after(DEADLINE_S):
-        async with Producer(bootstrap_servers=broker.bootstrap, delivery_timeout_ms=1500,
+        async with Producer(bootstrap_servers=broker.bootstrap, max_block_ms=1500,
                             request_timeout_ms=1000) as producer:
             started = trio.current_time()
             handle = await producer.send("no-such-topic", b"v")
