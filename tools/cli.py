@@ -11,6 +11,7 @@ a client of the broker and lives apart from it.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from broker import main as broker_main
@@ -89,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         from bench.cli import main as bench
         return bench(argv[1:]) or 0
     args = build_parser().parse_args(argv)
+    # a console tool names a connection failure itself, on one line: the client library's
+    # own warnings about it (meant for applications' logs) would say it a second time
+    logging.getLogger("minibroker.client").setLevel(logging.ERROR)
     bad = _bad_bootstrap(args)
     if bad is not None:  # at once, as argparse refuses a bad option: exit status 2
         print(f"minibroker {args.command}: --bootstrap-server: {bad}", file=sys.stderr)

@@ -12,7 +12,7 @@ client.Producer setting by its Kafka name (linger.ms=0, enable.idempotence=false
 
 Exit status 0 when every record sent was delivered (skipped lines do not change it); 1 when
 any delivery failed or the producer could not be set up, such as when no bootstrap address
-answers ("cannot connect to H:P: ..."; each failure on one stderr line); 2 on a bad option,
+answers ("unable to bootstrap from [H:P]: cannot connect to H:P: ..."; one stderr line); 2 on a bad option,
 --property or a malformed --bootstrap-server.
 """
 
@@ -128,7 +128,6 @@ async def _read_lines(stream) -> Any:
 async def produce(args: argparse.Namespace, stdin, err) -> int:
     from client import Producer
     from client.errors import KafkaError
-    from tools.admin_session import reach_bootstrap
 
     config = parse_properties("producer", args.properties)
     if args.compression is not None:
@@ -158,10 +157,9 @@ async def produce(args: argparse.Namespace, stdin, err) -> int:
                 report(line_no, e)
         handles[:] = keep
 
+    # entering connects to a bootstrap address first, so an unreachable broker is named as
+    # such at once (KafkaConnectionError), not as a topic missing from the metadata later
     async with Producer(bootstrap_servers=args.bootstrap_server, **config) as producer:
-        # an unreachable broker is named as such now, not as a topic missing from the
-        # metadata once the records time out
-        await reach_bootstrap(producer.cluster.pool, producer.config)
         line_no = 0
         async for line in _read_lines(stdin):
             line_no += 1
@@ -181,7 +179,7 @@ async def produce(args: argparse.Namespace, stdin, err) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    from client.errors import KafkaError
+    from client.errors import KafkaConnectionError, KafkaError
     from tools.admin_session import ToolError
 
     try:
@@ -189,8 +187,11 @@ def main(args: argparse.Namespace) -> int:
     except (ValueError, TypeError) as e:
         print(f"minibroker produce: {e}", file=sys.stderr)
         return 2
-    except ToolError as e:  # no bootstrap address answered: named, with the reason
+    except ToolError as e:
         print(f"minibroker produce: {e}", file=sys.stderr)
+        return 1
+    except KafkaConnectionError as e:  # no bootstrap address answered: named, with reasons
+        print(f"minibroker produce: {e.message or e}", file=sys.stderr)
         return 1
     except (KafkaError, OSError) as e:
         print(f"minibroker produce: {e}", file=sys.stderr)

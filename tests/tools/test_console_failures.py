@@ -76,4 +76,5 @@ def test_produce_to_a_refused_address_names_it_not_the_topic():
     done = cli("produce", "t", "--bootstrap-server", f"127.0.0.1:{port}", stdin="a\nb\n")
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
-        f"minibroker produce: cannot connect to 127.0.0.1:{port}: Connection refused"]
+        f"minibroker produce: unable to bootstrap from ['127.0.0.1:{port}']: "
+        f"cannot connect to 127.0.0.1:{port}: Connection refused"]
