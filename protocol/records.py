@@ -39,7 +39,8 @@ __all__ = [
     "BATCH_OVERHEAD", "MAGIC", "LOG_OVERHEAD", "DEFAULT_MAX_DECOMPRESSED",
     "BatchHeader", "Record", "parse_batch_header", "batch_crc_ok",
     "validate_produced_batch", "iter_batch_headers", "set_base_offset",
-    "set_partition_leader_epoch", "refresh_crc", "encode_batch", "decode_batch", "decode_batches",
+    "set_partition_leader_epoch", "refresh_crc", "encode_batch", "encode_producer_batch",
+    "decode_batch", "decode_batches",
     "zigzag_encode", "zigzag_decode", "encode_varint", "encode_varlong",
     "decode_varint", "decode_varlong", "varint_size",
     "RecordError", "CorruptRecordError", "InvalidRecordError", "RecordTooLargeError",
@@ -134,6 +135,7 @@ def zigzag_decode(z: int) -> int:
 
 
 _VARINT_TABLE = [uvarint_bytes(z) for z in range(2048)]
+_ZERO_HEADER = bytes(BATCH_OVERHEAD)
 
 
 def _put_nullable_bytes(out: bytearray, data: bytes | None) -> None:
@@ -313,6 +315,93 @@ def encode_batch(
         _HEADER.pack_into(
             out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch, MAGIC, 0,
             attributes, prev_delta, base_timestamp, max_ts, producer_id, producer_epoch,
+            base_sequence, len(records))
+    except struct.error as e:
+        raise ValueError(f"batch header field out of range: {e}") from None
+    refresh_crc(out)
+    return bytes(out)
+
+
+def encode_producer_batch(
+    records: Sequence[tuple],
+    *,
+    compression: int = Codec.NONE,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    compression_level: int | None = None,
+) -> bytes:
+    """A producer's batch: the same bytes as encode_batch over [(i, *record) for i, record
+    in enumerate(records)], built with fewer Python steps per record (the client's produce
+    path runs this once per record sent; tests compare the two byte for byte).
+
+    `records` are (timestamp, key, value, headers) tuples, the producer accumulator's:
+    offsets are 0, 1, ... (the broker assigns the real ones), BaseTimestamp is the first
+    record's, create time. Keys and values are bytes or None; header keys str or bytes.
+    """
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    if not 0 <= compression <= Codec.ZSTD:
+        raise UnsupportedCodecError(f"unsupported compression codec id {compression}")
+    stamps = [r[0] for r in records]
+    base_ts = stamps[0]
+    max_ts = max(stamps)
+    if min(stamps) - base_ts < _INT64_MIN or max_ts - base_ts > _INT64_MAX:
+        raise ValueError(f"a timestamp is too far from base timestamp {base_ts}")
+    if len(records) - 1 > _INT32_MAX:
+        raise ValueError("too many records for one batch")
+    table = _VARINT_TABLE
+    uv = uvarint_bytes
+    parts: list[bytes] = [_ZERO_HEADER]  # the header's place, packed once the body is known
+    add = parts.append
+    # Per record: the varints through a table lookup (zigzag values under 2048, so
+    # lengths under 1 KiB and offset deltas under 1024), the fixed bytes joined into one
+    # `head`, and the value appended as it is; b"".join copies everything once at the end.
+    for i, (ts, key, value, headers) in enumerate(records):
+        z = ts - base_ts
+        z = (z << 1) ^ (z >> 63)
+        head = b"\x00" + (table[z] if z < 2048 else uv(z)) + (
+            table[i << 1] if i < 1024 else uv(i << 1))
+        if key is None:
+            head += b"\x01"
+        else:
+            z = len(key) << 1
+            head += (table[z] if z < 2048 else uv(z)) + key
+        if value is None:
+            head += b"\x01"
+            value = b""
+        else:
+            z = len(value) << 1
+            head += table[z] if z < 2048 else uv(z)
+        if headers:
+            tail = bytearray()
+            z = len(headers) << 1
+            tail += table[z] if z < 2048 else uv(z)
+            for hkey, hvalue in headers:
+                _put_nullable_bytes(
+                    tail, hkey.encode("utf-8", "surrogateescape") if type(hkey) is str else hkey)
+                _put_nullable_bytes(tail, hvalue)
+            z = (len(head) + len(value) + len(tail)) << 1
+            add(table[z] if z < 2048 else uv(z))
+            add(head)
+            add(value)
+            add(bytes(tail))
+        else:
+            z = (len(head) + len(value) + 1) << 1
+            add(table[z] if z < 2048 else uv(z))
+            add(head)
+            add(value)
+            add(b"\x00")  # no headers
+    if compression == Codec.NONE:
+        out = bytearray().join(parts)
+    else:
+        parts[0] = b""
+        out = bytearray(BATCH_OVERHEAD)
+        out += compress(compression, b"".join(parts), level=compression_level)
+    try:
+        _HEADER.pack_into(
+            out, 0, 0, len(out) - LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, MAGIC, 0,
+            compression, len(records) - 1, base_ts, max_ts, producer_id, producer_epoch,
             base_sequence, len(records))
     except struct.error as e:
         raise ValueError(f"batch header field out of range: {e}") from None

@@ -37,7 +37,7 @@ from client.errors import KafkaError, KafkaTimeoutError, for_code
 from client.producer.accumulator import ProducerBatch, RecordAccumulator
 from protocol.errors import ErrorCode
 from protocol.messages import INIT_PRODUCER_ID, PRODUCE
-from protocol.records import encode_batch
+from protocol.records import encode_producer_batch
 
 __all__ = ["DeliveryHandle", "RecordMetadata", "Sender"]
 
@@ -203,10 +203,8 @@ class Sender:
 
     def _encode(self, batch: ProducerBatch) -> bytes:
         if batch.encoded is None:
-            batch.encoded = encode_batch(
-                [(i, ts, key, value, headers)
-                 for i, (ts, key, value, headers) in enumerate(batch.records)],
-                compression=self.config.codec, producer_id=batch.producer_id,
+            batch.encoded = encode_producer_batch(
+                batch.records, compression=self.config.codec, producer_id=batch.producer_id,
                 producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence)
         return batch.encoded
 
