@@ -39,7 +39,9 @@ from client.config import ProducerConfig, check_config
 from client.connection import ConnectionPool, background_nursery
 from client.errors import KafkaError, KafkaTimeoutError, for_code
 from client.partitioner import partition_for_key
-from client.producer.accumulator import BATCH_OVERHEAD, RecordAccumulator, record_size
+from client.producer.accumulator import (
+    BATCH_OVERHEAD, ProducerBatch, RecordAccumulator, record_size,
+)
 from client.producer.sender import DeliveryHandle, RecordMetadata, Sender
 from client.types import TopicPartition
 from protocol.errors import ErrorCode
@@ -76,12 +78,15 @@ class Producer:
             delivery_timeout_ms=self.config.delivery_timeout_ms,
             retry_backoff_ms=self.config.retry_backoff_ms)
         self._sticky: dict[str, int] = {}
+        # topic -> (its TopicMetadata, partition numbers, TopicPartition per number): the
+        # per-record lookups, kept while the metadata cache holds the same TopicMetadata
+        self._routes: dict[str, tuple[Any, list[int], dict[int, TopicPartition]]] = {}
         self._topics: set[str] = set()  # handed to the Cluster to track
         self._waiting: dict[str, list[_Waiting]] = {}
         self._waiting_changed = trio.Event()
         self._pending: set[DeliveryHandle] = set()
         self._buffered = 0
-        self._buffer_freed = trio.Event()
+        self._buffer_freed: trio.Event | None = None  # made when a send waits for room
         self._closed = False
 
     # -- lifetime ----------------------------------------------------------------------
@@ -162,6 +167,8 @@ class Producer:
                 f"{self.config.max_request_size} or buffer_memory {self.config.buffer_memory}"))
             return handle
         while self._buffered and self._buffered + size > self.config.buffer_memory:
+            if self._buffer_freed is None:
+                self._buffer_freed = trio.Event()
             await self._buffer_freed.wait()
             if self._closed:
                 raise RuntimeError("the Producer was closed")
@@ -171,7 +178,11 @@ class Producer:
         if topic not in self._topics:  # send() is per record: skip the set work after once
             self._topics.add(topic)
             self.cluster.add_topics([topic])
-        self._route(topic, _Waiting(value, key, hdrs, partition, handle, size, self._now_ms()))
+        batch = self._place(topic, value, key, hdrs, partition, handle, size)
+        if batch is not None and batch.full:
+            # a checkpoint per full batch: the sender sends it while the next one fills
+            # (and a loop of sends can be cancelled)
+            await trio.lowlevel.checkpoint()
         return handle
 
     async def send_and_wait(self, topic: str, value: bytes | None, key: bytes | None = None,
@@ -190,9 +201,9 @@ class Producer:
             if self._sender is not None:
                 self._sender.wakeup()
             for handle in handles:
-                # awaiting a set Event is still a trip through the scheduler: skip the done
-                if not handle._event.is_set():
-                    await handle._event.wait()
+                # awaiting a done handle is still a trip through the scheduler: skip those
+                if not handle.done():
+                    await handle._settled()
         finally:
             self._acc.flushing -= 1
 
@@ -211,42 +222,82 @@ class Producer:
         if handle in self._pending:
             self._pending.discard(handle)
             self._buffered -= handle._size
-            self._buffer_freed.set()
-            self._buffer_freed = trio.Event()
+            freed, self._buffer_freed = self._buffer_freed, None
+            if freed is not None:
+                freed.set()
 
     def _route(self, topic: str, w: _Waiting) -> None:
-        """Partition and append the record, or hold it until the topic's metadata comes."""
-        partitions = self.cluster.metadata.partitions_for(topic)
-        if self._waiting.get(topic) or partitions is None:
-            self._waiting.setdefault(topic, []).append(w)
+        """Partition and append a record that waited for its topic's metadata."""
+        self._place(topic, w.value, w.key, w.headers, w.partition, w.handle, w.size,
+                    w.created_ms)
+
+    def _topic_route(self, topic: str
+                     ) -> tuple[Any, list[int], dict[int, TopicPartition]] | None:
+        """The topic's partitions and TopicPartitions from the metadata cache (None: not
+        known), rebuilt only when the cache holds a new TopicMetadata for it."""
+        known = self.cluster.metadata.topics.get(topic)
+        route = self._routes.get(topic)
+        if route is not None and route[0] is known:
+            return route
+        if known is None:
+            self._routes.pop(topic, None)
+            return None
+        partitions = sorted(known.partitions)
+        route = (known, partitions, {p: TopicPartition(topic, p) for p in partitions})
+        self._routes[topic] = route
+        self._sticky.pop(topic, None)  # partitions and leaders may have changed
+        return route
+
+    def _place(self, topic: str, value: bytes | None, key: bytes | None, headers: list,
+               partition: int | None, handle: DeliveryHandle, size: int,
+               created_ms: float | None = None) -> ProducerBatch | None:
+        """Partition and append the record, or hold it until the topic's metadata comes;
+        returns the batch it went to (None: waiting, or failed)."""
+        route = self._topic_route(topic)
+        if route is None or self._waiting.get(topic):
+            self._waiting.setdefault(topic, []).append(_Waiting(
+                value, key, headers, partition, handle, size,
+                self._now_ms() if created_ms is None else created_ms))
             self.cluster.request_update()
             self._waiting_changed.set()
-            return
-        count = len(partitions)
-        if w.partition is not None:
-            if not 0 <= w.partition < count:
-                w.handle._fail(for_code(
+            return None
+        _, partitions, tps = route
+        timestamp = handle.timestamp
+        acc = self._acc
+        if partition is not None:
+            if not 0 <= partition < len(partitions):
+                handle._fail(for_code(
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    f"partition {w.partition} of {topic} does not exist ({count} partitions)"))
-                return
-            partition = w.partition
-        elif w.key is not None:
-            partition = partition_for_key(w.key, count)
+                    f"partition {partition} of {topic} does not exist "
+                    f"({len(partitions)} partitions)"))
+                return None
+        elif key is not None:
+            partition = partition_for_key(key, len(partitions))
         else:
-            partition = self._sticky_partition(topic, partitions, w.size)
-        tp = TopicPartition(topic, partition)
-        w.handle.partition = partition
-        batch = self._acc.append(tp, w.handle.timestamp, w.key, w.value, w.headers, w.handle,
-                                 w.created_ms, w.size)
+            current = self._sticky.get(topic)
+            if current is not None:  # the common case: the sticky partition's open batch
+                batch = acc.try_append(tps[current], timestamp, key, value, headers, handle,
+                                       size)
+                if batch is not None:
+                    handle.partition = current
+                    if batch.full:
+                        self._wakeup()
+                    return batch
+            partition = self._next_sticky(topic, partitions, current)
+        handle.partition = partition
+        batch = acc.append(tps[partition], timestamp, key, value, headers, handle,
+                           self._now_ms() if created_ms is None else created_ms, size)
         if batch.full or batch.record_count == 1:
-            assert self._sender is not None  # records are placed only while open
-            self._sender.wakeup()
+            self._wakeup()
+        return batch
 
-    def _sticky_partition(self, topic: str, partitions: list[int], size: int) -> int:
-        current = self._sticky.get(topic)
-        if current is not None and not self._acc.would_start_batch(
-                TopicPartition(topic, current), size):
-            return current
+    def _wakeup(self) -> None:
+        assert self._sender is not None  # records are placed only while open
+        self._sender.wakeup()
+
+    def _next_sticky(self, topic: str, partitions: list[int], current: int | None) -> int:
+        """A new sticky partition (KIP-480): at random among those with a leader, other
+        than the current one, which would start a new batch."""
         md = self.cluster.metadata
         available = [p for p in partitions if md.leader_for(topic, p) is not None] or partitions
         choices = [p for p in available if p != current] or available
