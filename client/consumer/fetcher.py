@@ -56,7 +56,7 @@ from client.errors import (
 from client.types import TopicPartition
 from protocol.errors import ErrorCode
 from protocol.messages import FETCH, LIST_OFFSETS
-from protocol.records import decode_batches
+from protocol.records import decode_rows
 
 __all__ = ["ConsumerRecord", "Fetcher", "NoOffsetForPartitionError", "NoOffsetForPartition",
            "SubscriptionState", "EARLIEST", "LATEST"]
@@ -70,7 +70,8 @@ class ConsumerRecord(NamedTuple):
     """One consumed record (immutable). timestamp_type: 0 CreateTime, 1 LogAppendTime.
 
     A named tuple, as kafka-python's is: the fetcher builds one per record, and a tuple is
-    built several times faster than a frozen dataclass (see `_records_from`)."""
+    built several times faster than a frozen dataclass (protocol.records.decode_rows
+    builds them: the field order is its row layout)."""
 
     topic: str
     partition: int
@@ -534,24 +535,10 @@ class Fetcher:
             s.position = max(fetch_offset, next_offset)
 
 
-_new_record = tuple.__new__  # ConsumerRecord without its generated __new__'s argument handling
-
-
 def _records_from(topic: str, partition: int, data: Any, fetch_offset: int
                   ) -> tuple[list[ConsumerRecord], int]:
     """The records of a partition's fetched `data` at or after `fetch_offset`, and the
     offset after the last batch it held (control batches count, their records are not
-    returned). The per-record work is one tuple each: this runs for every record consumed."""
-    records: list[ConsumerRecord] = []
-    next_offset = fetch_offset
-    for header, batch in decode_batches(data):
-        next_offset = max(next_offset, header.last_offset + 1)
-        if header.is_control:
-            continue
-        ts_type = header.timestamp_type
-        if header.base_offset < fetch_offset:  # a batch that starts before the position
-            batch = [r for r in batch if r.offset >= fetch_offset]
-        records += [_new_record(ConsumerRecord, (topic, partition, r.offset, r.timestamp,
-                                                 ts_type, r.key, r.value, r.headers))
-                    for r in batch]
-    return records, next_offset
+    returned). This runs for every record consumed: decode_rows builds the ConsumerRecord
+    tuples in its decoding loop, one object per record."""
+    return decode_rows(data, ConsumerRecord, topic, partition, fetch_offset)

@@ -1,5 +1,6 @@
 """protocol.records' fast paths against the reference code: encode_producer_batch (the
-producer's encoder) gives byte for byte what encode_batch gives for the same records."""
+producer's encoder) gives byte for byte what encode_batch gives for the same records, and
+decode_rows (the consumer's decoder) gives what decode_batches gives, as tuples."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.codecs import Codec
+from typing import NamedTuple
+
 from protocol.records import (
-    UnsupportedCodecError, decode_batch, encode_batch, encode_producer_batch,
+    BATCH_OVERHEAD, LOG_APPEND_TIME, CorruptRecordError, Record, UnsupportedCodecError, decode_batch,
+    decode_batches, decode_rows, encode_batch, encode_producer_batch, refresh_crc,
 )
 
 TS = 1_700_000_000_000
@@ -68,3 +72,73 @@ def test_refuses_what_the_reference_refuses():
         encode_producer_batch([(2**62, None, b"v", []), (-(2**62) - 10, None, b"v", [])])
     with pytest.raises(UnsupportedCodecError):
         encode_producer_batch([(TS, None, b"v", [])], compression=9)
+
+
+# -- decode_rows ---------------------------------------------------------------------------
+
+class Row(NamedTuple):  # the consumer's record layout
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: list
+
+
+def reference_rows(buf, min_offset=0):
+    return [Row("t", 7, r.offset, r.timestamp, h.timestamp_type, r.key, r.value, r.headers or ())
+            for h, recs in decode_batches(buf) if not h.is_control
+            for r in recs if r.offset >= min_offset]
+
+
+def rows(buf, min_offset=0):
+    got, next_offset = decode_rows(buf, Row, "t", 7, min_offset)
+    assert all(type(r) is Row for r in got)
+    return got, next_offset
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(record, min_size=1, max_size=6), st.sampled_from([1, 64, 9000, 2**20]))
+def test_rows_as_decode_batches(records, gap):
+    """Null keys and values, headers, lengths and timestamp deltas of one, two and more
+    varint bytes; offset deltas past two bytes with a gap (a compacted batch)."""
+    offsets = [100 + i * gap for i in range(len(records))]
+    buf = encode_batch([Record(o, *r) for o, r in zip(offsets, records)], base_offset=100)
+    got, next_offset = rows(buf)
+    assert got == reference_rows(buf) and next_offset == offsets[-1] + 1
+
+
+@pytest.mark.parametrize("codec", list(Codec))
+def test_rows_of_several_batches_from_a_position_inside_the_first(codec):
+    first = encode_batch([(i, TS + i, None, b"a%d" % i, []) for i in range(10)],
+                         compression=codec)
+    second = encode_batch([(i, TS, b"k", b"b", [("h", b"1")]) for i in range(10, 13)],
+                          base_offset=10, compression=codec, timestamp_type=LOG_APPEND_TIME)
+    buf = first + second + second[:20]  # an incomplete batch at the end is left for later
+    got, next_offset = rows(buf, min_offset=4)
+    assert [r.offset for r in got] == list(range(4, 13)) and next_offset == 13
+    assert got == reference_rows(buf, 4)
+    assert {r.timestamp_type for r in got} == {0, 1}
+
+
+def test_control_batches_move_the_next_offset_but_give_no_rows():
+    data = encode_batch([(0, TS, None, b"v", [])])
+    marker = encode_batch([(1, TS, b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00", [])],
+                          base_offset=1, is_control=True)
+    got, next_offset = rows(data + marker)
+    assert [r.offset for r in got] == [0] and next_offset == 2
+    assert rows(marker, min_offset=1) == ([], 2)
+    assert rows(b"", min_offset=5) == ([], 5)
+
+
+@pytest.mark.parametrize("cut", [1, 3, 20])
+def test_rows_of_a_record_not_ending_where_its_length_says_are_corrupt(cut):
+    """A record length that claims more than its fields take is refused."""
+    good = encode_batch([(0, TS, b"key", b"value", [])])
+    bad = bytearray(good)
+    bad[BATCH_OVERHEAD] += 2 * cut  # the record's length (zigzag, one byte), `cut` more
+    refresh_crc(bad)
+    with pytest.raises(CorruptRecordError):
+        decode_rows(bytes(bad), Row, "t", 0)
