@@ -79,6 +79,10 @@ __all__ = ["Consumer", "ConsumerRebalanceListener", "ConsumerRecord", "Unsubscri
 
 log = logging.getLogger("minibroker.client.consumer")
 
+# `async for` yields to trio once per this many records taken from the buffers (a
+# checkpoint per record cost more than the rest of the step)
+ITERATION_CHECKPOINT = 64
+
 _MUTUALLY_EXCLUSIVE = ("subscribe() and assign() are mutually exclusive: a Consumer either "
                        "subscribes to topics in a group or is assigned partitions")
 
@@ -114,6 +118,7 @@ class Consumer:
         self._cluster: Cluster | None = None
         self._fetcher: Fetcher | None = None
         self._closed = False
+        self._iterated = 0  # records `async for` returned, for its periodic checkpoint
         self._coordinator: ConsumerCoordinator | None = None  # with a group_id, once open
         self._next_auto_commit: float | None = None
         self._auto_commit_in_flight = False
@@ -559,6 +564,30 @@ class Consumer:
         while True:
             if self._closed:
                 raise StopAsyncIteration
+            # the fast path, getmany(max_records=1)'s steps for a record already buffered,
+            # without its per-call work (about 9 us a record before)
+            if self._group is not None:
+                self._group.poll()
+            await self._maybe_auto_commit()
+            fetcher = self.fetcher
+            self._iterated += 1
+            if not self._iterated % ITERATION_CHECKPOINT:
+                # let the background tasks (fetch responses, heartbeats) run, and a
+                # cancellation in, though records may all be buffered; before a record is
+                # taken, so that a cancellation never loses one
+                await trio.lowlevel.checkpoint()
+                if self._nursery is not None:
+                    await fetcher.prefetch(self._nursery)
+            fetcher.raise_error()
+            low_water = fetcher.low_water
+            taken = self._state.next_record(low_water)
+            if taken is not None:
+                record, left = taken
+                if left == low_water - 1 and self._nursery is not None:
+                    # the partition ran low just now (a prefetch sends without awaiting:
+                    # no cancellation can come between taking the record and returning it)
+                    await fetcher.prefetch(self._nursery)
+                return record
             batch = await self.getmany(timeout_ms=self.config.fetch_max_wait_ms,
                                        max_records=1)
             for records in batch.values():

@@ -141,6 +141,9 @@ class SubscriptionState:
     def __init__(self) -> None:
         self._parts: dict[TopicPartition, _PartitionState] = {}
         self._rotation = 0
+        # next_record's partition and how many more records it takes from it in a row
+        self._current: tuple[TopicPartition, _PartitionState] | None = None
+        self._current_left = 0
 
     # assignment
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
@@ -239,6 +242,43 @@ class SubscriptionState:
 
     def has_buffered(self) -> bool:
         return any(s.buffer and not s.paused for s in self._parts.values())
+
+    def next_record(self, in_a_row: int = 500) -> tuple[ConsumerRecord, int] | None:
+        """One buffered record of an unpaused partition, its position moved past it, and
+        how many records that partition has left buffered; None when nothing is buffered.
+        Iteration's per-record step: it takes up to `in_a_row` records from one partition,
+        then moves on to the next with records, in turn as drain does, so that a partition
+        refilled by prefetch does not starve the others."""
+        current = self._current
+        if current is not None and self._current_left > 0:
+            tp, s = current
+            if not s.buffer or s.paused or self._parts.get(tp) is not s:
+                current = None
+        else:
+            current = None
+        if current is None:
+            items = list(self._parts.items())
+            if not items:
+                return None
+            start = self._rotation % len(items)
+            self._rotation += 1
+            for tp, s in itertools.chain(items[start:], items[:start]):
+                if s.buffer and not s.paused:
+                    self._current = (tp, s)
+                    self._current_left = in_a_row
+                    break
+            else:
+                self._current = None
+                return None
+        self._current_left -= 1
+        buffer = s.buffer
+        record = buffer.popleft()
+        s.position = record.offset + 1
+        left = len(buffer)
+        if not left and s.after_buffer is not None:
+            s.position = max(s.position, s.after_buffer)
+            s.after_buffer = None
+        return record, left
 
     def drain(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Buffered records of unpaused partitions, at most `max_records`, taking from the

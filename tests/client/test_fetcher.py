@@ -136,3 +136,53 @@ def test_out_of_range_behind_buffered_records_keeps_them():
     f._handle_partition(TP, response(4, 0, error=ErrorCode.OFFSET_OUT_OF_RANGE),
                         sent_from(state))
     assert state.position(TP) is None and state.state(TP).reset == "latest"
+
+
+def test_next_record_moves_the_position_one_record_at_a_time():
+    state = assigned()
+    fetcher(state)._handle_partition(TP, response(0, 3), sent_from(state))
+    taken = []
+    while (step := state.next_record()) is not None:
+        record, left = step
+        taken.append((record.offset, left, state.position(TP)))
+    assert taken == [(0, 2, 1), (1, 1, 2), (2, 0, 3)]
+    assert state.next_record() is None and state.drain(10) == {}
+
+
+def test_next_record_takes_turns_between_partitions_and_skips_paused_and_revoked():
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    state = SubscriptionState()
+    state.assign([a, b])
+    f = fetcher(state)
+    for tp in (a, b):
+        state.seek(tp, 0)
+        data = response(0, 6)
+        data.partition_index = tp.partition
+        f._handle_partition(tp, data, {tp: (0, *state.fetch_mark(tp))})
+    order = []
+    for _ in range(6):
+        record, _ = state.next_record(in_a_row=2)
+        order.append(record.partition)
+    # two in a row from each, in turn, so that neither starves the other
+    assert order in ([0, 0, 1, 1, 0, 0], [1, 1, 0, 0, 1, 1])
+    state.pause(a)
+    assert {state.next_record(in_a_row=2)[0].partition for _ in range(2)} == {1}
+    state.resume(a)
+    state.assign([a])  # b revoked: what was buffered for it is not returned
+    rest = []
+    while (step := state.next_record(in_a_row=2)) is not None:
+        rest.append(step[0].partition)
+    assert set(rest) == {0} and state.position(a) == 6
+
+
+def test_next_record_moves_past_a_control_batch_after_the_buffer():
+    """As drain: once the buffer is empty, the position moves past batches the response
+    held after the last returned record (control batches)."""
+    state = assigned()
+    f = fetcher(state)
+    data = response(0, 2)
+    data.records += encode_batch([(2, 0, b"\x00\x00\x00\x01", b"\x00" * 6, [])],
+                                 base_offset=2, is_control=True)
+    f._handle_partition(TP, data, sent_from(state))
+    assert state.next_record()[0].offset == 0 and state.position(TP) == 1
+    assert state.next_record()[0].offset == 1 and state.position(TP) == 3

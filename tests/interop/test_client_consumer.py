@@ -121,6 +121,29 @@ async def test_async_iteration_and_seek_to_the_middle(shared_broker, loaded_topi
             assert _as_tuples(seen) == [e for e in expected[tp1] if e[0] >= middle]
 
 
+async def test_async_iteration_can_be_cancelled_while_records_are_buffered(
+        shared_broker, loaded_topic):
+    """`async for` takes buffered records without awaiting the broker, but still yields to
+    trio every ITERATION_CHECKPOINT records: a loop body that never awaits is cancelled
+    within that many records, and the position is the next record not returned."""
+    from client.consumer.consumer import ITERATION_CHECKPOINT
+    topic, expected = loaded_topic
+    tp0 = TopicPartition(topic, 0)
+    with trio.fail_after(DEADLINE_S):
+        async with Consumer(bootstrap_servers=shared_broker.bootstrap,
+                            auto_offset_reset="earliest") as c:
+            c.assign([tp0])
+            seen = []
+            with trio.CancelScope() as scope:
+                async for record in c:
+                    seen.append(record.offset)
+                    if len(seen) == 1:
+                        scope.cancel()
+            assert 1 <= len(seen) <= ITERATION_CHECKPOINT
+            assert seen == [e[0] for e in expected[tp0][:len(seen)]]
+            assert await c.position(tp0) == seen[-1] + 1
+
+
 async def test_pause_and_resume(shared_broker, loaded_topic):
     topic, expected = loaded_topic
     tp0, tp1, tp2 = _all(topic)
