@@ -40,7 +40,7 @@ from client.connection import ConnectionPool, background_nursery
 from client.errors import KafkaError, KafkaTimeoutError, for_code
 from client.partitioner import partition_for_key
 from client.producer.accumulator import (
-    BATCH_OVERHEAD, ProducerBatch, RecordAccumulator, record_size,
+    BATCH_OVERHEAD, RECORD_OVERHEAD, ProducerBatch, RecordAccumulator, record_size,
 )
 from client.producer.sender import DeliveryHandle, RecordMetadata, Sender
 from client.types import TopicPartition
@@ -103,6 +103,7 @@ class Producer:
             self._cluster = Cluster(pool, self.config, topics=(),
                                     allow_auto_topic_creation=self.config.allow_auto_create_topics)
             self._sender = Sender(self.config, pool, self._cluster, self._acc)
+            self._sender.on_delivered = self._on_delivered
             nursery = await stack.enter_async_context(background_nursery())
             stack.push_async_exit(self._stop)
             await nursery.start(self._cluster.run)
@@ -155,18 +156,22 @@ class Producer:
             value = _as_bytes("value", value)
         if key is not None and type(key) is not bytes:
             key = _as_bytes("key", key)
-        hdrs = [(k, None if v is None else bytes(v)) for k, v in headers] if headers else []
-        size = record_size(key, value, hdrs)
+        if headers:
+            hdrs = [(k, None if v is None else bytes(v)) for k, v in headers]
+            size = record_size(key, value, hdrs)
+        else:  # record_size's sum, inline: this runs once per record
+            hdrs = []
+            size = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
         timestamp = int(time.time() * 1000)
         handle = DeliveryHandle(topic, timestamp, self._on_done)
-        if size + BATCH_OVERHEAD > self.config.max_request_size or \
-                size > self.config.buffer_memory:
+        config = self.config
+        if size + BATCH_OVERHEAD > config.max_request_size or size > config.buffer_memory:
             handle._fail(for_code(
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"the record is {size} bytes, more than max_request_size "
                 f"{self.config.max_request_size} or buffer_memory {self.config.buffer_memory}"))
             return handle
-        while self._buffered and self._buffered + size > self.config.buffer_memory:
+        while self._buffered and self._buffered + size > config.buffer_memory:
             if self._buffer_freed is None:
                 self._buffer_freed = trio.Event()
             await self._buffer_freed.wait()
@@ -179,9 +184,11 @@ class Producer:
             self._topics.add(topic)
             self.cluster.add_topics([topic])
         batch = self._place(topic, value, key, hdrs, partition, handle, size)
-        if batch is not None and batch.full:
-            # a checkpoint per full batch: the sender sends it while the next one fills
-            # (and a loop of sends can be cancelled)
+        if batch is None or batch.full or len(batch.handles) == 1:
+            # a checkpoint per batch (one filled up, or one was started, which closes the
+            # previous one): the sender sends it while the next one fills, and a loop of
+            # sends can be cancelled; and per record while they wait for metadata, so
+            # that the metadata can come
             await trio.lowlevel.checkpoint()
         return handle
 
@@ -226,6 +233,19 @@ class Producer:
             if freed is not None:
                 freed.set()
 
+    def _on_delivered(self, handles: list[DeliveryHandle]) -> None:
+        """_on_done for the handles of a delivered batch, in one call (the sender's hook)."""
+        pending = self._pending
+        size = 0
+        for handle in handles:
+            if handle in pending:
+                pending.discard(handle)
+                size += handle._size
+        self._buffered -= size
+        freed, self._buffer_freed = self._buffer_freed, None
+        if freed is not None:
+            freed.set()
+
     def _route(self, topic: str, w: _Waiting) -> None:
         """Partition and append a record that waited for its topic's metadata."""
         self._place(topic, w.value, w.key, w.headers, w.partition, w.handle, w.size,
@@ -253,7 +273,9 @@ class Producer:
                created_ms: float | None = None) -> ProducerBatch | None:
         """Partition and append the record, or hold it until the topic's metadata comes;
         returns the batch it went to (None: waiting, or failed)."""
-        route = self._topic_route(topic)
+        route = self._routes.get(topic)
+        if route is None or route[0] is not self.cluster.metadata.topics.get(topic):
+            route = self._topic_route(topic)
         if route is None or self._waiting.get(topic):
             self._waiting.setdefault(topic, []).append(_Waiting(
                 value, key, headers, partition, handle, size,

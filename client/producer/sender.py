@@ -131,10 +131,12 @@ class DeliveryHandle:
         return f"<DeliveryHandle {self.topic} {state}>"
 
 
-def _deliver(handles: list[DeliveryHandle], base_offset: int, append_time: int) -> None:
+def _deliver(handles: list[DeliveryHandle], base_offset: int, append_time: int,
+             on_delivered: Callable[[list[DeliveryHandle]], None] | None = None) -> None:
     """Resolve the handles of a batch the broker acknowledged: record i is at base_offset
-    + i (-1 throughout when the offset is unknown, acks=0). Each on_done callback runs once
-    per handle, as _finish would, but without a RecordMetadata or an Event per record."""
+    + i (-1 throughout when the offset is unknown, acks=0), without a RecordMetadata or an
+    Event per record. Then `on_delivered` gets the handles resolved now, or, without it,
+    each one's on_done callback runs, as _finish would."""
     offset = base_offset
     step = 1 if base_offset >= 0 else 0
     finished = []
@@ -147,6 +149,9 @@ def _deliver(handles: list[DeliveryHandle], base_offset: int, append_time: int) 
                 handle._event.set()
             finished.append(handle)
         offset += step
+    if on_delivered is not None:
+        on_delivered(finished)
+        return
     for handle in finished:
         if handle._on_done is not None:
             handle._on_done(handle)
@@ -167,6 +172,8 @@ class Sender:
         self.fatal: KafkaError | None = None  # producer-wide failure (InitProducerId refused)
         self._wake = trio.Event()
         self._in_flight: dict[int, int] = {}  # node id -> requests out
+        # the producer's accounting for a delivered batch's handles, in one call
+        self.on_delivered: Callable[[list[DeliveryHandle]], None] | None = None
         self._pid_failures = 0
 
     def wakeup(self) -> None:
@@ -298,7 +305,7 @@ class Sender:
 
     def _complete(self, batch: ProducerBatch, base_offset: int, append_time: int) -> None:
         self.acc.complete(batch)
-        _deliver(batch.handles, base_offset, append_time)
+        _deliver(batch.handles, base_offset, append_time, self.on_delivered)
 
     def _on_error(self, batch: ProducerBatch, code: ErrorCode, error: KafkaError) -> None:
         now = self.clock_ms()

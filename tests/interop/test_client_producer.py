@@ -132,6 +132,32 @@ async def test_unkeyed_records_stick_to_a_partition_per_batch(shared_broker):
     assert len({m.partition for m in metas}) >= 2
 
 
+async def test_a_loop_of_sends_yields_once_a_batch_and_can_be_cancelled(shared_broker):
+    """send() does not await per record, but checkpoints whenever a batch is started:
+    while the next fills, the sender sends the last one (records are acknowledged before
+    the loop ends, with linger long), and a cancelled loop stops within a batch."""
+    bootstrap = shared_broker.bootstrap
+    name = unique("loop")
+    await _create(bootstrap, name, 1)
+    with trio.fail_after(DEADLINE_S):
+        async with Producer(bootstrap_servers=bootstrap, acks=1, linger_ms=60_000,
+                            batch_size=1000) as producer:
+            first = await producer.send(name, b"x" * 80)
+            handles = [first]
+            while not first.done():  # ~9 records a batch: the first batch goes meanwhile
+                handles.append(await producer.send(name, b"x" * 80))
+                assert len(handles) < 1000
+            assert (await first).offset == 0
+            sent = 0
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                for _ in range(1000):
+                    await producer.send(name, b"x" * 80)
+                    sent += 1
+            assert sent < 20  # cancelled at the first batch boundary
+            await producer.flush()
+
+
 async def test_idempotent_offsets_contiguous_without_duplicates(shared_broker):
     bootstrap = shared_broker.bootstrap
     name = unique("idem")
