@@ -40,7 +40,7 @@ __all__ = [
     "BatchHeader", "Record", "parse_batch_header", "batch_crc_ok",
     "validate_produced_batch", "iter_batch_headers", "set_base_offset",
     "set_partition_leader_epoch", "refresh_crc", "encode_batch", "encode_producer_batch",
-    "decode_batch", "decode_batches", "decode_rows",
+    "decode_batch", "decode_batches", "decode_rows", "row_batches", "decode_batch_rows",
     "zigzag_encode", "zigzag_decode", "encode_varint", "encode_varlong",
     "decode_varint", "decode_varlong", "varint_size",
     "RecordError", "CorruptRecordError", "InvalidRecordError", "RecordTooLargeError",
@@ -435,26 +435,49 @@ def decode_rows(buf, cls: type, topic: str, partition: int, min_offset: int = 0,
     """The records of every complete batch in `buf` (a fetched partition's data) straight
     into tuples of type `cls` laid out as (topic, partition, offset, timestamp,
     timestamp_type, key, value, headers) — a consumer's record, one object per record
-    instead of a Record and then a copy; headers are a list, or () when there are none. Records below `min_offset` and control batches
-    are left out. Returns (rows, the offset after the last batch, control ones included;
-    `min_offset` when there is none). Checks and errors as decode_batch's."""
+    instead of a Record and then a copy; headers are a list, or () when there are none.
+    Records below `min_offset` and control batches are left out. Returns (rows, the
+    offset after the last batch, control ones included; `min_offset` when there is none).
+    Checks and errors as decode_batch's. A consumer that decodes batch by batch, as the
+    application reaches them, uses row_batches and decode_batch_rows instead."""
+    positions, next_offset = row_batches(buf, min_offset)
     rows: list = []
-    next_offset = min_offset
-    for pos, header in iter_batch_headers(buf):
-        last = header.last_offset + 1
-        if last > next_offset:
-            next_offset = last
-        if header.attributes & CONTROL_MASK:
-            continue
-        _, batch = _decode_at(buf, pos, header, max_decompressed, (
-            cls, topic, partition, 1 if header.attributes & TIMESTAMP_TYPE_MASK else 0))
-        if header.base_offset < min_offset:  # a batch that starts before the position
-            batch = [r for r in batch if r[2] >= min_offset]
+    for pos, header in positions:
+        batch = decode_batch_rows(buf, pos, header, cls, topic, partition, min_offset,
+                                  max_decompressed=max_decompressed)
         if rows:
             rows += batch
         else:
             rows = batch
     return rows, next_offset
+
+
+def row_batches(buf, min_offset: int = 0) -> tuple[list[tuple[int, BatchHeader]], int]:
+    """The (position, header) of every complete batch in `buf` that may hold records at
+    or after `min_offset` (not a control batch, last offset not below it), and the offset
+    after the last batch, control ones included (`min_offset` when there is none). Reads
+    headers only; raises CorruptRecordError for one it cannot trust."""
+    found: list[tuple[int, BatchHeader]] = []
+    next_offset = min_offset
+    for pos, header in iter_batch_headers(buf):
+        last = header.last_offset + 1
+        if last > next_offset:
+            next_offset = last
+        if last > min_offset and not header.attributes & CONTROL_MASK:
+            found.append((pos, header))
+    return found, next_offset
+
+
+def decode_batch_rows(buf, pos: int, header: BatchHeader, cls: type, topic: str,
+                      partition: int, min_offset: int = 0, *,
+                      max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> list:
+    """The records at or after `min_offset` of the batch at `pos` (`header` from
+    row_batches) as decode_rows' tuples; checks the CRC and decompresses first."""
+    _, rows = _decode_at(buf, pos, header, max_decompressed, (
+        cls, topic, partition, 1 if header.attributes & TIMESTAMP_TYPE_MASK else 0))
+    if header.base_offset < min_offset:  # a batch that starts before the position
+        rows = [r for r in rows if r[2] >= min_offset]
+    return rows
 
 
 def _decode_at(buf, pos: int, header: BatchHeader, max_decompressed: int,

@@ -90,7 +90,7 @@ def test_a_revoked_or_reassigned_partition_discards_the_prefetch_in_flight():
     sent = sent_from(state)
     state.stop(TP)  # StopFetching: the revocation under way
     f._handle_partition(TP, response(0, 5), sent)
-    assert not state.state(TP).buffer
+    assert not state.buffered(TP)
     state.assign([])  # revoked ...
     f._handle_partition(TP, response(0, 5), sent)
     state.assign([TP])  # ... and assigned again, at the same offset
@@ -186,3 +186,29 @@ def test_next_record_moves_past_a_control_batch_after_the_buffer():
     f._handle_partition(TP, data, sent_from(state))
     assert state.next_record()[0].offset == 0 and state.position(TP) == 1
     assert state.next_record()[0].offset == 1 and state.position(TP) == 3
+
+
+def test_a_corrupt_batch_is_raised_when_reached_and_again_until_sought_past():
+    """Batches are decoded as the application reaches them: the records before a corrupt
+    batch are returned, then the error comes from every drain (never a silent skip), with
+    the position at the corrupt batch, until the application seeks past it."""
+    import pytest
+
+    from protocol.records import CorruptRecordError, encode_batch
+    state = assigned()
+    data = response(0, 5)
+    bad = bytearray(encode_batch([(o, 0, None, b"v", []) for o in range(5, 8)],
+                                 base_offset=5))
+    bad[-1] ^= 0xFF  # the CRC no longer matches
+    data.records += bytes(bad) + encode_batch([(8, 0, None, b"w", [])], base_offset=8)
+    data.high_watermark = 9
+    fetcher(state)._handle_partition(TP, data, sent_from(state))
+    assert state.buffered(TP) == 9  # counted from the headers
+    assert values(state.drain(3)) == [b"v0", b"v1", b"v2"]
+    assert values(state.drain(10)) == [b"v3", b"v4"]
+    for _ in range(2):
+        with pytest.raises(CorruptRecordError):
+            state.drain(10)
+        assert state.position(TP) == 5
+    state.seek(TP, 8)
+    assert state.fetchable() == {TP: 8}
