@@ -42,10 +42,11 @@ unsubscribe() leaves the group (see its docstring); subscribe() afterwards joins
 subscribe(pattern=...) follows the topics whose names match (see subscribe()).
 
 Prefetching: as Java's Fetcher, a Fetch goes to each leader as soon as one of its partitions
-holds fewer than max_poll_records buffered records, at most one per leader at a time, in
-the background: getmany returns what is buffered while the next response is on its way.
-What is buffered per partition is bounded by max_poll_records plus one response
-(max_partition_fetch_bytes). seek(), a reset and a revocation drop a partition's buffer,
+holds fewer than max_poll_records buffered records (or fewer than half of its last
+response), at most one per leader at a time, in the background: getmany returns what is
+buffered while the next response is on its way (each getmany yields to trio once, before
+it drains anything, so that the Fetch task runs). What is buffered per partition is
+bounded by max_poll_records plus one and a half responses (max_partition_fetch_bytes). seek(), a reset and a revocation drop a partition's buffer,
 and the response of a Fetch sent before is discarded for it.
 
 Not yet: read_committed.
@@ -480,13 +481,17 @@ class Consumer:
         assert nursery is not None
         idle_rounds = 0
         first = True
+        # Yield to trio once per call, before anything is drained (a cancellation then
+        # loses no record): without it, records already buffered came back without the
+        # prefetch task ever running, and the next Fetch went out only once they ran out
+        await trio.lowlevel.checkpoint()
         while True:
             fetcher.raise_error()
             drained = self._state.drain(limit)
             if drained:
                 # prefetch: the partitions that ran low are fetched while the application
                 # works on these (Java's Fetcher.sendFetches at the end of poll)
-                if any(self._state.buffered(tp) < fetcher.low_water for tp in drained):
+                if any(self._state.runs_low(tp, fetcher.low_water) for tp in drained):
                     await fetcher.prefetch(nursery)
                 return drained
             left_ms = int((deadline - trio.current_time()) * 1000)
@@ -579,15 +584,9 @@ class Consumer:
                 if self._nursery is not None:
                     await fetcher.prefetch(self._nursery)
             fetcher.raise_error()
-            low_water = fetcher.low_water
-            taken = self._state.next_record(low_water)
+            taken = self._state.next_record(fetcher.low_water)
             if taken is not None:
-                record, left = taken
-                if left == low_water - 1 and self._nursery is not None:
-                    # the partition ran low just now (a prefetch sends without awaiting:
-                    # no cancellation can come between taking the record and returning it)
-                    await fetcher.prefetch(self._nursery)
-                return record
+                return taken[0]
             batch = await self.getmany(timeout_ms=self.config.fetch_max_wait_ms,
                                        max_records=1)
             for records in batch.values():

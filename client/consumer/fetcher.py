@@ -21,9 +21,11 @@ them: decoding is most of a consumer's CPU, and records decoded just before they
 are still in the CPU's caches. A batch that does not decode (CorruptRecordError) is raised
 from getmany when reached, and again, until the application seeks past it. Fetches run in the background, at most one per leader at a time (Java's
 Fetcher: no new Fetch to a node with one pending). A partition is fetched again once it
-holds fewer than max_poll_records buffered records, from the end of its buffer, so what is
-buffered per partition stays below max_poll_records plus one response
-(max_partition_fetch_bytes). A prefetch (sent by getmany as it returns records) asks only
+holds fewer than max_poll_records buffered records, or fewer than half of what its last
+response brought (so that, at the rate a large response is worked through, the next one
+is on its way before the buffer runs out), from the end of its buffer; what is buffered
+per partition stays below max_poll_records plus one and a half responses
+(max_partition_fetch_bytes each). A prefetch (sent by getmany as it returns records) asks only
 for partitions the last response showed to be behind the high watermark: one that is
 caught up would make the broker hold the Fetch for fetch_max_wait_ms and keep the leader's
 other partitions waiting behind it.
@@ -109,7 +111,7 @@ NoOffsetForPartition = NoOffsetForPartitionError
 
 class _PartitionState:
     __slots__ = ("position", "paused", "reset", "buffer", "batches", "batched",
-                 "after_buffer", "epoch", "high_watermark")
+                 "after_buffer", "epoch", "high_watermark", "refill")
 
     def __init__(self) -> None:
         self.position: int | None = None
@@ -127,6 +129,9 @@ class _PartitionState:
         # carries an older epoch and its response is discarded
         self.epoch = 0
         self.high_watermark: int | None = None  # as the last Fetch response said
+        # fetch again below this many buffered records: half of what the last response
+        # brought, so that the next one is on its way while the rest is worked on
+        self.refill = 0
 
     def set_position(self, offset: int) -> None:
         self.position = offset
@@ -264,8 +269,8 @@ class SubscriptionState:
         excluded = set(exclude)
         out = {}
         for tp, s in self._parts.items():
-            if s.paused or s.position is None or len(s.buffer) + s.batched >= low_water \
-                    or tp in excluded:
+            if s.paused or s.position is None or tp in excluded or \
+                    len(s.buffer) + s.batched >= max(low_water, s.refill):
                 continue
             offset = s.fetch_position()
             assert offset is not None  # the position is known, checked above
@@ -283,6 +288,12 @@ class SubscriptionState:
         """How many fetched records of `tp` wait to be returned (0 if not assigned)."""
         s = self._parts.get(tp)
         return 0 if s is None else s.buffered()
+
+    def runs_low(self, tp: TopicPartition, low_water: int) -> bool:
+        """Whether `tp` holds few enough records to be fetched again (fetchable's rule:
+        below low_water, or below half of what its last response brought)."""
+        s = self._parts.get(tp)
+        return s is not None and s.buffered() < max(low_water, s.refill)
 
     def has_buffered(self) -> bool:
         return any((s.buffer or s.batches) and not s.paused for s in self._parts.values())
@@ -358,9 +369,9 @@ class SubscriptionState:
             if len(buffer) <= left:
                 taken = list(buffer)
                 buffer.clear()
-            else:
-                popleft = buffer.popleft
-                taken = [popleft() for _ in range(left)]
+            else:  # two copies in C rather than a popleft per record
+                taken = list(itertools.islice(buffer, left))
+                s.buffer = buffer = deque(itertools.islice(buffer, left, None))
             left -= len(taken)
             out[tp] = taken
             s.position = taken[-1].offset + 1
@@ -626,10 +637,13 @@ class Fetcher:
         # headers only: the records are decoded as the application reaches them
         found, next_offset = row_batches(data, fetch_offset)
         if found:
+            fetched = 0
             for pos, header in found:
                 expected = header.last_offset + 1 - max(header.base_offset, fetch_offset)
                 s.batches.append((data, pos, header, fetch_offset, expected))
-                s.batched += expected
+                fetched += expected
+            s.batched += fetched
+            s.refill = fetched // 2
             s.after_buffer = next_offset
         elif s.buffer or s.batches:
             s.after_buffer = max(fetch_offset, next_offset)

@@ -212,3 +212,13 @@ def test_a_corrupt_batch_is_raised_when_reached_and_again_until_sought_past():
         assert state.position(TP) == 5
     state.seek(TP, 8)
     assert state.fetchable() == {TP: 8}
+
+
+def test_a_partition_is_fetched_again_when_half_its_last_response_is_left():
+    state = assigned()
+    fetcher(state)._handle_partition(TP, response(0, 100, high_watermark=1000),
+                                     sent_from(state))
+    assert state.drain(50) and state.fetchable(low_water=10, behind_only=True) == {}
+    assert not state.runs_low(TP, 10)
+    assert state.drain(1) and state.runs_low(TP, 10)  # 49 of the 100 left
+    assert state.fetchable(low_water=10, behind_only=True) == {TP: 100}
