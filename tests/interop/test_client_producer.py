@@ -146,7 +146,6 @@ async def test_a_loop_of_sends_yields_once_a_batch_and_can_be_cancelled(shared_b
             handles = [first]
             while not first.done():  # ~9 records a batch: the first batch goes meanwhile
                 handles.append(await producer.send(name, b"x" * 80))
-                assert len(handles) < 1000
             assert (await first).offset == 0
             sent = 0
             with trio.CancelScope() as scope:
