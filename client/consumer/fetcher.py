@@ -25,7 +25,9 @@ holds fewer than max_poll_records buffered records, or fewer than half of what i
 response brought (so that, at the rate a large response is worked through, the next one
 is on its way before the buffer runs out), from the end of its buffer; what is buffered
 per partition stays below max_poll_records plus one and a half responses
-(max_partition_fetch_bytes each). A prefetch (sent by getmany as it returns records) asks only
+(max_partition_fetch_bytes each). A partition's first Fetch (since assigned or sought) asks
+for an eighth of max_partition_fetch_bytes, so that its first records are decoded while the
+next, full one is on its way. A prefetch (sent by getmany as it returns records) asks only
 for partitions the last response showed to be behind the high watermark: one that is
 caught up would make the broker hold the Fetch for fetch_max_wait_ms and keep the leader's
 other partitions waiting behind it.
@@ -67,6 +69,9 @@ from protocol.records import BatchHeader, RecordError, decode_batch_rows, row_ba
 __all__ = ["ConsumerRecord", "Fetcher", "NoOffsetForPartitionError", "NoOffsetForPartition",
            "SubscriptionState", "EARLIEST", "LATEST"]
 
+# a partition's first Fetch (since assigned or sought) asks for this fraction of
+# max_partition_fetch_bytes
+FIRST_FETCH_DIVISOR = 8
 EARLIEST = -2  # ListOffsets timestamps
 LATEST = -1
 READ_UNCOMMITTED = 0
@@ -143,6 +148,7 @@ class _PartitionState:
         self.batches.clear()
         self.batched = 0
         self.after_buffer = None
+        self.refill = 0
         self.epoch += 1
 
     def fetch_position(self) -> int | None:
@@ -583,11 +589,16 @@ class Fetcher:
         conn = await self.pool.get(node_id)
         version = conn.version_for(FETCH)
         topics: dict[str, list] = {}
-        for tp, (offset, _, _) in sent.items():
+        full = self.config.max_partition_fetch_bytes
+        for tp, (offset, state, _) in sent.items():
             topics.setdefault(tp.topic, []).append({
                 "partition": tp.partition, "current_leader_epoch": -1,
                 "fetch_offset": offset, "last_fetched_epoch": -1, "log_start_offset": -1,
-                "partition_max_bytes": self.config.max_partition_fetch_bytes})
+                # a partition's first Fetch asks for a part only, so that its first records
+                # are decoded while the next, full one is on its way (a whole first
+                # response of every partition kept the application waiting for all of it)
+                "partition_max_bytes": full if state.refill else
+                max(1, full // FIRST_FETCH_DIVISOR)})
         body = {
             "cluster_id": None, "replica_id": -1, "max_wait_ms": max_wait_ms,
             "min_bytes": self.config.fetch_min_bytes, "max_bytes": self.config.fetch_max_bytes,

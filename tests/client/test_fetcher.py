@@ -222,3 +222,41 @@ def test_a_partition_is_fetched_again_when_half_its_last_response_is_left():
     assert not state.runs_low(TP, 10)
     assert state.drain(1) and state.runs_low(TP, 10)  # 49 of the 100 left
     assert state.fetchable(low_water=10, behind_only=True) == {TP: 100}
+
+
+def test_a_partitions_first_fetch_asks_for_a_part_of_max_partition_fetch_bytes():
+    """The first Fetch of a partition (since assigned or sought) asks for
+    max_partition_fetch_bytes // FIRST_FETCH_DIVISOR, so that its first records can be
+    decoded while the next, full Fetch is on its way; later ones ask for all of it."""
+    import trio
+
+    from client.consumer.fetcher import FIRST_FETCH_DIVISOR
+
+    asked = []
+
+    class Conn:
+        def version_for(self, api):
+            return 12
+
+        async def request(self, api, body, version=None, timeout_ms=None):
+            asked.append(body["topics"][0]["partitions"][0]["partition_max_bytes"])
+            return Container(body=Container(error_code=0, responses=[Container(
+                topic=TP.topic, partitions=[response(len(asked) * 10 - 10, 10, 1000)])]))
+
+    class Pool:
+        async def get(self, node_id):
+            return Conn()
+
+    state = assigned()
+    f = Fetcher(Pool(), None, check_config("consumer", max_partition_fetch_bytes=80_000),
+                state)  # type: ignore[arg-type]
+
+    async def fetch_twice():
+        for _ in range(2):
+            await f._fetch_from(0, sent_from(state), 0)
+            assert state.drain(100)
+    trio.run(fetch_twice)
+    assert asked == [80_000 // FIRST_FETCH_DIVISOR, 80_000]
+    state.seek(TP, 20)
+    trio.run(f._fetch_from, 0, sent_from(state), 0)
+    assert asked[-1] == 80_000 // FIRST_FETCH_DIVISOR
