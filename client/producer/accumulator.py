@@ -40,7 +40,7 @@ from protocol.records import BATCH_OVERHEAD  # the RecordBatch v2 header
 
 __all__ = ["ProducerBatch", "RecordAccumulator", "BATCH_OVERHEAD", "record_size"]
 
-RECORD_OVERHEAD = 21  # length, attributes, deltas and counts as varints, at most
+RECORD_OVERHEAD = 11  # length, attributes, deltas and counts as varints, as they usually are
 _INT32_RANGE = 2**31
 
 
