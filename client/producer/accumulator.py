@@ -38,9 +38,11 @@ from typing import Any, Iterable
 from client.types import TopicPartition
 from protocol.records import BATCH_OVERHEAD  # the RecordBatch v2 header
 
-__all__ = ["ProducerBatch", "RecordAccumulator", "BATCH_OVERHEAD", "record_size"]
+__all__ = ["ProducerBatch", "RecordAccumulator", "BATCH_OVERHEAD", "RECORD_OVERHEAD",
+           "RECORD_OVERHEAD_MAX", "record_size"]
 
 RECORD_OVERHEAD = 11  # length, attributes, deltas and counts as varints, as they usually are
+RECORD_OVERHEAD_MAX = 36  # ... and at their longest: for a record at the size limits
 _INT32_RANGE = 2**31
 
 

@@ -40,7 +40,8 @@ from client.connection import ConnectionPool, background_nursery
 from client.errors import KafkaError, KafkaTimeoutError, for_code
 from client.partitioner import partition_for_key
 from client.producer.accumulator import (
-    BATCH_OVERHEAD, RECORD_OVERHEAD, ProducerBatch, RecordAccumulator, record_size,
+    BATCH_OVERHEAD, RECORD_OVERHEAD, RECORD_OVERHEAD_MAX, ProducerBatch, RecordAccumulator,
+    record_size,
 )
 from client.producer.sender import DeliveryHandle, RecordMetadata, Sender
 from client.types import TopicPartition
@@ -165,7 +166,10 @@ class Producer:
         timestamp = int(time.time() * 1000)
         handle = DeliveryHandle(topic, timestamp, self._on_done)
         config = self.config
-        if size + BATCH_OVERHEAD > config.max_request_size or size > config.buffer_memory:
+        # the estimate may fall short of the real framing by up to the difference: a
+        # record near max_request_size is measured at its longest
+        if size + BATCH_OVERHEAD + RECORD_OVERHEAD_MAX - RECORD_OVERHEAD > \
+                config.max_request_size or size > config.buffer_memory:
             handle._fail(for_code(
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"the record is {size} bytes, more than max_request_size "

@@ -157,6 +157,24 @@ async def test_a_loop_of_sends_yields_once_a_batch_and_can_be_cancelled(shared_b
             await producer.flush()
 
 
+async def test_a_record_near_max_request_size_is_measured_at_its_longest(shared_broker):
+    """The batch_size estimate of a record's framing is what it usually takes; against
+    max_request_size a record counts at its longest, so one that could overrun the limit
+    is refused at once, and one that fits is delivered."""
+    from client.producer.accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD_MAX
+    bootstrap = shared_broker.bootstrap
+    name = unique("limit")
+    await _create(bootstrap, name, 1)
+    with trio.fail_after(DEADLINE_S):
+        async with Producer(bootstrap_servers=bootstrap, max_request_size=1000) as producer:
+            fits = 1000 - BATCH_OVERHEAD - RECORD_OVERHEAD_MAX
+            assert (await producer.send_and_wait(name, b"x" * fits)).offset == 0
+            handle = await producer.send(name, b"x" * (fits + 1))
+            with pytest.raises(errors.KafkaError) as e:
+                await handle
+            assert e.value.code.name == "MESSAGE_TOO_LARGE"
+
+
 async def test_idempotent_offsets_contiguous_without_duplicates(shared_broker):
     bootstrap = shared_broker.bootstrap
     name = unique("idem")
