@@ -2,7 +2,7 @@
 
     minibroker bench produce|consume ...   throughput with confluent-kafka (bench.throughput)
     minibroker bench groups ...            group formation and commit rate (bench.groups)
-    minibroker bench client ...            our client beside kafka-python and confluent-kafka
+    minibroker bench client ...            our client beside aiokafka, kafka-python, confluent-kafka
     minibroker bench rebalance ...         rolling bounce, eager against cooperative
     minibroker bench cluster ...           a three-node cluster's failovers (bench.cluster)
 
@@ -40,9 +40,12 @@ def requirements(argv: list[str]) -> list[str]:
         return []
     which = argv[0] if argv else None
     if which == "client":
-        clients = (_option(argv, "--clients") or "kafka-python,confluent-kafka").split(",")
+        clients = (_option(argv, "--clients") or
+                   "minibroker,aiokafka,kafka-python,confluent-kafka").split(",")
         # the consume half prepares its topic with confluent-kafka whatever is compared
-        return ["confluent_kafka"] + (["kafka"] if "kafka-python" in clients else [])
+        return ["confluent_kafka"] + [module for name, module in
+                                      (("aiokafka", "aiokafka"), ("kafka-python", "kafka"))
+                                      if name in clients]
     if which == "rebalance":
         needs = []
         if _option(argv, "--client") == "librdkafka":

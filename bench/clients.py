@@ -1,4 +1,5 @@
-"""`minibroker bench client`: our client library beside kafka-python and confluent-kafka.
+"""`minibroker bench client`: our client library beside aiokafka, kafka-python and
+confluent-kafka.
 
 Owns the client benchmark, in two halves run one after the other in the same process:
 
@@ -8,17 +9,22 @@ Owns the client benchmark, in two halves run one after the other in the same pro
   short) to one fresh topic of --partitions partitions, then each client reads all of them
   from the beginning: `--consume-mode assign` (default: every partition assigned, offsets
   from the earliest) or `group` (a fresh group per client, auto_offset_reset earliest, so
-  the figure includes the join). Timing starts just before the first poll and stops when
-  the last record arrived. One untimed read (confluent-kafka) warms the broker first, so
-  that the order of the clients does not favour the later ones.
+  the figure includes the join). Each client reads the topic once per `--consume-api`:
+  `getmany` (a batch per call: getmany / poll / consume(num_messages)) and `iter` (one
+  record per step: `async for`, kafka-python's iterator, confluent-kafka's poll()). Timing
+  starts just before the first poll and stops when the last record arrived. One untimed
+  read (confluent-kafka) warms the broker first, so that the order of the clients does
+  not favour the later ones.
 
-The records/s of the three clients are printed side by side. Figures are printed; nothing
-here asserts a time. `--half produce|consume|both` picks what runs.
+Every client runs with its own defaults but for the settings named here. The records/s
+are printed as each run ends, and side by side in a table at the end. Figures are
+printed; nothing here asserts a time. `--half produce|consume|both` picks what runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import time
 import uuid
 from typing import Callable
@@ -48,6 +54,25 @@ def _ours(args, topic: str) -> float:
             await producer.flush()
             return time.perf_counter() - started
     return trio.run(run)
+
+
+def _aiokafka(args, topic: str) -> float:
+    from aiokafka import AIOKafkaProducer
+
+    async def run() -> float:
+        value = b"x" * args.record_size
+        producer = AIOKafkaProducer(bootstrap_servers=args.bootstrap, acks=1, linger_ms=5)
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, value)
+            started = time.perf_counter()
+            for _ in range(args.records):
+                await producer.send(topic, value)
+            await producer.flush()
+            return time.perf_counter() - started
+        finally:
+            await producer.stop()
+    return asyncio.run(run())
 
 
 def _kafka_python(args, topic: str) -> float:
@@ -87,7 +112,8 @@ def _confluent(args, topic: str) -> float:
     return _confluent_produce(args.bootstrap, topic, args.records, args.record_size)
 
 
-PRODUCERS = {"minibroker": _ours, "kafka-python": _kafka_python, "confluent-kafka": _confluent}
+PRODUCERS = {"minibroker": _ours, "aiokafka": _aiokafka, "kafka-python": _kafka_python,
+             "confluent-kafka": _confluent}
 
 
 # -- consume ---------------------------------------------------------------------------------
@@ -104,7 +130,7 @@ def _prepare_topic(args) -> tuple[str, int]:
     _confluent_produce(args.bootstrap, topic, args.records - 1, args.record_size)
     # one untimed read first, so that the first client timed does not pay for a cold read
     # of the segments on the broker side alone
-    _consume_confluent(args, topic, args.records)
+    _consume_confluent(args, topic, args.records, "getmany")
     return topic, args.records
 
 
@@ -118,7 +144,25 @@ def _consumer_config(args) -> dict:
     return config
 
 
-def _consume_ours(args, topic: str, expected: int) -> float:
+async def _read_async(consumer, expected: int, api: str) -> float:
+    """Seconds until an async consumer (ours or aiokafka's, already started and assigned)
+    has returned `expected` records through `api`."""
+    count = 0
+    started = time.perf_counter()
+    if api == "getmany":
+        while count < expected:
+            batch = await consumer.getmany(timeout_ms=int(POLL_TIMEOUT_S * 1000))
+            for records in batch.values():
+                count += len(records)
+    else:
+        async for _ in consumer:
+            count += 1
+            if count >= expected:
+                break
+    return time.perf_counter() - started
+
+
+def _consume_ours(args, topic: str, expected: int, api: str) -> float:
     from client import Consumer, TopicPartition
 
     async def run() -> float:
@@ -127,15 +171,27 @@ def _consume_ours(args, topic: str, expected: int) -> float:
         async with consumer:
             if args.consume_mode == "assign":
                 consumer.assign([TopicPartition(topic, p) for p in range(args.partitions)])
-            count = 0
-            started = time.perf_counter()
             with trio.fail_after(CONSUME_DEADLINE_S):
-                while count < expected:
-                    batch = await consumer.getmany(timeout_ms=int(POLL_TIMEOUT_S * 1000))
-                    for records in batch.values():
-                        count += len(records)
-            return time.perf_counter() - started
+                return await _read_async(consumer, expected, api)
     return trio.run(run)
+
+
+def _consume_aiokafka(args, topic: str, expected: int, api: str) -> float:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def run() -> float:
+        config = _consumer_config(args)
+        topics = (topic,) if "group_id" in config else ()
+        consumer = AIOKafkaConsumer(*topics, **config)
+        await consumer.start()
+        try:
+            if args.consume_mode == "assign":
+                consumer.assign([TopicPartition(topic, p) for p in range(args.partitions)])
+            return await asyncio.wait_for(_read_async(consumer, expected, api),
+                                          CONSUME_DEADLINE_S)
+        finally:
+            await consumer.stop()
+    return asyncio.run(run())
 
 
 def _timed_count(client: str, expected: int, poll: Callable[[], int]) -> float:
@@ -152,15 +208,27 @@ def _timed_count(client: str, expected: int, poll: Callable[[], int]) -> float:
     return elapsed
 
 
-def _consume_kafka_python(args, topic: str, expected: int) -> float:
+def _consume_kafka_python(args, topic: str, expected: int, api: str) -> float:
     from kafka import KafkaConsumer, TopicPartition
     config = _consumer_config(args)
+    if api == "iter":  # the iterator stops after this long without a record
+        config["consumer_timeout_ms"] = int(POLL_TIMEOUT_S * 1000)
     if "group_id" in config:
         consumer = KafkaConsumer(topic, **config)
     else:
         consumer = KafkaConsumer(**config)
         consumer.assign([TopicPartition(topic, p) for p in range(args.partitions)])
+
+    def iterate() -> int:
+        count = 0
+        for _ in consumer:
+            count += 1
+            if count >= expected:
+                break
+        return count
     try:
+        if api == "iter":
+            return _timed_count("kafka-python", expected, iterate)
         return _timed_count("kafka-python", expected, lambda: sum(
             len(records) for records in
             consumer.poll(timeout_ms=int(POLL_TIMEOUT_S * 1000)).values()))
@@ -168,7 +236,7 @@ def _consume_kafka_python(args, topic: str, expected: int) -> float:
         consumer.close()
 
 
-def _consume_confluent(args, topic: str, expected: int) -> float:
+def _consume_confluent(args, topic: str, expected: int, api: str) -> float:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     consumer = Consumer({"bootstrap.servers": args.bootstrap,
                          "group.id": f"bench-{uuid.uuid4().hex[:6]}",
@@ -179,7 +247,12 @@ def _consume_confluent(args, topic: str, expected: int) -> float:
     else:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)
                          for p in range(args.partitions)])
+    def poll_one() -> int:
+        message = consumer.poll(POLL_TIMEOUT_S)
+        return message is not None and message.error() is None
     try:
+        if api == "iter":
+            return _timed_count("confluent-kafka", expected, poll_one)
         return _timed_count("confluent-kafka", expected, lambda: sum(
             message.error() is None for message in
             consumer.consume(num_messages=10_000, timeout=POLL_TIMEOUT_S)))
@@ -187,13 +260,23 @@ def _consume_confluent(args, topic: str, expected: int) -> float:
         consumer.close()
 
 
-CONSUMERS = {"minibroker": _consume_ours, "kafka-python": _consume_kafka_python,
-             "confluent-kafka": _consume_confluent}
+CONSUMERS = {"minibroker": _consume_ours, "aiokafka": _consume_aiokafka,
+             "kafka-python": _consume_kafka_python, "confluent-kafka": _consume_confluent}
+CONSUME_APIS = ("getmany", "iter")
 
 
 def _line(half: str, name: str, records: int, record_size: int, elapsed: float) -> str:
-    return (f"{half:<8} {name:<16} {records:,} records  {records / elapsed:>10,.0f} rec/s"
+    return (f"{half:<16} {name:<16} {records:,} records  {records / elapsed:>10,.0f} rec/s"
             f"  {records * record_size / elapsed / 1e6:6.1f} MB/s")
+
+
+def _table(rates: dict[str, dict[str, float]], names: list[str]) -> str:
+    """rows (produce, consume getmany, consume iter) x clients, in records/s."""
+    lines = ["| | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for row, by_client in rates.items():
+        cells = [f"{by_client[n]:,.0f}" if n in by_client else "" for n in names]
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:
@@ -206,6 +289,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--partitions", type=int, default=3,
                    help="partitions of the topic the consumers read (default 3)")
     p.add_argument("--consume-mode", choices=("assign", "group"), default="assign")
+    p.add_argument("--consume-api", choices=(*CONSUME_APIS, "both"), default="both",
+                   help="getmany: a batch per call; iter: `async for` / one record per "
+                        "poll (default both)")
     args = p.parse_args(argv)
     names = args.clients.split(",")
     unknown = [n for n in names if n not in PRODUCERS]
@@ -213,14 +299,22 @@ def main(argv: list[str]) -> int:
         p.error(f"unknown clients {unknown}; choose from {sorted(PRODUCERS)}")
     if args.records < 1:
         p.error("--records must be >= 1")
+    rates: dict[str, dict[str, float]] = {}
     if args.half in ("produce", "both"):
         for name in names:
             topic = f"bench-client-{name}-{uuid.uuid4().hex[:6]}"
             elapsed = PRODUCERS[name](args, topic)
+            rates.setdefault("produce", {})[name] = args.records / elapsed
             print(_line("produce", name, args.records, args.record_size, elapsed), flush=True)
     if args.half in ("consume", "both"):
         topic, expected = _prepare_topic(args)
-        for name in names:
-            elapsed = CONSUMERS[name](args, topic, expected)
-            print(_line("consume", name, expected, args.record_size, elapsed), flush=True)
+        apis = CONSUME_APIS if args.consume_api == "both" else (args.consume_api,)
+        for api in apis:
+            for name in names:
+                elapsed = CONSUMERS[name](args, topic, expected, api)
+                rates.setdefault(f"consume {api}", {})[name] = expected / elapsed
+                print(_line(f"consume {api}", name, expected, args.record_size, elapsed),
+                      flush=True)
+    print(f"\nrecords/s, {args.records:,} x {args.record_size} B, "
+          f"{args.partitions} partitions:\n" + _table(rates, names))
     return 0

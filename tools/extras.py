@@ -25,7 +25,7 @@ EXTRAS: dict[str, dict[str, str]] = {
     "spark": {"pyspark": "pyspark", "pyarrow": "pyarrow", "pandas": "pandas",
               "matplotlib": "matplotlib"},
     "bench": {"confluent_kafka": "confluent-kafka", "kafka": "kafka-python",
-              "matplotlib": "matplotlib"},
+              "aiokafka": "aiokafka", "matplotlib": "matplotlib"},
 }
 
 

@@ -14,12 +14,20 @@ records fetched but not yet returned) and `Fetcher` (the trio side).
     await fetcher.prefetch(nursery)                     # the partitions that ran low
 
 A partition's *position* is the offset of the next record the application will be given.
-Fetched records wait in the partition's buffer; `drain` returns them and moves the
-position past them. Fetches run in the background, at most one per leader at a time (Java's
+Fetched records wait in the partition's buffer; `drain` (getmany) and `next_record`
+(`async for`) return them and move the position past them. A response's batches are kept
+as fetched (only their headers read) and decoded one at a time as the application reaches
+them: decoding is most of a consumer's CPU, and records decoded just before they are used
+are still in the CPU's caches. A batch that does not decode (CorruptRecordError) is raised
+from getmany when reached, and again, until the application seeks past it. Fetches run in the background, at most one per leader at a time (Java's
 Fetcher: no new Fetch to a node with one pending). A partition is fetched again once it
-holds fewer than max_poll_records buffered records, from the end of its buffer, so what is
-buffered per partition stays below max_poll_records plus one response
-(max_partition_fetch_bytes). A prefetch (sent by getmany as it returns records) asks only
+holds fewer than max_poll_records buffered records, or fewer than half of what its last
+response brought (so that, at the rate a large response is worked through, the next one
+is on its way before the buffer runs out), from the end of its buffer; what is buffered
+per partition stays below max_poll_records plus one and a half responses
+(max_partition_fetch_bytes each). A partition's first Fetch (since assigned or sought) asks
+for an eighth of max_partition_fetch_bytes, so that its first records are decoded while the
+next, full one is on its way. A prefetch (sent by getmany as it returns records) asks only
 for partitions the last response showed to be behind the high watermark: one that is
 caught up would make the broker hold the Fetch for fetch_max_wait_ms and keep the leader's
 other partitions waiting behind it.
@@ -56,11 +64,14 @@ from client.errors import (
 from client.types import TopicPartition
 from protocol.errors import ErrorCode
 from protocol.messages import FETCH, LIST_OFFSETS
-from protocol.records import decode_batches
+from protocol.records import BatchHeader, RecordError, decode_batch_rows, row_batches
 
 __all__ = ["ConsumerRecord", "Fetcher", "NoOffsetForPartitionError", "NoOffsetForPartition",
            "SubscriptionState", "EARLIEST", "LATEST"]
 
+# a partition's first Fetch (since assigned or sought) asks for this fraction of
+# max_partition_fetch_bytes
+FIRST_FETCH_DIVISOR = 8
 EARLIEST = -2  # ListOffsets timestamps
 LATEST = -1
 READ_UNCOMMITTED = 0
@@ -70,7 +81,8 @@ class ConsumerRecord(NamedTuple):
     """One consumed record (immutable). timestamp_type: 0 CreateTime, 1 LogAppendTime.
 
     A named tuple, as kafka-python's is: the fetcher builds one per record, and a tuple is
-    built several times faster than a frozen dataclass (see `_records_from`)."""
+    built several times faster than a frozen dataclass (protocol.records.decode_batch_rows
+    builds them: the field order is its row layout)."""
 
     topic: str
     partition: int
@@ -103,19 +115,28 @@ NoOffsetForPartition = NoOffsetForPartitionError
 # -- per-partition state ------------------------------------------------------------------
 
 class _PartitionState:
-    __slots__ = ("position", "paused", "reset", "buffer", "after_buffer", "epoch",
-                 "high_watermark")
+    __slots__ = ("position", "paused", "reset", "buffer", "batches", "batched",
+                 "after_buffer", "epoch", "high_watermark", "refill")
 
     def __init__(self) -> None:
         self.position: int | None = None
         self.paused = False
         self.reset: str | None = None  # a pending reset strategy (skips committed offsets)
-        self.buffer: deque[ConsumerRecord] = deque()
+        self.buffer: deque[ConsumerRecord] = deque()  # decoded, next to be returned
+        # fetched batches not decoded yet, after the buffer: (data, position in it,
+        # header, fetch offset, records expected); decoded one at a time as the
+        # application reaches them, so that what is decoded is used while still in the
+        # CPU's caches, and a response's records are not all alive at once
+        self.batches: deque[tuple[Any, int, BatchHeader, int, int]] = deque()
+        self.batched = 0  # the records expected in `batches`
         self.after_buffer: int | None = None  # the position once the buffer is drained
         # bumped whenever the buffer is dropped (seek, reset, stop): a fetch sent before
         # carries an older epoch and its response is discarded
         self.epoch = 0
         self.high_watermark: int | None = None  # as the last Fetch response said
+        # fetch again below this many buffered records: half of what the last response
+        # brought, so that the next one is on its way while the rest is worked on
+        self.refill = 0
 
     def set_position(self, offset: int) -> None:
         self.position = offset
@@ -124,14 +145,49 @@ class _PartitionState:
 
     def drop_buffer(self) -> None:
         self.buffer.clear()
+        self.batches.clear()
+        self.batched = 0
         self.after_buffer = None
+        self.refill = 0
         self.epoch += 1
 
     def fetch_position(self) -> int | None:
         """Where the next fetch starts: after what is buffered, else the position."""
-        if self.buffer and self.after_buffer is not None:
+        if (self.buffer or self.batches) and self.after_buffer is not None:
             return self.after_buffer
         return self.position
+
+    def buffered(self) -> int:
+        """Records fetched and not returned yet (those of undecoded batches as their
+        headers count them)."""
+        return len(self.buffer) + self.batched
+
+    def decode_for(self, tp: TopicPartition, wanted: int) -> None:
+        """Decode fetched batches into the buffer until it holds `wanted` records or none
+        is left. A batch that fails to decode (CorruptRecordError) is raised once the
+        records before it are returned, and stays first in line, so that the error is
+        raised again rather than its records skipped."""
+        buffer, batches = self.buffer, self.batches
+        while len(buffer) < wanted and batches:
+            data, pos, header, fetch_offset, expected = batches[0]
+            try:
+                rows = decode_batch_rows(data, pos, header, ConsumerRecord, tp.topic,
+                                         tp.partition, fetch_offset)
+            except RecordError:
+                if buffer:
+                    return  # these first; the error when the application reaches it
+                raise
+            batches.popleft()
+            self.batched -= expected
+            buffer.extend(rows)
+
+    def drained(self) -> None:
+        """The buffer ran out: once no batch is left either, the position moves past
+        what the last response held (control batches, records compacted away)."""
+        if not self.batches and self.after_buffer is not None:
+            if self.position is None or self.after_buffer > self.position:
+                self.position = self.after_buffer
+            self.after_buffer = None
 
 
 class SubscriptionState:
@@ -140,6 +196,9 @@ class SubscriptionState:
     def __init__(self) -> None:
         self._parts: dict[TopicPartition, _PartitionState] = {}
         self._rotation = 0
+        # next_record's partition and how many more records it takes from it in a row
+        self._current: tuple[TopicPartition, _PartitionState] | None = None
+        self._current_left = 0
 
     # assignment
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
@@ -216,8 +275,8 @@ class SubscriptionState:
         excluded = set(exclude)
         out = {}
         for tp, s in self._parts.items():
-            if s.paused or s.position is None or len(s.buffer) >= low_water \
-                    or tp in excluded:
+            if s.paused or s.position is None or tp in excluded or \
+                    len(s.buffer) + s.batched >= max(low_water, s.refill):
                 continue
             offset = s.fetch_position()
             assert offset is not None  # the position is known, checked above
@@ -234,10 +293,64 @@ class SubscriptionState:
     def buffered(self, tp: TopicPartition) -> int:
         """How many fetched records of `tp` wait to be returned (0 if not assigned)."""
         s = self._parts.get(tp)
-        return 0 if s is None else len(s.buffer)
+        return 0 if s is None else s.buffered()
+
+    def runs_low(self, tp: TopicPartition, low_water: int) -> bool:
+        """Whether `tp` holds few enough records to be fetched again (fetchable's rule:
+        below low_water, or below half of what its last response brought)."""
+        s = self._parts.get(tp)
+        return s is not None and s.buffered() < max(low_water, s.refill)
 
     def has_buffered(self) -> bool:
-        return any(s.buffer and not s.paused for s in self._parts.values())
+        return any((s.buffer or s.batches) and not s.paused for s in self._parts.values())
+
+    def next_record(self, in_a_row: int = 500) -> tuple[ConsumerRecord, int] | None:
+        """One buffered record of an unpaused partition, its position moved past it, and
+        how many records that partition has left buffered; None when nothing is buffered.
+        Iteration's per-record step: it takes up to `in_a_row` records from one partition,
+        then moves on to the next with records, in turn as drain does, so that a partition
+        refilled by prefetch does not starve the others."""
+        current = self._current
+        if current is not None and self._current_left > 0:
+            tp, s = current
+            if s.paused or self._parts.get(tp) is not s:
+                current = None
+            elif not s.buffer:
+                s.decode_for(tp, 1)
+                if not s.buffer:
+                    s.drained()
+                    current = None
+        else:
+            current = None
+        if current is None:
+            items = list(self._parts.items())
+            if not items:
+                return None
+            start = self._rotation % len(items)
+            self._rotation += 1
+            for tp, s in itertools.chain(items[start:], items[:start]):
+                if s.paused:
+                    continue
+                if not s.buffer and s.batches:
+                    s.decode_for(tp, 1)
+                    if not s.buffer:
+                        s.drained()
+                if s.buffer:
+                    self._current = (tp, s)
+                    self._current_left = in_a_row
+                    break
+            else:
+                self._current = None
+                return None
+        self._current_left -= 1
+        buffer = s.buffer
+        record = buffer.popleft()
+        s.position = record.offset + 1
+        if not buffer:
+            s.decode_for(tp, 1)
+            if not buffer:
+                s.drained()
+        return record, len(buffer) + s.batched
 
     def drain(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Buffered records of unpaused partitions, at most `max_records`, taking from the
@@ -252,21 +365,24 @@ class SubscriptionState:
         for tp, s in itertools.chain(items[start:], items[:start]):
             if left <= 0:
                 break
-            if s.paused or not s.buffer:
+            if s.paused or not (s.buffer or s.batches):
                 continue
+            s.decode_for(tp, left)
             buffer = s.buffer
+            if not buffer:
+                s.drained()
+                continue
             if len(buffer) <= left:
                 taken = list(buffer)
                 buffer.clear()
-            else:
-                popleft = buffer.popleft
-                taken = [popleft() for _ in range(left)]
+            else:  # two copies in C rather than a popleft per record
+                taken = list(itertools.islice(buffer, left))
+                s.buffer = buffer = deque(itertools.islice(buffer, left, None))
             left -= len(taken)
             out[tp] = taken
             s.position = taken[-1].offset + 1
-            if not s.buffer and s.after_buffer is not None:
-                s.position = max(s.position, s.after_buffer)
-                s.after_buffer = None
+            if not buffer:
+                s.drained()
         return out
 
 
@@ -485,11 +601,16 @@ class Fetcher:
         conn = await self.pool.get(node_id)
         version = conn.version_for(FETCH)
         topics: dict[str, list] = {}
-        for tp, (offset, _, _) in sent.items():
+        full = self.config.max_partition_fetch_bytes
+        for tp, (offset, state, _) in sent.items():
             topics.setdefault(tp.topic, []).append({
                 "partition": tp.partition, "current_leader_epoch": -1,
                 "fetch_offset": offset, "last_fetched_epoch": -1, "log_start_offset": -1,
-                "partition_max_bytes": self.config.max_partition_fetch_bytes})
+                # a partition's first Fetch asks for a part only, so that its first records
+                # are decoded while the next, full one is on its way (a whole first
+                # response of every partition kept the application waiting for all of it)
+                "partition_max_bytes": full if state.refill else
+                max(1, full // FIRST_FETCH_DIVISOR)})
         body = {
             "cluster_id": None, "replica_id": -1, "max_wait_ms": max_wait_ms,
             "min_bytes": self.config.fetch_min_bytes, "max_bytes": self.config.fetch_max_bytes,
@@ -520,7 +641,7 @@ class Fetcher:
         if code is ErrorCode.NONE:
             s.high_watermark = p.high_watermark
         if code is ErrorCode.OFFSET_OUT_OF_RANGE:
-            if s.buffer:
+            if s.buffer or s.batches:
                 return  # what is buffered is still good; the error comes back after it
             strategy = self.config.auto_offset_reset
             if strategy == "none":
@@ -536,34 +657,18 @@ class Fetcher:
         data = p.records
         if not data:
             return
-        records, next_offset = _records_from(tp.topic, tp.partition, data, fetch_offset)
-        if records:
-            s.buffer.extend(records)
+        # headers only: the records are decoded as the application reaches them
+        found, next_offset = row_batches(data, fetch_offset)
+        if found:
+            fetched = 0
+            for pos, header in found:
+                expected = header.last_offset + 1 - max(header.base_offset, fetch_offset)
+                s.batches.append((data, pos, header, fetch_offset, expected))
+                fetched += expected
+            s.batched += fetched
+            s.refill = fetched // 2
             s.after_buffer = next_offset
-        elif s.buffer:
+        elif s.buffer or s.batches:
             s.after_buffer = max(fetch_offset, next_offset)
         else:
             s.position = max(fetch_offset, next_offset)
-
-
-_new_record = tuple.__new__  # ConsumerRecord without its generated __new__'s argument handling
-
-
-def _records_from(topic: str, partition: int, data: Any, fetch_offset: int
-                  ) -> tuple[list[ConsumerRecord], int]:
-    """The records of a partition's fetched `data` at or after `fetch_offset`, and the
-    offset after the last batch it held (control batches count, their records are not
-    returned). The per-record work is one tuple each: this runs for every record consumed."""
-    records: list[ConsumerRecord] = []
-    next_offset = fetch_offset
-    for header, batch in decode_batches(data):
-        next_offset = max(next_offset, header.last_offset + 1)
-        if header.is_control:
-            continue
-        ts_type = header.timestamp_type
-        if header.base_offset < fetch_offset:  # a batch that starts before the position
-            batch = [r for r in batch if r.offset >= fetch_offset]
-        records += [_new_record(ConsumerRecord, (topic, partition, r.offset, r.timestamp,
-                                                 ts_type, r.key, r.value, r.headers))
-                    for r in batch]
-    return records, next_offset

@@ -38,9 +38,11 @@ from typing import Any, Iterable
 from client.types import TopicPartition
 from protocol.records import BATCH_OVERHEAD  # the RecordBatch v2 header
 
-__all__ = ["ProducerBatch", "RecordAccumulator", "BATCH_OVERHEAD", "record_size"]
+__all__ = ["ProducerBatch", "RecordAccumulator", "BATCH_OVERHEAD", "RECORD_OVERHEAD",
+           "RECORD_OVERHEAD_MAX", "record_size"]
 
-RECORD_OVERHEAD = 21  # length, attributes, deltas and counts as varints, at most
+RECORD_OVERHEAD = 11  # length, attributes, deltas and counts as varints, as they usually are
+RECORD_OVERHEAD_MAX = 36  # ... and at their longest: for a record at the size limits
 _INT32_RANGE = 2**31
 
 
@@ -109,18 +111,42 @@ class RecordAccumulator:
         return last.full or last.sequenced or last.attempts > 0 or (
             last.size + size > self.batch_size)
 
+    def try_append(self, tp: TopicPartition, timestamp: int, key: bytes | None,
+                   value: bytes | None, headers: list, handle: Any,
+                   size: int) -> ProducerBatch | None:
+        """Add a record to the open last batch of `tp` if it fits there; None when it
+        would start a new batch (`would_start_batch`), and nothing was added. The
+        producer's per-record path: one check, three appends."""
+        queue = self.queues.get(tp)
+        if not queue:
+            return None
+        batch = queue[-1]
+        if batch.full or batch.base_sequence >= 0 or batch.attempts or \
+                batch.size + size > self.batch_size:
+            return None
+        batch.records.append((timestamp, key, value, headers))
+        batch.handles.append(handle)
+        batch.size += size
+        if batch.size >= self.batch_size:
+            batch.full = True
+        return batch
+
     def append(self, tp: TopicPartition, timestamp: int, key: bytes | None,
                value: bytes | None, headers: list, handle: Any, now: float,
                size: int | None = None) -> ProducerBatch:
         """Add a record; returns its batch (`batch.full` says the sender should look now)."""
         if size is None:
             size = record_size(key, value, headers)
-        queue = self.queues.setdefault(tp, deque())
-        if self.would_start_batch(tp, size):
-            if queue:
-                queue[-1].full = True
-            queue.append(ProducerBatch(tp, now))
-        batch = queue[-1]
+        batch = self.try_append(tp, timestamp, key, value, headers, handle, size)
+        if batch is not None:
+            return batch
+        queue = self.queues.get(tp)
+        if queue is None:
+            queue = self.queues[tp] = deque()
+        elif queue:
+            queue[-1].full = True
+        batch = ProducerBatch(tp, now)
+        queue.append(batch)
         batch.records.append((timestamp, key, value, headers))
         batch.handles.append(handle)
         batch.size += size
@@ -159,7 +185,8 @@ class RecordAccumulator:
 
     def next_expiry(self) -> float | None:
         """When the oldest queued batch reaches the delivery timeout (ms)."""
-        oldest = min((b.created_ms for q in self.queues.values() for b in q), default=None)
+        oldest = min((t for q in self.queues.values() if (t := _oldest(q)) is not None),
+                     default=None)
         return None if oldest is None else oldest + self.delivery_timeout_ms
 
     def drain(self, tps: Iterable[TopicPartition], now: float,
@@ -234,7 +261,8 @@ class RecordAccumulator:
         """Remove and return the queued batches past delivery_timeout_ms."""
         expired: list[ProducerBatch] = []
         for queue in self.queues.values():
-            if any(now >= b.created_ms + self.delivery_timeout_ms for b in queue):
+            oldest = _oldest(queue)
+            if oldest is not None and now >= oldest + self.delivery_timeout_ms:
                 keep = [b for b in queue if now < b.created_ms + self.delivery_timeout_ms]
                 expired += [b for b in queue if b not in keep]
                 queue.clear()
@@ -272,6 +300,20 @@ class RecordAccumulator:
     @property
     def in_flight_batches(self) -> int:
         return sum(len(f) for f in self.in_flight.values())
+
+
+def _oldest(queue: deque[ProducerBatch]) -> float | None:
+    """The creation time of the oldest batch of a partition's queue, looking only at its
+    head: retries (attempts > 0) are put back in front of the batches never sent, and
+    those are in creation order. The sender asks once per wake-up, with many batches
+    queued when the application outruns it, so this must not walk the whole queue."""
+    oldest = None
+    for batch in queue:
+        if oldest is None or batch.created_ms < oldest:
+            oldest = batch.created_ms
+        if not batch.attempts:
+            break
+    return oldest
 
 
 def _min(a: float | None, b: float) -> float:

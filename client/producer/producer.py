@@ -46,7 +46,10 @@ from client.config import ProducerConfig, check_config
 from client.connection import ConnectionPool, background_nursery
 from client.errors import KafkaError, KafkaTimeoutError, for_code
 from client.partitioner import partition_for_key
-from client.producer.accumulator import BATCH_OVERHEAD, RecordAccumulator, record_size
+from client.producer.accumulator import (
+    BATCH_OVERHEAD, RECORD_OVERHEAD, RECORD_OVERHEAD_MAX, ProducerBatch, RecordAccumulator,
+    record_size,
+)
 from client.producer.sender import DeliveryHandle, RecordMetadata, Sender
 from client.types import TopicPartition
 from protocol.errors import ErrorCode
@@ -90,12 +93,15 @@ class Producer:
             delivery_timeout_ms=self.config.delivery_timeout_ms,
             retry_backoff_ms=self.config.retry_backoff_ms)
         self._sticky: dict[str, int] = {}
+        # topic -> (its TopicMetadata, partition numbers, TopicPartition per number): the
+        # per-record lookups, kept while the metadata cache holds the same TopicMetadata
+        self._routes: dict[str, tuple[Any, list[int], dict[int, TopicPartition]]] = {}
         self._topics: set[str] = set()  # handed to the Cluster to track
         self._waiting: dict[str, list[_Waiting]] = {}
         self._waiting_changed = trio.Event()
         self._pending: set[DeliveryHandle] = set()
         self._buffered = 0
-        self._buffer_freed = trio.Event()
+        self._buffer_freed: trio.Event | None = None  # made when a send waits for room
         self._closed = False
         self._serializing = (self.config.key_serializer is not None
                              or self.config.value_serializer is not None)
@@ -115,6 +121,7 @@ class Producer:
             self._cluster = Cluster(pool, self.config, topics=(),
                                     allow_auto_topic_creation=self.config.allow_auto_create_topics)
             self._sender = Sender(self.config, pool, self._cluster, self._acc)
+            self._sender.on_delivered = self._on_delivered
             nursery = await stack.enter_async_context(background_nursery())
             stack.push_async_exit(self._stop)
             await nursery.start(self._cluster.run)
@@ -172,19 +179,26 @@ class Producer:
             value = _as_bytes("value", value)
         if key is not None and type(key) is not bytes:
             key = _as_bytes("key", key)
-        hdrs = [(k, None if v is None else bytes(v)) for k, v in headers] if headers else []
-        size = record_size(key, value, hdrs)
+        if headers:
+            hdrs = [(k, None if v is None else bytes(v)) for k, v in headers]
+            size = record_size(key, value, hdrs)
+        else:  # record_size's sum, inline: this runs once per record
+            hdrs = []
+            size = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
         timestamp = int(time.time() * 1000) if timestamp_ms is None else \
             _check_timestamp(timestamp_ms)
         handle = DeliveryHandle(topic, timestamp, self._on_done)
-        if size + BATCH_OVERHEAD > self.config.max_request_size or \
-                size > self.config.buffer_memory:
+        config = self.config
+        # the estimate may fall short of the real framing by up to the difference: a
+        # record near max_request_size is measured at its longest
+        if size + BATCH_OVERHEAD + RECORD_OVERHEAD_MAX - RECORD_OVERHEAD > \
+                config.max_request_size or size > config.buffer_memory:
             handle._fail(for_code(
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"the record is {size} bytes, more than max_request_size "
                 f"{self.config.max_request_size} or buffer_memory {self.config.buffer_memory}"))
             return handle
-        if self._buffered and self._buffered + size > self.config.buffer_memory:
+        if self._buffered and self._buffered + size > config.buffer_memory:
             await self._wait_for_buffer(size)
         self._buffered += size
         handle._size = size
@@ -192,13 +206,21 @@ class Producer:
         if topic not in self._topics:  # send() is per record: skip the set work after once
             self._topics.add(topic)
             self.cluster.add_topics([topic])
-        self._route(topic, _Waiting(value, key, hdrs, partition, handle, size, self._now_ms()))
+        batch = self._place(topic, value, key, hdrs, partition, handle, size)
+        if batch is None or batch.full or len(batch.handles) == 1:
+            # a checkpoint per batch (one filled up, or one was started, which closes the
+            # previous one): the sender sends it while the next one fills, and a loop of
+            # sends can be cancelled; and per record while they wait for metadata, so
+            # that the metadata can come
+            await trio.lowlevel.checkpoint()
         return handle
 
     async def _wait_for_buffer(self, size: int) -> None:
         """Wait until `size` more bytes fit in buffer_memory, at most max_block_ms."""
         with trio.move_on_after(self.config.max_block_ms / 1000):
             while self._buffered and self._buffered + size > self.config.buffer_memory:
+                if self._buffer_freed is None:
+                    self._buffer_freed = trio.Event()
                 await self._buffer_freed.wait()
                 if self._closed:
                     raise RuntimeError("the Producer was closed")
@@ -225,9 +247,9 @@ class Producer:
             if self._sender is not None:
                 self._sender.wakeup()
             for handle in handles:
-                # awaiting a set Event is still a trip through the scheduler: skip the done
-                if not handle._event.is_set():
-                    await handle._event.wait()
+                # awaiting a done handle is still a trip through the scheduler: skip those
+                if not handle.done():
+                    await handle._settled()
         finally:
             self._acc.flushing -= 1
 
@@ -246,42 +268,97 @@ class Producer:
         if handle in self._pending:
             self._pending.discard(handle)
             self._buffered -= handle._size
-            self._buffer_freed.set()
-            self._buffer_freed = trio.Event()
+            freed, self._buffer_freed = self._buffer_freed, None
+            if freed is not None:
+                freed.set()
+
+    def _on_delivered(self, handles: list[DeliveryHandle]) -> None:
+        """_on_done for the handles of a delivered batch, in one call (the sender's hook)."""
+        pending = self._pending
+        size = 0
+        for handle in handles:
+            if handle in pending:
+                pending.discard(handle)
+                size += handle._size
+        self._buffered -= size
+        freed, self._buffer_freed = self._buffer_freed, None
+        if freed is not None:
+            freed.set()
 
     def _route(self, topic: str, w: _Waiting) -> None:
-        """Partition and append the record, or hold it until the topic's metadata comes."""
-        partitions = self.cluster.metadata.partitions_for(topic)
-        if self._waiting.get(topic) or partitions is None:
-            self._waiting.setdefault(topic, []).append(w)
+        """Partition and append a record that waited for its topic's metadata."""
+        self._place(topic, w.value, w.key, w.headers, w.partition, w.handle, w.size,
+                    w.created_ms)
+
+    def _topic_route(self, topic: str
+                     ) -> tuple[Any, list[int], dict[int, TopicPartition]] | None:
+        """The topic's partitions and TopicPartitions from the metadata cache (None: not
+        known), rebuilt only when the cache holds a new TopicMetadata for it."""
+        known = self.cluster.metadata.topics.get(topic)
+        route = self._routes.get(topic)
+        if route is not None and route[0] is known:
+            return route
+        if known is None:
+            self._routes.pop(topic, None)
+            return None
+        partitions = sorted(known.partitions)
+        route = (known, partitions, {p: TopicPartition(topic, p) for p in partitions})
+        self._routes[topic] = route
+        self._sticky.pop(topic, None)  # partitions and leaders may have changed
+        return route
+
+    def _place(self, topic: str, value: bytes | None, key: bytes | None, headers: list,
+               partition: int | None, handle: DeliveryHandle, size: int,
+               created_ms: float | None = None) -> ProducerBatch | None:
+        """Partition and append the record, or hold it until the topic's metadata comes;
+        returns the batch it went to (None: waiting, or failed)."""
+        route = self._routes.get(topic)
+        if route is None or route[0] is not self.cluster.metadata.topics.get(topic):
+            route = self._topic_route(topic)
+        if route is None or self._waiting.get(topic):
+            self._waiting.setdefault(topic, []).append(_Waiting(
+                value, key, headers, partition, handle, size,
+                self._now_ms() if created_ms is None else created_ms))
             self.cluster.request_update()
             self._waiting_changed.set()
-            return
-        count = len(partitions)
-        if w.partition is not None:
-            if not 0 <= w.partition < count:
-                w.handle._fail(for_code(
+            return None
+        _, partitions, tps = route
+        timestamp = handle.timestamp
+        acc = self._acc
+        if partition is not None:
+            if not 0 <= partition < len(partitions):
+                handle._fail(for_code(
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    f"partition {w.partition} of {topic} does not exist ({count} partitions)"))
-                return
-            partition = w.partition
-        elif w.key is not None:
-            partition = partition_for_key(w.key, count)
+                    f"partition {partition} of {topic} does not exist "
+                    f"({len(partitions)} partitions)"))
+                return None
+        elif key is not None:
+            partition = partition_for_key(key, len(partitions))
         else:
-            partition = self._sticky_partition(topic, partitions, w.size)
-        tp = TopicPartition(topic, partition)
-        w.handle.partition = partition
-        batch = self._acc.append(tp, w.handle.timestamp, w.key, w.value, w.headers, w.handle,
-                                 w.created_ms, w.size)
+            current = self._sticky.get(topic)
+            if current is not None:  # the common case: the sticky partition's open batch
+                batch = acc.try_append(tps[current], timestamp, key, value, headers, handle,
+                                       size)
+                if batch is not None:
+                    handle.partition = current
+                    if batch.full:
+                        self._wakeup()
+                    return batch
+            partition = self._next_sticky(topic, partitions, current)
+        handle.partition = partition
+        batch = acc.append(tps[partition], timestamp, key, value, headers, handle,
+                           self._now_ms() if created_ms is None else created_ms, size)
         if batch.full or batch.record_count == 1:
-            assert self._sender is not None  # records are placed only while open
-            self._sender.wakeup()
+            self._wakeup()
+        return batch
 
-    def _sticky_partition(self, topic: str, partitions: list[int], size: int) -> int:
-        current = self._sticky.get(topic)
-        if current is not None and not self._acc.would_start_batch(
-                TopicPartition(topic, current), size):
-            return current
+    def _wakeup(self) -> None:
+        assert self._sender is not None  # records are placed only while open
+        self._sender.wakeup()
+
+    def _next_sticky(self, topic: str, partitions: list[int], current: int | None) -> int:
+        """A new sticky partition (KIP-480): at random among those with a leader, other
+        than the current one, which would start a new batch."""
         md = self.cluster.metadata
         available = [p for p in partitions if md.leader_for(topic, p) is not None] or partitions
         choices = [p for p in available if p != current] or available

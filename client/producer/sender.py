@@ -40,7 +40,7 @@ from client.errors import KafkaError, KafkaTimeoutError, for_code
 from client.producer.accumulator import ProducerBatch, RecordAccumulator
 from protocol.errors import ErrorCode
 from protocol.messages import INIT_PRODUCER_ID, PRODUCE
-from protocol.records import encode_batch
+from protocol.records import encode_producer_batch
 
 __all__ = ["DeliveryHandle", "RecordMetadata", "Sender"]
 
@@ -57,55 +57,107 @@ class RecordMetadata(NamedTuple):
 
 class DeliveryHandle:
     """`await handle` -> RecordMetadata once the broker acknowledged the record, or raises
-    the delivery error (a client.errors.KafkaError)."""
+    the delivery error (a client.errors.KafkaError).
 
-    __slots__ = ("topic", "partition", "timestamp", "_event", "_result", "_error",
-                 "_on_done", "_size")
+    One is made per record sent, so it is kept light: the trio.Event is made only when
+    somebody waits on a handle not yet done, and the RecordMetadata only when asked for
+    (`_deliver` resolves a whole batch by setting offsets)."""
+
+    __slots__ = ("topic", "partition", "timestamp", "_done", "_event", "_offset",
+                 "_append_time", "_result", "_error", "_on_done", "_size")
 
     def __init__(self, topic: str, timestamp: int, on_done: Callable[["DeliveryHandle"],
                                                                      None] | None = None):
         self.topic = topic
         self.partition: int | None = None
         self.timestamp = timestamp
-        self._event = trio.Event()
+        self._done = False
+        self._event: trio.Event | None = None
+        self._offset = -1
+        self._append_time = -1
         self._result: RecordMetadata | None = None
         self._error: BaseException | None = None
         self._on_done = on_done
         self._size = 0  # bytes counted against buffer_memory
 
     def done(self) -> bool:
-        return self._event.is_set()
+        return self._done
 
     def _resolve(self, result: RecordMetadata) -> None:
-        if not self._event.is_set():
+        if not self._done:
             self._result = result
             self._finish()
 
     def _fail(self, error: BaseException) -> None:
-        if not self._event.is_set():
+        if not self._done:
             self._error = error
             self._finish()
 
     def _finish(self) -> None:
-        self._event.set()
+        self._done = True
+        if self._event is not None:
+            self._event.set()
         if self._on_done is not None:
             self._on_done(self)
 
-    async def wait(self) -> RecordMetadata:
+    async def _settled(self) -> None:
+        """Return once the handle is done, without raising its error."""
+        if self._done:
+            await trio.lowlevel.checkpoint()
+            return
+        if self._event is None:
+            self._event = trio.Event()
         await self._event.wait()
+
+    async def wait(self) -> RecordMetadata:
+        await self._settled()
         if self._error is not None:
             error = self._error
             raise error.clone() if isinstance(error, KafkaError) else error
-        assert self._result is not None
+        return self._metadata()
+
+    def _metadata(self) -> RecordMetadata:
+        if self._result is None:
+            assert self.partition is not None  # delivered, so placed
+            self._result = RecordMetadata(
+                self.topic, self.partition, self._offset,
+                self._append_time if self._append_time >= 0 else self.timestamp)
         return self._result
 
     def __await__(self):
         return self.wait().__await__()
 
     def __repr__(self) -> str:
-        state = ("pending" if not self.done() else
-                 f"failed {self._error!r}" if self._error is not None else repr(self._result))
+        state = ("pending" if not self._done else
+                 f"failed {self._error!r}" if self._error is not None else
+                 repr(self._metadata()))
         return f"<DeliveryHandle {self.topic} {state}>"
+
+
+def _deliver(handles: list[DeliveryHandle], base_offset: int, append_time: int,
+             on_delivered: Callable[[list[DeliveryHandle]], None] | None = None) -> None:
+    """Resolve the handles of a batch the broker acknowledged: record i is at base_offset
+    + i (-1 throughout when the offset is unknown, acks=0), without a RecordMetadata or an
+    Event per record. Then `on_delivered` gets the handles resolved now, or, without it,
+    each one's on_done callback runs, as _finish would."""
+    offset = base_offset
+    step = 1 if base_offset >= 0 else 0
+    finished = []
+    for handle in handles:
+        if not handle._done:
+            handle._done = True
+            handle._offset = offset
+            handle._append_time = append_time
+            if handle._event is not None:
+                handle._event.set()
+            finished.append(handle)
+        offset += step
+    if on_delivered is not None:
+        on_delivered(finished)
+        return
+    for handle in finished:
+        if handle._on_done is not None:
+            handle._on_done(handle)
 
 
 def _now_ms() -> float:
@@ -123,6 +175,8 @@ class Sender:
         self.fatal: KafkaError | None = None  # producer-wide failure (InitProducerId refused)
         self._wake = trio.Event()
         self._in_flight: dict[int, int] = {}  # node id -> requests out
+        # the producer's accounting for a delivered batch's handles, in one call
+        self.on_delivered: Callable[[list[DeliveryHandle]], None] | None = None
         self._pid_failures = 0
 
     def wakeup(self) -> None:
@@ -206,10 +260,8 @@ class Sender:
 
     def _encode(self, batch: ProducerBatch) -> bytes:
         if batch.encoded is None:
-            batch.encoded = encode_batch(
-                [(i, ts, key, value, headers)
-                 for i, (ts, key, value, headers) in enumerate(batch.records)],
-                compression=self.config.codec, producer_id=batch.producer_id,
+            batch.encoded = encode_producer_batch(
+                batch.records, compression=self.config.codec, producer_id=batch.producer_id,
                 producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence)
         return batch.encoded
 
@@ -256,11 +308,7 @@ class Sender:
 
     def _complete(self, batch: ProducerBatch, base_offset: int, append_time: int) -> None:
         self.acc.complete(batch)
-        tp = batch.tp
-        for i, (handle, (ts, _, _, _)) in enumerate(zip(batch.handles, batch.records)):
-            handle._resolve(RecordMetadata(
-                tp.topic, tp.partition, base_offset + i if base_offset >= 0 else -1,
-                append_time if append_time >= 0 else ts))
+        _deliver(batch.handles, base_offset, append_time, self.on_delivered)
 
     def _on_error(self, batch: ProducerBatch, code: ErrorCode, error: KafkaError) -> None:
         now = self.clock_ms()

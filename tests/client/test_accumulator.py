@@ -142,3 +142,33 @@ def test_would_start_batch_for_the_sticky_partitioner():
     assert acc.would_start_batch(A0, 2000)  # would not fit
     acc.drain([A0], now=10.0, max_size=1 << 20)
     assert acc.would_start_batch(A0, 10)  # the batch was sent
+
+
+def test_try_append_adds_only_to_an_open_batch():
+    acc = _acc()
+    assert acc.try_append(A0, 0, None, b"v", [], "h0", 10) is None  # no batch yet
+    assert acc.queued_batches == 0
+    first = _add(acc, A0, b"v", now=0.0)
+    assert acc.try_append(A0, 0, None, b"w", [], "h1", 10) is first
+    assert first.handles == [b"v", "h1"] and first.size == BATCH_OVERHEAD + 10 + \
+        record_size(None, b"v", [])
+    assert acc.try_append(A0, 0, None, b"x", [], "h2", 2000) is None  # would not fit
+    assert first.handles == [b"v", "h1"]
+    acc.drain([A0], now=10.0, max_size=1 << 20)
+    assert acc.try_append(A0, 0, None, b"x", [], "h3", 10) is None  # the batch was sent
+
+
+def test_expiry_sees_a_retry_older_than_the_batches_never_sent():
+    """Retries go back in front of a partition's queue; the oldest batch is found among
+    them even when a later retry was put in front of an older one."""
+    acc = _acc(delivery_timeout_ms=1000, batch_size=BATCH_OVERHEAD + 30)
+    older = _add(acc, A0, b"a" * 10, now=0.0)
+    newer = _add(acc, A0, b"b" * 10, now=100.0)
+    assert acc.drain([A0], now=100.0, max_size=1 << 20) == [older]
+    assert acc.drain([A0], now=100.0, max_size=1 << 20) == [newer]
+    _add(acc, A0, b"c" * 10, now=300.0)
+    acc.reenqueue(older, now=400.0)
+    acc.reenqueue(newer, now=400.0)  # now in front of `older`
+    assert [b.created_ms for b in acc.queues[A0]] == [100.0, 0.0, 300.0]
+    assert acc.next_expiry() == 1000.0
+    assert acc.expire(1000.0) == [older]

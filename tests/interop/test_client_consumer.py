@@ -121,6 +121,49 @@ async def test_async_iteration_and_seek_to_the_middle(shared_broker, loaded_topi
             assert _as_tuples(seen) == [e for e in expected[tp1] if e[0] >= middle]
 
 
+async def test_async_iteration_can_be_cancelled_while_records_are_buffered(
+        shared_broker, loaded_topic):
+    """`async for` takes buffered records without awaiting the broker, but still yields to
+    trio every ITERATION_CHECKPOINT records: a loop body that never awaits is cancelled
+    within that many records, and the position is the next record not returned."""
+    from client.consumer.consumer import ITERATION_CHECKPOINT
+    topic, expected = loaded_topic
+    tp0 = TopicPartition(topic, 0)
+    with trio.fail_after(DEADLINE_S):
+        async with Consumer(bootstrap_servers=shared_broker.bootstrap,
+                            auto_offset_reset="earliest") as c:
+            c.assign([tp0])
+            seen = []
+            with trio.CancelScope() as scope:
+                async for record in c:
+                    seen.append(record.offset)
+                    if len(seen) == 1:
+                        scope.cancel()
+            assert 1 <= len(seen) <= ITERATION_CHECKPOINT
+            assert seen == [e[0] for e in expected[tp0][:len(seen)]]
+            assert await c.position(tp0) == seen[-1] + 1
+
+
+async def test_getmany_yields_before_it_drains(shared_broker, loaded_topic):
+    """getmany is a checkpoint even with records buffered (so a prefetch task runs, and a
+    cancelled caller stops), and a cancelled call returns no record and moves nothing."""
+    topic, expected = loaded_topic
+    tp0 = TopicPartition(topic, 0)
+    with trio.fail_after(DEADLINE_S):
+        async with Consumer(bootstrap_servers=shared_broker.bootstrap,
+                            auto_offset_reset="earliest", max_poll_records=10) as c:
+            c.assign([tp0])
+            first = (await c.getmany(timeout_ms=5000))[tp0]
+            assert c._state.buffered(tp0) > 0
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                await c.getmany(timeout_ms=5000)
+                raise AssertionError("getmany did not yield")
+            assert await c.position(tp0) == first[-1].offset + 1
+            following = (await c.getmany(timeout_ms=5000))[tp0]
+            assert following[0].offset == first[-1].offset + 1
+
+
 async def test_pause_and_resume(shared_broker, loaded_topic):
     topic, expected = loaded_topic
     tp0, tp1, tp2 = _all(topic)

@@ -31,7 +31,7 @@ def _produce(broker, topic: str, count: int, partition: int = 0) -> list[bytes]:
 
 
 def _buffered(consumer: Consumer, tp: TopicPartition) -> int:
-    return len(consumer._state.state(tp).buffer)
+    return consumer._state.buffered(tp)
 
 
 @asynccontextmanager

@@ -132,6 +132,49 @@ async def test_unkeyed_records_stick_to_a_partition_per_batch(shared_broker):
     assert len({m.partition for m in metas}) >= 2
 
 
+async def test_a_loop_of_sends_yields_once_a_batch_and_can_be_cancelled(shared_broker):
+    """send() does not await per record, but checkpoints whenever a batch is started:
+    while the next fills, the sender sends the last one (records are acknowledged before
+    the loop ends, with linger long), and a cancelled loop stops within a batch."""
+    bootstrap = shared_broker.bootstrap
+    name = unique("loop")
+    await _create(bootstrap, name, 1)
+    with trio.fail_after(DEADLINE_S):
+        async with Producer(bootstrap_servers=bootstrap, acks=1, linger_ms=60_000,
+                            batch_size=1000) as producer:
+            first = await producer.send(name, b"x" * 80)
+            handles = [first]
+            while not first.done():  # ~9 records a batch: the first batch goes meanwhile
+                handles.append(await producer.send(name, b"x" * 80))
+            assert (await first).offset == 0
+            sent = 0
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                for _ in range(1000):
+                    await producer.send(name, b"x" * 80)
+                    sent += 1
+            assert sent < 20  # cancelled at the first batch boundary
+            await producer.flush()
+
+
+async def test_a_record_near_max_request_size_is_measured_at_its_longest(shared_broker):
+    """The batch_size estimate of a record's framing is what it usually takes; against
+    max_request_size a record counts at its longest, so one that could overrun the limit
+    is refused at once, and one that fits is delivered."""
+    from client.producer.accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD_MAX
+    bootstrap = shared_broker.bootstrap
+    name = unique("limit")
+    await _create(bootstrap, name, 1)
+    with trio.fail_after(DEADLINE_S):
+        async with Producer(bootstrap_servers=bootstrap, max_request_size=1000) as producer:
+            fits = 1000 - BATCH_OVERHEAD - RECORD_OVERHEAD_MAX
+            assert (await producer.send_and_wait(name, b"x" * fits)).offset == 0
+            handle = await producer.send(name, b"x" * (fits + 1))
+            with pytest.raises(errors.KafkaError) as e:
+                await handle
+            assert e.value.code.name == "MESSAGE_TOO_LARGE"
+
+
 async def test_idempotent_offsets_contiguous_without_duplicates(shared_broker):
     bootstrap = shared_broker.bootstrap
     name = unique("idem")

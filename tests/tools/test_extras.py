@@ -67,6 +67,7 @@ def test_analyze_help_needs_no_extra():
     (["bench", "groups"], "confluent_kafka", "confluent-kafka"),
     (["bench", "client", "--clients", "minibroker,kafka-python"], "kafka", "kafka-python"),
     (["bench", "client", "--clients", "minibroker"], "confluent_kafka", "confluent-kafka"),
+    (["bench", "client", "--clients", "minibroker,aiokafka"], "aiokafka", "aiokafka"),
     (["bench", "rebalance", "--protocol", "eager", "--client", "librdkafka"],
      "confluent_kafka", "confluent-kafka"),
     (["bench", "rebalance", "--protocol", "eager"], "matplotlib", "matplotlib"),
@@ -80,6 +81,7 @@ def test_bench_without_the_bench_extra(argv, module, distribution):
 def test_bench_asks_only_for_what_the_benchmark_uses():
     from bench.cli import requirements
     assert requirements(["client", "--clients", "minibroker"]) == ["confluent_kafka"]
+    assert requirements(["client"]) == ["confluent_kafka", "aiokafka", "kafka"]
     assert requirements(["rebalance", "--compare", "a", "b"]) == []
     assert requirements(["rebalance", "--compare", "a", "b", "--chart=c.png"]) == ["matplotlib"]
     assert requirements(["produce", "--help"]) == []
