@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Wait until every container of the compose project is healthy (registered and unfenced:
+# Wait until every service's container of the compose project is healthy (registered and unfenced:
 # docker/healthcheck.py), or fail after a deadline showing each one's state and last logs.
 # docker-compose 1.29 has no `up --wait`, so this is the one way for both it and v2.
 #
@@ -7,13 +7,18 @@
 set -euo pipefail
 
 compose=${COMPOSE:-docker-compose}
+# containers are found by the labels compose puts on them: docker ps answers in a few
+# milliseconds, docker-compose 1.29 (Python) takes about a second per call
+project=${COMPOSE_PROJECT_NAME:-$(sed -n 's/^COMPOSE_PROJECT_NAME=//p' .env 2>/dev/null)}
+project=${project:-$(basename "$PWD")}
 timeout_s=$1
 shift
 deadline=$((SECONDS + timeout_s))
 
 status() {  # SERVICE -> health status of its container (or "absent")
     local id
-    id=$($compose ps -q "$1" 2>/dev/null || true)
+    id=$(docker ps -aq --filter "label=com.docker.compose.project=$project" \
+        --filter "label=com.docker.compose.service=$1")
     if [ -z "$id" ]; then
         echo absent
         return
