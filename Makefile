@@ -1,13 +1,16 @@
 # minibroker developer targets. `make help` lists them.
 #
 #   make venv      create .venv and install the package with its test extra
-#   make sysdeps   install kcat and a Java runtime from Debian if missing
+#   make sysdeps   install kcat, a Java runtime (and mmdebstrap with docker) from Debian if missing
 #   make lint      ruff and mypy, with the settings in pyproject.toml
 #   make test      lint, then run the test suite (PYTEST_ARGS="-k foo -x" passes arguments through)
 #   make run       run a broker in the foreground on 127.0.0.1:9092, data in ./data
 #   make bench     side-by-side throughput benchmark against the peer (scripts/bench.sh; RECORDS=...)
 #   make bench-cluster  three nodes: controller and leader failover, propagation (BENCH_CLUSTER_ARGS=...)
 #   make soak      run the tests marked `soak`
+#   make image     the Docker image minibroker:latest (and its base, once) without a registry
+#   make cluster   three brokers in Docker (docker-compose.yml), waiting until all are healthy
+#   make cluster-down  remove the cluster's containers and network (VOLUMES=1: its data too)
 #   make clean     remove caches and benchmark output (keeps .venv, .peer-venv and ./data)
 #   make distclean clean, plus .venv, .peer-venv and ./data
 
@@ -24,7 +27,8 @@ DATA_DIR    ?= ./data
 BROKER_ID   ?= 0
 PYTEST_ARGS ?=
 
-.PHONY: help venv sysdeps run lint test bench bench-cluster soak clean distclean
+.PHONY: help venv sysdeps run lint test bench bench-cluster soak clean distclean \
+	image cluster cluster-down
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -39,13 +43,17 @@ $(STAMP): pyproject.toml | $(PY)
 
 venv: $(STAMP)
 
-# kcat for the interop tests, a Java runtime for the Spark analysis: apt-get when missing.
+# kcat for the interop tests, a Java runtime for the Spark analysis, mmdebstrap for the
+# Docker base image (only where docker is): apt-get when missing.
 sysdeps:
 	@missing=; \
 	command -v kcat >/dev/null 2>&1 || command -v kafkacat >/dev/null 2>&1 || missing="$$missing kcat"; \
 	command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
+	if command -v docker >/dev/null 2>&1; then \
+		command -v mmdebstrap >/dev/null 2>&1 || missing="$$missing mmdebstrap"; \
+	fi; \
 	if [ -z "$$missing" ]; then \
-		echo "sysdeps: kcat and java present"; \
+		echo "sysdeps: kcat, java (and mmdebstrap where docker is) present"; \
 	else \
 		echo "sysdeps: installing$$missing with apt-get"; \
 		if [ "$$(id -u)" -eq 0 ]; then SUDO=; else SUDO=sudo; fi; \
@@ -81,10 +89,59 @@ soak: venv
 	fi; \
 	exit $$rc
 
+# --- Docker (docker/, docker-compose.yml) ----------------------------------------------
+# No registry is needed: the base image is built here once (docker/base.sh: mmdebstrap and
+# docker import) and the project goes in as wheels built on the host, so nothing is
+# downloaded inside a build. DOCKER_BASE=python:3.11-slim uses a registry's base instead.
+BASE_IMAGE  ?= minibroker-base:bookworm
+DOCKER_BASE ?= $(BASE_IMAGE)
+IMAGE       ?= minibroker:latest
+COMPOSE     ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+CLUSTER_SERVICES := broker-0 broker-1 broker-2
+CLUSTER_TIMEOUT  ?= 120
+WHEELS      := docker/build/wheels
+WHEEL_VENV  := docker/build/venv
+PACKAGE_SOURCES := $(shell find protocol broker client tools bench spark_jobs -name '*.py' -o -name '*.properties' 2>/dev/null)
+
+# The wheels are built by the host's Python for the image's (3.11 in both bases).
+$(WHEEL_VENV)/.ready:
+	@$(PYTHON3) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || { \
+		echo "image: the wheels must be built by Python 3.11 (the image's); set PYTHON3=python3.11" >&2; exit 1; }
+	$(PYTHON3) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/pip install -q 'setuptools>=68' wheel
+	touch $@
+
+# dependencies: again only when pyproject.toml changes
+$(WHEELS)/.deps: pyproject.toml $(WHEEL_VENV)/.ready
+	rm -rf $(WHEELS) && mkdir -p $(WHEELS)
+	$(WHEEL_VENV)/bin/pip wheel -q --no-build-isolation --wheel-dir $(WHEELS) .
+	touch $@
+
+# the project itself: whenever a source file changes
+$(WHEELS)/.project: $(PACKAGE_SOURCES) $(WHEELS)/.deps
+	rm -f $(WHEELS)/minibroker-*.whl
+	$(WHEEL_VENV)/bin/pip wheel -q --no-deps --no-build-isolation --wheel-dir $(WHEELS) .
+	touch $@
+
+image: $(WHEELS)/.project
+	@if [ "$(DOCKER_BASE)" = "$(BASE_IMAGE)" ] && ! docker image inspect $(BASE_IMAGE) >/dev/null 2>&1; then \
+		echo "image: building the base image $(BASE_IMAGE) (once)"; \
+		docker/base.sh $(BASE_IMAGE); \
+	fi
+	docker build -q --build-arg BASE=$(DOCKER_BASE) -t $(IMAGE) docker
+
+cluster: image
+	MINIBROKER_IMAGE=$(IMAGE) $(COMPOSE) up -d $(CLUSTER_SERVICES)
+	COMPOSE="$(COMPOSE)" docker/wait-healthy.sh $(CLUSTER_TIMEOUT) $(CLUSTER_SERVICES)
+
+# VOLUMES=1 also removes the brokers' data volumes
+cluster-down:
+	$(COMPOSE) down --remove-orphans $(if $(filter 1 yes true,$(VOLUMES)),--volumes)
+
 clean:
 	rm -rf bench-out .pytest_cache .hypothesis .mypy_cache .ruff_cache build dist
 	find . -path ./$(VENV) -prune -o -path ./.peer-venv -prune -o -path ./.git -prune -o \
 		-type d -name __pycache__ -print0 | xargs -0 rm -rf
 
 distclean: clean
-	rm -rf $(VENV) .peer-venv $(DATA_DIR) *.egg-info
+	rm -rf $(VENV) .peer-venv $(DATA_DIR) *.egg-info docker/build

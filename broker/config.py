@@ -280,6 +280,7 @@ class BrokerConfig:
     controller_quorum_voters = _Nullable(str)
     controller_listener_names = _Typed(tuple)
     inter_broker_listener_name = _Nullable(str)
+    listener_security_protocol_map = _Typed(str)
     broker_rack = _Nullable(str)
     replica_selector_class = _Nullable(str)
     controller_quorum_election_timeout_ms = _Typed(int)

@@ -6,9 +6,12 @@ which resolves one node's client listener, its controller listener and what it a
 
 The rules, as Kafka's KafkaConfig applies them:
 - `listeners` is `HOST:PORT` (named PLAINTEXT) or `NAME://HOST:PORT,...`.
-- A listener named in `controller.listener.names` carries controller traffic only; the first
-  other listener is the client one, and `inter.broker.listener.name` (default: that one) is
-  what other brokers and the controller are told to use.
+- A listener named in `controller.listener.names` carries controller traffic only; every
+  other listener serves clients (`clients`; the first is `client`), and
+  `inter.broker.listener.name` (default: the first) is the one other brokers fetch through.
+  Kafka's compose setups use two: one by service name inside the container network, one
+  advertised to the host.
+- Every listener name maps to PLAINTEXT in `listener.security.protocol.map`.
 - A voter with no controller listener in `listeners` listens for controller traffic on its
   own entry in `controller.quorum.voters`.
 - With no voters configured the node is its own single voter (a single-node cluster) and
@@ -80,17 +83,39 @@ def format_voters(voters: dict[int, tuple[str, int]]) -> str:
     return ",".join(f"{i}@{h}:{p}" for i, (h, p) in sorted(voters.items()))
 
 
+def _check_protocols(listeners: list[Endpoint], protocol_map: str) -> None:
+    """Every listener's name must be in `listener.security.protocol.map`, as KafkaConfig
+    requires, and map to PLAINTEXT, the only protocol served: a listener named for TLS
+    would otherwise be served in the clear."""
+    protocols: dict[str, str] = {}
+    for item in (x.strip() for x in protocol_map.split(",")):
+        name, sep, protocol = item.partition(":")
+        if item and (not sep or not name.strip()):
+            raise ConfigError(f"listener.security.protocol.map: expected NAME:PROTOCOL, "
+                              f"got {item!r}")
+        if item:
+            protocols[name.strip().upper()] = protocol.strip().upper()
+    for e in listeners:
+        mapped = protocols.get(e.name)
+        if mapped is None:
+            raise ConfigError(f"listener.security.protocol.map: no protocol for listener {e.name}")
+        if mapped != "PLAINTEXT":
+            raise ConfigError(f"listener.security.protocol.map: listener {e.name} is "
+                              f"{mapped}; only PLAINTEXT is supported")
+
+
 @dataclass(frozen=True)
 class NodeAddresses:
     node_id: int
     is_broker: bool
     is_controller: bool
-    client: Endpoint | None  # where clients (and other brokers) connect
+    client: Endpoint | None  # the first client listener (named in logs and broker_start)
     advertised: tuple[Endpoint, ...]  # what RegisterBroker publishes, client listener first
     inter_broker: str  # the listener name other nodes use to reach this broker
     controller: Endpoint | None  # where this voter serves controller traffic, None in process
     voters: dict[int, tuple[str, int]]  # the quorum; {node_id: ...} alone for a single node
     single_node: bool  # no voters were configured
+    clients: tuple[Endpoint, ...] = ()  # every listener that serves clients and brokers
 
     @classmethod
     def resolve(cls, config: BrokerConfig) -> NodeAddresses:
@@ -98,12 +123,18 @@ class NodeAddresses:
         roles = set(config.process_roles)
         controller_names = {n.upper() for n in config.controller_listener_names}
         listeners = parse_listeners(config.listeners)
+        _check_protocols(listeners, config.listener_security_protocol_map)
         ordinary = [e for e in listeners if e.name not in controller_names]
         own_controller = [e for e in listeners if e.name in controller_names]
         advertised_text = config.advertised_listeners
         advertised = (parse_listeners(advertised_text, "advertised.listeners")
                       if advertised_text else ordinary)
         advertised = [a for a in advertised if a.name not in controller_names]
+        unknown = sorted({a.name for a in advertised} - {e.name for e in ordinary})
+        if ordinary and unknown:
+            # as KafkaConfig: a client told an address no listener serves could never connect
+            raise ConfigError(f"advertised.listeners: {', '.join(unknown)} is not a listener "
+                              "in listeners")
         if "broker" in roles and not ordinary:
             raise ConfigError("listeners: a broker needs a listener that is not a controller "
                               f"listener ({', '.join(sorted(controller_names))})")
@@ -119,7 +150,7 @@ class NodeAddresses:
                                   "a combined broker,controller running alone")
             host_port = (ordinary[0].host, ordinary[0].port)
             return cls(node_id, True, True, ordinary[0], tuple(advertised), inter, None,
-                       {node_id: host_port}, True)
+                       {node_id: host_port}, True, tuple(ordinary))
         voters = parse_voters(voters_text)
         is_controller = "controller" in roles
         controller: Endpoint | None = None
@@ -140,4 +171,4 @@ class NodeAddresses:
                               "process.roles has no controller role")
         client = ordinary[0] if ordinary else None
         return cls(node_id, "broker" in roles, is_controller, client, tuple(advertised),
-                   inter, controller, voters, False)
+                   inter, controller, voters, False, tuple(ordinary))

@@ -1,6 +1,6 @@
-"""The trio server: listener, one task per connection, graceful drain.
+"""The trio server: listeners, one task per connection, graceful drain.
 
-Owns: `serve()`, the root of the broker's nursery tree (listener, housekeeping, signal
+Owns: `serve()`, the root of the broker's nursery tree (listeners, housekeeping, signal
 watcher), and the per-connection loop. Requests on one connection are answered strictly in
 the order they arrived (Kafka's guarantee; clients pipeline on it), but a connection never
 waits for another: each has its own task, so a slow or stuck client only stalls itself.
@@ -81,15 +81,17 @@ class Server:
         self._idle = trio.Event()
         self._idle.set()
 
-    async def handle_connection(self, stream: trio.abc.Stream, peer: str | None = None) -> None:
+    async def handle_connection(self, stream: trio.abc.Stream, peer: str | None = None,
+                                listener: str | None = None) -> None:
         """Serve one connection until it closes; `peer` names it where the stream has no
-        socket to ask (an in-process transport)."""
+        socket to ask (an in-process transport); `listener` is the name of the listener it
+        came through (None: the broker's first)."""
         peer = peer or _peer_name(stream)
         conn = ServerConnection(self.broker.config.socket_request_max_bytes, apis=self.apis)
         self.connections += 1
         try:
             async with stream:
-                await self._serve(stream, conn, peer)
+                await self._serve(stream, conn, peer, listener)
         except ProtocolError as e:
             log.warning("closing connection from %s: %s", peer, e)
             self.broker.events.emit("connection_error", peer=peer, error=str(e))
@@ -102,16 +104,18 @@ class Server:
         finally:
             self.connections -= 1
 
-    async def _serve(self, stream: trio.abc.Stream, conn: ServerConnection, peer: str) -> None:
+    async def _serve(self, stream: trio.abc.Stream, conn: ServerConnection, peer: str,
+                     listener: str | None) -> None:
         with trio.CancelScope() as idle:
-            await self._serve_requests(stream, conn, peer, idle)
+            await self._serve_requests(stream, conn, peer, idle, listener)
         if idle.cancel_called:
             self.idle_closed += 1
             log.debug("closing connection from %s: idle for %.0f ms (connections.max.idle.ms)",
                       peer, self.max_idle_s * 1000)
 
     async def _serve_requests(self, stream: trio.abc.Stream, conn: ServerConnection,
-                              peer: str, idle: trio.CancelScope) -> None:
+                              peer: str, idle: trio.CancelScope,
+                              listener: str | None = None) -> None:
         outbox: list[bytes] = []
         while True:
             # Idle means waiting for bytes with no request in flight, so the deadline runs
@@ -133,7 +137,7 @@ class Server:
                     await stream.send_all(b"".join(outbox))
                     outbox.clear()
                 try:
-                    response = await self._dispatch(conn, request, peer)
+                    response = await self._dispatch(conn, request, peer, listener)
                 except CloseConnection as e:
                     if outbox:  # what was answered before still goes out
                         await stream.send_all(b"".join(outbox))
@@ -145,14 +149,16 @@ class Server:
                 await stream.send_all(b"".join(outbox) if len(outbox) > 1 else outbox[0])
                 outbox.clear()
 
-    async def _dispatch(self, conn: ServerConnection, request, peer: str) -> bytes | None:
+    async def _dispatch(self, conn: ServerConnection, request, peer: str,
+                        listener: str | None = None) -> bytes | None:
         started = trio.current_time()  # the run's clock: latencies follow a test's MockClock
         self.in_flight += 1
         self._idle = trio.Event() if self.in_flight == 1 else self._idle
         response: bytes | None = None
         error = ""
         try:
-            body = await self.handlers[request.api_key](RequestContext(self.broker, request, peer))
+            body = await self.handlers[request.api_key](
+                RequestContext(self.broker, request, peer, listener))
             if body is None:  # acks=0 produce: no response at all
                 return None
             if request.body is None:  # ApiVersions of an unknown version: the v0 layout
@@ -339,7 +345,8 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
                                                  addresses.controller.port,
                                                  " (controller listener)")
         if addresses.is_broker:
-            await _check_free(broker.listener.host, broker.listener.port, "")
+            for endpoint in addresses.clients:
+                await _check_free(endpoint.host, endpoint.port, "")
         reason = "cancelled"
         listeners: list = []
         async with trio.open_nursery() as root:
@@ -358,13 +365,20 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
                         # a client's connection for a broker that cannot serve it
                         await broker.lifecycle.unfenced.wait()
                         reason = "cannot listen"
-                        listeners = await _listen(broker.listener.host, broker.listener.port, "")
+                        for endpoint in addresses.clients:
+                            bound = await _listen(endpoint.host, endpoint.port, "")
+                            listeners.extend(bound)
+                            # each connection knows its listener: answers name the
+                            # addresses advertised on that one (inside or outside a
+                            # container network)
+                            handler = functools.partial(server.handle_connection,
+                                                        listener=endpoint.name)
+                            accepting.start_soon(functools.partial(
+                                trio.serve_listeners, handler, bound,
+                                handler_nursery=connections))
+                            log.info("minibroker %d listening on %s:%d (%s)", broker.node_id,
+                                     endpoint.host, endpoint.port, endpoint.name)
                         reason = "cancelled"
-                        accepting.start_soon(functools.partial(
-                            trio.serve_listeners, server.handle_connection, listeners,
-                            handler_nursery=connections))
-                        log.info("minibroker %d listening on %s:%d", broker.node_id,
-                                 broker.listener.host, broker.listener.port)
                     task_status.started(server)
                     reason = await _wait_for_stop(install_signal_handlers)
                     await broker.stop_gracefully()

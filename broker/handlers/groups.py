@@ -51,7 +51,7 @@ async def _coordinator_entry(ctx: RequestContext, key: str, key_type: int) -> di
     cache = broker.metadata_cache
     index = broker.groups.coordinator.partition_for(key)
     leader = cache.leader(OFFSETS_TOPIC, index)
-    endpoint = cache.endpoint(leader, broker.listener_name) if leader >= 0 else None
+    endpoint = cache.endpoint(leader, ctx.listener_name) if leader >= 0 else None
     if endpoint is None:
         out.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                    error_message=f"{OFFSETS_TOPIC}-{index} has no leader")

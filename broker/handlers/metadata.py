@@ -2,7 +2,7 @@
 auto-creates topics when allowed.
 
 Everything comes from `broker.metadata_cache`: the unfenced brokers with their endpoint on
-the listener the client came through (`broker.listener_name`) and rack, the cluster id, the
+the listener the client came through (`ctx.listener_name`) and rack, the cluster id, the
 active controller (or this broker, when the controller is not a listed broker: admin
 requests sent here are forwarded), and per partition the leader, leader epoch, replicas, ISR and the replicas
 on brokers that are not alive (offline_replicas). A partition without a leader is answered
@@ -78,7 +78,7 @@ def brokers(ctx: RequestContext, cache: MetadataCache) -> list[dict]:
     DescribeCluster's broker list, which differ in one field's name)."""
     out = []
     for b in cache.brokers():
-        endpoint = cache.endpoint(b.broker_id, ctx.broker.listener_name)
+        endpoint = cache.endpoint(b.broker_id, ctx.listener_name)
         if endpoint is not None:
             out.append({"node_id": b.broker_id, "host": endpoint.host, "port": endpoint.port,
                         "rack": b.rack})

@@ -125,7 +125,7 @@ def _node_endpoints(ctx: RequestContext, broker_ids: set[int]) -> list[dict]:
     """KIP-951: where the leaders named in the answer listen, on the client's listener."""
     cache, out = ctx.broker.metadata_cache, []
     for broker_id in sorted(broker_ids):
-        endpoint = cache.endpoint(broker_id, ctx.broker.listener_name)
+        endpoint = cache.endpoint(broker_id, ctx.listener_name)
         registration = cache.broker(broker_id)
         if endpoint is not None and registration is not None:
             out.append({"node_id": broker_id, "host": endpoint.host, "port": endpoint.port,

@@ -42,6 +42,8 @@ def test_two_advertised_listeners_and_the_inter_broker_one():
                    "inter.broker.listener.name": "INTERNAL"})
     assert [str(e) for e in a.advertised] == ["broker-0:9092", "127.0.0.1:19092"]
     assert a.inter_broker == "INTERNAL"
+    assert [str(e) for e in a.clients] == ["0.0.0.0:9092", "0.0.0.0:19092"]
+    assert a.client == a.clients[0]
 
 
 @pytest.mark.parametrize("props, message", [
@@ -54,6 +56,12 @@ def test_two_advertised_listeners_and_the_inter_broker_one():
     ({"node.id": "1", "broker.id": "2"}, "node.id 1 and broker.id 2 differ"),
     ({"controller.quorum.voters": "0@127.0.0.1:9092", "listeners": "127.0.0.1:9092"},
      "also a broker listener"),
+    ({"listeners": "INTERNAL://h:1", "advertised.listeners": "EXTERNAL://h:2"},
+     "EXTERNAL is not a listener in listeners"),
+    ({"listeners": "OUTSIDE://h:1"}, "no protocol for listener OUTSIDE"),
+    ({"listeners": "OUTSIDE://h:1", "listener.security.protocol.map": "OUTSIDE:SSL"},
+     "listener OUTSIDE is SSL; only PLAINTEXT"),
+    ({"listener.security.protocol.map": "PLAINTEXT"}, "expected NAME:PROTOCOL"),
 ])
 def test_bad_configurations_are_refused_naming_the_key(props, message):
     with pytest.raises(ConfigError, match=message):
@@ -67,3 +75,9 @@ def test_node_id_sets_broker_id():
 def test_parse_helpers():
     assert parse_listeners("h:1")[0] == Endpoint("PLAINTEXT", "h", 1)
     assert parse_voters(" 2@[::1]:9 ") == {2: ("::1", 9)}
+
+
+def test_a_listener_named_in_the_protocol_map_is_accepted():
+    a = resolve(**{"listeners": "OUTSIDE://h:1",
+                   "listener.security.protocol.map": "OUTSIDE:PLAINTEXT"})
+    assert a.client == Endpoint("OUTSIDE", "h", 1)

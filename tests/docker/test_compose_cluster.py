@@ -1,0 +1,131 @@
+"""The compose cluster, checked as issue 13's outside test does it: `make cluster`, the three
+brokers seen from the host on 127.0.0.1:19092-19094, 1,000 acknowledged records to an RF 3,
+min.insync.replicas=2 topic, broker-1's container killed, 1,000 more, the container started
+again and back in every ISR, all 2,000 read back, then `make cluster-down` leaving no
+container of the project.
+
+Marked `docker`: it needs a Docker engine and docker-compose (or `docker compose`), and it
+fails rather than skips without them (`pytest -m "not docker"` leaves it out on purpose).
+It uses the fixed host ports and project name of docker-compose.yml, so it takes down a
+cluster a developer left running; it also removes the volumes at the end (VOLUMES=1).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from tests.cluster.confluent import brokers, create_topic, partitions
+from tests.util import unique, wait_until
+
+pytestmark = pytest.mark.docker
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT = "minibroker"  # COMPOSE_PROJECT_NAME in .env
+BOOTSTRAPS = {0: "127.0.0.1:19092", 1: "127.0.0.1:19093", 2: "127.0.0.1:19094"}
+ALL = ",".join(BOOTSTRAPS.values())
+PARTITIONS = 3
+BATCH = 1000
+
+
+def _compose() -> list[str]:
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    assert shutil.which("docker-compose"), "neither `docker compose` nor docker-compose found"
+    return ["docker-compose"]
+
+
+def _run(*cmd: str, timeout_s: float = 600) -> str:
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
+    assert done.returncode == 0, (f"{' '.join(cmd)} exited {done.returncode}\n"
+                                  f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def _project_containers() -> list[str]:
+    out = _run("docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={PROJECT}")
+    return out.split()
+
+
+def _project_volumes() -> list[str]:
+    out = _run("docker", "volume", "ls", "-q",
+               "--filter", f"label=com.docker.compose.project={PROJECT}")
+    return out.split()
+
+
+def _produce(topic: str, start: int) -> int:
+    """BATCH records with values start..start+BATCH-1, acks=all; returns how many were
+    acknowledged (each delivery report without an error)."""
+    acked: list[int] = []
+    failed: list[str] = []
+
+    def on_delivery(err, msg) -> None:
+        if err is None:
+            acked.append(int(msg.value()))
+        else:
+            failed.append(str(err))
+
+    p = Producer({"bootstrap.servers": ALL, "acks": "all", "enable.idempotence": True,
+                  "linger.ms": 5, "message.timeout.ms": 120000})
+    for value in range(start, start + BATCH):
+        p.produce(topic, key=str(value % 7), value=str(value), on_delivery=on_delivery)
+        p.poll(0)
+    assert p.flush(150) == 0, "records still in flight after 150 s"
+    assert not failed, f"{len(failed)} records failed: {failed[:3]}"
+    return len(acked)
+
+
+def _read_all(topic: str, expected: int) -> list[int]:
+    c = Consumer({"bootstrap.servers": ALL, "group.id": unique("docker-reader"),
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, i, 0) for i in range(PARTITIONS)])
+    values: list[int] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(values) < expected and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is not None and not msg.error():
+                values.append(int(msg.value()))
+    finally:
+        c.close()
+    return values
+
+
+def _in_every_isr(topic: str, broker_id: int) -> bool:
+    parts = partitions(BOOTSTRAPS[0], topic)
+    return len(parts) == PARTITIONS and all(broker_id in p.isrs for p in parts.values())
+
+
+def test_the_compose_cluster_keeps_every_acknowledged_record_across_a_kill():
+    compose = _compose()
+    try:
+        _run("make", "cluster")
+        for bootstrap in BOOTSTRAPS.values():
+            assert brokers(bootstrap) == BOOTSTRAPS
+
+        topic = unique("docker")
+        create_topic(BOOTSTRAPS[0], topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})
+        assert _produce(topic, 0) == BATCH
+
+        [container] = _run(*compose, "ps", "-q", "broker-1").split()
+        _run("docker", "kill", container)
+        assert _produce(topic, BATCH) == BATCH  # two of three replicas: min.insync.replicas
+
+        _run("docker", "start", container)
+        wait_until(lambda: _in_every_isr(topic, 1), timeout_s=120, interval_s=0.5,
+                   message="broker-1 back in every ISR", ignore_exceptions=(Exception,))
+
+        values = _read_all(topic, 2 * BATCH)
+        assert sorted(values) == list(range(2 * BATCH))
+
+        _run("make", "cluster-down")
+        assert _project_containers() == []
+        assert len(_project_volumes()) == 3  # kept unless VOLUMES=1
+    finally:
+        _run("make", "cluster-down", "VOLUMES=1")
+    assert _project_containers() == [] and _project_volumes() == []
