@@ -3,7 +3,7 @@ cluster of real processes (bench.cluster's, the issue's pinned command) beside a
 broker of ours and the peer broker, all in one run:
 
     minibroker bench replication [--records 1000000] [--runs 3] [--latency-rate 10000]
-        [--latency-seconds 10] [--no-peer] [--out DIR] [--json FILE]
+        [--latency-seconds 10] [--idle-partitions 0] [--no-peer] [--out DIR] [--json FILE]
 
 1. throughput: bench.throughput's producer (confluent-kafka, 100 B values, linger.ms=5;
    what `minibroker bench produce` runs) writes --records records with acks=all to a fresh
@@ -13,7 +13,8 @@ broker of ours and the peer broker, all in one run:
    bench` installs it there; otherwise the peer is skipped with the reason printed).
 2. latency: --latency-rate records/s for --latency-seconds, acks=all, RF 3, one partition,
    linger.ms=5; each record's latency runs from its produce() call to its delivery callback
-   (the callbacks are served at least every millisecond): p50, p99, max.
+   (the callbacks are served at least every millisecond): p50, p99, max. With
+   --idle-partitions N, beside a topic of N RF 3 partitions that nobody writes.
 3. catch-up: a follower of a fresh one-partition RF 3 topic (not the active controller) gets
    SIGTERM; once the ISR has dropped it, --records records are written with acks=all and it is
    started again. Its catch-up rate is the records it was missing over the time its log took
@@ -23,6 +24,9 @@ broker of ours and the peer broker, all in one run:
 4. cost: each broker's CPU seconds (utime+stime from /proc) over the timed section of (1),
    per million records: by role for one partition (the leader, each follower), by broker for
    six (each leads two), and the cluster's sum, beside the single broker's and the peer's.
+
+Each topic is deleted once measured, so that every measurement runs beside no partition but
+its own: idle partitions cost every follower fetch (see --idle-partitions).
 
 Every figure is the median of --runs runs, printed with their min and max. The targets of
 the issue (>= 421k records/s replicated, p99 < 20 ms) are printed beside their rows with
@@ -183,6 +187,15 @@ class Replication:
             raise BenchError(f"the warm-up records to {topic} were not acknowledged in 30 s")
         return topic
 
+    def delete(self, topic: str) -> None:
+        """Delete a measured topic, until no broker's Metadata shows it: each measurement
+        then runs beside no partition but its own (idle partitions are not free: every
+        follower fetch names them all, as no KIP-227 fetch session trims the list)."""
+        admin = self.bench.admin()  # held until the answer: a destroyed client fails it
+        admin.delete_topics([topic], operation_timeout=30)[topic].result(35)
+        wait_for(lambda: not any(self.cluster.partitions(n, topic)
+                                 for n in self.cluster.running()), 30, f"{topic} deleted")
+
     # (1) and (4)
     def throughput(self, run: int) -> None:
         records = self.args.records
@@ -210,18 +223,25 @@ class Replication:
                 for node, c in sorted(cost.items()):
                     self.table.add(f"{prefix} broker {node}", "cpu", c)
             self.table.add(f"{prefix} all three brokers", "cpu", sum(cost.values()))
+            self.delete(topic)
 
     # (2)
     def latency(self, run: int) -> None:
         topic = self.fresh_topic(1)
+        idle = self.fresh_topic(self.args.idle_partitions) if self.args.idle_partitions else None
         latencies = paced_latencies(self.cluster.bootstrap(), topic, self.args.latency_rate,
                                     self.args.latency_seconds)
+        for t in (topic, idle):
+            if t is not None:
+                self.delete(t)
         latencies.sort()
         p50, p99 = (latencies[int(q * (len(latencies) - 1))] * 1000 for q in (0.50, 0.99))
         worst = latencies[-1] * 1000
         _progress(f"run {run + 1}: latency at {self.args.latency_rate:,} rec/s: p50 {p50:.1f} "
                   f"ms, p99 {p99:.1f} ms, max {worst:.1f} ms ({len(latencies):,} records)")
         what = f"(2) latency at {self.args.latency_rate:,} rec/s, acks=all, RF 3:"
+        if self.args.idle_partitions:
+            what = what[:-1] + f", {self.args.idle_partitions} idle partitions:"
         self.table.add(f"{what} p50", "ms", p50)
         self.table.add(f"{what} p99", "ms", p99, target="< 20 ms",
                        meets=lambda v: v < P99_TARGET_MS)
@@ -268,6 +288,7 @@ class Replication:
         self.table.add("    of which: log caught up -> back in the ISR", "s", in_isr - caught_up)
         victim.wait_ready()
         self.cluster.wait_formed()
+        self.delete(topic)
 
 
 def _log_bytes(node: Node, topic: str, partition: int = 0) -> int:
@@ -400,6 +421,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--runs", type=int, default=3, help="runs per figure (default 3)")
     parser.add_argument("--latency-rate", type=int, default=10_000, help="records/s")
     parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument("--idle-partitions", type=int, default=0,
+                        help="(2) beside a topic of this many idle RF 3 partitions (default 0)")
     parser.add_argument("--no-peer", action="store_true", help="leave the peer out")
     parser.add_argument("--out", default=None,
                         help="keep the nodes' data and logs here (default: a temp dir, removed)")
@@ -412,6 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.records < 1 or args.runs < 1 or args.latency_rate < 1 or args.latency_seconds <= 0:
         parser.error("--records, --runs, --latency-rate and --latency-seconds must be > 0")
+    if args.idle_partitions < 0:
+        parser.error("--idle-partitions must be >= 0")
     base = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-replication-"))
     table = Table()
     cluster = Cluster(base / "cluster", {})

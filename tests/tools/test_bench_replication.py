@@ -22,8 +22,8 @@ def test_help_names_every_option(capsys):
         cli(["bench", "replication", "--help"])
     assert done.value.code == 0
     out = capsys.readouterr().out
-    for option in ("--records", "--runs", "--latency-rate", "--latency-seconds", "--no-peer",
-                   "--out", "--json"):
+    for option in ("--records", "--runs", "--latency-rate", "--latency-seconds",
+                   "--idle-partitions", "--no-peer", "--out", "--json"):
         assert option in out
 
 
