@@ -74,6 +74,22 @@ def process_tree_cpu_seconds(pid: int) -> float:
     return total_ticks / _CLK_TCK
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds every process of the machine has used since boot (/proc/stat, not idle
+    nor iowait): with `own_cpu_seconds`, what others took from a run."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / _CLK_TCK
+
+
+def own_cpu_seconds() -> float:
+    """This process's CPU seconds and its waited-for children's (brokers a bench started
+    and has stopped)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def _client_cpu_seconds() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime

@@ -53,7 +53,8 @@ from typing import Any, Callable
 
 from bench import throughput
 from bench.cluster import HOST, POLL_S, Bench, Cluster, Node, free_port, wait_for
-from bench.common import BenchError, confluent_kafka_modules, table_lines
+from bench.common import (BenchError, confluent_kafka_modules, machine_busy_seconds,
+                          own_cpu_seconds, table_lines)
 from broker.log.segment import LOG_SUFFIX
 from protocol.names import partition_dir_name
 
@@ -440,8 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     base = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-replication-"))
     table = Table()
     cluster = Cluster(base / "cluster", {})
+    started, busy, own = time.monotonic(), machine_busy_seconds(), own_cpu_seconds()
     try:
-        started = time.monotonic()
         cluster.start()
         _progress(f"3 nodes formed in {time.monotonic() - started:.1f} s ({base})")
         replication = Replication(cluster, args, table)
@@ -466,6 +467,11 @@ def main(argv: list[str] | None = None) -> int:
         cluster.stop()
         if not args.out:
             shutil.rmtree(base, ignore_errors=True)
+    # every process of ours has been waited for: the rest of the machine's work was others'
+    others = (machine_busy_seconds() - busy - (own_cpu_seconds() - own)) / (
+        time.monotonic() - started)
+    table.notes.append(f"other processes on this machine used {max(others, 0):.2f} cores on "
+                       f"average during the run (a quiet machine: about 0)")
     ck, _ = confluent_kafka_modules()
     print(f"{args.records:,} records x 100 B per run, linger.ms={LINGER_MS}, "
           f"min.insync.replicas=2 for RF 3, 3 combined nodes on {HOST} (one machine, "

@@ -80,3 +80,4 @@ def test_a_small_run_prints_every_row(tmp_path):
                 "(4) acks=1, 1p: single broker (ours)"):
         assert row in rows, done.stdout
     assert "peer skipped: --no-peer" in done.stdout
+    assert "other processes on this machine used" in done.stdout  # how quiet the run was
