@@ -7,6 +7,7 @@
 #   make run       run a broker in the foreground on 127.0.0.1:9092, data in ./data
 #   make bench     side-by-side throughput benchmark against the peer (scripts/bench.sh; RECORDS=...)
 #   make bench-cluster  three nodes: controller and leader failover, propagation (BENCH_CLUSTER_ARGS=...)
+#   make bench-replication  three nodes: acks=all throughput, latency, catch-up, CPU (BENCH_REPLICATION_ARGS=...)
 #   make soak      run the tests marked `soak`
 #   make image     the Docker image minibroker:latest (and its base, once) without a registry
 #   make cluster   three brokers in Docker (docker-compose.yml), waiting until all are healthy
@@ -27,8 +28,8 @@ DATA_DIR    ?= ./data
 BROKER_ID   ?= 0
 PYTEST_ARGS ?=
 
-.PHONY: help venv sysdeps run lint test bench bench-cluster soak clean distclean \
-	image cluster cluster-down
+.PHONY: help venv sysdeps run lint test bench bench-cluster bench-replication soak clean \
+	distclean image cluster cluster-down
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -79,6 +80,12 @@ bench: venv
 BENCH_CLUSTER_ARGS ?=
 bench-cluster: venv
 	$(VENV)/bin/minibroker bench cluster $(BENCH_CLUSTER_ARGS)
+
+# bench/replication.py: issue 11's replicated throughput, latency, catch-up and broker CPU,
+# beside a single broker and the peer (docs/BENCHMARKS.md)
+BENCH_REPLICATION_ARGS ?=
+bench-replication: venv
+	$(VENV)/bin/minibroker bench replication $(BENCH_REPLICATION_ARGS)
 
 # pytest exits 5 when the marker selects no test: say so and succeed.
 soak: venv

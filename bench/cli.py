@@ -5,6 +5,8 @@
     minibroker bench client ...            our client beside aiokafka, kafka-python, confluent-kafka
     minibroker bench rebalance ...         rolling bounce, eager against cooperative
     minibroker bench cluster ...           a three-node cluster's failovers (bench.cluster)
+    minibroker bench replication ...       replicated produce, latency, catch-up, broker CPU
+                                           (bench.replication)
 
 The benchmarks drive other clients and draw charts: they need the `bench` extra. What the
 chosen benchmark imports is checked before it starts (`requirements`), so that a missing
@@ -20,7 +22,7 @@ from tools.extras import EXIT_MISSING, MissingExtra, missing_extra, require
 
 PROG = "minibroker bench"
 _MODULES = {"groups": "bench.groups", "client": "bench.clients", "rebalance": "bench.rebalance",
-            "cluster": "bench.cluster"}
+            "cluster": "bench.cluster", "replication": "bench.replication"}
 
 
 def _option(argv: list[str], name: str) -> str | None:

@@ -54,7 +54,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from bench.common import BenchError, confluent_kafka_modules
+from bench.common import BenchError, confluent_kafka_modules, table_lines
 from protocol.connection import ClientConnection
 from protocol.messages import ALL_APIS, DESCRIBE_QUORUM, METADATA
 
@@ -80,7 +80,7 @@ TARGETS = {
 # --------------------------------------------------------------------------- the nodes
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]
@@ -141,11 +141,14 @@ class Node:
         return self.proc is not None and self.proc.poll() is None
 
     def command(self) -> list[str]:
+        """The issue's pinned command; without voters, a single broker as `minibroker serve`
+        starts one (a combined node that is its own quorum)."""
         cmd = [sys.executable, "-m", "broker", "serve", "--broker-id", str(self.node_id),
-               "--listen", self.bootstrap, "--data-dir", str(self.base_dir / "data"),
-               "-o", "process.roles=broker,controller",
-               "-o", f"controller.quorum.voters={self.voters}",
-               "-o", f"broker.rack=rack-{self.node_id}"]
+               "--listen", self.bootstrap, "--data-dir", str(self.base_dir / "data")]
+        if self.voters:
+            cmd += ["-o", "process.roles=broker,controller",
+                    "-o", f"controller.quorum.voters={self.voters}",
+                    "-o", f"broker.rack=rack-{self.node_id}"]
         for key, value in self.overrides.items():
             cmd += ["-o", f"{key}={value}"]
         return cmd
@@ -198,8 +201,8 @@ class Node:
 
 class Cluster:
     def __init__(self, base_dir: Path, overrides: dict[str, str]):
-        ports = [_free_port() for _ in range(3)]
-        controller_ports = [_free_port() for _ in range(3)]
+        ports = [free_port() for _ in range(3)]
+        controller_ports = [free_port() for _ in range(3)]
         voters = ",".join(f"{i}@{HOST}:{p}" for i, p in enumerate(controller_ports))
         self.nodes = [Node(i, ports[i], controller_ports[i], base_dir / f"node-{i}", voters,
                            overrides) for i in range(3)]
@@ -229,11 +232,15 @@ class Cluster:
                                                     for t in topics],
             "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
 
-    def leaders(self, node: Node, topic: str) -> dict[int, int]:
+    def partitions(self, node: Node, topic: str) -> dict[int, Any]:
+        """partition index -> `node`'s Metadata entry for it (leader_id, isr_nodes, ...)."""
         for t in self.metadata(node, [topic]).topics:
             if t.name == topic and t.error_code == 0:
-                return {p.partition_index: p.leader_id for p in t.partitions}
+                return {p.partition_index: p for p in t.partitions}
         return {}
+
+    def leaders(self, node: Node, topic: str) -> dict[int, int]:
+        return {i: p.leader_id for i, p in self.partitions(node, topic).items()}
 
     def quorum_leader(self, node: Node) -> int:
         body = call(node.controller_port, DESCRIBE_QUORUM, DESCRIBE_QUORUM_VERSION, {
@@ -291,14 +298,16 @@ class Bench:
         return self.admin_mod.AdminClient({"bootstrap.servers": self.cluster.bootstrap(nodes),
                                            "socket.timeout.ms": 5000})
 
-    def create(self, admin, name: str, partitions: int, rf: int, timeout_s: float = 30) -> None:
-        fut = admin.create_topics([self.admin_mod.NewTopic(name, partitions, rf)],
+    def create(self, admin, name: str, partitions: int, rf: int, timeout_s: float = 30,
+               config: dict[str, str] | None = None) -> None:
+        fut = admin.create_topics([self.admin_mod.NewTopic(name, partitions, rf,
+                                                           config=config or {})],
                                   operation_timeout=timeout_s, request_timeout=timeout_s)[name]
         fut.result(timeout_s + 5)
 
-    def fresh_topic(self, partitions: int = 6) -> str:
+    def fresh_topic(self, partitions: int = 6, config: dict[str, str] | None = None) -> str:
         name = f"bench-{uuid.uuid4().hex[:8]}"
-        self.create(self.admin(), name, partitions, 3)
+        self.create(self.admin(), name, partitions, 3, config=config)
         wait_for(lambda: self.cluster.shown_everywhere(name, partitions), 30,
                  f"{name} in every broker's Metadata")
         return name
@@ -411,10 +420,7 @@ def print_table(rows: list[dict[str, Any]], settings: str) -> None:
     header = ["measurement", "runs", "median", "min", "max", "target"]
     cells = [[r["measurement"], str(r["runs"]), _ms(r["median_s"]), _ms(r["min_s"]),
               _ms(r["max_s"]), r["target"]] for r in rows]
-    widths = [max(len(c[i]) for c in [header] + cells) for i in range(len(header))]
-    for line in [header, ["-" * w for w in widths]] + cells:
-        print("  ".join(c.ljust(w) if i in (0, 5) else c.rjust(w)
-                        for i, (c, w) in enumerate(zip(line, widths))).rstrip())
+    print("\n".join(table_lines(header, cells, left=(0, 5))))
 
 
 def main(argv: list[str] | None = None) -> int:

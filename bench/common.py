@@ -1,5 +1,5 @@
 """What every benchmark shares: the error that voids a figure, CPU accounting from /proc,
-and the optional confluent-kafka import.
+the optional confluent-kafka import, and the aligned text table the figures are printed in.
 
 CPU seconds are read for a whole process tree (the broker and any children) so that a
 broker's figure includes work it hands to helper processes; the client's own CPU comes
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import resource
+from typing import Container, Sequence
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -73,26 +74,49 @@ def process_tree_cpu_seconds(pid: int) -> float:
     return total_ticks / _CLK_TCK
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds every process of the machine has used since boot (/proc/stat, not idle
+    nor iowait): with `own_cpu_seconds`, what others took from a run."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / _CLK_TCK
+
+
+def own_cpu_seconds() -> float:
+    """This process's CPU seconds and its waited-for children's (brokers a bench started
+    and has stopped)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def _client_cpu_seconds() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
 
 
 class CpuMeter:
-    def __init__(self, broker_pid: int | None) -> None:
-        self.broker_pid = broker_pid
-        self._b0 = self._c0 = 0.0
+    """CPU seconds over a timed section: the client's (getrusage) and, for each broker pid
+    given (one broker, or every broker of a cluster), its process tree's from /proc."""
+
+    def __init__(self, broker_pids: int | Sequence[int] | None) -> None:
+        if broker_pids is None:
+            broker_pids = ()
+        self.broker_pids = (broker_pids,) if isinstance(broker_pids, int) else tuple(broker_pids)
+        self._b0: dict[int, float] = {}
+        self._c0 = 0.0
+        self.per_broker: dict[int, float] = {}  # pid -> CPU seconds, filled by stop()
 
     def start(self) -> None:
         self._c0 = _client_cpu_seconds()
-        if self.broker_pid is not None:
-            self._b0 = process_tree_cpu_seconds(self.broker_pid)
+        self._b0 = {pid: process_tree_cpu_seconds(pid) for pid in self.broker_pids}
 
     def stop(self) -> tuple[float | None, float]:
+        """(the brokers' CPU seconds added up, None without a broker pid; the client's)."""
         client = _client_cpu_seconds() - self._c0
-        broker = None
-        if self.broker_pid is not None:
-            broker = process_tree_cpu_seconds(self.broker_pid) - self._b0
+        self.per_broker = {pid: process_tree_cpu_seconds(pid) - self._b0[pid]
+                           for pid in self.broker_pids}
+        broker = sum(self.per_broker.values()) if self.broker_pids else None
         return broker, client
 
 
@@ -105,3 +129,13 @@ def confluent_kafka_modules():
             "confluent-kafka is not installed; pip install 'minibroker[bench]'"
         ) from e
     return confluent_kafka, admin
+
+
+def table_lines(header: Sequence[str], rows: Sequence[Sequence[str]],
+                left: Container[int] = (0,)) -> list[str]:
+    """`header`, a rule and `rows` in aligned columns: the columns numbered in `left` (words)
+    flush left, the others (figures) flush right."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return ["  ".join(c.ljust(w) if i in left else c.rjust(w)
+                      for i, (c, w) in enumerate(zip(line, widths))).rstrip()
+            for line in [header, ["-" * w for w in widths], *rows]]

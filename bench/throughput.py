@@ -14,7 +14,8 @@ order.
 Reported: records/s and MB/s (value bytes only, 1 MB = 10**6 bytes), the elapsed
 wall time of the timed section, the client's CPU seconds (getrusage, includes
 librdkafka's threads) and, with --broker-pid, the broker's CPU seconds over the
-timed section read from /proc.
+timed section read from /proc (--broker-pid repeated, for a cluster: their sum, and each
+one's in broker_cpu_s_by_pid).
 
 Exit status: 0 on success, 1 when the run failed (timeout, delivery errors,
 unknown topic), 2 on bad usage.  With --json / --json-out a JSON line is written
@@ -187,6 +188,7 @@ def run_produce(args: argparse.Namespace, result: dict[str, Any]) -> None:
     broker_cpu, client_cpu = meter.stop()
 
     result.update(_rates(n, args.record_size * n, elapsed, broker_cpu, client_cpu))
+    result["broker_cpu_s_by_pid"] = _by_pid(meter)
     result["delivery_errors"] = errors
     result["undelivered"] = remaining
     if remaining:
@@ -258,10 +260,15 @@ def run_consume(args: argparse.Namespace, result: dict[str, Any]) -> None:
             result["first_consumer_error"] = first_error
         consumer.close()
     result.update(_rates(got, nbytes, elapsed, broker_cpu, client_cpu))
+    result["broker_cpu_s_by_pid"] = _by_pid(meter)
     result["first_record_s"] = round(first or 0.0, 4)
     # Rate once data flows, excluding connection/OffsetFetch/ListOffsets/first-fetch latency.
     if first is not None and elapsed > first and got > 1:
         result["steady_rec_per_s"] = round((got - 1) / (elapsed - first), 1)
+
+
+def _by_pid(meter: CpuMeter) -> dict[str, float]:
+    return {str(pid): round(cpu, 3) for pid, cpu in meter.per_broker.items()}
 
 
 def _rates(n: int, nbytes: int, elapsed: float, broker_cpu, client_cpu) -> dict[str, Any]:
@@ -291,7 +298,9 @@ def build_parser(prog: str = "minibroker bench") -> argparse.ArgumentParser:
     common.add_argument("--acks", choices=["0", "1", "all"], default="1")
     common.add_argument("--linger-ms", type=float, default=5)
     common.add_argument("--compression", default="none", choices=CODEC_NAMES)
-    common.add_argument("--broker-pid", type=int, help="measure this process's CPU seconds via /proc")
+    common.add_argument("--broker-pid", type=int, action="append",
+                        help="measure this process's CPU seconds via /proc (repeatable: a "
+                             "cluster's brokers, added up and also reported per pid)")
     common.add_argument("--timeout-s", type=float, default=120.0, help="deadline for flush / for reading --records")
     common.add_argument("--setup-timeout-s", type=float, default=30.0, help="deadline for topic creation/metadata")
     common.add_argument("--label", help="free-form tag (e.g. peer, ours) put in the output")

@@ -65,6 +65,7 @@ def test_analyze_help_needs_no_extra():
 @pytest.mark.parametrize("argv,module,distribution", [
     (["bench", "produce", "--records", "10"], "confluent_kafka", "confluent-kafka"),
     (["bench", "groups"], "confluent_kafka", "confluent-kafka"),
+    (["bench", "replication", "--runs", "1"], "confluent_kafka", "confluent-kafka"),
     (["bench", "client", "--clients", "minibroker,kafka-python"], "kafka", "kafka-python"),
     (["bench", "client", "--clients", "minibroker"], "confluent_kafka", "confluent-kafka"),
     (["bench", "client", "--clients", "minibroker,aiokafka"], "aiokafka", "aiokafka"),
