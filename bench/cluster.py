@@ -401,6 +401,14 @@ class Bench:
 # --------------------------------------------------------------------------- output
 
 
+def report_failure(prog: str, error: Exception, cluster: Any) -> int:
+    """Say why a run failed, with the tail of every node's log; the exit status (1)."""
+    print(f"{prog}: {type(error).__name__}: {error}", file=sys.stderr)
+    for n in cluster.nodes:
+        print(f"--- node {n.node_id} ({n.log_path}) ---\n{n.tail()}", file=sys.stderr)
+    return 1
+
+
 def _progress(text: str) -> None:
     print(f"[bench cluster] {text}", file=sys.stderr, flush=True)
 
@@ -479,10 +487,7 @@ def main(argv: list[str] | None = None) -> int:
                              [answered]))
             rows.append(_row("    until every broker's Metadata shows them", "", [shown]))
     except Exception as e:  # noqa: BLE001  a failed run: say why, with the nodes' logs
-        print(f"minibroker bench cluster: {type(e).__name__}: {e}", file=sys.stderr)
-        for n in cluster.nodes:
-            print(f"--- node {n.node_id} ({n.log_path}) ---\n{n.tail()}", file=sys.stderr)
-        return 1
+        return report_failure("minibroker bench cluster", e, cluster)
     finally:
         cluster.stop()
         if not args.out:

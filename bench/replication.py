@@ -52,7 +52,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bench import throughput
-from bench.cluster import HOST, POLL_S, Bench, Cluster, Node, free_port, wait_for
+from bench.cluster import (HOST, POLL_S, Bench, Cluster, Node, free_port, report_failure,
+                           wait_for)
 from bench.common import (BenchError, confluent_kafka_modules, machine_busy_seconds,
                           own_cpu_seconds, table_lines)
 from broker.log.segment import LOG_SUFFIX
@@ -459,10 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             peer(base / "peer", args, table)
     except Exception as e:  # noqa: BLE001  a failed run: say why, with the nodes' logs
-        print(f"minibroker bench replication: {type(e).__name__}: {e}", file=sys.stderr)
-        for n in cluster.nodes:
-            print(f"--- node {n.node_id} ({n.log_path}) ---\n{n.tail()}", file=sys.stderr)
-        return 1
+        return report_failure("minibroker bench replication", e, cluster)
     finally:
         cluster.stop()
         if not args.out:
