@@ -12,6 +12,10 @@
 #   make image     the Docker image minibroker:latest (and its base, once) without a registry
 #   make cluster   three brokers in Docker (docker-compose.yml), waiting until all are healthy
 #   make cluster-down  remove the cluster's containers and network (VOLUMES=1: its data too)
+#   make compose-v2  fetch Compose v2 from Debian into docker/build/docker-config (DOCKER_CONFIG=...)
+#   make cluster-data  copy the three brokers' data out of the cluster into ./cluster-data
+#   make cluster-analyze  cluster-data, then one `minibroker analyze` report in ./cluster-analysis
+#   make bench-compose  produce/consume against the compose cluster beside local processes
 #   make clean     remove caches and benchmark output (keeps .venv, .peer-venv and ./data)
 #   make distclean clean, plus .venv, .peer-venv and ./data
 
@@ -29,7 +33,8 @@ BROKER_ID   ?= 0
 PYTEST_ARGS ?=
 
 .PHONY: help venv sysdeps run lint test bench bench-cluster bench-replication soak clean \
-	distclean image cluster cluster-down
+	distclean image cluster cluster-down compose-v2 cluster-data cluster-analyze \
+	bench-compose
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -145,8 +150,28 @@ cluster: image
 cluster-down:
 	$(COMPOSE) down --remove-orphans $(if $(filter 1 yes true,$(VOLUMES)),--volumes)
 
+# Compose v2 for this one directory (bookworm has only 1.29): run it as
+# DOCKER_CONFIG=docker/build/docker-config docker compose ... (the tests check both tools)
+compose-v2:
+	$(PYTHON3) docker/compose-v2.py docker/build/docker-config
+
+# from the containers, or from the volumes once `make cluster-down` has removed them
+CLUSTER_DATA     ?= cluster-data
+CLUSTER_ANALYSIS ?= cluster-analysis
+cluster-data:
+	MINIBROKER_IMAGE=$(IMAGE) docker/copy-data.sh $(CLUSTER_DATA) $(CLUSTER_SERVICES)
+
+cluster-analyze: venv cluster-data
+	$(VENV)/bin/minibroker analyze --data-dir $(addprefix $(CLUSTER_DATA)/,$(CLUSTER_SERVICES)) \
+		--out $(CLUSTER_ANALYSIS)
+
+# bench/compose.py: throughput through the published ports (docs/BENCHMARKS.md)
+BENCH_COMPOSE_ARGS ?=
+bench-compose: venv
+	$(VENV)/bin/minibroker bench compose $(BENCH_COMPOSE_ARGS)
+
 clean:
-	rm -rf bench-out .pytest_cache .hypothesis .mypy_cache .ruff_cache build dist
+	rm -rf bench-out cluster-data cluster-analysis .pytest_cache .hypothesis .mypy_cache .ruff_cache build dist
 	find . -path ./$(VENV) -prune -o -path ./.peer-venv -prune -o -path ./.git -prune -o \
 		-type d -name __pycache__ -print0 | xargs -0 rm -rf
 

@@ -7,6 +7,8 @@
     minibroker bench cluster ...           a three-node cluster's failovers (bench.cluster)
     minibroker bench replication ...       replicated produce, latency, catch-up, broker CPU
                                            (bench.replication)
+    minibroker bench compose ...           produce/consume against the Docker Compose cluster,
+                                           beside local processes (bench.compose)
 
 The benchmarks drive other clients and draw charts: they need the `bench` extra. What the
 chosen benchmark imports is checked before it starts (`requirements`), so that a missing
@@ -22,7 +24,8 @@ from tools.extras import EXIT_MISSING, MissingExtra, missing_extra, require
 
 PROG = "minibroker bench"
 _MODULES = {"groups": "bench.groups", "client": "bench.clients", "rebalance": "bench.rebalance",
-            "cluster": "bench.cluster", "replication": "bench.replication"}
+            "cluster": "bench.cluster", "replication": "bench.replication",
+            "compose": "bench.compose"}
 
 
 def _option(argv: list[str], name: str) -> str | None:
