@@ -24,6 +24,7 @@ from broker.controller.runtime import QuorumRuntime
 log = logging.getLogger("minibroker.controller_channel")
 
 RETRY_BACKOFF_S = 0.05
+_LEADER_MOVED = object()  # _ask's answer when the quorum named another leader meanwhile
 
 
 class ControllerUnavailable(Exception):
@@ -64,18 +65,51 @@ class ControllerChannel:
                 continue
             with trio.move_on_at(deadline):
                 try:
-                    response = await self._peer(leader).request(
-                        api_key, api_version, body,
-                        timeout_s=max(0.001, deadline - trio.current_time()))
+                    response = await self._ask(leader, api_key, api_version, body, deadline)
                 except Exception as e:  # noqa: BLE001  unreachable: it may have just died
                     last_error = f"controller {leader}: {e}"
                     await self._wait_for_leader(min(deadline, trio.current_time() + 0.5))
+                    continue
+                if response is _LEADER_MOVED:
+                    last_error = f"the quorum named another leader than {leader}"
                     continue
                 if not api.is_not_controller(api_key, response):
                     return response
                 last_error = f"node {leader} is no longer the active controller"
                 await self._wait_for_leader(min(deadline, trio.current_time() + 0.5))
         raise ControllerUnavailable(last_error)
+
+    async def _ask(self, leader: int, api_key: int, api_version: int, body: Any,
+                   deadline: float) -> Any:
+        """`leader`'s answer, or _LEADER_MOVED as soon as the quorum names another leader.
+
+        A leader that is paused or cut off never answers: without this a heartbeat sent to
+        it waited out the whole request timeout, longer than broker.session.timeout.ms, and
+        the new controller fenced every broker that had been heartbeating to the old one
+        (a paused controller in a chaos run fenced all three, leadership moved to the
+        paused node itself). Kafka's NodeToControllerChannelManager likewise resends its
+        queued requests to a new controller as soon as it learns of it."""
+        assert self._peer is not None
+        changed = self.runtime.leader_changed if self.runtime is not None else None
+        answer: Any = _LEADER_MOVED
+        failure: Exception | None = None
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                if changed is not None:
+                    async def watch() -> None:
+                        await changed.wait()
+                        scope.cancel()
+                    nursery.start_soon(watch)
+                try:
+                    answer = await self._peer(leader).request(
+                        api_key, api_version, body,
+                        timeout_s=max(0.001, deadline - trio.current_time()))
+                except Exception as e:  # noqa: BLE001  raised below, outside the nursery
+                    failure = e
+                nursery.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        return answer
 
     async def _wait_for_leader(self, deadline: float) -> None:
         """Until the quorum names a (new) leader, or a short backoff, or the deadline."""
