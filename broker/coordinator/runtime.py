@@ -21,6 +21,7 @@ so the client retries and no commit is acknowledged that a coordinator failover 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from typing import Any, Callable, Iterable, assert_never
 
 import trio
@@ -29,6 +30,7 @@ from broker.config import BrokerConfig
 from broker.controller_channel import ControllerUnavailable
 from broker.coordinator.coordinator import CoordinatorConfig, GroupCoordinator
 from broker.coordinator.membership import Append, Effect, Emit, GroupConfig, Reply
+from broker.coordinator.offsets import OffsetRecord
 from protocol import messages as m
 from protocol.errors import ErrorCode
 from protocol.records import Record, decode_batches, encode_batch, parse_batch_header
@@ -85,12 +87,16 @@ class CoordinatorRuntime:
         self._loads: dict[int, object] = {}
         self._pending_loads: list[tuple[int, object]] = []  # asked for before run() started
         self._creating: trio.Event | None = None  # set when a CreateTopics in flight ends
+        # partition -> offset records appended but not yet below the high watermark, with
+        # the log offset each ends at: replayed into the cache only once committed
+        self._uncommitted_offsets: dict[int, deque[tuple[int, OffsetRecord]]] = {}
 
     # -- requests -----------------------------------------------------------------------------
 
     async def call(self, operation: Callable[..., list[Effect]], *args: Any) -> Waiter:
         """Run one coordinator operation for a request and wait for its answer."""
         waiter = Waiter()
+        self._replay_committed_offsets()
         self.apply_effects(operation(waiter, *args, self.broker.now_ms()))
         await waiter.event.wait()
         return waiter
@@ -147,6 +153,7 @@ class CoordinatorRuntime:
                     error = ErrorCode.NOT_COORDINATOR
                     break
                 if partition.high_watermark >= end:
+                    self._replay_committed_offsets(index)
                     for waiter, body in deferred:
                         waiter.resolve(body)
                     return
@@ -172,10 +179,34 @@ class CoordinatorRuntime:
         if result.error != ErrorCode.NONE:
             log.error("cannot append to %s-%d: %s", OFFSETS_TOPIC, index, result.error.name)
             return ErrorCode.NOT_COORDINATOR, None
+        end = result.last_offset + 1
         for record in effect.records:
-            self.coordinator.replay_record(record, now)
+            if record.entry is not None:
+                self._uncommitted_offsets.setdefault(index, deque()).append((end, record))
+            else:
+                self.coordinator.replay_record(record, now)
+        self._replay_committed_offsets(index)
         self.broker.notify_data_arrived(OFFSETS_TOPIC, index)
-        return ErrorCode.NONE, (index, result.last_offset + 1)
+        return ErrorCode.NONE, (index, end)
+
+    def _replay_committed_offsets(self, index: int | None = None) -> None:
+        """Replay the offset records the high watermark now covers (of one partition, or
+        of all). Until then OffsetFetch does not see them: a commit that is still only in
+        the leader's log may be truncated away by the next leader, and an offset read from
+        it would then go backwards (a chaos run saw exactly that, a paused follower in the
+        ISR holding the HW back). Kafka's coordinator runtime likewise answers reads from
+        the last committed state. A commit whose answer timed out is replayed here once the
+        HW covers it after all, as it will be by any later leader's load."""
+        for i in ([index] if index is not None else list(self._uncommitted_offsets)):
+            queue = self._uncommitted_offsets.get(i)
+            partition = self.broker.partition(OFFSETS_TOPIC, i)
+            if not queue or partition is None:
+                continue
+            hw = partition.high_watermark
+            while queue and queue[0][0] <= hw:
+                self.coordinator.replay_record(queue.popleft()[1], self.broker.now_ms())
+            if not queue:
+                del self._uncommitted_offsets[i]
 
     # -- __consumer_offsets ---------------------------------------------------------------------
 
@@ -249,6 +280,7 @@ class CoordinatorRuntime:
                 self._nursery.start_soon(self._load, index, token)
         else:
             self._loads.pop(index, None)  # a load under way stops at its next chunk
+            self._uncommitted_offsets.pop(index, None)  # the next leader decides them
             self.apply_effects(self.coordinator.unload(index, self.broker.now_ms()))
 
     async def _load(self, index: int, token: object) -> None:
