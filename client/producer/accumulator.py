@@ -73,6 +73,7 @@ class ProducerBatch:
     producer_epoch: int = -1
     base_sequence: int = -1  # -1: none (not idempotent, or not drained yet)
     encoded: bytes | None = None  # cached by the sender; dropped when re-sequenced
+    sent_to: int = -1  # the node of its last attempt (the sender's; -1: never sent)
 
     @property
     def record_count(self) -> int:
@@ -247,6 +248,14 @@ class RecordAccumulator:
                     queue[index].base_sequence < batch.base_sequence:
                 index += 1
         queue.insert(index, batch)
+
+    def in_flight_elsewhere(self, tp: TopicPartition, node: int) -> bool:
+        """Whether a batch of `tp` is in flight to a node other than `node`: the leader
+        moved while it was out. Nothing more of the partition may go to the new leader
+        until it is answered, or a later batch could land first (a new leader knows no
+        sequence of this producer, so it accepts any) and the earlier one, refused there
+        as out of order, would be written after it under a new epoch."""
+        return any(b.sent_to != node for b in self.in_flight.get(tp, ()))
 
     def has_unacked_before(self, batch: ProducerBatch) -> bool:
         """Whether a batch of the same partition and epoch with a lower sequence is still

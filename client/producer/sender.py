@@ -221,12 +221,16 @@ class Sender:
             if leader is None or self.cluster.metadata.node(leader) is None:
                 self.cluster.request_update()
                 continue
+            if self.acc.in_flight_elsewhere(tp, leader):
+                continue  # woken when those come back
             by_node.setdefault(leader, []).append(tp)
         limit = self.config.max_in_flight_requests_per_connection
         for node, node_tps in by_node.items():
             if self._in_flight.get(node, 0) >= limit:
                 continue
             batches = self.acc.drain(node_tps, now, self.config.max_request_size)
+            for batch in batches:
+                batch.sent_to = node
             if batches:
                 self._in_flight[node] = self._in_flight.get(node, 0) + 1
                 nursery.start_soon(self._send, node, batches)
