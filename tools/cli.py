@@ -2,7 +2,7 @@
 
 Owns argument parsing and dispatch to the subcommands: `serve` (one broker in the
 foreground, broker.main), `bench` (benchmarks, bench.cli), `analyze` (the Spark analysis,
-tools.analyze), `dump-log` (tools.dump_log), `groups` (tools.groups), `topics`
+tools.analyze), `chaos` (the fault harness, bench.chaos), `dump-log` (tools.dump_log), `groups` (tools.groups), `topics`
 (tools.topics), `cluster` and `metadata-quorum` (tools.cluster), `produce` and `consume`
 (console producer and consumer on the client library). Like Kafka's `tools` module, it is
 a client of the broker and lives apart from it.
@@ -31,6 +31,11 @@ def build_parser() -> argparse.ArgumentParser:
                            add_help=False)
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     bench.set_defaults(func=lambda a: __import__("bench.cli", fromlist=["main"]).main(a.rest))
+
+    chaos = sub.add_parser("chaos", help="seeded fault runs against a three-node cluster, "
+                                         "checked (docs/RELIABILITY.md)", add_help=False)
+    chaos.add_argument("rest", nargs=argparse.REMAINDER)
+    chaos.set_defaults(func=lambda a: _chaos(a.rest))
 
     analyze = sub.add_parser("analyze", help="Spark analysis of a data directory "
                                              "(docs/ANALYSIS.md)", add_help=False)
@@ -80,6 +85,19 @@ def _analyze(argv: list[str]) -> int:
         return EXIT_MISSING
 
 
+def _chaos(argv: list[str]) -> int:
+    """`minibroker chaos`: its workload drives librdkafka too (the bench extra)."""
+    prog = "minibroker chaos"
+    try:
+        if not {"-h", "--help"} & set(argv):
+            require(prog, "bench", ["confluent_kafka"])
+        from bench.chaos.cli import main as chaos
+        return chaos(argv)
+    except MissingExtra as e:
+        print(e, file=sys.stderr)
+        return EXIT_MISSING
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # argparse's REMAINDER refuses a rest that starts with an option (--data-dir, --help),
@@ -89,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["bench"]:
         from bench.cli import main as bench
         return bench(argv[1:]) or 0
+    if argv[:1] == ["chaos"]:
+        return _chaos(argv[1:])
     args = build_parser().parse_args(argv)
     # a console tool names a connection failure itself, on one line: the client library's
     # own warnings about it (meant for applications' logs) would say it a second time
