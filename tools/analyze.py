@@ -1,7 +1,8 @@
 """`minibroker analyze`: run the Spark analysis jobs over a broker's data directory.
 
     minibroker analyze --data-dir DIR [DIR ...] --out OUT [--job NAME ...] [--master URL]
-                       [--at TIMESTAMP] [--consumer-events BENCH_DIR]
+                       [--at TIMESTAMP] [--consumer-events BENCH_DIR] [--chaos HISTORY ...]
+    minibroker analyze --chaos chaos-out/seed-7 --out OUT     (a chaos run, charted)
     python -m tools.analyze ...                 (the same)
     spark-submit --py-files analysis.zip tools/analyze.py ...   (docs/ANALYSIS.md)
 
@@ -40,7 +41,7 @@ if __package__ in (None, ""):
     except ImportError:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spark_jobs.jobs import JOBS, Context, load_job, ms_to_text  # noqa: E402
+from spark_jobs.jobs import EXTRA_JOBS, JOBS, Context, load_job, ms_to_text  # noqa: E402
 from tools.groups import GroupDescription, Member, PartitionRow, print_offsets  # noqa: E402
 
 __all__ = ["main", "parse_timestamp", "render_describe"]
@@ -70,12 +71,16 @@ def _parser() -> argparse.ArgumentParser:
         "broker's of a cluster, as one): consumer lag "
         "and Burrow status, rebalances and pauses, throughput and skew, request latency, ISR "
         "health. Tables (Parquet + CSV), PNG charts and OUT/report.html (docs/ANALYSIS.md).")
-    p.add_argument("--data-dir", required=True, action="extend", nargs="+", metavar="DIR",
-                   dest="data_dirs",
+    p.add_argument("--data-dir", action="extend", nargs="+", metavar="DIR",
+                   dest="data_dirs", default=[],
                    help="the broker's data directory (log.dirs); for a cluster, every "
                         "broker's (repeat the option, or name several): one report of all")
     p.add_argument("--out", required=True, help="where tables, charts and report.html go")
-    p.add_argument("--job", action="append", choices=JOBS, metavar="NAME",
+    p.add_argument("--chaos", action="extend", nargs="+", metavar="HISTORY", default=[],
+                   help="a `minibroker chaos` run's history.jsonl (or its directory): "
+                        "faults charted over throughput and ISR size (the chaos job); "
+                        "alone, no --data-dir is needed")
+    p.add_argument("--job", action="append", choices=JOBS + EXTRA_JOBS, metavar="NAME",
                    help=f"run only this job (repeatable; default all: {', '.join(JOBS)})")
     p.add_argument("--master", default=None, metavar="URL",
                    help="Spark master (default: spark-submit's, else local[*])")
@@ -148,15 +153,29 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as e:  # argparse has printed the usage line
         return 0 if e.code == 0 else 2
+    histories = []
+    for history in map(Path, args.chaos):
+        history = history / "history.jsonl" if history.is_dir() else history
+        if not history.is_file():
+            return _fail(f"chaos history {history} does not exist")
+        histories.append(history.resolve())
+    if not args.data_dirs and not histories:
+        return _fail("give --data-dir (a broker's data directory) or --chaos (a history)")
     for data_dir in map(Path, args.data_dirs):
         if not data_dir.is_dir():
             return _fail(f"data directory {data_dir} does not exist")
     # one directory named twice is one broker's, not two copies
-    data_dirs = tuple(dict.fromkeys(Path(d).resolve() for d in args.data_dirs))
+    data_dirs = tuple(dict.fromkeys(Path(d).resolve() for d in args.data_dirs)) or tuple(
+        dict.fromkeys(h.parent for h in histories))
     bench_dir = Path(args.consumer_events) if args.consumer_events else None
     if bench_dir is not None and not (bench_dir / "consumers").is_dir():
         return _fail(f"{bench_dir} has no consumers/ directory of consumer events")
-    jobs = list(dict.fromkeys(args.job or JOBS))
+    default_jobs = (JOBS if args.data_dirs else ()) + (EXTRA_JOBS if histories else ())
+    jobs = list(dict.fromkeys(args.job or default_jobs))
+    if "chaos" in jobs and not histories:
+        return _fail("the chaos job needs --chaos HISTORY")
+    if set(jobs) - {"chaos"} and not args.data_dirs:
+        return _fail("jobs other than chaos need --data-dir")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -175,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ctx = Context(data_dir=data_dirs[0] if len(data_dirs) == 1 else data_dirs,
                   out=out.resolve(), at_ms=args.at,
-                  consumer_events_dir=bench_dir.resolve() if bench_dir else None)
+                  consumer_events_dir=bench_dir.resolve() if bench_dir else None,
+                  chaos_histories=tuple(histories))
     results, written = [], {}
     # The jobs run side by side, JOB_THREADS at a time: on small data a job's time is mostly
     # the driver's (building and planning its queries, one core), so two of them keep the
@@ -189,8 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         ctx.release()
-    preamble = [f"data directory: {data_dirs[0]}" if len(data_dirs) == 1 else
-                f"data directories: {', '.join(map(str, data_dirs))}",
+    preamble = [(f"data directory: {data_dirs[0]}" if len(data_dirs) == 1 else
+                 f"data directories: {', '.join(map(str, data_dirs))}") if args.data_dirs
+                else f"chaos histories: {', '.join(map(str, histories))}",
                 f"Spark master: {spark.sparkContext.master}; jobs: {', '.join(jobs)}"]
     if args.at is not None:
         preamble.append(f"--at {ms_to_text(args.at)}")

@@ -16,15 +16,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-__all__ = ["JOBS", "Context", "JobResult", "frame", "load_job", "lookup", "ms_to_text"]
+__all__ = ["EXTRA_JOBS", "JOBS", "Context", "JobResult", "frame", "load_job", "lookup", "ms_to_text"]
 
 # Order matters only for the report: the lag job first, it answers "is anyone behind?".
 JOBS = ("lag", "rebalances", "throughput", "latency", "isr")
+# Jobs over inputs other than a data directory, run when those are given: `chaos` charts
+# `minibroker chaos` histories (--chaos).
+EXTRA_JOBS = ("chaos",)
 
 
 def load_job(name: str):
-    if name not in JOBS:
-        raise ValueError(f"unknown job {name!r} (one of {', '.join(JOBS)})")
+    if name not in JOBS + EXTRA_JOBS:
+        raise ValueError(f"unknown job {name!r} (one of {', '.join(JOBS + EXTRA_JOBS)})")
     return importlib.import_module(f"spark_jobs.jobs.{name}")
 
 
@@ -54,6 +57,7 @@ class Context:
     out: Path
     at_ms: int | None = None
     consumer_events_dir: Path | None = None
+    chaos_histories: tuple[Path, ...] = ()
     _loaded: dict[str, Any] = field(default_factory=dict, repr=False)
     # jobs may run in threads side by side (tools.analyze): each table is loaded once
     _lock: Any = field(default_factory=threading.RLock, repr=False)
