@@ -9,6 +9,8 @@
 #   make bench-cluster  three nodes: controller and leader failover, propagation (BENCH_CLUSTER_ARGS=...)
 #   make bench-replication  three nodes: acks=all throughput, latency, catch-up, CPU (BENCH_REPLICATION_ARGS=...)
 #   make soak      run the tests marked `soak`
+#   make chaos     20 seeded 60 s fault runs on three local processes, checked (CHAOS_SEEDS=, CHAOS_ARGS=)
+#   make chaos-docker  the same against the compose cluster, network partitions included
 #   make image     the Docker image minibroker:latest (and its base, once) without a registry
 #   make cluster   three brokers in Docker (docker-compose.yml), waiting until all are healthy
 #   make cluster-down  remove the cluster's containers and network (VOLUMES=1: its data too)
@@ -32,7 +34,8 @@ DATA_DIR    ?= ./data
 BROKER_ID   ?= 0
 PYTEST_ARGS ?=
 
-.PHONY: help venv sysdeps run lint test bench bench-cluster bench-replication soak clean \
+.PHONY: help venv sysdeps run lint test bench bench-cluster bench-replication soak clean chaos \
+	chaos-docker \
 	distclean image cluster cluster-down compose-v2 cluster-data cluster-analyze \
 	bench-compose
 
@@ -100,6 +103,19 @@ soak: venv
 		exit 0; \
 	fi; \
 	exit $$rc
+
+# bench/chaos: Jepsen-style runs (docs/RELIABILITY.md); each seed's history, summary and log
+# go to $(CHAOS_OUT)/seed-N, and `minibroker analyze --chaos $(CHAOS_OUT)/seed-N` charts one
+CHAOS_SEEDS ?= 1-20
+CHAOS_OUT   ?= chaos-out
+CHAOS_ARGS  ?=
+chaos: venv
+	$(VENV)/bin/minibroker chaos --target processes --seeds $(CHAOS_SEEDS) --duration-s 60 \
+		--out $(CHAOS_OUT) --json $(CHAOS_OUT)/results.json $(CHAOS_ARGS)
+
+chaos-docker: venv image
+	$(VENV)/bin/minibroker chaos --target docker --seeds $(CHAOS_SEEDS) --duration-s 60 \
+		--out $(CHAOS_OUT)-docker --json $(CHAOS_OUT)-docker/results.json $(CHAOS_ARGS)
 
 # --- Docker (docker/, docker-compose.yml) ----------------------------------------------
 # No registry is needed: the base image is built here once (docker/base.sh: mmdebstrap and
@@ -171,7 +187,7 @@ bench-compose: venv
 	$(VENV)/bin/minibroker bench compose $(BENCH_COMPOSE_ARGS)
 
 clean:
-	rm -rf bench-out cluster-data cluster-analysis .pytest_cache .hypothesis .mypy_cache .ruff_cache build dist
+	rm -rf bench-out chaos-out chaos-out-docker cluster-data cluster-analysis .pytest_cache .hypothesis .mypy_cache .ruff_cache build dist
 	find . -path ./$(VENV) -prune -o -path ./.peer-venv -prune -o -path ./.git -prune -o \
 		-type d -name __pycache__ -print0 | xargs -0 rm -rf
 

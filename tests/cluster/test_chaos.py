@@ -1,0 +1,46 @@
+"""`minibroker chaos` in CI: one seeded 60 s schedule against three local processes
+(kill -9, SIGSTOP past the session timeouts, rolling restart), every check over its
+history, and the replicas compared after healing.
+
+The long runs (20 seeds, and the Docker cluster with network partitions) are `make
+chaos`; docs/RELIABILITY.md records them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.chaos import checker
+from bench.chaos.cli import main as chaos_main
+from bench.chaos.history import read_history
+from bench.chaos.nemesis import schedule
+
+pytestmark = pytest.mark.interop
+
+SEED = 7  # a kill of the coordinator, two pauses and a rolling restart (asserted below)
+
+
+def test_the_ci_seed_schedules_every_process_fault():
+    kinds = {f.kind for f in schedule(SEED, 60.0, ("kill", "pause", "restart"), 6.0)}
+    assert kinds == {"kill", "pause", "restart"}
+
+
+def test_one_seeded_run_loses_duplicates_and_reorders_nothing(tmp_path, capsys):
+    status = chaos_main(["--seed", str(SEED), "--duration-s", "60", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    summary = json.loads((tmp_path / f"seed-{SEED}" / "summary.json").read_text())
+    failures = {name: r for name, r in summary["results"].items()
+                if name in checker.FAILURES + ("replica-divergence",) and r["count"]}
+    assert status == 0 and not failures and not summary["stalled"], (
+        f"{failures}\n{summary['stalled']}\n{out}")
+    # the run did what it says: faults, writes through them, reads and commits
+    assert summary["faults"] >= 3 and summary["acked"] > 5000 and summary["polled"] > 5000
+    ops = read_history(tmp_path / f"seed-{SEED}" / "history.jsonl")
+    faults = [o["value"]["fault"] for o in ops if o["f"] == "fault"
+              and o["value"]["phase"] == "start"]
+    assert set(faults) == {"kill", "pause", "restart"}, faults
+    assert any(o["f"] == "commit" and o["type"] == "ok" for o in ops)
+    assert {o["process"] for o in ops if o["f"] == "poll"} == {"c-ours", "c-rdkafka"}
+    assert f"{SEED}" in out and "1/1 ok" in out
