@@ -164,6 +164,43 @@ def _now_ms() -> float:
     return trio.current_time() * 1000
 
 
+class _NodeTurns:
+    """Turns for the Produce requests to one node, taken in drain order.
+
+    Two requests drained one after the other are sent by two tasks, and trio runs newly
+    started tasks in no fixed order: the later one could reach the connection first (at
+    start-up both wait for the first connection to the node, and wake together). A new
+    leader accepts any first sequence from a producer it knows nothing of, so the later
+    batch was written first and the earlier one, refused as out of order, after it under
+    a new epoch (chaos seed 6: a producer's records 0-43 after its record 44). Java's
+    sender writes to a node's single connection from its one thread, in drain order."""
+
+    def __init__(self) -> None:
+        self._next = 0  # the next turn to hand out
+        self._current = 0  # the turn that may send now
+        self._finished: set[int] = set()
+        self._changed = trio.Event()
+
+    def take(self) -> int:
+        self._next += 1
+        return self._next - 1
+
+    async def wait(self, turn: int) -> None:
+        while self._current < turn:
+            await self._changed.wait()
+
+    def done(self, turn: int) -> None:
+        """`turn` has sent its request, or never will (it failed first); idempotent."""
+        if turn < self._current or turn in self._finished:
+            return
+        self._finished.add(turn)
+        while self._current in self._finished:
+            self._finished.discard(self._current)
+            self._current += 1
+        self._changed.set()
+        self._changed = trio.Event()
+
+
 class Sender:
     def __init__(self, config: ProducerConfig, pool: ConnectionPool, cluster: Cluster,
                  accumulator: RecordAccumulator, clock_ms: Callable[[], float] = _now_ms):
@@ -175,6 +212,9 @@ class Sender:
         self.fatal: KafkaError | None = None  # producer-wide failure (InitProducerId refused)
         self._wake = trio.Event()
         self._in_flight: dict[int, int] = {}  # node id -> requests out
+        # Produce requests leave for a node in the order they were drained (_NodeTurns):
+        # trio runs newly started tasks in no fixed order
+        self._turns: dict[int, _NodeTurns] = {}
         # the producer's accounting for a delivered batch's handles, in one call
         self.on_delivered: Callable[[list[DeliveryHandle]], None] | None = None
         self._pid_failures = 0
@@ -233,7 +273,8 @@ class Sender:
                 batch.sent_to = node
             if batches:
                 self._in_flight[node] = self._in_flight.get(node, 0) + 1
-                nursery.start_soon(self._send, node, batches)
+                turn = self._turns.setdefault(node, _NodeTurns()).take()
+                nursery.start_soon(self._send, node, batches, turn)
         return next_at
 
     # -- idempotence -------------------------------------------------------------------
@@ -269,8 +310,9 @@ class Sender:
                 producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence)
         return batch.encoded
 
-    async def _send(self, node: int, batches: list[ProducerBatch]) -> None:
+    async def _send(self, node: int, batches: list[ProducerBatch], turn: int = -1) -> None:
         acks = self.config.acks
+        turns = self._turns.get(node)
         try:
             topics: dict[str, list] = {}
             for b in batches:
@@ -282,6 +324,11 @@ class Sender:
                                    for t, p in topics.items()]}
             try:
                 conn = await self.pool.get(node)
+                if turns is not None:
+                    await turns.wait(turn)
+                    # request() queues the frame before its first checkpoint, so the next
+                    # turn's frame cannot overtake it
+                    turns.done(turn)
                 resp = await conn.request(PRODUCE, body, expect_response=acks != 0)
             except KafkaError as e:
                 if e.retriable:
@@ -307,6 +354,8 @@ class Sender:
                 else:
                     self._on_error(b, code, for_code(code, p.get("error_message")))
         finally:
+            if turns is not None:
+                turns.done(turn)  # failed before its turn: the later ones need not wait
             self._in_flight[node] -= 1
             self.wakeup()
 

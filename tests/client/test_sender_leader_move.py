@@ -1,11 +1,12 @@
-"""The idempotent sender when a partition's leader moves while a batch is in flight: the
-next batch waits until that one is answered, so the two land in order.
+"""The idempotent sender keeps a partition's batches in order on the wire: when the
+partition's leader moves while a batch is in flight (the next waits for its answer), and
+when two requests to one node wait for the same first connection (they leave in drain
+order).
 
-Found by `minibroker chaos` (seed 1): a batch in flight to the old leader, the next one
-sent to the new leader, which knew no sequence of this producer and took it at offset 0;
-the first, refused there as out of order, was written later under a new epoch: the
-producer's records out of send order. The sender here runs against fakes of the
-connection pool and the metadata.
+Found by `minibroker chaos` (seeds 1 and 6): a later batch reached a leader that knew no
+sequence of the producer, which took it at offset 0; the earlier one, refused there as
+out of order, was written after it under a new epoch: the producer's records out of send
+order. The sender here runs against fakes of the connection pool and the metadata.
 """
 
 from __future__ import annotations
@@ -117,3 +118,46 @@ async def test_a_batch_waits_while_an_earlier_one_is_in_flight_to_the_old_leader
         assert nodes[2].produced == [0, 1]
         nodes[2].answers[1][1].update(error_code=0, base_offset=1)
         nodes[2].answers[1][0].set()
+
+
+class LastInFirstOutPool(Pool):
+    """A first connection that wakes its waiters in the reverse order of their arrival:
+    two tasks waiting on a node's first connect may wake in either order."""
+
+    def __init__(self, nodes: dict[int, Node]) -> None:
+        super().__init__(nodes)
+        self.waiting: list[trio.Event] = []
+
+    async def get(self, node: int) -> Node:
+        ready = trio.Event()
+        self.waiting.append(ready)
+        await ready.wait()
+        return self.nodes[node]
+
+    def connect(self) -> None:
+        for ready in reversed(self.waiting):
+            ready.set()
+
+
+async def test_requests_to_a_node_leave_in_the_order_they_were_drained():
+    # which of two new tasks runs first is up to trio; twenty rounds make the unordered
+    # case all but certain to show
+    for _ in range(20):
+        config = ProducerConfig(bootstrap_servers="x:1", enable_idempotence=True)
+        acc = RecordAccumulator(linger_ms=0)
+        acc.reset_producer(7, 0)
+        nodes = {1: Node(1)}
+        pool = LastInFirstOutPool(nodes)
+        sender = Sender(config, pool, Cluster(leader=1), acc, clock_ms=lambda: 0.0)
+        async with trio.open_nursery() as nursery:
+            acc.append(TP, 0, None, b"first", [], DeliveryHandle("t", 0), 0.0)
+            sender._send_ready(nursery, 0.0)
+            acc.append(TP, 0, None, b"second", [], DeliveryHandle("t", 0), 0.0)
+            sender._send_ready(nursery, 0.0)
+            await trio.testing.wait_all_tasks_blocked()
+            pool.connect()
+            await trio.testing.wait_all_tasks_blocked()
+            assert nodes[1].produced == [0, 1]  # sequence 0's request first
+            for i, (done, answer) in enumerate(nodes[1].answers):
+                answer.update(error_code=0, base_offset=i)
+                done.set()
