@@ -14,7 +14,8 @@ The kinds:
   kill        kill -9, then started again after `hold_s` (unflushed data lost with it)
   pause       SIGSTOP / docker pause for longer than the session timeouts, then resumed
   restart     a rolling restart: SIGTERM to each node in turn, each back before the next
-  isolate     the target cut from both others (its own minority), then healed
+  isolate     the target cut from both others (its own minority) as long as a pause,
+              then healed
   ring        every node sees one other: each has a majority, none the same one (Jepsen's
               majorities-ring), then healed; aimed at nobody in particular
 
@@ -51,14 +52,14 @@ class Fault:
 def schedule(seed: int, duration_s: float, kinds: Sequence[str], pause_s: float,
              gap_s: tuple[float, float] = (3.0, 8.0)) -> list[Fault]:
     """The faults of one run: a quiet gap, a fault, a gap, ... until `duration_s` is left
-    with time for the last to heal. A pause lasts `pause_s` to 1.5x that."""
+    with time for the last to heal. A pause or a partition lasts `pause_s` to 1.5x that."""
     rng = random.Random(seed)
     faults: list[Fault] = []
     t = rng.uniform(*gap_s)
     while True:
         kind = rng.choice(list(kinds))
         aim = "random" if kind == "ring" else rng.choice(AIMS)
-        if kind == "pause":
+        if kind in ("pause",) + PARTITION_KINDS:  # long enough to fence and to shrink
             hold = rng.uniform(pause_s, 1.5 * pause_s)
         elif kind == "restart":
             hold = 0.0
