@@ -17,6 +17,7 @@ import json
 import logging
 import shutil
 import sys
+import traceback
 from dataclasses import asdict
 from pathlib import Path
 
@@ -93,7 +94,13 @@ def main(argv: list[str] | None = None) -> int:
         cfg = RunConfig(seed=seed, duration_s=args.duration_s, target=args.target,
                         partitions=args.partitions, rate=args.rate, kinds=kinds,
                         settle_s=args.settle_s, out=args.out / f"seed-{seed}")
-        result = Run(cfg).execute()
+        try:
+            result = Run(cfg).execute()
+        except Exception as e:  # noqa: BLE001 - one broken run must not hide the others
+            traceback.print_exc()
+            result = RunResult(seed=seed, target=args.target, faults=0, acked=0,
+                               uncertain=0, polled=0,
+                               stalled=[f"the run itself failed: {type(e).__name__}: {e}"])
         results.append(result)
         if not args.keep_data:
             shutil.rmtree(cfg.out / "data", ignore_errors=True)

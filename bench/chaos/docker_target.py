@@ -207,13 +207,9 @@ class DockerTarget:
     # -- the network -------------------------------------------------------------------------
 
     def partition(self, groups: Sequence[Sequence[int]]) -> None:
-        group_of: dict[int, int] = {}
-        for i, group in enumerate(groups):
+        for group in groups:
             for node in group:
                 self._check_node(node)
-                if node in group_of:
-                    raise ValueError(f"node {node} is in two groups of {groups}")
-                group_of[node] = i
         laid = [list(g) for g in groups]
         self._lay(laid)
         self._groups = laid
@@ -223,16 +219,16 @@ class DockerTarget:
         self._lay(None)
 
     def _lay(self, groups: list[list[int]] | None) -> None:
-        """Replace every running node's CHAOS chain with DROPs of the peers outside its
-        group (none when groups is None); a node in no group is its own group."""
-        group_of = {n: i for i, g in enumerate(groups or [self.node_ids]) for n in g}
-        side = {n: group_of.get(n, -1 - n) for n in self.node_ids}
+        """Replace every running node's CHAOS chain with DROPs of the peers it shares no
+        group with (none when groups is None): a node in no group is cut from all, one in
+        two groups bridges them (a ring)."""
+        together = [set(g) for g in (groups or [self.node_ids])]
         states = self._states()
         for node, state in states.items():
             if not state.running:
                 continue
-            cut = [ip for peer, other in states.items() if side[peer] != side[node]
-                   for ip in other.ips]
+            cut = [ip for peer, other in states.items() if peer != node and
+                   not any(node in g and peer in g for g in together) for ip in other.ips]
             try:
                 self._set_chain(state.pid, cut)
             except BenchError:

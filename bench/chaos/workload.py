@@ -314,8 +314,10 @@ async def run_in_thread(client: Any, stop: trio.Event) -> None:
     flag = threading.Event()
 
     async def relay() -> None:
-        await stop.wait()
-        flag.set()
+        try:
+            await stop.wait()
+        finally:  # a cancelled run too: the thread cannot be abandoned, it must end
+            flag.set()
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(relay)
