@@ -462,29 +462,29 @@ def commit_regression(h: _History) -> Result:
 
 # --- reads of sends that did not succeed -----------------------------------------------------
 
-def aborted_read(h: _History) -> Result:
-    found = _Found()
-    reported: set[str] = set()
-    for who, p, o, v in _read_values(h):
-        if v not in reported and h.outcome.get(v) == FAIL:
-            reported.add(v)
-            found.add({"value": v, "partition": p, "offset": o, "read_by": who})
-    return found.result("aborted-read", "G1a: values whose send definitely failed, returned "
-                                        "by a poll or the final read.")
-
-
-def unacknowledged_read(h: _History) -> Result:
+def _reads_of_sends_that(h: _History, outcomes: tuple[str, ...]) -> _Found:
+    """Each value read (once) whose send ended with one of `outcomes`."""
     found = _Found()
     reported: set[str] = set()
     for who, p, o, v in _read_values(h):
         result = h.outcome.get(v)
-        if v not in reported and result in (INFO, INVOKE):
+        if v not in reported and result in outcomes:
             reported.add(v)
             found.add({"value": v, "partition": p, "offset": o, "read_by": who,
                        "send": result})
-    return found.result("unacknowledged-read",
-                        "informational: values read whose send ended indeterminate (info, "
-                        "or no answer recorded) -- they were in fact written.")
+    return found
+
+
+def aborted_read(h: _History) -> Result:
+    return _reads_of_sends_that(h, (FAIL,)).result(
+        "aborted-read", "G1a: values whose send definitely failed, returned by a poll or "
+                        "the final read.")
+
+
+def unacknowledged_read(h: _History) -> Result:
+    return _reads_of_sends_that(h, (INFO, INVOKE)).result(
+        "unacknowledged-read", "informational: values read whose send ended indeterminate "
+                               "(info, or no answer recorded) -- they were in fact written.")
 
 
 _CHECKS: dict[str, Callable[[_History], Result]] = {

@@ -303,7 +303,8 @@ def test_aborted_read():
     results = check(h.ops, 2)
     assert failing(h.ops) == {"aborted-read"}
     assert results["aborted-read"].examples == [
-        {"value": "0-0-5", "partition": 0, "offset": 5, "read_by": "final"}]
+        {"value": "0-0-5", "partition": 0, "offset": 5, "read_by": "final",
+         "send": "fail"}]
 
 
 def test_unacknowledged_read_is_informational():
