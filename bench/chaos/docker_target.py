@@ -4,9 +4,10 @@
                     cluster-down VOLUMES=1` (containers, network and volumes)
   kill / terminate  `docker kill` (SIGKILL) / `docker stop -t 30` (SIGTERM, then the wait)
   pause / resume    `docker pause` / `docker unpause` (the cgroup freezer: sockets stay open)
-  partition         iptables DROP rules in each container's network namespace, run from the
-                    host (`nsenter -t PID -n iptables-restore`): the image has no iptables, so
-                    the host's binary (iptables-nft here) and kernel do the work
+  partition         iptables rules dropping the peers' packets in each container's network
+                    namespace, laid from the host (`nsenter -t PID -n iptables-restore`): the
+                    image has no iptables, so the host's binary (iptables-nft here) and kernel
+                    do the work
   copy_data         docker/copy-data.sh (`make cluster-data`), renamed to DEST/node-N
 
 Containers are found by the labels compose puts on them (as docker/wait-healthy.sh finds
