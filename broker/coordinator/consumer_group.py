@@ -441,11 +441,12 @@ class ConsumerGroups:
             member = GroupMember(member_id, client_id=req.client_id,
                                  client_host=req.client_host)
             return member, True
-        member = group.members.get(req.member_id)
-        if member is None:
+        known_member = group.members.get(req.member_id)
+        if known_member is None:
             raise HeartbeatRefused(E.UNKNOWN_MEMBER_ID,
                                    f"Member {req.member_id} is not a member of group "
                                    f"{group.group_id}.")
+        member = known_member
         if req.member_epoch > member.member_epoch:
             raise HeartbeatRefused(E.FENCED_MEMBER_EPOCH,
                                    f"The consumer group member has a greater member epoch "
