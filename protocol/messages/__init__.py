@@ -9,9 +9,9 @@ what is advertised.
 handler table must match it exactly. `CONTROLLER_APIS` holds the KRaft control plane's
 messages (KIP-595, KIP-631), declared for every version Kafka defines but not served yet, so
 they stay out of ApiVersions: a client that saw them advertised would send them and be
-disconnected. `PENDING_APIS` holds client APIs declared ahead of their handlers (KIP-848's
-consumer group APIs), out of ApiVersions for the same reason. An API moves from either to
-`APIS` in the change that gives it a handler.
+disconnected. `PENDING_APIS` holds client APIs declared ahead of their handlers (none now:
+KIP-848's consumer group APIs were there until they were served), out of ApiVersions for
+the same reason. An API moves from either to `APIS` in the change that gives it a handler.
 """
 
 from __future__ import annotations
@@ -71,6 +71,10 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(cluster.DescribeClusterRequest, cluster.DescribeClusterResponse),
     _api(quorum.DescribeQuorumRequest, quorum.DescribeQuorumResponse),
     _api(configs.IncrementalAlterConfigsRequest, configs.IncrementalAlterConfigsResponse),
+    _api(consumer_group.ConsumerGroupHeartbeatRequest,
+         consumer_group.ConsumerGroupHeartbeatResponse),
+    _api(consumer_group.ConsumerGroupDescribeRequest,
+         consumer_group.ConsumerGroupDescribeResponse),
 )}
 
 CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
@@ -87,12 +91,7 @@ CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
 
 # Client APIs declared, at every version Kafka defines as stable, but not served yet: no
 # handler, not advertised, refused by the client-facing listener like any unknown key.
-PENDING_APIS: dict[int, Api] = {a.key: a for a in (
-    _api(consumer_group.ConsumerGroupHeartbeatRequest,
-         consumer_group.ConsumerGroupHeartbeatResponse),
-    _api(consumer_group.ConsumerGroupDescribeRequest,
-         consumer_group.ConsumerGroupDescribeResponse),
-)}
+PENDING_APIS: dict[int, Api] = {}
 assert not APIS.keys() & CONTROLLER_APIS.keys(), "an API is either served or not"
 assert not (APIS.keys() | CONTROLLER_APIS.keys()) & PENDING_APIS.keys(), "an API is in one place"
 
@@ -140,6 +139,8 @@ BROKER_HEARTBEAT = _key(cluster.BrokerHeartbeatRequest)
 UNREGISTER_BROKER = _key(cluster.UnregisterBrokerRequest)
 ALLOCATE_PRODUCER_IDS = _key(cluster.AllocateProducerIdsRequest)
 ALTER_PARTITION = _key(cluster.AlterPartitionRequest)
+CONSUMER_GROUP_HEARTBEAT = _key(consumer_group.ConsumerGroupHeartbeatRequest)
+CONSUMER_GROUP_DESCRIBE = _key(consumer_group.ConsumerGroupDescribeRequest)
 
 
 def request_body(api_key: int, version: int, body: dict) -> Container:

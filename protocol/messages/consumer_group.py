@@ -1,19 +1,17 @@
 """The KIP-848 consumer group protocol's own APIs: ConsumerGroupHeartbeat (68) and
 ConsumerGroupDescribe (69).
 
-Owns their declarations only. Nothing serves them yet: protocol.messages registers them in
-`PENDING_APIS`, so they are not advertised, and they move to `APIS` with their handlers.
+Owns their declarations; broker.handlers.consumer_group serves them.
 
-ConsumerGroupHeartbeat is declared at v0 only: Kafka marks its v1 (SubscribedTopicRegex,
-KIP-848's regular expressions) `latestVersionUnstable`, so no broker may serve it yet. Kafka
-lists the response as 0-1, but a response version exists only for a request version, and
-the two declarations of an API cover the same versions.
+ConsumerGroupHeartbeat goes up to v1 (SubscribedTopicRegex, and the member id chosen by
+the client, KIP-1082), which Kafka 4.0 released and librdkafka requires; Kafka's October
+2024 definitions, our reference copy, still mark it unstable.
 """
 
 from protocol.schema import F, Message, Struct
 
 ConsumerGroupHeartbeatRequest = Message(
-    "ConsumerGroupHeartbeatRequest", api_key=68, valid="0", flexible="0+", fields=[
+    "ConsumerGroupHeartbeatRequest", api_key=68, valid="0-1", flexible="0+", fields=[
         F("group_id", "string"),
         F("member_id", "string"),
         F("member_epoch", "int32"),
@@ -21,7 +19,7 @@ ConsumerGroupHeartbeatRequest = Message(
         F("rack_id", "string", nullable="0+"),
         F("rebalance_timeout_ms", "int32", default=-1),
         F("subscribed_topic_names", "[]string", nullable="0+"),
-        # v1 adds subscribed_topic_regex (nullable string) here; v1 is unstable
+        F("subscribed_topic_regex", "string", "1+", nullable="1+"),
         F("server_assignor", "string", nullable="0+"),
         F("topic_partitions", [
             F("topic_id", "uuid"),
@@ -30,7 +28,7 @@ ConsumerGroupHeartbeatRequest = Message(
     ])
 
 ConsumerGroupHeartbeatResponse = Message(
-    "ConsumerGroupHeartbeatResponse", api_key=68, valid="0", flexible="0+", fields=[
+    "ConsumerGroupHeartbeatResponse", api_key=68, valid="0-1", flexible="0+", fields=[
         F("throttle_time_ms", "int32"),
         F("error_code", "int16"),
         F("error_message", "string", nullable="0+"),

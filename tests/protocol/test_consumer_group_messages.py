@@ -1,5 +1,5 @@
 """KIP-848 declarations on the wire: ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69),
-declared in PENDING_APIS but not served, and the consumer group records of __consumer_offsets.
+served by the broker, and the consumer group records of __consumer_offsets.
 
 Every request and response round-trips through our client and server connections at every
 declared version, with every field set and with every nullable field null; each record type
@@ -21,13 +21,14 @@ import pytest
 
 from protocol import versions
 from protocol.connection import ClientConnection, ServerConnection, decode_request
-from protocol.errors import DecodeError, UnsupportedVersion
+from protocol.errors import DecodeError
 from protocol.messages import APIS, PENDING_APIS, consumer_group, offsets_topic
 from protocol.messages import ALL_APIS, request_body
 from protocol.messages.offsets_topic import ConsumerGroupKey
 from protocol.schema import F, Message, Struct
 
 HEARTBEAT, DESCRIBE = 68, 69
+KIP848 = {key: APIS[key] for key in (HEARTBEAT, DESCRIBE)}
 TOPIC_ID = uuid.UUID("0123456789abcdef0123456789abcdef")
 
 
@@ -69,46 +70,40 @@ def _nullable_paths(message: Message, version: int) -> list[tuple[str, ...]]:
 
 
 def _cases():
-    for key, api in sorted(PENDING_APIS.items()):
+    for key, api in sorted(KIP848.items()):
         for v in range(api.request.versions.low, api.request.versions.high + 1):
             yield pytest.param(key, v, id=f"{api.name}-v{v}")
 
 
 # --- the registry -------------------------------------------------------------------------
 
-def test_pending_apis_are_declared_but_neither_served_nor_advertised():
-    assert set(PENDING_APIS) == {HEARTBEAT, DESCRIBE}
-    assert PENDING_APIS[HEARTBEAT].name == "ConsumerGroupHeartbeat"
-    assert PENDING_APIS[DESCRIBE].name == "ConsumerGroupDescribe"
-    assert not PENDING_APIS.keys() & APIS.keys()
-    assert ALL_APIS[HEARTBEAT] is PENDING_APIS[HEARTBEAT]
-    advertised = {key for key, _low, _high in versions.advertised()}
-    assert not advertised & PENDING_APIS.keys()
-    assert versions.implemented(HEARTBEAT) is None and not versions.is_implemented(DESCRIBE, 0)
-    assert versions.pick_version(HEARTBEAT, 0, 1) is None
-    # the client-facing listener refuses them as it refuses any key it does not serve
-    raw = ClientConnection("c", apis=PENDING_APIS).send_request(
+def test_the_consumer_group_apis_are_served_and_advertised():
+    assert KIP848[HEARTBEAT].name == "ConsumerGroupHeartbeat"
+    assert KIP848[DESCRIBE].name == "ConsumerGroupDescribe"
+    assert ALL_APIS[HEARTBEAT] is APIS[HEARTBEAT] and not PENDING_APIS.keys() & APIS.keys()
+    advertised = {key: (low, high) for key, low, high in versions.advertised()}
+    assert advertised[HEARTBEAT] == (0, 1) and advertised[DESCRIBE] == (0, 0)
+    raw = ClientConnection("c", apis=KIP848).send_request(
         HEARTBEAT, 0, {"group_id": "g", "member_epoch": 0})[1]
-    with pytest.raises(UnsupportedVersion):
-        decode_request(raw[4:])
-    assert decode_request(raw[4:], PENDING_APIS).body.group_id == "g"
+    assert decode_request(raw[4:]).body.group_id == "g"
 
 
-def test_heartbeat_is_declared_at_v0_only_and_describe_at_v0():
-    """Kafka's ConsumerGroupHeartbeat v1 (the topic regex) is `latestVersionUnstable`."""
-    for key in (HEARTBEAT, DESCRIBE):
-        api = PENDING_APIS[key]
-        assert (api.request.versions.low, api.request.versions.high) == (0, 0)
+def test_heartbeat_is_declared_up_to_v1_and_describe_at_v0():
+    """ConsumerGroupHeartbeat v1 (the topic regex) as Kafka 4.0 released it."""
+    assert (KIP848[HEARTBEAT].request.versions.low,
+            KIP848[HEARTBEAT].request.versions.high) == (0, 1)
+    assert (KIP848[DESCRIBE].request.versions.low,
+            KIP848[DESCRIBE].request.versions.high) == (0, 0)
+    for api in KIP848.values():
         assert api.request.is_flexible(0) and api.response.is_flexible(0)
-    assert not versions.accepts(PENDING_APIS, HEARTBEAT, 1)
-    assert versions.accepts(PENDING_APIS, HEARTBEAT, 0)
+    assert versions.accepts(KIP848, HEARTBEAT, 1) and not versions.accepts(KIP848, HEARTBEAT, 2)
 
 
 # --- round trips through the connections --------------------------------------------------
 
 def _exchange(key: int, version: int, request: dict, response: dict):
-    client = ClientConnection("kip848", apis=PENDING_APIS)
-    server = ServerConnection(apis=PENDING_APIS)
+    client = ClientConnection("kip848", apis=KIP848)
+    server = ServerConnection(apis=KIP848)
     cid, raw = client.send_request(key, version, request)
     server.receive_data(raw)
     got_request = server.next_request()
@@ -121,7 +116,7 @@ def _exchange(key: int, version: int, request: dict, response: dict):
 
 @pytest.mark.parametrize("key,version", list(_cases()))
 def test_every_field_set_round_trips(key: int, version: int):
-    api = PENDING_APIS[key]
+    api = KIP848[key]
     request = _sample(api.request.fields, version, itertools.count())
     response = _sample(api.response.fields, version, itertools.count(1000))
     got_request, got_response = _exchange(key, version, request, response)
@@ -133,7 +128,7 @@ def test_every_field_set_round_trips(key: int, version: int):
 @pytest.mark.parametrize("key,version", list(_cases()))
 def test_every_nullable_field_null_round_trips(key: int, version: int):
     """An empty mapping builds every default: null wherever Kafka's default is null."""
-    api = PENDING_APIS[key]
+    api = KIP848[key]
     got_request, got_response = _exchange(key, version, {}, {})
     for message, got in ((api.request, got_request), (api.response, got_response)):
         for path in _nullable_paths(message, version):
@@ -144,7 +139,7 @@ def test_every_nullable_field_null_round_trips(key: int, version: int):
 
 @pytest.mark.parametrize("key,version", list(_cases()))
 def test_every_truncation_is_a_decode_error(key: int, version: int):
-    api = PENDING_APIS[key]
+    api = KIP848[key]
     for message, base in ((api.request, 0), (api.response, 1000)):
         encoded = message.build(_sample(message.fields, version, itertools.count(base)), version)
         for cut in range(len(encoded)):
