@@ -214,3 +214,34 @@ def test_a_classic_member_cannot_join_a_consumer_group_with_members(kip848_broke
     finally:
         classic.close()
         member.consumer.close()
+
+
+def test_the_groups_tool_shows_type_epochs_and_targets(kip848_broker):
+    from tests.interop.test_groups_cli import groups, table
+    topic, group = _setup(kip848_broker, records=6)
+    members = [Member(kip848_broker.bootstrap, group, topic) for _ in range(2)]
+    try:
+        poll_until(members, lambda: sorted(len(m.assignment()) for m in members) == [3, 3],
+                   60, "a 3/3 split")
+        listed = groups(kip848_broker.bootstrap, "list")
+        assert listed.returncode == 0, listed.stderr
+        [row] = [r for r in table(listed.stdout) if r["GROUP"] == group]
+        assert (row["TYPE"], row["STATE"]) == ("Consumer", "Stable")
+
+        described = groups(kip848_broker.bootstrap, "describe", group, "--members")
+        assert described.returncode == 0, described.stderr
+        rows = table(described.stdout)
+        assert len(rows) == 2
+        for r in rows:
+            assert r["#PARTITIONS"] == "3" and int(r["CURRENT-EPOCH"]) > 0
+            assert r["CURRENT-ASSIGNMENT"] == r["TARGET-ASSIGNMENT"]  # reconciled
+            assert r["CURRENT-EPOCH"] == r["TARGET-EPOCH"]
+        state = groups(kip848_broker.bootstrap, "describe", group, "--state")
+        header, values = [line for line in state.stdout.splitlines() if line.strip()]
+        assert "GROUP-EPOCH" in header and "uniform" in values and "Stable" in values
+
+        offsets = groups(kip848_broker.bootstrap, "describe", group)
+        assert offsets.returncode == 0 and len(table(offsets.stdout)) == PARTITIONS
+    finally:
+        for m in members:
+            m.consumer.close()
