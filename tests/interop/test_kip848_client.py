@@ -117,3 +117,40 @@ async def test_a_member_leaving_moves_only_its_partitions(kip848_broker):
         assert recorder.revoked[revoked_before:] == []  # nothing of its own was revoked
         assert recorder.lost == []
         assert set().union(*recorder.assigned) == set(range(PARTITIONS))
+
+
+async def test_offset_requests_check_the_member_epoch(kip848_broker):
+    from bench.cluster import call
+    from protocol import messages as m
+    from protocol.errors import ErrorCode as E
+
+    topic, group = _setup(kip848_broker, 6)
+    async with _consumer(kip848_broker, group) as c:
+        c.subscribe([topic])
+        with trio.fail_after(30):
+            while len(c.assignment()) < PARTITIONS:
+                await c.getmany(timeout_ms=50)
+        meta = c.group_metadata()
+        port = kip848_broker.port
+
+        def fetch(epoch: int) -> int:
+            body = call(port, m.OFFSET_FETCH, 9, {"groups": [
+                {"group_id": group, "member_id": meta.member_id, "member_epoch": epoch,
+                 "topics": None}], "require_stable": False})
+            return body.groups[0].error_code
+
+        def commit(epoch: int) -> int:
+            body = call(port, m.OFFSET_COMMIT, 9, {
+                "group_id": group, "generation_id_or_member_epoch": epoch,
+                "member_id": meta.member_id, "group_instance_id": None,
+                "topics": [{"name": topic, "partitions": [
+                    {"partition_index": 0, "committed_offset": 1,
+                     "committed_metadata": None}]}]})
+            return body.topics[0].partitions[0].error_code
+
+        fetched, stale_fetch = await trio.to_thread.run_sync(
+            lambda: (fetch(meta.generation_id), fetch(meta.generation_id + 5)))
+        committed, stale_commit = await trio.to_thread.run_sync(
+            lambda: (commit(meta.generation_id), commit(meta.generation_id - 1)))
+        assert (fetched, stale_fetch) == (E.NONE, E.STALE_MEMBER_EPOCH)
+        assert (committed, stale_commit) == (E.NONE, E.STALE_MEMBER_EPOCH)
