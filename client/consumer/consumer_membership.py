@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from client.consumer.membership import (
     CallListener, CommitOffsets, CoordinatorUnknown, Fatal, MemberConfig, StartFetching,
-    StopFetching, _sorted,
+    StopFetching, _as_dict, _from_dict, _sorted,
 )
 from client.errors import for_code
 from client.types import TopicPartition
@@ -198,7 +198,7 @@ class ConsumerGroupMember:
                 body["subscribed_topic_names"] = list(self.topics)
                 self._send_subscription = False
             # what it owns, every time: the coordinator learns of a revocation from it
-            body["topic_partitions"] = {} if joining else _by_topic(self.owned)
+            body["topic_partitions"] = {} if joining else _as_dict(self.owned)
         return SendConsumerGroupHeartbeat(body)
 
     def on_heartbeat_response(self, body: Mapping, now_ms: int) -> list:
@@ -218,7 +218,7 @@ class ConsumerGroupMember:
             if assignment is None:
                 return []
             self._last_assignment_epoch = self.epoch
-            return self._reconcile(_from_topics(assignment), now_ms)
+            return self._reconcile(_from_dict(assignment), now_ms)
         if error in _FENCED:
             out = self._give_up("lost") if self.owned else []
             self.epoch = JOIN_EPOCH
@@ -271,17 +271,6 @@ class ConsumerGroupMember:
         self.epoch = JOIN_EPOCH
         self._poll_deadline = None
         return out
-
-
-def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {}
-    for tp in _sorted(partitions):
-        out.setdefault(tp.topic, []).append(tp.partition)
-    return out
-
-
-def _from_topics(assignment: Mapping[str, Iterable[int]]) -> set[TopicPartition]:
-    return {TopicPartition(t, p) for t, ps in assignment.items() for p in ps}
 
 
 def topic_partitions_by_id(partitions: Mapping[str, list[int]],

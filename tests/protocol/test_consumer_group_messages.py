@@ -25,44 +25,12 @@ from protocol.errors import DecodeError
 from protocol.messages import APIS, PENDING_APIS, consumer_group, offsets_topic
 from protocol.messages import ALL_APIS, request_body
 from protocol.messages.offsets_topic import ConsumerGroupKey
-from protocol.schema import F, Message, Struct
+from protocol.schema import Message
+from tests.protocol.samples import _sample
 
 HEARTBEAT, DESCRIBE = 68, 69
 KIP848 = {key: APIS[key] for key in (HEARTBEAT, DESCRIBE)}
 TOPIC_ID = uuid.UUID("0123456789abcdef0123456789abcdef")
-
-
-def _sample(fields: list[F], version: int, counter: itertools.count) -> dict:
-    """A struct with every field present in `version` set to a distinct, non-default value."""
-    out: dict = {}
-    for f in fields:
-        if version not in f.versions:
-            continue
-        n = next(counter)
-        t = f.type
-        if isinstance(t, list):
-            out[f.name] = [_sample(t, version, counter) for _ in range(2)]
-        elif isinstance(t, Struct):
-            out[f.name] = _sample(t.fields, version, counter)
-        elif t.startswith("[]"):
-            out[f.name] = [_scalar(t[2:], n), _scalar(t[2:], n + 1)]
-        else:
-            out[f.name] = _scalar(t, n)
-    return out
-
-
-def _scalar(t: str, n: int) -> Any:
-    if t == "bool":
-        return True
-    if t == "string":
-        return f"s{n}"
-    if t == "bytes":
-        return bytes([n % 256]) * 3
-    if t == "uuid":
-        return uuid.UUID(int=n + 1)
-    if t == "int8":
-        return n % 100 + 2
-    return n + 100_000 if t in ("int32", "int64") else n + 2
 
 
 def _nullable_paths(message: Message, version: int) -> list[tuple[str, ...]]:
