@@ -1,11 +1,13 @@
-"""`minibroker bench rebalance`: the eager-vs-cooperative rolling-bounce benchmark (KIP-429).
+"""`minibroker bench rebalance`: the rolling-bounce benchmark of the group protocols: eager,
+cooperative (KIP-429) and KIP-848's consumer protocol.
 
 Owns the controller, the CLI, the plain-Python pause arithmetic and the charts:
 
-    minibroker bench rebalance --protocol eager|cooperative [--instances 10] [--partitions 100]
+    minibroker bench rebalance --protocol eager|cooperative|consumer [--static]
+        [--instances 10] [--partitions 100]
         [--client minibroker|librdkafka] [--rate 2000] [--work-ms-per-record 1] [--out DIR]
         [--bootstrap H:P [--broker-data-dir DIR]] [--no-spark]
-    minibroker bench rebalance --compare EAGER_OUT COOP_OUT [--chart FILE]
+    minibroker bench rebalance --compare EAGER_OUT COOP_OUT [CONSUMER_OUT] [--chart FILE]
 
 A run starts a broker (its own temp data dir, group.initial.rebalance.delay.ms=0) unless
 --bootstrap is given, creates a topic of --partitions partitions, starts --instances consumer
@@ -384,26 +386,41 @@ def draw_throughput(out_dir: Path, r: dict[str, Any]) -> Path:
     return path
 
 
-def compare(eager_out: Path, coop_out: Path, chart: Path | None, use_spark: bool) -> int:
-    eager, coop = analyze(eager_out, use_spark), analyze(coop_out, use_spark)
-    print_report(eager)
-    print_report(coop)
-    for key in ("partition_pause_ms", "member_pause_ms"):
-        if eager[key]:
-            ratio = coop[key] / eager[key]
-            print(f"cooperative / eager {key}: {coop[key]:,} / {eager[key]:,} = {ratio:.3f}"
-                  + (f" (1/{1 / ratio:.1f})" if 0 < ratio < 1 else ""))
-    goal = eager["partition_pause_ms"] and coop["partition_pause_ms"] * 10 <= eager["partition_pause_ms"]
-    print(f"goal (cooperative partition pause <= eager / 10): {'met' if goal else 'NOT met'}")
+def compare(outs: list[Path], chart: Path | None, use_spark: bool) -> int:
+    """Two or three runs side by side: each one's report, the ratios of each later run's
+    pauses to each earlier one's, and the issues' goals (cooperative partition pause <=
+    eager / 10; KIP-848's consumer protocol <= cooperative / 3 and <= eager / 10)."""
+    results = [analyze(out, use_spark) for out in outs]
+    for r in results:
+        print_report(r)
+    by_protocol = {r["protocol"]: r for r in results}
+    for i, later in enumerate(results):
+        for earlier in results[:i]:
+            for key in ("partition_pause_ms", "member_pause_ms"):
+                if earlier[key]:
+                    ratio = later[key] / earlier[key]
+                    print(f"{later['protocol']} / {earlier['protocol']} {key}: "
+                          f"{later[key]:,} / {earlier[key]:,} = {ratio:.3f}"
+                          + (f" (1/{1 / ratio:.1f})" if 0 < ratio < 1 else ""))
+    for faster, slower, factor in (("cooperative", "eager", 10),
+                                   ("consumer", "cooperative", 3), ("consumer", "eager", 10)):
+        if faster in by_protocol and slower in by_protocol:
+            a = by_protocol[faster]["partition_pause_ms"]
+            b = by_protocol[slower]["partition_pause_ms"]
+            met = bool(b) and a * factor <= b
+            print(f"goal ({faster} partition pause <= {slower} / {factor}): "
+                  f"{'met' if met else 'NOT met'}")
     plt = _pyplot()
-    fig, axes = plt.subplots(2, 1, figsize=(11, 7), sharex=True, sharey=True)
-    for ax, out, r in ((axes[0], eager_out, eager), (axes[1], coop_out, coop)):
+    fig, axes = plt.subplots(len(outs), 1, figsize=(11, 3.5 * len(outs)), sharex=True,
+                             sharey=True)
+    for ax, out, r in zip(axes, outs, results):
         _draw(ax, out, f"{r['protocol']} ({r['client']}, {r['instances']} instances, "
                        f"{r['partitions']} partitions): partition pause "
                        f"{r['partition_pause_ms']:,} ms")
-    axes[0].set_xlabel("")
+    for ax in axes[:-1]:
+        ax.set_xlabel("")
     fig.tight_layout()
-    chart = chart or coop_out.parent / "rebalance-compare.png"
+    chart = chart or outs[-1].parent / "rebalance-compare.png"
     fig.savefig(chart, dpi=110)
     plt.close(fig)
     print(f"chart: {chart}")
@@ -432,13 +449,15 @@ def _wait_for(predicate, timeout_s: float, what: str, interval_s: float = 0.05):
 class BrokerProcess:
     """Our broker in a subprocess, on a free port, with its own data dir."""
 
-    def __init__(self, data_dir: Path, log_path: Path):
+    def __init__(self, data_dir: Path, log_path: Path, overrides: dict[str, Any] | None = None):
         self.data_dir = data_dir
         self.port = _free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         cmd = [sys.executable, "-m", "broker", "serve", "--broker-id", "0",
                "--listen", self.bootstrap, "--data-dir", str(data_dir),
                "-o", "group.initial.rebalance.delay.ms=0", "--log-level", "warning"]
+        for key, value in (overrides or {}).items():
+            cmd += ["-o", f"{key}={value}"]
         self._log = open(log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                      stdout=self._log, stderr=subprocess.STDOUT)
@@ -524,7 +543,8 @@ class GroupWatch:
     with what the coordinator says (DescribeGroups through our AdminClient)."""
 
     def __init__(self, instances: list[Instance], group: str, everything: set[str],
-                 bootstrap: str):
+                 bootstrap: str, consumer_protocol: bool = False):
+        self.consumer_protocol = consumer_protocol  # KIP-848: ConsumerGroupDescribe
         self.instances = instances
         self.group = group
         self.everything = everything
@@ -558,10 +578,16 @@ class GroupWatch:
 
         async def describe():
             async with AdminClient(bootstrap_servers=self.bootstrap) as admin:
-                return (await admin.describe_groups([self.group]))[self.group]
-        g = trio.run(describe)
-        return g.state, {m.client_id: {f"{tp.topic}-{tp.partition}" for tp in m.assignment}
-                         for m in g.members}
+                if self.consumer_protocol:
+                    cg = (await admin.describe_consumer_groups([self.group]))[self.group]
+                    # Stable there also means every member reached its target
+                    return cg.state, {m.client_id: {f"{tp.topic}-{tp.partition}"
+                                                    for tp in m.assignment}
+                                      for m in cg.members if m.member_epoch >= 0}
+                g = (await admin.describe_groups([self.group]))[self.group]
+                return g.state, {m.client_id: {f"{tp.topic}-{tp.partition}"
+                                               for tp in m.assignment} for m in g.members}
+        return trio.run(describe)
 
     def stable(self) -> bool:
         owned = self.consumers_agree()
@@ -642,7 +668,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "partitions": args.partitions, "rate": args.rate,
         "work_ms_per_record": args.work_ms_per_record, "topic": topic, "group": group,
         "heartbeat_interval_ms": args.heartbeat_interval_ms,
-        "session_timeout_ms": args.session_timeout_ms, "bounces": [],
+        "session_timeout_ms": args.session_timeout_ms, "static": args.static, "bounces": [],
         "command": " ".join(["minibroker", "bench", "rebalance", *args.argv])}
 
     temp_dir = None
@@ -653,7 +679,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     else:
         temp_dir = Path(tempfile.mkdtemp(prefix="bench-rebalance-"))
         data_dir = temp_dir / "data"
-        broker = BrokerProcess(data_dir, out / "logs" / "broker.log")
+        # KIP-848's members heartbeat at the coordinator's interval and are fenced after
+        # its session timeout: the bench's settings go to the broker for them, so that the
+        # three protocols are timed with the same numbers
+        broker = BrokerProcess(data_dir, out / "logs" / "broker.log", overrides={
+            "group.consumer.heartbeat.interval.ms": args.heartbeat_interval_ms,
+            "group.consumer.session.timeout.ms": args.session_timeout_ms})
         bootstrap = broker.bootstrap
     meta["bootstrap"] = bootstrap
     stop_file = out / "logs" / "producer.stop"
@@ -672,9 +703,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                    "--session-timeout-ms", str(args.session_timeout_ms),
                    "--fetch-max-wait-ms", str(args.fetch_max_wait_ms),
                    "--fetch-min-bytes", str(args.fetch_min_bytes)]
+            if args.static:
+                cmd += ["--group-instance-id", f"{group}-{name}"]
             instances.append(Instance(name, cmd, out / "consumers" / f"{name}.jsonl",
                                       out / "logs" / f"{name}.log"))
-        watch = GroupWatch(instances, group, everything, bootstrap)
+        watch = GroupWatch(instances, group, everything, bootstrap,
+                           consumer_protocol=args.protocol == "consumer")
         for inst in instances:
             inst.start()
         meta["formed_ts"] = watch.wait_stable(args.stable_timeout_s)
@@ -756,7 +790,11 @@ def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="minibroker bench rebalance",
                                 description="Eager vs cooperative rolling-bounce benchmark.")
-    p.add_argument("--protocol", choices=["eager", "cooperative"])
+    p.add_argument("--protocol", choices=["eager", "cooperative", "consumer"],
+                   help="classic eager (range), classic cooperative (cooperative-sticky), "
+                        "or KIP-848's consumer protocol (the broker assigns)")
+    p.add_argument("--static", action="store_true",
+                   help="static members (group.instance.id per instance)")
     p.add_argument("--instances", type=int, default=10)
     p.add_argument("--partitions", type=int, default=100)
     p.add_argument("--client", choices=["minibroker", "librdkafka"], default="minibroker")
@@ -779,8 +817,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-data", action="store_true", help="keep the started broker's data dir")
     p.add_argument("--no-spark", action="store_true",
                    help="only the plain-Python pause totals (default: Spark's too when available)")
-    p.add_argument("--compare", nargs=2, metavar=("EAGER_OUT", "COOP_OUT"),
-                   help="draw two runs in one figure and print the ratio")
+    p.add_argument("--compare", nargs="+", metavar="OUT",
+                   help="two or three runs' OUT directories (eager, cooperative, consumer): "
+                        "one figure, the ratios and the goals")
     p.add_argument("--chart", help="with --compare: the PNG to write")
     # the producer process the controller starts
     p.add_argument("--produce", action="store_true", help=argparse.SUPPRESS)
@@ -799,10 +838,12 @@ def main(argv: list[str] | None = None) -> int:
             return run_producer(args.bootstrap, args.topic, args.partitions, args.rate,
                                 Path(args.stop_file))
         if args.compare:
-            return compare(Path(args.compare[0]), Path(args.compare[1]),
+            if not 2 <= len(args.compare) <= 3:
+                parser.error("--compare takes two or three OUT directories")
+            return compare([Path(o) for o in args.compare],
                            Path(args.chart) if args.chart else None, not args.no_spark)
         if args.protocol is None:
-            parser.error("--protocol is required (or --compare EAGER_OUT COOP_OUT)")
+            parser.error("--protocol is required (or --compare OUT OUT [OUT])")
         if args.instances < 1 or args.partitions < 1 or args.rate <= 0:
             parser.error("--instances, --partitions and --rate must be > 0")
         args.bounces = args.instances if args.bounces is None else min(args.bounces,

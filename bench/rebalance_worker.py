@@ -5,7 +5,8 @@ writer of bench/events.py CONSUMER_EVENT_TYPES, checked against that declaration
 broker's EventLog is) and the two consumer loops:
 
 - `minibroker`: our client.Consumer subscribed with partition_assignment_strategy ["range"]
-  (eager) or ["cooperative-sticky"] (cooperative) and a ConsumerRebalanceListener;
+  (eager) or ["cooperative-sticky"] (cooperative), or group_protocol="consumer" (KIP-848),
+  and a ConsumerRebalanceListener;
 - `librdkafka`: a confluent-kafka Consumer with partition.assignment.strategy range or
   cooperative-sticky and on_assign / on_revoke / on_lost callbacks (incremental_assign /
   incremental_unassign under the cooperative protocol, as librdkafka requires).
@@ -146,9 +147,12 @@ async def run_minibroker(args: argparse.Namespace, log: ConsumerEventLog) -> str
 
     reason = "signal"
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        protocol: dict[str, Any] = (
+            {"group_protocol": "consumer"} if args.protocol == "consumer" else
+            {"partition_assignment_strategy": [STRATEGIES[args.protocol]]})
         async with Consumer(
                 bootstrap_servers=args.bootstrap, group_id=args.group, client_id=args.instance,
-                partition_assignment_strategy=[STRATEGIES[args.protocol]],
+                group_instance_id=args.group_instance_id, **protocol,
                 # Auto-commit is awaited inside getmany() and goes over the coordinator's
                 # connection, where the broker parks the member's JoinGroup until the
                 # rebalance completes: a member whose timer fired then got no records for the
@@ -193,16 +197,23 @@ def run_librdkafka(args: argparse.Namespace, log: ConsumerEventLog) -> str:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    cooperative = args.protocol == "cooperative"
-    consumer = Consumer({
+    # KIP-848's protocol is incremental too; its timeouts are the coordinator's
+    cooperative = args.protocol in ("cooperative", "consumer")
+    conf: dict[str, Any] = {
         "bootstrap.servers": args.bootstrap, "group.id": args.group, "client.id": args.instance,
-        "partition.assignment.strategy": STRATEGIES[args.protocol],
         "auto.offset.reset": "earliest", "enable.auto.commit": True,
         "enable.partition.eof": False,
-        "session.timeout.ms": args.session_timeout_ms,
-        "heartbeat.interval.ms": args.heartbeat_interval_ms,
         "fetch.wait.max.ms": args.fetch_max_wait_ms, "fetch.min.bytes": args.fetch_min_bytes,
-    })
+    }
+    if args.protocol == "consumer":
+        conf["group.protocol"] = "consumer"
+    else:
+        conf.update({"partition.assignment.strategy": STRATEGIES[args.protocol],
+                     "session.timeout.ms": args.session_timeout_ms,
+                     "heartbeat.interval.ms": args.heartbeat_interval_ms})
+    if args.group_instance_id:
+        conf["group.instance.id"] = args.group_instance_id
+    consumer = Consumer(conf)
 
     def emit(kind: str, c, partitions) -> None:
         log.emit(kind, member=c.memberid() or "", generation=-1,
@@ -247,7 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.rebalance_worker",
                                 description="One consumer instance of the rolling-bounce bench.")
     p.add_argument("--client", choices=["minibroker", "librdkafka"], default="minibroker")
-    p.add_argument("--protocol", choices=sorted(STRATEGIES), required=True)
+    p.add_argument("--protocol", choices=sorted([*STRATEGIES, "consumer"]), required=True)
+    p.add_argument("--group-instance-id", default=None, help="a static member's id")
     p.add_argument("--bootstrap", required=True)
     p.add_argument("--topic", required=True)
     p.add_argument("--group", required=True)

@@ -198,6 +198,14 @@ BROKER_PROPERTIES = _props(
     Prop("group.initial.rebalance.delay.ms", "int", 3000,
          "How long a new group waits for more members before its first rebalance.", minimum=0),
     Prop("group.max.size", "int", 2**31 - 1, "Most members a group may have.", minimum=1),
+    Prop("group.consumer.heartbeat.interval.ms", "int", 5000,
+         "How often members of a consumer group (KIP-848) heartbeat.", minimum=1),
+    Prop("group.consumer.session.timeout.ms", "int", 45000,
+         "How long a consumer group member may go without a heartbeat.", minimum=1),
+    Prop("group.consumer.assignors", "list", ("uniform", "range"),
+         "The server-side assignors of consumer groups; the first is the default.",),
+    Prop("group.consumer.max.size", "int", 2**31 - 1,
+         "Most members a consumer group may have.", minimum=1),
     Prop("events.segment.bytes", "long", 64 * 1024 * 1024,
          "minibroker: event log file size before rotation.", minimum=1024),
     Prop("events.retention.files", "int", 20, "minibroker: event log files kept.", minimum=1),
@@ -331,6 +339,10 @@ class BrokerConfig:
     group_max_session_timeout_ms = _Typed(int)
     group_initial_rebalance_delay_ms = _Typed(int)
     group_max_size = _Typed(int)
+    group_consumer_heartbeat_interval_ms = _Typed(int)
+    group_consumer_session_timeout_ms = _Typed(int)
+    group_consumer_assignors = _Typed(tuple)
+    group_consumer_max_size = _Typed(int)
     events_segment_bytes = _Typed(int)
     events_retention_files = _Typed(int)
     events_request_sample_per_second = _Typed(int)

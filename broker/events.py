@@ -76,6 +76,14 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
                     "group_instance_id": "string", "reason": "string"},
     "offset_commit": {"group": "string", "generation": "long", "member": "string",
                       "offsets": "array<string>"},
+    # KIP-848 consumer groups: a member's assignment each time it changes (what it holds,
+    # and what it is asked to give up), and members leaving or fenced
+    "consumer_group_assignment": {"group": "string", "member": "string",
+                                  "member_epoch": "long", "state": "string",
+                                  "assigned": "array<string>",
+                                  "pending_revocation": "array<string>"},
+    "consumer_group_leave": {"group": "string", "member": "string", "static": "boolean"},
+    "consumer_group_fenced": {"group": "string", "member": "string", "reason": "string"},
     # replication: leader_change is written by the active controller's node as each
     # committed PartitionChangeRecord moves a leadership; isr_change by the partition's
     # leader when the controller commits its AlterPartition; log_truncation by a follower

@@ -3,7 +3,8 @@
 Owns: `AdminClient` and the plain dataclasses it takes and returns (`NewTopic`,
 `CreatedTopic`, `TopicListing`, `TopicDescription`, `PartitionInfo`, `ConfigResource`,
 `ConfigEntry`, `GroupListing`, `GroupDescription`, `MemberDescription`,
-`ClusterDescription`, `QuorumInfo`, `ReplicaState`).
+`ConsumerGroupDescription`, `ConsumerGroupMemberDescription`, `ClusterDescription`,
+`QuorumInfo`, `ReplicaState`).
 
     async with AdminClient(bootstrap_servers="127.0.0.1:9092") as admin:
         await admin.create_topics({"orders": 3})          # or [NewTopic("orders", 3, 1)]
@@ -11,6 +12,7 @@ Owns: `AdminClient` and the plain dataclasses it takes and returns (`NewTopic`,
         [t.name for t in await admin.list_topics()]
         await admin.describe_configs([ConfigResource("topic", "orders")])
         await admin.describe_groups(["billing"])          # {"billing": GroupDescription}
+        await admin.describe_consumer_groups(["audit"])   # KIP-848 groups: epochs, targets
         await admin.list_consumer_group_offsets("billing")  # {TopicPartition: offset}
         await admin.list_offsets({TopicPartition("orders", 0): "latest"})
         await admin.delete_topics(["orders"])
@@ -53,13 +55,14 @@ from client.types import Node, TopicPartition
 from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
-    CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS,
+    CONSUMER_GROUP_DESCRIBE, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CLUSTER,
+    DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS, DESCRIBE_QUORUM, LIST_GROUPS, LIST_OFFSETS,
 )
 from protocol.primitives import ZERO_UUID
 
 __all__ = ["AdminClient", "ClusterDescription", "ConfigEntry", "ConfigResource", "CreatedTopic",
-           "GroupDescription", "GroupListing", "MemberDescription", "NewTopic", "PartitionInfo",
+           "ConsumerGroupDescription", "ConsumerGroupMemberDescription", "GroupDescription", "GroupListing", "MemberDescription", "NewTopic", "PartitionInfo",
            "QuorumInfo", "ReplicaState", "TopicDescription", "TopicListing"]
 
 T = TypeVar("T")
@@ -153,6 +156,34 @@ class GroupListing:
     protocol_type: str
     state: str | None  # None: the broker's ListGroups version does not say (< v4)
     coordinator: int  # node id of the broker that answered for it
+    group_type: str | None = None  # "classic" or "consumer" (KIP-848); None before v5
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMemberDescription:
+    """A member of a KIP-848 consumer group, as ConsumerGroupDescribe answers: its epoch,
+    what it holds now and what the coordinator's target gives it."""
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: tuple[TopicPartition, ...]
+    target_assignment: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True)
+class ConsumerGroupDescription:
+    group_id: str
+    state: str  # "Empty", "Assigning", "Reconciling", "Stable", "Dead"
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str
+    members: tuple[ConsumerGroupMemberDescription, ...]
+    coordinator: int
 
 
 @dataclass(frozen=True)
@@ -494,7 +525,8 @@ class AdminClient:
             body = await self._retrying(f"ListGroups on node {node_id}", attempt, timeout_ms)
             for g in body.groups:
                 found[g.group_id] = GroupListing(g.group_id, g.protocol_type,
-                                                 g.get("group_state"), node_id)
+                                                 g.get("group_state"), node_id,
+                                                 g.get("group_type") or None)
         return [found[g] for g in sorted(found)]
 
     async def describe_groups(self, group_ids: Iterable[str], *,
@@ -517,6 +549,29 @@ class AdminClient:
 
             out[group_id] = await self._retrying(f"DescribeGroups({group_id})", attempt,
                                                  timeout_ms)
+        return out
+
+    async def describe_consumer_groups(self, group_ids: Iterable[str], *,
+                                       timeout_ms: int | None = None
+                                       ) -> dict[str, ConsumerGroupDescription]:
+        """KIP-848 consumer groups by id (ConsumerGroupDescribe on each one's coordinator):
+        GroupIdNotFoundError for a group that does not exist or is a classic group."""
+        out: dict[str, ConsumerGroupDescription] = {}
+        for group_id in dict.fromkeys(group_ids):
+            async def attempt(group_id: str = group_id) -> ConsumerGroupDescription:
+                node_id, conn = await self._coordinator(group_id)
+                resp = await conn.request(CONSUMER_GROUP_DESCRIBE, {
+                    "group_ids": [group_id], "include_authorized_operations": False})
+                g = next((g for g in resp.body.groups if g.group_id == group_id), None)
+                if g is None:
+                    raise for_code(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                   f"ConsumerGroupDescribe did not describe '{group_id}'")
+                if g.error_code != ErrorCode.NONE:
+                    raise for_code(g.error_code, g.error_message or f"group '{group_id}'")
+                return _consumer_group_description(g, node_id)
+
+            out[group_id] = await self._retrying(f"ConsumerGroupDescribe({group_id})",
+                                                 attempt, timeout_ms)
         return out
 
     async def list_consumer_group_offsets(self, group_id: str, *,
@@ -704,3 +759,18 @@ def _group_description(g: Any, node_id: int) -> GroupDescription:
             bytes(m.member_metadata), bytes(m.member_assignment)))
     return GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data,
                             tuple(members), node_id)
+
+
+def _topic_partitions(assignment: Any) -> tuple[TopicPartition, ...]:
+    return tuple(sorted(TopicPartition(t.topic_name, p)
+                        for t in assignment.topic_partitions for p in t.partitions))
+
+
+def _consumer_group_description(g: Any, node_id: int) -> ConsumerGroupDescription:
+    return ConsumerGroupDescription(
+        g.group_id, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name,
+        tuple(ConsumerGroupMemberDescription(
+            m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
+            tuple(m.subscribed_topic_names), m.subscribed_topic_regex,
+            _topic_partitions(m.assignment), _topic_partitions(m.target_assignment))
+            for m in g.members), node_id)

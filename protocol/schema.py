@@ -12,9 +12,10 @@ A declaration reads like Kafka's own JSON, in Python and snake_case:
         F("topic_data", [F("name", "string"), F("partition_data", [...])]),
     ])
 
-A list as the type means an array of structs; `Struct([...])` a single nested struct;
-"[]int32" an array of a primitive. Parsed messages are construct Containers (dicts with
-attribute access); to build one pass any mapping, and missing fields take their defaults.
+A list as the type means an array of structs; `Struct([...])` a single nested struct (with
+`nullable=`, an int8 presence marker before it); "[]int32" an array of a primitive. Parsed
+messages are construct Containers (dicts with attribute access); to build one pass any
+mapping, and missing fields take their defaults.
 """
 
 from __future__ import annotations
@@ -144,13 +145,36 @@ class KStruct(Construct):
         return obj
 
 
+class NullableStruct(Construct):
+    """A single struct where its field is nullable: an int8 -1 for null, else 1 and the
+    struct. Kafka writes the same marker inside a tagged field (its tag's size counts it), and
+    a null tagged struct, whose default is null, is left out (TaggedFields omits None)."""
+
+    def __init__(self, struct: KStruct):
+        super().__init__()
+        self.struct = struct
+
+    def _parse(self, stream, context, path):
+        if p.INT8._parsereport(stream, context, path) < 0:
+            return None
+        return self.struct._parsereport(stream, context, path)
+
+    def _build(self, obj, stream, context, path):
+        if obj is None:
+            stream.write(b"\xff")
+            return obj
+        stream.write(b"\x01")
+        return self.struct._build(obj, stream, context, path)
+
+
 def _field_construct(f: F, version: int, flexible: bool) -> Construct:
     nullable = version in f.nullable
     t = f.type
     if isinstance(t, list):
         return p.KArray(_struct(t, version, flexible), flexible, nullable)
     if isinstance(t, Struct):
-        return _struct(t.fields, version, flexible)
+        struct = _struct(t.fields, version, flexible)
+        return NullableStruct(struct) if nullable else struct
     if t.startswith("[]"):
         inner = F(f.name, t[2:], "0+")
         return p.KArray(_field_construct(inner, version, flexible), flexible, nullable)

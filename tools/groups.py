@@ -4,13 +4,18 @@ kafka-consumer-groups.sh, on the client library's AdminClient.
     minibroker groups list --bootstrap-server 127.0.0.1:9092
     minibroker groups describe GROUP --bootstrap-server 127.0.0.1:9092 [--members | --state]
 
-`list` asks every broker (ListGroups) and prints GROUP, STATE and PROTOCOL-TYPE. `describe`
+`list` asks every broker (ListGroups) and prints GROUP, TYPE (Classic, or Consumer for a
+KIP-848 group), STATE and PROTOCOL-TYPE. `describe`
 asks the group's coordinator for the group (DescribeGroups) and its committed offsets
 (OffsetFetch), asks the partition leaders for their log end offsets (ListOffsets, latest)
 and prints Kafka's table: one row per partition that is assigned or has a committed offset,
 with the lag. `--members` prints one row per member with its decoded assignment, `--state`
-the one-line summary. As in Kafka, "has no active members" and "is rebalancing" go to
-stderr.
+the one-line summary. A KIP-848 consumer group (DescribeGroups answers GROUP_ID_NOT_FOUND
+for it, as in Kafka 4.0) is described with ConsumerGroupDescribe: `--members` adds each
+member's CURRENT-EPOCH and CURRENT-ASSIGNMENT beside the TARGET-EPOCH and TARGET-ASSIGNMENT
+the coordinator computed, `--state` the GROUP-EPOCH and TARGET-ASSIGNMENT-EPOCH, and the
+ASSIGNMENT-STRATEGY is the server-side assignor. As in Kafka, "has no active members" and
+"is rebalancing" go to stderr.
 
 Exit status 0; 1, with one line on stderr, when the group does not exist (DescribeGroups
 answers Dead or GROUP_ID_NOT_FOUND), the broker cannot be reached or answers an error.
@@ -49,6 +54,7 @@ class GroupListing:
     group_id: str
     state: str
     protocol_type: str
+    group_type: str = "Classic"  # Kafka's GroupType: "Classic" or "Consumer" (KIP-848)
 
 
 @dataclass
@@ -58,6 +64,9 @@ class Member:
     client_id: str
     host: str
     assignment: dict[str, list[int]] = field(default_factory=dict)
+    # a KIP-848 member: its epoch and what the coordinator's target gives it
+    member_epoch: int | None = None
+    target: dict[str, list[int]] | None = None
 
     @property
     def partitions(self) -> list[tuple[str, int]]:
@@ -88,6 +97,10 @@ class GroupDescription:
     coordinator: tuple[int, str, int]  # node id, host, port
     members: list[Member]
     rows: list[PartitionRow]
+    # KIP-848 consumer groups: "Consumer", the group epoch and the target assignment's
+    group_type: str = "Classic"
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
 
 
 # --- talking to the cluster ----------------------------------------------------------
@@ -100,7 +113,8 @@ async def list_groups(admin: AdminClient) -> list[GroupListing]:
     states = ({gid: d.state for gid, d in (await admin.describe_groups(unknown)).items()}
               if unknown else {})
     return [GroupListing(g.group_id, g.state or states.get(g.group_id, MISSING),
-                         g.protocol_type) for g in listed]
+                         g.protocol_type, (g.group_type or "classic").capitalize())
+            for g in listed]
 
 
 async def describe_group(admin: AdminClient, group: str) -> GroupDescription:
@@ -110,21 +124,53 @@ async def describe_group(admin: AdminClient, group: str) -> GroupDescription:
         g = (await admin.describe_groups([group]))[group]
     except KafkaError as e:
         if e.code is ErrorCode.GROUP_ID_NOT_FOUND:
-            raise GroupNotFound(group) from None
+            # Kafka 4.0 describes classic groups only with DescribeGroups
+            return await _describe_consumer_group(admin, group)
         raise
     if g.state == "Dead":
         raise GroupNotFound(group)
-    committed = await admin.list_consumer_group_offsets(group)
-    node = admin.cluster.metadata.node(g.coordinator)
-    # FindCoordinator's own answer stands in for a node Metadata has not listed yet
-    host, port = (node.host, node.port) if node else admin.pool.nodes.get(g.coordinator, ("", -1))
     members = []
     for described in g.members:
-        assignment: dict[str, list[int]] = {}
-        for tp in described.assignment:
-            assignment.setdefault(tp.topic, []).append(tp.partition)
         members.append(Member(described.member_id, described.group_instance_id,
-                              described.client_id, described.client_host, assignment))
+                              described.client_id, described.client_host,
+                              _by_topic(described.assignment)))
+    return await _with_offsets(admin, group, g.state, g.protocol_type, g.protocol,
+                               g.coordinator, members)
+
+
+def _by_topic(partitions) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for tp in partitions:
+        out.setdefault(tp.topic, []).append(tp.partition)
+    return out
+
+
+async def _describe_consumer_group(admin: AdminClient, group: str) -> GroupDescription:
+    """A KIP-848 group, from ConsumerGroupDescribe: its members with their epochs and
+    their current and target assignments."""
+    try:
+        g = (await admin.describe_consumer_groups([group]))[group]
+    except KafkaError as e:
+        if e.code is ErrorCode.GROUP_ID_NOT_FOUND:
+            raise GroupNotFound(group) from None
+        raise
+    members = [Member(m.member_id, m.instance_id, m.client_id, m.client_host,
+                      _by_topic(m.assignment), m.member_epoch, _by_topic(m.target_assignment))
+               for m in g.members]
+    desc = await _with_offsets(admin, group, g.state, "consumer", g.assignor, g.coordinator,
+                               members)
+    desc.group_type, desc.group_epoch, desc.assignment_epoch = \
+        "Consumer", g.group_epoch, g.assignment_epoch
+    return desc
+
+
+async def _with_offsets(admin: AdminClient, group: str, state: str, protocol_type: str,
+                        protocol: str, coordinator: int, members: list[Member]
+                        ) -> GroupDescription:
+    committed = await admin.list_consumer_group_offsets(group)
+    node = admin.cluster.metadata.node(coordinator)
+    # FindCoordinator's own answer stands in for a node Metadata has not listed yet
+    host, port = (node.host, node.port) if node else admin.pool.nodes.get(coordinator, ("", -1))
 
     by_partition: dict[tuple[str, int], Member] = {}
     for m in members:
@@ -134,8 +180,8 @@ async def describe_group(admin: AdminClient, group: str) -> GroupDescription:
     ends = await _log_end_offsets(admin, partitions)
     rows = [PartitionRow(t, p, committed.get(TopicPartition(t, p)), ends.get((t, p)),
                          by_partition.get((t, p))) for t, p in partitions]
-    return GroupDescription(group, g.state, g.protocol_type, g.protocol,
-                            (g.coordinator, host, port), members, rows)
+    return GroupDescription(group, state, protocol_type, protocol, (coordinator, host, port),
+                            members, rows)
 
 
 async def _log_end_offsets(admin: AdminClient, partitions: list[tuple[str, int]]
@@ -175,12 +221,13 @@ def _table(out: TextIO, header: list[str], rows: list[list[str]], widths: list[i
         out.write(" ".join(cells).rstrip() + "\n")
 
 
-def _assignment_text(m: Member) -> str:
+def _assignment_text(m: Member, assignment: dict[str, list[int]] | None = None) -> str:
     """Kafka's --members --verbose ASSIGNMENT: topic(0,1), other(2)."""
-    if not m.assignment:
+    assignment = m.assignment if assignment is None else assignment
+    if not assignment:
         return MISSING
     return ", ".join(f"{t}({','.join(str(p) for p in sorted(ps))})"
-                     for t, ps in sorted(m.assignment.items()))
+                     for t, ps in sorted(assignment.items()))
 
 
 def _state_notice(desc: GroupDescription, err: TextIO) -> None:
@@ -210,6 +257,15 @@ def print_members(desc: GroupDescription, out: TextIO, err: TextIO) -> None:
     _state_notice(desc, err)
     if not desc.members:
         return
+    if desc.group_type == "Consumer":  # Kafka 4.0's --members --verbose for these
+        rows = [[desc.group_id, _cell(m.member_id), _cell(m.group_instance_id), _cell(m.host),
+                 _cell(m.client_id), str(len(m.partitions)), _cell(m.member_epoch),
+                 _assignment_text(m), _cell(desc.assignment_epoch),
+                 _assignment_text(m, m.target or {})] for m in desc.members]
+        _table(out, ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID",
+                     "#PARTITIONS", "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH",
+                     "TARGET-ASSIGNMENT"], rows, [15, 15, 17, 15, 15, 11, 13, 18, 12, None])
+        return
     rows = [[desc.group_id, _cell(m.member_id), _cell(m.group_instance_id), _cell(m.host),
              _cell(m.client_id), str(len(m.partitions)), _assignment_text(m)]
             for m in desc.members]
@@ -220,17 +276,25 @@ def print_members(desc: GroupDescription, out: TextIO, err: TextIO) -> None:
 def print_state(desc: GroupDescription, out: TextIO, err: TextIO) -> None:
     _state_notice(desc, err)
     node_id, host, port = desc.coordinator
+    if desc.group_type == "Consumer":
+        _table(out, ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE",
+                     "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"],
+               [[desc.group_id, f"{host}:{port}  ({node_id})", desc.protocol, desc.state,
+                 _cell(desc.group_epoch), _cell(desc.assignment_epoch),
+                 str(len(desc.members))]], [15, 25, 20, 15, 12, 24, None])
+        return
     _table(out, ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
            [[desc.group_id, f"{host}:{port}  ({node_id})", desc.protocol, desc.state,
              str(len(desc.members))]], [15, 25, 20, 15, None])
 
 
 def print_list(groups: list[GroupListing], out: TextIO) -> None:
-    rows = [[g.group_id, g.state, _cell(g.protocol_type)] for g in groups]
-    cols = [max([15, len("GROUP")] + [len(r[0]) for r in rows]),
-            max([15] + [len(r[1]) for r in rows])]
-    for r in [["GROUP", "STATE", "PROTOCOL-TYPE"], *rows]:
-        out.write(f"{r[0].ljust(cols[0])} {r[1].ljust(cols[1])} {r[2]}\n")
+    rows = [[g.group_id, g.group_type, g.state, _cell(g.protocol_type)] for g in groups]
+    cols = [max([15, len("GROUP")] + [len(r[0]) for r in rows]), 8,
+            max([15] + [len(r[2]) for r in rows])]
+    for r in [["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"], *rows]:
+        out.write(f"{r[0].ljust(cols[0])} {r[1].ljust(cols[1])} {r[2].ljust(cols[2])} "
+                  f"{r[3]}\n")
 
 
 # --- command line ------------------------------------------------------------------
@@ -245,7 +309,7 @@ def add_arguments(parser) -> None:
                        metavar="MS", help="how long to wait for each answer and for the "
                                           "coordinator (default %(default)s)")
 
-    lst = sub.add_parser("list", help="every group: GROUP, STATE, PROTOCOL-TYPE")
+    lst = sub.add_parser("list", help="every group: GROUP, TYPE, STATE, PROTOCOL-TYPE")
     common(lst)
     desc = sub.add_parser("describe", help="a group's partitions, offsets and lag")
     desc.add_argument("group", metavar="GROUP")

@@ -16,6 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+import uuid
+
+from broker.coordinator import cg_records
+from broker.coordinator.consumer_group import (
+    ConsumerGroupConfig, ConsumerGroups, HeartbeatRequest, heartbeat_error,
+)
 from broker.coordinator.group import ClassicGroup, GroupState, Member
 from broker.coordinator.membership import (
     Append, Emit, GroupConfig, JoinRequest, Membership, Reply, group_id_error, join_error,
@@ -25,7 +31,7 @@ from broker.coordinator.offsets import OffsetRecord, OffsetStore, partition_of
 from protocol.consumer_protocol import decode_assignment, decode_subscription, partition_names
 from protocol.errors import DecodeError, ErrorCode
 from protocol.messages import offsets_topic
-from protocol.messages.offsets_topic import GroupKey, OffsetKey
+from protocol.messages.offsets_topic import ConsumerGroupKey, GroupKey, OffsetKey
 
 E = ErrorCode
 S = GroupState
@@ -38,6 +44,7 @@ class CoordinatorConfig:
     offsets_retention_ms: int = 7 * 24 * 3_600_000  # offsets.retention.minutes
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
     group: GroupConfig = field(default_factory=GroupConfig)
+    consumer_group: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)
 
 
 def _partitions_named(protocol_type: str, assignment: bytes) -> list[str]:
@@ -69,8 +76,13 @@ class GroupCoordinator:
         if new_member_id is not None:
             self.membership.new_member_id = new_member_id
         self.offsets = OffsetStore(config.offset_metadata_max_bytes)
+        self.consumer_groups = ConsumerGroups(config.consumer_group)
         self.owned: set[int] = set()
         self.loading: set[int] = set()
+        # the metadata image's topics, set by the runtime (none in pure tests):
+        # name -> (topic id, partition count), and id -> name
+        self.topics: Callable[[], dict[str, tuple[uuid.UUID, int]]] = dict
+        self.topic_name: Callable[[uuid.UUID], str | None] = lambda topic_id: None
 
     @property
     def groups(self) -> dict[str, ClassicGroup]:
@@ -79,6 +91,21 @@ class GroupCoordinator:
     @property
     def timers(self):
         return self.membership.timers
+
+    def next_deadline(self) -> int | None:
+        """The earliest timer of either group protocol."""
+        deadlines = [d for d in (self.membership.timers.next_deadline(),
+                                 self.consumer_groups.timers.next_deadline()) if d is not None]
+        return min(deadlines) if deadlines else None
+
+    def _topic_id(self, name: str) -> uuid.UUID | None:
+        known = self.topics().get(name)
+        return known[0] if known is not None else None
+
+    def _encoded(self, effects: list) -> list:
+        """The consumer-group machine's Appends with its records as Kafka's bytes."""
+        return [Append(e.group_id, [cg_records.encode(r, self._topic_id) for r in e.records])
+                if isinstance(e, Append) else e for e in effects]
 
     # -- routing ------------------------------------------------------------------------------
 
@@ -107,7 +134,60 @@ class GroupCoordinator:
         error = self.check(req.group_id)
         if error != E.NONE:
             return [Reply(waiter, join_error(error, req.member_id))]
+        consumer_group = self.consumer_groups.groups.get(req.group_id)
+        if consumer_group is not None:
+            if consumer_group.members:
+                # Kafka 4.0 can seat a classic member in a consumer group (its migration
+                # policy); here a group keeps the protocol it has while it has members
+                return [Reply(waiter, join_error(E.INCONSISTENT_GROUP_PROTOCOL, req.member_id))]
+            del self.consumer_groups.groups[req.group_id]  # empty: it may change protocol
         return self.membership.join(waiter, req, now_ms)
+
+    # -- KIP-848 consumer groups ---------------------------------------------------------------
+
+    def consumer_group_heartbeat(self, waiter: Any, req: HeartbeatRequest, now_ms: int) -> list:
+        error = self.check(req.group_id)
+        if error != E.NONE:
+            return [Reply(waiter, heartbeat_error(error, None, req.member_id))]
+        classic = self.groups.get(req.group_id)
+        if classic is not None:
+            if classic.members or classic.state not in (S.EMPTY, S.DEAD):
+                return [Reply(waiter, heartbeat_error(
+                    E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.",
+                    req.member_id))]
+            del self.groups[req.group_id]  # an empty classic group becomes a consumer group
+        topics = {name: count for name, (_, count) in self.topics().items()}
+        return self._encoded(self.consumer_groups.heartbeat(waiter, req, now_ms, topics))
+
+    def consumer_group_describe(self, group_id: str) -> dict:
+        """ConsumerGroupDescribe's entry for one group (topics by name; the handler adds
+        their ids)."""
+        error = self.check(group_id)
+        body: dict[str, Any] = {"error_code": error, "error_message": None, "group_id": group_id,
+                                "group_state": "Dead", "group_epoch": -1,
+                                "assignment_epoch": -1, "assignor_name": "", "members": [],
+                                "authorized_operations": -2**31}
+        if error != E.NONE:
+            return body
+        group = self.consumer_groups.groups.get(group_id)
+        if group is None:
+            message = (f"Group {group_id} is not a consumer group." if group_id in self.groups
+                       else f"Group {group_id} not found.")
+            body.update(error_code=E.GROUP_ID_NOT_FOUND, error_message=message)
+            return body
+        default = self.config.consumer_group.assignors[0]
+        body.update(group_state=group.state.value, group_epoch=group.group_epoch,
+                    assignment_epoch=group.target_epoch,
+                    assignor_name=group.preferred_assignor(default), members=[
+                        {"member_id": m.member_id, "instance_id": m.instance_id,
+                         "rack_id": m.rack_id, "member_epoch": m.member_epoch,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "subscribed_topic_names": list(m.subscribed_topic_names),
+                         "subscribed_topic_regex": m.subscribed_topic_regex,
+                         "assignment": m.assigned,
+                         "target_assignment": group.target.get(m.member_id, {})}
+                        for m in group.members.values()])
+        return body
 
     def sync(self, waiter: Any, group_id: str, generation: int, member_id: str,
              group_instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
@@ -136,7 +216,11 @@ class GroupCoordinator:
         return self.membership.leave(waiter, group_id, identities, now_ms)
 
     def on_timers(self, now_ms: int) -> list:
-        return self.membership.on_timers(now_ms)
+        out = self.membership.on_timers(now_ms)
+        timers = self.consumer_groups.timers
+        while (key := timers.pop_due(now_ms)) is not None:
+            out += self._encoded(self.consumer_groups.on_timer(key, now_ms))
+        return out
 
     # -- offsets ------------------------------------------------------------------------------
 
@@ -146,6 +230,8 @@ class GroupCoordinator:
         error = self.check(group_id, allow_empty=True)
         if error != E.NONE:
             return error
+        if group_id in self.consumer_groups.groups:
+            return self.consumer_groups.commit_error(group_id, member_id, generation)
         group = self.groups.get(group_id)
         if group is None:
             # a group that does not use Kafka for membership may still store offsets
@@ -187,11 +273,20 @@ class GroupCoordinator:
         out.append(Reply(waiter, errors))
         return out
 
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None):
-        """(error, {(topic, partition): CommittedOffset | None})."""
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
+                      member_id: str | None = None, member_epoch: int = -1):
+        """(error, {(topic, partition): CommittedOffset | None}). OffsetFetch v9 may name a
+        consumer group's member and epoch, which must then be current."""
         error = self.check(group_id, allow_empty=True)
         if error != E.NONE:
             return error, {}
+        if member_epoch >= 0 or member_id:
+            if group_id in self.consumer_groups.groups:
+                error = self.consumer_groups.fetch_error(group_id, member_id, member_epoch)
+            elif member_epoch >= 0:
+                error = E.UNKNOWN_MEMBER_ID  # a member of a group that does not exist
+            if error != E.NONE:
+                return error, {}
         return E.NONE, self.offsets.fetch(group_id, partitions)
 
     def expire_offsets(self, now_ms: int) -> list:
@@ -226,6 +321,11 @@ class GroupCoordinator:
         body: dict[str, Any] = {"error_code": error, "error_message": None, "group_id": group_id,
                 "group_state": S.DEAD.value, "protocol_type": "", "protocol_data": "",
                 "members": [], "authorized_operations": -2**31}
+        if error == E.NONE and group_id in self.consumer_groups.groups:
+            # Kafka 4.0 (KIP-1043): DescribeGroups describes classic groups only
+            body.update(error_code=E.GROUP_ID_NOT_FOUND,
+                        error_message=f"Group {group_id} is not a classic group.")
+            return body
         if error != E.NONE or group is None:
             return body
         stable = group.state == S.STABLE
@@ -239,10 +339,18 @@ class GroupCoordinator:
         return body
 
     def list_groups(self, states: set[str] | None = None) -> list[dict]:
-        names = set(self.groups) | self.offsets.groups()
+        consumer_groups = self.consumer_groups.groups
+        names = set(self.groups) | self.offsets.groups() | set(consumer_groups)
         out = []
         for name in sorted(names):
             if self.check(name) != E.NONE:
+                continue
+            if name in consumer_groups:
+                state = consumer_groups[name].state.value
+                if states and state not in states:
+                    continue
+                out.append({"group_id": name, "protocol_type": CONSUMER, "group_state": state,
+                            "group_type": CONSUMER})
                 continue
             group = self.groups.get(name)
             state = group.state.value if group else S.EMPTY.value
@@ -257,6 +365,14 @@ class GroupCoordinator:
         error = self.check(group_id, allow_empty=True)
         if error != E.NONE:
             return error, []
+        consumer_group = self.consumer_groups.groups.get(group_id)
+        if consumer_group is not None:
+            if consumer_group.members:
+                return E.NON_EMPTY_GROUP, []
+            records = self.offsets.delete_group(group_id)
+            records += [cg_records.encode(r, self._topic_id)
+                        for r in self.consumer_groups.delete(group_id)]
+            return E.NONE, [Append(group_id, records)]
         group = self.groups.get(group_id)
         if group is None and not self.offsets.has_offsets(group_id):
             return E.GROUP_ID_NOT_FOUND, []
@@ -328,12 +444,20 @@ class GroupCoordinator:
         """Apply one __consumer_offsets record: offsets always; a group record rebuilds the
         group only while loading (a live group already is what its record says), and a group
         tombstone removes it."""
-        decoded = offsets_topic.decode_key(key)
+        decoded = offsets_topic.decode_key(key, kip848=True)
         if isinstance(decoded, OffsetKey):
             self.offsets.replay_offset(decoded, value)
             return
         if decoded is None:
-            return  # a record type this broker does not know (KIP-848 ones): skipped
+            return  # a record type this broker does not know (share groups): skipped
+        if isinstance(decoded, ConsumerGroupKey):
+            # a live consumer group already is what it wrote; a load rebuilds it
+            if loading:
+                record = cg_records.decode(decoded, offsets_topic.decode_value(decoded, value),
+                                           self.topic_name)
+                if record is not None:
+                    self.consumer_groups.replay(record)
+            return
         if value is None:
             self.groups.pop(decoded.group, None)
             return
@@ -363,6 +487,9 @@ class GroupCoordinator:
         """Loaded members get a full session to heartbeat, as after a coordinator move."""
         self.loading.discard(partition)
         self.owned.add(partition)
+        self.consumer_groups.finish_load(
+            [g for g in self.consumer_groups.groups if self.partition_for(g) == partition],
+            now_ms)
         for group in self.groups.values():
             if self.partition_for(group.group_id) == partition:
                 for member in group.members.values():
@@ -394,6 +521,8 @@ class GroupCoordinator:
                     out.append(Reply(member.awaiting_sync, sync_body(E.NOT_COORDINATOR)))
                     member.awaiting_sync = None
         self.offsets.unload(lambda g: self.partition_for(g) == partition)
+        self.consumer_groups.unload(
+            [g for g in self.consumer_groups.groups if self.partition_for(g) == partition])
         return out
 
     def offsets_topic_partitions(self) -> Iterable[int]:

@@ -21,13 +21,16 @@ so the client retries and no commit is acknowledged that a coordinator failover 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import deque
 from typing import Any, Callable, Iterable, assert_never
 
 import trio
 
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, ConfigError
+from broker.coordinator.assignors import ASSIGNORS
 from broker.controller_channel import ControllerUnavailable
+from broker.coordinator.consumer_group import ConsumerGroupConfig
 from broker.coordinator.coordinator import CoordinatorConfig, GroupCoordinator
 from broker.coordinator.membership import Append, Effect, Emit, GroupConfig, Reply
 from broker.coordinator.offsets import OffsetRecord
@@ -64,6 +67,16 @@ class Waiter:
             self.event.set()
 
 
+def _assignor_name(value: str) -> str:
+    """group.consumer.assignors names an assignor as Kafka does, by class name, or by its
+    short name (uniform, range)."""
+    name = value.strip().rsplit(".", 1)[-1].removesuffix("Assignor").lower()
+    if name not in ASSIGNORS:
+        raise ConfigError(f"invalid value {value!r} for group.consumer.assignors: one of "
+                          f"{', '.join(ASSIGNORS)} (or Kafka's UniformAssignor, RangeAssignor)")
+    return name
+
+
 def coordinator_config(broker_config: BrokerConfig) -> CoordinatorConfig:
     c = broker_config
     return CoordinatorConfig(
@@ -74,13 +87,20 @@ def coordinator_config(broker_config: BrokerConfig) -> CoordinatorConfig:
             min_session_timeout_ms=c.group_min_session_timeout_ms,
             max_session_timeout_ms=c.group_max_session_timeout_ms,
             initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
-            max_size=c.group_max_size))
+            max_size=c.group_max_size),
+        consumer_group=ConsumerGroupConfig(
+            session_timeout_ms=c.group_consumer_session_timeout_ms,
+            heartbeat_interval_ms=c.group_consumer_heartbeat_interval_ms,
+            assignors=tuple(_assignor_name(a) for a in c.group_consumer_assignors),
+            max_size=c.group_consumer_max_size))
 
 
 class CoordinatorRuntime:
     def __init__(self, broker):
         self.broker = broker
         self.coordinator = GroupCoordinator(coordinator_config(broker.config))
+        self.coordinator.topics = self._topics
+        self.coordinator.topic_name = self._topic_name
         self._timers_changed = trio.Event()
         self._nursery: trio.Nursery | None = None
         # partition -> the load under way; a newer one (or an unload) makes an older stop
@@ -90,6 +110,16 @@ class CoordinatorRuntime:
         # partition -> offset records appended but not yet below the high watermark, with
         # the log offset each ends at: replayed into the cache only once committed
         self._uncommitted_offsets: dict[int, deque[tuple[int, OffsetRecord]]] = {}
+
+    def _topics(self) -> dict[str, tuple[uuid.UUID, int]]:
+        """The metadata image's topics for consumer groups' assignments: name -> (id,
+        partition count)."""
+        image = self.broker.metadata_cache.image
+        return {t.name: (t.topic_id, len(t.partitions)) for t in image.topics_by_id.values()}
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        topic = self.broker.metadata_cache.topic_by_id(topic_id)
+        return topic.name if topic is not None else None
 
     # -- requests -----------------------------------------------------------------------------
 
@@ -331,10 +361,9 @@ class CoordinatorRuntime:
             task_status.started()
 
     async def _timer_loop(self) -> None:
-        timers = self.coordinator.timers
         while True:
             self._timers_changed = trio.Event()
-            deadline = timers.next_deadline()
+            deadline = self.coordinator.next_deadline()
             if deadline is None:
                 await self._timers_changed.wait()
                 continue

@@ -9,8 +9,8 @@ Kafka error codes inside the body; a handler raises only on our own bugs.
 from __future__ import annotations
 
 from broker.handlers import (
-    api_versions, cluster, configs, fetch, groups, leader_epoch, list_offsets, metadata, offsets, produce,
-    producer_id, topics,
+    api_versions, cluster, configs, consumer_group, fetch, groups, leader_epoch, list_offsets,
+    metadata, offsets, produce, producer_id, topics,
 )
 from broker.handlers.context import Handler
 from protocol import messages as m
@@ -42,6 +42,8 @@ HANDLERS: dict[int, Handler] = {
     m.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
     m.DESCRIBE_QUORUM: cluster.handle_describe_quorum,
     m.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
+    m.CONSUMER_GROUP_HEARTBEAT: consumer_group.handle_heartbeat,
+    m.CONSUMER_GROUP_DESCRIBE: consumer_group.handle_describe,
 }
 
 assert HANDLERS.keys() == m.APIS.keys(), "every declared API needs a handler, and no more"

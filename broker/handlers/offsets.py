@@ -33,11 +33,14 @@ async def handle_offset_commit(ctx: RequestContext) -> dict:
         for t in b.topics]}
 
 
-def _fetch_group(ctx: RequestContext, group_id: str, topics) -> tuple[ErrorCode, list]:
+def _fetch_group(ctx: RequestContext, group_id: str, topics, member_id: str | None = None,
+                 member_epoch: int = -1) -> tuple[ErrorCode, list]:
     """The group's error and its topics; the error is repeated in every partition only
-    where the version has no group-level error code to carry it (before v2)."""
+    where the version has no group-level error code to carry it (before v2). v9 names a
+    consumer group's member and epoch, which must be current."""
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    error, committed = ctx.broker.groups.coordinator.fetch_offsets(group_id, wanted)
+    error, committed = ctx.broker.groups.coordinator.fetch_offsets(group_id, wanted, member_id,
+                                                                   member_epoch)
     if error != ErrorCode.NONE and wanted is None:
         return error, []
     partition_error = error if ctx.version < GROUP_ERROR_IN_BODY else ErrorCode.NONE
@@ -58,7 +61,8 @@ async def handle_offset_fetch(ctx: RequestContext) -> dict:
     if ctx.version >= 8:
         groups = []
         for g in body.groups:
-            error, topics = _fetch_group(ctx, g.group_id, g.topics)
+            error, topics = _fetch_group(ctx, g.group_id, g.topics, g.get("member_id"),
+                                         g.get("member_epoch", -1))
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     error, topics = _fetch_group(ctx, body.group_id, body.topics)

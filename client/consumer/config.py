@@ -64,6 +64,11 @@ class ConsumerConfig(ClientConfig):
     heartbeat_interval_ms: int = int_field(3000, low=1)
     partition_assignment_strategy: tuple[str, ...] = field(
         default=("range", "cooperative-sticky"), metadata={"check": _check_strategy})
+    # KIP-848: "consumer" heartbeats with ConsumerGroupHeartbeat and lets the coordinator
+    # assign (group_remote_assignor: its assignor, None for the broker's default); "classic"
+    # is JoinGroup/SyncGroup with partition_assignment_strategy, as before
+    group_protocol: str = choice_field("classic", ["classic", "consumer"])
+    group_remote_assignor: str | None = str_field(None, nullable=True)
     isolation_level: str = choice_field("read_uncommitted", ["read_uncommitted"])
     default_api_timeout_ms: int = int_field(60000)
     # closing: the final commit, the revocation and the LeaveGroup together get at most

@@ -69,6 +69,9 @@ import trio
 from client.cluster import Cluster, ClusterMetadata, find_group_coordinator
 from client.connection import BrokerConnection, ConnectionPool
 from client.consumer.config import ConsumerConfig
+from client.consumer.consumer_membership import (
+    ConsumerGroupMember, SendConsumerGroupHeartbeat, topic_partitions_by_id,
+)
 from client.consumer.fetcher import SubscriptionState
 from client.consumer.membership import (
     CallListener, CommitOffsets, CoordinatorUnknown, Fatal, GroupMember, MemberConfig,
@@ -84,7 +87,7 @@ from client.types import TopicPartition
 from protocol.consumer_protocol import decode_subscription
 from protocol.errors import ErrorCode
 from protocol.messages import (
-    HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT, SYNC_GROUP,
+    CONSUMER_GROUP_HEARTBEAT, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT, SYNC_GROUP,
 )
 
 __all__ = ["COORDINATOR_CHANNEL", "CommitIdentity", "ConsumerCoordinator",
@@ -275,7 +278,7 @@ class GroupCoordinator:
         self.on_assignment_changed = on_assignment_changed
         self.listener = listener if listener is not None else ConsumerRebalanceListener()
         assert cfg.group_id is not None  # the consumer has a group before it subscribes
-        self.member = GroupMember(MemberConfig(
+        member_config = MemberConfig(
             group_id=cfg.group_id, topics=tuple(topics),
             assignors=cfg.partition_assignment_strategy,
             session_timeout_ms=cfg.session_timeout_ms,
@@ -284,7 +287,11 @@ class GroupCoordinator:
             retry_backoff_ms=cfg.retry_backoff_ms,
             group_instance_id=cfg.group_instance_id,
             client_rack=cfg.client_rack or None,
-            enable_auto_commit=bool(cfg.enable_auto_commit)))
+            enable_auto_commit=bool(cfg.enable_auto_commit))
+        # the two protocols' members answer the same events with the same actions
+        self.member: Any = (
+            ConsumerGroupMember(member_config, server_assignor=cfg.group_remote_assignor)
+            if cfg.group_protocol == "consumer" else GroupMember(member_config))
         self.error: BaseException | None = None  # fatal: raised from every later poll
         self._listener_error: BaseException | None = None  # raised from the next poll once
         self._queue: deque[list] = deque()
@@ -308,12 +315,24 @@ class GroupCoordinator:
     def poll(self) -> None:
         """The application polled (getmany / iteration); raises a kept error."""
         self.raise_error()
+        before = self.member.next_deadline()
         self._submit(self.member.poll(_now_ms()))
+        self._wake_if_sooner(before)
 
     def subscribe(self, topics: Iterable[str], listener: Any = None) -> None:
         if listener is not None:
             self.listener = listener
+        before = self.member.next_deadline()
         self._submit(self.member.subscribe(topics, _now_ms()))
+        self._wake_if_sooner(before)
+
+    def _wake_if_sooner(self, before: int | None) -> None:
+        """An event moved the member's next deadline earlier without an action (the
+        consumer protocol's member only schedules its heartbeat): the sleeping task must
+        wake for it."""
+        after = self.member.next_deadline()
+        if after is not None and (before is None or after < before):
+            self._wakeup.set()
 
     def check_metadata(self, metadata: ClusterMetadata) -> None:
         """Java's leader check (ConsumerCoordinator.rejoinNeededOrPending): when the
@@ -489,6 +508,8 @@ class GroupCoordinator:
             if resp is None:
                 return member.on_request_failed("heartbeat", _now_ms())
             return member.on_heartbeat_response(resp.body, _now_ms())
+        if isinstance(action, SendConsumerGroupHeartbeat):
+            return await self._consumer_group_heartbeat(action.body)
         if isinstance(action, SendLeaveGroup):
             await self._request("leave", LEAVE_GROUP, action.body, LEAVE_TIMEOUT_MS)
             return []
@@ -528,6 +549,42 @@ class GroupCoordinator:
             log.error("group %s: %s", member.config.group_id, action.error)
             return []
         raise TypeError(f"unknown membership action {action!r}")
+
+    async def _consumer_group_heartbeat(self, body: dict) -> list:
+        """One ConsumerGroupHeartbeat: topics go out by id and come back by name (a topic id
+        the metadata does not know yet sends for the subscribed topics' metadata first)."""
+        member = self.member
+        metadata = self.cluster.metadata
+        if body.get("topic_partitions") is not None:
+            body = dict(body, topic_partitions=topic_partitions_by_id(
+                body["topic_partitions"], metadata.topic_id))
+        leaving = body["member_epoch"] < 0
+        resp = await self._request("heartbeat", CONSUMER_GROUP_HEARTBEAT, body,
+                                   LEAVE_TIMEOUT_MS if leaving else None)
+        if leaving:
+            return []
+        if resp is None:
+            return member.on_request_failed("heartbeat", _now_ms())
+        answer = resp.body
+        assignment = None
+        if answer.get("assignment") is not None:
+            wanted = [t.topic_id for t in answer.assignment.topic_partitions]
+            if any(self.cluster.metadata.topic_name(t) is None for t in wanted):
+                try:
+                    await self.cluster.refresh(list(member.topics))
+                except KafkaError as e:  # answered again at the next heartbeat
+                    log.info("group %s: metadata for the assignment: %s",
+                             member.config.group_id, e)
+            assignment = {}
+            for t in answer.assignment.topic_partitions:
+                name = self.cluster.metadata.topic_name(t.topic_id)
+                if name is not None:  # unknown still: it comes again, we do not own it
+                    assignment[name] = list(t.partitions)
+        return member.on_heartbeat_response({
+            "error_code": answer.error_code, "error_message": answer.error_message,
+            "member_id": answer.member_id, "member_epoch": answer.member_epoch,
+            "heartbeat_interval_ms": answer.heartbeat_interval_ms,
+            "assignment": assignment}, _now_ms())
 
     async def _request(self, api: str, api_key: int, body: dict,
                        timeout_ms: int | None = None) -> Any:

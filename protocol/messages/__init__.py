@@ -1,7 +1,7 @@
 """Every API we declare, by api key: one module per API family.
 
-Owns: `Api` (key, name, request and response declarations), `APIS`, `CONTROLLER_APIS` and
-`ALL_APIS` (both together).
+Owns: `Api` (key, name, request and response declarations), `APIS`, `CONTROLLER_APIS`,
+`PENDING_APIS` and `ALL_APIS` (all three together).
 A module's declarations cover exactly the versions we implement; protocol.versions decides
 what is advertised.
 
@@ -9,7 +9,9 @@ what is advertised.
 handler table must match it exactly. `CONTROLLER_APIS` holds the KRaft control plane's
 messages (KIP-595, KIP-631), declared for every version Kafka defines but not served yet, so
 they stay out of ApiVersions: a client that saw them advertised would send them and be
-disconnected. An API moves from here to `APIS` in the change that gives it a handler.
+disconnected. `PENDING_APIS` holds client APIs declared ahead of their handlers (none now:
+KIP-848's consumer group APIs were there until they were served), out of ApiVersions for
+the same reason. An API moves from either to `APIS` in the change that gives it a handler.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from typing import NamedTuple
 from construct import Container
 
 from protocol.messages import (
-    api_versions, cluster, configs, fetch, group, leader_epoch, list_offsets, metadata, offsets,
-    produce, producer_id, quorum, topics,
+    api_versions, cluster, configs, consumer_group, fetch, group, leader_epoch, list_offsets,
+    metadata, offsets, produce, producer_id, quorum, topics,
 )
 from protocol.schema import Message
 
@@ -69,6 +71,10 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(cluster.DescribeClusterRequest, cluster.DescribeClusterResponse),
     _api(quorum.DescribeQuorumRequest, quorum.DescribeQuorumResponse),
     _api(configs.IncrementalAlterConfigsRequest, configs.IncrementalAlterConfigsResponse),
+    _api(consumer_group.ConsumerGroupHeartbeatRequest,
+         consumer_group.ConsumerGroupHeartbeatResponse),
+    _api(consumer_group.ConsumerGroupDescribeRequest,
+         consumer_group.ConsumerGroupDescribeResponse),
 )}
 
 CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
@@ -82,15 +88,22 @@ CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
     _api(cluster.AllocateProducerIdsRequest, cluster.AllocateProducerIdsResponse),
     _api(cluster.AlterPartitionRequest, cluster.AlterPartitionResponse),
 )}
+
+# Client APIs declared, at every version Kafka defines as stable, but not served yet: no
+# handler, not advertised, refused by the client-facing listener like any unknown key.
+PENDING_APIS: dict[int, Api] = {}
 assert not APIS.keys() & CONTROLLER_APIS.keys(), "an API is either served or not"
+assert not (APIS.keys() | CONTROLLER_APIS.keys()) & PENDING_APIS.keys(), "an API is in one place"
 
 # Every API declared, at every declared version: what a node speaks to another node's
-# controller listener (Raft between voters, broker to controller, forwarded admin requests).
-ALL_APIS: dict[int, Api] = {**APIS, **CONTROLLER_APIS}
+# controller listener (Raft between voters, broker to controller, forwarded admin requests),
+# and what request_body can build.
+ALL_APIS: dict[int, Api] = {**APIS, **CONTROLLER_APIS, **PENDING_APIS}
 
 # Kafka's names for the api keys, so that handlers and logs can say what they mean. Each is
 # read off its declaration, so a key is written down once (a test checks every name is the
-# declaration's name in Kafka's SCREAMING_SNAKE form, as in ApiKeys.java).
+# declaration's name in Kafka's SCREAMING_SNAKE form, as in ApiKeys.java, for APIS and
+# CONTROLLER_APIS; a PENDING_APIS key gets its name with its handler).
 PRODUCE = _key(produce.ProduceRequest)
 FETCH = _key(fetch.FetchRequest)
 LIST_OFFSETS = _key(list_offsets.ListOffsetsRequest)
@@ -126,6 +139,8 @@ BROKER_HEARTBEAT = _key(cluster.BrokerHeartbeatRequest)
 UNREGISTER_BROKER = _key(cluster.UnregisterBrokerRequest)
 ALLOCATE_PRODUCER_IDS = _key(cluster.AllocateProducerIdsRequest)
 ALTER_PARTITION = _key(cluster.AlterPartitionRequest)
+CONSUMER_GROUP_HEARTBEAT = _key(consumer_group.ConsumerGroupHeartbeatRequest)
+CONSUMER_GROUP_DESCRIBE = _key(consumer_group.ConsumerGroupDescribeRequest)
 
 
 def request_body(api_key: int, version: int, body: dict) -> Container:

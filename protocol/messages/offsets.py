@@ -33,7 +33,7 @@ OffsetCommitResponse = Message(
     ])
 
 OffsetFetchRequest = Message(
-    "OffsetFetchRequest", api_key=9, valid="1-8", flexible="6+", fields=[
+    "OffsetFetchRequest", api_key=9, valid="1-9", flexible="6+", fields=[
         F("group_id", "string", "0-7"),
         F("topics", [
             F("name", "string", "0-7"),
@@ -41,6 +41,9 @@ OffsetFetchRequest = Message(
         ], "0-7", nullable="2-7"),
         F("groups", [
             F("group_id", "string", "8+"),
+            # v9 (KIP-848): a consumer group's member asks with its epoch
+            F("member_id", "string", "9+", nullable="9+"),
+            F("member_epoch", "int32", "9+", default=-1),
             F("topics", [
                 F("name", "string", "8+"),
                 F("partition_indexes", "[]int32", "8+"),
@@ -50,7 +53,7 @@ OffsetFetchRequest = Message(
     ])
 
 OffsetFetchResponse = Message(
-    "OffsetFetchResponse", api_key=9, valid="1-8", flexible="6+", fields=[
+    "OffsetFetchResponse", api_key=9, valid="1-9", flexible="6+", fields=[
         F("throttle_time_ms", "int32", "3+"),
         F("topics", [
             F("name", "string", "0-7"),

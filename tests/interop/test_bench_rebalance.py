@@ -117,6 +117,47 @@ def test_cooperative_rolling_bounce_revokes_only_moved(tmp_path, make_broker):
     assert bench.member_pauses(events) == []
 
 
+@pytest.mark.parametrize("client", ["minibroker", "librdkafka"])
+def test_consumer_protocol_rolling_bounce_never_stops_the_others(tmp_path, client):
+    """KIP-848: the bench's broker gets its heartbeat interval; the instances that stay
+    revoke only what moves, and are never left with nothing."""
+    out = tmp_path / f"consumer-{client}"
+    meta = _run(out, "consumer", "--client", client)
+    events = _check_schema(out)
+    _check_final_ownership(meta, events)
+    assert {e["protocol"] for e in events if e["type"] == "started"} == {"consumer"}
+    for bounce in meta["bounces"]:
+        after = _owned_at(events, bounce["stable_ts"])
+        for e in _revocations_during(events, bounce):
+            assert not set(e["partitions"]) & after[e["instance"]], (e, after)
+    assert bench.member_pauses(events) == []
+
+
+def test_compare_takes_three_runs(tmp_path, capsys):
+    runs = []
+    for protocol in ("eager", "cooperative", "consumer"):
+        out = tmp_path / protocol
+        _write(out, [_e(0, "started", "c0", protocol=protocol),
+                     _e(10, "assigned", "c0", [0, 1]),
+                     _e(20, "stopped", "c0"),
+                     _e(30, "started", "c0", protocol=protocol),
+                     _e(30 + {"eager": 1000, "cooperative": 300, "consumer": 50}[protocol],
+                        "assigned", "c0", [0, 1])])
+        (out / "bench.json").write_text(json.dumps({
+            "protocol": protocol, "client": "minibroker", "instances": 1, "partitions": 2,
+            "rate": 1, "work_ms_per_record": 0, "topic": "t", "group": "g", "bounces": [
+                {"instance": "c0", "stop_ts": 15, "stopped_ts": 20, "start_ts": 30,
+                 "stable_ts": 2000}], "window_start_ts": 15, "window_end_ts": 2000,
+            "producer_start_ts": 0, "run_end_ts": 2000, "formed_ts": 10}))
+        runs.append(str(out))
+    assert bench.main(["--compare", *runs, "--no-spark",
+                       "--chart", str(tmp_path / "c.png")]) == 0
+    printed = capsys.readouterr().out
+    assert "goal (consumer partition pause <= cooperative / 3): met" in printed
+    assert "goal (consumer partition pause <= eager / 10): met" in printed
+    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+
+
 # -- the arithmetic on a crafted history -------------------------------------------------------
 
 def _write(dir: Path, events: list[dict]) -> None:

@@ -201,12 +201,13 @@ def test_list_shows_state_and_protocol_type(shared_broker):
         def listed():
             done = groups(bs, "list")
             assert done.returncode == 0, done.stderr
-            rows = {r["GROUP"]: (r["STATE"], r["PROTOCOL-TYPE"]) for r in table(done.stdout)}
-            return (rows.get(active) == ("Stable", "consumer")
-                    and rows.get(left) == ("Empty", "consumer")) and done.stdout
+            rows = {r["GROUP"]: (r["TYPE"], r["STATE"], r["PROTOCOL-TYPE"])
+                    for r in table(done.stdout)}
+            return (rows.get(active) == ("Classic", "Stable", "consumer")
+                    and rows.get(left) == ("Classic", "Empty", "consumer")) and done.stdout
 
         out = wait_until(listed, WAIT_S, interval_s=0.2, message="both groups in the list")
-        assert out.splitlines()[0].split() == ["GROUP", "STATE", "PROTOCOL-TYPE"]
+        assert out.splitlines()[0].split() == ["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"]
     finally:
         c.close()
 

@@ -16,47 +16,13 @@ import pytest
 
 from protocol import versions
 from protocol.errors import DecodeError
+from tests.protocol.samples import _sample
 from protocol.messages import (APIS, CONTROLLER_APIS, DESCRIBE_CLUSTER, DESCRIBE_QUORUM, ELECT_LEADERS,
                                quorum)
 from protocol.messages import cluster as cluster_messages
-from protocol.schema import F, Message, Struct
+from protocol.schema import Message
 
 METADATA_TOPIC = "__cluster_metadata"
-
-
-def _sample(fields: list[F], version: int, counter: itertools.count) -> dict:
-    """A struct with every field present in `version` set to a distinct, non-default value."""
-    out: dict = {}
-    for f in fields:
-        if version not in f.versions:
-            continue
-        n = next(counter)
-        t = f.type
-        if isinstance(t, list):
-            out[f.name] = [_sample(t, version, counter) for _ in range(2)]
-        elif isinstance(t, Struct):
-            out[f.name] = _sample(t.fields, version, counter)
-        elif t.startswith("[]"):
-            out[f.name] = [_scalar(t[2:], n), _scalar(t[2:], n + 1)]
-        else:
-            out[f.name] = _scalar(t, n)
-    return out
-
-
-def _scalar(t: str, n: int):
-    if t == "bool":
-        return True  # False is the default of every bool here but is_fenced
-    if t == "string":
-        return f"s{n}"
-    if t in ("bytes", "records"):
-        return bytes([n % 256]) * 3
-    if t == "uuid":
-        return uuid.UUID(int=n + 1)
-    if t == "uint16":
-        return 40000 + n
-    if t == "int8":
-        return n % 100 + 2
-    return n + 100_000 if t in ("int32", "int64") else n + 2
 
 
 # declared with the control plane and served to clients: the broker has their handlers

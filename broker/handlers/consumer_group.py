@@ -1,0 +1,76 @@
+"""KIP-848 consumer group APIs: ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69)
+— translations between the wire, where topics are ids, and the coordinator, where they are
+names (broker.coordinator.consumer_group decides everything).
+
+A heartbeat's owned partitions of a topic id the metadata image does not know are dropped
+(the topic was deleted: nobody can hold it); an assignment names only topics that exist.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from broker.coordinator.consumer_group import HeartbeatRequest, heartbeat_error
+from broker.handlers.context import RequestContext
+from protocol.errors import ErrorCode
+
+
+def _names(ctx: RequestContext, items: Any) -> dict[str, frozenset[int]] | None:
+    if items is None:
+        return None
+    out: dict[str, frozenset[int]] = {}
+    for item in items:
+        topic = ctx.broker.metadata_cache.topic_by_id(item.topic_id)
+        if topic is not None:
+            out[topic.name] = out.get(topic.name, frozenset()) | frozenset(item.partitions)
+    return out
+
+
+def _ids(ctx: RequestContext, assignment: Mapping[str, frozenset[int]],
+         with_names: bool = False) -> list[dict]:
+    out = []
+    for name, partitions in sorted(assignment.items()):
+        topic = ctx.broker.metadata_cache.topic(name)
+        if topic is None:
+            continue
+        entry: dict[str, Any] = {"topic_id": topic.topic_id, "partitions": sorted(partitions)}
+        if with_names:
+            entry["topic_name"] = name
+        out.append(entry)
+    return out
+
+
+async def handle_heartbeat(ctx: RequestContext) -> dict:
+    b = ctx.body
+    request = HeartbeatRequest(
+        group_id=b.group_id, member_id=b.member_id, member_epoch=b.member_epoch,
+        instance_id=b.instance_id, rack_id=b.rack_id,
+        rebalance_timeout_ms=b.rebalance_timeout_ms,
+        subscribed_topic_names=(list(b.subscribed_topic_names)
+                                if b.subscribed_topic_names is not None else None),
+        subscribed_topic_regex=b.get("subscribed_topic_regex"),
+        server_assignor=b.server_assignor,
+        owned=_names(ctx, b.topic_partitions),
+        client_id=ctx.request.header.client_id or "",
+        client_host="/" + ctx.peer.rsplit(":", 1)[0])
+    runtime = ctx.broker.groups
+    waiter = await runtime.call(runtime.coordinator.consumer_group_heartbeat, request)
+    if waiter.error != ErrorCode.NONE:
+        # its records could not be written: the member must try again
+        return heartbeat_error(waiter.error, None, b.member_id)
+    body = dict(waiter.body)
+    if body.get("assignment") is not None:
+        body["assignment"] = {"topic_partitions": _ids(ctx, body["assignment"])}
+    return body
+
+
+async def handle_describe(ctx: RequestContext) -> dict:
+    coordinator = ctx.broker.groups.coordinator
+    groups = []
+    for group_id in ctx.body.group_ids:
+        described = coordinator.consumer_group_describe(group_id)
+        for member in described["members"]:
+            for field in ("assignment", "target_assignment"):
+                member[field] = {"topic_partitions": _ids(ctx, member[field], with_names=True)}
+        groups.append(described)
+    return {"throttle_time_ms": 0, "groups": groups}
