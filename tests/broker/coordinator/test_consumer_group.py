@@ -308,3 +308,15 @@ def test_simulation_never_gives_a_partition_to_two_clients(seed):
         held = {(t, p) for c in live for t, ps in c.owned.items() for p in ps}
         assert held == every, (sorted(every - held), seed)
         assert cg.groups[G].state == GroupState.STABLE
+
+
+def test_a_member_waiting_for_partitions_is_asked_back_sooner():
+    cg = machine(heartbeat_interval_ms=3000)
+    a = owned(join(cg, "a"))
+    b = join(cg, "b")  # its target is still a's: it waits
+    assert b["heartbeat_interval_ms"] == 300
+    body = beat(cg, "a", 1, owned=a)  # asked to revoke
+    assert body["heartbeat_interval_ms"] == 300
+    body = beat(cg, "a", 1, owned=cg.groups[G].members["a"].assigned)  # done: at its target
+    assert body["heartbeat_interval_ms"] == 3000
+    assert beat(cg, "b", 2, owned={})["heartbeat_interval_ms"] == 3000  # got them: stable
