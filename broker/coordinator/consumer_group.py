@@ -262,6 +262,24 @@ class HeartbeatRefused(Exception):
         self.error, self.message = error, message
 
 
+def _held_target(group: ConsumerGroup, member: GroupMember) -> dict[str, frozenset[int]]:
+    """What the assignor is to keep in place for a member: its last target, less what it
+    does not hold yet. Kafka passes the whole last target; a partition targeted but not
+    yet taken (its new owner has not heartbeated since) costs nothing to move, so this
+    lets it go where it is needed now. In a rolling bounce the leaver's partitions, handed
+    to the others' targets and not taken yet, go straight back to the member that
+    restarted, without a revocation (the bench's rolling bounce)."""
+    if member.member_epoch == STATIC_LEAVE_EPOCH:
+        return {t: frozenset(ps) for t, ps in group.target.get(member.member_id, {}).items()}
+    held: dict[str, frozenset[int]] = {}
+    for t, ps in group.target.get(member.member_id, {}).items():
+        kept = ps & (member.assigned.get(t, frozenset())
+                     | member.pending_revocation.get(t, frozenset()))
+        if kept:
+            held[t] = kept
+    return held
+
+
 def _subset(owned: Assignment, of: Assignment) -> bool:
     return all(ps <= of.get(t, frozenset()) for t, ps in owned.items())
 
@@ -499,8 +517,7 @@ class ConsumerGroups:
         assignor = server_assignors.ASSIGNORS[group.preferred_assignor(self.config.assignors[0])]
         specs = {
             m.member_id: server_assignors.MemberSpec(
-                m.member_id, frozenset(self._subscribed(m, topics)),
-                {t: frozenset(ps) for t, ps in group.target.get(m.member_id, {}).items()},
+                m.member_id, frozenset(self._subscribed(m, topics)), _held_target(group, m),
                 rack=m.rack_id, instance_id=m.instance_id)
             # a static member away (epoch -2) keeps its place in the target
             for m in group.members.values()}

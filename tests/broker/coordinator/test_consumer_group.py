@@ -320,3 +320,28 @@ def test_a_member_waiting_for_partitions_is_asked_back_sooner():
     body = beat(cg, "a", 1, owned=cg.groups[G].members["a"].assigned)  # done: at its target
     assert body["heartbeat_interval_ms"] == 3000
     assert beat(cg, "b", 2, owned={})["heartbeat_interval_ms"] == 3000  # got them: stable
+
+
+def test_a_restarted_member_takes_the_partitions_nobody_took_yet():
+    """A rolling bounce: a leaves; before b and c heartbeat (they have not taken a's
+    partitions), a2 joins and gets them at once, free, with nobody asked to revoke."""
+    cg = machine()
+    topics = {"t": 6}
+    owners = {}
+    for m in ("a", "b", "c"):
+        join(cg, m, topics=topics)
+    for _ in range(3):  # settle: everyone at the target, holding it
+        for m in ("a", "b", "c"):
+            member = cg.groups[G].members[m]
+            body = beat(cg, m, member.member_epoch, topics=topics, owned=member.assigned)
+            owners[m] = cg.groups[G].members[m].assigned
+    assert cg.groups[G].state == GroupState.STABLE
+    left = owners["a"]["t"]
+    beat(cg, "a", -1, topics=topics)
+    body = join(cg, "a2", topics=topics)
+    assert owned(body) == {"t": left} and body["member_epoch"] == cg.groups[G].group_epoch
+    for m in ("b", "c"):  # their next heartbeat asks nothing of them
+        member = cg.groups[G].members[m]
+        body = beat(cg, m, member.member_epoch, topics=topics, owned=member.assigned)
+        assert cg.groups[G].members[m].assigned == owners[m]
+        assert cg.groups[G].members[m].state == MemberState.STABLE
