@@ -79,9 +79,10 @@ class GroupCoordinator:
         self.consumer_groups = ConsumerGroups(config.consumer_group)
         self.owned: set[int] = set()
         self.loading: set[int] = set()
-        # the metadata image's topics, set by the runtime (none in pure tests):
-        # name -> (topic id, partition count), and id -> name
-        self.topics: Callable[[], dict[str, tuple[uuid.UUID, int]]] = dict
+        # the metadata image's topics, set by the runtime (none in pure tests): every
+        # topic's partition count by name, and a topic's id from its name and back
+        self.topics: Callable[[], dict[str, int]] = dict
+        self.topic_id: Callable[[str], uuid.UUID | None] = lambda name: None
         self.topic_name: Callable[[uuid.UUID], str | None] = lambda topic_id: None
 
     @property
@@ -98,13 +99,9 @@ class GroupCoordinator:
                                  self.consumer_groups.timers.next_deadline()) if d is not None]
         return min(deadlines) if deadlines else None
 
-    def _topic_id(self, name: str) -> uuid.UUID | None:
-        known = self.topics().get(name)
-        return known[0] if known is not None else None
-
     def _encoded(self, effects: list) -> list:
         """The consumer-group machine's Appends with its records as Kafka's bytes."""
-        return [Append(e.group_id, [cg_records.encode(r, self._topic_id) for r in e.records])
+        return [Append(e.group_id, [cg_records.encode(r, self.topic_id) for r in e.records])
                 if isinstance(e, Append) else e for e in effects]
 
     # -- routing ------------------------------------------------------------------------------
@@ -156,8 +153,7 @@ class GroupCoordinator:
                     E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.",
                     req.member_id))]
             del self.groups[req.group_id]  # an empty classic group becomes a consumer group
-        topics = {name: count for name, (_, count) in self.topics().items()}
-        return self._encoded(self.consumer_groups.heartbeat(waiter, req, now_ms, topics))
+        return self._encoded(self.consumer_groups.heartbeat(waiter, req, now_ms, self.topics()))
 
     def consumer_group_describe(self, group_id: str) -> dict:
         """ConsumerGroupDescribe's entry for one group (topics by name; the handler adds
@@ -370,7 +366,7 @@ class GroupCoordinator:
             if consumer_group.members:
                 return E.NON_EMPTY_GROUP, []
             records = self.offsets.delete_group(group_id)
-            records += [cg_records.encode(r, self._topic_id)
+            records += [cg_records.encode(r, self.topic_id)
                         for r in self.consumer_groups.delete(group_id)]
             return E.NONE, [Append(group_id, records)]
         group = self.groups.get(group_id)

@@ -100,6 +100,7 @@ class CoordinatorRuntime:
         self.broker = broker
         self.coordinator = GroupCoordinator(coordinator_config(broker.config))
         self.coordinator.topics = self._topics
+        self.coordinator.topic_id = self._topic_id
         self.coordinator.topic_name = self._topic_name
         self._timers_changed = trio.Event()
         self._nursery: trio.Nursery | None = None
@@ -111,11 +112,15 @@ class CoordinatorRuntime:
         # the log offset each ends at: replayed into the cache only once committed
         self._uncommitted_offsets: dict[int, deque[tuple[int, OffsetRecord]]] = {}
 
-    def _topics(self) -> dict[str, tuple[uuid.UUID, int]]:
-        """The metadata image's topics for consumer groups' assignments: name -> (id,
-        partition count)."""
+    def _topics(self) -> dict[str, int]:
+        """The metadata image's topics for consumer groups' assignments: name -> partition
+        count."""
         image = self.broker.metadata_cache.image
-        return {t.name: (t.topic_id, len(t.partitions)) for t in image.topics_by_id.values()}
+        return {t.name: len(t.partitions) for t in image.topics_by_id.values()}
+
+    def _topic_id(self, name: str) -> uuid.UUID | None:
+        topic = self.broker.metadata_cache.topic(name)
+        return topic.topic_id if topic is not None else None
 
     def _topic_name(self, topic_id: uuid.UUID) -> str | None:
         topic = self.broker.metadata_cache.topic_by_id(topic_id)
