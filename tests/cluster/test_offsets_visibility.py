@@ -43,11 +43,14 @@ async def test_offset_fetch_never_answers_a_commit_the_high_watermark_does_not_c
     isr_everywhere(cluster, topic)
     tp = TopicPartition(topic, 0)
     # two clients: a broker answers one connection's requests in order, so reads on the
-    # committer's own connection would queue behind its waiting commit
+    # committer's own connection would queue behind its waiting commit. The reader knows
+    # only the coordinator, and gives up a request after 3 s: one sent to the paused node
+    # (its FindCoordinator, on the least-loaded connection) would otherwise hang 30 s.
+    coordinator, _ = _coordinator_partition(cluster, group)
     async with Consumer(bootstrap_servers=cluster.bootstrap, group_id=group,
                         enable_auto_commit=False, request_timeout_ms=20000) as consumer, \
-            Consumer(bootstrap_servers=cluster.bootstrap, group_id=group,
-                     enable_auto_commit=False) as reader:
+            Consumer(bootstrap_servers=cluster.node(coordinator).bootstrap, group_id=group,
+                     enable_auto_commit=False, request_timeout_ms=3000) as reader:
         await consumer.commit({tp: 5})
         assert await consumer.committed(tp) == 5
         coordinator, isr = _coordinator_partition(cluster, group)

@@ -45,10 +45,11 @@ def test_one_seeded_docker_run_loses_duplicates_and_reorders_nothing(tmp_path, c
     ops = read_history(run / "history.jsonl")
     started = [o["value"] for o in ops if o["f"] == "fault" and o["value"]["phase"] == "start"]
     assert [f["fault"] for f in started] == ["kill", "ring", "pause"]
-    # in a ring every node still sees a majority: writes went on while it lasted (those of
-    # the partition the bridging node leads, at least)
+    # the ring was laid and healed, and writes were acknowledged again once it had healed
+    # (during it, a partition whose leader and follower lost each other waits for
+    # replica.lag.time.max.ms, 30 s, longer than the ring: whether others were acknowledged
+    # meanwhile depends on which broker leads what, so it is not asserted)
     ring = [o["time"] for o in ops if o["f"] == "fault" and o["value"]["fault"] == "ring"]
     assert len(ring) == 2
-    assert any(ring[0] < o["time"] < ring[1] for o in ops
-               if o["f"] == "send" and o["type"] == "ok")
+    assert any(o["time"] > ring[1] for o in ops if o["f"] == "send" and o["type"] == "ok")
     assert "1/1 ok" in out
