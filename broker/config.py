@@ -78,7 +78,49 @@ BROKER_PROPERTIES = _props(
          "The listener brokers use to reach each other; default the first non-controller one."),
     Prop("listener.security.protocol.map", "str",
          "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
-         "Listener name to security protocol (only PLAINTEXT so far)."),
+         "Listener name to security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
+    # --- security; each may be set for one listener alone as
+    # listener.name.<listener>.<property>, as in Kafka
+    Prop("ssl.keystore.type", "str", "PEM", "Format of the key store: PEM (KIP-651).",
+         choices=("PEM",)),
+    Prop("ssl.keystore.location", "str", None,
+         "PEM file holding this node's private key and certificate chain."),
+    Prop("ssl.keystore.certificate.chain", "str", None,
+         "This node's certificate chain, PEM text (instead of ssl.keystore.location)."),
+    Prop("ssl.keystore.key", "str", None,
+         "This node's private key, PEM text (instead of ssl.keystore.location)."),
+    Prop("ssl.key.password", "str", None, "Password of an encrypted private key."),
+    Prop("ssl.truststore.type", "str", "PEM", "Format of the trust store: PEM.",
+         choices=("PEM",)),
+    Prop("ssl.truststore.location", "str", None,
+         "PEM file of the CA certificates trusted for peers' certificates."),
+    Prop("ssl.truststore.certificates", "str", None,
+         "Trusted CA certificates, PEM text (instead of ssl.truststore.location)."),
+    Prop("ssl.client.auth", "str", "none",
+         "Mutual TLS: required, requested or none; a client certificate's subject becomes "
+         "the principal.", choices=("required", "requested", "none")),
+    Prop("ssl.principal.mapping.rules", "str", "DEFAULT",
+         "How a certificate subject becomes a principal: DEFAULT (User:<the subject>).",
+         choices=("DEFAULT",)),
+    Prop("ssl.enabled.protocols", "list", ("TLSv1.2", "TLSv1.3"), "TLS versions accepted."),
+    Prop("ssl.endpoint.identification.algorithm", "str", "https",
+         "https: a node checks the host name in the certificate of a node it connects to; "
+         "empty: it does not."),
+    Prop("sasl.enabled.mechanisms", "list", ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+         "SASL mechanisms a SASL listener offers."),
+    Prop("sasl.mechanism.inter.broker.protocol", "str", "PLAIN",
+         "The mechanism a broker authenticates with to other brokers."),
+    Prop("sasl.mechanism.controller.protocol", "str", "PLAIN",
+         "The mechanism a node authenticates with to the controllers."),
+    Prop("sasl.server.max.receive.size", "int", 524288,
+         "Largest frame accepted before a connection has authenticated.", minimum=1),
+    Prop("authorizer.class.name", "str", "",
+         "Empty: no authorization. org.apache.kafka.metadata.authorizer.StandardAuthorizer: "
+         "ACLs from the metadata log."),
+    Prop("super.users", "str", "",
+         "Principals allowed everything, separated by semicolons (User:admin;User:broker)."),
+    Prop("allow.everyone.if.no.acl.found", "bool", False,
+         "With an authorizer: allow an operation on a resource that no ACL matches."),
     Prop("broker.rack", "str", None, "This broker's rack, for rack-aware replica placement."),
     Prop("controller.quorum.election.timeout.ms", "int", 1000,
          "Time without a leader before a voter stands for election.", minimum=1),
@@ -282,6 +324,9 @@ class BrokerConfig:
     the property table by name, such as DescribeConfigs."""
 
     values: dict[str, Any] = field(default_factory=dict)
+    # listener.name.<listener>.<property>: {listener (upper case): {property: value}}; a
+    # security property, or a SASL mechanism's `<mechanism>.sasl.jaas.config`
+    listener_values: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     broker_id = _Typed(int)
     process_roles = _Typed(tuple)
@@ -347,6 +392,10 @@ class BrokerConfig:
     events_retention_files = _Typed(int)
     events_request_sample_per_second = _Typed(int)
     shutdown_drain_timeout_ms = _Typed(int)
+    sasl_server_max_receive_size = _Typed(int)
+    authorizer_class_name = _Typed(str)
+    super_users = _Typed(str)
+    allow_everyone_if_no_acl_found = _Typed(bool)
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -361,7 +410,12 @@ class BrokerConfig:
         raw.update(overrides or {})
         raw.update({k: v for k, v in cli.items() if v is not None})
         values = {name: prop.default for name, prop in BROKER_PROPERTIES.items()}
+        listener_values: dict[str, dict[str, Any]] = {}
         for key, value in raw.items():
+            if key.startswith(LISTENER_PREFIX):
+                listener, name, parsed = _listener_property(key, value)
+                listener_values.setdefault(listener, {})[name] = parsed
+                continue
             prop = BROKER_PROPERTIES.get(key)
             if prop is None:
                 raise ConfigError(f"unknown config key {key!r}")
@@ -371,7 +425,15 @@ class BrokerConfig:
         if not roles or set(roles) - {"broker", "controller"}:
             raise ConfigError(f"invalid value {','.join(roles)!r} for process.roles: "
                               "broker, controller, or broker,controller")
-        return cls(values)
+        return cls(values, listener_values)
+
+    def for_listener(self, listener: str, name: str) -> Any:
+        """A property as one listener sees it: its listener.name.<listener>.<name> value,
+        else the node-wide one (None for a JAAS config with no listener value)."""
+        own = self.listener_values.get(listener.upper(), {})
+        if name in own:
+            return own[name]
+        return self.values.get(name)
 
     @property
     def retention_ms(self) -> int:
@@ -397,6 +459,26 @@ class BrokerConfig:
         out["retention.ms"] = self.retention_ms
         out["segment.ms"] = self.segment_ms
         return out
+
+
+LISTENER_PREFIX = "listener.name."
+SECURITY_PREFIXES = ("ssl.", "sasl.")
+JAAS_SUFFIX = ".sasl.jaas.config"
+
+
+def _listener_property(key: str, value: Any) -> tuple[str, str, Any]:
+    """`listener.name.<listener>.<property>` -> (LISTENER, property, parsed value)."""
+    rest = key[len(LISTENER_PREFIX):]
+    listener, _, name = rest.partition(".")
+    if not listener or not name:
+        raise ConfigError(f"config key {key!r}: expected listener.name.<listener>.<property>")
+    if name.endswith(JAAS_SUFFIX) and name[:-len(JAAS_SUFFIX)]:
+        return listener.upper(), name.lower(), str(value)
+    prop = BROKER_PROPERTIES.get(name)
+    if prop is None or not name.startswith(SECURITY_PREFIXES):
+        raise ConfigError(f"unknown config key {key!r}: only security properties (ssl.*, "
+                          "sasl.*, <mechanism>.sasl.jaas.config) may be set per listener")
+    return listener.upper(), name, prop.parse(value)
 
 
 def _resolve_node_id(raw: dict[str, Any], values: dict[str, Any]) -> None:

@@ -3,7 +3,9 @@
 Owns: the declarations of the metadata records the controller writes (TopicRecord,
 PartitionRecord, PartitionChangeRecord, RegisterBrokerRecord, FenceBrokerRecord,
 UnfenceBrokerRecord, BrokerRegistrationChangeRecord, ConfigRecord, ProducerIdsRecord,
-RemoveTopicRecord, FeatureLevelRecord, NoOpRecord), their record types, and `encode_metadata_record` / `decode_metadata_record`.
+RemoveTopicRecord, FeatureLevelRecord, NoOpRecord; for security UserScramCredentialRecord,
+RemoveUserScramCredentialRecord, AccessControlEntryRecord and RemoveAccessControlEntryRecord),
+their record types, and `encode_metadata_record` / `decode_metadata_record`.
 
 A metadata record is the value of a record in a __cluster_metadata batch, framed as Kafka's
 `AbstractApiMessageSerde` (via `MetadataRecordSerde`) frames an `ApiMessageAndVersion`:
@@ -156,6 +158,39 @@ ProducerIdsRecord = Message(
     ])
 
 
+UserScramCredentialRecord = Message(
+    "UserScramCredentialRecord", api_key=11, valid="0", flexible="0+", fields=[
+        F("name", "string"),
+        F("mechanism", "int8"),  # 1 SCRAM-SHA-256, 2 SCRAM-SHA-512 (Kafka's ScramMechanism)
+        F("salt", "bytes"),
+        F("stored_key", "bytes"),
+        F("server_key", "bytes"),
+        F("iterations", "int32"),
+    ])
+
+RemoveUserScramCredentialRecord = Message(
+    "RemoveUserScramCredentialRecord", api_key=22, valid="0", flexible="0+", fields=[
+        F("name", "string"),
+        F("mechanism", "int8"),
+    ])
+
+AccessControlEntryRecord = Message(
+    "AccessControlEntryRecord", api_key=18, valid="0", flexible="0+", fields=[
+        F("id", "uuid"),
+        F("resource_type", "int8"),
+        F("resource_name", "string"),
+        F("pattern_type", "int8"),
+        F("principal", "string"),
+        F("host", "string"),
+        F("operation", "int8"),
+        F("permission_type", "int8"),
+    ])
+
+RemoveAccessControlEntryRecord = Message(
+    "RemoveAccessControlEntryRecord", api_key=19, valid="0", flexible="0+", fields=[
+        F("id", "uuid"),
+    ])
+
 NoOpRecord = Message("NoOpRecord", api_key=20, valid="0", flexible="0+", fields=[])
 
 
@@ -170,17 +205,23 @@ class MetadataRecordType(enum.IntEnum):
     FENCE_BROKER_RECORD = 7
     UNFENCE_BROKER_RECORD = 8
     REMOVE_TOPIC_RECORD = 9
+    USER_SCRAM_CREDENTIAL_RECORD = 11
     FEATURE_LEVEL_RECORD = 12
     PRODUCER_IDS_RECORD = 15
     BROKER_REGISTRATION_CHANGE_RECORD = 17
+    ACCESS_CONTROL_ENTRY_RECORD = 18
+    REMOVE_ACCESS_CONTROL_ENTRY_RECORD = 19
     NO_OP_RECORD = 20
+    REMOVE_USER_SCRAM_CREDENTIAL_RECORD = 22
 
 
 METADATA_RECORDS: dict[MetadataRecordType, Message] = {
     MetadataRecordType(m.api_key): m for m in (
         RegisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord, PartitionChangeRecord,
         FenceBrokerRecord, UnfenceBrokerRecord, RemoveTopicRecord, FeatureLevelRecord,
-        ProducerIdsRecord, BrokerRegistrationChangeRecord, NoOpRecord)
+        ProducerIdsRecord, BrokerRegistrationChangeRecord, NoOpRecord,
+        UserScramCredentialRecord, RemoveUserScramCredentialRecord, AccessControlEntryRecord,
+        RemoveAccessControlEntryRecord)
     if m.api_key is not None
 }
 

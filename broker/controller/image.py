@@ -17,7 +17,10 @@ or `replay` over many), after Kafka's `MetadataImage` and the deltas that produc
   partitions and its configs, as Kafka's `MetadataDelta` does;
 - configs per (resource type, resource name), where a null value deletes the key;
 - the next producer id block (ProducerIdsRecord) and feature levels (FeatureLevelRecord, level
-  0 removing the feature); NoOpRecord changes nothing.
+  0 removing the feature); NoOpRecord changes nothing;
+- SCRAM credentials by (user, mechanism) (UserScramCredentialRecord replaces one,
+  RemoveUserScramCredentialRecord drops it) and ACLs by id (AccessControlEntryRecord,
+  RemoveAccessControlEntryRecord): what every broker authenticates and authorizes with.
 
 A record naming a topic, partition or broker the image does not hold raises
 `MetadataImageError`: the log is inconsistent and replaying past it would hide that.
@@ -134,6 +137,34 @@ class TopicImage:
 
 
 @dataclass(frozen=True)
+class ScramCredential:
+    """One user's salted SCRAM credential for one mechanism (RFC 5802's StoredKey and
+    ServerKey, never the password), as UserScramCredentialRecord carries it."""
+
+    user: str
+    mechanism: int  # Kafka's ScramMechanism: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True)
+class AclBinding:
+    """One access control entry on one resource pattern, as AccessControlEntryRecord
+    carries it (Kafka's AclBinding; the numbers are Kafka's ResourceType, PatternType,
+    AclOperation and AclPermissionType)."""
+
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True)
 class MetadataImage:
     """The whole cluster's metadata after some prefix of the metadata log."""
 
@@ -145,6 +176,9 @@ class MetadataImage:
     configs: Mapping[tuple[int, str], Mapping[str, str]]
     features: Mapping[str, int]
     next_producer_id: int = 0
+    scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(
+        default_factory=lambda: _frozen({}))
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: _frozen({}))
 
     # --- replay -------------------------------------------------------------------------
 
@@ -283,6 +317,30 @@ class MetadataImage:
                     else _with(self.features, body.name, body.feature_level))
         return replace(self, features=features)
 
+    def _set_scram_credential(self, body: Any) -> MetadataImage:
+        credential = ScramCredential(body.name, body.mechanism, bytes(body.salt),
+                                     bytes(body.stored_key), bytes(body.server_key),
+                                     body.iterations)
+        return replace(self, scram_credentials=_with(
+            self.scram_credentials, (body.name, body.mechanism), credential))
+
+    def _remove_scram_credential(self, body: Any) -> MetadataImage:
+        key = (body.name, body.mechanism)
+        if key not in self.scram_credentials:
+            raise MetadataImageError(f"cannot remove the SCRAM credential of {body.name!r} "
+                                     f"(mechanism {body.mechanism}): there is none")
+        return replace(self, scram_credentials=_without(self.scram_credentials, key))
+
+    def _add_acl(self, body: Any) -> MetadataImage:
+        binding = AclBinding(body.resource_type, body.resource_name, body.pattern_type,
+                             body.principal, body.host, body.operation, body.permission_type)
+        return replace(self, acls=_with(self.acls, body.id, binding))
+
+    def _remove_acl(self, body: Any) -> MetadataImage:
+        if body.id not in self.acls:
+            raise MetadataImageError(f"cannot remove ACL {body.id}: no such ACL")
+        return replace(self, acls=_without(self.acls, body.id))
+
     def _no_op(self, body: Any) -> MetadataImage:
         del body
         return self
@@ -348,4 +406,8 @@ _HANDLERS = {
     T.PRODUCER_IDS_RECORD: MetadataImage._set_producer_ids,
     T.FEATURE_LEVEL_RECORD: MetadataImage._set_feature_level,
     T.NO_OP_RECORD: MetadataImage._no_op,
+    T.USER_SCRAM_CREDENTIAL_RECORD: MetadataImage._set_scram_credential,
+    T.REMOVE_USER_SCRAM_CREDENTIAL_RECORD: MetadataImage._remove_scram_credential,
+    T.ACCESS_CONTROL_ENTRY_RECORD: MetadataImage._add_acl,
+    T.REMOVE_ACCESS_CONTROL_ENTRY_RECORD: MetadataImage._remove_acl,
 }

@@ -1,7 +1,7 @@
 """What a request handler is given and may raise.
 
 Owns: `RequestContext` (the broker, the parsed request, the peer, the listener it came
-through), the `Handler` signature,
+through, the principal the connection authenticated as), the `Handler` signature,
 and `CloseConnection`. The handler modules import these from here rather than from the
 package, whose `__init__` imports them back to build the dispatch table.
 """
@@ -14,6 +14,8 @@ from typing import Any, Awaitable, Callable
 from broker.broker import Broker
 from protocol.connection import Request
 
+ANONYMOUS = "User:ANONYMOUS"  # Kafka's KafkaPrincipal.ANONYMOUS
+
 
 @dataclass(slots=True)
 class RequestContext:
@@ -24,10 +26,19 @@ class RequestContext:
     # KIP-951's leader hints answer with each broker's endpoint on that same listener, so a
     # client outside a container network is told the addresses advertised to it
     listener: str | None = None
+    # who the connection authenticated as (SASL, or a TLS client certificate), in Kafka's
+    # "User:name" form; User:ANONYMOUS on a PLAINTEXT or SSL listener without one
+    principal: str = ANONYMOUS
 
     @property
     def listener_name(self) -> str:
         return self.listener or self.broker.listener_name
+
+    @property
+    def client_host(self) -> str:
+        """The peer's address without its port: what an ACL's host is matched against."""
+        host, sep, _ = self.peer.rpartition(":")
+        return host.strip("[]") if sep else self.peer
 
     @property
     def version(self) -> int:

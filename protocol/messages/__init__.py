@@ -9,8 +9,8 @@ what is advertised.
 handler table must match it exactly. `CONTROLLER_APIS` holds the KRaft control plane's
 messages (KIP-595, KIP-631), declared for every version Kafka defines but not served yet, so
 they stay out of ApiVersions: a client that saw them advertised would send them and be
-disconnected. `PENDING_APIS` holds client APIs declared ahead of their handlers (none now:
-KIP-848's consumer group APIs were there until they were served), out of ApiVersions for
+disconnected. `PENDING_APIS` holds client APIs declared ahead of their handlers (KIP-848's
+consumer group APIs were there until they were served), out of ApiVersions for
 the same reason. An API moves from either to `APIS` in the change that gives it a handler.
 """
 
@@ -22,7 +22,7 @@ from construct import Container
 
 from protocol.messages import (
     api_versions, cluster, configs, consumer_group, fetch, group, leader_epoch, list_offsets,
-    metadata, offsets, produce, producer_id, quorum, topics,
+    metadata, offsets, produce, producer_id, quorum, security, topics,
 )
 from protocol.schema import Message
 
@@ -91,7 +91,17 @@ CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
 
 # Client APIs declared, at every version Kafka defines as stable, but not served yet: no
 # handler, not advertised, refused by the client-facing listener like any unknown key.
-PENDING_APIS: dict[int, Api] = {}
+# (The security APIs, issue 15, wait here while their handlers are written.)
+PENDING_APIS: dict[int, Api] = {a.key: a for a in (
+    _api(security.SaslHandshakeRequest, security.SaslHandshakeResponse),
+    _api(security.SaslAuthenticateRequest, security.SaslAuthenticateResponse),
+    _api(security.DescribeAclsRequest, security.DescribeAclsResponse),
+    _api(security.CreateAclsRequest, security.CreateAclsResponse),
+    _api(security.DeleteAclsRequest, security.DeleteAclsResponse),
+    _api(security.DescribeUserScramCredentialsRequest,
+         security.DescribeUserScramCredentialsResponse),
+    _api(security.AlterUserScramCredentialsRequest, security.AlterUserScramCredentialsResponse),
+)}
 assert not APIS.keys() & CONTROLLER_APIS.keys(), "an API is either served or not"
 assert not (APIS.keys() | CONTROLLER_APIS.keys()) & PENDING_APIS.keys(), "an API is in one place"
 

@@ -49,6 +49,15 @@ SAMPLES: dict[T, dict] = {
                                           "in_controlled_shutdown": 1,
                                           "log_dirs": [DIR_B]},
     T.NO_OP_RECORD: {},
+    T.USER_SCRAM_CREDENTIAL_RECORD: {"name": "alice", "mechanism": 2, "salt": b"s" * 16,
+                                     "stored_key": b"k" * 64, "server_key": b"v" * 64,
+                                     "iterations": 8192},
+    T.REMOVE_USER_SCRAM_CREDENTIAL_RECORD: {"name": "alice", "mechanism": 1},
+    T.ACCESS_CONTROL_ENTRY_RECORD: {
+        "id": uuid.UUID(int=5), "resource_type": 2, "resource_name": "orders-",
+        "pattern_type": 4, "principal": "User:alice", "host": "*", "operation": 3,
+        "permission_type": 3},
+    T.REMOVE_ACCESS_CONTROL_ENTRY_RECORD: {"id": uuid.UUID(int=5)},
 }
 
 

@@ -246,3 +246,37 @@ def test_a_record_naming_what_the_image_lacks_is_refused(record, message):
 def test_an_unknown_record_type_is_refused():
     with pytest.raises(MetadataImageError, match="unknown metadata record type 99"):
         MetadataImage.EMPTY.apply(99, 0, {})
+
+
+def test_scram_credentials_are_kept_per_user_and_mechanism_and_removed():
+    image = replay([
+        wire(T.USER_SCRAM_CREDENTIAL_RECORD, name="alice", mechanism=1, salt=b"s1",
+             stored_key=b"k1", server_key=b"v1", iterations=4096),
+        wire(T.USER_SCRAM_CREDENTIAL_RECORD, name="alice", mechanism=2, salt=b"s2",
+             stored_key=b"k2", server_key=b"v2", iterations=8192),
+        # a new password replaces the credential of that mechanism alone
+        wire(T.USER_SCRAM_CREDENTIAL_RECORD, name="alice", mechanism=1, salt=b"s3",
+             stored_key=b"k3", server_key=b"v3", iterations=4096),
+    ])
+    assert sorted(image.scram_credentials) == [("alice", 1), ("alice", 2)]
+    assert image.scram_credentials[("alice", 1)].salt == b"s3"
+    assert image.scram_credentials[("alice", 2)].iterations == 8192
+    image = replay([wire(T.REMOVE_USER_SCRAM_CREDENTIAL_RECORD, name="alice", mechanism=1)],
+                   image)
+    assert list(image.scram_credentials) == [("alice", 2)]
+    with pytest.raises(MetadataImageError):
+        replay([wire(T.REMOVE_USER_SCRAM_CREDENTIAL_RECORD, name="alice", mechanism=1)], image)
+
+
+def test_acls_are_kept_by_id_and_removed():
+    acl = dict(resource_type=2, resource_name="orders-", pattern_type=4,
+               principal="User:alice", host="*", operation=3, permission_type=3)
+    image = replay([wire(T.ACCESS_CONTROL_ENTRY_RECORD, id=uuid.UUID(int=1), **acl),
+                    wire(T.ACCESS_CONTROL_ENTRY_RECORD, id=uuid.UUID(int=2),
+                         **{**acl, "permission_type": 2})])
+    assert image.acls[uuid.UUID(int=1)].resource_name == "orders-"
+    assert image.acls[uuid.UUID(int=2)].permission_type == 2
+    image = replay([wire(T.REMOVE_ACCESS_CONTROL_ENTRY_RECORD, id=uuid.UUID(int=1))], image)
+    assert list(image.acls) == [uuid.UUID(int=2)]
+    with pytest.raises(MetadataImageError):
+        replay([wire(T.REMOVE_ACCESS_CONTROL_ENTRY_RECORD, id=uuid.UUID(int=1))], image)
