@@ -57,6 +57,10 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
                 "latency_ms": "double", "request_bytes": "long", "response_bytes": "long",
                 "error": "string"},
     "connection_error": {"peer": "string", "error": "string"},
+    # a connection refused at the TLS handshake or SASL authentication (issue 15): who it
+    # claimed to be ("" before a name was given), where from, and why; the connection closes
+    "auth_failure": {"principal": "string", "listener": "string", "peer": "string",
+                     "mechanism": "string", "reason": "string"},
     # group coordinator: enough to rebuild every rebalance (owned and assigned partitions are
     # decoded from the consumer protocol bytes when the protocol type is "consumer")
     "group_state": {"group": "string", "generation": "long", "old_state": "string",
