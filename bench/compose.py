@@ -35,10 +35,10 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from bench import throughput
 from bench.cluster import Cluster, report_failure, wait_for
 from bench.common import BenchError, confluent_kafka_modules
-from bench.replication import LINGER_MS, MIN_ISR, PARTITION_COUNTS, Table, _version, produce
+from bench.replication import (LINGER_MS, MIN_ISR, PARTITION_COUNTS, Table, _version, consume,
+                               produce)
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_BOOTSTRAP = "127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094"
@@ -104,20 +104,6 @@ class Target:
     def delete(self, topic: str) -> None:
         admin = self.admin()
         admin.delete_topics([topic], operation_timeout=30)[topic].result(35)
-
-
-def consume(bootstrap: str, topic: str, partitions: int, records: int,
-            pids: list[int]) -> dict[str, Any]:
-    """One timed run of `minibroker bench consume` (assigned partitions, from the start)."""
-    argv = ["consume", "--bootstrap", bootstrap, "--topic", topic, "--records", str(records),
-            "--partitions", str(partitions), "--acks", "all"]
-    for pid in pids:
-        argv += ["--broker-pid", str(pid)]
-    result: dict[str, Any] = {}
-    throughput.run_consume(throughput.build_parser().parse_args(argv), result)
-    if result.get("consumed", records) < records:
-        raise BenchError(f"read {result.get('consumed')} of {records} records of {topic}")
-    return result
 
 
 def measure(target: Target, args: argparse.Namespace, table: Table) -> None:

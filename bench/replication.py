@@ -131,16 +131,39 @@ class Table:
         return table_lines(header, [r.cells() for r in rows], left=(0, 4, 5))
 
 
-def produce(bootstrap: str, topic: str, partitions: int, acks: str, records: int,
-            pids: list[int]) -> dict[str, Any]:
-    """One timed run of `minibroker bench produce` (bench.throughput) in this process: its
-    result (rec_per_s, broker_cpu_s_by_pid, ...); BenchError when it failed."""
-    argv = ["produce", "--bootstrap", bootstrap, "--topic", topic, "--records", str(records),
-            "--partitions", str(partitions), "--acks", acks, "--linger-ms", str(LINGER_MS)]
+def _extra(pids: list[int], client: dict[str, str] | None) -> list[str]:
+    argv: list[str] = []
     for pid in pids:
         argv += ["--broker-pid", str(pid)]
+    for key, value in (client or {}).items():
+        argv += ["-X", f"{key}={value}"]
+    return argv
+
+
+def produce(bootstrap: str, topic: str, partitions: int, acks: str, records: int,
+            pids: list[int], client: dict[str, str] | None = None) -> dict[str, Any]:
+    """One timed run of `minibroker bench produce` (bench.throughput) in this process: its
+    result (rec_per_s, broker_cpu_s_by_pid, ...); BenchError when it failed. `client` adds
+    librdkafka properties (security.protocol, sasl.*, ssl.*)."""
+    argv = ["produce", "--bootstrap", bootstrap, "--topic", topic, "--records", str(records),
+            "--partitions", str(partitions), "--acks", acks, "--linger-ms", str(LINGER_MS)]
     result: dict[str, Any] = {}
-    throughput.run_produce(throughput.build_parser().parse_args(argv), result)
+    throughput.run_produce(throughput.build_parser().parse_args(argv + _extra(pids, client)),
+                           result)
+    return result
+
+
+def consume(bootstrap: str, topic: str, partitions: int, records: int,
+            pids: list[int], client: dict[str, str] | None = None) -> dict[str, Any]:
+    """One timed run of `minibroker bench consume` (assigned partitions, from the start);
+    BenchError unless it read every record."""
+    argv = ["consume", "--bootstrap", bootstrap, "--topic", topic, "--records", str(records),
+            "--partitions", str(partitions), "--acks", "all"]
+    result: dict[str, Any] = {}
+    throughput.run_consume(throughput.build_parser().parse_args(argv + _extra(pids, client)),
+                           result)
+    if result.get("consumed", records) < records:
+        raise BenchError(f"read {result.get('consumed')} of {records} records of {topic}")
     return result
 
 
