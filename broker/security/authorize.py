@@ -16,15 +16,27 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from broker.config import BrokerConfig, ConfigError
 from broker.security.acls import (
     CLUSTER_NAME, AclOperation, ResourceType, StandardAuthorizer, parse_super_users,
 )
 
-if TYPE_CHECKING:
-    from broker.handlers.context import RequestContext
+
+
+class RequestContext(Protocol):
+    """What is read of broker.handlers.context.RequestContext (named structurally: the
+    broker module imports this one, and the context imports the broker)."""
+
+    @property
+    def broker(self) -> Any: ...
+    @property
+    def request(self) -> Any: ...
+    @property
+    def principal(self) -> str: ...
+    @property
+    def client_host(self) -> str: ...
 
 log = logging.getLogger("minibroker.authorizer")
 

@@ -11,6 +11,8 @@ User:ANONYMOUS needs its own grants, as under the default (deny) rule.
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import (
@@ -25,6 +27,8 @@ from kafka.admin import ResourceType as KPResourceType
 
 from tests.interop.librdkafka import _admin, create_topic
 from tests.util import unique, wait_until
+from tools import acls
+from tools.cli import build_parser
 
 pytestmark = pytest.mark.interop
 
@@ -190,3 +194,23 @@ def test_default_deny_and_super_users(make_broker):
         "authorizer.class.name"], "super.users": "User:admin;User:ANONYMOUS"})
     create_topic(root.bootstrap, "anything")
     assert produce_error(root.bootstrap, "anything") is None
+
+
+def test_the_acls_tool_adds_lists_and_removes(locked):
+    def tool(*argv: str) -> str:
+        args = build_parser().parse_args(["acls", "--bootstrap-server", locked.bootstrap, *argv])
+        out, err = io.StringIO(), io.StringIO()
+        assert acls.run(args, out, err) == 0, err.getvalue()
+        return out.getvalue()
+
+    group = unique("toolgrp")
+    tool("--add", "--allow-principal", "User:dave", "--operation", "Read",
+         "--operation", "Describe", "--group", group)
+    listed = tool("--list", "--group", group)
+    assert f"resourceType=GROUP, name={group}, patternType=LITERAL" in listed
+    assert "principal=User:dave, host=*, operation=READ, permissionType=ALLOW" in listed
+    assert "operation=DESCRIBE" in listed
+    removed = tool("--remove", "--allow-principal", "User:dave", "--operation", "Read",
+                   "--group", group)
+    assert "operation=READ" in removed and "operation=DESCRIBE" not in removed
+    assert "operation=READ" not in tool("--list", "--group", group)
