@@ -8,6 +8,7 @@
 #   make bench     side-by-side throughput benchmark against the peer (scripts/bench.sh; RECORDS=...)
 #   make bench-cluster  three nodes: controller and leader failover, propagation (BENCH_CLUSTER_ARGS=...)
 #   make bench-replication  three nodes: acks=all throughput, latency, catch-up, CPU (BENCH_REPLICATION_ARGS=...)
+#   make bench-authorizer  ns per ACL check, indexed against a scan (10 to 10,000 ACLs)
 #   make soak      run the tests marked `soak`
 #   make chaos     20 seeded 60 s fault runs on three local processes, checked (CHAOS_SEEDS=, CHAOS_ARGS=)
 #   make chaos-docker  the same against the compose cluster, network partitions included
@@ -34,7 +35,7 @@ DATA_DIR    ?= ./data
 BROKER_ID   ?= 0
 PYTEST_ARGS ?=
 
-.PHONY: help venv sysdeps run lint test bench bench-cluster bench-replication soak clean chaos \
+.PHONY: help venv sysdeps run lint test bench bench-cluster bench-replication bench-authorizer soak clean chaos \
 	chaos-docker \
 	distclean image cluster cluster-down compose-v2 cluster-data cluster-analyze \
 	bench-compose
@@ -94,6 +95,10 @@ bench-cluster: venv
 BENCH_REPLICATION_ARGS ?=
 bench-replication: venv
 	$(VENV)/bin/minibroker bench replication $(BENCH_REPLICATION_ARGS)
+
+# bench/authorizer.py: ns per ACL check with 10, 1,000 and 10,000 ACLs, index against scan
+bench-authorizer: venv
+	$(VENV)/bin/minibroker bench authorizer
 
 # pytest exits 5 when the marker selects no test: say so and succeed.
 soak: venv

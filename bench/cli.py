@@ -9,6 +9,8 @@
                                            (bench.replication)
     minibroker bench compose ...           produce/consume against the Docker Compose cluster,
                                            beside local processes (bench.compose)
+    minibroker bench authorizer ...        ns per ACL check, indexed against a scan
+                                           (bench.authorizer)
 
 The benchmarks drive other clients and draw charts: they need the `bench` extra. What the
 chosen benchmark imports is checked before it starts (`requirements`), so that a missing
@@ -25,7 +27,7 @@ from tools.extras import EXIT_MISSING, MissingExtra, missing_extra, require
 PROG = "minibroker bench"
 _MODULES = {"groups": "bench.groups", "client": "bench.clients", "rebalance": "bench.rebalance",
             "cluster": "bench.cluster", "replication": "bench.replication",
-            "compose": "bench.compose"}
+            "compose": "bench.compose", "authorizer": "bench.authorizer"}
 
 
 def _option(argv: list[str], name: str) -> str | None:
@@ -51,6 +53,8 @@ def requirements(argv: list[str]) -> list[str]:
         return ["confluent_kafka"] + [module for name, module in
                                       (("aiokafka", "aiokafka"), ("kafka-python", "kafka"))
                                       if name in clients]
+    if which == "authorizer":
+        return []  # pure CPU: nothing beyond the broker
     if which == "rebalance":
         needs = []
         if _option(argv, "--client") == "librdkafka":

@@ -39,6 +39,7 @@ from broker.metadata_cache import OFFSETS_TOPIC, MetadataCache
 from broker.partition import Partition
 from broker.replication.leader_epochs import open_cache
 from broker.replication.manager import ReplicaManager
+from broker.security.authorize import authorizer_for
 from protocol.messages import ALLOCATE_PRODUCER_IDS, request_body
 from protocol.metadata_records import MetadataRecordType as T
 
@@ -69,6 +70,8 @@ class Broker:
         derived = (None if self.addresses.single_node
                    else cluster_id_for_voters(format_voters(self.addresses.voters)))
         self.metadata_cache = MetadataCache(load_cluster_id(self.data_dir, self.node_id, derived))
+        # None without authorizer.class.name: every request is allowed, as before ACLs
+        self.authorizer = authorizer_for(config)
         self.log_dirs = LogDirFailureChannel(str(self.data_dir),
                                              load_directory_id(self.data_dir),
                                              can_fail_over=self._another_broker_can_lead)

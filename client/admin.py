@@ -4,7 +4,7 @@ Owns: `AdminClient` and the plain dataclasses it takes and returns (`NewTopic`,
 `CreatedTopic`, `TopicListing`, `TopicDescription`, `PartitionInfo`, `ConfigResource`,
 `ConfigEntry`, `GroupListing`, `GroupDescription`, `MemberDescription`,
 `ConsumerGroupDescription`, `ConsumerGroupMemberDescription`, `ClusterDescription`,
-`QuorumInfo`, `ReplicaState`).
+`QuorumInfo`, `ReplicaState`, `AclBinding`, `AclBindingFilter`).
 
     async with AdminClient(bootstrap_servers="127.0.0.1:9092") as admin:
         await admin.create_topics({"orders": 3})          # or [NewTopic("orders", 3, 1)]
@@ -18,6 +18,9 @@ Owns: `AdminClient` and the plain dataclasses it takes and returns (`NewTopic`,
         await admin.delete_topics(["orders"])
         await admin.describe_cluster()    # cluster id, active controller, brokers and racks
         await admin.describe_quorum()     # the metadata quorum: leader, epoch, voters' lag
+        await admin.create_acls([AclBinding(2, "orders", 3, "User:alice", "*", 3, 3)])
+        await admin.describe_acls(AclBindingFilter(resource_type=2))  # [AclBinding]
+        await admin.delete_acls([AclBindingFilter(principal="User:alice")])  # what went
 
 Kafka errors come back as the typed exceptions of client.errors (TopicAlreadyExistsError,
 UnknownTopicOrPartitionError, ...). When a call names several topics, every topic is
@@ -32,7 +35,7 @@ a producer that waits for a topic, is an answer here and is raised at once.
 
 Topic calls go to the controller named by Metadata, group calls to the group's coordinator
 (FindCoordinator, sent to the least-loaded connection), ListGroups to every broker,
-ListOffsets to each partition's leader, DescribeConfigs of a topic to the least-loaded
+ListOffsets to each partition's leader, the ACL calls to the controller Metadata names, DescribeConfigs of a topic to the least-loaded
 connection and of a broker to that broker, DescribeCluster and DescribeQuorum to the
 least-loaded connection (a broker answers DescribeQuorum from the active controller, as
 Kafka's Admin.describeMetadataQuorum expects).
@@ -55,13 +58,14 @@ from client.types import Node, TopicPartition
 from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
-    CONSUMER_GROUP_DESCRIBE, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CLUSTER,
+    CONSUMER_GROUP_DESCRIBE, CREATE_ACLS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_ACLS,
+    DESCRIBE_ACLS, DELETE_TOPICS, DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS, DESCRIBE_QUORUM, LIST_GROUPS, LIST_OFFSETS,
 )
 from protocol.primitives import ZERO_UUID
 
-__all__ = ["AdminClient", "ClusterDescription", "ConfigEntry", "ConfigResource", "CreatedTopic",
+__all__ = ["AclBinding", "AclBindingFilter", "AdminClient", "ClusterDescription", "ConfigEntry", "ConfigResource", "CreatedTopic",
            "ConsumerGroupDescription", "ConsumerGroupMemberDescription", "GroupDescription", "GroupListing", "MemberDescription", "NewTopic", "PartitionInfo",
            "QuorumInfo", "ReplicaState", "TopicDescription", "TopicListing"]
 
@@ -253,6 +257,43 @@ class QuorumInfo:
 
 
 # -- the client -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AclBinding:
+    """One ACL, with Kafka's numbers: ResourceType (2 topic, 3 group, 4 cluster, 5
+    transactional id), PatternType (3 literal, 4 prefixed), AclOperation (2 all, 3 read, 4
+    write, ... 8 describe, ...) and AclPermissionType (2 deny, 3 allow)."""
+
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True)
+class AclBindingFilter:
+    """Kafka's AclBindingFilter: None matches any name, principal or host, 1 (ANY) any
+    type, pattern, operation or permission; pattern type 2 (MATCH) selects the ACLs that
+    apply to the named resource (literal, wildcard and prefixes)."""
+
+    resource_type: int = 1
+    resource_name: str | None = None
+    pattern_type: int = 1
+    principal: str | None = None
+    host: str | None = None
+    operation: int = 1
+    permission_type: int = 1
+
+    def body(self) -> dict:
+        return {"resource_type_filter": self.resource_type,
+                "resource_name_filter": self.resource_name,
+                "pattern_type_filter": self.pattern_type,
+                "principal_filter": self.principal, "host_filter": self.host,
+                "operation": self.operation, "permission_type": self.permission_type}
+
 
 class AdminClient:
     """Administrative operations on a Kafka cluster; an async context manager.
@@ -639,6 +680,65 @@ class AdminClient:
                               tuple(_replica_state(r) for r in partition.observers), nodes)
 
         return await self._retrying("DescribeQuorum", attempt, timeout_ms)
+
+    # -- ACLs ----------------------------------------------------------------------------
+
+    async def create_acls(self, bindings: Iterable[AclBinding], *,
+                          timeout_ms: int | None = None) -> None:
+        """CreateAcls; the first refused binding's error is raised (the others took
+        effect)."""
+        wanted = list(bindings)
+
+        async def attempt() -> None:
+            conn = await self._controller()
+            resp = await conn.request(CREATE_ACLS, {"creations": [
+                {"resource_type": b.resource_type, "resource_name": b.resource_name,
+                 "resource_pattern_type": b.pattern_type, "principal": b.principal,
+                 "host": b.host, "operation": b.operation,
+                 "permission_type": b.permission_type} for b in wanted]})
+            for binding, result in zip(wanted, resp.body.results):
+                code = ErrorCode.of(result.error_code)
+                if code is not ErrorCode.NONE:
+                    raise for_code(code, result.get("error_message") or f"CreateAcls {binding}")
+
+        await self._retrying("CreateAcls", attempt, timeout_ms)
+
+    async def describe_acls(self, acl_filter: AclBindingFilter = AclBindingFilter(), *,
+                            timeout_ms: int | None = None) -> list[AclBinding]:
+        """DescribeAcls: every ACL the filter matches."""
+        async def attempt() -> list[AclBinding]:
+            conn = await self.pool.least_loaded()
+            resp = await conn.request(DESCRIBE_ACLS, acl_filter.body())
+            body = resp.body
+            code = ErrorCode.of(body.error_code)
+            if code is not ErrorCode.NONE:
+                raise for_code(code, body.get("error_message") or "DescribeAcls")
+            return [AclBinding(r.resource_type, r.resource_name, r.get("pattern_type", 3),
+                               a.principal, a.host, a.operation, a.permission_type)
+                    for r in body.resources for a in r.acls]
+
+        return await self._retrying("DescribeAcls", attempt, timeout_ms)
+
+    async def delete_acls(self, filters: Iterable[AclBindingFilter], *,
+                          timeout_ms: int | None = None) -> list[AclBinding]:
+        """DeleteAcls: the ACLs deleted (each filter's matches, in order)."""
+        wanted = list(filters)
+
+        async def attempt() -> list[AclBinding]:
+            conn = await self._controller()
+            resp = await conn.request(DELETE_ACLS, {"filters": [f.body() for f in wanted]})
+            deleted: list[AclBinding] = []
+            for result in resp.body.filter_results:
+                code = ErrorCode.of(result.error_code)
+                if code is not ErrorCode.NONE:
+                    raise for_code(code, result.get("error_message") or "DeleteAcls")
+                deleted += [AclBinding(a.resource_type, a.resource_name,
+                                       a.get("pattern_type", 3), a.principal, a.host,
+                                       a.operation, a.permission_type)
+                            for a in result.matching_acls]
+            return deleted
+
+        return await self._retrying("DeleteAcls", attempt, timeout_ms)
 
     # -- plumbing ----------------------------------------------------------------------
 

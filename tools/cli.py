@@ -2,7 +2,7 @@
 
 Owns argument parsing and dispatch to the subcommands: `serve` (one broker in the
 foreground, broker.main), `bench` (benchmarks, bench.cli), `analyze` (the Spark analysis,
-tools.analyze), `chaos` (the fault harness, bench.chaos), `dump-log` (tools.dump_log), `groups` (tools.groups), `topics`
+tools.analyze), `chaos` (the fault harness, bench.chaos), `dump-log` (tools.dump_log), `acls` (tools.acls), `groups` (tools.groups), `topics`
 (tools.topics), `cluster` and `metadata-quorum` (tools.cluster), `produce` and `consume`
 (console producer and consumer on the client library). Like Kafka's `tools` module, it is
 a client of the broker and lives apart from it.
@@ -43,8 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     # imported only when used: the broker itself never needs pyspark
     analyze.set_defaults(func=lambda a: _analyze(a.rest))
 
-    from tools import cluster, consume, dump_log, groups, produce, topics
+    from tools import acls, cluster, consume, dump_log, groups, produce, topics
     for name, tool, description in (
+            ("acls", acls, "add, remove and list ACLs (kafka-acls)"),
             ("dump-log", dump_log, "print the batches and records of log segments"),
             ("groups", groups, "list and describe consumer groups"),
             ("topics", topics, "list, describe, create, delete and grow topics (kafka-topics)"),

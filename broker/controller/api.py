@@ -24,9 +24,10 @@ INCREMENTAL_ALTER_CONFIGS, ELECT_LEADERS = 44, 43
 BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER = 62, 63, 64
 ALLOCATE_PRODUCER_IDS = 67
 ALTER_PARTITION = 56
+CREATE_ACLS, DELETE_ACLS = 30, 31
 
 ADMIN_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS,
-                        INCREMENTAL_ALTER_CONFIGS, ELECT_LEADERS})
+                        INCREMENTAL_ALTER_CONFIGS, ELECT_LEADERS, CREATE_ACLS, DELETE_ACLS})
 BROKER_APIS = frozenset({BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER,
                          ALLOCATE_PRODUCER_IDS, ALTER_PARTITION})
 
@@ -42,6 +43,10 @@ def _operation(api_key: int, body: Any):
         return lambda c, now, _off: c.incremental_alter_configs(body, now)
     if api_key == ELECT_LEADERS:
         return lambda c, now, _off: c.elect_leaders(body, now)
+    if api_key == CREATE_ACLS:
+        return lambda c, now, _off: c.create_acls(body, now)
+    if api_key == DELETE_ACLS:
+        return lambda c, now, _off: c.delete_acls(body, now)
     if api_key == BROKER_REGISTRATION:
         return lambda c, now, offset: c.register_broker(body, now, offset)
     if api_key == BROKER_HEARTBEAT:
@@ -98,6 +103,11 @@ def not_controller(api_key: int, body: Any) -> dict:
     elif api_key == ELECT_LEADERS:
         out["error_code"] = code
         out["replica_election_results"] = []
+    elif api_key == CREATE_ACLS:
+        out["results"] = [{"error_code": code, "error_message": None} for _ in body.creations]
+    elif api_key == DELETE_ACLS:
+        out["filter_results"] = [{"error_code": code, "error_message": None,
+                                  "matching_acls": []} for _ in body.filters]
     else:
         out["error_code"] = code
     return out
@@ -109,7 +119,7 @@ def is_not_controller(api_key: int, response: Any) -> bool:
         return any(i.get("error_code") == ErrorCode.NOT_CONTROLLER for i in items or [])
     if response.get("error_code") == ErrorCode.NOT_CONTROLLER:
         return True
-    for key in ("topics", "responses", "results"):
+    for key in ("topics", "responses", "results", "filter_results"):
         if coded(response.get(key)):
             return True
     return False

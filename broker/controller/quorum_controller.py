@@ -53,7 +53,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from broker.config import BROKER_PROPERTIES, TOPIC_PROPERTIES, ConfigError, validate_topic_configs
-from broker.controller import election
+from broker.controller import acl_control, election
 from broker.controller.election import (
     NO_LEADER, NO_LEADER_CHANGE, LeaderRecoveryState, PartitionRegistration,
 )
@@ -1017,3 +1017,22 @@ class QuorumController:
                                              "next_producer_id": start + block})
         return batch.result({"throttle_time_ms": 0, "error_code": int(ErrorCode.NONE),
                              "producer_id_start": start, "producer_id_len": block})
+
+    # --- ACLs (the records and answers are broker.controller.acl_control's) ------------
+
+    def create_acls(self, body: Any, now_ms: int) -> ControllerResult:
+        del now_ms
+        records, response = acl_control.create_acls(
+            self.image, body, lambda: uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        return self._acl_result(records, response)
+
+    def delete_acls(self, body: Any, now_ms: int) -> ControllerResult:
+        del now_ms
+        records, response = acl_control.delete_acls(self.image, body)
+        return self._acl_result(records, response)
+
+    def _acl_result(self, records: list[Record], response: dict) -> ControllerResult:
+        batch = _Batch(self.image)
+        for record_type, version, body in records:
+            batch.add(record_type, version, body)
+        return batch.result(response)

@@ -9,7 +9,7 @@ Kafka error codes inside the body; a handler raises only on our own bugs.
 from __future__ import annotations
 
 from broker.handlers import (
-    api_versions, cluster, configs, consumer_group, fetch, groups, leader_epoch, list_offsets,
+    acls, api_versions, cluster, configs, consumer_group, fetch, groups, leader_epoch, list_offsets,
     metadata, offsets, produce, producer_id, topics,
 )
 from broker.handlers.context import Handler
@@ -44,6 +44,9 @@ HANDLERS: dict[int, Handler] = {
     m.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     m.CONSUMER_GROUP_HEARTBEAT: consumer_group.handle_heartbeat,
     m.CONSUMER_GROUP_DESCRIBE: consumer_group.handle_describe,
+    m.DESCRIBE_ACLS: acls.handle_describe_acls,
+    m.CREATE_ACLS: acls.handle_create_acls,
+    m.DELETE_ACLS: acls.handle_delete_acls,
 }
 
 assert HANDLERS.keys() == m.APIS.keys(), "every declared API needs a handler, and no more"

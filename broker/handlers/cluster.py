@@ -20,6 +20,8 @@ from broker.handlers.common import forward
 from broker.handlers.context import RequestContext
 from broker.handlers.metadata import brokers, controller_id
 from broker.metadata_cache import MetadataCache
+from broker.security.acls import AclOperation
+from broker.security.authorize import authorize_cluster
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
@@ -49,6 +51,9 @@ async def handle_describe_cluster(ctx: RequestContext) -> dict:
 
 async def handle_elect_leaders(ctx: RequestContext) -> dict:
     body = ctx.body
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return _every_partition(body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                "Cluster authorization failed.")
     try:
         response = await forward(ctx.broker, m.ELECT_LEADERS, ctx.version, body)
     except ControllerUnavailable:
@@ -77,20 +82,26 @@ def _elected(cache: MetadataCache, topic: str, index: int, election_type: int) -
 
 
 def _timed_out(body) -> dict:
-    message = "No controller answered within the request timeout."
+    return _every_partition(body, ErrorCode.REQUEST_TIMED_OUT,
+                            "No controller answered within the request timeout.")
+
+
+def _every_partition(body, code: ErrorCode, message: str) -> dict:
     results = [{"topic": t.topic, "partition_result": [
-        {"partition_id": i, "error_code": ErrorCode.REQUEST_TIMED_OUT, "error_message": message}
+        {"partition_id": i, "error_code": code, "error_message": message}
         for i in t.partitions]} for t in body.topic_partitions or []]
     # v1+ carry the whole request's error at the top (the only place when every partition
     # was asked for with a null list); v0 only per partition
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.REQUEST_TIMED_OUT,
-            "replica_election_results": results}
+    return {"throttle_time_ms": 0, "error_code": code, "replica_election_results": results}
 
 
 async def handle_describe_quorum(ctx: RequestContext) -> dict:
     """DescribeQuorum on the client listener, as Kafka's brokers answer it for
     kafka-metadata-quorum --bootstrap-server: by the quorum's leader, this node if it leads,
-    else the leader over its controller listener."""
+    else the leader over its controller listener. It needs DESCRIBE on the cluster."""
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Cluster authorization failed.", "topics": [], "nodes": []}
     runtime = ctx.broker.runtime
     if runtime is not None and runtime.node.is_leader:
         return describe_quorum(ctx.broker)

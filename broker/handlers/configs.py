@@ -24,6 +24,8 @@ from broker.controller_channel import ControllerUnavailable
 from broker.handlers.common import forward
 from broker.handlers.context import RequestContext
 from broker.metadata_cache import MetadataCache
+from broker.security.acls import AclOperation
+from broker.security.authorize import authorize_cluster, authorize_topic
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
@@ -98,13 +100,27 @@ def _broker_entries(broker: Broker) -> list[dict]:
     return entries
 
 
+def _authorization_error(ctx: RequestContext, operation: AclOperation,
+                         resource_type: int, name: str) -> ErrorCode:
+    """A topic's configs are the topic's, a broker's the cluster's (Kafka's ConfigHelper)."""
+    if resource_type == TOPIC and not authorize_topic(ctx, operation, name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if resource_type == BROKER and not authorize_cluster(ctx, operation):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return ErrorCode.NONE
+
+
 async def handle(ctx: RequestContext) -> dict:
     broker = ctx.broker
     results = []
     for r in ctx.body.resources:
         out = {"error_code": ErrorCode.NONE, "error_message": None,
                "resource_type": r.resource_type, "resource_name": r.resource_name, "configs": []}
-        if r.resource_type == TOPIC:
+        denied = _authorization_error(ctx, AclOperation.DESCRIBE_CONFIGS, r.resource_type,
+                                      r.resource_name)
+        if denied != ErrorCode.NONE:
+            out.update(error_code=denied, error_message="Authorization failed.")
+        elif r.resource_type == TOPIC:
             if broker.metadata_cache.topic(r.resource_name) is None:
                 out.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                            error_message=f"Topic {r.resource_name!r} does not exist.")
@@ -133,14 +149,30 @@ async def handle(ctx: RequestContext) -> dict:
 
 async def handle_incremental_alter_configs(ctx: RequestContext) -> dict:
     body = ctx.body
+    refused, wanted = [], []
+    for r in body.resources:
+        denied = _authorization_error(ctx, AclOperation.ALTER_CONFIGS, r.resource_type,
+                                      r.resource_name)
+        if denied == ErrorCode.NONE:
+            wanted.append(r)
+        else:
+            refused.append({"error_code": denied, "error_message": "Authorization failed.",
+                            "resource_type": r.resource_type,
+                            "resource_name": r.resource_name})
+    if refused and not wanted:
+        return {"throttle_time_ms": 0, "responses": refused}
+    forwarded = body if not refused else {"resources": wanted,
+                                          "validate_only": body.validate_only}
     try:
-        response = await forward(ctx.broker, m.INCREMENTAL_ALTER_CONFIGS, ctx.version, body)
+        response = await forward(ctx.broker, m.INCREMENTAL_ALTER_CONFIGS, ctx.version,
+                                 forwarded)
     except ControllerUnavailable:
-        return {"throttle_time_ms": 0, "responses": [
+        return {"throttle_time_ms": 0, "responses": refused + [
             {"error_code": ErrorCode.REQUEST_TIMED_OUT,
              "error_message": "No controller answered within the request timeout.",
              "resource_type": r.resource_type, "resource_name": r.resource_name}
-            for r in body.resources]}
+            for r in wanted]}
+    response = {**dict(response), "responses": refused + list(response["responses"])}
     done = {(r["resource_type"], r["resource_name"]) for r in response["responses"]
             if r["error_code"] == ErrorCode.NONE}
     expected = [(r.resource_name, c.name, c.value if c.config_operation == SET else None)

@@ -12,6 +12,8 @@ from typing import Any, Mapping
 
 from broker.coordinator.consumer_group import HeartbeatRequest, heartbeat_error
 from broker.handlers.context import RequestContext
+from broker.security.acls import AclOperation, ResourceType
+from broker.security.authorize import authorize_group, unauthorized
 from protocol.errors import ErrorCode
 
 
@@ -42,6 +44,15 @@ def _ids(ctx: RequestContext, assignment: Mapping[str, frozenset[int]],
 
 async def handle_heartbeat(ctx: RequestContext) -> dict:
     b = ctx.body
+    if not authorize_group(ctx, AclOperation.READ, b.group_id):
+        return heartbeat_error(ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                               "Group authorization failed.", b.member_id)
+    denied = unauthorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                          b.subscribed_topic_names or [])
+    if denied:
+        return heartbeat_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                               f"Topic authorization failed for {sorted(denied)}.",
+                               b.member_id)
     request = HeartbeatRequest(
         group_id=b.group_id, member_id=b.member_id, member_epoch=b.member_epoch,
         instance_id=b.instance_id, rack_id=b.rack_id,
@@ -68,6 +79,12 @@ async def handle_describe(ctx: RequestContext) -> dict:
     coordinator = ctx.broker.groups.coordinator
     groups = []
     for group_id in ctx.body.group_ids:
+        if not authorize_group(ctx, AclOperation.DESCRIBE, group_id):
+            groups.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                           "error_message": "Group authorization failed.",
+                           "group_id": group_id, "group_state": "", "group_epoch": -1,
+                           "assignment_epoch": -1, "assignor_name": "", "members": []})
+            continue
         described = coordinator.consumer_group_describe(group_id)
         for member in described["members"]:
             for field in ("assignment", "target_assignment"):

@@ -22,7 +22,9 @@ import logging
 from broker.controller import api as controller_api
 from broker.controller import raft_codec
 from broker.handlers.cluster import describe_quorum, handle_describe_cluster
-from broker.handlers.context import RequestContext
+from broker.handlers.context import Handler, RequestContext
+from broker.security.acls import AclOperation
+from broker.security.authorize import authorize_cluster
 from protocol import messages as m
 from protocol.errors import ErrorCode
 from protocol.messages import ALL_APIS
@@ -86,10 +88,39 @@ async def handle_api_versions(ctx: RequestContext) -> dict:
     return {"error_code": code, "api_keys": keys, "throttle_time_ms": 0}
 
 
+def _requires(operation: AclOperation, handler: Handler) -> Handler:
+    """The handler, behind a check of `operation` on the cluster for the connection's
+    principal: the nodes' own requests need CLUSTER_ACTION (Kafka's controller APIs). A
+    refused request gets the API's own error shape with CLUSTER_AUTHORIZATION_FAILED."""
+    async def checked(ctx: RequestContext) -> dict:
+        if authorize_cluster(ctx, operation):
+            return await handler(ctx)
+        key = ctx.request.api_key
+        if key in _RAFT_APIS:
+            return raft_codec.error_response(key, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        if key == m.DESCRIBE_QUORUM:
+            return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                    "error_message": None, "topics": [], "nodes": []}
+        out = controller_api.not_controller(key, ctx.body)
+        return _recode(out, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    return checked
+
+
+def _recode(value, code: ErrorCode):
+    """An answer with every NOT_CONTROLLER turned into `code`."""
+    if isinstance(value, dict):
+        return {k: (code if k == "error_code" and v == ErrorCode.NOT_CONTROLLER
+                    else _recode(v, code)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_recode(v, code) for v in value]
+    return value
+
+
+_CLUSTER_ACTION = AclOperation.CLUSTER_ACTION
 CONTROLLER_HANDLERS = {
-    **{key: handle_raft for key in _RAFT_APIS},
-    m.DESCRIBE_QUORUM: handle_describe_quorum,
-    **{key: handle_controller_api for key in _RUNTIME_APIS},
+    **{key: _requires(_CLUSTER_ACTION, handle_raft) for key in _RAFT_APIS},
+    m.DESCRIBE_QUORUM: _requires(AclOperation.DESCRIBE, handle_describe_quorum),
+    **{key: _requires(_CLUSTER_ACTION, handle_controller_api) for key in _RUNTIME_APIS},
     m.API_VERSIONS: handle_api_versions,
     m.DESCRIBE_CLUSTER: handle_describe_cluster,
 }

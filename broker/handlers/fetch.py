@@ -34,6 +34,8 @@ import trio
 
 from broker.handlers.common import current_leader, lookup
 from broker.handlers.context import RequestContext
+from broker.security.acls import AclOperation, ResourceType
+from broker.security.authorize import authorize_cluster, unauthorized
 from broker.log.errors import LogError, OffsetOutOfRange
 from broker.replication.selector import (NO_PREFERENCE, RACK_AWARE_SELECTOR, ReplicaView,
                                          preferred_read_replica)
@@ -78,11 +80,18 @@ def _follower_fetch(ctx: RequestContext, follower: int) -> None:
 async def handle(ctx: RequestContext) -> dict:
     body = ctx.body
     follower = replica_id(ctx)
+    names = [t.topic for t in body.topics]
     if follower >= 0:
-        _follower_fetch(ctx, follower)
+        # a follower needs CLUSTER_ACTION on the cluster; without it, it is told nothing
+        denied = (frozenset() if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION)
+                  else frozenset(names))
+        if not denied:
+            _follower_fetch(ctx, follower)
+    else:
+        denied = unauthorized(ctx, AclOperation.READ, ResourceType.TOPIC, names)
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     while True:
-        responses, total, errors = _read(ctx, follower)
+        responses, total, errors = _read(ctx, follower, denied)
         if total >= body.min_bytes or errors or trio.current_time() >= deadline:
             break
         with trio.move_on_at(deadline):
@@ -92,7 +101,8 @@ async def handle(ctx: RequestContext) -> dict:
             "responses": responses}
 
 
-def _read(ctx: RequestContext, follower: int) -> tuple[list, int, bool]:
+def _read(ctx: RequestContext, follower: int,
+          denied: frozenset[str] = frozenset()) -> tuple[list, int, bool]:
     body, broker = ctx.body, ctx.broker
     budget = body.get("max_bytes", 2**31 - 1)
     total, errors = 0, False
@@ -109,9 +119,12 @@ def _read(ctx: RequestContext, follower: int) -> tuple[list, int, bool]:
     for topic in body.topics:
         partitions = []
         for p in topic.partitions:
-            partition, error = lookup(broker, topic.topic, p.partition,
-                                      p.get("current_leader_epoch", -1),
-                                      allow_follower=consumer_may_use_follower)
+            if topic.topic in denied:
+                partition, error = None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            else:
+                partition, error = lookup(broker, topic.topic, p.partition,
+                                          p.get("current_leader_epoch", -1),
+                                          allow_follower=consumer_may_use_follower)
             records = b""
             preferred = NO_PREFERENCE
             if partition is not None and error == ErrorCode.NONE and selector \

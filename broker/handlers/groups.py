@@ -18,6 +18,8 @@ from __future__ import annotations
 from broker.coordinator.membership import JoinRequest, group_id_error, join_error, sync_body
 from broker.coordinator.runtime import OFFSETS_TOPIC, Waiter
 from broker.handlers.context import RequestContext
+from broker.security.acls import AclOperation, ResourceType
+from broker.security.authorize import authorize_cluster, authorize_group, enabled, unauthorized
 from protocol.errors import ErrorCode
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
@@ -39,6 +41,10 @@ async def _coordinator_entry(ctx: RequestContext, key: str, key_type: int) -> di
     if key_type != GROUP_KEY:
         out.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                    error_message="transactions are not supported")
+        return out
+    if not authorize_group(ctx, AclOperation.DESCRIBE, key):
+        out.update(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                   error_message="Group authorization failed.")
         return out
     error = group_id_error(key)
     if error != ErrorCode.NONE:
@@ -71,8 +77,16 @@ async def handle_find_coordinator(ctx: RequestContext) -> dict:
     return {"throttle_time_ms": 0, **entry}
 
 
+_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
 async def handle_join_group(ctx: RequestContext) -> dict:
     b = ctx.body
+    if not authorize_group(ctx, AclOperation.READ, b.group_id):
+        body = {"throttle_time_ms": 0, **join_error(_DENIED, b.member_id)}
+        if ctx.version < NULLABLE_PROTOCOL_NAME:
+            body["protocol_name"] = ""
+        return body
     request = JoinRequest(
         group_id=b.group_id, member_id=b.member_id,
         group_instance_id=b.get("group_instance_id"),
@@ -93,6 +107,8 @@ async def handle_join_group(ctx: RequestContext) -> dict:
 
 async def handle_sync_group(ctx: RequestContext) -> dict:
     b = ctx.body
+    if not authorize_group(ctx, AclOperation.READ, b.group_id):
+        return sync_body(_DENIED)
     coordinator = ctx.broker.groups.coordinator
     assignments = {a.member_id: a.assignment for a in b.assignments}
     waiter = await ctx.broker.groups.call(
@@ -103,6 +119,8 @@ async def handle_sync_group(ctx: RequestContext) -> dict:
 
 async def handle_heartbeat(ctx: RequestContext) -> dict:
     b = ctx.body
+    if not authorize_group(ctx, AclOperation.READ, b.group_id):
+        return {"throttle_time_ms": 0, "error_code": _DENIED}
     coordinator = ctx.broker.groups.coordinator
     waiter = await ctx.broker.groups.call(coordinator.heartbeat, b.group_id, b.generation_id,
                                           b.member_id, b.get("group_instance_id"))
@@ -111,6 +129,8 @@ async def handle_heartbeat(ctx: RequestContext) -> dict:
 
 async def handle_leave_group(ctx: RequestContext) -> dict:
     b = ctx.body
+    if not authorize_group(ctx, AclOperation.READ, b.group_id):
+        return {"throttle_time_ms": 0, "error_code": _DENIED, "members": []}
     if ctx.version >= 3:
         identities = [(m.member_id, m.group_instance_id) for m in b.members]
     else:
@@ -126,8 +146,12 @@ async def handle_leave_group(ctx: RequestContext) -> dict:
 
 async def handle_describe_groups(ctx: RequestContext) -> dict:
     coordinator = ctx.broker.groups.coordinator
-    return {"throttle_time_ms": 0,
-            "groups": [coordinator.describe(group_id) for group_id in ctx.body.groups]}
+    return {"throttle_time_ms": 0, "groups": [
+        coordinator.describe(group_id)
+        if authorize_group(ctx, AclOperation.DESCRIBE, group_id) else
+        {"error_code": _DENIED, "group_id": group_id, "group_state": "",
+         "protocol_type": "", "protocol_data": "", "members": []}
+        for group_id in ctx.body.groups]}
 
 
 async def handle_list_groups(ctx: RequestContext) -> dict:
@@ -137,6 +161,11 @@ async def handle_list_groups(ctx: RequestContext) -> dict:
     groups = ctx.broker.groups.coordinator.list_groups(states)
     if types:
         groups = [g for g in groups if g["group_type"] in types]
+    if enabled(ctx) and not authorize_cluster(ctx, AclOperation.DESCRIBE, log_denied=False):
+        # without DESCRIBE on the cluster, only the groups the principal may describe
+        hidden = unauthorized(ctx, AclOperation.DESCRIBE, ResourceType.GROUP,
+                              [g["group_id"] for g in groups], log_denied=False)
+        groups = [g for g in groups if g["group_id"] not in hidden]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}
 
 
@@ -144,6 +173,9 @@ async def handle_delete_groups(ctx: RequestContext) -> dict:
     runtime = ctx.broker.groups
     results = []
     for group_id in ctx.body.groups_names:
+        if not authorize_group(ctx, AclOperation.DELETE, group_id):
+            results.append({"group_id": group_id, "error_code": _DENIED})
+            continue
         error, effects = runtime.coordinator.delete_group(group_id, ctx.broker.now_ms())
         if effects:
             error = runtime.apply_effects(effects) or error

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from broker.handlers.common import lookup
 from broker.handlers.context import RequestContext
+from broker.security.acls import AclOperation, ResourceType
+from broker.security.authorize import authorize_cluster, unauthorized
 from protocol.errors import ErrorCode
 
 UNDEFINED_EPOCH = UNDEFINED_OFFSET = -1
@@ -20,13 +22,22 @@ UNDEFINED_EPOCH = UNDEFINED_OFFSET = -1
 
 async def handle(ctx: RequestContext) -> dict:
     topics = []
+    names = [t.topic for t in ctx.body.topics]
+    if ctx.body.get("replica_id", -1) >= 0:  # a follower: CLUSTER_ACTION on the cluster
+        denied = (frozenset() if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION)
+                  else frozenset(names))
+    else:
+        denied = unauthorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     for topic in ctx.body.topics:
         partitions = []
         for p in topic.partitions:
             out = {"error_code": ErrorCode.NONE, "partition": p.partition,
                    "leader_epoch": UNDEFINED_EPOCH, "end_offset": UNDEFINED_OFFSET}
-            partition, error = lookup(ctx.broker, topic.topic, p.partition,
-                                      p.get("current_leader_epoch", -1))
+            if topic.topic in denied:
+                partition, error = None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            else:
+                partition, error = lookup(ctx.broker, topic.topic, p.partition,
+                                          p.get("current_leader_epoch", -1))
             if partition is None or error != ErrorCode.NONE:
                 out["error_code"] = error
             elif 0 <= p.leader_epoch <= partition.leader_epoch:  # a newer one is UNDEFINED

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from broker.handlers.common import lookup
 from broker.handlers.context import RequestContext
+from broker.security.acls import AclOperation, ResourceType
+from broker.security.authorize import authorize_cluster, unauthorized
 from protocol.errors import ErrorCode
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
@@ -24,8 +26,20 @@ LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 async def handle(ctx: RequestContext) -> dict:
     topics = []
+    names = [t.name for t in ctx.body.topics]
+    if ctx.body.replica_id >= 0:  # a follower: CLUSTER_ACTION on the cluster
+        denied = (frozenset() if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION)
+                  else frozenset(names))
+    else:
+        denied = unauthorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     for topic in ctx.body.topics:
-        partitions = [_partition(ctx, topic.name, p) for p in topic.partitions]
+        if topic.name in denied:
+            partitions = [{"partition_index": p.partition_index,
+                           "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                           "old_style_offsets": [], "timestamp": -1, "offset": -1,
+                           "leader_epoch": -1} for p in topic.partitions]
+        else:
+            partitions = [_partition(ctx, topic.name, p) for p in topic.partitions]
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}
 

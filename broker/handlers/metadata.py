@@ -26,6 +26,8 @@ from broker.coordinator.runtime import OFFSETS_TOPIC
 from broker.handlers.common import forward
 from broker.handlers.context import RequestContext
 from broker.metadata_cache import MetadataCache, is_internal
+from broker.security.acls import AclOperation, ResourceType
+from broker.security.authorize import authorize_cluster, enabled, unauthorized
 from protocol import messages as m
 from protocol.errors import ErrorCode
 from protocol.names import topic_name_error
@@ -41,8 +43,13 @@ async def handle(ctx: RequestContext) -> dict:
     broker, body, version = ctx.broker, ctx.body, ctx.version
     requested = body.topics
     names: list = []
+    denied: frozenset[str] = frozenset()
     if requested is None or (version == 0 and not requested):
         names = broker.metadata_cache.topic_names()
+        # topics the principal may not describe are left out, silently (Kafka's filter)
+        hidden = unauthorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names,
+                              log_denied=False)
+        names = [n for n in names if n not in hidden]
     else:
         for t in requested:
             if t.name is None and version >= 10:
@@ -50,10 +57,19 @@ async def handle(ctx: RequestContext) -> dict:
                 names.append(info.name if info else t.topic_id)
             else:
                 names.append(t.name)
+        denied = unauthorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                              (n for n in names if isinstance(n, str)))
     allow_auto = broker.config.auto_create_topics_enable and body.get(
         "allow_auto_topic_creation", True)
-    missing = [n for n in dict.fromkeys(names) if isinstance(n, str)
+    missing = [n for n in dict.fromkeys(names) if isinstance(n, str) and n not in denied
                and broker.metadata_cache.topic(n) is None and not topic_name_error(n)]
+    if missing and allow_auto and enabled(ctx) and not authorize_cluster(
+            ctx, AclOperation.CREATE, log_denied=False):
+        # auto-creation needs CREATE on the cluster or on the topic itself
+        no_create = unauthorized(ctx, AclOperation.CREATE, ResourceType.TOPIC,
+                                 [n for n in missing if n != OFFSETS_TOPIC])
+        denied |= no_create
+        missing = [n for n in missing if n not in no_create]
     if OFFSETS_TOPIC in missing:
         missing.remove(OFFSETS_TOPIC)
         await broker.groups.ensure_offsets_topic()
@@ -68,7 +84,8 @@ async def handle(ctx: RequestContext) -> dict:
         # the active controller, as librdkafka's describe_cluster() reads it from here; a
         # client whose admin request finds it gone refreshes its metadata and is forwarded
         "controller_id": controller_id(ctx, cache, listed),
-        "topics": [_topic(ctx, cache, name, allow_auto) for name in names],
+        "topics": [_unknown(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name) if name in denied
+                   else _topic(ctx, cache, name, allow_auto) for name in names],
         "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }
 

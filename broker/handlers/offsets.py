@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from broker.coordinator.offsets import INVALID_OFFSET
 from broker.handlers.context import RequestContext
+from broker.security.acls import AclOperation, ResourceType
+from broker.security.authorize import authorize_group, unauthorized
 from protocol.errors import ErrorCode
 
 GROUP_ERROR_IN_BODY = 2  # OffsetFetch v2+ has a top-level error code
@@ -17,15 +19,25 @@ GROUP_ERROR_IN_BODY = 2  # OffsetFetch v2+ has a top-level error code
 
 async def handle_offset_commit(ctx: RequestContext) -> dict:
     b = ctx.body
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    if not authorize_group(ctx, AclOperation.READ, b.group_id):
+        errors = {(t.name, p.partition_index): ErrorCode.GROUP_AUTHORIZATION_FAILED
+                  for t in b.topics for p in t.partitions}
+    denied = unauthorized(ctx, AclOperation.READ, ResourceType.TOPIC,
+                          (t.name for t in b.topics)) if not errors else frozenset()
+    errors.update({(t.name, p.partition_index): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                   for t in b.topics if t.name in denied for p in t.partitions})
     offsets = [(t.name, p.partition_index, p.committed_offset,
                 p.get("committed_leader_epoch", -1), p.committed_metadata)
-               for t in b.topics for p in t.partitions]
-    coordinator = ctx.broker.groups.coordinator
-    waiter = await ctx.broker.groups.call(
-        coordinator.commit, b.group_id, b.get("generation_id_or_member_epoch", -1),
-        b.get("member_id", ""), b.get("group_instance_id"), offsets)
-    errors = waiter.body if waiter.error == ErrorCode.NONE else {
-        (t, p): waiter.error for t, p, *_ in offsets}
+               for t in b.topics for p in t.partitions
+               if (t.name, p.partition_index) not in errors]
+    if offsets:
+        coordinator = ctx.broker.groups.coordinator
+        waiter = await ctx.broker.groups.call(
+            coordinator.commit, b.group_id, b.get("generation_id_or_member_epoch", -1),
+            b.get("member_id", ""), b.get("group_instance_id"), offsets)
+        errors.update(waiter.body if waiter.error == ErrorCode.NONE else {
+            (t, p): waiter.error for t, p, *_ in offsets})
     return {"throttle_time_ms": 0, "topics": [
         {"name": t.name, "partitions": [
             {"partition_index": p.partition_index, "error_code": errors[(t.name, p.partition_index)]}
@@ -38,11 +50,29 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics, member_id: str | No
     """The group's error and its topics; the error is repeated in every partition only
     where the version has no group-level error code to carry it (before v2). v9 names a
     consumer group's member and epoch, which must be current."""
+    if not authorize_group(ctx, AclOperation.DESCRIBE, group_id):
+        if ctx.version < GROUP_ERROR_IN_BODY and topics is not None:
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, [
+                {"name": t.name, "partitions": [
+                    {"partition_index": p, "committed_offset": INVALID_OFFSET,
+                     "committed_leader_epoch": -1, "metadata": "",
+                     "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+                    for p in t.partition_indexes]} for t in topics]
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    error, committed = ctx.broker.groups.coordinator.fetch_offsets(group_id, wanted, member_id,
-                                                                   member_epoch)
+    # named topics the principal may not describe are answered TOPIC_AUTHORIZATION_FAILED,
+    # and left out of an all-topics answer
+    denied = unauthorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                          (t.name for t in topics or []))
+    error, committed = ctx.broker.groups.coordinator.fetch_offsets(
+        group_id, None if wanted is None else [w for w in wanted if w[0] not in denied],
+        member_id, member_epoch)
     if error != ErrorCode.NONE and wanted is None:
         return error, []
+    if wanted is None and ctx.broker.authorizer is not None:
+        hidden = unauthorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                              (t for t, _ in committed), log_denied=False)
+        committed = {k: v for k, v in committed.items() if k[0] not in hidden}
     partition_error = error if ctx.version < GROUP_ERROR_IN_BODY else ErrorCode.NONE
     by_topic: dict[str, list] = {}
     for topic, partition in (wanted if wanted is not None else sorted(committed)):
@@ -52,7 +82,8 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics, member_id: str | No
             "committed_offset": offset.offset if offset else INVALID_OFFSET,
             "committed_leader_epoch": offset.leader_epoch if offset else -1,
             "metadata": offset.metadata if offset else "",
-            "error_code": partition_error})
+            "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED if topic in denied
+            else partition_error})
     return error, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
@@ -71,11 +102,19 @@ async def handle_offset_fetch(ctx: RequestContext) -> dict:
 
 async def handle_offset_delete(ctx: RequestContext) -> dict:
     b = ctx.body
-    partitions = [(t.name, p.partition_index) for t in b.topics for p in t.partitions]
+    if not authorize_group(ctx, AclOperation.DELETE, b.group_id):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0,
+                "topics": []}
+    denied = unauthorized(ctx, AclOperation.READ, ResourceType.TOPIC,
+                          (t.name for t in b.topics))
+    partitions = [(t.name, p.partition_index) for t in b.topics if t.name not in denied
+                  for p in t.partitions]
     runtime = ctx.broker.groups
     error, errors, effects = runtime.coordinator.delete_offsets(b.group_id, partitions)
     if effects:
         error = runtime.apply_effects(effects) or error
+    errors = {**errors, **{(t.name, p.partition_index): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                           for t in b.topics if t.name in denied for p in t.partitions}}
     return {"error_code": error, "throttle_time_ms": 0, "topics": [
         {"name": t.name, "partitions": [
             {"partition_index": p.partition_index,

@@ -26,6 +26,8 @@ import trio
 
 from broker.handlers.common import current_leader, lookup
 from broker.handlers.context import CloseConnection, RequestContext
+from broker.security.acls import AclOperation, ResourceType
+from broker.security.authorize import unauthorized
 from protocol import records
 from protocol.codecs import Codec
 from protocol.errors import ErrorCode
@@ -52,10 +54,16 @@ async def handle(ctx: RequestContext) -> dict | None:
     awaiting: list[tuple[str, int, int, dict]] = []  # acks=all: (topic, index, end, response)
     leaders: set[int] = set()  # named in NOT_LEADER_OR_FOLLOWER answers (v10+)
     responses = []
+    denied = unauthorized(ctx, AclOperation.WRITE, ResourceType.TOPIC,
+                          (t.name for t in body.topic_data))
     for topic_data in body.topic_data:
         partition_responses = []
         for partition_data in topic_data.partition_data:
-            error, result = _produce_partition(ctx, topic_data.name, partition_data, now_ms)
+            if topic_data.name in denied:
+                error, result = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
+            else:
+                error, result = _produce_partition(ctx, topic_data.name, partition_data,
+                                                   now_ms)
             response = {
                 "index": partition_data.index, "error_code": error,
                 "base_offset": result.base_offset if result else -1,

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from broker.controller_channel import ControllerUnavailable
 from broker.handlers.context import RequestContext
+from broker.security.acls import AclOperation
+from broker.security.authorize import authorize_any_topic, authorize_cluster, enabled
 from protocol.errors import ErrorCode
 
 MAX_EPOCH = 32767
@@ -23,6 +25,12 @@ async def handle(ctx: RequestContext) -> dict:
            "producer_epoch": -1}
     if body.transactional_id is not None:
         out["error_code"] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return out
+    # an idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic
+    if enabled(ctx) and not authorize_cluster(ctx, AclOperation.IDEMPOTENT_WRITE,
+                                              log_denied=False) \
+            and not authorize_any_topic(ctx, AclOperation.WRITE):
+        out["error_code"] = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         return out
     pid, epoch = body.get("producer_id", -1), body.get("producer_epoch", -1)
     if pid >= 0 and 0 <= epoch < MAX_EPOCH:

@@ -25,6 +25,8 @@ from broker.handlers.configs import topic_config_entries, topic_overrides
 from broker.handlers.common import forward
 from broker.handlers.context import RequestContext
 from broker.metadata_cache import MetadataCache
+from broker.security.acls import AclOperation, ResourceType
+from broker.security.authorize import authorize_cluster, authorize_topic, enabled, unauthorized
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
@@ -90,15 +92,37 @@ def _complete_created(ctx: RequestContext, out: dict, requested) -> None:
             for e in topic_config_entries(ctx.broker, overrides)]
 
 
+def _topic_error(name: str, code: ErrorCode, message: str | None) -> dict:
+    return {"name": name, **_error(code, message), "num_partitions": -1,
+            "replication_factor": -1, "configs": None}
+
+
+def _denied_topics(ctx: RequestContext, operation: AclOperation, names: list[str], *,
+                   or_cluster: bool = False) -> frozenset[str]:
+    """The topics the principal may not `operation` (CREATE may also be held on the
+    cluster, which covers every topic)."""
+    if not enabled(ctx) or (or_cluster and authorize_cluster(ctx, operation, log_denied=False)):
+        return frozenset()
+    return unauthorized(ctx, operation, ResourceType.TOPIC, names)
+
+
 async def handle_create_topics(ctx: RequestContext) -> dict:
     body = ctx.body
-    response = await _forward(ctx, m.CREATE_TOPICS, body)
+    denied = _denied_topics(ctx, AclOperation.CREATE, [t.name for t in body.topics],
+                            or_cluster=True)
+    refused = [_topic_error(n, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+               for n in dict.fromkeys(t.name for t in body.topics if t.name in denied)]
+    wanted = [t for t in body.topics if t.name not in denied]
+    if not wanted:
+        return {"throttle_time_ms": 0, "topics": refused}
+    forwarded = body if not denied else {
+        "topics": wanted, "timeout_ms": body.timeout_ms,
+        "validate_only": body.get("validate_only", False)}
+    response = await _forward(ctx, m.CREATE_TOPICS, forwarded)
     if response is None:
-        return {"throttle_time_ms": 0, "topics": [
-            {"name": t.name, **_error(ErrorCode.REQUEST_TIMED_OUT, NO_CONTROLLER),
-             "num_partitions": -1, "replication_factor": -1, "configs": None}
-            for t in body.topics]}
-    results = [dict(t) for t in response["topics"]]
+        return {"throttle_time_ms": 0, "topics": refused + [
+            _topic_error(t.name, ErrorCode.REQUEST_TIMED_OUT, NO_CONTROLLER) for t in wanted]}
+    results = refused + [dict(t) for t in response["topics"]]
     created = [t["name"] for t in results if t["error_code"] == ErrorCode.NONE]
     if created and not body.validate_only:
         await _await_visible(ctx, lambda c: all(c.topic(n) is not None for n in created),
@@ -139,7 +163,11 @@ async def handle_delete_topics(ctx: RequestContext) -> dict:
             known = info.name if info else None
         else:
             known = name
-        refusal = _local_refusal(ctx, known)
+        refusal: dict | None
+        if known is not None and not authorize_topic(ctx, AclOperation.DELETE, known):
+            refusal = _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+        else:
+            refusal = _local_refusal(ctx, known)
         if refusal is None:
             forwarded.append((name, topic_id))
         results.append({"name": name, "topic_id": topic_id or ZERO_UUID,
@@ -185,12 +213,21 @@ def _gone(cache: MetadataCache, name: str | None, topic_id: Any) -> bool:
 
 async def handle_create_partitions(ctx: RequestContext) -> dict:
     body = ctx.body
-    response = await _forward(ctx, m.CREATE_PARTITIONS, body)
+    denied = _denied_topics(ctx, AclOperation.ALTER, [t.name for t in body.topics])
+    refused = [{"name": n, **_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                    "Authorization failed.")}
+               for n in dict.fromkeys(t.name for t in body.topics if t.name in denied)]
+    wanted = [t for t in body.topics if t.name not in denied]
+    if not wanted:
+        return {"throttle_time_ms": 0, "results": refused}
+    forwarded = body if not denied else {
+        "topics": wanted, "timeout_ms": body.timeout_ms, "validate_only": body.validate_only}
+    response = await _forward(ctx, m.CREATE_PARTITIONS, forwarded)
     if response is None:
-        return {"throttle_time_ms": 0, "results": [
+        return {"throttle_time_ms": 0, "results": refused + [
             {"name": t.name, **_error(ErrorCode.REQUEST_TIMED_OUT, NO_CONTROLLER)}
-            for t in body.topics]}
-    results = [dict(r) for r in response["results"]]
+            for t in wanted]}
+    results = refused + [dict(r) for r in response["results"]]
     counts = {t.name: t.count for t in body.topics}
     grown = [(r["name"], counts[r["name"]]) for r in results
              if r["error_code"] == ErrorCode.NONE and r["name"] in counts]

@@ -75,6 +75,9 @@ APIS: dict[int, Api] = {a.key: a for a in (
          consumer_group.ConsumerGroupHeartbeatResponse),
     _api(consumer_group.ConsumerGroupDescribeRequest,
          consumer_group.ConsumerGroupDescribeResponse),
+    _api(security.DescribeAclsRequest, security.DescribeAclsResponse),
+    _api(security.CreateAclsRequest, security.CreateAclsResponse),
+    _api(security.DeleteAclsRequest, security.DeleteAclsResponse),
 )}
 
 CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
@@ -95,9 +98,6 @@ CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
 PENDING_APIS: dict[int, Api] = {a.key: a for a in (
     _api(security.SaslHandshakeRequest, security.SaslHandshakeResponse),
     _api(security.SaslAuthenticateRequest, security.SaslAuthenticateResponse),
-    _api(security.DescribeAclsRequest, security.DescribeAclsResponse),
-    _api(security.CreateAclsRequest, security.CreateAclsResponse),
-    _api(security.DeleteAclsRequest, security.DeleteAclsResponse),
     _api(security.DescribeUserScramCredentialsRequest,
          security.DescribeUserScramCredentialsResponse),
     _api(security.AlterUserScramCredentialsRequest, security.AlterUserScramCredentialsResponse),
@@ -151,6 +151,9 @@ ALLOCATE_PRODUCER_IDS = _key(cluster.AllocateProducerIdsRequest)
 ALTER_PARTITION = _key(cluster.AlterPartitionRequest)
 CONSUMER_GROUP_HEARTBEAT = _key(consumer_group.ConsumerGroupHeartbeatRequest)
 CONSUMER_GROUP_DESCRIBE = _key(consumer_group.ConsumerGroupDescribeRequest)
+DESCRIBE_ACLS = _key(security.DescribeAclsRequest)
+CREATE_ACLS = _key(security.CreateAclsRequest)
+DELETE_ACLS = _key(security.DeleteAclsRequest)
 
 
 def request_body(api_key: int, version: int, body: dict) -> Container:

@@ -24,6 +24,7 @@ from broker.coordinator.runtime import CoordinatorRuntime
 from broker.handlers import HANDLERS
 from broker.handlers.context import RequestContext
 from broker.log_dirs import LogDirFailureChannel
+from broker.security.authorize import authorizer_for
 from broker.metadata_cache import MetadataCache
 from protocol.messages import APIS
 from protocol.metadata_records import MetadataRecordType as T
@@ -112,6 +113,7 @@ class FakeBroker:
         self.node_id = node_id
         self.listener_name = "PLAINTEXT"
         self.config = BrokerConfig.load({"broker.id": str(node_id), **(config or {})})
+        self.authorizer = authorizer_for(self.config)
         self.metadata_cache = MetadataCache(CLUSTER_ID, MetadataImage.EMPTY.replay(records),
                                             controller_id=controller_id)
         self.partitions: dict[tuple[str, int], Any] = {}
