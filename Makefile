@@ -9,6 +9,7 @@
 #   make bench-cluster  three nodes: controller and leader failover, propagation (BENCH_CLUSTER_ARGS=...)
 #   make bench-replication  three nodes: acks=all throughput, latency, catch-up, CPU (BENCH_REPLICATION_ARGS=...)
 #   make bench-authorizer  ns per ACL check, indexed against a scan (10 to 10,000 ACLs)
+#   make bench-security  produce/consume over SSL and SASL_SSL against PLAINTEXT, and with 10,000 ACLs
 #   make soak      run the tests marked `soak`
 #   make chaos     20 seeded 60 s fault runs on three local processes, checked (CHAOS_SEEDS=, CHAOS_ARGS=)
 #   make chaos-docker  the same against the compose cluster, network partitions included
@@ -35,7 +36,7 @@ DATA_DIR    ?= ./data
 BROKER_ID   ?= 0
 PYTEST_ARGS ?=
 
-.PHONY: help venv sysdeps run lint test bench bench-cluster bench-replication bench-authorizer soak clean chaos \
+.PHONY: help venv sysdeps run lint test bench bench-cluster bench-replication bench-authorizer bench-security soak clean chaos \
 	chaos-docker \
 	distclean image cluster cluster-down compose-v2 cluster-data cluster-analyze \
 	bench-compose
@@ -99,6 +100,11 @@ bench-replication: venv
 # bench/authorizer.py: ns per ACL check with 10, 1,000 and 10,000 ACLs, index against scan
 bench-authorizer: venv
 	$(VENV)/bin/minibroker bench authorizer
+
+# bench/security.py: one broker's PLAINTEXT, SSL and SASL_SSL listeners side by side
+BENCH_SECURITY_ARGS ?=
+bench-security: venv
+	$(VENV)/bin/minibroker bench security $(BENCH_SECURITY_ARGS)
 
 # pytest exits 5 when the marker selects no test: say so and succeed.
 soak: venv

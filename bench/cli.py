@@ -11,6 +11,8 @@
                                            beside local processes (bench.compose)
     minibroker bench authorizer ...        ns per ACL check, indexed against a scan
                                            (bench.authorizer)
+    minibroker bench security ...          produce/consume over SSL and SASL_SSL beside
+                                           PLAINTEXT, and with 10,000 ACLs (bench.security)
 
 The benchmarks drive other clients and draw charts: they need the `bench` extra. What the
 chosen benchmark imports is checked before it starts (`requirements`), so that a missing
@@ -27,7 +29,8 @@ from tools.extras import EXIT_MISSING, MissingExtra, missing_extra, require
 PROG = "minibroker bench"
 _MODULES = {"groups": "bench.groups", "client": "bench.clients", "rebalance": "bench.rebalance",
             "cluster": "bench.cluster", "replication": "bench.replication",
-            "compose": "bench.compose", "authorizer": "bench.authorizer"}
+            "compose": "bench.compose", "authorizer": "bench.authorizer",
+            "security": "bench.security"}
 
 
 def _option(argv: list[str], name: str) -> str | None:
