@@ -24,9 +24,11 @@ INCREMENTAL_ALTER_CONFIGS, ELECT_LEADERS = 44, 43
 BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER = 62, 63, 64
 ALLOCATE_PRODUCER_IDS = 67
 ALTER_PARTITION = 56
+ALTER_USER_SCRAM_CREDENTIALS = 51
 
 ADMIN_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS,
-                        INCREMENTAL_ALTER_CONFIGS, ELECT_LEADERS})
+                        INCREMENTAL_ALTER_CONFIGS, ELECT_LEADERS,
+                        ALTER_USER_SCRAM_CREDENTIALS})
 BROKER_APIS = frozenset({BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER,
                          ALLOCATE_PRODUCER_IDS, ALTER_PARTITION})
 
@@ -42,6 +44,8 @@ def _operation(api_key: int, body: Any):
         return lambda c, now, _off: c.incremental_alter_configs(body, now)
     if api_key == ELECT_LEADERS:
         return lambda c, now, _off: c.elect_leaders(body, now)
+    if api_key == ALTER_USER_SCRAM_CREDENTIALS:
+        return lambda c, now, _off: c.alter_user_scram_credentials(body, now)
     if api_key == BROKER_REGISTRATION:
         return lambda c, now, offset: c.register_broker(body, now, offset)
     if api_key == BROKER_HEARTBEAT:
@@ -98,6 +102,10 @@ def not_controller(api_key: int, body: Any) -> dict:
     elif api_key == ELECT_LEADERS:
         out["error_code"] = code
         out["replica_election_results"] = []
+    elif api_key == ALTER_USER_SCRAM_CREDENTIALS:
+        users = dict.fromkeys(a.name for a in [*body.deletions, *body.upsertions])
+        out["results"] = [{"user": u, "error_code": code, "error_message": None}
+                          for u in users]
     else:
         out["error_code"] = code
     return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from broker.handlers import (
     api_versions, cluster, configs, consumer_group, fetch, groups, leader_epoch, list_offsets,
-    metadata, offsets, produce, producer_id, topics,
+    metadata, offsets, produce, producer_id, sasl, scram, topics,
 )
 from broker.handlers.context import Handler
 from protocol import messages as m
@@ -44,6 +44,10 @@ HANDLERS: dict[int, Handler] = {
     m.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     m.CONSUMER_GROUP_HEARTBEAT: consumer_group.handle_heartbeat,
     m.CONSUMER_GROUP_DESCRIBE: consumer_group.handle_describe,
+    m.SASL_HANDSHAKE: sasl.handle_handshake,
+    m.SASL_AUTHENTICATE: sasl.handle_authenticate,
+    m.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.handle_describe,
+    m.ALTER_USER_SCRAM_CREDENTIALS: scram.handle_alter,
 }
 
 assert HANDLERS.keys() == m.APIS.keys(), "every declared API needs a handler, and no more"
