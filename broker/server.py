@@ -494,8 +494,11 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
                     if controller_listeners:
                         controller_server = Server(broker, CONTROLLER_HANDLERS,
                                                    CONTROLLER_LISTENER_APIS)
+                        assert addresses.controller is not None
                         root.start_soon(functools.partial(
-                            trio.serve_listeners, controller_server.handle_connection,
+                            trio.serve_listeners,
+                            functools.partial(controller_server.handle_connection,
+                                              listener=addresses.controller.name),
                             controller_listeners, handler_nursery=root))
                     await broker.start(root)
                     root.start_soon(_housekeeping, broker)
