@@ -241,6 +241,17 @@ class Server:
         gate still waits for bytes, the gate is kept)."""
         gate = session.gate
         assert gate is not None
+        try:
+            return await self._login_steps(stream, conn, session, gate, outbox)
+        except ProtocolError as e:
+            # an oversized frame (sasl.server.max.receive.size) or one that does not parse,
+            # before the login: an authentication failure of this connection
+            self.auth_failure(session, gate.mechanism or "none", str(e),
+                              gate.principal if gate.username else "")
+            return False
+
+    async def _login_steps(self, stream: trio.abc.Stream, conn: ServerConnection,
+                           session: _Session, gate: SaslGate, outbox: list[bytes]) -> bool:
         while not gate.complete:
             if gate.bare_tokens:  # after SaslHandshake v0: tokens without a Kafka header
                 frame = conn.next_frame()

@@ -2,7 +2,7 @@
 
 Owns both handlers. Describe is answered from this broker's metadata image (the mechanisms
 and iterations of each user's credentials, never a salt or key): every user with a
-credential when the request names none, RESOURCE_NOT_FOUND for a named user with none,
+credential when the request names none (null or empty), RESOURCE_NOT_FOUND for a named user with none,
 DUPLICATE_RESOURCE for a user named twice. Alter is forwarded to the active controller
 (QuorumController.alter_user_scram_credentials checks each alteration and writes the
 records); a successful answer waits (at most VISIBILITY_WAIT_S) until this broker's image
@@ -29,7 +29,8 @@ async def handle_describe(ctx: RequestContext) -> dict:
     for (user, mechanism), credential in sorted(credentials.items()):
         by_user.setdefault(user, []).append({"mechanism": mechanism,
                                              "iterations": credential.iterations})
-    asked = None if ctx.body.users is None else [u.name for u in ctx.body.users]
+    # null or empty: every user, as Kafka reads it
+    asked = [u.name for u in ctx.body.users] if ctx.body.users else None
     results = []
     if asked is None:
         results = [{"user": u, "error_code": ErrorCode.NONE, "error_message": None,

@@ -383,6 +383,10 @@ def test_an_oversized_frame_before_authentication_closes_before_it_is_read(secur
         # 4096 is this broker's sasl.server.max.receive.size: the size alone closes it
         sock.sendall((4097).to_bytes(4, "big") + b"x" * 100)
         assert closed(sock)
+    event = wait_until(lambda: next((e for e in auth_failures(secure, mechanism="PLAIN")
+                                     if "frame size 4097" in e["reason"]), None), 10,
+                       message="an auth_failure for the oversized frame")
+    assert event["listener"] == "SASL_PLAINTEXT"
     still_serves(secure)
 
 
