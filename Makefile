@@ -5,6 +5,7 @@
 #   make lint      ruff and mypy, with the settings in pyproject.toml
 #   make test      lint, then run the test suite (PYTEST_ARGS="-k foo -x" passes arguments through)
 #   make run       run a broker in the foreground on 127.0.0.1:9092, data in ./data
+#   make certs     a test CA, broker and client certificates (PEM) in ./certs (CERTS_DIR=...)
 #   make bench     side-by-side throughput benchmark against the peer (scripts/bench.sh; RECORDS=...)
 #   make bench-cluster  three nodes: controller and leader failover, propagation (BENCH_CLUSTER_ARGS=...)
 #   make bench-replication  three nodes: acks=all throughput, latency, catch-up, CPU (BENCH_REPLICATION_ARGS=...)
@@ -36,7 +37,7 @@ DATA_DIR    ?= ./data
 BROKER_ID   ?= 0
 PYTEST_ARGS ?=
 
-.PHONY: help venv sysdeps run lint test bench bench-cluster bench-replication bench-authorizer bench-security soak clean chaos \
+.PHONY: help venv sysdeps run certs lint test bench bench-cluster bench-replication bench-authorizer bench-security soak clean chaos \
 	chaos-docker \
 	distclean image cluster cluster-down compose-v2 cluster-data cluster-analyze \
 	bench-compose
@@ -74,6 +75,10 @@ sysdeps:
 
 run: venv
 	$(VENV)/bin/minibroker serve --broker-id $(BROKER_ID) --listen $(LISTEN) --data-dir $(DATA_DIR)
+
+CERTS_DIR ?= ./certs
+certs:
+	scripts/make_certs.sh $(CERTS_DIR)
 
 # Both tools are pinned in the test extra, so a fresh checkout lints the same way.
 lint: venv
@@ -203,4 +208,4 @@ clean:
 		-type d -name __pycache__ -print0 | xargs -0 rm -rf
 
 distclean: clean
-	rm -rf $(VENV) .peer-venv $(DATA_DIR) *.egg-info docker/build
+	rm -rf $(VENV) .peer-venv $(DATA_DIR) *.egg-info docker/build certs

@@ -40,6 +40,8 @@ from broker.partition import Partition
 from broker.replication.leader_epochs import open_cache
 from broker.replication.manager import ReplicaManager
 from broker.security.authorize import authorizer_for
+from broker.security.authenticator import ListenerSecurity
+from broker.security.peer import node_opener
 from protocol.messages import ALLOCATE_PRODUCER_IDS, request_body
 from protocol.metadata_records import MetadataRecordType as T
 
@@ -62,6 +64,17 @@ class Broker:
         self.advertised: Endpoint = (self.addresses.advertised[0] if self.addresses.advertised
                                      else client)
         self.listener_name = client.name
+        # each listener's TLS context and SASL settings, and how this node reaches the
+        # other nodes' listeners: built now, so a bad security property stops the start
+        self.listener_security = {e.name: ListenerSecurity.build(config, e) for e in (
+            *self.addresses.clients,
+            *([self.addresses.controller] if self.addresses.controller else []))}
+        self.inter_broker_opener = node_opener(
+            config, self.addresses, self.addresses.inter_broker,
+            "sasl.mechanism.inter.broker.protocol", f"replica-fetcher-{self.node_id}")
+        self.controller_opener = None if self.addresses.single_node else node_opener(
+            config, self.addresses, self.addresses.controller_listener_name,
+            "sasl.mechanism.controller.protocol", f"minibroker-{self.node_id}")
         self.data_dir = config.log_dirs
         self._clock = clock
         self.events = EventLog(self.data_dir, self.node_id,
@@ -146,7 +159,8 @@ class Broker:
         if not self.addresses.single_node:
             transport = PeerTransport(self.node_id, self.addresses.voters, self.cluster_id,
                                       nursery,
-                                      self.config.controller_quorum_request_timeout_ms / 1000)
+                                      self.config.controller_quorum_request_timeout_ms / 1000,
+                                      opener=self.controller_opener)
             self.runtime.transport = transport
             self.controller_channel.set_peers(transport.controller_peer)
         await nursery.start(self.runtime.run)

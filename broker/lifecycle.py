@@ -29,7 +29,7 @@ import trio
 
 from broker.config import BrokerConfig
 from broker.controller_channel import ControllerChannel, ControllerUnavailable
-from broker.listeners import NodeAddresses
+from broker.listeners import SECURITY_PROTOCOL_IDS, NodeAddresses
 from broker.log_dirs import LogDirFailureChannel
 from broker.metadata_cache import MetadataCache
 from protocol.errors import ErrorCode
@@ -66,7 +66,8 @@ class BrokerLifecycle:
             "broker_id": self.node_id, "cluster_id": self.cache.cluster_id,
             "incarnation_id": self.incarnation_id,
             "listeners": [{"name": e.name, "host": e.host, "port": e.port,
-                           "security_protocol": 0} for e in self.addresses.advertised],
+                           "security_protocol": SECURITY_PROTOCOL_IDS[e.security_protocol]}
+                          for e in self.addresses.advertised],
             "features": [{"name": METADATA_VERSION[0], "min_supported_version": METADATA_VERSION[1],
                           "max_supported_version": METADATA_VERSION[2]}],
             "rack": self.config.broker_rack, "is_migrating_zk_broker": False,

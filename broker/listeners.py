@@ -11,7 +11,10 @@ The rules, as Kafka's KafkaConfig applies them:
   `inter.broker.listener.name` (default: the first) is the one other brokers fetch through.
   Kafka's compose setups use two: one by service name inside the container network, one
   advertised to the host.
-- Every listener name maps to PLAINTEXT in `listener.security.protocol.map`.
+- Every listener name maps to a security protocol in `listener.security.protocol.map`:
+  PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; each Endpoint carries its own (Kafka's ids in
+  `SECURITY_PROTOCOL_IDS` travel in BrokerRegistration). The controller listener's protocol
+  is also what a node speaks to reach the other voters.
 - A voter with no controller listener in `listeners` listens for controller traffic on its
   own entry in `controller.quorum.voters`.
 - With no voters configured the node is its own single voter (a single-node cluster) and
@@ -20,11 +23,13 @@ The rules, as Kafka's KafkaConfig applies them:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from broker.config import BrokerConfig, ConfigError
 
 DEFAULT_LISTENER = "PLAINTEXT"
+# Kafka's SecurityProtocol ids
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,15 @@ class Endpoint:
     name: str
     host: str
     port: int
+    security_protocol: str = "PLAINTEXT"
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
     def __str__(self) -> str:
         return f"{self.host}:{self.port}"
@@ -83,10 +97,8 @@ def format_voters(voters: dict[int, tuple[str, int]]) -> str:
     return ",".join(f"{i}@{h}:{p}" for i, (h, p) in sorted(voters.items()))
 
 
-def _check_protocols(listeners: list[Endpoint], protocol_map: str) -> None:
-    """Every listener's name must be in `listener.security.protocol.map`, as KafkaConfig
-    requires, and map to PLAINTEXT, the only protocol served: a listener named for TLS
-    would otherwise be served in the clear."""
+def parse_protocol_map(protocol_map: str) -> dict[str, str]:
+    """`NAME:PROTOCOL,...` -> {NAME: PROTOCOL}; ConfigError names an entry that is not."""
     protocols: dict[str, str] = {}
     for item in (x.strip() for x in protocol_map.split(",")):
         name, sep, protocol = item.partition(":")
@@ -94,14 +106,25 @@ def _check_protocols(listeners: list[Endpoint], protocol_map: str) -> None:
             raise ConfigError(f"listener.security.protocol.map: expected NAME:PROTOCOL, "
                               f"got {item!r}")
         if item:
-            protocols[name.strip().upper()] = protocol.strip().upper()
+            protocol = protocol.strip().upper()
+            if protocol not in SECURITY_PROTOCOL_IDS:
+                raise ConfigError(f"listener.security.protocol.map: unknown security "
+                                  f"protocol {protocol} (PLAINTEXT, SSL, SASL_PLAINTEXT or "
+                                  "SASL_SSL)")
+            protocols[name.strip().upper()] = protocol
+    return protocols
+
+
+def _with_protocols(listeners: list[Endpoint], protocols: dict[str, str]) -> list[Endpoint]:
+    """Every listener's name must be in `listener.security.protocol.map`, as KafkaConfig
+    requires: a listener meant for TLS must never be served in the clear by default."""
+    out = []
     for e in listeners:
         mapped = protocols.get(e.name)
         if mapped is None:
             raise ConfigError(f"listener.security.protocol.map: no protocol for listener {e.name}")
-        if mapped != "PLAINTEXT":
-            raise ConfigError(f"listener.security.protocol.map: listener {e.name} is "
-                              f"{mapped}; only PLAINTEXT is supported")
+        out.append(replace(e, security_protocol=mapped))
+    return out
 
 
 @dataclass(frozen=True)
@@ -116,20 +139,31 @@ class NodeAddresses:
     voters: dict[int, tuple[str, int]]  # the quorum; {node_id: ...} alone for a single node
     single_node: bool  # no voters were configured
     clients: tuple[Endpoint, ...] = ()  # every listener that serves clients and brokers
+    # listener name -> security protocol, for every name in listener.security.protocol.map
+    protocols: dict[str, str] = field(default_factory=dict)
+    # the first of controller.listener.names: the listener other voters serve controller
+    # traffic on, so its protocol is what this node speaks to them
+    controller_listener_name: str = "CONTROLLER"
+
+    def protocol_of(self, listener: str) -> str:
+        return self.protocols.get(listener.upper(), "PLAINTEXT")
 
     @classmethod
     def resolve(cls, config: BrokerConfig) -> NodeAddresses:
         node_id = config.broker_id
         roles = set(config.process_roles)
         controller_names = {n.upper() for n in config.controller_listener_names}
-        listeners = parse_listeners(config.listeners)
-        _check_protocols(listeners, config.listener_security_protocol_map)
+        controller_name = (config.controller_listener_names[0].upper()
+                           if config.controller_listener_names else "CONTROLLER")
+        protocols = parse_protocol_map(config.listener_security_protocol_map)
+        listeners = _with_protocols(parse_listeners(config.listeners), protocols)
         ordinary = [e for e in listeners if e.name not in controller_names]
         own_controller = [e for e in listeners if e.name in controller_names]
         advertised_text = config.advertised_listeners
         advertised = (parse_listeners(advertised_text, "advertised.listeners")
                       if advertised_text else ordinary)
-        advertised = [a for a in advertised if a.name not in controller_names]
+        advertised = [replace(a, security_protocol=protocols.get(a.name, "PLAINTEXT"))
+                      for a in advertised if a.name not in controller_names]
         unknown = sorted({a.name for a in advertised} - {e.name for e in ordinary})
         if ordinary and unknown:
             # as KafkaConfig: a client told an address no listener serves could never connect
@@ -150,7 +184,8 @@ class NodeAddresses:
                                   "a combined broker,controller running alone")
             host_port = (ordinary[0].host, ordinary[0].port)
             return cls(node_id, True, True, ordinary[0], tuple(advertised), inter, None,
-                       {node_id: host_port}, True, tuple(ordinary))
+                       {node_id: host_port}, True, tuple(ordinary), protocols,
+                       controller_name)
         voters = parse_voters(voters_text)
         is_controller = "controller" in roles
         controller: Endpoint | None = None
@@ -162,7 +197,8 @@ class NodeAddresses:
                 controller = own_controller[0]
             else:
                 host, port = voters[node_id]
-                controller = Endpoint(sorted(controller_names)[0], host, port)
+                controller = Endpoint(controller_name, host, port,
+                                      protocols.get(controller_name, "PLAINTEXT"))
             if any(e.port == controller.port and e.host == controller.host for e in ordinary):
                 raise ConfigError(f"controller.quorum.voters: voter {node_id}'s address "
                                   f"{controller} is also a broker listener")
@@ -171,4 +207,5 @@ class NodeAddresses:
                               "process.roles has no controller role")
         client = ordinary[0] if ordinary else None
         return cls(node_id, "broker" in roles, is_controller, client, tuple(advertised),
-                   inter, controller, voters, False, tuple(ordinary))
+                   inter, controller, voters, False, tuple(ordinary), protocols,
+                   controller_name)

@@ -11,6 +11,13 @@ everyone else. Responses computed back to back are written with one send. A conn
 that has no request in flight and sends nothing for connections.max.idle.ms is closed
 (Kafka's Selector idle expiry).
 
+Security, per listener (broker.security): an SSL or SASL_SSL listener's connection is
+wrapped in trio's SSLStream and handshakes first (a client certificate's subject becomes
+the principal); a SASL listener's connection then logs in through its SaslGate before any
+request but ApiVersions is served, with frames capped at sasl.server.max.receive.size until
+it has. A refused handshake or login, a request before the login, or a TLS ClientHello on a
+listener without TLS closes that connection with one log line and an `auth_failure` event.
+
 Housekeeping (event flush, checkpoints, retention, compaction) survives storage faults: a
 step the file system refuses is logged and retried at its next turn, never fatal; an
 offline log directory (broker/log_dirs.py) gets no checkpoint, retention or cleaning.
@@ -25,6 +32,8 @@ import math
 import signal
 import socket
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
 
 import trio
 
@@ -33,15 +42,20 @@ from broker.broker import Broker
 from broker.controller.runtime import QuorumMismatch
 from broker.handlers import HANDLERS
 from broker.handlers.controller import CONTROLLER_HANDLERS, CONTROLLER_LISTENER_APIS
-from broker.handlers.context import CloseConnection, RequestContext
+from broker.handlers.context import ANONYMOUS, CloseConnection, RequestContext
 from broker.log.log import fsync_plans
+from broker.security.authenticator import ListenerSecurity, SaslGate
+from broker.security.tls import principal_from_cert
+from protocol import framing
 from protocol.connection import NEED_DATA, ServerConnection, encode_response
 from protocol.errors import ProtocolError
-from protocol.messages import APIS, FETCH
+from protocol.messages import API_VERSIONS, APIS, FETCH, SASL_AUTHENTICATE, SASL_HANDSHAKE
 
 log = logging.getLogger("minibroker.server")
 
 RECEIVE_SIZE = 256 * 1024
+TLS_HANDSHAKE_TIMEOUT_S = 30.0
+TLS_HANDSHAKE_RECORD = b"\x16\x03"  # a TLS record of type handshake, any TLS version
 
 
 class RequestSampler:
@@ -60,6 +74,16 @@ class RequestSampler:
             return False
         self._counts[api_key] = n + 1
         return True
+
+
+@dataclass(slots=True)
+class _Session:
+    """One connection's identity: where it came from, and who it proved to be."""
+    peer: str
+    listener: str | None
+    security: ListenerSecurity | None
+    gate: SaslGate | None  # set while a SASL listener's connection has not logged in
+    principal: str
 
 
 class ListenError(Exception):
@@ -87,11 +111,24 @@ class Server:
         socket to ask (an in-process transport); `listener` is the name of the listener it
         came through (None: the broker's first)."""
         peer = peer or _peer_name(stream)
-        conn = ServerConnection(self.broker.config.socket_request_max_bytes, apis=self.apis)
+        security = self.broker.listener_security.get(listener) if listener else None
         self.connections += 1
         try:
+            principal = ANONYMOUS
+            if security is not None and security.ssl_context is not None:
+                secured = await self._tls_handshake(stream, security, peer)
+                if secured is None:
+                    return
+                stream, principal = secured
+            gate = (SaslGate(security, lambda: self.broker.metadata_cache.image)
+                    if security is not None and security.uses_sasl else None)
+            # before a SASL login a frame may be no larger than sasl.server.max.receive.size
+            max_frame = (gate.security.max_receive_size if gate is not None
+                         else self.broker.config.socket_request_max_bytes)
+            conn = ServerConnection(max_frame, apis=self.apis)
+            session = _Session(peer, listener, security, gate, principal)
             async with stream:
-                await self._serve(stream, conn, peer, listener)
+                await self._serve(stream, conn, session)
         except ProtocolError as e:
             log.warning("closing connection from %s: %s", peer, e)
             self.broker.events.emit("connection_error", peer=peer, error=str(e))
@@ -104,19 +141,48 @@ class Server:
         finally:
             self.connections -= 1
 
-    async def _serve(self, stream: trio.abc.Stream, conn: ServerConnection, peer: str,
-                     listener: str | None) -> None:
+    def auth_failure(self, session: _Session, mechanism: str, reason: str,
+                     principal: str = "") -> None:
+        """Log and record a refused TLS handshake or SASL login; the caller closes."""
+        log.warning("authentication failed on listener %s from %s (%s): %s",
+                    session.listener, session.peer, mechanism, reason)
+        self.broker.events.emit("auth_failure", principal=principal,
+                                listener=session.listener or "", peer=session.peer,
+                                mechanism=mechanism, reason=reason)
+
+    async def _tls_handshake(self, stream: trio.abc.Stream, security: ListenerSecurity,
+                             peer: str) -> tuple[trio.SSLStream, str] | None:
+        """The server side of TLS; (stream, principal), or None once refused and closed."""
+        tls = trio.SSLStream(stream, security.ssl_context, server_side=True)
+        reason = ""
+        with trio.move_on_after(min(self.max_idle_s, TLS_HANDSHAKE_TIMEOUT_S)):
+            try:
+                await tls.do_handshake()
+            except trio.BrokenResourceError as e:
+                reason = str(e.__cause__ or e) or "the peer closed the connection"
+            else:
+                principal = principal_from_cert(tls.getpeercert()) or ANONYMOUS
+                return tls, principal
+        reason = reason or "no TLS handshake within the timeout"
+        self.auth_failure(_Session(peer, security.name, security, None, ""), "SSL",
+                          f"TLS handshake failed: {reason}")
+        await trio.aclose_forcefully(stream)
+        return None
+
+    async def _serve(self, stream: trio.abc.Stream, conn: ServerConnection,
+                     session: _Session) -> None:
         with trio.CancelScope() as idle:
-            await self._serve_requests(stream, conn, peer, idle, listener)
+            await self._serve_requests(stream, conn, session, idle)
         if idle.cancel_called:
             self.idle_closed += 1
             log.debug("closing connection from %s: idle for %.0f ms (connections.max.idle.ms)",
-                      peer, self.max_idle_s * 1000)
+                      session.peer, self.max_idle_s * 1000)
 
     async def _serve_requests(self, stream: trio.abc.Stream, conn: ServerConnection,
-                              peer: str, idle: trio.CancelScope,
-                              listener: str | None = None) -> None:
+                              session: _Session, idle: trio.CancelScope) -> None:
         outbox: list[bytes] = []
+        peer, listener = session.peer, session.listener
+        first = True
         while True:
             # Idle means waiting for bytes with no request in flight, so the deadline runs
             # only around the receive: a long-polling fetch or a slow reader is never idle.
@@ -130,14 +196,33 @@ class Server:
                 return
             if not data:
                 return
+            if first and data[:2] == TLS_HANDSHAKE_RECORD and (
+                    session.security is None or session.security.ssl_context is None):
+                # a TLS client on a listener that is not TLS: its ClientHello would read
+                # as a ~369 MB frame size; say what it is
+                self.auth_failure(session, "PLAINTEXT" if session.security is None
+                                  else session.security.protocol,
+                                  "a TLS handshake on a listener without TLS")
+                return
+            first = False
             conn.receive_data(data)
-            while (request := conn.next_request()) is not NEED_DATA:
+            while True:
+                if session.gate is not None and not session.gate.complete:
+                    if not await self._authenticate(stream, conn, session, outbox):
+                        return
+                    if session.gate is not None:  # still authenticating: needs more bytes
+                        break
+                    continue
+                request = conn.next_request()
+                if request is NEED_DATA:
+                    break
                 if request.api_key == FETCH and outbox:
                     # a fetch may wait; earlier answers must not wait with it
                     await stream.send_all(b"".join(outbox))
                     outbox.clear()
                 try:
-                    response = await self._dispatch(conn, request, peer, listener)
+                    response = await self._dispatch(conn, request, peer, listener,
+                                                    session.principal)
                 except CloseConnection as e:
                     if outbox:  # what was answered before still goes out
                         await stream.send_all(b"".join(outbox))
@@ -149,8 +234,73 @@ class Server:
                 await stream.send_all(b"".join(outbox) if len(outbox) > 1 else outbox[0])
                 outbox.clear()
 
+    async def _authenticate(self, stream: trio.abc.Stream, conn: ServerConnection,
+                            session: _Session, outbox: list[bytes]) -> bool:
+        """Serve what has arrived of a SASL login; False: close the connection. Clears
+        `session.gate` once the client has logged in (with NEED_DATA left to read when the
+        gate still waits for bytes, the gate is kept)."""
+        gate = session.gate
+        assert gate is not None
+        try:
+            return await self._login_steps(stream, conn, session, gate, outbox)
+        except ProtocolError as e:
+            # an oversized frame (sasl.server.max.receive.size) or one that does not parse,
+            # before the login: an authentication failure of this connection
+            self.auth_failure(session, gate.mechanism or "none", str(e),
+                              gate.principal if gate.username else "")
+            return False
+
+    async def _login_steps(self, stream: trio.abc.Stream, conn: ServerConnection,
+                           session: _Session, gate: SaslGate, outbox: list[bytes]) -> bool:
+        while not gate.complete:
+            if gate.bare_tokens:  # after SaslHandshake v0: tokens without a Kafka header
+                frame = conn.next_frame()
+                if frame is NEED_DATA:
+                    return True
+                answer = gate.bare_token(frame)
+                if answer.failure is not None:
+                    self.auth_failure(session, gate.mechanism, answer.failure,
+                                      gate.principal if gate.username else "")
+                    return False
+                outbox.append(framing.frame(answer.body))
+                continue
+            request = conn.next_request()
+            if request is NEED_DATA:
+                return True
+            body: Any = request.body  # None only for an ApiVersions of an unknown version
+            if request.api_key == SASL_HANDSHAKE:
+                answer = gate.handshake(request.api_version, body.mechanism)
+            elif request.api_key == SASL_AUTHENTICATE:
+                answer = gate.authenticate(body.auth_bytes)
+            elif gate.allows_unauthenticated(request.api_key, API_VERSIONS):
+                response = await self._dispatch(conn, request, session.peer, session.listener,
+                                                ANONYMOUS)
+                if response is not None:
+                    outbox.append(response)
+                continue
+            else:
+                api = self.apis.get(request.api_key)
+                self.auth_failure(session, gate.mechanism or "none",
+                                  f"{api.name if api else request.api_key} request before "
+                                  "SASL authentication")
+                return False
+            outbox.append(conn.encode_response(request, answer.body))
+            if answer.failure is not None:
+                await stream.send_all(b"".join(outbox))
+                outbox.clear()
+                self.auth_failure(session, gate.mechanism or "none", answer.failure,
+                                  gate.principal if gate.username else "")
+                return False
+        session.principal = gate.principal
+        session.gate = None
+        conn.max_frame = self.broker.config.socket_request_max_bytes
+        log.debug("%s authenticated as %s with %s on listener %s", session.peer,
+                  session.principal, gate.mechanism, session.listener)
+        return True
+
     async def _dispatch(self, conn: ServerConnection, request, peer: str,
-                        listener: str | None = None) -> bytes | None:
+                        listener: str | None = None,
+                        principal: str = ANONYMOUS) -> bytes | None:
         started = trio.current_time()  # the run's clock: latencies follow a test's MockClock
         self.in_flight += 1
         self._idle = trio.Event() if self.in_flight == 1 else self._idle
@@ -158,7 +308,7 @@ class Server:
         error = ""
         try:
             body = await self.handlers[request.api_key](
-                RequestContext(self.broker, request, peer, listener))
+                RequestContext(self.broker, request, peer, listener, principal))
             if body is None:  # acks=0 produce: no response at all
                 return None
             if request.body is None:  # ApiVersions of an unknown version: the v0 layout
@@ -355,8 +505,11 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
                     if controller_listeners:
                         controller_server = Server(broker, CONTROLLER_HANDLERS,
                                                    CONTROLLER_LISTENER_APIS)
+                        assert addresses.controller is not None
                         root.start_soon(functools.partial(
-                            trio.serve_listeners, controller_server.handle_connection,
+                            trio.serve_listeners,
+                            functools.partial(controller_server.handle_connection,
+                                              listener=addresses.controller.name),
                             controller_listeners, handler_nursery=root))
                     await broker.start(root)
                     root.start_soon(_housekeeping, broker)

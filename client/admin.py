@@ -43,6 +43,7 @@ Kafka's Admin.describeMetadataQuorum expects).
 
 from __future__ import annotations
 
+import os
 import uuid
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -58,16 +59,17 @@ from client.types import Node, TopicPartition
 from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
-    CONSUMER_GROUP_DESCRIBE, CREATE_ACLS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_ACLS,
-    DESCRIBE_ACLS, DELETE_TOPICS, DESCRIBE_CLUSTER,
-    DESCRIBE_CONFIGS,
-    DESCRIBE_GROUPS, DESCRIBE_QUORUM, LIST_GROUPS, LIST_OFFSETS,
+    ALTER_USER_SCRAM_CREDENTIALS, CONSUMER_GROUP_DESCRIBE, CREATE_ACLS, CREATE_PARTITIONS,
+    CREATE_TOPICS, DELETE_ACLS, DELETE_TOPICS, DESCRIBE_ACLS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS,
+    DESCRIBE_GROUPS, DESCRIBE_QUORUM, DESCRIBE_USER_SCRAM_CREDENTIALS, LIST_GROUPS, LIST_OFFSETS,
 )
 from protocol.primitives import ZERO_UUID
+from protocol.sasl import SCRAM_BY_ID, SCRAM_MECHANISMS
 
 __all__ = ["AclBinding", "AclBindingFilter", "AdminClient", "ClusterDescription", "ConfigEntry", "ConfigResource", "CreatedTopic",
            "ConsumerGroupDescription", "ConsumerGroupMemberDescription", "GroupDescription", "GroupListing", "MemberDescription", "NewTopic", "PartitionInfo",
-           "QuorumInfo", "ReplicaState", "TopicDescription", "TopicListing"]
+           "QuorumInfo", "ReplicaState", "ScramCredentialInfo", "TopicDescription",
+           "TopicListing", "UserScramCredentialDeletion", "UserScramCredentialUpsertion"]
 
 T = TypeVar("T")
 
@@ -742,6 +744,63 @@ class AdminClient:
 
     # -- plumbing ----------------------------------------------------------------------
 
+    async def describe_user_scram_credentials(
+            self, users: Iterable[str] | None = None, *, timeout_ms: int | None = None
+    ) -> dict[str, list[ScramCredentialInfo]]:
+        """Each user's SCRAM mechanisms and iterations (every user's when `users` is None);
+        a named user with no credential raises RESOURCE_NOT_FOUND."""
+        names = None if users is None else list(users)
+
+        async def attempt() -> dict[str, list[ScramCredentialInfo]]:
+            conn = await self.pool.least_loaded()
+            resp = await conn.request(DESCRIBE_USER_SCRAM_CREDENTIALS, {
+                "users": None if names is None else [{"name": n} for n in names]})
+            body = resp.body
+            if body.error_code != ErrorCode.NONE:
+                raise for_code(body.error_code, body.error_message)
+            out = {}
+            for r in body.results:
+                if r.error_code != ErrorCode.NONE:
+                    raise for_code(r.error_code, r.error_message)
+                out[r.user] = [ScramCredentialInfo(SCRAM_BY_ID[c.mechanism].name, c.iterations)
+                               for c in r.credential_infos if c.mechanism in SCRAM_BY_ID]
+            return out
+
+        return await self._retrying("DescribeUserScramCredentials", attempt, timeout_ms)
+
+    async def alter_user_scram_credentials(
+            self, alterations: Iterable[UserScramCredentialUpsertion
+                                        | UserScramCredentialDeletion],
+            *, timeout_ms: int | None = None) -> None:
+        """KIP-554: add, replace or delete SCRAM credentials. The password is salted here
+        (a random salt, PBKDF2), so it never leaves this process; the first refused
+        alteration is raised (UNACCEPTABLE_CREDENTIAL, RESOURCE_NOT_FOUND...)."""
+        deletions, upsertions = [], []
+        for a in alterations:
+            mechanism = SCRAM_MECHANISMS.get(a.mechanism.upper())
+            if mechanism is None:
+                raise for_code(ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+                               f"unknown SCRAM mechanism {a.mechanism!r}")
+            if isinstance(a, UserScramCredentialDeletion):
+                deletions.append({"name": a.user, "mechanism": mechanism.id})
+                continue
+            salt = a.salt if a.salt is not None else os.urandom(32)
+            upsertions.append({
+                "name": a.user, "mechanism": mechanism.id, "iterations": a.iterations,
+                "salt": salt,
+                "salted_password": mechanism.salted_password(a.password, salt, a.iterations)
+                if a.iterations > 0 else b""})
+
+        async def attempt() -> None:
+            conn = await self.pool.least_loaded()
+            resp = await conn.request(ALTER_USER_SCRAM_CREDENTIALS,
+                                      {"deletions": deletions, "upsertions": upsertions})
+            for r in resp.body.results:
+                if r.error_code != ErrorCode.NONE:
+                    raise for_code(r.error_code, f"{r.user}: {r.error_message}")
+
+        await self._retrying("AlterUserScramCredentials", attempt, timeout_ms)
+
     def _op_timeout(self, timeout_ms: int | None) -> int:
         """The broker-side timeout_ms of topic operations."""
         return self.config.request_timeout_ms if timeout_ms is None else timeout_ms
@@ -794,6 +853,28 @@ class AdminClient:
             budget_ms=self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms,
             backoff_s=self.config.retry_backoff_s, should_retry=_should_retry,
             on_retry=on_retry, max_retries=self.config.retries)
+
+
+@dataclass(frozen=True)
+class ScramCredentialInfo:
+    mechanism: str  # SCRAM-SHA-256 or SCRAM-SHA-512
+    iterations: int
+
+
+@dataclass(frozen=True)
+class UserScramCredentialUpsertion:
+    """Add or replace `user`'s credential for `mechanism` (salt: random unless given)."""
+    user: str
+    mechanism: str
+    password: str
+    iterations: int = 4096
+    salt: bytes | None = None
+
+
+@dataclass(frozen=True)
+class UserScramCredentialDeletion:
+    user: str
+    mechanism: str
 
 
 def _should_retry(error: KafkaError) -> bool:

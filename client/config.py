@@ -103,6 +103,17 @@ def choice_field(default: str, choices: Iterable[str]) -> Any:
     return field(default=default, metadata={"check": check})
 
 
+def _check_upper(allowed: tuple[str, ...]) -> Check:
+    """A choice compared without case, as Kafka's clients compare these names."""
+    def check(name: str, value: Any) -> str:
+        if not isinstance(value, str):
+            raise TypeError(f"config {name} must be a str, got {type(value).__name__}")
+        if value.upper() not in allowed:
+            raise ValueError(f"config {name} must be one of {', '.join(allowed)}, got {value!r}")
+        return value.upper()
+    return check
+
+
 def parse_address(text: str, default_port: int = 9092) -> tuple[str, int]:
     """HOST:PORT, [IPv6]:PORT or HOST; a PLAINTEXT:// prefix is accepted. Anything else
     (`h:9092:1`, `h:`, a bare IPv6 address, blanks in the host) is a ValueError at once,
@@ -167,7 +178,22 @@ class ClientConfig:
     reconnect_backoff_max_ms: int = int_field(1000)
     connections_max_idle_ms: int = int_field(540000, low=-1)  # -1: never close idle ones
     socket_connection_setup_timeout_ms: int = int_field(10000)
-    security_protocol: str = choice_field("PLAINTEXT", ["PLAINTEXT"])
+    # security (client/security.py), with Java's names; sasl_username/sasl_password are
+    # librdkafka's shorthand for the JAAS config's username and password
+    security_protocol: str = field(default="PLAINTEXT", metadata={"check": _check_upper(
+        ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))})
+    sasl_mechanism: str = field(default="PLAIN", metadata={"check": _check_upper(
+        ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"))})
+    sasl_jaas_config: str | None = str_field(None, nullable=True)
+    sasl_username: str | None = str_field(None, nullable=True)
+    sasl_password: str | None = str_field(None, nullable=True)
+    ssl_truststore_location: str | None = str_field(None, nullable=True)
+    ssl_truststore_certificates: str | None = str_field(None, nullable=True)
+    ssl_keystore_location: str | None = str_field(None, nullable=True)
+    ssl_keystore_certificate_chain: str | None = str_field(None, nullable=True)
+    ssl_keystore_key: str | None = str_field(None, nullable=True)
+    ssl_key_password: str | None = str_field(None, nullable=True)
+    ssl_endpoint_identification_algorithm: str = str_field("https")
 
     _client_id_prefix = "client"
 

@@ -16,6 +16,10 @@ A BrokerConnection runs three things while it is open, all in the nursery given 
   scope of request_timeout_ms. Any number of requests may be in flight at once (pipelined);
   each caller gets its own response whatever order they complete in.
 
+With security_protocol SSL or SASL_SSL the stream is wrapped in TLS as soon as it is
+connected; with SASL_PLAINTEXT or SASL_SSL the connection logs in (client/security.py)
+right after ApiVersions, before it is ready for anyone's requests.
+
 On open, the connection negotiates versions with ApiVersions v3, as librdkafka does. A broker
 that does not know v3 answers UNSUPPORTED_VERSION with a v0 body naming its own ApiVersions
 range (KIP-511, docs/PROTOCOL.md §2); we ask once more at the highest version both sides know.
@@ -47,13 +51,15 @@ import trio
 from client.config import ClientConfig
 from client.errors import (
     IncompatibleBrokerVersion, KafkaConnectionError, KafkaError, KafkaTimeoutError,
-    NoBrokersAvailable,
+    NoBrokersAvailable, for_code,
 )
 from client.ratelimit import RateLimitedWarning
+from client.security import sasl_credentials, tls_context
 from protocol.connection import NEED_DATA, ClientConnection, Response
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.framing import DEFAULT_MAX_FRAME
-from protocol.messages import API_VERSIONS, APIS
+from protocol.messages import API_VERSIONS, APIS, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from protocol.sasl import SaslClient, SaslError
 from protocol.versions import implemented, pick_version
 
 __all__ = ["BrokerConnection", "ConnectionPool", "Response", "api_name", "background_nursery",
@@ -150,6 +156,7 @@ class BrokerConnection:
         self.host, self.port = host, port
         self.node_id = node_id
         self.config = config if config is not None else ClientConfig()
+        self._tls = tls_context(self.config)  # None on PLAINTEXT and SASL_PLAINTEXT
         self.max_frame = max_frame
         self.api_versions: dict[int, tuple[int, int]] = {}  # api key -> broker (min, max)
         self.api_versions_version: int | None = None  # the ApiVersions version that worked
@@ -282,7 +289,17 @@ class BrokerConnection:
         timeout_ms = self.config.socket_connection_setup_timeout_ms
         try:
             with trio.fail_after(timeout_ms / 1000):
-                return await stream_opener.get()(self.host, self.port)
+                stream = await stream_opener.get()(self.host, self.port)
+                if self._tls is None:
+                    return stream
+                tls = trio.SSLStream(stream, self._tls, server_hostname=self.host)
+                try:
+                    await tls.do_handshake()
+                except trio.BrokenResourceError as e:
+                    await trio.aclose_forcefully(stream)
+                    raise KafkaConnectionError(f"TLS handshake with {self.address} failed: "
+                                               f"{e.__cause__ or e}") from e
+                return tls
         except trio.TooSlowError:
             raise KafkaConnectionError(f"cannot connect to {self.address}: no answer within "
                                        f"{timeout_ms} ms") from None
@@ -314,6 +331,30 @@ class BrokerConnection:
         self.api_versions = {k.api_key: (k.min_version, k.max_version)
                              for k in resp.body.api_keys}
         self.api_versions_version = version
+        credentials = sasl_credentials(self.config)
+        if credentials is not None:
+            await self._sasl_login(*credentials)
+
+    async def _sasl_login(self, mechanism: str, username: str, password: str) -> None:
+        """SaslHandshake v1, then the mechanism's tokens in SaslAuthenticate requests."""
+        answer = (await self._roundtrip(SASL_HANDSHAKE, 1, {"mechanism": mechanism})).body
+        if answer.error_code != ErrorCode.NONE:
+            raise for_code(answer.error_code, f"{mechanism} is not enabled on {self.address} "
+                                              f"(it offers {', '.join(answer.mechanisms)})")
+        version = pick_version(SASL_AUTHENTICATE,
+                               *self.api_versions.get(SASL_AUTHENTICATE, (0, 1))) or 0
+        client = SaslClient(mechanism, username, password)
+        try:
+            token: bytes | None = client.start()
+            while token is not None:
+                resp = (await self._roundtrip(SASL_AUTHENTICATE, version,
+                                              {"auth_bytes": token})).body
+                if resp.error_code != ErrorCode.NONE:
+                    raise for_code(resp.error_code, resp.error_message)
+                token = client.challenge(bytes(resp.auth_bytes))
+        except SaslError as e:
+            raise for_code(ErrorCode.SASL_AUTHENTICATION_FAILED,
+                           f"{mechanism} login to {self.address}: {e}") from None
 
     # -- the two tasks ---------------------------------------------------------------
 

@@ -52,8 +52,21 @@ class ServerConnection:
         self._frames = framing.FrameDecoder(max_frame)
         self.apis = apis
 
+    @property
+    def max_frame(self) -> int:
+        return self._frames.max_frame
+
+    @max_frame.setter
+    def max_frame(self, size: int) -> None:
+        # raised once a SASL client has logged in (sasl.server.max.receive.size before)
+        self._frames.max_frame = size
+
     def receive_data(self, data: bytes | bytearray) -> None:
         self._frames.receive_data(data)
+
+    def next_frame(self) -> bytes | None:
+        """The next whole frame undecoded (a bare SASL token after SaslHandshake v0)."""
+        return self._frames.next_frame()
 
     def next_request(self) -> Request | None:
         """The next whole request, or NEED_DATA; ProtocolError means close the connection."""

@@ -6,19 +6,54 @@ first bootstrap address that answers, or say why none did), `open_admin` and
 `run_admin_tool` (run a tool's async body, each failure as one line and exit 1), shared by
 `minibroker groups`, `minibroker topics` and `minibroker cluster`; `produce` and `consume`
 use reach_bootstrap.
+
+Also owns `--command-config FILE`, as Kafka's tools have it: a properties file of client
+settings (security.protocol, sasl.mechanism, sasl.jaas.config or sasl.username and
+sasl.password, ssl.truststore.location, ...) that every client a tool makes is given
+(`client_settings`, bound by tools.cli before the tool runs), so each tool reaches a
+secured listener the same way.
 """
 
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Awaitable, Callable, TextIO
+from contextvars import ContextVar
+from types import MappingProxyType
+from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, TextIO
 
 import trio
 
 from client.admin import AdminClient
 from client.errors import KafkaError
 
-__all__ = ["ToolError", "open_admin", "run_admin_tool", "one_line"]
+__all__ = ["ToolError", "open_admin", "run_admin_tool", "one_line", "client_settings",
+           "load_command_config"]
+
+# the --command-config settings as ClientConfig keywords; trio.run copies the context,
+# so what tools.cli binds before a tool runs is what its clients see
+client_settings: ContextVar[Mapping[str, Any]] = ContextVar("client_settings",
+                                                          default=MappingProxyType({}))
+
+
+def load_command_config(path: str) -> dict[str, Any]:
+    """A Kafka client properties file -> ClientConfig keywords; ToolError names a line,
+    file or property that cannot be used."""
+    from broker.config import ConfigError, parse_properties
+    from client.config import check_config
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            properties = parse_properties(f.read())
+    except OSError as e:
+        raise ToolError(f"--command-config: cannot read {path}: {e.strerror or e}") from e
+    except ConfigError as e:
+        raise ToolError(f"--command-config {path}: {e}") from e
+    settings = {key.replace(".", "_"): value for key, value in properties.items()}
+    try:
+        check_config("common", **settings)
+    except (TypeError, ValueError) as e:
+        raise ToolError(f"--command-config {path}: {e}") from e
+    return settings
 
 
 class ToolError(Exception):
@@ -35,7 +70,7 @@ async def open_admin(bootstrap: str, *, timeout_ms: int, client_id: str
     a terminal wants "cannot connect to H:P: Connection refused" at once."""
     async with AdminClient(bootstrap_servers=bootstrap, client_id=client_id,
                            request_timeout_ms=timeout_ms,
-                           default_api_timeout_ms=timeout_ms) as admin:
+                           default_api_timeout_ms=timeout_ms, **client_settings.get()) as admin:
         await reach_bootstrap(admin.pool, admin.config)
         yield admin
 

@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     # imported only when used: the broker itself never needs pyspark
     analyze.set_defaults(func=lambda a: _analyze(a.rest))
 
-    from tools import acls, cluster, consume, dump_log, groups, produce, topics
+    from tools import acls, cluster, consume, dump_log, groups, produce, topics, users
     for name, tool, description in (
             ("acls", acls, "add, remove and list ACLs (kafka-acls)"),
             ("dump-log", dump_log, "print the batches and records of log segments"),
@@ -51,7 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
             ("topics", topics, "list, describe, create, delete and grow topics (kafka-topics)"),
             ("produce", produce, "send one record per stdin line (kafka-console-producer)"),
             ("consume", consume, "print a topic's records, one per line "
-                                 "(kafka-console-consumer)")):
+                                 "(kafka-console-consumer)"),
+            ("users", users, "add, delete and describe users' SCRAM credentials "
+                             "(kafka-configs --entity-type users)")):
         command = sub.add_parser(name, help=description)
         tool.add_arguments(command)
         command.set_defaults(func=tool.main)
@@ -110,7 +112,15 @@ def main(argv: list[str] | None = None) -> int:
         return bench(argv[1:]) or 0
     if argv[:1] == ["chaos"]:
         return _chaos(argv[1:])
+    argv, command_config = _take_command_config(argv)
     args = build_parser().parse_args(argv)
+    if command_config is not None:
+        from tools.admin_session import ToolError, client_settings, load_command_config
+        try:
+            client_settings.set(load_command_config(command_config))
+        except ToolError as e:
+            print(f"minibroker {args.command}: {e}", file=sys.stderr)
+            return 2
     # a console tool names a connection failure itself, on one line: the client library's
     # own warnings about it (meant for applications' logs) would say it a second time
     logging.getLogger("minibroker.client").setLevel(logging.ERROR)
@@ -119,6 +129,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"minibroker {args.command}: --bootstrap-server: {bad}", file=sys.stderr)
         return 2
     return args.func(args) or 0
+
+
+def _take_command_config(argv: list[str]) -> tuple[list[str], str | None]:
+    """`--command-config FILE` (or `=FILE`), anywhere among a client tool's arguments, as
+    Kafka's tools take it: the client settings (security.protocol, sasl.*, ssl.*) every
+    client of the tool is made with (tools.admin_session.load_command_config)."""
+    rest: list[str] = []
+    path = None
+    items = iter(argv)
+    for item in items:
+        if item == "--command-config":
+            path = next(items, "")
+        elif item.startswith("--command-config="):
+            path = item.partition("=")[2]
+        else:
+            rest.append(item)
+    return rest, path
 
 
 def _bad_bootstrap(args: argparse.Namespace) -> str | None:

@@ -116,7 +116,7 @@ async def consume(args: argparse.Namespace, out: BinaryIO, err: TextIO) -> int:
     positions count as time without a record, so an unreachable broker ends the command
     within it (exit 1, naming the address)."""
     from client import Consumer, TopicPartition
-    from tools.admin_session import ToolError
+    from tools.admin_session import ToolError, client_settings
 
     offset = _check_args(args)
     idle_s = math.inf if args.timeout_ms is None else args.timeout_ms / 1000
@@ -136,7 +136,7 @@ async def consume(args: argparse.Namespace, out: BinaryIO, err: TextIO) -> int:
 
     total = 0
     async with Consumer(bootstrap_servers=args.bootstrap_server, group_id=args.group,
-                        enable_auto_commit=False,
+                        enable_auto_commit=False, **client_settings.get(),
                         auto_offset_reset="earliest" if args.from_beginning else "latest"
                         ) as consumer:
         consumer.assign(tps)

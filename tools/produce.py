@@ -128,6 +128,7 @@ async def _read_lines(stream) -> Any:
 async def produce(args: argparse.Namespace, stdin, err) -> int:
     from client import Producer
     from client.errors import KafkaError
+    from tools.admin_session import client_settings
 
     config = parse_properties("producer", args.properties)
     if args.compression is not None:
@@ -159,7 +160,8 @@ async def produce(args: argparse.Namespace, stdin, err) -> int:
 
     # entering connects to a bootstrap address first, so an unreachable broker is named as
     # such at once (KafkaConnectionError), not as a topic missing from the metadata later
-    async with Producer(bootstrap_servers=args.bootstrap_server, **config) as producer:
+    async with Producer(bootstrap_servers=args.bootstrap_server,
+                        **{**client_settings.get(), **config}) as producer:
         line_no = 0
         async for line in _read_lines(stdin):
             line_no += 1

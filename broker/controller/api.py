@@ -25,9 +25,11 @@ BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER = 62, 63, 64
 ALLOCATE_PRODUCER_IDS = 67
 ALTER_PARTITION = 56
 CREATE_ACLS, DELETE_ACLS = 30, 31
+ALTER_USER_SCRAM_CREDENTIALS = 51
 
 ADMIN_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS,
-                        INCREMENTAL_ALTER_CONFIGS, ELECT_LEADERS, CREATE_ACLS, DELETE_ACLS})
+                        INCREMENTAL_ALTER_CONFIGS, ELECT_LEADERS, CREATE_ACLS, DELETE_ACLS,
+                        ALTER_USER_SCRAM_CREDENTIALS})
 BROKER_APIS = frozenset({BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER,
                          ALLOCATE_PRODUCER_IDS, ALTER_PARTITION})
 
@@ -47,6 +49,8 @@ def _operation(api_key: int, body: Any):
         return lambda c, now, _off: c.create_acls(body, now)
     if api_key == DELETE_ACLS:
         return lambda c, now, _off: c.delete_acls(body, now)
+    if api_key == ALTER_USER_SCRAM_CREDENTIALS:
+        return lambda c, now, _off: c.alter_user_scram_credentials(body, now)
     if api_key == BROKER_REGISTRATION:
         return lambda c, now, offset: c.register_broker(body, now, offset)
     if api_key == BROKER_HEARTBEAT:
@@ -108,6 +112,10 @@ def not_controller(api_key: int, body: Any) -> dict:
     elif api_key == DELETE_ACLS:
         out["filter_results"] = [{"error_code": code, "error_message": None,
                                   "matching_acls": []} for _ in body.filters]
+    elif api_key == ALTER_USER_SCRAM_CREDENTIALS:
+        users = dict.fromkeys(a.name for a in [*body.deletions, *body.upsertions])
+        out["results"] = [{"user": u, "error_code": code, "error_message": None}
+                          for u in users]
     else:
         out["error_code"] = code
     return out

@@ -68,6 +68,7 @@ from protocol.errors import ErrorCode
 from protocol.metadata_records import MetadataRecordType as T
 from protocol.metadata_records import decode_metadata_record, encode_metadata_record
 from protocol.names import topic_name_error
+from protocol.sasl import MAX_ITERATIONS, MIN_ITERATIONS, SCRAM_BY_ID, scram_secret
 
 OFFSETS_TOPIC = "__consumer_offsets"
 METADATA_VERSION = "metadata.version"
@@ -752,6 +753,63 @@ class QuorumController:
             brokers, additional, rf or 1, rng=self.rng, start_partition_id=current)
 
     # --- configs --------------------------------------------------------------------
+
+    def alter_user_scram_credentials(self, body: Any, now_ms: int) -> ControllerResult:
+        """KIP-554: the client sent each upsertion's salt and salted password; the keys
+        derived from them are what UserScramCredentialRecord keeps. A user is altered
+        whole or not at all: one refused alteration leaves all of that user's alone."""
+        del now_ms
+        batch = _Batch(self.image)
+        alterations = ([("delete", d) for d in body.deletions]
+                       + [("upsert", u) for u in body.upsertions])
+        seen = Counter((a.name, a.mechanism) for _, a in alterations)
+        errors: dict[str, dict] = {}
+        for kind, a in alterations:
+            if a.name in errors:
+                continue
+            error = self._scram_alteration_error(kind, a, seen[(a.name, a.mechanism)])
+            if error is not None:
+                errors[a.name] = error
+        users = list(dict.fromkeys(a.name for _, a in alterations))
+        for kind, a in alterations:
+            if a.name in errors:
+                continue
+            if kind == "delete":
+                batch.add(T.REMOVE_USER_SCRAM_CREDENTIAL_RECORD, 0,
+                          {"name": a.name, "mechanism": a.mechanism})
+                continue
+            salt = bytes(a.salt)
+            secret = scram_secret(SCRAM_BY_ID[a.mechanism], bytes(a.salted_password), salt,
+                                  a.iterations)
+            batch.add(T.USER_SCRAM_CREDENTIAL_RECORD, 0, {
+                "name": a.name, "mechanism": a.mechanism, "salt": salt,
+                "stored_key": secret.stored_key, "server_key": secret.server_key,
+                "iterations": a.iterations})
+        results = [{"user": user, **errors.get(user, _error(ErrorCode.NONE))} for user in users]
+        return batch.result({"throttle_time_ms": 0, "results": results})
+
+    def _scram_alteration_error(self, kind: str, a: Any, times: int) -> dict | None:
+        """Kafka's checks of one alteration, in its order and words."""
+        if not a.name:
+            return _error(ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
+        if times > 1:
+            return _error(ErrorCode.DUPLICATE_RESOURCE,
+                          "A user credential cannot be altered twice in the same request")
+        if a.mechanism not in SCRAM_BY_ID:
+            return _error(ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
+        if kind == "delete":
+            if (a.name, a.mechanism) not in self.image.scram_credentials:
+                return _error(ErrorCode.RESOURCE_NOT_FOUND,
+                              "Attempt to delete a user credential that does not exist")
+            return None
+        if a.iterations < MIN_ITERATIONS:
+            return _error(ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations")
+        if a.iterations > MAX_ITERATIONS:
+            return _error(ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations")
+        if not a.salt or not a.salted_password:
+            return _error(ErrorCode.UNACCEPTABLE_CREDENTIAL,
+                          "The salt and the salted password must not be empty")
+        return None
 
     def incremental_alter_configs(self, body: Any, now_ms: int) -> ControllerResult:
         del now_ms

@@ -15,7 +15,7 @@ import trio
 from broker.controller import raft_codec
 from broker.controller.runtime import QuorumMismatch
 from broker.listeners import format_voters
-from broker.net.peer import PeerChannel
+from broker.net.peer import Opener, PeerChannel
 from protocol.errors import ErrorCode
 from protocol.messages import ALL_APIS, DESCRIBE_QUORUM
 
@@ -24,19 +24,21 @@ DESCRIBE_QUORUM_VERSION = 2
 
 class PeerTransport:
     def __init__(self, node_id: int, voters: dict[int, tuple[str, int]], cluster_id: str,
-                 nursery: trio.Nursery, request_timeout_s: float):
+                 nursery: trio.Nursery, request_timeout_s: float,
+                 opener: Opener | None = None):
         self.node_id = node_id
         self.voters = voters
         self.cluster_id = cluster_id
         self.request_timeout_s = request_timeout_s
-        self.peers = {i: PeerChannel(host, port, nursery, apis=ALL_APIS,
+        # `opener`: TLS and SASL login when the controller listener asks for them
+        self.peers = {i: PeerChannel(host, port, nursery, apis=ALL_APIS, opener=opener,
                                      client_id=f"minibroker-raft-{node_id}")
                       for i, (host, port) in voters.items() if i != node_id}
         # Requests to the controller get their own connections: a listener answers each
         # connection's requests in order, and a heartbeat waiting for its records to commit
         # must never queue the Fetch that commits them behind itself.
         self.controller_peers = {
-            i: PeerChannel(host, port, nursery, apis=ALL_APIS,
+            i: PeerChannel(host, port, nursery, apis=ALL_APIS, opener=opener,
                            client_id=f"minibroker-broker-{node_id}")
             for i, (host, port) in voters.items() if i != node_id}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from broker.handlers import (
     acls, api_versions, cluster, configs, consumer_group, fetch, groups, leader_epoch, list_offsets,
-    metadata, offsets, produce, producer_id, topics,
+    metadata, offsets, produce, producer_id, sasl, scram, topics,
 )
 from broker.handlers.context import Handler
 from protocol import messages as m
@@ -47,6 +47,10 @@ HANDLERS: dict[int, Handler] = {
     m.DESCRIBE_ACLS: acls.handle_describe_acls,
     m.CREATE_ACLS: acls.handle_create_acls,
     m.DELETE_ACLS: acls.handle_delete_acls,
+    m.SASL_HANDSHAKE: sasl.handle_handshake,
+    m.SASL_AUTHENTICATE: sasl.handle_authenticate,
+    m.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.handle_describe,
+    m.ALTER_USER_SCRAM_CREDENTIALS: scram.handle_alter,
 }
 
 assert HANDLERS.keys() == m.APIS.keys(), "every declared API needs a handler, and no more"

@@ -12,7 +12,9 @@ CONTROLLER listener):
 - the broker life-cycle APIs and the admin APIs brokers forward, run on the active
   controller (NOT_CONTROLLER from any other node, so the sender looks again);
 - ApiVersions (this listener's registry) and DescribeCluster, for tools that talk to
-  controllers directly, as kafka-metadata-quorum's --bootstrap-controller does.
+  controllers directly, as kafka-metadata-quorum's --bootstrap-controller does;
+- SaslHandshake and SaslAuthenticate, for a SASL_PLAINTEXT or SASL_SSL controller listener
+  (the server's SaslGate answers them while a connection logs in).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from broker.controller import api as controller_api
 from broker.controller import raft_codec
 from broker.handlers.cluster import describe_quorum, handle_describe_cluster
 from broker.handlers.context import Handler, RequestContext
+from broker.handlers.sasl import handle_authenticate, handle_handshake
 from broker.security.acls import AclOperation
 from broker.security.authorize import authorize_cluster
 from protocol import messages as m
@@ -123,5 +126,8 @@ CONTROLLER_HANDLERS = {
     **{key: _requires(_CLUSTER_ACTION, handle_controller_api) for key in _RUNTIME_APIS},
     m.API_VERSIONS: handle_api_versions,
     m.DESCRIBE_CLUSTER: handle_describe_cluster,
+    # a SASL controller listener authenticates its connections before they reach here
+    m.SASL_HANDSHAKE: handle_handshake,
+    m.SASL_AUTHENTICATE: handle_authenticate,
 }
 CONTROLLER_LISTENER_APIS = {key: ALL_APIS[key] for key in CONTROLLER_HANDLERS}

@@ -161,7 +161,8 @@ class ReplicaFetcher:
             if self._channel is not None:
                 nursery.start_soon(self._channel.aclose)
             self._channel = PeerChannel(endpoint.host, endpoint.port, nursery,
-                                        client_id=f"replica-fetcher-{self.broker.node_id}")
+                                        client_id=f"replica-fetcher-{self.broker.node_id}",
+                                        opener=self.broker.inter_broker_opener)
             self._address = address
         return self._channel
 

@@ -59,8 +59,8 @@ def test_two_advertised_listeners_and_the_inter_broker_one():
     ({"listeners": "INTERNAL://h:1", "advertised.listeners": "EXTERNAL://h:2"},
      "EXTERNAL is not a listener in listeners"),
     ({"listeners": "OUTSIDE://h:1"}, "no protocol for listener OUTSIDE"),
-    ({"listeners": "OUTSIDE://h:1", "listener.security.protocol.map": "OUTSIDE:SSL"},
-     "listener OUTSIDE is SSL; only PLAINTEXT"),
+    ({"listeners": "OUTSIDE://h:1", "listener.security.protocol.map": "OUTSIDE:TLS"},
+     "unknown security protocol TLS"),
     ({"listener.security.protocol.map": "PLAINTEXT"}, "expected NAME:PROTOCOL"),
 ])
 def test_bad_configurations_are_refused_naming_the_key(props, message):
@@ -81,3 +81,20 @@ def test_a_listener_named_in_the_protocol_map_is_accepted():
     a = resolve(**{"listeners": "OUTSIDE://h:1",
                    "listener.security.protocol.map": "OUTSIDE:PLAINTEXT"})
     assert a.client == Endpoint("OUTSIDE", "h", 1)
+
+
+def test_each_listener_carries_its_security_protocol():
+    a = resolve(**{
+        "listeners": "PLAIN://h:1,TLS://h:2,SASL://h:3,BOTH://h:4,CONTROLLER://h:5",
+        "listener.security.protocol.map": "PLAIN:PLAINTEXT,TLS:SSL,SASL:SASL_PLAINTEXT,"
+                                          "BOTH:SASL_SSL,CONTROLLER:SSL",
+        "inter.broker.listener.name": "BOTH",
+        "controller.quorum.voters": "0@h:5"})
+    assert [(e.name, e.security_protocol, e.uses_tls, e.uses_sasl) for e in a.clients] == [
+        ("PLAIN", "PLAINTEXT", False, False), ("TLS", "SSL", True, False),
+        ("SASL", "SASL_PLAINTEXT", False, True), ("BOTH", "SASL_SSL", True, True)]
+    assert [e.security_protocol for e in a.advertised] == [
+        "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+    assert a.controller == Endpoint("CONTROLLER", "h", 5, "SSL")
+    assert a.protocol_of(a.inter_broker) == "SASL_SSL"
+    assert a.protocol_of(a.controller_listener_name) == "SSL"

@@ -156,7 +156,8 @@ def test_config_values_are_checked():
     with pytest.raises(ValueError, match="bad broker address"):
         check_config("common", bootstrap_servers="host:notaport")
     with pytest.raises(ValueError, match="security_protocol"):
-        check_config("common", security_protocol="SSL")
+        check_config("common", security_protocol="TLS")
+    assert check_config("common", security_protocol="sasl_ssl").security_protocol == "SASL_SSL"
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1:19504:1", "h:", "::1", "[::1", "[::1]9092",

@@ -5,6 +5,8 @@ trio."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import trio
 import trio.lowlevel
@@ -67,6 +69,8 @@ async def test_entered_and_left_twice_in_one_task(name, shared_broker):
 @pytest.mark.parametrize("name", BOOTSTRAPPING)
 async def test_entering_with_no_broker_fails_at_once_and_leaves_the_task_usable(
         name, caplog):
+    # the console tools quieten this logger when a test runs one in process: ask for it
+    caplog.set_level(logging.WARNING, logger="minibroker.client")
     with pytest.raises(errors.KafkaConnectionError, match=r"unable to bootstrap from "
                        r"\['127.0.0.1:1'\]: cannot connect to 127.0.0.1:1: ") as failed:
         async with CLIENTS[name]():

@@ -206,3 +206,22 @@ async def test_the_controller_listener_needs_cluster_action():
     vote = await call_as(broker, ALICE, m.VOTE, 0, {"cluster_id": None, "topics": []},
                          handlers=CONTROLLER_HANDLERS)
     assert vote["error_code"] == E.CLUSTER_AUTHORIZATION_FAILED
+
+
+async def test_scram_credential_apis_need_describe_and_alter_on_the_cluster():
+    broker = cluster(
+        record(T.USER_SCRAM_CREDENTIAL_RECORD, name="bob", mechanism=2, salt=b"s" * 16,
+               stored_key=b"k" * 64, server_key=b"v" * 64, iterations=4096),
+        grant("kafka-cluster", Op.DESCRIBE, rtype=Res.CLUSTER, principal="User:ops"))
+    refused = await call_as(broker, ALICE, m.DESCRIBE_USER_SCRAM_CREDENTIALS, 0,
+                            {"users": None})
+    assert (refused["error_code"], refused["results"]) == (E.CLUSTER_AUTHORIZATION_FAILED, [])
+    described = await call_as(broker, "User:ops", m.DESCRIBE_USER_SCRAM_CREDENTIALS, 0,
+                              {"users": None})
+    assert [(r["user"], r["credential_infos"]) for r in described["results"]] == [
+        ("bob", [{"mechanism": 2, "iterations": 4096}])]
+    # DESCRIBE is not ALTER: the alteration is refused here, before any controller is asked
+    altered = await call_as(broker, "User:ops", m.ALTER_USER_SCRAM_CREDENTIALS, 0, {
+        "deletions": [{"name": "bob", "mechanism": 2}], "upsertions": []})
+    assert [(r["user"], r["error_code"]) for r in altered["results"]] == [
+        ("bob", E.CLUSTER_AUTHORIZATION_FAILED)]
