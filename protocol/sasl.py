@@ -178,6 +178,16 @@ class ScramServer:
         self._state = "final"
         return self._server_first.encode()
 
+    def _nonce_matches(self, nonce: str) -> bool:
+        """RFC 5802: the client repeats the server's nonce. librdkafka before 2.6.1 (Debian's
+        kcat among them) prepends its own nonce to it once more (librdkafka#4895); Kafka
+        3.8.1-3.9 accepted that by checking the end of the nonce. We accept exactly that
+        form and no other: the server's part is still checked whole, so a replayed exchange
+        still fails."""
+        client_nonce = self._nonce[:-len(self._server_nonce)]
+        return (hmac.compare_digest(nonce.encode(), self._nonce.encode())
+                or hmac.compare_digest(nonce.encode(), (client_nonce + self._nonce).encode()))
+
     def _final(self, message: str) -> bytes:
         self._state = "failed"
         without_proof, sep, proof_text = message.rpartition(",p=")
@@ -186,7 +196,7 @@ class ScramServer:
         attrs = _attributes(without_proof, "cr")
         if _decode(attrs[0][1], "channel binding") != self._gs2_header.encode():
             raise SaslError("the channel binding does not match the client-first message")
-        if not hmac.compare_digest(attrs[1][1].encode(), self._nonce.encode()):
+        if not self._nonce_matches(attrs[1][1]):
             raise SaslError("the SCRAM nonce does not match")
         proof = _decode(proof_text, "client proof")
         m = self.mechanism

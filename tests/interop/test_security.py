@@ -164,6 +164,19 @@ def test_kcat_over_tls(secure, certs):
     assert out.split() == ["one", "two"]
 
 
+def test_kcat_with_scram_over_sasl_ssl(secure, certs):
+    """Debian's kcat links librdkafka 2.0, which repeats its own nonce in the SCRAM
+    client-final message (librdkafka#4895): it must log in all the same."""
+    topic = f"kcat-scram-{uuid.uuid4().hex[:8]}"
+    login = ["-X", "security.protocol=sasl_ssl", "-X", f"ssl.ca.location={certs / 'ca.pem'}",
+             "-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", "sasl.username=alice",
+             "-X", "sasl.password=alice-secret"]
+    kcat("-b", secure.address("SASL_SSL"), *login, "-P", "-t", topic, stdin=b"one\ntwo\n")
+    out = kcat("-b", secure.address("SASL_SSL"), *login, "-C", "-t", topic, "-o", "beginning",
+               "-e", "-c", "2")
+    assert out.split() == ["one", "two"]
+
+
 def test_a_client_that_does_not_trust_the_broker_refuses_it(secure, certs):
     message = refused(secure.address("SSL"), **{"security.protocol": "SSL",
                                                 "ssl.ca.location": str(certs / "rogue-ca.pem")})

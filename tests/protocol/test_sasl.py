@@ -155,3 +155,37 @@ def test_jaas():
     for bad in ("", "required username=x;", 'Module required username="x" =;'):
         with pytest.raises(SaslError):
             parse_jaas(bad)
+
+
+def _final_with_nonce(server_first: bytes, client_first_bare: str, nonce: str,
+                      password: str = "alice-secret") -> bytes:
+    """A client-final message whose r= is `nonce`, with a proof that is right for it."""
+    attrs = dict(part.split("=", 1) for part in server_first.decode().split(","))
+    salted = SHA512.salted_password(password, base64.b64decode(attrs["s"]), int(attrs["i"]))
+    client_key = SHA512.hmac(salted, b"Client Key")
+    without_proof = f"c=biws,r={nonce}"
+    auth_message = f"{client_first_bare},{server_first.decode()},{without_proof}".encode()
+    signature = SHA512.hmac(SHA512.digest(client_key), auth_message)
+    proof = bytes(a ^ b for a, b in zip(client_key, signature))
+    return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+
+def test_librdkafkas_doubled_client_nonce_is_accepted_and_nothing_looser():
+    """librdkafka before 2.6.1 (Debian's kcat) sends r=<client nonce><server's nonce>, the
+    client's part twice (librdkafka#4895); exactly that form logs in, other prefixes and a
+    wrong server part do not."""
+    for nonce, accepted in [("clientnonceclientnoncesrvnonce", True),
+                            ("clientnoncesrvnonce", True),
+                            ("xclientnoncesrvnonce", False),
+                            ("clientnonceclientnoncesrvnonceX", False),
+                            ("clientnonceclientnonceothernce", False)]:
+        srv = server()
+        srv.step(b"n,,n=alice,r=clientnonce")
+        server_first = f"r=clientnoncesrvnonce,s={base64.b64encode(SALT).decode()},i=4096"
+        final = _final_with_nonce(server_first.encode(), "n=alice,r=clientnonce", nonce)
+        if accepted:
+            srv.step(final)
+            assert srv.complete and srv.username == "alice"
+        else:
+            with pytest.raises(SaslError, match="nonce does not match"):
+                srv.step(final)
