@@ -1,4 +1,5 @@
-"""TLS and SASL against real clients: one broker with five listeners side by side.
+"""TLS and SASL against real clients (confluent-kafka, kafka-python, aiokafka, kcat and our
+own): one broker with five listeners side by side.
 
     PLAINTEXT        the fixture's readiness port, and "another client keeps working"
     SSL              TLS, a client certificate requested (not required)
@@ -427,3 +428,54 @@ def test_a_tls_client_with_a_bad_handshake_does_not_stop_another(secure, certs):
                 ctx.wrap_socket(tcp, server_hostname=HOST) as tls:
             body = call(tls, ClientConnection("tls"), METADATA, 1, {"topics": None})
             assert [b.port for b in body.brokers] == [secure.ports["SSL"]]
+
+
+@pytest.mark.parametrize("mechanism,password", [("SCRAM-SHA-512", "alice-secret"),
+                                                ("SCRAM-SHA-256", "alice-256")])
+def test_aiokafka_with_scram_over_sasl_ssl(secure, certs, mechanism, password):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka import TopicPartition as AioTopicPartition
+    from aiokafka.errors import KafkaError as AioKafkaError
+    from aiokafka.helpers import create_ssl_context
+
+    topic = f"aio-sasl-{uuid.uuid4().hex[:8]}"
+
+    def login(secret: str) -> dict:
+        return {"bootstrap_servers": secure.address("SASL_SSL"),
+                "security_protocol": "SASL_SSL", "sasl_mechanism": mechanism,
+                "sasl_plain_username": "alice", "sasl_plain_password": secret,
+                "ssl_context": create_ssl_context(cafile=str(certs / "ca.pem"))}
+
+    async def run() -> list[bytes]:
+        producer = AIOKafkaProducer(**login(password))
+        await producer.start()
+        try:
+            for i in range(3):
+                await producer.send_and_wait(topic, b"a%d" % i)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(auto_offset_reset="earliest", **login(password))
+        await consumer.start()
+        try:
+            tp = AioTopicPartition(topic, 0)
+            consumer.assign([tp])
+            got: list[bytes] = []
+            while len(got) < 3:
+                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 15)
+                got.extend(m.value for m in batch.get(tp, []))
+            return got
+        finally:
+            await consumer.stop()
+
+    async def wrong() -> None:
+        producer = AIOKafkaProducer(request_timeout_ms=5000, **login("wrong"))
+        try:
+            await producer.start()
+        finally:
+            await producer.stop()
+
+    assert asyncio.run(run()) == [b"a0", b"a1", b"a2"]
+    with pytest.raises(AioKafkaError):
+        asyncio.run(wrong())
