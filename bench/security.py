@@ -110,7 +110,8 @@ def add_user(node: SecureNode) -> None:
     upsert = admin_mod.UserScramCredentialUpsertion(
         USER, admin_mod.ScramCredentialInfo(admin_mod.ScramMechanism.SCRAM_SHA_512, 8192),
         PASSWORD.encode())
-    for future in _admin(node).alter_user_scram_credentials([upsert]).values():
+    admin = _admin(node)  # held until the futures resolve: a destroyed handle fails them
+    for future in admin.alter_user_scram_credentials([upsert]).values():
         future.result(30)
 
 

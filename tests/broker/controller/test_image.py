@@ -280,3 +280,25 @@ def test_acls_are_kept_by_id_and_removed():
     assert list(image.acls) == [uuid.UUID(int=2)]
     with pytest.raises(MetadataImageError):
         replay([wire(T.REMOVE_ACCESS_CONTROL_ENTRY_RECORD, id=uuid.UUID(int=1))], image)
+
+
+def test_a_run_of_security_records_replays_as_the_records_one_by_one():
+    """replay applies a run of ACL/SCRAM records to one working copy; interleaved with other
+    records, the result is the same as applying each record alone."""
+    acl = dict(resource_type=2, pattern_type=3, principal="User:a", host="*", operation=3,
+               permission_type=3)
+    records = [wire(T.ACCESS_CONTROL_ENTRY_RECORD, id=uuid.UUID(int=i),
+                    resource_name=f"t{i}", **acl) for i in range(1, 6)]
+    records.insert(2, wire(T.TOPIC_RECORD, name="orders", topic_id=ORDERS))
+    records.append(wire(T.REMOVE_ACCESS_CONTROL_ENTRY_RECORD, id=uuid.UUID(int=2)))
+    records.append(wire(T.USER_SCRAM_CREDENTIAL_RECORD, name="u", mechanism=1, salt=b"s",
+                        stored_key=b"k", server_key=b"v", iterations=4096))
+    at_once = replay(records)
+    one_by_one = MetadataImage.EMPTY
+    for r in records:
+        one_by_one = one_by_one.apply(*decode_metadata_record(r))
+    assert at_once == one_by_one
+    assert sorted(a.resource_name for a in at_once.acls.values()) == ["t1", "t3", "t4", "t5"]
+    assert at_once.topic("orders") is not None and list(at_once.scram_credentials) == [("u", 1)]
+    with pytest.raises(MetadataImageError):  # a bad record inside a run still fails the replay
+        replay([records[0], wire(T.REMOVE_ACCESS_CONTROL_ENTRY_RECORD, id=uuid.UUID(int=9))])
