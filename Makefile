@@ -1,7 +1,7 @@
 # minibroker developer targets. `make help` lists them.
 #
 #   make venv      create .venv and install the package with its test extra
-#   make sysdeps   install kcat, a Java runtime (and mmdebstrap with docker) from Debian if missing
+#   make sysdeps   install kcat, a Java runtime, openssl (and mmdebstrap with docker) from Debian if missing
 #   make lint      ruff and mypy, with the settings in pyproject.toml
 #   make test      lint, then run the test suite (PYTEST_ARGS="-k foo -x" passes arguments through)
 #   make run       run a broker in the foreground on 127.0.0.1:9092, data in ./data
@@ -55,17 +55,19 @@ $(STAMP): pyproject.toml | $(PY)
 
 venv: $(STAMP)
 
-# kcat for the interop tests, a Java runtime for the Spark analysis, mmdebstrap for the
+# kcat for the interop tests, a Java runtime for the Spark analysis, openssl for the test
+# certificates (scripts/make_certs.sh), mmdebstrap for the
 # Docker base image (only where docker is): apt-get when missing.
 sysdeps:
 	@missing=; \
 	command -v kcat >/dev/null 2>&1 || command -v kafkacat >/dev/null 2>&1 || missing="$$missing kcat"; \
 	command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
+	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
 	if command -v docker >/dev/null 2>&1; then \
 		command -v mmdebstrap >/dev/null 2>&1 || missing="$$missing mmdebstrap"; \
 	fi; \
 	if [ -z "$$missing" ]; then \
-		echo "sysdeps: kcat, java (and mmdebstrap where docker is) present"; \
+		echo "sysdeps: kcat, java, openssl (and mmdebstrap where docker is) present"; \
 	else \
 		echo "sysdeps: installing$$missing with apt-get"; \
 		if [ "$$(id -u)" -eq 0 ]; then SUDO=; else SUDO=sudo; fi; \

@@ -45,7 +45,7 @@ from broker.handlers.controller import CONTROLLER_HANDLERS, CONTROLLER_LISTENER_
 from broker.handlers.context import ANONYMOUS, CloseConnection, RequestContext
 from broker.log.log import fsync_plans
 from broker.security.authenticator import ListenerSecurity, SaslGate
-from broker.security.tls import principal_from_cert
+from broker.security.tls import drain_decrypted, principal_from_cert
 from protocol import framing
 from protocol.connection import NEED_DATA, ServerConnection, encode_response
 from protocol.errors import ProtocolError
@@ -182,6 +182,7 @@ class Server:
                               session: _Session, idle: trio.CancelScope) -> None:
         outbox: list[bytes] = []
         peer, listener = session.peer, session.listener
+        tls = isinstance(stream, trio.SSLStream)
         first = True
         while True:
             # Idle means waiting for bytes with no request in flight, so the deadline runs
@@ -189,6 +190,8 @@ class Server:
             # (One scope per connection, moved rather than re-made: this is the hot path.)
             idle.deadline = trio.current_time() + self.max_idle_s
             data = await stream.receive_some(RECEIVE_SIZE)
+            if tls:
+                data = drain_decrypted(stream, data, RECEIVE_SIZE)
             idle.deadline = math.inf
             if idle.cancel_called:
                 # the limit passed just as bytes came in: close without reading them, as

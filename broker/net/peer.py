@@ -34,6 +34,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 import trio
 from construct import Container
 
+from broker.security.tls import drain_decrypted
 from protocol.connection import NEED_DATA, ClientConnection, Response
 from protocol.errors import ProtocolError
 from protocol.framing import DEFAULT_MAX_FRAME
@@ -146,9 +147,12 @@ class _Link:
             self.fail(f"lost while sending: {e or type(e).__name__}")
 
     async def _reader(self) -> None:
+        tls = isinstance(self.stream, trio.SSLStream)
         try:
             while True:
                 data = await self.stream.receive_some(RECEIVE_SIZE)
+                if tls:  # a replica fetch's answer over TLS: every record received at once
+                    data = drain_decrypted(self.stream, data, RECEIVE_SIZE)
                 if not data:
                     self.fail("the peer closed the connection")
                     return
