@@ -26,21 +26,28 @@ def test_a_tls_listener_without_a_key_store_is_a_config_error():
         server_context(config, "PLAINTEXT")
 
 
-async def test_drain_decrypted_returns_every_record_already_received(tmp_path):
+@pytest.fixture
+def certs(tmp_path):
+    import subprocess
+
+    from tests.interop.conftest import REPO_ROOT
+    subprocess.run(["bash", str(REPO_ROOT / "scripts" / "make_certs.sh"), str(tmp_path)],
+                   check=True, capture_output=True, timeout=60)
+    return tmp_path
+
+
+async def test_drain_decrypted_returns_every_record_already_received(certs):
     """A client writes many small TLS records; the server's one receive_some yields one
     record, and drain_decrypted adds the others already received, in order, without
     reading the transport again."""
     import ssl
-    import subprocess
 
     import trio
     import trio.testing
 
     from broker.security.tls import drain_decrypted
-    from tests.interop.conftest import REPO_ROOT
 
-    subprocess.run(["bash", str(REPO_ROOT / "scripts" / "make_certs.sh"), str(tmp_path)],
-                   check=True, capture_output=True, timeout=60)
+    tmp_path = certs
     server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_ctx.load_cert_chain(tmp_path / "broker.pem")
     client_ctx = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
