@@ -187,6 +187,13 @@ class _Batch:
         self.image = self.image.apply(
             *decode_metadata_record(encode_metadata_record(record_type, version, body)))
 
+    def extend(self, records: list[Record]) -> None:
+        """Many records at once, replayed in one pass (CreateAcls writes one per ACL: added
+        one by one, each copied the image's whole ACL mapping)."""
+        self.records.extend((int(t), v, body) for t, v, body in records)
+        self.image = self.image.replay(
+            decode_metadata_record(encode_metadata_record(t, v, body)) for t, v, body in records)
+
     def change(self, change: election.PartitionChangeRecord | None) -> None:
         if change is None:
             return
@@ -1091,6 +1098,5 @@ class QuorumController:
 
     def _acl_result(self, records: list[Record], response: dict) -> ControllerResult:
         batch = _Batch(self.image)
-        for record_type, version, body in records:
-            batch.add(record_type, version, body)
+        batch.extend(records)
         return batch.result(response)
