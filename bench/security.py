@@ -152,8 +152,12 @@ def fresh_topic(node: SecureNode, listener: str) -> str:
     return name
 
 
-def measure(node: SecureNode, listener: str, label: str, records: int,
-            table: Table) -> tuple[float, float]:
+Rates = dict[str, dict[str, list]]  # label -> produce/consume -> rec/s of each run
+
+
+def measure(node: SecureNode, listener: str, label: str, records: int, table: Table,
+            rates: Rates, run_no: int) -> None:
+    """One run's produce and consume through `listener`, into the table and `rates`."""
     assert node.proc is not None
     client = node.client(listener)
     bootstrap = node.bootstrap_of(listener)
@@ -165,7 +169,11 @@ def measure(node: SecureNode, listener: str, label: str, records: int,
         table.add(f"({n}) {what}: {label}", "rec/s", result["rec_per_s"])
         cpu = sum(result["broker_cpu_s_by_pid"].values()) * 1e6 / records
         table.add(f"(3) {what}, broker CPU: {label}", "cpu", cpu)
-    return wrote["rec_per_s"], read["rec_per_s"]
+    mine = rates.setdefault(label, {"produce": [], "consume": []})
+    mine["produce"].append(wrote["rec_per_s"])
+    mine["consume"].append(read["rec_per_s"])
+    _progress(f"run {run_no + 1} {label}: produce {wrote['rec_per_s']:,.0f} rec/s, "
+              f"consume {read['rec_per_s']:,.0f} rec/s")
 
 
 def _start(base: Path, certs: Path, name: str, overrides: dict[str, str]) -> SecureNode:
@@ -180,21 +188,16 @@ def _stop(node: SecureNode) -> None:
     node.wait_exit()
 
 
-def run(args: argparse.Namespace, base: Path, table: Table) -> dict[str, dict[str, list]]:
+def run(args: argparse.Namespace, base: Path, table: Table) -> Rates:
     certs = base / "certs"
     make_certs(certs)
-    rates: dict[str, dict[str, list]] = {}
+    rates: Rates = {}
     node = _start(base, certs, "plain-broker", {})
     try:
         add_user(node)
         for run_no in range(args.runs):
             for listener in LISTENERS:
-                p, c = measure(node, listener, listener, args.records, table)
-                rates.setdefault(listener, {"produce": [], "consume": []})
-                rates[listener]["produce"].append(p)
-                rates[listener]["consume"].append(c)
-                _progress(f"run {run_no + 1} {listener}: produce {p:,.0f} rec/s, "
-                          f"consume {c:,.0f} rec/s")
+                measure(node, listener, listener, args.records, table, rates, run_no)
     finally:
         _stop(node)
     if args.acls <= 0:
@@ -208,18 +211,13 @@ def run(args: argparse.Namespace, base: Path, table: Table) -> dict[str, dict[st
         add_acls(node, args.acls, "PLAINTEXT")  # ANONYMOUS on PLAINTEXT is the super user
         _progress(f"{args.acls + 2:,} ACLs created in {time.monotonic() - started:.1f} s")
         for run_no in range(args.runs):
-            p, c = measure(node, "SASL_SSL", label, args.records, table)
-            rates.setdefault(label, {"produce": [], "consume": []})
-            rates[label]["produce"].append(p)
-            rates[label]["consume"].append(c)
-            _progress(f"run {run_no + 1} {label}: produce {p:,.0f} rec/s, "
-                      f"consume {c:,.0f} rec/s")
+            measure(node, "SASL_SSL", label, args.records, table, rates, run_no)
     finally:
         _stop(node)
     return rates
 
 
-def ratios(rates: dict[str, dict[str, list]]) -> list[str]:
+def ratios(rates: Rates) -> list[str]:
     base = rates["PLAINTEXT"]
     out = []
     for label, r in rates.items():

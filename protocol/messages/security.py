@@ -44,16 +44,19 @@ _ENTRY = [
     F("permission_type", "int8"),
 ]
 
+# An ACL filter, as DescribeAcls and each DeleteAcls filter spell it (null: any).
+_FILTER = [
+    F("resource_type_filter", "int8"),
+    F("resource_name_filter", "string", nullable="0+"),
+    F("pattern_type_filter", "int8", "1+", default=3),
+    F("principal_filter", "string", nullable="0+"),
+    F("host_filter", "string", nullable="0+"),
+    F("operation", "int8"),
+    F("permission_type", "int8"),
+]
+
 DescribeAclsRequest = Message(
-    "DescribeAclsRequest", api_key=29, valid="0-3", flexible="2+", fields=[
-        F("resource_type_filter", "int8"),
-        F("resource_name_filter", "string", nullable="0+"),
-        F("pattern_type_filter", "int8", "1+", default=3),
-        F("principal_filter", "string", nullable="0+"),
-        F("host_filter", "string", nullable="0+"),
-        F("operation", "int8"),
-        F("permission_type", "int8"),
-    ])
+    "DescribeAclsRequest", api_key=29, valid="0-3", flexible="2+", fields=_FILTER)
 
 DescribeAclsResponse = Message(
     "DescribeAclsResponse", api_key=29, valid="0-3", flexible="2+", fields=[
@@ -89,15 +92,7 @@ CreateAclsResponse = Message(
 
 DeleteAclsRequest = Message(
     "DeleteAclsRequest", api_key=31, valid="0-3", flexible="2+", fields=[
-        F("filters", [
-            F("resource_type_filter", "int8"),
-            F("resource_name_filter", "string", nullable="0+"),
-            F("pattern_type_filter", "int8", "1+", default=3),
-            F("principal_filter", "string", nullable="0+"),
-            F("host_filter", "string", nullable="0+"),
-            F("operation", "int8"),
-            F("permission_type", "int8"),
-        ]),
+        F("filters", _FILTER),
     ])
 
 DeleteAclsResponse = Message(

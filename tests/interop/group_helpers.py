@@ -6,6 +6,8 @@ killed with SIGKILL). Our client: `Recorder` (a ConsumerRebalanceListener that r
 calls), `OurMember` (one client.Consumer in a group, run as a trio task that polls until
 told to stop, recording every record it was given and the member's state at that moment)
 and `wait_for` (await a condition with a deadline, checking it between trio checkpoints).
+`wait_for_error` polls a librdkafka consumer until it reports a given error code (an
+authorization refusal, say).
 
 Callbacks of a librdkafka consumer run inside its ``poll``; an eager member only rejoins
 after its revocation was served, so every member of a group must be polled while the group
@@ -477,3 +479,22 @@ def balanced_cover(members: list[OurMember], everything: set[TopicPartition]) ->
     sizes = [len(a) for a in owned]
     return (sum(sizes) == len(everything) and set().union(*owned) == everything
             and max(sizes) - min(sizes) <= 1)
+
+
+def wait_for_error(conf: dict, topic: str, code: int, timeout_s: float = 20) -> None:
+    """Subscribe a librdkafka consumer (`conf` names its group) to `topic` and poll until it
+    reports the error `code` (a KafkaError attribute), or fail after the timeout."""
+    consumer = Consumer({"auto.offset.reset": "earliest", **conf})
+    errors: list = []
+    try:
+        consumer.subscribe([topic])
+
+        def reported() -> bool:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is not None:
+                errors.append(msg.error().code())
+            return code in errors
+
+        wait_until(reported, timeout_s, message=f"error {code} from the consumer")
+    finally:
+        consumer.close()

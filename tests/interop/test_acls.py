@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AclBinding, AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType,
     ResourceType,
@@ -25,8 +25,9 @@ from kafka.admin import (
 )
 from kafka.admin import ResourceType as KPResourceType
 
+from tests.interop.group_helpers import wait_for_error
 from tests.interop.librdkafka import _admin, create_topic
-from tests.util import unique, wait_until
+from tests.util import unique
 from tools import acls
 from tools.cli import build_parser
 
@@ -157,21 +158,8 @@ def test_consumer_group_without_read_gets_group_authorization_failed(locked):
     topic = unique("grp")
     create_topic(locked.bootstrap, topic)
     create_acls(locked.bootstrap, binding(ResourceType.TOPIC, topic, AclOperation.READ))
-    consumer = Consumer({"bootstrap.servers": locked.bootstrap, "group.id": unique("g"),
-                         "auto.offset.reset": "earliest"})
-    errors: list = []
-    try:
-        consumer.subscribe([topic])
-
-        def refused() -> bool:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is not None:
-                errors.append(msg.error().code())
-            return KafkaError.GROUP_AUTHORIZATION_FAILED in errors
-
-        wait_until(refused, 20, message="GROUP_AUTHORIZATION_FAILED")
-    finally:
-        consumer.close()
+    wait_for_error({"bootstrap.servers": locked.bootstrap, "group.id": unique("g")}, topic,
+                   KafkaError.GROUP_AUTHORIZATION_FAILED)
 
 
 def test_default_deny_and_super_users(make_broker):

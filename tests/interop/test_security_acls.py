@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic, ResourcePatternType,
     ResourceType, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion,
@@ -23,6 +23,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
 
 from tests.interop.conftest import BrokerFactory, free_port
+from tests.interop.group_helpers import wait_for_error
 from tests.interop.test_security import SecureBroker, make_certs
 from tests.util import wait_until
 
@@ -114,21 +115,8 @@ def test_a_scram_principal_without_acls_gets_the_authorization_error_codes(broke
         KafkaError.TOPIC_AUTHORIZATION_FAILED
     # with READ on the topic but nothing on the group, joining is refused
     allow(broker, "User:carol", ResourceType.TOPIC, topic, AclOperation.READ)
-    consumer = Consumer({**scram(broker, "carol"), "group.id": unique("g-"),
-                         "auto.offset.reset": "earliest"})
-    errors: list = []
-    try:
-        consumer.subscribe([topic])
-
-        def refused() -> bool:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is not None:
-                errors.append(msg.error().code())
-            return KafkaError.GROUP_AUTHORIZATION_FAILED in errors
-
-        wait_until(refused, 20, message="GROUP_AUTHORIZATION_FAILED")
-    finally:
-        consumer.close()
+    wait_for_error({**scram(broker, "carol"), "group.id": unique("g-")}, topic,
+                   KafkaError.GROUP_AUTHORIZATION_FAILED)
 
 
 def test_a_prefixed_acl_grants_the_scram_user_exactly_its_prefix(broker):
