@@ -9,7 +9,7 @@ Owns the pure transforms
   mechanisms, reasons, brokers: one row per principal and peer host, the busiest first:
   the table an operator reads to find a misconfigured client or someone guessing passwords;
 - `failures_per_minute(events)`: bucket_ts, principal, peer_host, failures: the same over
-  time, one-minute buckets;
+  time, one-minute buckets (the table `auth`);
 and `run(spark, ctx)`, which also charts failures per minute for the busiest sources.
 
 A failure before the client named itself (a TLS handshake that failed, a mechanism the
@@ -77,8 +77,9 @@ def run(spark, ctx) -> JobResult:
     events = ctx.table(spark, "events")
     by_source = report.collect(failures_by_source(events))
     per_minute = report.collect(failures_per_minute(events))
-    result.tables.update(auth_failures=auth_failures(events), auth_by_source=by_source,
-                         auth_per_minute=per_minute)
+    # `auth` is the table: failures per principal and peer over time
+    result.tables.update(auth=per_minute, auth_failures=auth_failures(events),
+                         auth_by_source=by_source)
     result.show.append("auth_by_source")
     pdf: pd.DataFrame = per_minute.pandas()
     if pdf.empty:

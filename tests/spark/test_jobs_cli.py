@@ -145,3 +145,32 @@ def test_errors_are_one_line_and_exit_2(tmp_path):
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Java" in lines[0] and lines[0].startswith("minibroker analyze:")
+
+
+def test_analyze_tables_auth_failures_per_principal_and_peer(spark, group_run, tmp_path,
+                                                             capsys):
+    """The `auth` job over a data directory whose event log holds auth_failure events (a
+    copy of the group run's, with failures appended as a broker writes them)."""
+    import json
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(group_run["data_dir"], data)
+    log = sorted((data / "events").glob("events-*.jsonl"))[-1]
+    minute = group_run["at_ms"] // 60_000 * 60_000  # the three fall in one minute's bucket
+    with log.open("a") as f:
+        for i, (principal, peer) in enumerate([("User:mallory", "10.1.1.1:4000"),
+                                               ("User:mallory", "10.1.1.1:4001"),
+                                               ("", "10.2.2.2:5000")]):
+            f.write(json.dumps({"ts": minute + i, "type": "auth_failure",
+                                "broker": 0, "principal": principal, "listener": "SASL_SSL",
+                                "peer": peer, "mechanism": "SCRAM-SHA-512",
+                                "reason": "wrong password"}) + "\n")
+    out = tmp_path / "out"
+    assert main(["--data-dir", str(data), "--out", str(out), "--job", "auth"]) == 0, \
+        capsys.readouterr().err
+    assert list((out / "auth" / "auth" / "csv").glob("part-*.csv"))
+    rows = {(r["principal"], r["peer_host"]): r["failures"] for r in
+            spark.read.parquet(str(out / "auth" / "auth" / "parquet")).collect()}
+    assert rows == {("User:mallory", "10.1.1.1"): 2, ("(none)", "10.2.2.2"): 1}
+    assert (out / "auth" / "auth_failures.png").read_bytes()[:4] == b"\x89PNG"
