@@ -49,7 +49,7 @@ from broker.security.tls import drain_decrypted, principal_from_cert
 from protocol import framing
 from protocol.connection import NEED_DATA, ServerConnection, encode_response
 from protocol.errors import ProtocolError
-from protocol.messages import API_VERSIONS, APIS, FETCH, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from protocol.messages import APIS, FETCH, SASL_AUTHENTICATE, SASL_HANDSHAKE
 
 log = logging.getLogger("minibroker.server")
 
@@ -249,9 +249,11 @@ class Server:
         except ProtocolError as e:
             # an oversized frame (sasl.server.max.receive.size) or one that does not parse,
             # before the login: an authentication failure of this connection
-            self.auth_failure(session, gate.mechanism or "none", str(e),
-                              gate.principal if gate.username else "")
+            self._login_failed(session, gate, str(e))
             return False
+
+    def _login_failed(self, session: _Session, gate: SaslGate, reason: str) -> None:
+        self.auth_failure(session, gate.mechanism or "none", reason, gate.claimed_principal)
 
     async def _login_steps(self, stream: trio.abc.Stream, conn: ServerConnection,
                            session: _Session, gate: SaslGate, outbox: list[bytes]) -> bool:
@@ -262,8 +264,7 @@ class Server:
                     return True
                 answer = gate.bare_token(frame)
                 if answer.failure is not None:
-                    self.auth_failure(session, gate.mechanism, answer.failure,
-                                      gate.principal if gate.username else "")
+                    self._login_failed(session, gate, answer.failure)
                     return False
                 outbox.append(framing.frame(answer.body))
                 continue
@@ -275,7 +276,7 @@ class Server:
                 answer = gate.handshake(request.api_version, body.mechanism)
             elif request.api_key == SASL_AUTHENTICATE:
                 answer = gate.authenticate(body.auth_bytes)
-            elif gate.allows_unauthenticated(request.api_key, API_VERSIONS):
+            elif gate.allows_unauthenticated(request.api_key):
                 response = await self._dispatch(conn, request, session.peer, session.listener,
                                                 ANONYMOUS)
                 if response is not None:
@@ -283,16 +284,14 @@ class Server:
                 continue
             else:
                 api = self.apis.get(request.api_key)
-                self.auth_failure(session, gate.mechanism or "none",
-                                  f"{api.name if api else request.api_key} request before "
-                                  "SASL authentication")
+                self._login_failed(session, gate, f"{api.name if api else request.api_key} "
+                                   "request before SASL authentication")
                 return False
             outbox.append(conn.encode_response(request, answer.body))
             if answer.failure is not None:
                 await stream.send_all(b"".join(outbox))
                 outbox.clear()
-                self.auth_failure(session, gate.mechanism or "none", answer.failure,
-                                  gate.principal if gate.username else "")
+                self._login_failed(session, gate, answer.failure)
                 return False
         session.principal = gate.principal
         session.gate = None

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from broker.config import BrokerConfig, ConfigError
 from broker.listeners import Endpoint
 from protocol.errors import ErrorCode
+from protocol.messages import API_VERSIONS
 from protocol.sasl import (
     PLAIN, SCRAM_MECHANISMS, PlainServer, SaslError, ScramSecret, ScramServer, parse_jaas,
 )
@@ -121,9 +122,14 @@ class SaslGate:
     def principal(self) -> str:
         return f"User:{self.username}"
 
-    def allows_unauthenticated(self, api_key: int, api_versions_key: int) -> bool:
+    @property
+    def claimed_principal(self) -> str:
+        """Who the client said it was, for an auth_failure event; "" before it named one."""
+        return self.principal if self.username else ""
+
+    def allows_unauthenticated(self, api_key: int) -> bool:
         """ApiVersions is answered before the handshake, as Kafka does."""
-        return api_key == api_versions_key and self.state == "handshake"
+        return api_key == API_VERSIONS and self.state == "handshake"
 
     def handshake(self, version: int, mechanism: str) -> GateAnswer:
         enabled = list(self.security.mechanisms)
