@@ -58,8 +58,8 @@ from client.security import sasl_credentials, tls_context
 from protocol.connection import NEED_DATA, ClientConnection, Response
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.framing import DEFAULT_MAX_FRAME
-from protocol.messages import API_VERSIONS, APIS, SASL_AUTHENTICATE, SASL_HANDSHAKE
-from protocol.sasl import SaslClient, SaslError
+from protocol.messages import API_VERSIONS, APIS, SASL_AUTHENTICATE
+from protocol.sasl import SaslError, SaslLogin, SaslLoginRefused
 from protocol.versions import implemented, pick_version
 
 __all__ = ["BrokerConnection", "ConnectionPool", "Response", "api_name", "background_nursery",
@@ -337,21 +337,14 @@ class BrokerConnection:
 
     async def _sasl_login(self, mechanism: str, username: str, password: str) -> None:
         """SaslHandshake v1, then the mechanism's tokens in SaslAuthenticate requests."""
-        answer = (await self._roundtrip(SASL_HANDSHAKE, 1, {"mechanism": mechanism})).body
-        if answer.error_code != ErrorCode.NONE:
-            raise for_code(answer.error_code, f"{mechanism} is not enabled on {self.address} "
-                                              f"(it offers {', '.join(answer.mechanisms)})")
         version = pick_version(SASL_AUTHENTICATE,
                                *self.api_versions.get(SASL_AUTHENTICATE, (0, 1))) or 0
-        client = SaslClient(mechanism, username, password)
+        login = SaslLogin(mechanism, username, password, version)
         try:
-            token: bytes | None = client.start()
-            while token is not None:
-                resp = (await self._roundtrip(SASL_AUTHENTICATE, version,
-                                              {"auth_bytes": token})).body
-                if resp.error_code != ErrorCode.NONE:
-                    raise for_code(resp.error_code, resp.error_message)
-                token = client.challenge(bytes(resp.auth_bytes))
+            while (request := login.request()) is not None:
+                login.response((await self._roundtrip(*request)).body)
+        except SaslLoginRefused as e:
+            raise for_code(e.error_code, f"{e} ({self.address})") from None
         except SaslError as e:
             raise for_code(ErrorCode.SASL_AUTHENTICATION_FAILED,
                            f"{mechanism} login to {self.address}: {e}") from None

@@ -4,7 +4,8 @@ the JAAS option strings Kafka configures them with.
 Owns: the mechanism names and Kafka's SCRAM ids (`SCRAM_MECHANISMS`), the SCRAM key
 derivation (`scram_secret`: salted password -> StoredKey and ServerKey), `ScramServer` and
 `ScramClient` (the two halves of one exchange, token in, token out), `PlainServer`, the
-client side of either (`SaslClient`), `parse_jaas` and `SaslError`. No sockets, no clock:
+client side of either (`SaslClient`), the client's whole login as Kafka requests
+(`SaslLogin`, `SaslLoginRefused`), `parse_jaas` and `SaslError`. No sockets, no clock:
 nonces are handed in by the caller (or drawn from `secrets`), credentials are looked up
 through a function the caller gives.
 
@@ -25,7 +26,10 @@ import hmac
 import re
 import secrets
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
+
+from protocol.errors import ErrorCode
+from protocol.messages import SASL_AUTHENTICATE, SASL_HANDSHAKE
 
 PLAIN = "PLAIN"
 SCRAM_SHA_256 = "SCRAM-SHA-256"
@@ -322,6 +326,48 @@ class SaslClient:
             return self._scram.final_message(token)
         self._scram.verify(token)
         return None
+
+
+class SaslLoginRefused(Exception):
+    """The broker answered a login request with an error: `error_code` (Kafka's), and the
+    broker's own words or, for a refused mechanism, the mechanisms it offers."""
+
+    def __init__(self, error_code: int, message: str):
+        super().__init__(message)
+        self.error_code = error_code
+
+
+class SaslLogin:
+    """The client's side of a login on a SASL listener, as Kafka's SaslClientAuthenticator
+    drives it: SaslHandshake v1 naming the mechanism, then each of the mechanism's tokens in
+    a SaslAuthenticate at `authenticate_version`. Sans-IO: `request()` is the next (api key,
+    version, body) to send, None once logged in; `response(body)` takes its answer and
+    raises SaslLoginRefused for an error code, SaslError for a server token that fails the
+    mechanism's checks. Our client and a node logging in to another node both run it."""
+
+    def __init__(self, mechanism: str, username: str, password: str,
+                 authenticate_version: int = 1):
+        self.mechanism = mechanism
+        self._client = SaslClient(mechanism, username, password)
+        self._version = authenticate_version
+        self._next: tuple[int, int, dict] | None = (SASL_HANDSHAKE, 1,
+                                                     {"mechanism": mechanism})
+
+    def request(self) -> tuple[int, int, dict] | None:
+        return self._next
+
+    def response(self, body: Any) -> None:
+        assert self._next is not None, "the login is over"
+        api_key = self._next[0]
+        if body.error_code != ErrorCode.NONE:
+            message = (f"{self.mechanism} is not enabled (the broker offers "
+                       f"{', '.join(body.mechanisms)})" if api_key == SASL_HANDSHAKE
+                       else body.error_message)
+            raise SaslLoginRefused(body.error_code, message or "")
+        token = (self._client.start() if api_key == SASL_HANDSHAKE
+                 else self._client.challenge(bytes(body.auth_bytes)))
+        self._next = (None if token is None else
+                      (SASL_AUTHENTICATE, self._version, {"auth_bytes": token}))
 
 
 _JAAS = re.compile(r"\s*([\w.$]+)\s+(required|requisite|sufficient|optional)\s*(.*?);?\s*$",

@@ -3,7 +3,7 @@ takes, with the TLS handshake and the SASL login done before the channel sees th
 
 Owns: `node_opener` (the opener for one listener: the inter-broker listener, which replica
 fetchers use, or the controller listener, which Raft and the broker-to-controller channel
-use), `sasl_login` (SaslHandshake v1 and the SaslAuthenticate exchange over a stream), and
+use), `sasl_login` (protocol.sasl.SaslLogin's requests sent over a stream), and
 `login_credentials`.
 
 The listener's protocol (listener.security.protocol.map) decides: SSL and SASL_SSL wrap
@@ -28,8 +28,7 @@ from broker.security.authenticator import jaas_options
 from broker.security.tls import client_context
 from protocol.connection import NEED_DATA, ClientConnection
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.messages import SASL_AUTHENTICATE, SASL_HANDSHAKE
-from protocol.sasl import SaslClient, SaslError
+from protocol.sasl import SaslError, SaslLogin, SaslLoginRefused
 
 Opener = Callable[[str, int], Awaitable[trio.abc.Stream]]
 RECEIVE_SIZE = 1 << 16
@@ -59,20 +58,13 @@ async def sasl_login(stream: trio.abc.Stream, mechanism: str, username: str, pas
             conn.receive_data(data)
         return response.body
 
+    login = SaslLogin(mechanism, username, password)
     try:
-        answer = await roundtrip(SASL_HANDSHAKE, 1, {"mechanism": mechanism})
-        if answer.error_code != ErrorCode.NONE:
-            raise ConnectionError(f"SaslHandshake {mechanism}: "
-                                  f"{ErrorCode.of(answer.error_code).name} (the peer offers "
-                                  f"{', '.join(answer.mechanisms)})")
-        client = SaslClient(mechanism, username, password)
-        token: bytes | None = client.start()
-        while token is not None:
-            answer = await roundtrip(SASL_AUTHENTICATE, 1, {"auth_bytes": token})
-            if answer.error_code != ErrorCode.NONE:
-                raise ConnectionError(f"SASL {mechanism} login as {username!r} refused: "
-                                      f"{answer.error_message}")
-            token = client.challenge(bytes(answer.auth_bytes))
+        while (request := login.request()) is not None:
+            login.response(await roundtrip(*request))
+    except SaslLoginRefused as e:
+        raise ConnectionError(f"SASL {mechanism} login as {username!r} refused: "
+                              f"{ErrorCode.of(e.error_code).name}: {e}") from e
     except (SaslError, ProtocolError) as e:
         raise ConnectionError(f"SASL {mechanism} login as {username!r} failed: {e}") from e
 

@@ -189,3 +189,35 @@ def test_librdkafkas_doubled_client_nonce_is_accepted_and_nothing_looser():
         else:
             with pytest.raises(SaslError, match="nonce does not match"):
                 srv.step(final)
+
+
+def test_sasl_login_runs_handshake_then_tokens_and_reports_refusals():
+    from types import SimpleNamespace as Body
+
+    from protocol.errors import ErrorCode
+    from protocol.messages import SASL_AUTHENTICATE, SASL_HANDSHAKE
+    from protocol.sasl import SaslLogin, SaslLoginRefused
+
+    srv = server()
+    login = SaslLogin("SCRAM-SHA-512", "alice", "alice-secret", authenticate_version=2)
+    assert login.request() == (SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-512"})
+    login.response(Body(error_code=0, mechanisms=["SCRAM-SHA-512"]))
+    sent = 0
+    while (request := login.request()) is not None:
+        api_key, version, body = request
+        assert (api_key, version) == (SASL_AUTHENTICATE, 2)
+        login.response(Body(error_code=0, auth_bytes=srv.step(body["auth_bytes"])))
+        sent += 1
+    assert sent == 2 and srv.complete and srv.username == "alice"
+
+    refused = SaslLogin("PLAIN", "alice", "x")
+    with pytest.raises(SaslLoginRefused, match="offers SCRAM-SHA-256") as e:
+        refused.response(Body(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+                              mechanisms=["SCRAM-SHA-256"]))
+    assert e.value.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+    wrong = SaslLogin("PLAIN", "alice", "x")
+    wrong.response(Body(error_code=0, mechanisms=["PLAIN"]))
+    with pytest.raises(SaslLoginRefused, match="Invalid username") as e:
+        wrong.response(Body(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
+                            error_message="Invalid username or password", auth_bytes=b""))
+    assert e.value.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
