@@ -31,7 +31,7 @@ from broker.lifecycle import BrokerLifecycle
 from broker.listeners import Endpoint, NodeAddresses, format_voters
 from broker.log.config import LogConfig
 from broker.log.errors import KafkaStorageError
-from broker.log.manager import LogManager
+from broker.log.manager import LogManager, read_partition_metadata
 from broker.log_dirs import LogDirFailureChannel
 from broker.metadata import (LEGACY_FILE, LegacyMetadata, cluster_id_for_voters,
                              load_cluster_id, load_directory_id)
@@ -200,7 +200,8 @@ class Broker:
         config_topics: set[str] = set()
         # the cluster's events are written once, by the active controller's node, and not
         # again when a restarted node replays the log
-        events = self.runtime is not None and self.runtime.active
+        events = (self.runtime is not None and self.runtime.active
+                  and not self.runtime.catching_up)
         for record_type, _version, body in records:
             if record_type in _TOPIC_RECORDS:
                 touched[body.topic_id] = None
@@ -217,6 +218,8 @@ class Broker:
             self._sync_topic(before, after)
         for name in config_topics:
             self._sync_configs(name)
+        if self.runtime is not None and self.runtime.catching_up:
+            self._delete_stray_logs(image)
         self._metadata_changed.set()
         self._metadata_changed = trio.Event()
 
@@ -315,8 +318,42 @@ class Broker:
             if topic == name:
                 partition.log.config = config
 
+    def _delete_stray_logs(self, image: MetadataImage) -> None:
+        """Once the restart's replay is applied: delete the partition logs on disk that the
+        image gives this broker no replica of -- a topic deleted, or a replica moved away,
+        while this node was down or before it finished applying the change (Kafka's stray
+        logs). Replaying the log entry by entry used to open and delete them on the way;
+        a replay published as one delta never sees them. Not while a pre-cluster data
+        directory waits for its topics to be migrated into the metadata log."""
+        if self.legacy is not None:
+            return
+        for topic, index in self.logs.partitions():
+            if (topic, index) in self.partitions:
+                continue
+            topic_image = image.topic(topic)
+            registration = topic_image.partitions.get(index) if topic_image else None
+            if registration is not None and self.node_id in registration.replicas:
+                continue  # ours, but its log could not be opened: not stray
+            log.warning("deleting the log of %s-%d: the metadata gives this broker no "
+                        "replica of it (deleted or moved while the broker was down)",
+                        topic, index)
+            try:
+                self.logs.delete_partition(topic, index)
+            except OSError as e:
+                log.error("could not delete the stray log of %s-%d (%s)", topic, index, e)
+
     def _open_partition(self, topic: TopicImage, index: int) -> Partition:
         config = self._topic_log_config(topic.name)
+        existing = self.logs.get(topic.name, index)
+        if existing is not None and self.legacy is None:
+            recorded = read_partition_metadata(existing.directory)
+            if recorded is not None and recorded != topic.topic_id:
+                # an older topic of the same name, deleted while this broker was down: its
+                # records must not become the new topic's
+                log.warning("deleting the log of %s-%d: it belongs to topic id %s, the "
+                            "metadata's topic of that name is %s", topic.name, index,
+                            recorded, topic.topic_id)
+                self.logs.delete_partition(topic.name, index)
         plog = self.logs.get_or_create(topic.name, index, config, topic_id=topic.topic_id)
         plog.config = config
         epochs = open_cache(plog.directory, lambda: (

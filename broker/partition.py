@@ -29,6 +29,10 @@ from protocol.records import BatchHeader, iter_batch_headers
 log = logging.getLogger("minibroker.partition")
 
 
+class StaleLeaderEpoch(Exception):
+    """A leadership at an epoch the partition's log has already passed."""
+
+
 @dataclass(frozen=True, slots=True)
 class AppendResult:
     error: ErrorCode
@@ -84,8 +88,18 @@ class Partition:
     def make_leader(self, *, leader_epoch: int, partition_epoch: int,
                     replicas: tuple[int, ...], isr: tuple[int, ...], now_ms: int) -> bool:
         """Lead from `leader_epoch` (Kafka's Partition.makeLeader): the epoch starts at the
-        LEO in the epoch cache. Returns True when the HW moved."""
-        if leader_epoch >= 0 and leader_epoch != self.epochs.latest_epoch:
+        LEO in the epoch cache. Returns True when the HW moved.
+
+        A leader epoch older than the latest in the log's epoch cache comes from a metadata
+        image older than the log, which a live image never is: the controller only raises
+        a partition's leader epoch, and every epoch in the cache was one of its. Such a
+        leadership is refused (StaleLeaderEpoch) rather than taken, since leading at that
+        epoch would cut the cache's history back to it and stamp new batches with it."""
+        latest = self.epochs.latest_epoch
+        if latest is not None and 0 <= leader_epoch < latest:
+            raise StaleLeaderEpoch(f"{self.topic}-{self.index}: leader epoch {leader_epoch} "
+                                   f"is older than epoch {latest} in the log")
+        if leader_epoch >= 0 and leader_epoch != latest:
             self.epochs.assign(leader_epoch, self.log.log_end_offset)
         return self.state.become_leader(leader_epoch=leader_epoch,
                                         partition_epoch=partition_epoch, replicas=replicas,

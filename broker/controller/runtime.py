@@ -99,6 +99,11 @@ class QuorumRuntime:
         self.committed_image = MetadataImage.EMPTY
         self.applied_offset = node.log.start_offset  # entries below it are in the image
         self.active = False  # this node is the active controller
+        # True until the first publish: the listeners have seen nothing yet, and the
+        # replay of what the log already holds is handed to them as one delta
+        self.catching_up = True
+        self._catch_up_records: Records = []
+        self._catch_up_waiters: list[int] = []
         self.listeners: list[CommitListener] = []
         self.leader_listeners: list[Callable[[int, int], None]] = []
         self._emit = on_controller_event or (lambda *a, **k: None)
@@ -269,6 +274,16 @@ class QuorumRuntime:
     # -- commits -------------------------------------------------------------------------
 
     def _commit_to(self, high_watermark: int) -> None:
+        """Apply the entries below `high_watermark` to the committed image and publish them.
+
+        Until the node has caught up with the quorum's high watermark (a restart replaying
+        its own log, or a new node fetching history), nothing is published entry by entry:
+        the whole replay goes to the listeners as one delta, from the empty image to the
+        image at the high watermark, as Kafka's MetadataLoader publishes its first image.
+        Publishing every historical entry instead would hand the local replicas leader
+        epochs they have long left behind (a partition's first registration says epoch 0),
+        and a replica told to lead at an old epoch would cut its leader-epoch history back
+        to it. From then on every entry is published as it commits."""
         start = self.applied_offset
         if high_watermark <= start:
             return
@@ -279,9 +294,24 @@ class QuorumRuntime:
             if records:
                 self.committed_image = self.committed_image.replay(records)
             self.applied_offset = entry.offset + 1
-            for listener in self.listeners:
-                listener(self.applied_offset, records, self.committed_image)
-            waiter = self._pending.pop(entry.offset, None)
+            if self.catching_up:
+                self._catch_up_records.extend(records)
+                self._catch_up_waiters.append(entry.offset)
+            else:
+                self._publish(records, [entry.offset])
+        if self.catching_up and self.applied_offset >= self.node.high_watermark:
+            records, self._catch_up_records = self._catch_up_records, []
+            offsets, self._catch_up_waiters = self._catch_up_waiters, []
+            log.info("node %d caught up with the metadata log at offset %d (%d records "
+                     "replayed)", self.node.node_id, self.applied_offset, len(records))
+            self._publish(records, offsets)  # still catching_up: listeners can tell
+            self.catching_up = False
+
+    def _publish(self, records: Records, offsets: list[int]) -> None:
+        for listener in self.listeners:
+            listener(self.applied_offset, records, self.committed_image)
+        for offset in offsets:
+            waiter = self._pending.pop(offset, None)
             if waiter is not None:
                 waiter[0].set()
 

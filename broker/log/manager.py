@@ -137,6 +137,25 @@ def write_partition_metadata(directory: str, topic_id: uuid.UUID) -> None:
     write_atomically(path, f"version: 0\ntopic_id: {base64_uuid(topic_id)}\n", sync_dir=False)
 
 
+def read_partition_metadata(directory: str) -> uuid.UUID | None:
+    """The topic id a partition directory's ``partition.metadata`` names; None when there
+    is no such file or it is not what `write_partition_metadata` writes (a directory from
+    before topic ids, or a torn file: nothing can be concluded from it)."""
+    try:
+        with open(os.path.join(directory, PARTITION_METADATA_FILE), "rb") as f:
+            text = f.read(256).decode("ascii")
+    except (OSError, UnicodeDecodeError):
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "topic_id":
+            try:
+                return uuid.UUID(bytes=base64.urlsafe_b64decode(value.strip() + "=="))
+            except ValueError:
+                return None
+    return None
+
+
 def _no_event(kind: str, **fields: Any) -> None:
     pass
 

@@ -32,6 +32,7 @@ import trio
 from broker import blocking
 from broker.controller_channel import ControllerUnavailable
 from broker.log.manager import CheckpointError, read_checkpoint, write_checkpoint
+from broker.partition import StaleLeaderEpoch
 from broker.replication.fetcher import ReplicaFetcherManager
 from broker.replication.state import PendingIsrChange
 from protocol import messages as m
@@ -75,11 +76,16 @@ class ReplicaManager:
             known = partition.partition_epoch_known
             if (not partition.is_leader
                     or partition.leader_epoch != registration.leader_epoch):
+                try:
+                    moved = partition.make_leader(
+                        leader_epoch=registration.leader_epoch,
+                        partition_epoch=registration.partition_epoch,
+                        replicas=replicas, isr=isr, now_ms=now_ms)
+                except StaleLeaderEpoch as e:
+                    log.error("%s: the leadership is not taken", e)
+                    return
+                # synchronous with the role change: no fetch of the old role lands after it
                 self.fetchers.remove(key)
-                moved = partition.make_leader(
-                    leader_epoch=registration.leader_epoch,
-                    partition_epoch=registration.partition_epoch,
-                    replicas=replicas, isr=isr, now_ms=now_ms)
                 log.debug("%s-%d: leader at epoch %d, ISR %s, HW %d", partition.topic,
                          partition.index, registration.leader_epoch, list(isr),
                          partition.high_watermark)

@@ -68,3 +68,45 @@ async def test_a_leader_that_resigned_refuses_operations_as_not_controller(tmp_p
     assert not runtime.node.is_leader and not runtime.active
     with pytest.raises(NotController):
         await runtime.submit(lambda c, now, offset: c.allocate_producer_ids(0, 1))
+
+
+async def test_a_restart_publishes_the_replayed_log_as_one_delta_then_entry_by_entry(tmp_path):
+    """What the log already held reaches the listeners as one call, from the empty image to
+    the committed one (Kafka's MetadataLoader catching up), so the local replicas never see
+    the history's intermediate states (a partition's first leader epoch among them)."""
+    async def register_twice(runtime: QuorumRuntime) -> None:
+        for _ in range(2):  # a new incarnation: a second record and a new broker epoch
+            body = request_body(BROKER_REGISTRATION, 0, {
+                **{k: REGISTRATION[k] for k in ("broker_id", "cluster_id", "listeners",
+                                                 "features", "rack")},
+                "incarnation_id": uuid.uuid4()})
+            await runtime.submit(lambda c, now, offset, b=body: c.register_broker(b, now, offset))
+
+    first = runtime_of(tmp_path)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(first.run)
+        await register_twice(first)
+        nursery.cancel_scope.cancel()
+    first.store.close()
+    epoch_before = first.committed_image.brokers[0].epoch
+
+    runtime = runtime_of(tmp_path)
+    calls = []
+    runtime.listeners.append(lambda offset, records, image: calls.append(
+        (runtime.catching_up, [t for t, _, _ in records], image.brokers[0].epoch
+         if 0 in image.brokers else None)))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(runtime.run)
+        assert calls, "the replay was not published"
+        catching_up, types, epoch = calls[0]
+        assert catching_up and types.count(T.REGISTER_BROKER_RECORD) == 2
+        assert epoch == epoch_before
+        assert not runtime.catching_up
+        published = len(calls)
+        await register_twice(runtime)
+        nursery.cancel_scope.cancel()
+    later = calls[published:]
+    assert [types.count(T.REGISTER_BROKER_RECORD) for _, types, _ in later
+            if T.REGISTER_BROKER_RECORD in types] == [1, 1]
+    assert not any(catching_up for catching_up, _, _ in later)
+    runtime.store.close()

@@ -8,8 +8,9 @@ import uuid
 import pytest
 
 from broker.log import LogConfig, PartitionLog
-from broker.partition import Partition
-from broker.replication.leader_epochs import LeaderEpochCache, entries_from_headers
+from broker.partition import Partition, StaleLeaderEpoch
+from broker.replication.leader_epochs import EpochEntry, LeaderEpochCache, entries_from_headers
+from broker.replication.manager import ReplicaManager
 from protocol import messages as m
 from protocol.errors import ErrorCode as E
 from protocol.records import Record, encode_batch
@@ -59,3 +60,32 @@ async def test_offset_for_leader_epoch_answers_from_the_log(log):
         (E.NONE, 4, 10),  # the largest epoch before it, up to where the next one starts
         (E.NONE, 1, 4),  # never written: the epoch before it
         (E.NONE, 1, 4)]
+
+
+def test_a_leadership_older_than_the_log_is_refused_and_keeps_the_history(log):
+    """An image older than the log (epoch 4 while the log already holds epoch 7) must not
+    cut the epoch history back, nor make this replica lead at that epoch."""
+    partition = leading("t", 0, log, leader_epoch=8)
+    history = partition.epochs.entries
+    with pytest.raises(StaleLeaderEpoch):
+        partition.make_leader(leader_epoch=4, partition_epoch=1, replicas=(0,), isr=(0,),
+                              now_ms=0)
+    assert partition.epochs.entries == history
+    assert partition.leader_epoch == 8
+    # a newer one is taken as before (epoch 8 wrote nothing, so 9 replaces it at 12)
+    partition.make_leader(leader_epoch=9, partition_epoch=2, replicas=(0,), isr=(0,), now_ms=0)
+    assert partition.epochs.entries == [*history[:-1], EpochEntry(9, 12)]
+
+
+def test_the_replica_manager_leaves_a_stale_leadership_untaken(log, caplog):
+    broker = FakeBroker([*register(0), *topic("t", uuid.UUID(int=1), [[0]], epochs=[3])])
+    partition = Partition("t", 0, log, node_id=0, epochs=LeaderEpochCache(entries_from_headers(
+        (h.partition_leader_epoch, h.base_offset)
+        for segment in log.segments for _pos, h in segment.headers())))
+    replicas = ReplicaManager(broker)
+    registration = broker.metadata_cache.partition("t", 0)
+    assert registration.leader == 0 and registration.leader_epoch == 3
+    replicas.apply_registration(partition, registration, now_ms=0)
+    assert not partition.is_leader
+    assert [e.epoch for e in partition.epochs.entries] == [1, 4, 7]
+    assert "leader epoch 3 is older than epoch 7 in the log" in caplog.text
