@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from tests.interop.epoch_history import check_history
+from tests.interop.group_helpers import FAST_GROUP_BROKER
 from tests.util import unique
 
 pytestmark = pytest.mark.interop
@@ -44,7 +45,7 @@ def produce_and_read(bootstrap: str, topic: str, group: str, expected: int) -> N
 
 
 def test_restarts_keep_every_leader_epoch_entry(make_broker):
-    broker = make_broker()
+    broker = make_broker(**FAST_GROUP_BROKER)
     topic, group = unique("epochs"), unique("g")
     for start in range(STARTS):
         if start:
