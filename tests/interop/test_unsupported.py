@@ -2,6 +2,8 @@
 treats as final: a transactional producer's initialisation (confluent-kafka, aiokafka,
 kafka-python) fails within seconds instead of retrying until its timeout, and an idempotent
 producer, which asks for a producer id the same way without a transactional id, still works.
+An API the broker does not advertise (DeleteRecords here) is refused by the clients
+themselves, from ApiVersions, before anything is sent.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ import time
 import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import TransactionalIdAuthorizationFailed
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
-from kafka.errors import TransactionalIdAuthorizationFailedError
+from kafka import TopicPartition as KPTopicPartition
+from kafka.admin import KafkaAdminClient
+from kafka.errors import IncompatibleBrokerVersion, TransactionalIdAuthorizationFailedError
 
 from protocol.messages import FIND_COORDINATOR
 from tests.interop.raw import Raw
@@ -89,3 +94,24 @@ def test_a_share_group_key_gets_invalid_request_on_the_same_connection(shared_br
         # the connection stays up: a group lookup on it is answered
         body = raw.call(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g"]})
         assert body.coordinators[0].key == "g"
+
+
+def test_an_api_not_advertised_is_refused_by_the_clients_at_once(shared_broker):
+    topic = unique("records")
+    admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(20)
+    started = time.monotonic()
+    with pytest.raises(KafkaException) as raised:
+        for future in admin.delete_records([TopicPartition(topic, 0, 0)]).values():
+            future.result(30)
+    assert raised.value.args[0].code() == KafkaError._UNSUPPORTED_FEATURE
+    assert time.monotonic() - started < PROMPT_S
+
+    kp_admin = KafkaAdminClient(bootstrap_servers=shared_broker.bootstrap)
+    try:
+        started = time.monotonic()
+        with pytest.raises(IncompatibleBrokerVersion, match="DeleteRecords"):
+            kp_admin.delete_records({KPTopicPartition(topic, 0): 0})
+        assert time.monotonic() - started < PROMPT_S
+    finally:
+        kp_admin.close()
