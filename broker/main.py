@@ -17,6 +17,8 @@ from functools import partial
 
 import trio
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--broker-id", type=int, default=None, help="broker.id (default 0)")
@@ -35,6 +37,7 @@ def serve(args: argparse.Namespace) -> int:
     from broker.broker import Broker
     from broker.config import BrokerConfig, ConfigError
     from broker.controller.runtime import QuorumMismatch
+    from broker.security.authorize import route_denials
     from broker.server import ListenError, serve as run_server
 
     try:
@@ -56,11 +59,14 @@ def serve(args: argparse.Namespace) -> int:
         print(f"minibroker: config error: {e}", file=sys.stderr)
         return 2
 
-    logging.basicConfig(level=getattr(logging, args.log_level.upper()),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()), format=LOG_FORMAT)
     try:
         broker = Broker(config)
         broker.open()
+        if broker.authorizer is not None:
+            path = route_denials(broker.data_dir, LOG_FORMAT)
+            logging.getLogger("minibroker").info("authorization denials are logged to %s",
+                                                 path)
     except ConfigError as e:  # e.g. voters that differ from the data directory's quorum
         print(f"minibroker: config error: {e}", file=sys.stderr)
         return 2

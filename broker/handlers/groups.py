@@ -11,6 +11,14 @@ image names it: FindCoordinator answers with that broker's endpoint on the clien
 creating __consumer_offsets first if need be, and COORDINATOR_NOT_AVAILABLE while the topic
 is not there yet or the partition has no leader. A group request reaching a broker that does
 not lead the group's partition gets NOT_COORDINATOR from the coordinator's routing check.
+
+There is no transaction coordinator yet, and a client must learn that at once rather than
+retry until its timeout: a transaction key is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+with the message TRANSACTIONS_UNSUPPORTED. No truthful code does it: librdkafka retries
+every FindCoordinator error but that one and CLUSTER_AUTHORIZATION_FAILED, and
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED is also the one aiokafka and kafka-python treat as
+fatal there (docs/BROKER.md, "What is not supported answers at once"). A share-group key (2,
+KIP-932) or any other type is INVALID_REQUEST, as Kafka answers a type its version lacks.
 """
 
 from __future__ import annotations
@@ -22,7 +30,8 @@ from broker.security.acls import AclOperation, ResourceType
 from broker.security.authorize import authorize_cluster, authorize_group, enabled, unauthorized
 from protocol.errors import ErrorCode
 
-GROUP_KEY, TRANSACTION_KEY = 0, 1
+GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2
+TRANSACTIONS_UNSUPPORTED = "transactions are not supported by this broker yet"
 JOIN_REQUIRES_KNOWN_MEMBER_ID = 4  # KIP-394: JoinGroup v4+ gets MEMBER_ID_REQUIRED first
 NULLABLE_PROTOCOL_NAME = 7
 
@@ -38,9 +47,14 @@ async def _coordinator_entry(ctx: RequestContext, key: str, key_type: int) -> di
     broker = ctx.broker
     out = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.NONE,
            "error_message": None}
+    if key_type == TRANSACTION_KEY:
+        out.update(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                   error_message=TRANSACTIONS_UNSUPPORTED)
+        return out
     if key_type != GROUP_KEY:
-        out.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                   error_message="transactions are not supported")
+        what = "share groups are" if key_type == SHARE_KEY else f"key type {key_type} is"
+        out.update(error_code=ErrorCode.INVALID_REQUEST,
+                   error_message=f"{what} not supported by this broker")
         return out
     if not authorize_group(ctx, AclOperation.DESCRIBE, key):
         out.update(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,

@@ -6,6 +6,8 @@ AllocateProducerIds); when no controller answers, COORDINATOR_NOT_AVAILABLE, whi
 retry. A request that names its current id and epoch (v3+, KIP-360) gets the epoch bumped.
 Transactions are not supported: a transactional id is refused with
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients report as fatal rather than retrying.
+Clients rarely get this far: FindCoordinator refuses a transaction key first, with the same
+code and a message that says why (broker.handlers.groups).
 """
 
 from __future__ import annotations

@@ -9,12 +9,18 @@ answered yes, as before ACLs existed.
 
 Denials are logged at INFO on `minibroker.authorizer` (Kafka's kafka.authorizer.logger), with
 the principal, host, operation, resource and API; a check made only to filter a listing
-(Metadata of all topics, ListGroups) logs nothing, as Kafka's logIfDenied=false.
+(Metadata of all topics, ListGroups) logs nothing, as Kafka's logIfDenied=false. A client
+that retries a refused request is refused again each time, so a broker process sends these
+lines to a file of their own (`route_denials`: DIR/authorizer.log, rotated by size), as
+Kafka's log4j configuration sends its authorizer logger to kafka-authorizer.log, and the
+main log is not flooded.
 """
 
 from __future__ import annotations
 
 import logging
+import logging.handlers
+import os
 from collections.abc import Iterable
 from typing import Any, Protocol
 
@@ -40,6 +46,10 @@ class RequestContext(Protocol):
 
 log = logging.getLogger("minibroker.authorizer")
 
+DENIALS_FILE = "authorizer.log"
+DENIALS_MAX_BYTES = 10 * 1024 * 1024
+DENIALS_BACKUPS = 4  # authorizer.log.1 .. .4: at most 50 MiB of denials are kept
+
 STANDARD_AUTHORIZERS = frozenset({
     "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "kafka.security.authorizer.AclAuthorizer",  # ZooKeeper's; the same ACL semantics
@@ -57,6 +67,20 @@ def authorizer_for(config: BrokerConfig) -> StandardAuthorizer | None:
                           f"of {', '.join(sorted(STANDARD_AUTHORIZERS))}")
     return StandardAuthorizer(parse_super_users(config.super_users),
                               config.allow_everyone_if_no_acl_found)
+
+
+def route_denials(data_dir: str, fmt: str) -> str:
+    """Send the authorizer's lines to DATA_DIR/authorizer.log (rotated at 10 MiB, four old
+    files kept) and no longer to the main log; returns the file's path. The broker process
+    calls it once, when an authorizer is configured."""
+    path = os.path.join(data_dir, DENIALS_FILE)
+    handler = logging.handlers.RotatingFileHandler(
+        path, maxBytes=DENIALS_MAX_BYTES, backupCount=DENIALS_BACKUPS, encoding="utf-8")
+    handler.setFormatter(logging.Formatter(fmt))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)  # denials are recorded whatever the main log's level
+    log.propagate = False
+    return path
 
 
 def enabled(ctx: RequestContext) -> bool:

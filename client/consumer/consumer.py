@@ -21,6 +21,10 @@ earliest / latest; 'none' raises NoOffsetForPartitionError from position() / get
 `seek` sets one; `position` resolves and returns it; `getmany` and iteration advance it
 past the records they return.
 
+A subscribed topic the metadata refuses for good (TOPIC_AUTHORIZATION_FAILED,
+INVALID_TOPIC_EXCEPTION) is raised from getmany, once per metadata answer, as from Java's
+poll; an assigned one is refused by the OffsetFetch, ListOffsets or Fetch it needs.
+
 Committed offsets: `commit` sends OffsetCommit as a standalone commit (generation -1, empty
 member id, as Java's assign-mode consumer does) to the group's coordinator, found with
 FindCoordinator; `committed` reads one back with OffsetFetch (None when nothing is
@@ -141,6 +145,7 @@ class Consumer:
         self._given_up: set[TopicPartition] = set()  # ... and the partitions it gives up
         self._pattern: re.Pattern | None = None  # subscribe(pattern=...)
         self._watching_metadata = False
+        self._refusal_raised: int | None = None  # the metadata generation it came from
         self._exit_stack: AsyncExitStack | None = None  # what __aenter__ opened
         self._nursery: trio.Nursery | None = None
         self._assigned_event = trio.Event()
@@ -513,6 +518,7 @@ class Consumer:
         await trio.lowlevel.checkpoint()
         while True:
             fetcher.raise_error()
+            self._raise_refused_subscription()
             drained = self._state.drain(limit)
             if drained:
                 # prefetch: the partitions that ran low are fetched while the application
@@ -562,6 +568,25 @@ class Consumer:
             if self._group is not None:
                 self._group.raise_error()
             idle_rounds += 1
+
+    def _raise_refused_subscription(self) -> None:
+        """Java's poll (Metadata.maybeThrowAnyException): subscribed topics the metadata
+        refuses for good, TOPIC_AUTHORIZATION_FAILED or INVALID_TOPIC_EXCEPTION, are
+        raised (the first such code, naming each topic that has it) rather than waited for
+        in silence; once per metadata answer, as Java clears the error once thrown. A
+        pattern only ever matches topics the metadata lists."""
+        cluster = self._cluster
+        if self._subscription is None or self._pattern is not None or cluster is None \
+                or self._refusal_raised == cluster.generation:
+            return
+        errors = cluster.metadata.topic_errors
+        refused = [(errors[t], t) for t in self._subscription
+                   if t in errors and not errors[t].retriable]
+        if refused:
+            self._refusal_raised = cluster.generation
+            code = refused[0][0]
+            names = ", ".join(t for c, t in refused if c is code)
+            raise for_code(code, f"subscribed topics: {names}")
 
     async def _retry_later(self, error: KafkaError, deadline: float, failures: int) -> None:
         """A retriable error inside getmany: log it (rate-limited), ask for fresh metadata

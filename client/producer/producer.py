@@ -20,7 +20,9 @@ whole batches instead of one small batch per partition.
 A record whose topic is not in the metadata yet waits (bounded by max_block_ms, Java's
 max.block.ms) while metadata is refreshed every retry_backoff_ms; with the topic still
 unknown at the deadline its handle fails with UnknownTopicOrPartitionError
-(KafkaTimeoutError naming the last connection error if the broker never said).
+(KafkaTimeoutError naming the last connection error if the broker never said). An answer
+no refresh will change (TopicAuthorizationFailedError, InvalidTopicError) fails the
+records of the topic as soon as it comes, as Java's producer throws it from send.
 `send` waits only while buffer_memory is full, at most max_block_ms. Entering the
 `async with` connects to a bootstrap address first and fails at once with
 KafkaConnectionError "unable to bootstrap from [...]" when none answers
@@ -73,11 +75,13 @@ def _as_bytes(name: str, data: Any) -> bytes:
 
 
 class _Waiting:
-    __slots__ = ("value", "key", "headers", "partition", "handle", "size", "created_ms")
+    __slots__ = ("value", "key", "headers", "partition", "handle", "size", "created_ms",
+                 "generation")
 
-    def __init__(self, value, key, headers, partition, handle, size, created_ms):
+    def __init__(self, value, key, headers, partition, handle, size, created_ms, generation):
         self.value, self.key, self.headers, self.partition = value, key, headers, partition
         self.handle, self.size, self.created_ms = handle, size, created_ms
+        self.generation = generation  # the metadata refreshes done when it began to wait
 
 
 class Producer:
@@ -318,7 +322,7 @@ class Producer:
         if route is None or self._waiting.get(topic):
             self._waiting.setdefault(topic, []).append(_Waiting(
                 value, key, headers, partition, handle, size,
-                self._now_ms() if created_ms is None else created_ms))
+                self._now_ms() if created_ms is None else created_ms, self.cluster.generation))
             self.cluster.request_update()
             self._waiting_changed.set()
             return None
@@ -400,6 +404,7 @@ class Producer:
     def _place_waiting(self) -> None:
         now = self._now_ms()
         md = self.cluster.metadata
+        generation = self.cluster.generation
         for topic in list(self._waiting):
             waiting = self._waiting[topic]
             if md.partitions_for(topic) is not None:
@@ -407,13 +412,26 @@ class Producer:
                 for w in waiting:
                     self._route(topic, w)
                 continue
+            code = md.topic_errors.get(topic)
+            if code is not None and not code.retriable:
+                # TOPIC_AUTHORIZATION_FAILED, INVALID_TOPIC_EXCEPTION: retrying will not change
+                # the answer, so a record fails on the first one given since it began to
+                # wait (not an older one: an ACL may have been added since), as Java's
+                # Metadata.maybeThrowExceptionForTopic fails send
+                refused = [w for w in waiting if w.generation < generation]
+                for w in refused:
+                    w.handle._fail(for_code(code, f"metadata for topic {topic}"))
+                waiting = [w for w in waiting if w.generation >= generation]
+                if not waiting:
+                    del self._waiting[topic]
+                    continue
+                self._waiting[topic] = waiting
             expired = [w for w in waiting if now >= w.created_ms + self.config.max_block_ms]
             if not expired:
                 continue
             self._waiting[topic] = [w for w in waiting if w not in expired]
             if not self._waiting[topic]:
                 del self._waiting[topic]
-            code = md.topic_errors.get(topic)
             last = self.cluster.last_error
             for w in expired:
                 text = (f"topic {topic} not present in metadata after "
@@ -445,10 +463,13 @@ class Producer:
         if topic not in self._topics:
             self._topics.add(topic)
             cluster.add_topics([topic])
+        generation = None
         with trio.move_on_after(self.config.max_block_ms / 1000):
             while (partitions := cluster.metadata.partitions_for(topic)) is None:
                 code = cluster.metadata.topic_errors.get(topic)
-                if code is not None and not code.retriable:  # INVALID_TOPIC_EXCEPTION, ...
+                # INVALID_TOPIC_EXCEPTION, TOPIC_AUTHORIZATION_FAILED, ... once answered
+                # after the call began (an older refusal may no longer hold)
+                if generation is not None and code is not None and not code.retriable:
                     raise for_code(code, f"metadata for topic {topic}")
                 generation = cluster.generation
                 cluster.request_update()

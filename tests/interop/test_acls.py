@@ -25,9 +25,11 @@ from kafka.admin import (
 )
 from kafka.admin import ResourceType as KPResourceType
 
+from protocol.messages import METADATA
 from tests.interop.group_helpers import wait_for_error
 from tests.interop.librdkafka import _admin, create_topic
-from tests.util import unique
+from tests.interop.raw import Raw
+from tests.util import unique, wait_until
 from tools import acls
 from tools.cli import build_parser
 
@@ -160,6 +162,31 @@ def test_consumer_group_without_read_gets_group_authorization_failed(locked):
     create_acls(locked.bootstrap, binding(ResourceType.TOPIC, topic, AclOperation.READ))
     wait_for_error({"bootstrap.servers": locked.bootstrap, "group.id": unique("g")}, topic,
                    KafkaError.GROUP_AUTHORIZATION_FAILED)
+
+
+def test_denials_go_to_the_authorizer_log_not_the_main_log(locked):
+    # a client that retries a refused request: 300 Metadata requests for a topic
+    # User:ANONYMOUS may not describe, each denied and logged
+    topic = unique("denied")
+    create_topic(locked.bootstrap, topic)
+    retries = 300
+    with Raw(locked) as raw:
+        for _ in range(retries):
+            body = raw.call(METADATA, 12, {"topics": [{"name": topic}],
+                                           "allow_auto_topic_creation": False})
+            assert body.topics[0].error_code == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    denials = locked.data_dir / "authorizer.log"
+    line = (f"minibroker.authorizer: Principal = User:ANONYMOUS is Denied operation = "
+            f"DESCRIBE from host = 127.0.0.1 on resource = TOPIC:{topic} for request = "
+            f"Metadata")
+
+    def logged() -> int:
+        return sum(line in text for text in denials.read_text().splitlines())
+    wait_until(lambda: logged() == retries, 10, message=f"{retries} denials in {denials}")
+    main = locked.log_path.read_text()
+    assert topic not in main
+    assert " is Denied " not in main  # nor anyone else's denial from this module's tests
+    assert f"authorization denials are logged to {denials}" in main
 
 
 def test_default_deny_and_super_users(make_broker):

@@ -1,6 +1,6 @@
 """Authentication and authorization together, with real clients: principals that logged in
-over SASL_SSL (SCRAM-SHA-512, confluent-kafka) and SASL_PLAINTEXT (PLAIN, kafka-python) are
-held to the ACLs of the metadata log.
+over SASL_SSL (SCRAM-SHA-512, confluent-kafka and our client) and SASL_PLAINTEXT (PLAIN,
+kafka-python) are held to the ACLs of the metadata log.
 
 One broker for the module: PLAINTEXT on loopback for the administrator (User:ANONYMOUS is
 the super user, as README.md's walk-through sets it up), SASL_SSL with SCRAM users alice,
@@ -10,10 +10,12 @@ test needs are created through the PLAINTEXT port with confluent-kafka's AdminCl
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 
 import pytest
+import trio
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic, ResourcePatternType,
@@ -22,6 +24,8 @@ from confluent_kafka.admin import (
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
 
+from client import Producer as OurProducer
+from client.errors import TopicAuthorizationFailedError as OurTopicAuthorizationFailed
 from tests.interop.conftest import BrokerFactory, free_port
 from tests.interop.group_helpers import wait_for_error
 from tests.interop.test_security import SecureBroker, make_certs
@@ -173,3 +177,23 @@ def test_a_plain_user_without_group_read_is_refused_by_kafka_python(broker):
                        message="GroupAuthorizationFailedError from poll")
     finally:
         consumer.close()
+
+
+def test_our_producer_fails_a_send_to_a_topic_it_may_not_describe_at_once(broker):
+    granted, denied = unique("mine-"), unique("theirs-")
+    create_topic(broker, denied)
+    allow(broker, "User:alice", ResourceType.TOPIC, granted, AclOperation.WRITE)
+    settings = {"bootstrap_servers": broker.address("SASL_SSL"),
+                "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
+                "ssl_truststore_location": str(broker.certs / "ca.pem"),
+                "sasl_username": "alice", "sasl_password": SCRAM_USERS["alice"]}
+
+    async def main() -> float:
+        async with OurProducer(**settings) as producer:
+            started = time.monotonic()
+            with pytest.raises(OurTopicAuthorizationFailed, match=denied):
+                await producer.send_and_wait(denied, b"v")
+            return time.monotonic() - started
+
+    elapsed = trio.run(main)
+    assert elapsed < 2.0, f"the send failed after {elapsed:.1f} s"
