@@ -107,6 +107,7 @@ def test_every_fenced_block_that_names_a_command_is_marked_sh_or_python():
 @pytest.mark.interop
 def test_the_walk_through_runs_in_order_as_written(tmp_path):
     assert shutil.which("kcat"), "kcat is missing: make test installs it (make sysdeps)"
+    assert sys.prefix != sys.base_prefix, "run from a venv: it stands for the README's .venv"
     blocks = walk_through(README.read_text())
     broker = BrokerProcess(tmp_path)  # its data directory is tmp_path/data, the README's data/
     broker.start()
