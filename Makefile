@@ -1,10 +1,10 @@
 # minibroker developer targets. `make help` lists them.
 #
-#   make venv      create .venv and install the package with its test extra
+#   make venv      create .venv and install the package with its test extra (make test, make lint)
 #   make sysdeps   install kcat, a Java runtime, openssl (and mmdebstrap with docker) from Debian if missing
 #   make lint      ruff and mypy, with the settings in pyproject.toml
 #   make test      lint, then run the test suite (PYTEST_ARGS="-k foo -x" passes arguments through)
-#   make run       run a broker in the foreground on 127.0.0.1:9092, data in ./data
+#   make run       install only what the broker needs, then run one in the foreground on 127.0.0.1:9092, data in ./data
 #   make certs     a test CA, broker and client certificates (PEM) in ./certs (CERTS_DIR=...)
 #   make bench     side-by-side throughput benchmark against the peer (scripts/bench.sh; RECORDS=...)
 #   make bench-cluster  three nodes: controller and leader failover, propagation (BENCH_CLUSTER_ARGS=...)
@@ -31,6 +31,8 @@ PYTHON3 ?= python3
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
+# the package alone: what `make run` needs; the test extra (STAMP) brings it too
+RUN_STAMP := $(VENV)/.installed-run
 
 LISTEN      ?= 127.0.0.1:9092
 DATA_DIR    ?= ./data
@@ -48,9 +50,15 @@ help:
 $(PY):
 	$(PYTHON3) -m venv $(VENV)
 
-# Re-install whenever pyproject.toml is newer than the stamp.
+# Re-install whenever pyproject.toml is newer than the stamp. The test extra (the clients,
+# Spark, the linters) takes a minute even from a warm cache, so `make run` installs only the
+# package's own dependencies; installing the extra marks that done too.
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -e '.[test]'
+	touch $@ $(RUN_STAMP)
+
+$(RUN_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -e .
 	touch $@
 
 venv: $(STAMP)
@@ -75,7 +83,9 @@ sysdeps:
 		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 	fi
 
-run: venv
+run: $(RUN_STAMP)
+	@echo "minibroker's tools are in $(VENV)/bin: in another terminal, \`. $(VENV)/bin/activate\` puts them on PATH (or call $(VENV)/bin/minibroker ...)"
+	@echo "e.g. minibroker topics list --bootstrap-server $(LISTEN); Ctrl-C stops the broker"
 	$(VENV)/bin/minibroker serve --broker-id $(BROKER_ID) --listen $(LISTEN) --data-dir $(DATA_DIR)
 
 CERTS_DIR ?= ./certs
