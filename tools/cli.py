@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from broker import main as broker_main
@@ -128,7 +129,15 @@ def main(argv: list[str] | None = None) -> int:
     if bad is not None:  # at once, as argparse refuses a bad option: exit status 2
         print(f"minibroker {args.command}: --bootstrap-server: {bad}", file=sys.stderr)
         return 2
-    return args.func(args) or 0
+    try:
+        status = args.func(args) or 0
+        sys.stdout.flush()  # inside the try: a pipe closed early fails here, not at exit
+        return status
+    except BrokenPipeError:
+        # the reader of our output went away (`| head`, `| grep -m1`): it has what it
+        # wanted, so stop quietly and successfully, and let the final flush go nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _take_command_config(argv: list[str]) -> tuple[list[str], str | None]:

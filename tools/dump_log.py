@@ -616,6 +616,4 @@ def main(args) -> int:
     except DumpError as e:
         print(f"minibroker dump-log: {e}", file=sys.stderr)
         return 1
-    except BrokenPipeError:  # `| head`: stop quietly, and let the exit flush go nowhere
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0

@@ -78,3 +78,25 @@ def test_produce_to_a_refused_address_names_it_not_the_topic():
     assert done.stderr.splitlines() == [
         f"minibroker produce: unable to bootstrap from ['127.0.0.1:{port}']: "
         f"cannot connect to 127.0.0.1:{port}: Connection refused"]
+
+
+def test_a_reader_that_stops_early_ends_the_tool_quietly(tmp_path):
+    """`minibroker ... | head -1`: every tool stops quietly and successfully (tools/cli.py
+    catches the broken pipe for all of them), without a BrokenPipeError traceback."""
+    from broker.log.log import PartitionLog
+    from broker.log.config import LogConfig
+    from protocol.records import Record, encode_batch
+
+    log = PartitionLog.open(str(tmp_path / "t-0"), "t", 0, LogConfig())
+    for i in range(2000):
+        log.append(bytearray(encode_batch([Record(0, 1000, b"k", b"v%d" % i, [])])),
+                   now_ms=1000)
+    log.close()
+    segment = next((tmp_path / "t-0").glob("*.log"))
+    proc = subprocess.run(
+        f"set -o pipefail; {sys.executable} -m tools.cli dump-log {segment} | head -1",
+        shell=True, executable="/bin/bash", cwd=ROOT, capture_output=True, text=True,
+        timeout=HUNG_S)
+    assert proc.stdout.count("\n") == 1
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
+    assert proc.returncode == 0
