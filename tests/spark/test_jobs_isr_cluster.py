@@ -357,6 +357,8 @@ def test_every_chart_shares_the_reports_time_axis(stopped_report, crashed_report
         assert len({tuple(a["xlim"]) for a in axes.values()}) == 1
         lo, hi = axes["isr_timeline.png"]["xlim"]
         assert lo <= 0 < last / 1000 <= hi < last / 1000 * 1.05
+        assert (f"time axis of every chart: seconds since {ms_to_text(T0)}, the first event, "
+                f"to {ms_to_text(T0 + last)}, the last") in (out / "report.html").read_text()
 
 
 def test_broker_lanes_replace_the_overlapping_fencing_labels(spark, stopped_report):
