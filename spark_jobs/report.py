@@ -338,9 +338,10 @@ def lines(path: Path, series: Mapping[str, tuple[Sequence, Sequence]], title: st
           shaded: Iterable[tuple[int, int, str]] = (), zero_based: bool = False) -> Path:
     """One line per series, x in seconds since t0_ms (default: the span's start, else the
     earliest x), vertical dashed markers at (ms, label), shaded stretches (start, end,
-    label); `zero_based`: a count, its y axis from 0 (and to 1 at least). With `bucket_ms` each x is the start of a bucket that long and its value holds
-    over the bucket: drawn as steps to the last bucket's end (a minute's percentile at the
-    minute's start alone would fall before a report that began mid-minute)."""
+    label); `zero_based`: a count, its y axis from 0 (and to 1 at least). With `bucket_ms`
+    each x is the start of a bucket that long and its value holds over the bucket: drawn
+    as steps to the last bucket's end (a minute's percentile at the minute's start alone
+    would fall before a report that began mid-minute)."""
     xs_all = [x for xs, _ in series.values() for x in xs]
     markers = list(markers)
     if t0_ms is None:
