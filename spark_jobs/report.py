@@ -7,7 +7,10 @@ Owns
   table as is) and OUT/<job>/<name>/csv/ (one part file with a header; arrays and structs
   as JSON, binary as base64, since CSV holds neither);
 - the chart helpers the jobs draw with (matplotlib, Agg backend, PNG under OUT/<job>/):
-  `lines`, `lag_charts`, `status_heatmap`, `gantt`, `bars`;
+  `lines`, `lag_charts`, `status_heatmap`, `gantt`, `bars`. The time-based ones take the
+  report's `span` (first and last event of the whole report, spark_jobs.jobs.Context
+  .time_span): every such chart then counts seconds from the same origin over the same x
+  range, and says so in its PNG's "minibroker time axis" text chunk (`time_axis` reads it);
 - `write_html(out, results, tables)`: OUT/report.html with every chart, every job's notes,
   text blocks and small tables, and links to every table's CSV and Parquet.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import html
+import json
 import os
 import threading
 from pathlib import Path
@@ -27,10 +31,13 @@ matplotlib.use("Agg")  # no display: write files only
 import matplotlib.pyplot as plt  # noqa: E402
 
 __all__ = ["Collected", "collect", "write_table", "lines", "lag_charts", "status_heatmap", "gantt", "bars",
-           "write_html", "SHOW_ROWS"]
+           "write_html", "SHOW_ROWS", "Span", "time_axis", "TIME_AXIS_KEY"]
 
 SHOW_ROWS = 50           # rows of a small table printed in the HTML page
 MAX_SERIES = 12          # lines in one chart before the rest are left out (named in the title)
+# (first ms, last ms): the whole report's time range, which every time-based chart shares
+Span = tuple[int, int]
+TIME_AXIS_KEY = "minibroker time axis"  # the PNG text chunk naming a chart's time axis
 STATUS_COLOURS = {0: "#ffffff", 1: "#4caf50", 2: "#ffc107", 3: "#ff9800", 4: "#f44336",
                   5: "#9c27b0", 6: "#2196f3"}
 
@@ -270,45 +277,103 @@ def _one_at_a_time(draw):
     return locked
 
 
-def _save(fig, path: Path) -> Path:
+def _save(fig, path: Path, time_axis: Mapping[str, Any] | None = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    metadata = {TIME_AXIS_KEY: json.dumps(time_axis)} if time_axis is not None else None
+    fig.savefig(path, dpi=90, metadata=metadata)
     plt.close(fig)
     return path
+
+
+def time_axis(path: str | os.PathLike) -> dict[str, Any] | None:
+    """What a time-based chart says of its x axis: {"t0_ms", "span", "xlim"} (None for a
+    chart without one): the origin its seconds count from, the report's span it was drawn
+    over, and the x range drawn."""
+    from PIL import Image
+    with Image.open(path) as image:
+        text = getattr(image, "text", {}).get(TIME_AXIS_KEY)
+    return json.loads(text) if text else None
+
+
+def _origin(span: Span | None, times: Iterable[int]) -> int:
+    """Where a chart's seconds count from: the report's first event, or without a span
+    (a chart drawn on its own) its own earliest time."""
+    if span is not None:
+        return span[0]
+    return min(times, default=0)
+
+
+def _set_time_axis(ax, t0_ms: int, span: Span | None) -> dict[str, Any]:
+    """The x label, and with a span the x range: the whole report's, the same on every
+    chart, so that a moment sits at the same x in each of them."""
+    ax.set_xlabel(f"seconds since {_iso(t0_ms)}")
+    if span is not None:
+        width = (span[1] - span[0]) / 1000
+        margin = max(width * 0.01, 0.05)
+        ax.set_xlim(-margin, width + margin)
+    lo, hi = ax.get_xlim()
+    return {"t0_ms": int(t0_ms), "span": list(span) if span is not None else None,
+            "xlim": [float(lo), float(hi)]}
+
+
+def _shade(ax, t0_ms: int, spans: Iterable[tuple[int, int, str]]) -> list[Any]:
+    """Shaded stretches of time (start ms, end ms, label), e.g. the cluster stopping; one
+    legend entry per label."""
+    from matplotlib.patches import Patch
+    handles, seen = [], set()
+    for start, end, label in spans:
+        ax.axvspan((start - t0_ms) / 1000, (end - t0_ms) / 1000, color="grey", alpha=0.15,
+                   linewidth=0)
+        if label not in seen:
+            seen.add(label)
+            handles.append(Patch(color="grey", alpha=0.15, label=label))
+    return handles
 
 
 @_one_at_a_time
 def lines(path: Path, series: Mapping[str, tuple[Sequence, Sequence]], title: str,
           ylabel: str, t0_ms: int | None = None, markers: Iterable[tuple[int, str]] = (),
-          step: bool = False) -> Path:
-    """One line per series, x in seconds since t0_ms (default: the earliest x), vertical
-    dashed markers at (ms, label)."""
+          step: bool = False, span: Span | None = None, bucket_ms: int | None = None,
+          shaded: Iterable[tuple[int, int, str]] = (), zero_based: bool = False) -> Path:
+    """One line per series, x in seconds since t0_ms (default: the span's start, else the
+    earliest x), vertical dashed markers at (ms, label), shaded stretches (start, end,
+    label); `zero_based`: a count, its y axis from 0 (and to 1 at least). With `bucket_ms`
+    each x is the start of a bucket that long and its value holds over the bucket: drawn
+    as steps to the last bucket's end (a minute's percentile at the minute's start alone
+    would fall before a report that began mid-minute)."""
     xs_all = [x for xs, _ in series.values() for x in xs]
     markers = list(markers)
     if t0_ms is None:
-        t0_ms = min(xs_all + [m for m, _ in markers]) if (xs_all or markers) else 0
+        t0_ms = _origin(span, xs_all + [m for m, _ in markers])
     fig, ax = plt.subplots(figsize=(10, 4))
     names = list(series)
     for name in names[:MAX_SERIES]:
-        xs, ys = series[name]
+        xs, ys = list(series[name][0]), list(series[name][1])
+        if bucket_ms is not None and xs:
+            xs, ys = xs + [xs[-1] + bucket_ms], ys + [ys[-1]]
         x = [(v - t0_ms) / 1000 for v in xs]
-        if step:
+        if step or bucket_ms is not None:
             ax.step(x, ys, where="post", label=name, linewidth=1)
         else:
             ax.plot(x, ys, label=name, linewidth=1)
     for i, (m, _label) in enumerate(markers):
         ax.axvline((m - t0_ms) / 1000, color="grey", linestyle="--", linewidth=0.7,
                    label="rebalance" if i == 0 else None)
+    extra = _shade(ax, t0_ms, shaded)
     if len(names) > MAX_SERIES:
         title += f" (first {MAX_SERIES} of {len(names)})"
     ax.set_title(title)
-    ax.set_xlabel(f"seconds since {_iso(t0_ms)}")
+    axis = _set_time_axis(ax, t0_ms, span)
     ax.set_ylabel(ylabel)
-    if names or markers:
-        ax.legend(fontsize="x-small", loc="upper right")
+    if zero_based:
+        top = max([y for _, ys in series.values() for y in ys], default=0)
+        ax.set_ylim(0, max(1, top) * 1.05)
+    if names or markers or extra:
+        handles, _ = ax.get_legend_handles_labels()
+        ax.legend(handles=handles + extra, fontsize="x-small", loc="upper right")
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return _save(fig, path, axis)
 
 
 def _iso(ms: int) -> str:
@@ -317,7 +382,7 @@ def _iso(ms: int) -> str:
 
 
 @_one_at_a_time
-def lag_charts(pdf, out_dir: Path) -> list[Path]:
+def lag_charts(pdf, out_dir: Path, span: Span | None = None) -> list[Path]:
     """Lag in records and seconds over time, one line per group/topic-partition."""
     if pdf.empty:
         return []
@@ -331,19 +396,21 @@ def lag_charts(pdf, out_dir: Path) -> list[Path]:
                                 ("lag_seconds", "seconds", "lag_seconds.png")):
         series = {k: (by_key[k]["ts"].tolist(), by_key[k][column].tolist()) for k in worst}
         charts.append(lines(out_dir / name, series, f"consumer lag ({label}) at each commit",
-                            label, step=True))
+                            label, step=True, span=span))
     return charts
 
 
 @_one_at_a_time
-def status_heatmap(pdf, out_dir: Path, codes: Mapping[str, int], columns: int = 120
-                   ) -> list[Path]:
-    """Partition x time, the worst Burrow status in each time bucket."""
+def status_heatmap(pdf, out_dir: Path, codes: Mapping[str, int], columns: int = 120,
+                   span: Span | None = None) -> list[Path]:
+    """Partition x time, the worst Burrow status in each time bucket (the buckets start at
+    the first evaluation; the axis is the report's span when given)."""
     if pdf.empty:
         return []
     from matplotlib.colors import ListedColormap
     import numpy as np
     t0, t1 = int(pdf["ts"].min()), int(pdf["ts"].max())
+    origin = _origin(span, [t0])
     width = max(1, (t1 - t0) // columns + 1)
     pdf = pdf.assign(key=pdf["group"] + " " + pdf["topic"] + "-" + pdf["partition"].astype(str),
                      bucket=(pdf["ts"] - t0) // width)
@@ -353,65 +420,70 @@ def status_heatmap(pdf, out_dir: Path, codes: Mapping[str, int], columns: int = 
     cmap = ListedColormap([STATUS_COLOURS[i] for i in range(7)])
     ax.imshow(np.asarray(grid.values, dtype=float), aspect="auto", cmap=cmap, vmin=-0.5,
               vmax=6.5, interpolation="nearest",
-              extent=(0, (grid.shape[1] * width) / 1000, len(grid), 0))
+              extent=((t0 - origin) / 1000, (t0 - origin + grid.shape[1] * width) / 1000,
+                      len(grid), 0))
     ax.set_yticks([i + 0.5 for i in range(len(grid))])
     ax.set_yticklabels(grid.index, fontsize="x-small")
-    ax.set_xlabel(f"seconds since {_iso(t0)}")
+    axis = _set_time_axis(ax, origin, span)
     ax.set_title("Burrow partition status over time")
     from matplotlib.patches import Patch
     names = {v: k for k, v in codes.items()}
     ax.legend(handles=[Patch(color=STATUS_COLOURS[c], label=names[c]) for c in range(1, 7)],
               fontsize="x-small", loc="upper right", ncol=6)
-    return [_save(fig, out_dir / "status_heatmap.png")]
+    return [_save(fig, out_dir / "status_heatmap.png", axis)]
 
 
 @_one_at_a_time
 def gantt(path: Path, rows: Sequence[tuple[str, int, int, str]], title: str,
           t0_ms: int | None = None, points: Sequence[tuple[str, int, str]] = (),
-          markers: Sequence[tuple[int, str]] = ()) -> Path:
-    """Horizontal bars: (lane, start_ms, end_ms, colour group) per bar, lanes sorted;
-    `points` (lane, ms, kind) are instants drawn as black ticks on their lane, one marker
-    shape per kind; `markers` (ms, label) are dashed vertical lines labelled at the top."""
-    lanes = sorted({r[0] for r in rows} | {p[0] for p in points})
+          span: Span | None = None, lanes: Sequence[str] = (),
+          colours: Mapping[str, str] | None = None,
+          shaded: Iterable[tuple[int, int, str]] = ()) -> Path:
+    """Horizontal bars: (lane, start_ms, end_ms, colour group) per bar; `lanes` come first
+    in their order, then the others sorted; `colours` fixes a group's colour (the rest take
+    the palette's); `points` (lane, ms, kind) are instants drawn as black ticks on their
+    lane, one marker shape per kind; `shaded` (start, end, label) are stretches of time
+    shaded across every lane."""
+    shaded = list(shaded)
+    named = list(dict.fromkeys(lanes))
+    order = named + sorted(({r[0] for r in rows} | {p[0] for p in points}) - set(named))
     if t0_ms is None:
-        t0_ms = min([r[1] for r in rows] + [p[1] for p in points] + [m[0] for m in markers],
-                    default=0)
-    fig, ax = plt.subplots(figsize=(10, max(2.5, 0.3 * len(lanes) + 1.2)))
+        t0_ms = _origin(span, [r[1] for r in rows] + [p[1] for p in points]
+                        + [s[0] for s in shaded])
+    fig, ax = plt.subplots(figsize=(10, max(2.5, 0.3 * len(order) + 1.2)))
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     kinds = sorted({r[3] for r in rows})
+    free = [k for k in kinds if k not in (colours or {})]
+    colour = {k: palette[i % len(palette)] for i, k in enumerate(free)} | dict(colours or {})
     for lane, start, end, kind in rows:
-        ax.barh(lanes.index(lane), max(end - start, 1) / 1000, left=(start - t0_ms) / 1000,
-                height=0.6, color=palette[kinds.index(kind) % len(palette)])
+        ax.barh(order.index(lane), max(end - start, 1) / 1000, left=(start - t0_ms) / 1000,
+                height=0.6, color=colour[kind])
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
-    handles: list[Any] = ([Patch(color=palette[i % len(palette)], label=k)
-                           for i, k in enumerate(kinds)] if len(kinds) > 1 or points else [])
+    handles: list[Any] = ([Patch(color=colour[k], label=k) for k in kinds]
+                          if len(kinds) > 1 or points or shaded else [])
     shapes = "v^dsx+"
     for i, kind in enumerate(sorted({p[2] for p in points})):
         at = [p for p in points if p[2] == kind]
         ax.scatter([(ms - t0_ms) / 1000 for _, ms, _ in at],
-                   [lanes.index(lane) for lane, _, _ in at],
+                   [order.index(lane) for lane, _, _ in at],
                    marker=shapes[i % len(shapes)], color="black", s=18, zorder=3)
         handles.append(Line2D([], [], marker=shapes[i % len(shapes)], color="black",
                               linestyle="", label=kind))
-    for ms, label in markers:
-        x = (ms - t0_ms) / 1000
-        ax.axvline(x, color="grey", linestyle="--", linewidth=0.7)
-        ax.annotate(label, (x, 1), xycoords=("data", "axes fraction"), rotation=90,
-                    fontsize="xx-small", va="top", ha="right", color="dimgrey")
-    ax.set_yticks(range(len(lanes)))
-    ax.set_yticklabels(lanes, fontsize="x-small")
-    ax.invert_yaxis()
-    ax.set_xlabel(f"seconds since {_iso(t0_ms)}")
+    handles += _shade(ax, t0_ms, shaded)
+    ax.set_yticks(range(len(order)))
+    ax.set_yticklabels(order, fontsize="x-small")
+    ax.set_ylim(len(order) - 0.5, -0.5)  # the first lane on top
+    axis = _set_time_axis(ax, t0_ms, span)
     ax.set_title(title)
-    if handles and (points or markers):
-        # beside the plot: ticks and marker labels would hide under it
+    if handles and (points or shaded):
+        # beside the plot: ticks would hide under it
         ax.legend(handles=handles, fontsize="x-small", loc="upper left",
                   bbox_to_anchor=(1.01, 1))
     elif handles:
         ax.legend(handles=handles, fontsize="x-small")
     ax.grid(alpha=0.3, axis="x")
-    return _save(fig, path)
+    return _save(fig, path, axis)
 
 
 @_one_at_a_time

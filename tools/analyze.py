@@ -206,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, future in zip(jobs, futures):
             result, written[name] = future.result()
             results.append(result)
+        # the charts' one time axis (the jobs that draw against time have asked already)
+        span = ctx.time_span(spark) if args.data_dirs else None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         ctx.release()
@@ -213,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
                  f"data directories: {', '.join(map(str, data_dirs))}") if args.data_dirs
                 else f"chaos histories: {', '.join(map(str, histories))}",
                 f"Spark master: {spark.sparkContext.master}; jobs: {', '.join(jobs)}"]
+    if span is not None:
+        preamble.append(f"time axis of every chart: seconds since {ms_to_text(span[0])}, the "
+                        f"first event, to {ms_to_text(span[1])}, the last")
     if args.at is not None:
         preamble.append(f"--at {ms_to_text(args.at)}")
     page = report.write_html(ctx.out, results, written, preamble=preamble)

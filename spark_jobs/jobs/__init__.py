@@ -2,7 +2,8 @@
 
 Owns: `JOBS` (name -> module; each module has `run(spark, ctx) -> JobResult` over pure
 DataFrame -> DataFrame transforms), `Context` (the inputs of a run: data directory, or one per
-broker of a cluster, output directory, `--at`, the bench's consumer events, and each input table loaded once), `JobResult`
+broker of a cluster, output directory, `--at`, the bench's consumer events, each input table
+loaded once, and the report's time span, which every time-based chart shares), `JobResult`
 (the tables, charts, notes and text blocks a job hands to spark_jobs.report), `frame`, which
 builds a DataFrame of one of the contract's schemas from partial rows (tests and empty tables),
 and `lookup`, a Python dict applied to a column.
@@ -62,6 +63,7 @@ class Context:
     # jobs may run in threads side by side (tools.analyze): each table is loaded once
     _lock: Any = field(default_factory=threading.RLock, repr=False)
     _source_checked: bool = field(default=False, repr=False)
+    _span: Any = field(default=None, repr=False)
 
     @property
     def data_dirs(self) -> tuple[Path, ...]:
@@ -118,6 +120,30 @@ class Context:
             # (Context.records reads only the columns a job uses)
             self._loaded[name] = df
         return self._loaded[name]
+
+    def time_span(self, spark) -> tuple[int, int] | None:
+        """The whole report's time range, (first ms, last ms): the broker events, the log's
+        batch timestamps (every record and offset commit) and the bench's consumer events,
+        None when there is no time at all. Every time-based chart of the report counts
+        seconds from its start over this range (spark_jobs.report), whichever job draws
+        it; computed once, by the first job that asks."""
+        with self._lock:
+            if self._span is None:
+                self._span = self._time_span(spark) or ()
+            return self._span or None
+
+    def _time_span(self, spark) -> tuple[int, int] | None:
+        from pyspark.sql import functions as F
+        ends = []
+        times = [(self.table(spark, "events"), "ts"),
+                 (self.table(spark, "batches"), "max_timestamp"),
+                 (self.table(spark, "consumer_events"), "ts")]
+        for df, column in times:
+            if df is not None:
+                # a batch written without timestamps has -1: not a time
+                row = df.where(F.col(column) >= 0).agg(F.min(column), F.max(column)).first()
+                ends += [v for v in row if v is not None]
+        return (int(min(ends)), int(max(ends))) if ends else None
 
     def records(self, spark, columns: Iterable[str]):
         """The records table with only `columns` (and topic and partition): a full scan of

@@ -35,6 +35,7 @@ NO_FAILURES = "no authentication failures in the event log"
 UNNAMED = "(none)"
 CHART_SOURCES = 8  # lines in the chart: the sources with the most failures
 _SOURCE = ["principal", "peer_host"]
+MINUTE_MS = 60_000
 
 
 def _host(peer: F.Column) -> F.Column:
@@ -65,7 +66,7 @@ def failures_by_source(events: DataFrame) -> DataFrame:
 
 
 def failures_per_minute(events: DataFrame) -> DataFrame:
-    bucket = (F.floor(F.col("ts") / 60_000) * 60_000).cast("long")
+    bucket = (F.floor(F.col("ts") / MINUTE_MS) * MINUTE_MS).cast("long")
     return (auth_failures(events).withColumn("bucket_ts", bucket)
             .groupBy("bucket_ts", *_SOURCE).agg(F.count(F.lit(1)).alias("failures"))
             .orderBy("bucket_ts", *_SOURCE))
@@ -93,7 +94,8 @@ def run(spark, ctx) -> JobResult:
               for source in busiest}
     result.charts.append(report.lines(ctx.job_dir("auth") / "auth_failures.png", series,
                                       "authentication failures per minute, by principal "
-                                      "and peer", "failures"))
+                                      "and peer", "failures", span=ctx.time_span(spark),
+                                      bucket_ms=MINUTE_MS))
     result.notes.append(f"{int(pdf['failures'].sum())} authentication failure(s) from "
                         f"{pdf['source'].nunique()} principal/peer pair(s)")
     return result

@@ -350,7 +350,8 @@ def run(spark, ctx) -> JobResult:
             result.show.append("describe_at")
 
     pdf = history.pandas([*_KEY, "ts", "lag_records", "lag_seconds"])
-    result.charts += report.lag_charts(pdf, ctx.job_dir("lag"))
+    span = ctx.time_span(spark)
+    result.charts += report.lag_charts(pdf, ctx.job_dir("lag"), span=span)
     spdf = statuses.pandas([*_KEY, "ts", "status_code"])
-    result.charts += report.status_heatmap(spdf, ctx.job_dir("lag"), STATUS_CODES)
+    result.charts += report.status_heatmap(spdf, ctx.job_dir("lag"), STATUS_CODES, span=span)
     return result

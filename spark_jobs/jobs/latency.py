@@ -72,12 +72,14 @@ def run(spark, ctx) -> JobResult:
     marks = [(r["ts"], r["group"]) for r in markers.rows()]
     busiest = pdf.groupby("api")["requests"].sum().sort_values(ascending=False).index
     out_dir = ctx.job_dir("latency")
+    span = ctx.time_span(spark)
     for column in ("p50_ms", "p99_ms", "max_ms"):
         series = {api: (pdf.loc[pdf.api == api, "bucket_ts"].tolist(),
                         pdf.loc[pdf.api == api, column].tolist()) for api in busiest}
         result.charts.append(report.lines(out_dir / f"latency_{column[:-3]}.png", series,
                                           f"request latency {column[:-3]} per minute, by API",
-                                          "ms", markers=marks))
+                                          "ms", markers=marks, span=span,
+                                          bucket_ms=MINUTE_MS))
     result.notes.append(f"{len(marks)} rebalance start(s) marked (group_state to "
                         f"PreparingRebalance)")
     return result

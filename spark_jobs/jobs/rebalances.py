@@ -42,6 +42,7 @@ _ENDS = ("stopped", "started")
 PARTITION_PAUSE_COLUMNS = ["partition", "old_instance", "new_instance", "released_ts",
                            "acquired_ts", "pause_ms"]
 MEMBER_PAUSE_COLUMNS = ["instance", "start_ts", "end_ts", "pause_ms"]
+CONSUMER_BUCKET_MS = 1000  # consumer_throughput's buckets
 
 
 def _rank() -> Column:
@@ -163,7 +164,8 @@ def member_pauses(consumer_events: DataFrame) -> DataFrame:
     return _member_pauses(consumer_events).select(*MEMBER_PAUSE_COLUMNS)
 
 
-def consumer_throughput(consumer_events: DataFrame, bucket_ms: int = 1000) -> DataFrame:
+def consumer_throughput(consumer_events: DataFrame, bucket_ms: int = CONSUMER_BUCKET_MS
+                        ) -> DataFrame:
     """bucket_ts, records: records consumed per bucket summed over instances, every bucket
     from the first to the last (empty ones 0: the dips are the point)."""
     consumed = (consumer_events.where(F.col("type") == "consumed")
@@ -366,6 +368,7 @@ def run(spark, ctx) -> JobResult:
     result.tables.update(rebalances=rebalances_c, member_intervals=intervals)
     result.show.append("rebalances")
     out_dir = ctx.job_dir("rebalances")
+    span = ctx.time_span(spark)
 
     ce = ctx.table(spark, "consumer_events")
     if ce is not None:
@@ -388,7 +391,8 @@ def run(spark, ctx) -> JobResult:
                 for r in mp.collect()]
         if rows:
             result.charts.append(report.gantt(out_dir / "member_pauses.png", rows,
-                                              "member pauses (owning no partition)"))
+                                              "member pauses (owning no partition)",
+                                              span=span))
         tpd = tp.collect()
         markers = [(r["start_ts"], r["trigger"]) for r in rebalances_c.rows()]
         if tpd:
@@ -397,7 +401,7 @@ def run(spark, ctx) -> JobResult:
                 {"records consumed / s": ([r["bucket_ts"] for r in tpd],
                                           [r["records"] for r in tpd])},
                 "throughput versus time (all consumers)", "records / s",
-                markers=markers, step=True))
+                markers=markers, span=span, bucket_ms=CONSUMER_BUCKET_MS))
 
     rows = [(f"{r['group']} {r['member'][:24]}", r["join_ts"], r["assigned_ts"],
              f"gen {r['generation']}") for r in intervals.rows()]
@@ -406,7 +410,8 @@ def run(spark, ctx) -> JobResult:
         if len(kinds) > 10:  # colour by rebalance only while the legend stays readable
             rows = [(lane, s, e, "in rebalance") for lane, s, e, _ in rows]
         result.charts.append(report.gantt(out_dir / "members_in_rebalance.png", rows,
-                                          "members from JoinGroup to assignment (broker view)"))
+                                          "members from JoinGroup to assignment (broker view)",
+                                          span=span))
     # (the table is in group, start_ts order; a stable sort keeps that among equal starts)
     done = sorted((r for r in rebalances_c.rows() if r["duration_ms"] is not None),
                   key=lambda r: r["start_ts"])

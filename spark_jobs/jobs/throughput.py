@@ -137,13 +137,15 @@ def run(spark, ctx) -> JobResult:
                         f"partition is hot above {HOT_FACTOR}x its topic's mean share")
 
     out_dir = ctx.job_dir("throughput")
+    span = ctx.time_span(spark)
     pdf: pd.DataFrame = topics.pandas()
     for column, unit, name in (("records_per_s", "records / s", "records_per_s.png"),
                                ("bytes_per_s", "bytes / s", "bytes_per_s.png")):
         series = {t: (g["bucket_ts"].tolist(), g[column].tolist())
                   for t, g in pdf.groupby("topic")}
         result.charts.append(report.lines(out_dir / name, series,
-                                          f"{unit} per topic", unit, step=True))
+                                          f"{unit} per topic", unit, span=span,
+                                          bucket_ms=bucket))
     sdf: pd.DataFrame = shares.pandas()
     user_topics = sdf.groupby("topic")["records"].sum().sort_values(ascending=False)
     for topic in list(user_topics.index)[:3]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.jobs.lag import describe_at
+from spark_jobs.report import time_axis
 from spark_jobs.tables import batches, events, group_metadata, offset_commits
 from tests.util import wait_until
 from tools.analyze import main, render_describe
@@ -129,6 +130,19 @@ def test_analyze_writes_tables_charts_and_report(spark, group_run, tmp_path, cap
     for png in pngs:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"src='{png.relative_to(out)}'" in html
+    # every time-based chart counts seconds from the report's first event, over one x range:
+    # the broker's events and the log's batches, from the broker's start to its stop
+    axes = {f"{p.parent.name}/{p.name}": time_axis(p) for p in pngs}
+    timed = {name: a for name, a in axes.items() if a is not None}
+    assert set(timed) >= {"lag/lag_records.png", "lag/status_heatmap.png",
+                          "rebalances/members_in_rebalance.png", "throughput/records_per_s.png",
+                          "latency/latency_p99.png"}
+    assert set(axes) - set(timed) == {p for p in axes if "shares_" in p or "durations" in p}
+    first, last = (spark.read.json(str(group_run["data_dir"] / "events"))
+                   .selectExpr("min(ts)", "max(ts)").first())
+    assert {tuple(a["span"]) for a in timed.values()} == {(first, last)}
+    assert {a["t0_ms"] for a in timed.values()} == {first}
+    assert len({tuple(a["xlim"]) for a in timed.values()}) == 1
     assert "no replication events (single broker)" in html
     assert "burrow_group_now" in html and f"groups describe {GROUP}" in html
 

@@ -2,19 +2,24 @@
 into one data directory per broker (plus a copy of one, as if collected twice), and
 `minibroker analyze` given all of them: the merged events, the under-replicated intervals
 and their recovery times, leader changes counted once per leader epoch, offline time, and
-the timeline chart in report.html."""
+the timeline chart in report.html. Then the README's cluster walk ending with every node
+stopped by SIGTERM (reported as a stopped cluster, its shutdown not counted as
+under-replication), the same with the last node killed instead (all of it counted), and the
+one time axis every chart of a report shares."""
 
 from __future__ import annotations
 
 import shutil
+from html import unescape
 from pathlib import Path
 
 import pytest
 
 from broker.events import EventLog
+from spark_jobs.jobs import ms_to_text
 from spark_jobs.jobs.isr import (broker_health, isr_timeline, leader_changes, partition_health,
                                  under_replicated_intervals)
-from spark_jobs.report import collect
+from spark_jobs.report import collect, time_axis
 from spark_jobs.tables import events as events_table
 from tools.analyze import main
 
@@ -174,3 +179,198 @@ def test_a_missing_directory_among_several_is_refused(cluster_dirs, tmp_path, ca
     assert code == 2
     assert capsys.readouterr().err == \
         f"minibroker analyze: data directory {tmp_path / 'nope'} does not exist\n"
+
+
+# --- a cluster stopped at the end, and one whose last broker crashed ------------------------
+
+def _registered(broker, epoch):
+    return ("broker_registered", {"broker_id": broker, "broker_epoch": epoch, "rack": "r",
+                                  "incarnation_id": f"i{broker}"})
+
+
+def _start(broker):
+    return ("broker_start", {"listener": f"127.0.0.1:{19392 + broker}", "data_dir": f"d{broker}",
+                             "cluster_id": "c", "clean_shutdown": True, "version": "t"})
+
+
+def _stop(uptime):
+    return ("broker_stop", {"reason": "SIGTERM", "uptime_ms": uptime})
+
+
+def _request(api, latency):
+    return ("request", {"api": api, "api_key": 0, "api_version": 9, "client_id": "c",
+                        "latency_ms": latency, "request_bytes": 1, "response_bytes": 1,
+                        "error": ""})
+
+
+# The README's cluster walk: three nodes, a topic of RF 3, one real under-replicated stretch
+# (broker 3 lagging, 1 s to 3 s), then SIGTERM to each node in turn. Brokers 1 and 2 go by
+# controlled shutdown (the controller registers each again with its epoch, moves its
+# leaderships, the leaders shrink it out of their ISRs, it is fenced, it writes broker_stop);
+# broker 3 is last, with nowhere to move anything, and its partition orders-1 goes offline.
+STOPPED = [
+    *[(0, b, _start(b)) for b in (1, 2, 3)],
+    *[(100, 1, _registered(b, 10 + b)) for b in (1, 2, 3)],
+    (200, 1, ("topic_create", {"topic": "orders", "topic_id": "x", "partitions": 2,
+                               "replication_factor": 3, "configs": "", "auto": False})),
+    (300, 1, _leader("orders", 0, -1, 1, 0)),
+    (300, 1, _leader("orders", 1, -1, 2, 0)),
+    (500, 2, _request("Produce", 3.0)),
+    (1000, 1, _isr("orders", 0, 1, "shrink", [1, 2, 3], [1, 2])),
+    (3000, 1, _isr("orders", 0, 1, "expand", [1, 2], [1, 2, 3])),
+    (10000, 2, ("auth_failure", {"principal": "alice", "listener": "SASL", "peer": "h:1",
+                                 "mechanism": "PLAIN", "reason": "bad password"})),
+    # SIGTERM to broker 1: its controlled shutdown begins at 20 s
+    (20000, 1, _registered(1, 11)),
+    (20000, 1, _leader("orders", 0, 1, 2, 1)),
+    (20001, 2, _isr("orders", 0, 2, "shrink", [1, 2, 3], [2, 3])),
+    (20002, 2, _isr("orders", 1, 2, "shrink", [1, 2, 3], [2, 3])),
+    (20050, 1, ("broker_fenced", {"broker_id": 1, "broker_epoch": 11})),
+    (20100, 1, _stop(20100)),
+    # broker 2, now the controller
+    (24000, 2, _registered(2, 12)),
+    (24000, 2, _leader("orders", 0, 2, 3, 2)),
+    (24000, 2, _leader("orders", 1, 2, 3, 1)),
+    (24001, 3, _isr("orders", 0, 3, "shrink", [2, 3], [3])),
+    (24001, 3, _isr("orders", 1, 3, "shrink", [2, 3], [3])),
+    (24050, 2, ("broker_fenced", {"broker_id": 2, "broker_epoch": 12})),
+    (24100, 2, _stop(24100)),
+    # broker 3, the last
+    (26000, 3, _leader("orders", 1, 3, -1, 2, "offline")),
+    (27000, 3, _request("Fetch", 500.0)),
+    (28000, 3, _stop(28000)),
+]
+# the same, but broker 3 was killed (kill -9) after its last event: no broker_stop
+CRASHED = STOPPED[:-1]
+
+
+def _write_logs(base: Path, history) -> list[Path]:
+    brokers = sorted({b for _, b, _ in history})
+    clocks = {b: Clock() for b in brokers}
+    logs = {b: EventLog(base / f"broker-{b}", b, clock=clocks[b]) for b in brokers}
+    for at, broker, (event_type, fields) in history:
+        clocks[broker].ms = T0 + at
+        logs[broker].emit(event_type, **fields)
+    for log in logs.values():
+        log.close()
+    return [base / f"broker-{b}" for b in brokers]
+
+
+def _analyze(dirs: list[Path], out: Path) -> Path:
+    args = ["--data-dir", *map(str, dirs), "--out", str(out)]
+    for job in ("isr", "latency", "auth"):
+        args += ["--job", job]
+    assert main(args) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def stopped_report(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("stopped")
+    return _analyze(_write_logs(base / "logs", STOPPED), base / "out")
+
+
+@pytest.fixture(scope="module")
+def crashed_report(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("crashed")
+    return _analyze(_write_logs(base / "logs", CRASHED), base / "out")
+
+
+def _table(spark, out: Path, name: str) -> list:
+    return spark.read.parquet(str(out / "isr" / name / "parquet")).collect()
+
+
+def _health(spark, out: Path) -> dict:
+    return {(r["topic"], r["partition"]): (r["under_replicated_intervals"],
+                                           r["under_replicated_now"], r["under_replicated_s"],
+                                           r["offline_s"], r["leader_changes"],
+                                           r["last_leader"], r["last_isr"])
+            for r in _table(spark, out, "partition_health")}
+
+
+def test_a_cluster_stopped_cleanly_is_reported_stopped_not_under_replicated(spark,
+                                                                         stopped_report):
+    out = stopped_report
+    stops = [(r["broker"], r["started_ts"] - T0, r["shutdown_ts"] - T0, r["stop_ts"] - T0,
+              r["reason"]) for r in _table(spark, out, "broker_stops")]
+    # brokers 1 and 2 began stopping at their controlled shutdown; broker 3 at its stop
+    assert stops == [(1, 0, 20000, 20100, "SIGTERM"), (2, 0, 24000, 24100, "SIGTERM"),
+                     (3, 0, 28000, 28000, "SIGTERM")]
+    # health as the shutdown found it: the real stretch before it counts, recovered; the
+    # shutdown's shrinks, leader moves and offline partition do not
+    assert _health(spark, out) == {
+        ("orders", 0): (1, False, 2.0, 0.0, 1, 1, [1, 2, 3]),
+        ("orders", 1): (0, False, 0.0, 0.0, 1, 2, None)}
+    assert [(r["partition"], r["start_ts"] - T0, r["end_ts"] - T0, r["recovered"])
+            for r in _table(spark, out, "under_replicated_intervals")] == [(0, 1000, 3000, True)]
+    # the shutdown's changes are kept, marked as the shutdown's
+    assert [(r["partition"], r["ts"] - T0, r["new_leader"], r["stopping"], r["until_ts"] - T0)
+            for r in sorted(_table(spark, out, "leader_changes"),
+                            key=lambda r: (r["partition"], r["ts"]))] == [
+        (0, 300, 1, False, 20000), (0, 20000, 2, True, 24000), (0, 24000, 3, True, 28000),
+        (1, 300, 2, False, 20000), (1, 24000, 3, True, 26000), (1, 26000, -1, True, 28000)]
+    assert [(r["partition"], r["ts"] - T0, r["stopping"])
+            for r in sorted(_table(spark, out, "isr_timeline"),
+                            key=lambda r: (r["partition"], r["ts"]))] == [
+        (0, 1000, False), (0, 3000, False), (0, 20001, True), (0, 24001, True),
+        (1, 20002, True), (1, 24001, True)]
+    assert [tuple(r) for r in sorted(_table(spark, out, "broker_health"))] == [
+        (1, 1, 0, 1), (2, 1, 0, 0), (3, 0, 0, 0)]
+    html = unescape((out / "report.html").read_text())
+    assert (f"cluster stopped at {ms_to_text(T0 + 28000)}: every broker stopped cleanly "
+            f"(broker 1 at {ms_to_text(T0 + 20100)} (SIGTERM), broker 2 at "
+            f"{ms_to_text(T0 + 24100)} (SIGTERM), broker 3 at {ms_to_text(T0 + 28000)} "
+            f"(SIGTERM)). Replication health is as of {ms_to_text(T0 + 20000)}, when the "
+            f"shutdown began (broker 1's controlled shutdown)") in html
+    assert "0 still under-replicated when the cluster began stopping" in html
+
+
+def test_a_crashed_broker_leaves_the_under_replication_flagged(spark, crashed_report):
+    out = crashed_report
+    stops = {r["broker"]: (r["stop_ts"], r["last_event_ts"] - T0)
+             for r in _table(spark, out, "broker_stops")}
+    assert stops == {1: (T0 + 20100, 20100), 2: (T0 + 24100, 24100), 3: (None, 27000)}
+    # nothing is the shutdown's: every partition is short of replicas at the end of the log,
+    # and orders-1 has had no leader since 26 s
+    assert _health(spark, out) == {
+        ("orders", 0): (2, True, 8.999, 0.0, 3, 3, [3]),
+        ("orders", 1): (1, True, 6.998, 1.0, 3, -1, [3])}
+    assert not any(r["stopping"] for r in _table(spark, out, "leader_changes"))
+    html = unescape((out / "report.html").read_text())
+    assert "cluster stopped" not in html
+    assert (f"not stopped: broker 3's event log ends at {ms_to_text(T0 + 27000)} without "
+            f"broker_stop") in html
+    assert "2 still under-replicated at the end of the log" in html
+
+
+def test_every_chart_shares_the_reports_time_axis(stopped_report, crashed_report):
+    for out, last in ((stopped_report, 28000), (crashed_report, 27000)):
+        charts = sorted(out.glob("*/*.png"))
+        # the ISR job's two, latency's three, auth's one
+        assert sorted(f"{p.parent.name}/{p.name}" for p in charts) == [
+            "auth/auth_failures.png", "isr/isr_timeline.png", "isr/under_replicated.png",
+            "latency/latency_max.png", "latency/latency_p50.png", "latency/latency_p99.png"]
+        axes = {p.name: time_axis(p) for p in charts}
+        # seconds since the first event of the whole report, over the same x range
+        assert {a["t0_ms"] for a in axes.values()} == {T0}
+        assert {tuple(a["span"]) for a in axes.values()} == {(T0, T0 + last)}
+        assert len({tuple(a["xlim"]) for a in axes.values()}) == 1
+        lo, hi = axes["isr_timeline.png"]["xlim"]
+        assert lo <= 0 < last / 1000 <= hi < last / 1000 * 1.05
+        assert (f"time axis of every chart: seconds since {ms_to_text(T0)}, the first event, "
+                f"to {ms_to_text(T0 + last)}, the last") in (out / "report.html").read_text()
+
+
+def test_broker_lanes_replace_the_overlapping_fencing_labels(spark, stopped_report):
+    from spark_jobs.jobs.isr import _broker_lanes, broker_stops
+    events = events_table(spark, sorted(str(d) for d in (stopped_report.parent / "logs")
+                                        .iterdir()))
+    stops = [r.asDict() for r in broker_stops(events).collect()]
+    bars, points = _broker_lanes(events, T0 + 28000, stops)
+    assert sorted((lane, s - T0, e - T0, kind) for lane, s, e, kind in bars) == [
+        ("broker 1", 20050, 20100, "broker fenced"), ("broker 1", 20100, 28000, "broker stopped"),
+        ("broker 2", 24050, 24100, "broker fenced"), ("broker 2", 24100, 28000, "broker stopped"),
+        ("broker 3", 28000, 28000, "broker stopped")]
+    assert sorted((lane, ms - T0, kind) for lane, ms, kind in points) == [
+        ("broker 1", 20100, "broker_stop"), ("broker 2", 24100, "broker_stop"),
+        ("broker 3", 28000, "broker_stop")]
