@@ -6,7 +6,12 @@ A topic's overrides are those of the committed metadata image (ConfigRecords, re
 described from its own static config. Each entry says where its value comes from
 (config_source): 1 a topic override, 4 the broker's static config, 5 Kafka's default. kcat -L
 and AdminClient.describe_configs read exactly these fields. Only TOPIC (2) and BROKER (4)
-resources are described.
+resources are described. A broker's dynamic configs (ConfigRecords set with
+IncrementalAlterConfigs, for this node id or for "" the cluster-wide default) are laid over
+its static ones with source 2 (DYNAMIC_BROKER_CONFIG) or 3 (DYNAMIC_DEFAULT_BROKER_CONFIG),
+each with the synonyms beneath it, as Kafka lists them; which of them the broker acts on
+is the property's own business (unclean.leader.election.enable, for one, is read by the
+controller).
 
 IncrementalAlterConfigs (KIP-339) is validated and committed by the controller as
 ConfigRecords; a successful answer waits (at most VISIBILITY_WAIT_S) until this broker's
@@ -33,6 +38,7 @@ TOPIC, BROKER = 2, 4
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations whose outcome is known beforehand
 VISIBILITY_WAIT_S = 5.0
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
 _TYPES = {"bool": 1, "str": 2, "int": 3, "long": 5, "double": 6, "list": 7}  # ConfigEntry.ConfigType ids
 
 
@@ -70,32 +76,69 @@ def topic_overrides(broker: Broker, topic: str) -> dict[str, Any]:
     return validate_topic_configs(dict(broker.metadata_cache.topic_configs(topic)))
 
 
+def _topic_synonyms(broker: Broker, name: str, overrides: dict[str, Any]) -> list[dict]:
+    """Where a topic's value could come from, first the one that counts: the override,
+    the broker properties set in its static config, Kafka's default."""
+    out = []
+    if name in overrides:
+        out.append({"name": name, "value": _render(overrides[name]),
+                    "source": DYNAMIC_TOPIC_CONFIG})
+    broker_names = _BROKER_SYNONYMS.get(name, [])
+    for broker_name in broker_names:
+        value = broker.config[broker_name]
+        if value != BROKER_PROPERTIES[broker_name].default:
+            out.append({"name": broker_name, "value": _render(value),
+                        "source": STATIC_BROKER_CONFIG})
+    # the default is the first synonym that has one (log.retention.ms has none: hours)
+    with_default = [n for n in broker_names if BROKER_PROPERTIES[n].default is not None]
+    if with_default:
+        first = with_default[0]
+        out.append({"name": first, "value": _render(BROKER_PROPERTIES[first].default),
+                    "source": DEFAULT_CONFIG})
+    return out
+
+
 def topic_config_entries(broker: Broker, overrides: dict[str, Any]) -> list[dict]:
     defaults = broker.config.topic_defaults()
     entries: list[dict] = []
     for name in sorted(TOPIC_PROPERTIES):
         overridden = name in overrides
         source = _source(broker, name, overridden)
+        value = _render(overrides[name] if overridden else defaults.get(name))
         entries.append({
-            "name": name, "value": _render(overrides[name] if overridden else defaults.get(name)),
+            "name": name, "value": value,
             "read_only": False, "is_default": source == DEFAULT_CONFIG,
             "config_source": source,
-            "is_sensitive": False, "synonyms": [],
+            "is_sensitive": False, "synonyms": _topic_synonyms(broker, name, overrides),
             "config_type": _TYPES[TOPIC_PROPERTIES[name].kind], "documentation": None,
         })
     return entries
 
 
-def _broker_entries(broker: Broker) -> list[dict]:
+def _broker_entries(broker: Broker, name: str) -> list[dict]:
+    """Every broker property: the dynamic value of this node (or of the cluster-wide
+    default, for `name` "") first, then the static one, each source in the synonyms."""
+    image = broker.metadata_cache.image
+    dynamic = ([] if name == "" else [(DYNAMIC_BROKER_CONFIG, image.broker_configs(name))])
+    dynamic.append((DYNAMIC_DEFAULT_BROKER_CONFIG, image.broker_configs("")))
     entries = []
-    for name, prop in sorted(BROKER_PROPERTIES.items()):
-        value = broker.config[name]
-        default = value == prop.default
+    for key, prop in sorted(BROKER_PROPERTIES.items()):
+        static = broker.config[key]
+        default = static == prop.default
+        synonyms = [{"name": key, "value": configs[key], "source": source}
+                    for source, configs in dynamic if key in configs]
+        if not default:
+            synonyms.append({"name": key, "value": _render(static),
+                             "source": STATIC_BROKER_CONFIG})
+        if prop.default is not None:
+            synonyms.append({"name": key, "value": _render(prop.default),
+                             "source": DEFAULT_CONFIG})
+        first = synonyms[0] if synonyms else {"value": None, "source": DEFAULT_CONFIG}
         entries.append({
-            "name": name, "value": _render(value), "read_only": True, "is_default": default,
-            "config_source": DEFAULT_CONFIG if default else STATIC_BROKER_CONFIG,
-            "is_sensitive": False, "synonyms": [], "config_type": _TYPES[prop.kind],
-            "documentation": None,
+            "name": key, "value": first["value"], "read_only": True,
+            "is_default": first["source"] == DEFAULT_CONFIG,
+            "config_source": first["source"], "is_sensitive": False,
+            "synonyms": synonyms, "config_type": _TYPES[prop.kind], "documentation": None,
         })
     return entries
 
@@ -136,10 +179,13 @@ async def handle(ctx: RequestContext) -> dict:
                 out.update(error_code=ErrorCode.INVALID_REQUEST,
                            error_message=f"Unknown broker {r.resource_name!r}.")
             else:
-                out["configs"] = _broker_entries(broker)
+                out["configs"] = _broker_entries(broker, r.resource_name)
         else:
             out.update(error_code=ErrorCode.INVALID_REQUEST,
                        error_message=f"Resource type {r.resource_type} is not supported.")
+        if not ctx.body.get("include_synonyms", False):
+            for c in out["configs"]:
+                c["synonyms"] = []
         if r.configuration_keys:  # null or empty both mean every key (ConfigHelper)
             keys = set(r.configuration_keys)
             out["configs"] = [c for c in out["configs"] if c["name"] in keys]
