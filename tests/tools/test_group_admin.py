@@ -258,3 +258,25 @@ async def test_console_consumer_with_a_group_is_a_member_and_commits(inproc, aut
         nursery.cancel_scope.cancel()
     assert sorted(out.getvalue().decode().splitlines()) == [
         "0-0", "0-1", "0-2", "1-0", "1-1", "1-2"]
+
+
+async def test_reset_to_datetime_finds_the_first_record_at_or_after_it(inproc, autojump_clock):
+    bs = inproc.bootstrap
+    await inproc.create_topic("t", 1)
+    async with Producer(bootstrap_servers=bs) as producer:
+        for i in range(5):  # CreateTime 1000, 2000, ... 5000 ms after 2024-03-01T00:00Z
+            await producer.send("t", b"v", partition=0,
+                                timestamp_ms=parse_datetime("2024-03-01T00:00:00.000Z")
+                                + 1000 * (i + 1))
+        await producer.flush()
+    async with open_admin(bs, timeout_ms=10_000, client_id="datetime-test") as admin:
+        async def reset_to(when: str) -> dict:
+            spec = ResetSpec("datetime", parse_datetime(when))
+            return (await reset_offsets(admin, ["g"], {"t": None}, spec, True,
+                                        io.StringIO()))["g"]
+
+        assert await reset_to("2024-03-01T00:00:02.500Z") == {T0: 2}
+        assert await admin.list_consumer_group_offsets("g") == {T0: 2}
+        assert await reset_to("2024-03-01T01:00:02+01:00") == {T0: 1}
+        assert await reset_to("2024-03-01T00:00:00.000Z") == {T0: 0}
+        assert await reset_to("2024-03-02T00:00:00.000Z") == {T0: 5}  # none after: the end
