@@ -404,9 +404,10 @@ def add_arguments(parser) -> None:
 def _check(args) -> None:
     """Options argparse cannot check; ValueError says what is wrong (exit 2)."""
     if args.groups_command == "describe":
-        if (args.group is None) == (args.group_option is None):
+        option = getattr(args, "group_option", None)  # absent when a caller builds args
+        if (args.group is None) == (option is None):
             raise ValueError("describe needs the group: GROUP or --group G (one of them)")
-        args.group = args.group or args.group_option
+        args.group = args.group or option
     if args.groups_command in ("reset-offsets", "delete-offsets"):
         args.topic_partitions = (None if getattr(args, "all_topics", False)
                                  else parse_topic_partitions(args.topics))

@@ -100,6 +100,8 @@ def test_reset_options_are_checked_before_connecting():
     code, err = run("--reset-offsets", "--group", "g", "--all-topics", "--to-datetime",
                     "soon", "--bootstrap-server", "127.0.0.1:1")
     assert code == 2 and "--to-datetime 'soon'" in err
+    code, err = run("--describe", "--bootstrap-server", "127.0.0.1:1")
+    assert code == 2 and "describe needs the group" in err
     with pytest.raises(SystemExit):  # a scenario is required, as in Kafka
         build_parser().parse_args(["groups", "reset-offsets", "--group", "g", "--all-topics",
                                    "--bootstrap-server", "b"])
