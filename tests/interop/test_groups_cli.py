@@ -280,6 +280,22 @@ def test_console_consumer_group_member_commits_and_reset_to_earliest(shared_brok
         assert (active.returncode, active.stdout) == (1, "")
         assert active.stderr == (f"Error: Assignments can only be reset if the group "
                                  f"'{group}' is inactive, but the current state is Stable.\n")
+
+        # a librdkafka member joins: the group rebalances, one partition each
+        other = consumer(bs, group, "joiner")
+        try:
+            other.subscribe([topic])
+
+            def shared():
+                other.poll(0.1)
+                rows = table(describe(bs, group, "--members").stdout)
+                return (sorted((r["CLIENT-ID"], r["#PARTITIONS"]) for r in rows)
+                        == [("console-consumer", "1"), ("joiner", "1")])
+
+            wait_until(shared, WAIT_S, interval_s=0.1,
+                       message="consume --group and a librdkafka member sharing the topic")
+        finally:
+            other.close()
     except BaseException:
         member.kill()
         member.communicate()
