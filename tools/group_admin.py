@@ -19,7 +19,9 @@ reset-offsets, as ResetOffsets in Kafka's ConsumerGroupCommand:
   new offset is clamped to [earliest, latest], as Kafka's checkOffsetRange;
 - the group must be inactive (Empty, or unknown: Kafka's Dead), else "Error: Assignments
   can only be reset if the group 'G' is inactive, but the current state is Stable." on
-  stderr and exit 1 (Kafka prints the same and exits 0; a script wants to know);
+  stderr and exit 1 (Kafka prints the same and exits 0; a script wants to know); of
+  several groups (--group G --group G2, --all-groups) the inactive ones are reset and each
+  active one is refused so;
 - without --execute it is a dry run (with a warning when --dry-run was not said either, as
   Kafka's); both print the plan "GROUP TOPIC PARTITION NEW-OFFSET"; --execute commits it
   (OffsetCommit without a member, which the coordinator accepts only while the group is
@@ -186,14 +188,19 @@ async def _partitions(admin: AdminClient, topics: dict[str, list[int] | None] | 
 
 async def reset_offsets(admin: AdminClient, groups: list[str],
                         topics: dict[str, list[int] | None] | None, spec: ResetSpec,
-                        execute: bool, out: TextIO) -> dict[str, dict[TopicPartition, int]]:
-    """Plan (and with `execute` commit) each group's new offsets; print the plan. Raises
-    GroupActive when a group has members."""
+                        execute: bool, out: TextIO, err: TextIO | None = None
+                        ) -> dict[str, dict[TopicPartition, int]]:
+    """Plan (and with `execute` commit) each inactive group's new offsets; print the plan.
+    A group with members is left alone, as Kafka does: GroupActive is raised when that is
+    every group named, else its refusal is written to `err` and it is missing from the
+    plans returned."""
     plans: dict[str, dict[TopicPartition, int]] = {}
+    refused: list[GroupActive] = []
     for group in groups:
         state = await group_state(admin, group)
         if state not in INACTIVE:
-            raise GroupActive(group, state)
+            refused.append(GroupActive(group, state))
+            continue
         committed = await admin.list_consumer_group_offsets(group)
         partitions = await _partitions(admin, topics, committed)
         if not partitions:
@@ -204,6 +211,11 @@ async def reset_offsets(admin: AdminClient, groups: list[str],
         by_time = (await admin.list_offsets(dict.fromkeys(partitions, spec.value))
                    if spec.kind == "datetime" else None)
         plans[group] = plan_reset(spec, partitions, committed, earliest, latest, by_time)
+    if refused and not plans:
+        raise refused[0]
+    for refusal in refused:
+        if err is not None:
+            err.write(f"Error: {refusal}\n")
     if execute:
         for group, plan in plans.items():
             if plan:

@@ -477,8 +477,9 @@ async def _run(args, out: TextIO, err: TextIO) -> int:
             return await delete_groups(admin, groups, out, err)
         if not (args.execute or args.dry_run):
             err.write(DRY_RUN_WARNING + "\n")
-        await reset_offsets(admin, groups, args.topic_partitions, args.spec, args.execute, out)
-        return 0
+        plans = await reset_offsets(admin, groups, args.topic_partitions, args.spec,
+                                    args.execute, out, err)
+        return 0 if len(plans) == len(groups) else 1
 
 
 def main(args) -> int:

@@ -165,11 +165,18 @@ async def test_reset_dry_run_execute_and_refusal_while_active(inproc, autojump_c
                 await poll(member)
                 return (await admin.describe_groups(["g"]))["g"].state == "Stable"
             await wait_for(in_group, 30, "the member to join g")
-            with pytest.raises(GroupActive, match=(
-                    "Assignments can only be reset if the group 'g' is inactive, but the "
-                    "current state is Stable.")):
+            refusal = ("Assignments can only be reset if the group 'g' is inactive, but the "
+                       "current state is Stable.")
+            with pytest.raises(GroupActive, match=refusal):
                 await reset_offsets(admin, ["g"], None, ResetSpec("latest"), True,
                                     io.StringIO())
+            # of several groups, the inactive ones are reset and the active one refused
+            err = io.StringIO()
+            plans = await reset_offsets(admin, ["g", "idle"], {"t": None},
+                                        ResetSpec("latest"), True, io.StringIO(), err)
+            assert plans == {"idle": {T0: 6, T1: 4}}
+            assert err.getvalue() == f"Error: {refusal}\n"
+            assert await admin.list_consumer_group_offsets("idle") == {T0: 6, T1: 4}
 
             async def everything() -> bool:
                 await poll(member)
