@@ -173,16 +173,20 @@ async def group_state(admin: AdminClient, group: str) -> str:
 
 async def _partitions(admin: AdminClient, topics: dict[str, list[int] | None] | None,
                       committed: Mapping[TopicPartition, int]) -> list[TopicPartition]:
-    """The partitions named (None: the ones the group has committed offsets for)."""
+    """The partitions named (None: the ones the group has committed offsets for); a topic
+    or partition that does not exist is an error at once, not a wait for its leader."""
     if topics is None:
         return sorted(committed)
     out: list[TopicPartition] = []
-    everything = [t for t, ps in topics.items() if ps is None]
-    described = await admin.describe_topics(everything) if everything else {}
+    described = await admin.describe_topics(list(topics))
     for topic, partitions in topics.items():
-        if partitions is None:
-            partitions = [p.partition for p in described[topic].partitions]
-        out += [TopicPartition(topic, p) for p in partitions]
+        existing = [p.partition for p in described[topic].partitions]
+        missing = sorted(set(partitions or ()) - set(existing))
+        if missing:
+            raise ToolError(f"topic {topic} has no partition {missing[0]} "
+                            f"({len(existing)} partitions)")
+        out += [TopicPartition(topic, p) for p in (existing if partitions is None
+                                                   else partitions)]
     return sorted(set(out))
 
 

@@ -146,6 +146,9 @@ async def test_reset_dry_run_execute_and_refusal_while_active(inproc, autojump_c
         assert [x.split() for x in lines[2:]] == [["g", "t", "0", "0"], ["g", "t", "1", "0"]]
         assert await admin.list_consumer_group_offsets("g") == {T0: 6, T1: 4}  # dry run
 
+        with pytest.raises(ToolError, match=r"topic t has no partition 7 \(2 partitions\)"):
+            await reset_offsets(admin, ["g"], {"t": [0, 7]}, ResetSpec("earliest"), True,
+                                io.StringIO())
         await reset_offsets(admin, ["g"], {"t": [1]}, ResetSpec("shift", -3), True,
                             io.StringIO())
         assert await admin.list_consumer_group_offsets("g") == {T0: 6, T1: 1}
