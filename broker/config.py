@@ -10,7 +10,7 @@ are validated against the same table and resolved with `topic_log_config`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, Mapping, TypeVar, overload
 
 from broker.log.config import LogConfig
 
@@ -264,6 +264,38 @@ for _p in BROKER_PROPERTIES.values():
     if _p.topic_name:
         TOPIC_PROPERTIES[_p.topic_name] = Prop(_p.topic_name, _p.kind, None, _p.doc, _p.minimum,
                                                _p.choices)
+
+# Group-level properties (KIP-848's group configs, Kafka's GroupConfig), each with the
+# broker property that is its default: set per group with IncrementalAlterConfigs on a
+# GROUP resource, read by the consumer group coordinator for that group's members.
+GROUP_PROPERTIES: dict[str, Prop] = {
+    "consumer.session.timeout.ms": Prop(
+        "consumer.session.timeout.ms", "int", None,
+        "This group's group.consumer.session.timeout.ms.", minimum=1),
+    "consumer.heartbeat.interval.ms": Prop(
+        "consumer.heartbeat.interval.ms", "int", None,
+        "This group's group.consumer.heartbeat.interval.ms.", minimum=1),
+}
+GROUP_PROPERTY_DEFAULTS = {name: f"group.{name}" for name in GROUP_PROPERTIES}
+
+
+def validate_group_configs(configs: Mapping[str, str | None]) -> dict[str, int]:
+    """A group's configs, parsed; ConfigError names the first bad key, or a heartbeat
+    interval not below the session timeout (Kafka's GroupConfig check)."""
+    parsed = {}
+    for key, raw in configs.items():
+        prop = GROUP_PROPERTIES.get(key)
+        if prop is None:
+            raise ConfigError(f"unknown group config {key!r}")
+        if raw is None:
+            raise ConfigError(f"null value for group config {key!r}")
+        parsed[key] = prop.parse(raw)
+    session = parsed.get("consumer.session.timeout.ms")
+    interval = parsed.get("consumer.heartbeat.interval.ms")
+    if session is not None and interval is not None and interval >= session:
+        raise ConfigError("consumer.heartbeat.interval.ms must be less than "
+                          "consumer.session.timeout.ms")
+    return parsed
 
 
 _PYTHON_TYPES: dict[str, type] = {"int": int, "long": int, "bool": bool, "str": str,

@@ -61,6 +61,9 @@ class MetadataCache:
     def topic_configs(self, name: str) -> Mapping[str, str]:
         return self.image.topic_configs(name)
 
+    def group_configs(self, group: str) -> Mapping[str, str]:
+        return self.image.group_configs(group)
+
     def partition(self, topic: str, index: int) -> PartitionRegistration | None:
         return self.image.partition(topic, index)
 

@@ -15,6 +15,11 @@ Owns: `AdminClient` and the plain dataclasses it takes and returns (`NewTopic`,
         await admin.describe_consumer_groups(["audit"])   # KIP-848 groups: epochs, targets
         await admin.list_consumer_group_offsets("billing")  # {TopicPartition: offset}
         await admin.list_offsets({TopicPartition("orders", 0): "latest"})
+        await admin.alter_consumer_group_offsets("billing", {TopicPartition("orders", 0): 0})
+        await admin.delete_consumer_group_offsets("billing", [TopicPartition("orders", 0)])
+        await admin.delete_groups(["billing"])
+        await admin.incremental_alter_configs(
+            {ConfigResource("topic", "orders"): [AlterConfigOp("retention.ms", "1000")]})
         await admin.delete_topics(["orders"])
         await admin.describe_cluster()    # cluster id, active controller, brokers and racks
         await admin.describe_quorum()     # the metadata quorum: leader, epoch, voters' lag
@@ -36,7 +41,8 @@ a producer that waits for a topic, is an answer here and is raised at once.
 Topic calls go to the controller named by Metadata, group calls to the group's coordinator
 (FindCoordinator, sent to the least-loaded connection), ListGroups to every broker,
 ListOffsets to each partition's leader, the ACL calls to the controller Metadata names, DescribeConfigs of a topic to the least-loaded
-connection and of a broker to that broker, DescribeCluster and DescribeQuorum to the
+connection and of a broker to that broker, IncrementalAlterConfigs to the least-loaded
+connection (the broker forwards it to the active controller), DescribeCluster and DescribeQuorum to the
 least-loaded connection (a broker answers DescribeQuorum from the active controller, as
 Kafka's Admin.describeMetadataQuorum expects).
 """
@@ -47,7 +53,7 @@ import os
 import uuid
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, ClassVar, Iterable, Mapping, Sequence, TypeVar
 
 from client.cluster import Cluster, find_group_coordinator
 from client.config import AdminConfig, check_config
@@ -60,13 +66,14 @@ from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
     ALTER_USER_SCRAM_CREDENTIALS, CONSUMER_GROUP_DESCRIBE, CREATE_ACLS, CREATE_PARTITIONS,
-    CREATE_TOPICS, DELETE_ACLS, DELETE_TOPICS, DESCRIBE_ACLS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS,
-    DESCRIBE_GROUPS, DESCRIBE_QUORUM, DESCRIBE_USER_SCRAM_CREDENTIALS, LIST_GROUPS, LIST_OFFSETS,
+    CREATE_TOPICS, DELETE_ACLS, DELETE_GROUPS, DELETE_TOPICS, DESCRIBE_ACLS, DESCRIBE_CLUSTER,
+    DESCRIBE_CONFIGS, DESCRIBE_GROUPS, DESCRIBE_QUORUM, DESCRIBE_USER_SCRAM_CREDENTIALS,
+    INCREMENTAL_ALTER_CONFIGS, LIST_GROUPS, LIST_OFFSETS, OFFSET_COMMIT, OFFSET_DELETE,
 )
 from protocol.primitives import ZERO_UUID
 from protocol.sasl import SCRAM_BY_ID, SCRAM_MECHANISMS
 
-__all__ = ["AclBinding", "AclBindingFilter", "AdminClient", "ClusterDescription", "ConfigEntry", "ConfigResource", "CreatedTopic",
+__all__ = ["AclBinding", "AclBindingFilter", "AdminClient", "AlterConfigOp", "ClusterDescription", "ConfigEntry", "ConfigResource", "CreatedTopic",
            "ConsumerGroupDescription", "ConsumerGroupMemberDescription", "GroupDescription", "GroupListing", "MemberDescription", "NewTopic", "PartitionInfo",
            "QuorumInfo", "ReplicaState", "ScramCredentialInfo", "TopicDescription",
            "TopicListing", "UserScramCredentialDeletion", "UserScramCredentialUpsertion"]
@@ -79,7 +86,7 @@ _NOT_RETRIED = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOW
 # ListOffsets timestamps that name a position rather than a time (Kafka's OffsetSpec)
 _OFFSET_SPECS = {"latest": -1, "earliest": -2}
 # DescribeConfigs resource types and the config source that means "Kafka's default"
-_RESOURCE_TYPES = {"topic": 2, "broker": 4}
+_RESOURCE_TYPES = {"topic": 2, "broker": 4, "group": 32}
 _DEFAULT_CONFIG_SOURCE = 5
 # The KRaft metadata log, the one partition DescribeQuorum describes
 _METADATA_TOPIC = "__cluster_metadata"
@@ -134,11 +141,24 @@ class TopicDescription:
 
 @dataclass(frozen=True)
 class ConfigResource:
-    """What DescribeConfigs describes: type "topic" or "broker", and its name (a broker's
-    is its node id as text)."""
+    """What DescribeConfigs describes: type "topic", "broker" or "group" (KIP-848's group
+    configs), and its name (a broker's is its node id as text, "" the cluster-wide
+    default)."""
 
     type: str
     name: str
+
+
+@dataclass(frozen=True)
+class AlterConfigOp:
+    """One change of IncrementalAlterConfigs (Kafka's AlterConfigOp): op "set" (the
+    default), "delete", "append" or "subtract" (the last two for list configs)."""
+
+    name: str
+    value: str | None = None
+    op: str = "set"
+
+    OPS: ClassVar[dict[str, int]] = {"set": 0, "delete": 1, "append": 2, "subtract": 3}
 
 
 @dataclass(frozen=True)
@@ -154,6 +174,9 @@ class ConfigEntry:
     is_default: bool
     read_only: bool
     is_sensitive: bool
+    # (name, value, source) of each place the value could come from, the one in force
+    # first; only when asked for (describe_configs(include_synonyms=True))
+    synonyms: tuple[tuple[str, str | None, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -433,16 +456,16 @@ class AdminClient:
         return out
 
     async def describe_configs(self, resources: Iterable[ConfigResource], *,
+                               include_synonyms: bool = False,
                                timeout_ms: int | None = None
                                ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
         """Every config of each resource, by resource in order, each by config name."""
         wanted = list(dict.fromkeys(resources))
-        for r in wanted:
-            if r.type not in _RESOURCE_TYPES:
-                raise ValueError(f"config resource type must be topic or broker, got {r.type!r}")
+        _check_resource_types(wanted)
         by_node: dict[int | None, list[ConfigResource]] = {}
         for r in wanted:
-            by_node.setdefault(int(r.name) if r.type == "broker" else None, []).append(r)
+            by_node.setdefault(int(r.name) if r.type == "broker" and r.name else None,
+                               []).append(r)
         found: dict[ConfigResource, dict[str, ConfigEntry]] = {}
         failed: dict[ConfigResource, KafkaError] = {}
         for node_id, group in by_node.items():
@@ -457,7 +480,7 @@ class AdminClient:
                     "resources": [{"resource_type": _RESOURCE_TYPES[r.type],
                                    "resource_name": r.name, "configuration_keys": None}
                                   for r in group],
-                    "include_synonyms": False, "include_documentation": False})
+                    "include_synonyms": include_synonyms, "include_documentation": False})
                 return resp.body
 
             body = await self._retrying("DescribeConfigs", attempt, timeout_ms)
@@ -476,6 +499,59 @@ class AdminClient:
             if r in failed:
                 raise failed[r]
         return {r: found[r] for r in wanted if r in found}
+
+    async def incremental_alter_configs(
+            self, changes: Mapping[ConfigResource, Iterable[AlterConfigOp]], *,
+            validate_only: bool = False, timeout_ms: int | None = None) -> None:
+        """IncrementalAlterConfigs (KIP-339): each resource's changes, key by key. Every
+        resource is attempted; the first refused one (in the caller's order) is raised
+        (INVALID_CONFIG, UNKNOWN_TOPIC_OR_PARTITION, ...), the others took effect."""
+        wanted = {r: list(ops) for r, ops in changes.items()}
+        _check_resource_types(wanted)
+        for ops in wanted.values():
+            for op in ops:
+                if op.op not in AlterConfigOp.OPS:
+                    raise ValueError(f"config operation must be one of "
+                                     f"{', '.join(AlterConfigOp.OPS)}, got {op.op!r}")
+        types = {v: k for k, v in _RESOURCE_TYPES.items()}
+        remaining = dict(wanted)
+        failed: dict[ConfigResource, KafkaError] = {}
+
+        async def attempt() -> None:
+            conn = await self.pool.least_loaded()
+            resp = await conn.request(INCREMENTAL_ALTER_CONFIGS, {
+                "resources": [{"resource_type": _RESOURCE_TYPES[r.type],
+                               "resource_name": r.name,
+                               "configs": [{"name": op.name,
+                                            "config_operation": AlterConfigOp.OPS[op.op],
+                                            "value": op.value} for op in ops]}
+                              for r, ops in remaining.items()],
+                "validate_only": validate_only})
+            retry: KafkaError | None = None
+            for result in resp.body.responses:
+                resource = ConfigResource(types.get(result.resource_type, "?"),
+                                          result.resource_name)
+                if resource not in remaining:
+                    continue
+                code = ErrorCode.of(result.error_code)
+                if code is not ErrorCode.NONE:
+                    detail = result.get("error_message")
+                    error = for_code(code, f"{resource.type} '{resource.name}'"
+                                     + (f": {detail}" if detail else ""))
+                    if _should_retry(error):
+                        retry = retry or error
+                        continue
+                    failed[resource] = error
+                del remaining[resource]
+            if remaining:
+                raise retry or for_code(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                        f"IncrementalAlterConfigs did not answer for "
+                                        f"{len(remaining)} resources")
+
+        await self._retrying("IncrementalAlterConfigs", attempt, timeout_ms)
+        for r in wanted:
+            if r in failed:
+                raise failed[r]
 
     async def list_offsets(self, specs: Mapping[TopicPartition, str | int], *,
                            timeout_ms: int | None = None) -> dict[TopicPartition, int]:
@@ -633,6 +709,94 @@ class AdminClient:
             return dict(sorted((tp, o) for tp, o in committed.items() if o is not None))
 
         return await self._retrying(f"OffsetFetch({group_id})", attempt, timeout_ms)
+
+    async def alter_consumer_group_offsets(self, group_id: str,
+                                           offsets: Mapping[TopicPartition, int], *,
+                                           timeout_ms: int | None = None) -> None:
+        """Set the group's committed offsets (Kafka's Admin.alterConsumerGroupOffsets):
+        OffsetCommit without a member (generation -1), which the coordinator accepts only
+        while the group has no members; the first refused partition's error is raised."""
+        topics: dict[str, list[dict]] = {}
+        for tp, offset in offsets.items():
+            if offset < 0:
+                raise ValueError(f"offset must be >= 0, got {offset} for {tp}")
+            topics.setdefault(tp[0], []).append({
+                "partition_index": tp[1], "committed_offset": offset,
+                "committed_leader_epoch": -1, "committed_metadata": ""})
+        if not topics:
+            return
+
+        async def attempt() -> None:
+            _, conn = await self._coordinator(group_id)
+            resp = await conn.request(OFFSET_COMMIT, {
+                "group_id": group_id, "generation_id_or_member_epoch": -1, "member_id": "",
+                "group_instance_id": None, "retention_time_ms": -1,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+            _raise_partition_error(resp.body.topics, f"OffsetCommit for group '{group_id}'")
+
+        await self._retrying(f"OffsetCommit({group_id})", attempt, timeout_ms)
+
+    async def delete_consumer_group_offsets(self, group_id: str,
+                                            partitions: Iterable[TopicPartition], *,
+                                            timeout_ms: int | None = None
+                                            ) -> dict[TopicPartition, KafkaError | None]:
+        """OffsetDelete (KIP-496): forget the group's committed offsets of `partitions`.
+        Returns each partition's outcome (None: deleted; GROUP_SUBSCRIBED_TO_TOPIC when an
+        active member subscribes to its topic), as Kafka's DeleteConsumerGroupOffsetsResult;
+        a group-level refusal is raised (GROUP_ID_NOT_FOUND for a group the coordinator
+        does not know)."""
+        wanted = list(dict.fromkeys(TopicPartition(tp[0], tp[1]) for tp in partitions))
+        topics: dict[str, list[dict]] = {}
+        for tp in wanted:
+            topics.setdefault(tp.topic, []).append({"partition_index": tp.partition})
+        what = f"OffsetDelete for group '{group_id}'"
+
+        async def attempt() -> dict[TopicPartition, KafkaError | None]:
+            _, conn = await self._coordinator(group_id)
+            resp = await conn.request(OFFSET_DELETE, {
+                "group_id": group_id,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+            code = ErrorCode.of(resp.body.error_code)
+            if code is not ErrorCode.NONE:
+                raise for_code(code, what)
+            out: dict[TopicPartition, KafkaError | None] = {}
+            for t in resp.body.topics:
+                for p in t.partitions:
+                    code = ErrorCode.of(p.error_code)
+                    error = (None if code is ErrorCode.NONE
+                             else for_code(code, f"{what}: {t.name}-{p.partition_index}"))
+                    if error is not None and _should_retry(error):
+                        raise error
+                    out[TopicPartition(t.name, p.partition_index)] = error
+            return out
+
+        results = await self._retrying(f"OffsetDelete({group_id})", attempt, timeout_ms)
+        return {tp: results.get(tp) for tp in wanted}
+
+    async def delete_groups(self, group_ids: Iterable[str], *,
+                            timeout_ms: int | None = None) -> None:
+        """DeleteGroups on each group's coordinator: the group and its committed offsets.
+        Every group is attempted; the first refused one is raised (NON_EMPTY_GROUP while it
+        has members, GROUP_ID_NOT_FOUND), the others are gone."""
+        wanted = list(dict.fromkeys(group_ids))
+        failed: dict[str, KafkaError] = {}
+        for group_id in wanted:
+            async def attempt(group_id: str = group_id) -> None:
+                _, conn = await self._coordinator(group_id)
+                resp = await conn.request(DELETE_GROUPS, {"groups_names": [group_id]})
+                result = next((r for r in resp.body.results if r.group_id == group_id), None)
+                if result is None:
+                    raise for_code(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                   f"DeleteGroups did not answer for group '{group_id}'")
+                code = ErrorCode.of(result.error_code)
+                if code is not ErrorCode.NONE:
+                    raise for_code(code, f"group '{group_id}'")
+
+            try:
+                await self._retrying(f"DeleteGroups({group_id})", attempt, timeout_ms)
+            except KafkaError as e:
+                failed[group_id] = e
+        _raise_first(wanted, failed)
 
     # -- the cluster -------------------------------------------------------------------
 
@@ -888,6 +1052,30 @@ def _raise_first(order: Iterable[Any], failed: dict[str, KafkaError]) -> None:
             raise failed[name]
 
 
+def _check_resource_types(resources: Iterable[ConfigResource]) -> None:
+    for r in resources:
+        if r.type not in _RESOURCE_TYPES:
+            raise ValueError(f"config resource type must be one of "
+                             f"{', '.join(_RESOURCE_TYPES)}, got {r.type!r}")
+
+
+def _raise_partition_error(topics: Any, what: str) -> None:
+    """The first partition error of an OffsetCommit / OffsetDelete answer, raised; a
+    retriable one only when no final one is there."""
+    retry: KafkaError | None = None
+    for t in topics:
+        for p in t.partitions:
+            code = ErrorCode.of(p.error_code)
+            if code is ErrorCode.NONE:
+                continue
+            error = for_code(code, f"{what}: {t.name}-{p.partition_index}")
+            if not _should_retry(error):
+                raise error
+            retry = retry or error
+    if retry is not None:
+        raise retry
+
+
 def _uuid(value: Any) -> uuid.UUID | None:
     return None if value in (None, ZERO_UUID) else value
 
@@ -920,7 +1108,8 @@ def _config_entry(c: Any) -> ConfigEntry:
     is_default = (source == _DEFAULT_CONFIG_SOURCE if source >= 0
                   else bool(c.get("is_default", False)))
     return ConfigEntry(c.name, c.value, source, is_default, bool(c.read_only),
-                       bool(c.is_sensitive))
+                       bool(c.is_sensitive),
+                       tuple((y.name, y.value, y.source) for y in c.get("synonyms") or ()))
 
 
 def _group_description(g: Any, node_id: int) -> GroupDescription:

@@ -3,7 +3,7 @@
 Owns argument parsing and dispatch to the subcommands: `serve` (one broker in the
 foreground, broker.main), `bench` (benchmarks, bench.cli), `analyze` (the Spark analysis,
 tools.analyze), `chaos` (the fault harness, bench.chaos), `dump-log` (tools.dump_log), `acls` (tools.acls), `groups` (tools.groups), `topics`
-(tools.topics), `cluster` and `metadata-quorum` (tools.cluster), `produce` and `consume`
+(tools.topics), `configs` (tools.configs), `cluster` and `metadata-quorum` (tools.cluster), `produce` and `consume`
 (console producer and consumer on the client library). Like Kafka's `tools` module, it is
 a client of the broker and lives apart from it.
 """
@@ -44,12 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
     # imported only when used: the broker itself never needs pyspark
     analyze.set_defaults(func=lambda a: _analyze(a.rest))
 
-    from tools import acls, cluster, consume, dump_log, groups, produce, topics, users
+    from tools import acls, cluster, configs, consume, dump_log, groups, produce, topics, users
     for name, tool, description in (
             ("acls", acls, "add, remove and list ACLs (kafka-acls)"),
             ("dump-log", dump_log, "print the batches and records of log segments"),
-            ("groups", groups, "list and describe consumer groups"),
+            ("groups", groups, "list, describe, reset and delete consumer groups "
+                               "(kafka-consumer-groups)"),
             ("topics", topics, "list, describe, create, delete and grow topics (kafka-topics)"),
+            ("configs", configs, "describe and change the configs of topics, brokers and "
+                                 "groups (kafka-configs)"),
             ("produce", produce, "send one record per stdin line (kafka-console-producer)"),
             ("consume", consume, "print a topic's records, one per line "
                                  "(kafka-console-consumer)"),
@@ -114,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["chaos"]:
         return _chaos(argv[1:])
     argv, command_config = _take_command_config(argv)
+    if argv[:1] == ["groups"]:  # kafka-consumer-groups names its action with an option
+        from tools.groups import subcommand_first
+        argv = ["groups", *subcommand_first(argv[1:])]
     args = build_parser().parse_args(argv)
     if command_config is not None:
         from tools.admin_session import ToolError, client_settings, load_command_config

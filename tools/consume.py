@@ -1,23 +1,30 @@
 """`minibroker consume`: print a topic's records, one per stdout line, in the manner of
-Kafka's kafka-console-consumer.sh, built on client.Consumer in assign mode.
+Kafka's kafka-console-consumer.sh, built on client.Consumer.
 
     minibroker consume orders --bootstrap-server 127.0.0.1:9092 --from-beginning \\
         --print-key --key-separator : --max-messages 10
+    minibroker consume orders --group billing --bootstrap-server 127.0.0.1:9092
 
-Every partition of the topic (or only --partition P) is assigned. Where each starts, as
-kafka-console-consumer does: --offset O (earliest, latest or a number; needs --partition)
-wins; else, with --group, the group's committed offset when one exists; else the earliest
-offset with --from-beginning, else the latest. With --group the positions reached are
-committed on exit (also after Ctrl-C). --group only stores and reads committed offsets: the
-consumer does not join the group (no membership, no rebalancing) yet.
+With --group G the command is a member of group G, as kafka-console-consumer is: it
+subscribes to the topic (the classic protocol, the client's default assignor), reads the
+partitions the group assigns it and gives them up when another member joins; it commits its
+positions every auto.commit.interval.ms (enable.auto.commit, as kafka-console-consumer sets
+it) and once more on exit, also after Ctrl-C, then leaves the group. Each partition starts
+at the group's committed offset, else the earliest offset with --from-beginning
+(auto.offset.reset=earliest), else the latest. --partition and --offset cannot be used with
+--group (exit 2), as in Kafka.
+
+Without --group every partition of the topic (or only --partition P) is assigned, nothing
+is committed, and each starts at --offset O (earliest, latest or a number; needs
+--partition), else the earliest with --from-beginning, else the latest.
 
 Output: the value per line, "KEY<SEP>VALUE" with --print-key (SEP defaults to a tab); bytes
 are decoded as UTF-8 with errors replaced, a null key or value prints as "null". The command
 stops after --max-messages records, or when no record arrived for --timeout-ms (counted
-from the start: finding the topic and the first positions are part of it); then
-"Processed a total of N messages" goes to stderr and the exit status is 0. Exit status 1
-(one line on stderr) when the broker cannot be reached (the address is named), the topic
-does not exist or the broker answers an error; 2 on a bad option or a malformed
+from the start: finding the topic, joining the group and the first positions are part of
+it); then "Processed a total of N messages" goes to stderr and the exit status is 0. Exit
+status 1 (one line on stderr) when the broker cannot be reached (the address is named), the
+topic does not exist or the broker answers an error; 2 on a bad option or a malformed
 --bootstrap-server.
 """
 
@@ -33,9 +40,9 @@ import trio
 
 __all__ = ["add_arguments", "main", "format_record"]
 
-DESCRIPTION = ("Print a topic's records, one per line (kafka-console-consumer). --group "
-               "stores and uses committed offsets but does not join a group yet "
-               "(assign mode: every partition is read by this process).")
+DESCRIPTION = ("Print a topic's records, one per line (kafka-console-consumer). With --group "
+               "the command joins the group, reads the partitions it is assigned and "
+               "commits its positions; without, it reads every partition.")
 POLL_MS = 500
 API_TIMEOUT_MS = 60000  # without --timeout-ms: the clients' default.api.timeout.ms
 
@@ -46,9 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
                         help="a broker to start from (comma-separated for several)")
     parser.add_argument("--group", default=None, metavar="G",
-                        help="start at G's committed offsets (when there are some) and commit "
-                             "the positions reached on exit. Does NOT join group G yet: no "
-                             "membership or rebalancing, this process reads every partition")
+                        help="join consumer group G: read the partitions G assigns this "
+                             "member, starting at G's committed offsets, and commit the "
+                             "positions reached (periodically and on exit)")
     parser.add_argument("--from-beginning", action="store_true",
                         help="start at the earliest offset when no committed offset applies "
                              "(default: the latest)")
@@ -82,6 +89,10 @@ def _check_args(args: argparse.Namespace) -> int | str | None:
         raise ValueError("--max-messages must be > 0")
     if args.timeout_ms is not None and args.timeout_ms < 0:
         raise ValueError("--timeout-ms must be >= 0")
+    if args.group is not None and args.partition is not None:
+        raise ValueError("Options group and partition cannot be specified together.")
+    if args.group is not None and args.offset is not None:
+        raise ValueError("Options group and offset cannot be specified together.")
     if args.offset is None:
         return None
     if args.partition is None:
@@ -116,7 +127,8 @@ async def consume(args: argparse.Namespace, out: BinaryIO, err: TextIO) -> int:
     positions count as time without a record, so an unreachable broker ends the command
     within it (exit 1, naming the address)."""
     from client import Consumer, TopicPartition
-    from tools.admin_session import ToolError, client_settings
+    from client.errors import KafkaError
+    from tools.admin_session import ToolError, client_settings, one_line
 
     offset = _check_args(args)
     idle_s = math.inf if args.timeout_ms is None else args.timeout_ms / 1000
@@ -135,11 +147,20 @@ async def consume(args: argparse.Namespace, out: BinaryIO, err: TextIO) -> int:
     tps = [TopicPartition(args.topic, p) for p in partitions]
 
     total = 0
-    async with Consumer(bootstrap_servers=args.bootstrap_server, group_id=args.group,
-                        enable_auto_commit=False, **client_settings.get(),
-                        auto_offset_reset="earliest" if args.from_beginning else "latest"
-                        ) as consumer:
-        consumer.assign(tps)
+    settings = dict(client_settings.get())
+    settings.setdefault("client_id", "console-consumer")
+    reset = "earliest" if args.from_beginning else "latest"
+    if args.group is None:
+        consumer = Consumer(bootstrap_servers=args.bootstrap_server, enable_auto_commit=False,
+                            auto_offset_reset=reset, **settings)
+    else:
+        # a member of the group, as kafka-console-consumer (enable.auto.commit=true)
+        consumer = Consumer(args.topic, bootstrap_servers=args.bootstrap_server,
+                            group_id=args.group, enable_auto_commit=True,
+                            auto_offset_reset=reset, **settings)
+    async with consumer:
+        if args.group is None:
+            consumer.assign(tps)
         try:
             # cancelling only these: getmany is not cut short (it may be holding records
             # it has taken from the buffers), it is given what is left of the time
@@ -169,11 +190,16 @@ async def consume(args: argparse.Namespace, out: BinaryIO, err: TextIO) -> int:
         finally:
             print(f"Processed a total of {total} messages", file=err)
             if args.group is not None:
-                # the positions reached, also after Ctrl-C; bounded, as the broker may be
-                # what stopped answering
+                # the positions reached, also after Ctrl-C (closing commits them too, but
+                # says nothing when it cannot); bounded, as the broker may be what stopped
+                # answering
                 with trio.CancelScope(shield=True) as commit_scope:
                     commit_scope.deadline = trio.current_time() + API_TIMEOUT_MS / 1000
-                    await consumer.commit()
+                    try:
+                        await consumer.commit()
+                    except KafkaError as e:
+                        print(f"minibroker consume: the final commit failed: {one_line(e)}",
+                              file=err)
                 if commit_scope.cancelled_caught:
                     print("minibroker consume: the final commit did not complete in "
                           f"{API_TIMEOUT_MS} ms", file=err)

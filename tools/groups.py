@@ -1,8 +1,15 @@
-"""`minibroker groups`: list and describe consumer groups, in the manner of Kafka's
-kafka-consumer-groups.sh, on the client library's AdminClient.
+"""`minibroker groups`: list, describe, reset and delete consumer groups, in the manner of
+Kafka's kafka-consumer-groups.sh, on the client library's AdminClient.
 
     minibroker groups list --bootstrap-server 127.0.0.1:9092
     minibroker groups describe GROUP --bootstrap-server 127.0.0.1:9092 [--members | --state]
+    minibroker groups reset-offsets --group G --topic T --to-earliest --execute ...
+    minibroker groups delete --group G ...
+    minibroker groups delete-offsets --group G --topic T ...
+
+Kafka's spelling is accepted as well (`subcommand_first`): `--list`, `--describe --group
+G`, `--reset-offsets`, `--delete`, `--delete-offsets` anywhere among the options. The
+changes are tools.group_admin's; listing and describing are here.
 
 `list` asks every broker (ListGroups) and prints GROUP, TYPE (Classic, or Consumer for a
 KIP-848 group), STATE and PROTOCOL-TYPE. `describe`
@@ -33,10 +40,13 @@ from client.admin import AdminClient
 from client.errors import KafkaError
 from client.types import TopicPartition
 from protocol.errors import ErrorCode
-from tools.admin_session import ToolError, open_admin
+from tools.admin_session import ToolError, one_line, open_admin
+from tools.group_admin import (DRY_RUN_WARNING, GroupActive, ResetSpec, delete_groups,
+                               delete_offsets, parse_datetime, parse_topic_partitions,
+                               reset_offsets)
 
 __all__ = ["GroupNotFound", "GroupListing", "GroupDescription", "Member", "PartitionRow",
-           "list_groups", "describe_group", "main", "run"]
+           "list_groups", "describe_group", "main", "run", "subcommand_first"]
 
 MISSING = "-"  # Kafka's MISSING_COLUMN_VALUE
 DEFAULT_TIMEOUT_MS = 5000
@@ -299,7 +309,29 @@ def print_list(groups: list[GroupListing], out: TextIO) -> None:
 
 # --- command line ------------------------------------------------------------------
 
+SUBCOMMANDS = ("list", "describe", "reset-offsets", "delete", "delete-offsets")
+# kafka-consumer-groups.sh names the action with an option; each is one of our subcommands
+KAFKA_ACTIONS = {"--list": "list", "--describe": "describe", "--reset-offsets": "reset-offsets",
+                 "--delete": "delete", "--delete-offsets": "delete-offsets"}
+SCENARIOS = ("to_earliest", "to_latest", "to_current", "to_offset", "shift_by", "to_datetime")
+
+
+def subcommand_first(argv: list[str]) -> list[str]:
+    """`groups --reset-offsets --group G ...` (Kafka's spelling, the action anywhere) as
+    `groups reset-offsets --group G ...`; our own spelling is left as it is."""
+    if argv[:1] and argv[0] in SUBCOMMANDS:
+        return argv
+    for i, item in enumerate(argv):
+        if item in KAFKA_ACTIONS:
+            return [KAFKA_ACTIONS[item], *argv[:i], *argv[i + 1:]]
+    return argv
+
+
 def add_arguments(parser) -> None:
+    parser.description = (
+        "List, describe, reset and delete consumer groups (kafka-consumer-groups). Kafka's "
+        "spelling works too: --list, --describe --group G, --reset-offsets, --delete, "
+        "--delete-offsets.")
     sub = parser.add_subparsers(dest="groups_command", required=True)
 
     def common(p) -> None:
@@ -309,10 +341,18 @@ def add_arguments(parser) -> None:
                        metavar="MS", help="how long to wait for each answer and for the "
                                           "coordinator (default %(default)s)")
 
+    def groups_option(p, required: bool = True) -> None:
+        which = p.add_mutually_exclusive_group(required=required)
+        which.add_argument("--group", dest="groups", action="append", metavar="G",
+                           help="the group (repeatable)")
+        which.add_argument("--all-groups", action="store_true", help="every group")
+
     lst = sub.add_parser("list", help="every group: GROUP, TYPE, STATE, PROTOCOL-TYPE")
     common(lst)
     desc = sub.add_parser("describe", help="a group's partitions, offsets and lag")
-    desc.add_argument("group", metavar="GROUP")
+    desc.add_argument("group", nargs="?", default=None, metavar="GROUP")
+    desc.add_argument("--group", dest="group_option", default=None, metavar="G",
+                      help="the group, as kafka-consumer-groups names it")
     common(desc)
     which = desc.add_mutually_exclusive_group()
     which.add_argument("--members", action="store_true",
@@ -322,19 +362,93 @@ def add_arguments(parser) -> None:
     which.add_argument("--offsets", action="store_true",
                        help="one row per partition with offsets and lag (the default)")
 
+    reset = sub.add_parser("reset-offsets", help="move an inactive group's committed "
+                                                 "offsets (a dry run without --execute)")
+    common(reset)
+    groups_option(reset)
+    topics = reset.add_mutually_exclusive_group(required=True)
+    topics.add_argument("--topic", dest="topics", action="append", metavar="T[:P,P]",
+                        help="a topic, or some of its partitions (repeatable)")
+    topics.add_argument("--all-topics", action="store_true",
+                        help="every topic the group has committed offsets for")
+    scenario = reset.add_mutually_exclusive_group(required=True)
+    scenario.add_argument("--to-earliest", action="store_true", help="the log start offset")
+    scenario.add_argument("--to-latest", action="store_true", help="the log end offset")
+    scenario.add_argument("--to-current", action="store_true",
+                          help="the committed offset (the log end where there is none)")
+    scenario.add_argument("--to-offset", type=int, metavar="N",
+                          help="offset N, within [earliest, latest]")
+    scenario.add_argument("--shift-by", type=int, metavar="N",
+                          help="the committed offset plus N (may be negative), within "
+                               "[earliest, latest]")
+    scenario.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
+                          help="the first offset at or after that time (local time unless "
+                               "a zone such as Z or +01:00 follows)")
+    mode = reset.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the plan (the default)")
+    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+
+    delete = sub.add_parser("delete", help="delete empty groups and their offsets")
+    common(delete)
+    groups_option(delete)
+
+    delete_offsets = sub.add_parser("delete-offsets",
+                                    help="delete a group's committed offsets of topics")
+    common(delete_offsets)
+    delete_offsets.add_argument("--group", required=True, metavar="G")
+    delete_offsets.add_argument("--topic", dest="topics", action="append", required=True,
+                                metavar="T[:P,P]",
+                                help="a topic, or some of its partitions (repeatable)")
+
+
+def _check(args) -> None:
+    """Options argparse cannot check; ValueError says what is wrong (exit 2)."""
+    if args.groups_command == "describe":
+        option = getattr(args, "group_option", None)  # absent when a caller builds args
+        if (args.group is None) == (option is None):
+            raise ValueError("describe needs the group: GROUP or --group G (one of them)")
+        args.group = args.group or option
+    if args.groups_command in ("reset-offsets", "delete-offsets"):
+        args.topic_partitions = (None if getattr(args, "all_topics", False)
+                                 else parse_topic_partitions(args.topics))
+    if args.groups_command == "reset-offsets":
+        args.spec = _reset_spec(args)
+
+
+def _reset_spec(args) -> ResetSpec:
+    if args.to_earliest:
+        return ResetSpec("earliest")
+    if args.to_latest:
+        return ResetSpec("latest")
+    if args.to_current:
+        return ResetSpec("current")
+    if args.to_offset is not None:
+        return ResetSpec("offset", args.to_offset)
+    if args.shift_by is not None:
+        return ResetSpec("shift", args.shift_by)
+    return ResetSpec("datetime", parse_datetime(args.to_datetime))
+
 
 def run(args, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     try:
+        _check(args)
+    except ValueError as e:
+        err.write(f"minibroker groups {args.groups_command}: {e}\n")
+        return 2
+    try:
         return trio.run(_run, args, out, err)
-    except GroupNotFound as e:
+    except (GroupNotFound, GroupActive) as e:
         err.write(f"Error: {e}\n")
         return 1
     except ToolError as e:
         err.write(f"minibroker groups: {e}\n")
         return 1
-    except (KafkaError, ValueError, TypeError) as e:  # the last two: a bad address
+    except KafkaError as e:
+        err.write(f"minibroker groups: {one_line(e)}\n")
+        return 1
+    except (ValueError, TypeError) as e:  # a bad address
         err.write(f"minibroker groups: {e}\n")
         return 1
 
@@ -342,17 +456,30 @@ def run(args, out: TextIO | None = None, err: TextIO | None = None) -> int:
 async def _run(args, out: TextIO, err: TextIO) -> int:
     async with open_admin(args.bootstrap_server, timeout_ms=args.timeout,
                           client_id="minibroker-groups") as admin:
-        if args.groups_command == "list":
+        command = args.groups_command
+        if command == "list":
             print_list(await list_groups(admin), out)
             return 0
-        desc = await describe_group(admin, args.group)
-        if args.members:
-            print_members(desc, out, err)
-        elif args.state:
-            print_state(desc, out, err)
-        else:
-            print_offsets(desc, out, err)
-        return 0
+        if command == "describe":
+            desc = await describe_group(admin, args.group)
+            if args.members:
+                print_members(desc, out, err)
+            elif args.state:
+                print_state(desc, out, err)
+            else:
+                print_offsets(desc, out, err)
+            return 0
+        if command == "delete-offsets":
+            return await delete_offsets(admin, args.group, args.topic_partitions, out, err)
+        groups = (sorted(g.group_id for g in await admin.list_groups()) if args.all_groups
+                  else list(dict.fromkeys(args.groups)))
+        if command == "delete":
+            return await delete_groups(admin, groups, out, err)
+        if not (args.execute or args.dry_run):
+            err.write(DRY_RUN_WARNING + "\n")
+        plans = await reset_offsets(admin, groups, args.topic_partitions, args.spec,
+                                    args.execute, out, err)
+        return 0 if len(plans) == len(groups) else 1
 
 
 def main(args) -> int:

@@ -48,6 +48,7 @@ V = TypeVar("V")
 # Kafka's ConfigResource.Type numbers for the resources whose configs the log carries
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32
 
 
 # Kafka's DirectoryId: the first 100 ids are reserved, never a real directory's. LOST stands
@@ -384,6 +385,10 @@ class MetadataImage:
     def broker_configs(self, broker: int | str) -> Mapping[str, str]:
         """A broker's dynamic configs; the name "" holds the cluster-wide defaults."""
         return self.configs.get((BROKER_RESOURCE, str(broker)), _frozen({}))
+
+    def group_configs(self, group: str) -> Mapping[str, str]:
+        """A group's configs (KIP-848 group configs); a group need not exist to have them."""
+        return self.configs.get((GROUP_RESOURCE, group), _frozen({}))
 
 
 MetadataImage.EMPTY = MetadataImage(

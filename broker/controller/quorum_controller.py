@@ -52,13 +52,16 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from broker.config import BROKER_PROPERTIES, TOPIC_PROPERTIES, ConfigError, validate_topic_configs
+from broker.config import (
+    BROKER_PROPERTIES, GROUP_PROPERTIES, TOPIC_PROPERTIES, ConfigError, validate_group_configs,
+    validate_topic_configs,
+)
 from broker.controller import acl_control, election
 from broker.controller.election import (
     NO_LEADER, NO_LEADER_CHANGE, LeaderRecoveryState, PartitionRegistration,
 )
 from broker.controller.image import (
-    BROKER_RESOURCE, LOST_DIR, TOPIC_RESOURCE, BrokerRegistration, MetadataImage,
+    BROKER_RESOURCE, GROUP_RESOURCE, LOST_DIR, TOPIC_RESOURCE, BrokerRegistration, MetadataImage,
     is_reserved_dir,
 )
 from broker.controller.placement import (
@@ -854,6 +857,11 @@ class QuorumController:
                                      f"Invalid broker name {r.resource_name!r}.")
             current = dict(image.broker_configs(r.resource_name))
             props = BROKER_PROPERTIES
+        elif r.resource_type == GROUP_RESOURCE:
+            if not r.resource_name:
+                raise PlacementError(ErrorCode.INVALID_REQUEST, "Group name can't be empty.")
+            current = dict(image.group_configs(r.resource_name))
+            props = GROUP_PROPERTIES
         else:
             raise PlacementError(ErrorCode.INVALID_REQUEST,
                                  f"Unsupported resource type {r.resource_type}.")
@@ -896,6 +904,8 @@ class QuorumController:
         try:
             if r.resource_type == TOPIC_RESOURCE:
                 validate_topic_configs(dict(new))
+            elif r.resource_type == GROUP_RESOURCE:
+                validate_group_configs(new)
             else:
                 for key, value in new.items():
                     BROKER_PROPERTIES[key].parse(value)

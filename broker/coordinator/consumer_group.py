@@ -29,7 +29,8 @@ CurrentAssignmentBuilder, TargetAssignmentBuilder):
   FENCED_MEMBER_EPOCH; an unknown member id is UNKNOWN_MEMBER_ID. The client then rejoins
   with epoch 0, owning nothing.
 - **Timeouts**: a member whose heartbeats stop for `session_timeout_ms`
-  (group.consumer.session.timeout.ms) is removed; a member that does not revoke within its
+  (group.consumer.session.timeout.ms, or the group's own consumer.session.timeout.ms set
+  with IncrementalAlterConfigs: `group_configs`) is removed; a member that does not revoke within its
   rebalance timeout is removed too.
 - **Static members** (`instance_id`) that leave with epoch -2 keep their assignment for a
   session timeout; a member that joins with the same instance id takes it over, epoch and
@@ -296,6 +297,23 @@ class ConsumerGroups:
     groups: dict[str, ConsumerGroup] = field(default_factory=dict)
     timers: TimerService[tuple] = field(default_factory=TimerService)
     new_member_id: Callable[[], str] = lambda: uuid.uuid4().hex
+    # a group's own configs (KIP-848 group configs, from the metadata image): its
+    # consumer.session.timeout.ms and consumer.heartbeat.interval.ms win over `config`
+    group_configs: Callable[[str], Mapping[str, str]] = lambda group_id: {}
+
+    def _group_setting(self, group_id: str, name: str, default: int) -> int:
+        try:
+            return int(self.group_configs(group_id).get(name, default))
+        except ValueError:  # the controller validated it: never, but never fatal either
+            return default
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        return self._group_setting(group_id, "consumer.session.timeout.ms",
+                                   self.config.session_timeout_ms)
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self._group_setting(group_id, "consumer.heartbeat.interval.ms",
+                                   self.config.heartbeat_interval_ms)
 
     # -- ConsumerGroupHeartbeat -----------------------------------------------------------
 
@@ -430,7 +448,7 @@ class ConsumerGroups:
         released partition would otherwise wait up to a whole interval for its new owner's
         next heartbeat; a member at its target, the usual case, keeps the full interval.
         (Kafka 4.0 answers the configured interval always; clients take whatever comes.)"""
-        interval = self.config.heartbeat_interval_ms
+        interval = self.heartbeat_interval_ms(group.group_id)
         if member.state == MemberState.STABLE and member.member_epoch == group.target_epoch:
             return interval
         return max(RECONCILING_INTERVAL_MIN_MS, interval // 10)
@@ -580,7 +598,8 @@ class ConsumerGroups:
 
     def _schedule(self, group: ConsumerGroup, member: GroupMember, now_ms: int) -> None:
         key = (group.group_id, member.member_id)
-        self.timers.schedule(("session",) + key, now_ms + self.config.session_timeout_ms)
+        self.timers.schedule(("session",) + key,
+                             now_ms + self.session_timeout_ms(group.group_id))
         revoke_key = ("revocation",) + key
         if member.state == MemberState.UNREVOKED_PARTITIONS:
             if self.timers.deadline(revoke_key) is None:
@@ -610,7 +629,7 @@ class ConsumerGroups:
             group.members[member.member_id] = left
             self.timers.cancel(("revocation", group.group_id, member.member_id))
             self.timers.schedule(("session", group.group_id, member.member_id),
-                                 now_ms + self.config.session_timeout_ms)
+                                 now_ms + self.session_timeout_ms(group.group_id))
             return [Append(group.group_id, [left.assignment_record(group.group_id)]),
                     Emit("consumer_group_leave", {"group": group.group_id,
                                                   "member": member.member_id,

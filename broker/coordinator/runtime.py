@@ -102,6 +102,7 @@ class CoordinatorRuntime:
         self.coordinator.topics = self._topics
         self.coordinator.topic_id = self._topic_id
         self.coordinator.topic_name = self._topic_name
+        self.coordinator.consumer_groups.group_configs = broker.metadata_cache.group_configs
         self._timers_changed = trio.Event()
         self._nursery: trio.Nursery | None = None
         # partition -> the load under way; a newer one (or an unload) makes an older stop

@@ -6,11 +6,22 @@ A topic's overrides are those of the committed metadata image (ConfigRecords, re
 described from its own static config. Each entry says where its value comes from
 (config_source): 1 a topic override, 4 the broker's static config, 5 Kafka's default. kcat -L
 and AdminClient.describe_configs read exactly these fields. Only TOPIC (2) and BROKER (4)
-resources are described.
+and GROUP (32) resources are described. A broker's dynamic configs (ConfigRecords set with
+IncrementalAlterConfigs, for this node id or for "" the cluster-wide default) are laid over
+its static ones with source 2 (DYNAMIC_BROKER_CONFIG) or 3 (DYNAMIC_DEFAULT_BROKER_CONFIG),
+each with the synonyms beneath it, as Kafka lists them; which of them the broker acts on
+is the property's own business (unclean.leader.election.enable, for one, is read by the
+controller).
+
+A group's configs (KIP-848, Kafka 4.0's GroupConfig: consumer.session.timeout.ms and
+consumer.heartbeat.interval.ms) are described for any group name, existing or not, as
+Kafka does: a value set for the group has source 8 (GROUP_CONFIG), else the broker's
+group.consumer.* value (DEFAULT_CONFIG, or STATIC_BROKER_CONFIG when set in its config).
+The consumer group coordinator applies them to the group's members (broker.coordinator).
 
 IncrementalAlterConfigs (KIP-339) is validated and committed by the controller as
 ConfigRecords; a successful answer waits (at most VISIBILITY_WAIT_S) until this broker's
-image shows the keys it set or deleted on topics, so the client's next DescribeConfigs here
+image shows the keys it set or deleted on topics and groups, so the client's next DescribeConfigs here
 sees them. No controller in time: REQUEST_TIMED_OUT for every resource.
 """
 
@@ -19,20 +30,24 @@ from __future__ import annotations
 from typing import Any
 
 from broker.broker import Broker
-from broker.config import BROKER_PROPERTIES, TOPIC_PROPERTIES, ConfigError, validate_topic_configs
+from broker.config import (
+    BROKER_PROPERTIES, GROUP_PROPERTIES, GROUP_PROPERTY_DEFAULTS, TOPIC_PROPERTIES, ConfigError,
+    validate_group_configs, validate_topic_configs,
+)
 from broker.controller_channel import ControllerUnavailable
 from broker.handlers.common import forward
 from broker.handlers.context import RequestContext
 from broker.metadata_cache import MetadataCache
 from broker.security.acls import AclOperation
-from broker.security.authorize import authorize_cluster, authorize_topic
+from broker.security.authorize import authorize_cluster, authorize_group, authorize_topic
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP = 2, 4, 32
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations whose outcome is known beforehand
 VISIBILITY_WAIT_S = 5.0
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, GROUP_CONFIG = 2, 3, 8
 _TYPES = {"bool": 1, "str": 2, "int": 3, "long": 5, "double": 6, "list": 7}  # ConfigEntry.ConfigType ids
 
 
@@ -70,32 +85,90 @@ def topic_overrides(broker: Broker, topic: str) -> dict[str, Any]:
     return validate_topic_configs(dict(broker.metadata_cache.topic_configs(topic)))
 
 
+def _topic_synonyms(broker: Broker, name: str, overrides: dict[str, Any]) -> list[dict]:
+    """Where a topic's value could come from, first the one that counts: the override,
+    the broker properties set in its static config, Kafka's default."""
+    out = []
+    if name in overrides:
+        out.append({"name": name, "value": _render(overrides[name]),
+                    "source": DYNAMIC_TOPIC_CONFIG})
+    broker_names = _BROKER_SYNONYMS.get(name, [])
+    for broker_name in broker_names:
+        value = broker.config[broker_name]
+        if value != BROKER_PROPERTIES[broker_name].default:
+            out.append({"name": broker_name, "value": _render(value),
+                        "source": STATIC_BROKER_CONFIG})
+    # the default is the first synonym that has one (log.retention.ms has none: hours)
+    with_default = [n for n in broker_names if BROKER_PROPERTIES[n].default is not None]
+    if with_default:
+        first = with_default[0]
+        out.append({"name": first, "value": _render(BROKER_PROPERTIES[first].default),
+                    "source": DEFAULT_CONFIG})
+    return out
+
+
 def topic_config_entries(broker: Broker, overrides: dict[str, Any]) -> list[dict]:
     defaults = broker.config.topic_defaults()
     entries: list[dict] = []
     for name in sorted(TOPIC_PROPERTIES):
         overridden = name in overrides
         source = _source(broker, name, overridden)
+        value = _render(overrides[name] if overridden else defaults.get(name))
         entries.append({
-            "name": name, "value": _render(overrides[name] if overridden else defaults.get(name)),
+            "name": name, "value": value,
             "read_only": False, "is_default": source == DEFAULT_CONFIG,
             "config_source": source,
-            "is_sensitive": False, "synonyms": [],
+            "is_sensitive": False, "synonyms": _topic_synonyms(broker, name, overrides),
             "config_type": _TYPES[TOPIC_PROPERTIES[name].kind], "documentation": None,
         })
     return entries
 
 
-def _broker_entries(broker: Broker) -> list[dict]:
+def _broker_entries(broker: Broker, name: str) -> list[dict]:
+    """Every broker property: the dynamic value of this node (or of the cluster-wide
+    default, for `name` "") first, then the static one, each source in the synonyms."""
+    image = broker.metadata_cache.image
+    dynamic = ([] if name == "" else [(DYNAMIC_BROKER_CONFIG, image.broker_configs(name))])
+    dynamic.append((DYNAMIC_DEFAULT_BROKER_CONFIG, image.broker_configs("")))
     entries = []
-    for name, prop in sorted(BROKER_PROPERTIES.items()):
-        value = broker.config[name]
-        default = value == prop.default
+    for key, prop in sorted(BROKER_PROPERTIES.items()):
+        static = broker.config[key]
+        default = static == prop.default
+        synonyms = [{"name": key, "value": configs[key], "source": source}
+                    for source, configs in dynamic if key in configs]
+        if not default:
+            synonyms.append({"name": key, "value": _render(static),
+                             "source": STATIC_BROKER_CONFIG})
+        if prop.default is not None:
+            synonyms.append({"name": key, "value": _render(prop.default),
+                             "source": DEFAULT_CONFIG})
+        first = synonyms[0] if synonyms else {"value": None, "source": DEFAULT_CONFIG}
         entries.append({
-            "name": name, "value": _render(value), "read_only": True, "is_default": default,
-            "config_source": DEFAULT_CONFIG if default else STATIC_BROKER_CONFIG,
-            "is_sensitive": False, "synonyms": [], "config_type": _TYPES[prop.kind],
-            "documentation": None,
+            "name": key, "value": first["value"], "read_only": True,
+            "is_default": first["source"] == DEFAULT_CONFIG,
+            "config_source": first["source"], "is_sensitive": False,
+            "synonyms": synonyms, "config_type": _TYPES[prop.kind], "documentation": None,
+        })
+    return entries
+
+
+def _group_entries(broker: Broker, group: str) -> list[dict]:
+    overrides = validate_group_configs(broker.metadata_cache.group_configs(group))
+    entries = []
+    for name, prop in sorted(GROUP_PROPERTIES.items()):
+        broker_name = GROUP_PROPERTY_DEFAULTS[name]
+        static = broker.config[broker_name]
+        static_source = (DEFAULT_CONFIG if static == BROKER_PROPERTIES[broker_name].default
+                         else STATIC_BROKER_CONFIG)
+        synonyms = [{"name": broker_name, "value": _render(static), "source": static_source}]
+        if name in overrides:
+            synonyms.insert(0, {"name": name, "value": _render(overrides[name]),
+                                "source": GROUP_CONFIG})
+        entries.append({
+            "name": name, "value": synonyms[0]["value"], "read_only": False,
+            "is_default": synonyms[0]["source"] == DEFAULT_CONFIG,
+            "config_source": synonyms[0]["source"], "is_sensitive": False,
+            "synonyms": synonyms, "config_type": _TYPES[prop.kind], "documentation": None,
         })
     return entries
 
@@ -107,6 +180,8 @@ def _authorization_error(ctx: RequestContext, operation: AclOperation,
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED
     if resource_type == BROKER and not authorize_cluster(ctx, operation):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if resource_type == GROUP and not authorize_group(ctx, operation, name):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
     return ErrorCode.NONE
 
 
@@ -136,10 +211,18 @@ async def handle(ctx: RequestContext) -> dict:
                 out.update(error_code=ErrorCode.INVALID_REQUEST,
                            error_message=f"Unknown broker {r.resource_name!r}.")
             else:
-                out["configs"] = _broker_entries(broker)
+                out["configs"] = _broker_entries(broker, r.resource_name)
+        elif r.resource_type == GROUP:
+            try:
+                out["configs"] = _group_entries(broker, r.resource_name)
+            except ConfigError as e:
+                out.update(error_code=ErrorCode.INVALID_CONFIG, error_message=str(e))
         else:
             out.update(error_code=ErrorCode.INVALID_REQUEST,
                        error_message=f"Resource type {r.resource_type} is not supported.")
+        if not ctx.body.get("include_synonyms", False):
+            for c in out["configs"]:
+                c["synonyms"] = []
         if r.configuration_keys:  # null or empty both mean every key (ConfigHelper)
             keys = set(r.configuration_keys)
             out["configs"] = [c for c in out["configs"] if c["name"] in keys]
@@ -175,14 +258,16 @@ async def handle_incremental_alter_configs(ctx: RequestContext) -> dict:
     response = {**dict(response), "responses": refused + list(response["responses"])}
     done = {(r["resource_type"], r["resource_name"]) for r in response["responses"]
             if r["error_code"] == ErrorCode.NONE}
-    expected = [(r.resource_name, c.name, c.value if c.config_operation == SET else None)
-                for r in body.resources if r.resource_type == TOPIC
+    expected = [(r.resource_type, r.resource_name, c.name,
+                 c.value if c.config_operation == SET else None)
+                for r in body.resources if r.resource_type in (TOPIC, GROUP)
                 and (r.resource_type, r.resource_name) in done
                 for c in r.configs if c.config_operation in (SET, DELETE)]
 
     def visible(cache: MetadataCache) -> bool:
-        return all(cache.topic_configs(name).get(key) == value
-                   for name, key, value in expected)
+        return all((cache.topic_configs(name) if kind == TOPIC
+                    else cache.group_configs(name)).get(key) == value
+                   for kind, name, key, value in expected)
 
     if expected and not body.validate_only and not visible(ctx.broker.metadata_cache):
         await ctx.broker.wait_for_metadata(visible, VISIBILITY_WAIT_S)

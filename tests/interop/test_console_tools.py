@@ -1,7 +1,7 @@
 """`minibroker produce` / `minibroker consume` (tools/produce.py, consume.py) run as
 subprocesses against the real broker, cross-checked with kcat: keys through
---key-separator, every codec, --group resuming at the committed offset, --timeout-ms, and a
-line without the separator reported and skipped."""
+--key-separator, every codec, --group (a member of the group) resuming at the committed
+offset, --timeout-ms, and a line without the separator reported and skipped."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from tests.interop.librdkafka import create_topic
 from tests.util import unique
 
 pytestmark = pytest.mark.interop
+# consume --group joins a group: without the initial delay the first rebalance is at once
+SHARED_BROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": 0}
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
@@ -124,6 +126,11 @@ def test_partition_and_offset(shared_broker):
     bad = cli("consume", topic, "--bootstrap-server", shared_broker.bootstrap,
               "--offset", "3")
     assert bad.returncode == 2 and "--offset needs --partition" in bad.stderr
+    # a member reads what the group assigns it, as in kafka-console-consumer
+    grouped = cli("consume", topic, "--bootstrap-server", shared_broker.bootstrap,
+                  "--group", unique("console-pg"), "--partition", "0")
+    assert (grouped.returncode, grouped.stderr) == (
+        2, "minibroker consume: Options group and partition cannot be specified together.\n")
 
 
 def test_line_without_separator_is_reported_and_skipped(shared_broker):

@@ -1,10 +1,12 @@
-"""`minibroker groups list/describe` against the real broker, with confluent-kafka consumers
-that join a group and commit: the tables must show the members, committed offsets, log end
-offsets and lag, as kafka-consumer-groups.sh would."""
+"""`minibroker groups` against the real broker, with confluent-kafka consumers that join a
+group and commit: the tables must show the members, committed offsets, log end offsets and
+lag, as kafka-consumer-groups.sh would; `minibroker consume --group` is such a member; the
+reset-offsets, delete-offsets and delete changes are seen by librdkafka and by describe."""
 
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 
@@ -227,3 +229,164 @@ def test_an_unreachable_broker_exits_1():
                            "Connection refused\n")
     done = groups(f"127.0.0.1:{port}", "list")
     assert done.returncode == 1 and done.stderr.count("\n") == 1
+
+
+# --- consume --group as a member; reset-offsets, delete-offsets, delete -----------------
+
+def console_member(bootstrap: str, topic: str, group: str) -> subprocess.Popen:
+    """`minibroker consume --group` running as kafka-console-consumer would, until SIGINT."""
+    return subprocess.Popen([sys.executable, "-m", "tools.cli", "consume", topic,
+                             "--bootstrap-server", bootstrap, "--group", group,
+                             "--from-beginning"], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def stop(member: subprocess.Popen) -> tuple[str, str]:
+    """Ctrl-C, as a person would; its output once it has committed and left."""
+    member.send_signal(signal.SIGINT)
+    out, err = member.communicate(timeout=60)
+    assert member.returncode == 0, err
+    return out, err
+
+
+def committed(bs: str, group: str) -> dict[str, str]:
+    """PARTITION -> CURRENT-OFFSET from `groups describe` ({} while there is no group)."""
+    done = groups(bs, "describe", group)
+    return ({r["PARTITION"]: r["CURRENT-OFFSET"] for r in table(done.stdout)}
+            if done.returncode == 0 else {})
+
+
+def test_console_consumer_group_member_commits_and_reset_to_earliest(shared_broker):
+    bs = shared_broker.bootstrap
+    topic, group = unique("gc-reset"), unique("gc-console")
+    create_topic(bs, topic, 2)
+    produce(bs, topic, {0: 4, 1: 3})
+    member = console_member(bs, topic, group)
+    try:
+        def member_listed():
+            done = groups(bs, "describe", group, "--members")  # exit 1 until it exists
+            rows = table(done.stdout) if done.returncode == 0 else []
+            return (len(rows) == 1 and rows[0]["CLIENT-ID"] == "console-consumer"
+                    and rows[0]["#PARTITIONS"] == "2" and rows)
+
+        wait_until(member_listed, WAIT_S, interval_s=0.2,
+                   message="consume --group as the group's one member, with both partitions")
+        # auto-commit while it runs (auto.commit.interval.ms), as kafka-console-consumer
+        wait_until(lambda: committed(bs, group) == {"0": "4", "1": "3"}, WAIT_S,
+                   interval_s=0.2, message="consume --group to commit what it read")
+
+        active = groups(bs, "--reset-offsets", "--group", group, "--topic", topic,
+                        "--to-earliest", "--execute")
+        assert (active.returncode, active.stdout) == (1, "")
+        assert active.stderr == (f"Error: Assignments can only be reset if the group "
+                                 f"'{group}' is inactive, but the current state is Stable.\n")
+
+        # a librdkafka member joins: the group rebalances, one partition each
+        other = consumer(bs, group, "joiner")
+        try:
+            other.subscribe([topic])
+
+            def shared():
+                other.poll(0.1)
+                rows = table(describe(bs, group, "--members").stdout)
+                return (sorted((r["CLIENT-ID"], r["#PARTITIONS"]) for r in rows)
+                        == [("console-consumer", "1"), ("joiner", "1")])
+
+            wait_until(shared, WAIT_S, interval_s=0.1,
+                       message="consume --group and a librdkafka member sharing the topic")
+        finally:
+            other.close()
+    except BaseException:
+        member.kill()
+        member.communicate()
+        raise
+    out, err = stop(member)
+    assert sorted(out.splitlines()) == ["0-0", "0-1", "0-2", "0-3", "1-0", "1-1", "1-2"]
+    assert "Processed a total of 7 messages" in err
+
+    dry = groups(bs, "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest",
+                 "--dry-run")
+    assert dry.returncode == 0 and dry.stderr == "", dry.stderr
+    assert [r.split() for r in dry.stdout.splitlines() if r.strip()] == [
+        ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], [group, topic, "0", "0"],
+        [group, topic, "1", "0"]]
+    assert committed(bs, group) == {"0": "4", "1": "3"}  # a dry run changes nothing
+
+    done = groups(bs, "--reset-offsets", "--group", group, "--topic", f"{topic}:0",
+                  "--to-earliest", "--execute")
+    assert done.returncode == 0, done.stderr
+    assert committed(bs, group) == {"0": "0", "1": "3"}
+
+    # librdkafka starts where the reset put the group (auto.offset.reset=latest would skip all)
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "latest",
+                  "enable.auto.commit": False, "enable.partition.eof": False})
+    try:
+        c.subscribe([topic])
+        seen: list[tuple[int, int]] = []
+
+        def read_partition_0() -> bool:
+            m = c.poll(0.2)
+            if m is not None:
+                assert m.error() is None, m.error()
+                seen.append((m.partition(), m.offset()))
+            return len(seen) >= 4
+
+        wait_until(read_partition_0, WAIT_S, interval_s=0.01,
+                   message="the librdkafka consumer to read partition 0 from offset 0")
+        assert sorted(seen) == [(0, 0), (0, 1), (0, 2), (0, 3)]
+    finally:
+        c.close()
+
+
+def test_delete_offsets_and_delete_group(shared_broker):
+    bs = shared_broker.bootstrap
+    topic, other, group = unique("gc-del"), unique("gc-del-other"), unique("gc-deleted")
+    create_topic(bs, topic, 1)
+    create_topic(bs, other, 1)
+    produce(bs, topic, {0: 2})
+    produce(bs, other, {0: 2})
+    first = consumer(bs, group, "reader")
+    try:
+        first.subscribe([topic, other])
+        consume(first, 4)
+        first.commit(asynchronous=False)
+    finally:
+        first.close()
+    c = consumer(bs, group, "deleter")
+    try:
+        c.subscribe([topic])  # the group subscribes to `topic` now, no longer to `other`
+        consume(c, 0)
+
+        def refused_for_topic():
+            done = groups(bs, "--delete-offsets", "--group", group, "--topic", topic)
+            return done.returncode == 1 and "GROUP_SUBSCRIBED_TO_TOPIC" in done.stdout and done
+
+        refused = wait_until(refused_for_topic, WAIT_S, interval_s=0.2,
+                             message="delete-offsets refused while subscribed")
+        assert refused.stderr == ("\nError: Encounter some partition level error, see the "
+                                  "follow-up details:\n")
+
+        def other_deleted():
+            done = groups(bs, "--delete-offsets", "--group", group, "--topic", other)
+            return done.returncode == 0 and done
+
+        done = wait_until(other_deleted, WAIT_S, interval_s=0.2,
+                          message="delete-offsets of the topic no longer subscribed")
+        assert [r.split() for r in done.stdout.splitlines() if r.strip()] == [
+            ["Request", "succeed", "for", "deleting", "offsets", "from", "group", f"{group}."],
+            ["TOPIC", "PARTITION", "STATUS"], [other, "0", "Successful"]]
+
+        busy = groups(bs, "--delete", "--group", group)
+        assert busy.returncode == 1
+        assert busy.stderr == ("Deletion of some consumer groups failed:\n"
+                               f"* Group '{group}' could not be deleted due to: "
+                               f"NON_EMPTY_GROUP: group '{group}'\n")
+    finally:
+        c.close()
+    assert set(committed(bs, group)) == {"0"}  # only `topic`'s offset is left
+    gone = groups(bs, "delete", "--group", group)
+    assert gone.returncode == 0, gone.stderr
+    assert gone.stdout == f"Deletion of requested consumer groups ('{group}') was successful.\n"
+    missing = groups(bs, "describe", group)
+    assert (missing.returncode, missing.stderr) == (
+        1, f"Error: Consumer group '{group}' does not exist.\n")
