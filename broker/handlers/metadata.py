@@ -15,6 +15,13 @@ forwarded to the controller and the answer waits (briefly, AUTO_CREATE_WAIT_S) u
 topic is in this broker's image; a topic not visible by then is LEADER_NOT_AVAILABLE, so the
 client asks again. __consumer_offsets is created by the group coordinator, with its own
 partition count and configs, never as a plain topic.
+
+From v12 a request may name topics by id (a name of null): a known id is answered as its
+topic, an unknown one UNKNOWN_TOPIC_ID, one the principal may not describe
+TOPIC_AUTHORIZATION_FAILED with its id and no name (ids are not secret, as Kafka reasons).
+v10 and v11 carry the fields but Kafka refuses them there: INVALID_REQUEST for every topic
+asked for. v13's top-level error code is always 0 (Kafka sets it only to send a client back
+to its bootstrap servers, KIP-1102).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from broker.security.authorize import authorize_cluster, enabled, unauthorized
 from protocol import messages as m
 from protocol.errors import ErrorCode
 from protocol.names import topic_name_error
+from protocol.primitives import ZERO_UUID
 
 log = logging.getLogger("minibroker.metadata")
 
@@ -39,11 +47,23 @@ AUTO_CREATE_WAIT_S = 2.0  # long enough for a healthy quorum to commit, short fo
 CREATE_TOPICS_VERSION = 7  # what the broker speaks when it asks the controller itself
 
 
+TOPIC_IDS_VERSION = 12  # requests may name topics by id from here (v10-11 carry the field)
+
+
+def _refused(requested: list, code: ErrorCode) -> dict:
+    """Kafka's MetadataRequest.getErrorResponse: every topic asked for, with `code`."""
+    return {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
+            "topics": [{**_unknown(code, "" if t.name is None else t.name),
+                        "topic_id": t.get("topic_id", ZERO_UUID)} for t in requested],
+            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+
+
 async def handle(ctx: RequestContext) -> dict:
     broker, body, version = ctx.broker, ctx.body, ctx.version
     requested = body.topics
     names: list = []
     denied: frozenset[str] = frozenset()
+    by_id: dict[str, object] = {}  # the names asked for by id, and the id each was asked by
     if requested is None or (version == 0 and not requested):
         names = broker.metadata_cache.topic_names()
         # topics the principal may not describe are left out, silently (Kafka's filter)
@@ -51,9 +71,14 @@ async def handle(ctx: RequestContext) -> dict:
                               log_denied=False)
         names = [n for n in names if n not in hidden]
     else:
+        if version < TOPIC_IDS_VERSION and any(
+                t.name is None or t.get("topic_id", ZERO_UUID) != ZERO_UUID for t in requested):
+            return _refused(requested, ErrorCode.INVALID_REQUEST)
         for t in requested:
-            if t.name is None and version >= 10:
+            if t.name is None:
                 info = broker.metadata_cache.topic_by_id(t.topic_id)
+                if info is not None:
+                    by_id[info.name] = t.topic_id
                 names.append(info.name if info else t.topic_id)
             else:
                 names.append(t.name)
@@ -84,10 +109,19 @@ async def handle(ctx: RequestContext) -> dict:
         # the active controller, as librdkafka's describe_cluster() reads it from here; a
         # client whose admin request finds it gone refreshes its metadata and is forwarded
         "controller_id": controller_id(ctx, cache, listed),
-        "topics": [_unknown(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name) if name in denied
+        "topics": [_denied(name, by_id) if name in denied
                    else _topic(ctx, cache, name, allow_auto) for name in names],
         "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "error_code": ErrorCode.NONE,
     }
+
+
+def _denied(name: str, by_id: dict) -> dict:
+    """A topic the principal may not describe: its name back when asked by name, never its
+    id; its id back and no name when asked by id."""
+    if name in by_id:
+        return {**_unknown(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None), "topic_id": by_id[name]}
+    return _unknown(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
 
 
 def brokers(ctx: RequestContext, cache: MetadataCache) -> list[dict]:
@@ -170,3 +204,4 @@ def _topic(ctx: RequestContext, cache: MetadataCache, name, allow_auto: bool) ->
         "partitions": partitions,
         "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }
+

@@ -1,9 +1,13 @@
-"""Metadata (3): brokers, topics, partitions, leaders and topic ids."""
+"""Metadata (3): brokers, topics, partitions, leaders and topic ids.
+
+Metadata names topics by id in requests from v12 (v10 and v11 carry the field but Kafka
+refuses it there); v13 adds a top-level error code (KIP-1102, Kafka 4.0).
+"""
 
 from protocol.schema import F, Message
 
 MetadataRequest = Message(
-    "MetadataRequest", api_key=3, valid="0-12", flexible="9+", fields=[
+    "MetadataRequest", api_key=3, valid="0-13", flexible="9+", fields=[
         F("topics", [
             F("topic_id", "uuid", "10+"),
             F("name", "string", nullable="10+"),
@@ -14,7 +18,7 @@ MetadataRequest = Message(
     ])
 
 MetadataResponse = Message(
-    "MetadataResponse", api_key=3, valid="0-12", flexible="9+", fields=[
+    "MetadataResponse", api_key=3, valid="0-13", flexible="9+", fields=[
         F("throttle_time_ms", "int32", "3+"),
         F("brokers", [
             F("node_id", "int32"),
@@ -41,5 +45,6 @@ MetadataResponse = Message(
             F("topic_authorized_operations", "int32", "8+", default=-2147483648),
         ]),
         F("cluster_authorized_operations", "int32", "8-10", default=-2147483648),
+        F("error_code", "int16", "13+"),
     ])
 
