@@ -15,7 +15,9 @@ import trio
 from client.connection import BrokerConnection, background_nursery
 from protocol import versions
 from protocol.errors import ErrorCode as E
-from protocol.messages import FIND_COORDINATOR, LIST_OFFSETS, METADATA, PRODUCE
+from protocol.messages import (
+    DESCRIBE_TOPIC_PARTITIONS, FIND_COORDINATOR, LIST_OFFSETS, METADATA, PRODUCE,
+)
 from protocol.records import Record, encode_batch
 from tests.inproc import InProcessBroker
 
@@ -62,6 +64,7 @@ def test_the_newer_versions_are_what_the_broker_advertises_and_our_client_speaks
     assert ranges[LIST_OFFSETS] == (0, 10)
     assert ranges[METADATA] == (0, 13)
     assert ranges[FIND_COORDINATOR] == (0, 6)
+    assert ranges[DESCRIBE_TOPIC_PARTITIONS] == (0, 0)
     assert versions.pick_version(PRODUCE, 0, 13) == 12  # Kafka 4.1's topic-id Produce is not
     assert versions.pick_version(LIST_OFFSETS, 0, 11) == 10
 
@@ -152,3 +155,36 @@ async def test_metadata_v13_names_topics_by_id_and_v11_may_not(inproc, autojump_
             (E.INVALID_REQUEST, "", topic_id, []), (E.INVALID_REQUEST, "byid", ZERO, [])]
         assert list(body.brokers) == []
 
+
+async def test_describe_topic_partitions_pages_through_every_topic(inproc, autojump_clock):
+    await inproc.create_topic("dtp-a", 3)
+    await inproc.create_topic("dtp-b", 2)
+    cache = inproc.broker.metadata_cache
+    node = inproc.broker.node_id
+    async with background_nursery() as nursery:
+        conn = await _connect(nursery, inproc)
+        pages = []
+        cursor = None
+        with trio.fail_after(30):
+            while True:
+                body = (await conn.request(DESCRIBE_TOPIC_PARTITIONS, {
+                    "topics": [{"name": "dtp-b"}, {"name": "dtp-a"}, {"name": "dtp-none"}],
+                    "response_partition_limit": 2, "cursor": cursor}, 0)).body
+                pages.append([(t.name, t.error_code, [p.partition_index for p in t.partitions])
+                              for t in body.topics])
+                if body.next_cursor is None:
+                    break
+                cursor = {"topic_name": body.next_cursor.topic_name,
+                          "partition_index": body.next_cursor.partition_index}
+        assert pages == [
+            [("dtp-a", E.NONE, [0, 1])],
+            [("dtp-a", E.NONE, [2]), ("dtp-b", E.NONE, [0])],
+            [("dtp-b", E.NONE, [1]), ("dtp-none", E.UNKNOWN_TOPIC_OR_PARTITION, [])]]
+        body = (await conn.request(DESCRIBE_TOPIC_PARTITIONS, {
+            "topics": [{"name": "dtp-a"}], "response_partition_limit": 2000}, 0)).body
+        [t] = body.topics
+        assert (t.topic_id, t.is_internal) == (cache.topic("dtp-a").topic_id, False)
+        assert [(p.error_code, p.leader_id, p.leader_epoch, list(p.replica_nodes),
+                 list(p.isr_nodes), list(p.eligible_leader_replicas), list(p.last_known_elr),
+                 list(p.offline_replicas)) for p in t.partitions] == [
+            (E.NONE, node, 0, [node], [node], [], [], [])] * 3
