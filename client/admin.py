@@ -594,10 +594,12 @@ class AdminClient:
                     topics.setdefault(tp.topic, []).append({
                         "partition_index": tp.partition, "timestamp": remaining[tp],
                         "max_num_offsets": 1})
+                # timeout_ms (v10+) bounds a broker's lookup in remote storage: Java's
+                # ListOffsetsHandler gives it the call's timeout, as here
                 resp = await conn.request(LIST_OFFSETS, {
                     "replica_id": -1, "isolation_level": 0,
-                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
-                    version)
+                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                    "timeout_ms": self._op_timeout(timeout_ms)}, version)
                 for t in resp.body.topics:
                     for p in t.partitions:
                         tp = TopicPartition(t.name, p.partition_index)

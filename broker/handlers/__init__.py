@@ -51,6 +51,7 @@ HANDLERS: dict[int, Handler] = {
     m.SASL_AUTHENTICATE: sasl.handle_authenticate,
     m.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.handle_describe,
     m.ALTER_USER_SCRAM_CREDENTIALS: scram.handle_alter,
+    m.DESCRIBE_TOPIC_PARTITIONS: metadata.handle_describe_topic_partitions,
 }
 
 assert HANDLERS.keys() == m.APIS.keys(), "every declared API needs a handler, and no more"

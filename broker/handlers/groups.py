@@ -18,7 +18,9 @@ with the message TRANSACTIONS_UNSUPPORTED. No truthful code does it: librdkafka 
 every FindCoordinator error but that one and CLUSTER_AUTHORIZATION_FAILED, and
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED is also the one aiokafka and kafka-python treat as
 fatal there (docs/BROKER.md, "What is not supported answers at once"). A share-group key (2,
-KIP-932) or any other type is INVALID_REQUEST, as Kafka answers a type its version lacks.
+KIP-932) or any other type is INVALID_REQUEST, as Kafka answers a share key below v6 and, at
+v6, on a broker without a share coordinator. From v4 every key of the batch is answered on
+its own, with the request's one key type.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3, v7) and by timestamp.
+"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3, v7) and by timestamp; the
+tiered-storage lookups as Kafka answers them for a topic without remote storage: earliest
+local (-4, v8) is the log start offset, latest tiered (-5, v9) is -1 (nothing is tiered).
+v10's timeout_ms bounds lookups in remote storage, which there is none of: unused.
 
 v0 answers in the old layout: a list of offsets (at most max_num_offsets) instead of one;
 for latest that is the high watermark followed by each segment's base offset, newest first.
@@ -21,7 +24,7 @@ from broker.security.acls import AclOperation, ResourceType
 from broker.security.authorize import authorize_cluster, unauthorized
 from protocol.errors import ErrorCode
 
-LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
 
 async def handle(ctx: RequestContext) -> dict:
@@ -70,6 +73,10 @@ def _partition(ctx: RequestContext, topic: str, p) -> dict:
         out["error_code"] = error
         return out
     ts = p.timestamp
+    if ts == EARLIEST_LOCAL:
+        ts = EARLIEST  # the whole log is local
+    elif ts == LATEST_TIERED:
+        return out  # offset -1, timestamp -1, leader epoch -1: Kafka's answer without tiering
     found: tuple[int, int] | None
     if ctx.body.replica_id >= 0 and ts == LATEST:
         # a follower whose fetch offset the leader found out of range asks where the

@@ -83,6 +83,7 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(security.DescribeUserScramCredentialsRequest,
          security.DescribeUserScramCredentialsResponse),
     _api(security.AlterUserScramCredentialsRequest, security.AlterUserScramCredentialsResponse),
+    _api(metadata.DescribeTopicPartitionsRequest, metadata.DescribeTopicPartitionsResponse),
 )}
 
 CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
@@ -156,6 +157,7 @@ SASL_HANDSHAKE = _key(security.SaslHandshakeRequest)
 SASL_AUTHENTICATE = _key(security.SaslAuthenticateRequest)
 DESCRIBE_USER_SCRAM_CREDENTIALS = _key(security.DescribeUserScramCredentialsRequest)
 ALTER_USER_SCRAM_CREDENTIALS = _key(security.AlterUserScramCredentialsRequest)
+DESCRIBE_TOPIC_PARTITIONS = _key(metadata.DescribeTopicPartitionsRequest)
 
 
 def request_body(api_key: int, version: int, body: dict) -> Container:

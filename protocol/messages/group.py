@@ -1,18 +1,21 @@
 """Group membership APIs of the classic protocol: FindCoordinator (10), JoinGroup (11),
 Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16),
-DeleteGroups (42)."""
+DeleteGroups (42).
+
+FindCoordinator v4 batches keys (KIP-699); v5 and v6 add no field: v5 lets the broker answer
+TRANSACTION_ABORTABLE (KIP-890), v6 admits the share-group key type 2 (KIP-932)."""
 
 from protocol.schema import F, Message
 
 FindCoordinatorRequest = Message(
-    "FindCoordinatorRequest", api_key=10, valid="0-4", flexible="3+", fields=[
+    "FindCoordinatorRequest", api_key=10, valid="0-6", flexible="3+", fields=[
         F("key", "string", "0-3"),
         F("key_type", "int8", "1+"),
         F("coordinator_keys", "[]string", "4+"),
     ])
 
 FindCoordinatorResponse = Message(
-    "FindCoordinatorResponse", api_key=10, valid="0-4", flexible="3+", fields=[
+    "FindCoordinatorResponse", api_key=10, valid="0-6", flexible="3+", fields=[
         F("throttle_time_ms", "int32", "1+"),
         F("error_code", "int16", "0-3"),
         F("error_message", "string", "1-3", nullable="1-3"),

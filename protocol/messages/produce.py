@@ -1,9 +1,14 @@
-"""Produce (0): record batches in, offsets out. Records stay opaque bytes."""
+"""Produce (0): record batches in, offsets out. Records stay opaque bytes.
+
+v11 and v12 add no field: v11 lets the broker answer TRANSACTION_ABORTABLE (KIP-890), v12
+lets a transactional producer skip AddPartitionsToTxn where the transaction protocol v2 is
+on (KIP-890 part 2, Kafka 4.0). Both mean nothing more for a producer outside a
+transaction."""
 
 from protocol.schema import F, Message, Struct
 
 ProduceRequest = Message(
-    "ProduceRequest", api_key=0, valid="3-10", flexible="9+", fields=[
+    "ProduceRequest", api_key=0, valid="3-12", flexible="9+", fields=[
         F("transactional_id", "string", "3+", nullable="3+"),
         F("acks", "int16"),
         F("timeout_ms", "int32"),
@@ -17,7 +22,7 @@ ProduceRequest = Message(
     ])
 
 ProduceResponse = Message(
-    "ProduceResponse", api_key=0, valid="3-10", flexible="9+", fields=[
+    "ProduceResponse", api_key=0, valid="3-12", flexible="9+", fields=[
         F("responses", [
             F("name", "string"),
             F("partition_responses", [

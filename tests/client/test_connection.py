@@ -207,9 +207,9 @@ async def test_api_versions_v3_against_the_real_broker(shared_broker):
     with trio.fail_after(DEADLINE_S):
         async with open_connection(shared_broker.host, shared_broker.port) as conn:
             assert conn.api_versions_version == 3
-            assert conn.api_versions[METADATA] == (0, 12)
+            assert conn.api_versions[METADATA] == (0, 13)
             resp = await conn.request(METADATA, {"topics": []})
-            assert resp.api_version == 12 and resp.body.brokers[0].port == shared_broker.port
+            assert resp.api_version == 13 and resp.body.brokers[0].port == shared_broker.port
 
 
 @pytest.mark.parametrize("advertised, expected", [((0, 2), 2), (None, 0)])
@@ -231,12 +231,12 @@ async def test_api_versions_falls_back_as_kip_511_says(fake, advertised, expecte
 
 
 async def test_disjoint_or_missing_api_is_a_clear_error(fake):
-    server = await fake(advertise={18: (0, 4), 3: (13, 14)})
+    server = await fake(advertise={18: (0, 4), 3: (14, 15)})
     with trio.fail_after(DEADLINE_S):
         async with open_connection("127.0.0.1", server.port) as conn:
             with pytest.raises(errors.IncompatibleBrokerVersion,
-                               match=r"no Metadata version in common .* serves 13-14, we "
-                                     r"speak 0-12"):
+                               match=r"no Metadata version in common .* serves 14-15, we "
+                                     r"speak 0-13"):
                 await conn.request(METADATA, metadata_for("t"))
             with pytest.raises(errors.IncompatibleBrokerVersion,
                                match=r"does not serve CreateTopics \(api key 19\)"):

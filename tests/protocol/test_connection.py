@@ -66,7 +66,7 @@ def test_api_versions_of_an_unknown_version_is_answered_in_v0():
     assert request.body is None and request.api_version == 99
 
 
-@pytest.mark.parametrize("api_key,version", [(PRODUCE, 2), (METADATA, 13), (9999, 0)])
+@pytest.mark.parametrize("api_key,version", [(PRODUCE, 2), (METADATA, 14), (9999, 0)])
 def test_unsupported_versions_and_unknown_keys_close_the_connection(api_key, version):
     with pytest.raises(UnsupportedVersion):
         decode_request(_request(api_key, version)[4:])

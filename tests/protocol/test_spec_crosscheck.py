@@ -4,10 +4,16 @@ For every version we implement, each field Kafka declares must be declared by us
 same type, presence, nullability, tag and default, and we must declare nothing Kafka does
 not. Skipped when ../shared/kafka-spec is absent (it is reference data, not part of the
 project).
+
+The reference copy is Kafka as of October 2024. A version released since (Produce v12 and
+Metadata v13 in Kafka 4.0) is checked against a newer copy of the same JSON files: the one
+kafka-python 3 ships as its own protocol source (`kafka/protocol/schemas/resources`, Kafka
+4.1 or later), read in place from the test environment.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -41,10 +47,26 @@ DATA_MESSAGES = [
 _NUMERIC = {"int8", "int16", "int32", "int64", "uint16", "uint32"}
 
 
-def _load(name: str, folder: str = "clients") -> dict:
-    text = "\n".join(line for line in (SPEC_ROOT / folder / f"{name}.json").read_text().splitlines()
+def _newer_spec() -> Path | None:
+    """kafka-python's copy of Kafka's client message definitions, newer than SPEC."""
+    found = importlib.util.find_spec("kafka")
+    if found is None or found.origin is None:
+        return None
+    folder = Path(found.origin).parent / "protocol" / "schemas" / "resources"
+    return folder if folder.is_dir() else None
+
+
+NEWER_SPEC = _newer_spec()
+
+
+def _read(path: Path) -> dict:
+    text = "\n".join(line for line in path.read_text().splitlines()
                      if not line.strip().startswith("//"))
     return json.loads(text)
+
+
+def _load(name: str, folder: str = "clients") -> dict:
+    return _read(SPEC_ROOT / folder / f"{name}.json")
 
 
 def snake(name: str) -> str:
@@ -112,7 +134,7 @@ def _compare(kfields: list, ours: list[F], versions: range, common: dict, path: 
                 problems.append(f"{where}: default {of.default_for(live[0])}, Kafka {kd}")
         if knested is not None and onested is not None:
             _compare(knested, onested, range(live[0], live[-1] + 1), common, where, problems)
-    for name in by_name.keys() - seen:
+    for name in {f.name for f in ours if any(v in f.versions for v in versions)} - seen:
         problems.append(f"{path}.{name}: declared by us but not by Kafka in our versions")
     # positional fields travel in declaration order, so the order must be Kafka's too
     for v in versions:
@@ -144,25 +166,59 @@ STABLE_SINCE_THE_SNAPSHOT = {"ConsumerGroupHeartbeat"}
 @pytest.mark.parametrize("message,folder", list(_messages()), ids=lambda m: getattr(m, "name", ""))
 def test_declaration_matches_kafka_spec(message: Message, folder: str):
     spec = _load(message.name, folder)
-    common = {c["name"]: c["fields"] for c in spec.get("commonStructs", [])}
     ours = message.versions
+    snapshot_high = Versions.parse(spec["validVersions"]).high
+    assert ours.high is not None and snapshot_high is not None
+    versions = range(ours.low, min(ours.high, snapshot_high) + 1)
+    _check(message, folder, spec, versions, lambda name: _load(name, folder))
+    if ours.high > snapshot_high:
+        # released since the reference copy: checked against the newer one
+        if NEWER_SPEC is None or not (NEWER_SPEC / f"{message.name}.json").is_file():
+            pytest.skip(f"{message.name} v{snapshot_high + 1}+ needs a newer copy of Kafka's "
+                        "definitions (kafka-python 3's)")
+        newer = NEWER_SPEC
+        _check(message, folder, _read(newer / f"{message.name}.json"),
+               range(snapshot_high + 1, ours.high + 1),
+               lambda name: _read(newer / f"{name}.json"))
+
+
+def _check(message: Message, folder: str, spec: dict, versions: range, load) -> None:
+    common = {c["name"]: c["fields"] for c in spec.get("commonStructs", [])}
     kafka_valid = Versions.parse(spec["validVersions"])
-    versions = range(ours.low, ours.high + 1)
     assert all(v in kafka_valid for v in versions), "we claim versions Kafka does not have"
     api_name = message.name.removesuffix("Response").removesuffix("Request")
     if folder == "clients" and message.api_key is not None and \
             api_name not in STABLE_SINCE_THE_SNAPSHOT:
         # an API's newest version may be unstable (the flag is on its request): not ours yet
-        request = _load(api_name + "Request")
+        request = load(api_name + "Request")
         if request.get("latestVersionUnstable"):
-            assert ours.high is not None and ours.high < Versions.parse(
-                request["validVersions"]).high, "we claim a version Kafka calls unstable"
+            assert versions[-1] < Versions.parse(request["validVersions"]).high, \
+                "we claim a version Kafka calls unstable"
     assert spec.get("apiKey") == message.api_key
     flexible = Versions.parse(spec.get("flexibleVersions"))
     assert [message.is_flexible(v) for v in versions] == [v in flexible for v in versions]
     problems: list[str] = []
     _compare(spec["fields"], message.fields, versions, common, message.name, problems)
     assert problems == []
+
+
+def test_versions_past_the_reference_copy_are_checked_against_a_newer_one():
+    """Produce v11-12, FindCoordinator v5-6, ListOffsets v8-10 and Metadata v13 are declared;
+    the ones the October 2024 copy lacks are compared with the newer copy, which must be
+    there, and which catches a wrong field in them."""
+    assert NEWER_SPEC is not None, "kafka-python 3 (a test dependency) ships Kafka's JSON"
+    from protocol.messages.metadata import MetadataResponse as right
+    assert right.versions.high == 13
+    assert Versions.parse(_load("MetadataResponse")["validVersions"]).high == 12
+    spec = _read(NEWER_SPEC / "MetadataResponse.json")
+    common = {c["name"]: c["fields"] for c in spec.get("commonStructs", [])}
+    problems: list[str] = []
+    _compare(spec["fields"], right.fields, range(13, 14), common, right.name, problems)
+    assert problems == []
+    wrong = Message(right.name, api_key=3, valid="0-13", flexible="9+",
+                    fields=[f for f in right.fields if f.name != "error_code"])
+    _compare(spec["fields"], wrong.fields, range(13, 14), common, wrong.name, problems)
+    assert problems == ["MetadataResponse.error_code: missing (Kafka has it in 13+)"]
 
 
 def test_crosscheck_catches_a_wrong_declaration():

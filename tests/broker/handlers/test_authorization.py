@@ -225,3 +225,29 @@ async def test_scram_credential_apis_need_describe_and_alter_on_the_cluster():
         "deletions": [{"name": "bob", "mechanism": 2}], "upsertions": []})
     assert [(r["user"], r["error_code"]) for r in altered["results"]] == [
         ("bob", E.CLUSTER_AUTHORIZATION_FAILED)]
+
+
+async def test_metadata_by_id_refuses_an_undescribable_topic_with_its_id_not_its_name():
+    broker = cluster(grant("orders", Op.DESCRIBE))
+    body = await call_as(broker, ALICE, m.METADATA, 13, {
+        "topics": [{"topic_id": uuid.UUID(int=1), "name": None},
+                   {"topic_id": uuid.UUID(int=2), "name": None}],
+        "allow_auto_topic_creation": False})
+    assert [(t["error_code"], t["name"], t["topic_id"]) for t in body["topics"]] == [
+        (E.NONE, "orders", uuid.UUID(int=1)),
+        (E.TOPIC_AUTHORIZATION_FAILED, None, uuid.UUID(int=2))]
+
+
+async def test_describe_topic_partitions_needs_describe_on_each_topic():
+    broker = cluster(grant("orders", Op.DESCRIBE))
+    every = await call_as(broker, ALICE, m.DESCRIBE_TOPIC_PARTITIONS, 0,
+                          {"topics": [], "response_partition_limit": 10})
+    assert [t["name"] for t in every["topics"]] == ["orders"]  # the rest left out, silently
+    named = await call_as(broker, ALICE, m.DESCRIBE_TOPIC_PARTITIONS, 0, {
+        "topics": [{"name": "payments"}, {"name": "orders"}, {"name": "ghost"}],
+        "response_partition_limit": 10})
+    # a denied topic comes after the page, with no id: its existence is not disclosed
+    assert [(t["name"], t["error_code"], t["topic_id"]) for t in named["topics"]] == [
+        ("orders", E.NONE, uuid.UUID(int=1)),
+        ("ghost", E.TOPIC_AUTHORIZATION_FAILED, uuid.UUID(int=0)),
+        ("payments", E.TOPIC_AUTHORIZATION_FAILED, uuid.UUID(int=0))]
