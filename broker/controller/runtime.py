@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
@@ -125,6 +126,7 @@ class QuorumRuntime:
         self.catching_up = True
         self._catch_up_records: Records = []
         self._catch_up_waiters: list[int] = []
+        self._catch_up_s = 0.0  # spent replaying and loading before the first publish
         self.listeners: list[CommitListener] = []
         self.leader_listeners: list[Callable[[int, int], None]] = []
         self._emit = on_controller_event or (lambda *a, **k: None)
@@ -314,6 +316,7 @@ class QuorumRuntime:
         epochs they have long left behind (a partition's first registration says epoch 0),
         and a replica told to lead at an old epoch would cut its leader-epoch history back
         to it. From then on every entry is published as it commits."""
+        started = time.perf_counter()
         start = self.applied_offset
         entries = self.node.log.read(start, 1 << 62) if high_watermark > start else ()
         for entry in entries:
@@ -331,13 +334,16 @@ class QuorumRuntime:
                 self._catch_up_waiters.append(entry.offset)
             else:
                 self._publish(records, [entry.offset])
+        if self.catching_up:
+            self._catch_up_s += time.perf_counter() - started
         # a node restarted on a snapshot at the quorum's high watermark applies nothing
         # here, and has caught up all the same
         if self.catching_up and self.applied_offset >= self.node.high_watermark:
             records, self._catch_up_records = self._catch_up_records, []
             offsets, self._catch_up_waiters = self._catch_up_waiters, []
             log.info("node %d caught up with the metadata log at offset %d (%d records "
-                     "replayed)", self.node.node_id, self.applied_offset, len(records))
+                     "replayed in %.0f ms)", self.node.node_id, self.applied_offset,
+                     len(records), self._catch_up_s * 1000)
             self._publish(records, offsets)  # still catching_up: listeners can tell
             self.catching_up = False
 
@@ -354,12 +360,14 @@ class QuorumRuntime:
     def _load(self, snapshot: Snapshot) -> None:
         """Start from the store's latest snapshot: its image is the committed image, and
         its records open the catch-up delta the listeners are handed."""
+        started = time.perf_counter()
         image, records = load_snapshot(snapshot.data)
         self.committed_image = image
         self.applied_offset = snapshot.snapshot_id.end_offset
         self._catch_up_records = list(records)
-        log.info("node %d loaded the metadata snapshot at offset %d (%d records)",
-                 self.node.node_id, self.applied_offset, len(records))
+        self._catch_up_s = time.perf_counter() - started
+        log.info("node %d loaded the metadata snapshot at offset %d (%d records in %.0f ms)",
+                 self.node.node_id, self.applied_offset, len(records), self._catch_up_s * 1000)
 
     def _install(self, snapshot: Snapshot) -> None:
         """The leader's snapshot replaced our log (we were behind its log start): it
