@@ -19,8 +19,9 @@ for each partition.
 - snapshot: restarted once with a 1 MiB threshold (it writes a snapshot after replaying),
   stopped once the snapshot file is on disk, then timed restarting from it.
 
-The median of --runs restarts is printed for each, with what the node logged about its
-start (records replayed or loaded). Wall-clock times on this machine; no figure is an
+The median of --runs restarts is printed for each, with the CPU seconds the process had
+used by then (the wall time of an idle machine, less the waits on fsync) and what the node
+logged about its start (the snapshot loaded, the records replayed, and how long that took). Wall-clock times on this machine; no figure is an
 assertion (docs/BENCHMARKS.md records them).
 """
 
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cluster import HOST, BenchError, Node, call, free_port, wait_for
-from bench.common import table_lines
+from bench.common import process_tree_cpu_seconds, table_lines
 from broker.controller.metadata_log import METADATA_LOG_DIR, list_snapshots
 from protocol.messages import CREATE_TOPICS, INCREMENTAL_ALTER_CONFIGS, METADATA
 
@@ -106,7 +107,9 @@ def serving(port: int, topics: int, partitions: int) -> bool:
         for t in ours)
 
 
-def timed_start(node: Node, topics: int, partitions: int) -> float:
+def timed_start(node: Node, topics: int, partitions: int) -> tuple[float, float]:
+    """Seconds from the process's launch to serving, and the CPU seconds it used by then
+    (what the wall time would be on an idle machine, less its waits on the disk)."""
     started = time.monotonic()
     node.launch()
 
@@ -117,7 +120,9 @@ def timed_start(node: Node, topics: int, partitions: int) -> float:
             pass
         return serving(node.port, topics, partitions)
     wait_for(up, START_TIMEOUT_S, "the restarted node to serve")
-    return time.monotonic() - started
+    elapsed = time.monotonic() - started
+    assert node.proc is not None
+    return elapsed, process_tree_cpu_seconds(node.proc.pid)
 
 
 def stop(node: Node) -> None:
@@ -173,23 +178,27 @@ def main(argv: list[str] | None = None) -> int:
                 wait_for(partial(list_snapshots, base / "data" / METADATA_LOG_DIR), 120,
                          "a metadata snapshot")
                 stop(node)
-            samples, loads = [], []
+            samples, loads, cpus = [], [], []
             for run in range(args.runs):
-                seconds = timed_start(node, args.topics, args.partitions)
+                seconds, cpu = timed_start(node, args.topics, args.partitions)
                 samples.append(seconds)
+                cpus.append(cpu)
                 note, load_ms = start_note(node)
                 loads.append(load_ms / 1000)
-                _progress(f"{label} run {run + 1}: serving after {seconds:.2f} s ({note})")
+                _progress(f"{label} run {run + 1}: serving after {seconds:.2f} s, "
+                          f"{cpu:.2f} CPU s ({note})")
                 stop(node)
             results[label] = {"median_s": statistics.median(samples), "samples_s": samples,
-                              "metadata_load_s": loads, "log": note}
+                              "cpu_s": cpus, "metadata_load_s": loads, "log": note}
             rows.append([label, f"{statistics.median(samples):.2f} s",
                          ", ".join(f"{s:.2f}" for s in samples),
+                         f"{statistics.median(cpus):.2f} s",
                          f"{statistics.median(loads):.2f} s", note])
         print(f"\n{results['records']} metadata records, {results['partitions']} partitions, "
               f"one node; target {TARGET}")
-        for line in table_lines(["start", "serving (median)", "runs (s)", "metadata load",
-                                 "the node's log (last run)"], rows, left=(0, 4)):
+        for line in table_lines(["start", "serving (median)", "runs (s)", "CPU by then",
+                                 "metadata load", "the node's log (last run)"], rows,
+                                left=(0, 5)):
             print(line)
         if args.json:
             args.json.write_text(json.dumps(results, indent=2))
