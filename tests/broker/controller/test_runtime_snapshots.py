@@ -256,3 +256,23 @@ async def test_a_running_node_cut_off_while_a_topic_was_deleted_installs_the_sna
     # topic that vanished (the listener diffs the images for that)
     assert not any(t == T.REMOVE_TOPIC_RECORD for t, _, _ in records)
     assert MetadataImage.EMPTY.replay(records).topics_by_id == image.topics_by_id
+
+
+async def test_a_snapshot_that_cannot_be_encoded_leaves_the_log_whole(tmp_path, monkeypatch,
+                                                                      caplog):
+    import broker.controller.runtime as runtime_module
+
+    def broken(image):
+        raise RuntimeError("a bug in the writer")
+
+    monkeypatch.setattr(runtime_module, "encode_snapshot", broken)
+    runtime = make_runtime(tmp_path, snapshot_max_bytes=1)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(runtime.run)
+        await runtime.submit(create_topic("a"))
+        await wait_for(lambda: "could not encode a metadata snapshot" in caplog.text)
+        await runtime.submit(create_topic("b"))  # the node goes on committing
+        nursery.cancel_scope.cancel()
+    runtime.store.close()
+    assert runtime.snapshots_taken == 0 and runtime.node.log.start_offset == 0
+    assert runtime.committed_image.topic("b") is not None
