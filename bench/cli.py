@@ -13,6 +13,8 @@
                                            (bench.authorizer)
     minibroker bench security ...          produce/consume over SSL and SASL_SSL beside
                                            PLAINTEXT, and with 10,000 ACLs (bench.security)
+    minibroker bench metadata-restart ...  a restart after 100,000 metadata records, replayed
+                                           or from a snapshot (bench.metadata_restart)
 
 The benchmarks drive other clients and draw charts: they need the `bench` extra. What the
 chosen benchmark imports is checked before it starts (`requirements`), so that a missing
@@ -30,7 +32,7 @@ PROG = "minibroker bench"
 _MODULES = {"groups": "bench.groups", "client": "bench.clients", "rebalance": "bench.rebalance",
             "cluster": "bench.cluster", "replication": "bench.replication",
             "compose": "bench.compose", "authorizer": "bench.authorizer",
-            "security": "bench.security"}
+            "security": "bench.security", "metadata-restart": "bench.metadata_restart"}
 
 
 def _option(argv: list[str], name: str) -> str | None:
@@ -56,8 +58,8 @@ def requirements(argv: list[str]) -> list[str]:
         return ["confluent_kafka"] + [module for name, module in
                                       (("aiokafka", "aiokafka"), ("kafka-python", "kafka"))
                                       if name in clients]
-    if which == "authorizer":
-        return []  # pure CPU: nothing beyond the broker
+    if which in ("authorizer", "metadata-restart"):
+        return []  # nothing beyond the broker and its own protocol codec
     if which == "rebalance":
         needs = []
         if _option(argv, "--client") == "librdkafka":

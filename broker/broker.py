@@ -16,7 +16,7 @@ import json
 import logging
 import time
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, TypeVar
 
 import trio
 
@@ -51,6 +51,15 @@ _TOPIC_RECORDS = frozenset({T.TOPIC_RECORD, T.PARTITION_RECORD, T.PARTITION_CHAN
 VERSION = "0.1.0"
 
 log = logging.getLogger("minibroker.broker")
+K = TypeVar("K")
+
+
+def _vanished(old: Mapping[K, Any], new: Mapping[K, Any]) -> list[K]:
+    """The keys of `old` that `new` lacks; nothing to compare when the mapping is the same
+    one (a record that did not touch it)."""
+    if old is new or len(old) == 0:
+        return []
+    return [key for key in old if key not in new]
 
 
 class Broker:
@@ -196,8 +205,14 @@ class Broker:
         old = self.metadata_cache.image
         self.metadata_cache.image = image
         self.metadata_cache.offset = offset
-        touched: dict[uuid.UUID, None] = {}
-        config_topics: set[str] = set()
+        # Topics and topic configs that vanished without a record saying so: a snapshot
+        # installed from the leader replaces the image whole, and its records name only what
+        # it holds. Diffed first, so that a topic deleted and created again under its name
+        # is forgotten before the new one's partitions are opened.
+        touched: dict[uuid.UUID, None] = dict.fromkeys(_vanished(old.topics_by_id,
+                                                                 image.topics_by_id))
+        config_topics: set[str] = {name for (kind, name) in _vanished(old.configs, image.configs)
+                                   if kind == TOPIC_RESOURCE}
         # the cluster's events are written once, by the active controller's node, and not
         # again when a restarted node replays the log
         events = (self.runtime is not None and self.runtime.active

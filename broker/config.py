@@ -130,6 +130,12 @@ BROKER_PROPERTIES = _props(
          "How long a quorum request waits for its answer.", minimum=1),
     Prop("controller.quorum.retry.backoff.ms", "int", 20,
          "Pause before a failed quorum request is sent again.", minimum=0),
+    Prop("metadata.log.max.record.bytes.between.snapshots", "int", 20 * 1024 * 1024,
+         "Bytes of metadata records committed after the latest snapshot that make a node "
+         "write a new one (and delete the log behind it).", minimum=1),
+    Prop("metadata.log.max.snapshot.interval.ms", "int", 3600000,
+         "Longest time a node waits before it snapshots committed records the latest "
+         "snapshot does not hold; 0: only by bytes.", minimum=0),
     Prop("broker.heartbeat.interval.ms", "int", 2000,
          "How often a broker heartbeats to the controller.", minimum=1),
     Prop("broker.session.timeout.ms", "int", 9000,
@@ -372,6 +378,8 @@ class BrokerConfig:
     controller_quorum_fetch_timeout_ms = _Typed(int)
     controller_quorum_request_timeout_ms = _Typed(int)
     controller_quorum_retry_backoff_ms = _Typed(int)
+    metadata_log_max_record_bytes_between_snapshots = _Typed(int)
+    metadata_log_max_snapshot_interval_ms = _Typed(int)
     broker_heartbeat_interval_ms = _Typed(int)
     broker_session_timeout_ms = _Typed(int)
     min_insync_replicas = _Typed(int)

@@ -437,6 +437,9 @@ class _Printer:
             return
         kind = " LeaderChange" if e.control else f" records: {len(records)}"
         self.line(f"| offset: {e.offset} epoch: {e.epoch} isControl: {_bool(e.control)}{kind}")
+        self.payloads(records)
+
+    def payloads(self, records: list[dict]) -> None:
         for r in records:
             if "error" in r:
                 self.line(f"|   error: {_one_line(r['error'])}")
@@ -486,12 +489,16 @@ class _Printer:
                 self.line(f"Snapshot {path.name}: isvalid: false {e}")
             return
         sid = snap.snapshot_id
+        # the image as the metadata records that rebuild it, laid out as an entry's payload
+        records = decode_metadata_entry(snap.data, False)
         if self.as_json:
             self.emit({"type": "snapshot", "file": str(path), "endOffset": sid.end_offset,
-                       "epoch": sid.epoch, "size": len(snap.data), "isValid": True})
-        else:
-            self.line(f"Snapshot {path.name}: endOffset: {sid.end_offset} epoch: {sid.epoch}"
-                      f" size: {len(snap.data)} isvalid: true")
+                       "epoch": sid.epoch, "size": len(snap.data), "isValid": True,
+                       "records": records})
+            return
+        self.line(f"Snapshot {path.name}: endOffset: {sid.end_offset} epoch: {sid.epoch}"
+                  f" size: {len(snap.data)} isvalid: true")
+        self.payloads(records)
 
     def records_error(self, path: Path, b: Batch, reason: str) -> None:
         if self.as_json:

@@ -53,6 +53,7 @@ from protocol.errors import ErrorCode
 E = ErrorCode
 RETRY_BACKOFF_BASE_MS = 100  # KafkaRaftClient's base for the candidate's election backoff
 CHECK_QUORUM_TIMEOUT_FACTOR = 1.5  # LeaderState's, times the fetch timeout
+SNAPSHOT_CHUNK_BYTES = 8 * 1024 * 1024  # KafkaRaftClient's MAX_FETCH_SIZE_BYTES
 
 
 class IllegalStateError(RuntimeError):
@@ -324,6 +325,7 @@ class RaftNode:
         self.log = log or RaftLog()
         # known committed; not persisted (KIP-595): a restarted node learns it from the leader
         self.high_watermark = self.log.start_offset
+        self._high_watermark_told = False  # a HighWatermark effect has been returned
         self.state: EpochState = UnattachedState(self.election.epoch, 0)
         self._next_correlation_id = 0
 
@@ -871,6 +873,7 @@ class RaftNode:
             st.high_watermark = replicated
             if replicated > self.high_watermark:
                 self.high_watermark = replicated
+                self._high_watermark_told = True
                 out.append(HighWatermark(replicated))
             self._answer_parked(out)
             return True
@@ -909,8 +912,9 @@ class RaftNode:
         st.in_flight = cid
         st.request_deadline = now_ms + self.config.request_timeout_ms
         if st.fetching_snapshot is not None:
+            # in chunks, as KafkaRaftClient caps each FetchSnapshot at MAX_FETCH_SIZE_BYTES
             message: Any = FetchSnapshotRequest(self.node_id, st.epoch, st.fetching_snapshot,
-                                                len(st.snapshot_bytes))
+                                                len(st.snapshot_bytes), SNAPSHOT_CHUNK_BYTES)
         else:
             message = FetchRequest(self.node_id, st.epoch, self.log.end_offset,
                                    self.log.last_fetched_epoch, self.log.start_offset,
@@ -963,9 +967,12 @@ class RaftNode:
 
     def _follower_high_watermark(self, leader_hw: int, out: list) -> None:
         hw = min(leader_hw, self.log.end_offset)
-        if hw > self.high_watermark:
-            self.high_watermark = hw
-            out.append(HighWatermark(hw))
+        if hw > self.high_watermark or not self._high_watermark_told:
+            # the first one is told even when it is no news (a node restarted on a snapshot
+            # at the quorum's high watermark): the runtime learns it has caught up
+            self.high_watermark = max(hw, self.high_watermark)
+            self._high_watermark_told = True
+            out.append(HighWatermark(self.high_watermark))
 
     def _on_fetch_snapshot_response(self, source, cid, resp: FetchSnapshotResponse, now_ms,
                                     out) -> None:
@@ -986,6 +993,7 @@ class RaftNode:
             # a snapshot holds only committed entries
             if snapshot.snapshot_id.end_offset > self.high_watermark:
                 self.high_watermark = snapshot.snapshot_id.end_offset
+                self._high_watermark_told = True
                 out.append(HighWatermark(self.high_watermark))
         self._send_fetch(now_ms, out)
 

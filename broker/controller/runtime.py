@@ -4,8 +4,21 @@ this node leads, of the active QuorumController.
 Owns: `QuorumRuntime` — carrying out the pure RaftNode's effects (the quorum-state file
 and the `__cluster_metadata` segments through MetadataLogStore, Raft messages to the other
 voters through PeerChannel), applying committed entries to the committed image and handing
-each one to the commit listeners (the broker's metadata publisher), and `submit`, which runs
-one controller operation on the active controller and answers once its records commit.
+each one to the commit listeners (the broker's metadata publisher), metadata snapshots
+(written, loaded at start, installed from the leader), and `submit`, which runs one
+controller operation on the active controller and answers once its records commit.
+
+Snapshots, as Kafka's SnapshotGenerator and MetadataLoader: every node, voter or observer,
+writes one of its committed image (`broker.controller.snapshot`) when the records committed
+since its latest snapshot reach `metadata.log.max.record.bytes.between.snapshots`, or when
+`metadata.log.max.snapshot.interval.ms` has passed since the oldest of them; the image is
+encoded in a worker thread (an image of thousands of partitions takes a few hundred ms of
+CPU), and the log behind the snapshot is then deleted. A node starts from its latest
+snapshot: the image is loaded from it and published, with the entries after it, as the
+catch-up delta. A node that fetches from a leader whose log starts above its own end gets
+the leader's snapshot with FetchSnapshot; its image is replaced by the snapshot's and the
+change is published with the snapshot's records (the listener diffs the two images for
+what vanished).
 
 Why the controller's image is rebuilt from the log on activation: a new leader's log holds
 every committed entry and perhaps some uncommitted ones that it will commit in its own epoch
@@ -20,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
@@ -29,6 +43,8 @@ from broker.controller import raft
 from broker.controller.image import MetadataImage
 from broker.controller.quorum_controller import ControllerResult, QuorumController
 from broker.controller.raft_batches import pack_records, unpack_records
+from broker.controller.raft_log import Snapshot
+from broker.controller.snapshot import encode_snapshot, load_snapshot
 from broker.net.peer import PeerTimeout, PeerUnavailable
 from protocol.metadata_records import decode_metadata_record, encode_metadata_record
 
@@ -37,6 +53,10 @@ log = logging.getLogger("minibroker.controller")
 Records = list[tuple[int, int, Any]]
 OBSERVER_RETRY_S = 0.2
 CommitListener = Callable[[int, Records, MetadataImage], None]
+# Kafka's metadata.log.max.record.bytes.between.snapshots and
+# metadata.log.max.snapshot.interval.ms
+SNAPSHOT_MAX_BYTES = 20 * 1024 * 1024
+SNAPSHOT_INTERVAL_MS = 3_600_000
 
 _RESPONSES = (raft.VoteResponse, raft.BeginQuorumEpochResponse, raft.EndQuorumEpochResponse,
               raft.FetchResponse, raft.FetchSnapshotResponse)
@@ -90,7 +110,9 @@ def decode_entry(record: bytes) -> Records:
 class QuorumRuntime:
     def __init__(self, node: raft.RaftNode, store: LogStore, controller: QuorumController | None,
                  transport: Transport | None, *, legacy: Any = None,
-                 on_controller_event: Callable[..., None] | None = None):
+                 on_controller_event: Callable[..., None] | None = None,
+                 snapshot_max_bytes: int = SNAPSHOT_MAX_BYTES,
+                 snapshot_interval_ms: int = SNAPSHOT_INTERVAL_MS):
         self.node = node
         self.store = store
         self.controller = controller
@@ -104,6 +126,7 @@ class QuorumRuntime:
         self.catching_up = True
         self._catch_up_records: Records = []
         self._catch_up_waiters: list[int] = []
+        self._catch_up_s = 0.0  # spent replaying and loading before the first publish
         self.listeners: list[CommitListener] = []
         self.leader_listeners: list[Callable[[int, int], None]] = []
         self._emit = on_controller_event or (lambda *a, **k: None)
@@ -115,6 +138,14 @@ class QuorumRuntime:
         self._nursery: trio.Nursery | None = None
         self.leader_changed = trio.Event()
         self.fatal: BaseException | None = None
+        self.snapshot_max_bytes = snapshot_max_bytes
+        self.snapshot_interval_ms = snapshot_interval_ms
+        self._bytes_since_snapshot = 0  # of the entries applied since the latest snapshot
+        self._unsnapshotted_since_ms: int | None = None  # when the oldest of them was applied
+        self._snapshotting = False  # a snapshot is being encoded
+        self.snapshots_taken = 0
+        if node.log.snapshot is not None:
+            self._load(node.log.snapshot)
 
     # -- what it is ----------------------------------------------------------------------
 
@@ -142,7 +173,7 @@ class QuorumRuntime:
             while True:
                 if self.fatal is not None:
                     raise self.fatal
-                deadline = self.node.next_deadline()
+                deadline = min(self.node.next_deadline(), self._snapshot_deadline())
                 if self.active and self.controller is not None:
                     deadline = min(deadline, self.controller.next_deadline())
                 with trio.move_on_at(deadline / 1000 if deadline < math.inf else math.inf):
@@ -151,6 +182,7 @@ class QuorumRuntime:
                 now = self.now_ms()
                 if now >= self.node.next_deadline():
                     self._apply(self.node.tick(now))
+                self._maybe_snapshot(now)
                 if self.active and self.controller is not None and self.node.is_leader \
                         and now >= self.controller.next_deadline():
                     for result in self.controller.tick(now):
@@ -208,7 +240,7 @@ class QuorumRuntime:
                     self.store.truncate_to(offset)
                 case raft.InstallSnapshot(snapshot=snapshot):
                     self.store.install_snapshot(snapshot)
-                    raise NotImplementedError("metadata snapshots are not produced yet")
+                    self._install(snapshot)
                 case raft.SnapshotTaken(snapshot=snapshot):
                     self.store.take_snapshot(snapshot)
                 case raft.HighWatermark(offset=offset):
@@ -284,26 +316,34 @@ class QuorumRuntime:
         epochs they have long left behind (a partition's first registration says epoch 0),
         and a replica told to lead at an old epoch would cut its leader-epoch history back
         to it. From then on every entry is published as it commits."""
+        started = time.perf_counter()
         start = self.applied_offset
-        if high_watermark <= start:
-            return
-        for entry in self.node.log.read(start, 1 << 62):
+        entries = self.node.log.read(start, 1 << 62) if high_watermark > start else ()
+        for entry in entries:
             if entry.offset >= high_watermark:
                 break
             records: Records = [] if entry.control else decode_entry(entry.record)
             if records:
                 self.committed_image = self.committed_image.replay(records)
+                self._bytes_since_snapshot += len(entry.record)
+                if self._unsnapshotted_since_ms is None:
+                    self._unsnapshotted_since_ms = self.now_ms()
             self.applied_offset = entry.offset + 1
             if self.catching_up:
                 self._catch_up_records.extend(records)
                 self._catch_up_waiters.append(entry.offset)
             else:
                 self._publish(records, [entry.offset])
+        if self.catching_up:
+            self._catch_up_s += time.perf_counter() - started
+        # a node restarted on a snapshot at the quorum's high watermark applies nothing
+        # here, and has caught up all the same
         if self.catching_up and self.applied_offset >= self.node.high_watermark:
             records, self._catch_up_records = self._catch_up_records, []
             offsets, self._catch_up_waiters = self._catch_up_waiters, []
             log.info("node %d caught up with the metadata log at offset %d (%d records "
-                     "replayed)", self.node.node_id, self.applied_offset, len(records))
+                     "replayed in %.0f ms)", self.node.node_id, self.applied_offset,
+                     len(records), self._catch_up_s * 1000)
             self._publish(records, offsets)  # still catching_up: listeners can tell
             self.catching_up = False
 
@@ -314,6 +354,82 @@ class QuorumRuntime:
             waiter = self._pending.pop(offset, None)
             if waiter is not None:
                 waiter[0].set()
+
+    # -- snapshots -----------------------------------------------------------------------
+
+    def _load(self, snapshot: Snapshot) -> None:
+        """Start from the store's latest snapshot: its image is the committed image, and
+        its records open the catch-up delta the listeners are handed."""
+        started = time.perf_counter()
+        image, records = load_snapshot(snapshot.data)
+        self.committed_image = image
+        self.applied_offset = snapshot.snapshot_id.end_offset
+        self._catch_up_records = list(records)
+        self._catch_up_s = time.perf_counter() - started
+        log.info("node %d loaded the metadata snapshot at offset %d (%d records in %.0f ms)",
+                 self.node.node_id, self.applied_offset, len(records), self._catch_up_s * 1000)
+
+    def _install(self, snapshot: Snapshot) -> None:
+        """The leader's snapshot replaced our log (we were behind its log start): it
+        replaces the committed image too. Decoded here, on the event loop, since the
+        entries after it apply on top of it; an install is rare (a node that was away
+        while the others snapshotted)."""
+        image, records = load_snapshot(snapshot.data)
+        self.committed_image = image
+        self.applied_offset = snapshot.snapshot_id.end_offset
+        self._bytes_since_snapshot, self._unsnapshotted_since_ms = 0, None
+        log.info("node %d installed the leader's metadata snapshot at offset %d (%d records)",
+                 self.node.node_id, self.applied_offset, len(records))
+        if self.catching_up:
+            # the listeners have seen nothing: the delta from the empty image starts afresh
+            self._catch_up_records = list(records)
+        else:
+            self._publish(records, [])
+
+    def _snapshot_deadline(self) -> float:
+        if self._unsnapshotted_since_ms is None or self.snapshot_interval_ms <= 0 \
+                or self._snapshotting:
+            return math.inf
+        return self._unsnapshotted_since_ms + self.snapshot_interval_ms
+
+    def _maybe_snapshot(self, now_ms: int) -> None:
+        """Snapshot the committed image if the records since the latest snapshot are many
+        enough or old enough (Kafka's SnapshotGenerator)."""
+        if self._snapshotting or self._nursery is None \
+                or self.applied_offset <= self.node.log.start_offset:
+            return
+        if (self._bytes_since_snapshot < self.snapshot_max_bytes
+                and now_ms < self._snapshot_deadline()):
+            return
+        self._snapshotting = True
+        self._bytes_since_snapshot, self._unsnapshotted_since_ms = 0, None
+        self._nursery.start_soon(self._write_snapshot, self.committed_image,
+                                 self.applied_offset)
+
+    async def _write_snapshot(self, image: MetadataImage, end_offset: int) -> None:
+        try:
+            started = time.perf_counter()
+            try:
+                data = await trio.to_thread.run_sync(encode_snapshot, image)
+            except Exception:  # noqa: BLE001  a bug in the writer: the log stays whole
+                log.exception("node %d could not encode a metadata snapshot at offset %d",
+                              self.node.node_id, end_offset)
+                return
+            encoded = time.perf_counter()
+            raft_log = self.node.log
+            if not raft_log.start_offset < end_offset <= min(raft_log.end_offset,
+                                                             self.node.high_watermark):
+                return  # a snapshot installed from the leader meanwhile covers it
+            # the file written and fsynced, the segment cut: on the event loop, measured
+            self._apply(self.node.create_snapshot(end_offset, data))
+            self.snapshots_taken += 1
+            log.info("node %d wrote a metadata snapshot at offset %d (%d bytes, encoded in "
+                     "%.0f ms in a worker thread, stored in %.0f ms)", self.node.node_id,
+                     end_offset, len(data), (encoded - started) * 1000,
+                     (time.perf_counter() - encoded) * 1000)
+        finally:
+            self._snapshotting = False
+            self._wake()
 
     def _on_leader_changed(self, leader: int, epoch: int) -> None:
         if leader == self.node.node_id:

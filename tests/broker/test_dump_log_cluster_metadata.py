@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from broker.controller.image import MetadataImage
 from broker.controller.metadata_log import MetadataLogStore
 from broker.controller.quorum_state import ElectionState
 from broker.controller.raft_batches import pack_records
 from broker.controller.raft_log import Entry, Snapshot, SnapshotId
+from broker.controller.snapshot import decode_snapshot, encode_snapshot
 from protocol.metadata_records import MetadataRecordType as T, encode_metadata_record
 from tools.cli import build_parser
 from tools.dump_log import dump, main
@@ -45,9 +47,14 @@ def write_metadata_dir(data_dir: Path, *, snapshot: bool = False) -> Path:
     with MetadataLogStore.open(directory) as store:
         store.persist_election(ElectionState(3, 1, 1, (1, 2, 3)))
         store.append([Entry(0, 1, b"", control=True), topic_entry(1, 1), fence_entry(2, 3)])
-        if snapshot:
-            store.take_snapshot(Snapshot(SnapshotId(2, 1), b"image"))
+        if snapshot:  # the image of entries 0 and 1: the topic and its partition
+            store.take_snapshot(Snapshot(SnapshotId(2, 1), snapshot_data()))
     return directory
+
+
+def snapshot_data() -> bytes:
+    image = MetadataImage.EMPTY.replay(decode_snapshot(topic_entry(1, 1).record))
+    return encode_snapshot(image)
 
 
 def run_dump(*paths, **options) -> list[str]:
@@ -59,30 +66,37 @@ def run_dump(*paths, **options) -> list[str]:
 def test_a_data_dir_dumps_quorum_state_snapshots_and_entries(tmp_path):
     directory = write_metadata_dir(tmp_path, snapshot=True)
     lines = run_dump(tmp_path)
-    assert lines[:5] == [
-        f"Dumping {directory}",
-        "Quorum state: leaderEpoch: 3 leaderId: 1 votedId: 1 voters: [1, 2, 3]",
-        f"Snapshot {SNAPSHOT}: endOffset: 2 epoch: 1 size: 5 isvalid: true",
-        f"Dumping {directory / SEGMENT}",
-        "Log starting offset: 0",
-    ]
-    assert lines[5].startswith("baseOffset: 0 lastOffset: 0 count: 1 ")
-    assert " isControl: true " in lines[5] and lines[5].endswith(" isvalid: true")
-    entry_lines = [line for line in lines if line.startswith("|")]
-    assert entry_lines == [
-        "| offset: 0 epoch: 1 isControl: true LeaderChange",
-        "| offset: 1 epoch: 1 isControl: false records: 2",
+    orders = [
         '|   payload: {"type":"TOPIC_RECORD","version":0,"data":{"name":"orders",'
         f'"topicId":"{TOPIC_ID_B64}"}}}}',
         '|   payload: {"type":"PARTITION_RECORD","version":0,"data":{"partitionId":0,'
         f'"topicId":"{TOPIC_ID_B64}","replicas":[1,2],"isr":[1],"removingReplicas":[],'
         '"addingReplicas":[],"leader":1,"leaderEpoch":-1,"partitionEpoch":-1,'
-        '"leaderRecoveryState":0}}',
+        '"leaderRecoveryState":0}}']
+    assert lines[:7] == [
+        f"Dumping {directory}",
+        "Quorum state: leaderEpoch: 3 leaderId: 1 votedId: 1 voters: [1, 2, 3]",
+        f"Snapshot {SNAPSHOT}: endOffset: 2 epoch: 1 size: {len(snapshot_data())} "
+        "isvalid: true",
+        *orders,  # the snapshot's records: the image they rebuild
+        f"Dumping {directory / SEGMENT}",
+        "Log starting offset: 0",
+    ]
+    assert lines[7].startswith("baseOffset: 0 lastOffset: 0 count: 1 ")
+    assert " isControl: true " in lines[7] and lines[7].endswith(" isvalid: true")
+    entry_lines = [line for line in lines[7:] if line.startswith("|")]
+    assert entry_lines == [
+        "| offset: 0 epoch: 1 isControl: true LeaderChange",
+        "| offset: 1 epoch: 1 isControl: false records: 2",
+        *orders,
         "| offset: 2 epoch: 3 isControl: false records: 1",
         '|   payload: {"type":"FENCE_BROKER_RECORD","version":0,"data":{"id":2,"epoch":5}}',
     ]
     # the __cluster_metadata-0 directory itself gives the same dump
     assert run_dump(directory) == lines
+    [snapshot] = [o for o in map(json.loads, run_dump(directory, as_json=True))
+                  if o["type"] == "snapshot"]
+    assert [r["type"] for r in snapshot["records"]] == ["TOPIC_RECORD", "PARTITION_RECORD"]
 
 
 def test_json(tmp_path):

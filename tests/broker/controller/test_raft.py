@@ -16,7 +16,7 @@ from broker.controller.raft import (AppendEntries, BeginQuorumEpochRequest,
                                     InstallSnapshot, LeaderIdAndEpoch, NotLeaderError,
                                     PersistElectionState, QuorumConfig, RaftNode, Send,
                                     TruncateTo, VoteRequest, VoteResponse, EpochEndOffset)
-from broker.controller.raft_log import Entry, RaftLog
+from broker.controller.raft_log import Entry, RaftLog, Snapshot, SnapshotId
 from protocol.errors import ErrorCode
 
 VOTERS = (0, 1, 2)
@@ -295,6 +295,30 @@ def test_a_follower_below_the_log_start_fetches_and_installs_the_snapshot():
     answer = only(leader.receive(1, fetch.correlation_id, fetch.message, 0), FetchResponse)
     follower.receive(0, answer.correlation_id, answer.message, 0)
     assert [e.record for e in follower.log.entries] == [b"b"] and follower.high_watermark == 6
+
+
+def test_a_follower_restarted_on_a_snapshot_at_the_high_watermark_is_told_it():
+    """Its high watermark does not move (the snapshot's end is the quorum's), but the first
+    one it learns is still handed to the runtime, which publishes its image only then."""
+    leader = make_node(epochs=[1, 1, 1])
+    elect(leader)  # epoch 2: its control entry is at offset 3
+    leader.receive(2, 1, FetchRequest(2, 2, 4, 2), 0)
+    assert leader.high_watermark == 4
+    follower = RaftNode(1, QuorumConfig(VOTERS), random.Random(1),
+                        ElectionState(leader.epoch, leader.node_id, voters=VOTERS),
+                        RaftLog((), Snapshot(SnapshotId(4, 2), b"image")))
+    assert follower.high_watermark == 4
+    fetch = only(follower.start(0), FetchRequest)
+    answer = only(leader.receive(1, fetch.correlation_id, fetch.message, 0), FetchResponse)
+    effects = follower.receive(0, answer.correlation_id, answer.message, 0)
+    assert only_kind(effects, HighWatermark).offset == 4
+    # from then on, only news
+    fetch = only(effects, FetchRequest)
+    leader.append(2, [b"more"], 0)
+    answer = only(leader.receive(1, fetch.correlation_id, fetch.message, 0), FetchResponse)
+    effects = follower.receive(0, answer.correlation_id, answer.message, 0)
+    assert [e.offset for e in effects if isinstance(e, HighWatermark)] == []
+    assert follower.log.end_offset == 5
 
 
 def test_a_snapshot_must_be_committed():
