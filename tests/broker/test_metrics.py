@@ -153,3 +153,29 @@ async def test_a_client_that_sends_too_much_or_nothing_is_closed(autojump_clock)
     assert await _exchange(b"GET /metr") == b""  # never finished: closed at the time limit
     assert trio.current_time() - started >= 10
     assert await _exchange(b"GET /", close_after_send=True) == b""
+
+
+def _dashboard() -> dict:
+    import json
+    from pathlib import Path
+    return json.loads((Path(__file__).resolve().parents[2] / "docs" / "grafana"
+                       / "minibroker.json").read_text())
+
+
+async def test_the_grafana_dashboard_names_only_metrics_the_broker_serves(inproc,
+                                                                          autojump_clock):
+    import re
+
+    broker = inproc.broker
+    broker.metrics.request_done("Produce", 1.0)  # a histogram with no request has no samples
+    served = {s.name for family in text_string_to_metric_families(
+        generate_latest(registry_for(broker)).decode()) for s in family.samples}
+    dashboard = _dashboard()
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", ())]
+    named = {name for e in exprs for name in re.findall(r"\bkafka_[a-z_]+", e)}
+    assert named and named <= served, sorted(named - served)
+    # every panel but the rows queries something, through the data-source variable
+    assert all(p.get("targets") for p in dashboard["panels"] if p["type"] != "row")
+    assert {v["name"] for v in dashboard["templating"]["list"]} >= {"datasource"}
+    assert all(t["datasource"]["uid"] == "${datasource}" for p in dashboard["panels"]
+               for t in p.get("targets", ()))
