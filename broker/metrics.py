@@ -84,6 +84,7 @@ class BrokerMetrics:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.requests: dict[str, RequestTimes] = {}
+        self._fetch_shape_logged = False
         # the open client connections; set by broker.server once it serves
         self.connection_count: Callable[[], int] = lambda: 0
 
@@ -95,11 +96,22 @@ class BrokerMetrics:
         self.messages_in[topic] = self.messages_in.get(topic, 0) + records
         self.bytes_in[topic] = self.bytes_in.get(topic, 0) + size
 
-    def fetched(self, responses: Any, follower: bool, topic_name: Callable[[Any], str | None]
+    def fetched(self, answer: Any, follower: bool, topic_name: Callable[[Any], str | None]
                 ) -> None:
         """The record bytes of one Fetch answer, per topic (BytesOut) or, to a follower,
-        all topics together (ReplicationBytesOut). `responses` is the answer's topics, each
-        naming its topic (or, from Fetch v13, its topic id: `topic_name` resolves it)."""
+        all topics together (ReplicationBytesOut). The answer's topics each name their
+        topic (or, from Fetch v13, its topic id: `topic_name` resolves it). An answer of
+        another shape is left uncounted, once said: a metric must not cost the fetch."""
+        try:
+            self._fetched(answer["responses"], follower, topic_name)
+        except (KeyError, TypeError, AttributeError) as e:
+            if not self._fetch_shape_logged:
+                self._fetch_shape_logged = True
+                log.warning("BytesOut is not counted: a Fetch answer of an unexpected shape "
+                            "(%s: %s)", type(e).__name__, e)
+
+    def _fetched(self, responses: Any, follower: bool,
+                 topic_name: Callable[[Any], str | None]) -> None:
         for t in responses:
             size = sum(len(p["records"] or b"") for p in t["partitions"])
             if not size:

@@ -100,7 +100,7 @@ class Server:
         self.apis = APIS if apis is None else apis
         # the data plane (client listener) counts the record bytes it sends (BytesOut);
         # the controller listener's Raft fetches carry the metadata log, not topics
-        self.counts_bytes = handlers is None
+        self.counts_bytes = apis is None
         self._api_names = {key: api.name for key, api in self.apis.items()}
         self.sampler = RequestSampler(broker.config.events_request_sample_per_second)
         max_idle_ms = broker.config.connections_max_idle_ms
@@ -320,8 +320,7 @@ class Server:
             if body is None:  # acks=0 produce: no response at all
                 return None
             if request.api_key == FETCH and self.counts_bytes:
-                self.broker.metrics.fetched(body["responses"],
-                                            fetch_replica_id(request.body) >= 0,
+                self.broker.metrics.fetched(body, fetch_replica_id(request.body) >= 0,
                                             self._topic_name)
             if request.body is None:  # ApiVersions of an unknown version: the v0 layout
                 response = encode_response(request.api_key, 0, request.header.correlation_id, body)

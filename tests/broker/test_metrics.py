@@ -179,3 +179,19 @@ async def test_the_grafana_dashboard_names_only_metrics_the_broker_serves(inproc
     assert {v["name"] for v in dashboard["templating"]["list"]} >= {"datasource"}
     assert all(t["datasource"]["uid"] == "${datasource}" for p in dashboard["panels"]
                for t in p.get("targets", ()))
+
+
+def test_a_fetch_answer_of_another_shape_is_left_uncounted_not_fatal(caplog):
+    from broker.metrics import BrokerMetrics
+    m = BrokerMetrics()
+    m.fetched({"responses": [{"topic": "t", "partitions": [{"records": b"abc"}]}]}, False,
+              lambda _id: None)
+    m.fetched({"responses": [{"topic_id": "id", "partitions": [{"records": b"de"}]}]}, False,
+              lambda _id: "t")
+    m.fetched({"responses": [{"topic": "t", "partitions": [{"records": b"xyz"}]}]}, True,
+              lambda _id: None)
+    assert m.bytes_out == {"t": 5} and m.replication_bytes_out == 3
+    m.fetched(b"already encoded", False, lambda _id: None)
+    m.fetched({"topics": []}, False, lambda _id: None)
+    assert m.bytes_out == {"t": 5}
+    assert len([r for r in caplog.records if "BytesOut is not counted" in r.message]) == 1
