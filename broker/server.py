@@ -2,9 +2,10 @@
 
 Owns: `serve()`, the root of the broker's nursery tree (listeners, the metrics endpoint
 when metrics.port is set, housekeeping, `metrics` events, signal watcher), and the
-per-connection loop, which times every request for broker.metrics. Requests on one connection are answered strictly in
-the order they arrived (Kafka's guarantee; clients pipeline on it), but a connection never
-waits for another: each has its own task, so a slow or stuck client only stalls itself.
+per-connection loop, which times every request for broker.metrics. Requests on one
+connection are answered strictly in the order they arrived (Kafka's guarantee; clients
+pipeline on it), but a connection never waits for another: each has its own task, so a
+slow or stuck client only stalls itself.
 
 A protocol violation on a connection (bad frame size, unparseable body, unknown api key,
 unsupported version) closes that connection after one log line; the broker keeps serving
