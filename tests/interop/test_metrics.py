@@ -163,15 +163,18 @@ def test_off_by_default(broker):
     assert listening_ports(broker.pid) == {broker.port}
 
 
-def test_a_taken_metrics_port_stops_the_start_with_one_line(make_broker, tmp_path):
+def test_a_taken_metrics_port_stops_the_start_with_one_line(tmp_path):
     from tests.interop.conftest import BrokerProcess, BrokerStartError
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         b = BrokerProcess(tmp_path / "taken", {"metrics.port": port})
-        with pytest.raises(BrokerStartError):
-            b.start()
+        try:
+            with pytest.raises(BrokerStartError):
+                b.start()
+        finally:
+            b.stop(kill=True)  # were it to start after all
         assert b.proc.returncode == 1
         assert f"cannot listen on 127.0.0.1:{port} (metrics.port): address already in use" \
             in b.tail()
