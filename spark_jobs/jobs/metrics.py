@@ -46,7 +46,7 @@ GAUGES = ("partition_count", "leader_count", "under_replicated_partitions",
           "fetch_sessions", "fetch_session_partitions", "connections", "broker_state",
           "active_controller", "offline_partitions", "global_topics", "global_partitions",
           "active_brokers", "fenced_brokers", "preferred_replica_imbalance")
-CHART_REQUESTS = 8  # request names in the request charts: the busiest
+CHART_REQUESTS = 8  # lines in the request charts: the busiest request names and brokers
 
 
 def _delta(column: str, window) -> F.Column:
@@ -189,11 +189,10 @@ def run(spark, ctx) -> JobResult:
                                step=True, span=span, zero_based=True))
     rdf: pd.DataFrame = requests.pandas()
     if not rdf.empty:
-        total = (rdf.groupby("request")["requests"].sum().sort_values(ascending=False)
-                 .index[:CHART_REQUESTS])
-        rdf = rdf[rdf.request.isin(total)]
-        key = rdf["request"] + " @" + rdf["broker"].astype(str)
-        rdf = rdf.assign(key=key)
+        rdf = rdf.assign(key=rdf["request"] + " @" + rdf["broker"].astype(str))
+        busiest = (rdf.groupby("key")["requests"].sum().sort_values(ascending=False)
+                   .index[:CHART_REQUESTS])
+        rdf = rdf[rdf.key.isin(busiest)]
         charts.append(report.lines(out_dir / "requests.png",
                                    _rate_series(rdf, "key", "requests_per_s"),
                                    "requests per second, by request and broker",
