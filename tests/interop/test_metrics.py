@@ -14,6 +14,7 @@ import confluent_kafka.admin
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from broker.events import read_events
 from tests.interop.conftest import free_port
 from tests.util import unique, wait_until
 
@@ -120,6 +121,18 @@ def test_a_scrape_shows_what_kafka_clients_did(make_broker):
                      (("request", "FetchConsumer"),))] >= 1
     # the endpoint's port and Kafka's, nothing else
     assert listening_ports(broker.pid) == {broker.port, metrics_port}
+
+    # the last figures go to the event log at shutdown, just before broker_stop
+    assert broker.stop() == 0
+    events = read_events(broker.data_dir)
+    assert [e["type"] for e in events[-2:]] == ["metrics", "broker_stop"]
+    last = events[-2]
+    assert last["messages_in"] == after[all_in] and last["bytes_out"] == bytes_in
+    # the consumer's group.id made __consumer_offsets since: the one node holds and leads all
+    assert last["partition_count"] == last["leader_count"] == PARTITIONS + 50
+    # written after the node handed the quorum on: no longer the active controller
+    assert last["active_controller"] == 0 and last["global_partitions"] == 0
+    assert any(r.startswith("FetchConsumer=") for r in last["requests"])
 
 
 RESET = b"(reset)"
