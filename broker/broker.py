@@ -34,6 +34,7 @@ from broker.log.errors import KafkaStorageError
 from broker.log.manager import LogManager, read_partition_metadata
 from broker.log_dirs import LogDirFailureChannel
 from broker.metrics import BrokerMetrics, figures
+from broker.telemetry import ClientTelemetry
 from broker.metadata import (LEGACY_FILE, LegacyMetadata, cluster_id_for_voters,
                              load_cluster_id, load_directory_id)
 from broker.metadata_cache import OFFSETS_TOPIC, MetadataCache
@@ -93,6 +94,7 @@ class Broker:
         self.legacy = LegacyMetadata.load(self.data_dir)
         self.logs = LogManager(self.data_dir, on_event=self.events.emit)
         self.metrics = BrokerMetrics()
+        self.telemetry = ClientTelemetry(config)
         self.partitions: dict[tuple[str, int], Partition] = {}
         # fetches long-polling each partition; an append wakes only its own partition's
         self._fetch_waiters: dict[tuple[str, int], set[trio.Event]] = {}

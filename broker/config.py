@@ -261,6 +261,13 @@ BROKER_PROPERTIES = _props(
          minimum=0),
     Prop("metrics.host", "str", "127.0.0.1",
          "minibroker: the address the Prometheus endpoint listens on."),
+    Prop("telemetry.metrics", "list", (),
+         "minibroker: metric name prefixes every client is asked to push (KIP-714), * for "
+         "all; empty: the client telemetry APIs are not advertised."),
+    Prop("telemetry.push.interval.ms", "int", 300000,
+         "minibroker: how often clients push their metrics (KIP-714).", minimum=100),
+    Prop("telemetry.max.bytes", "int", 1048576,
+         "Largest client telemetry push accepted (KIP-714).", minimum=1),
     Prop("shutdown.drain.timeout.ms", "int", 5000,
          "minibroker: how long a graceful shutdown waits for in-flight requests.", minimum=0),
 )
@@ -402,6 +409,9 @@ class BrokerConfig:
     events_metrics_interval_ms = _Typed(int)
     metrics_port = _Typed(int)
     metrics_host = _Typed(str)
+    telemetry_metrics = _Typed(tuple)
+    telemetry_push_interval_ms = _Typed(int)
+    telemetry_max_bytes = _Typed(int)
     shutdown_drain_timeout_ms = _Typed(int)
     sasl_server_max_receive_size = _Typed(int)
     authorizer_class_name = _Typed(str)

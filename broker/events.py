@@ -57,6 +57,11 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
                 "latency_ms": "double", "request_bytes": "long", "response_bytes": "long",
                 "error": "string"},
     "connection_error": {"peer": "string", "error": "string"},
+    # a client's telemetry push (KIP-714, broker/telemetry.py): each point
+    # "name{attribute=value,...}=value", as the client measured it
+    "client_metrics": {"client_instance_id": "string", "client_id": "string",
+                       "peer": "string", "terminating": "boolean",
+                       "points": "array<string>"},
     # the broker's operational figures (broker/metrics.py), every events.metrics.interval.ms
     # and at shutdown: counters are totals since the process started (a restart starts them
     # again at 0), the rest gauges read when written; the controller's figures are the
