@@ -12,7 +12,9 @@ Owns the pure transforms
 - `metrics_summary(events)`: broker, samples, first_ts, last_ts, messages_in, bytes_in,
   bytes_out, isr_shrinks, isr_expands, max_under_replicated, last_partition_count,
   last_leader_count, active_controller_samples: one row per broker;
-and `run(spark, ctx)`.
+- `client_metrics(events)`: ts, broker, client_id, client_instance_id, metric, attributes,
+  value: every point the clients pushed (KIP-714 `client_metrics` events);
+and `run(spark, ctx)`, which also charts the latencies the clients measured.
 
 The counters are totals since the broker's process started: one that went down between two
 events is a restart, and the interval counts the new total from 0. The controller's figures
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     import pandas as pd  # pandas ships no types: this names what toPandas() returns
 
 __all__ = ["NO_METRICS", "COUNTERS", "GAUGES", "broker_metrics", "request_rates",
-           "metrics_summary", "run"]
+           "metrics_summary", "client_metrics", "run"]
 
 NO_METRICS = ("no metrics events in the event log (a broker writes one every "
               "events.metrics.interval.ms and at shutdown)")
@@ -120,6 +122,21 @@ def metrics_summary(events: DataFrame) -> DataFrame:
             .orderBy("broker"))
 
 
+def client_metrics(events: DataFrame) -> DataFrame:
+    """`name{k=v,...}=value` points, one row each."""
+    pushes = events.where(F.col("type") == "client_metrics")
+    points = pushes.select("ts", "broker", "client_id", "client_instance_id",
+                           F.explode("points").alias("point"))
+    value_at = F.length("point") - F.locate("=", F.reverse("point")) + 1  # the last "="
+    head = F.expr("substring(point, 1, length(point) - locate('=', reverse(point)))")
+    return (points.select("ts", "broker", "client_id", "client_instance_id",
+                          F.regexp_extract(head, r"^([^{]*)", 1).alias("metric"),
+                          F.regexp_extract(head, r"\{(.*)\}$", 1).alias("attributes"),
+                          F.substring("point", value_at + 1, 1 << 16).cast("double")
+                          .alias("value"))
+            .orderBy("ts", "client_id", "metric", "attributes"))
+
+
 def _series(pdf: pd.DataFrame, key: str, x: str, y: str, label=str
             ) -> dict[str, tuple[list, list]]:
     return {label(k): (g[x].tolist(), g[y].tolist()) for k, g in pdf.groupby(key)}
@@ -142,14 +159,16 @@ def run(spark, ctx) -> JobResult:
     samples = report.collect(broker_metrics(events))
     requests = report.collect(request_rates(events))
     summary = report.collect(metrics_summary(events))
+    clients = report.collect(client_metrics(events))
     result.tables.update(broker_metrics=samples, request_rates=requests,
-                         metrics_summary=summary)
+                         metrics_summary=summary, client_metrics=clients)
     result.show.append("metrics_summary")
+    out_dir, span = ctx.job_dir("metrics"), ctx.time_span(spark)
+    _client_charts(result, clients.pandas(), out_dir, span)
     pdf: pd.DataFrame = samples.pandas()
     if pdf.empty:
         result.notes.append(NO_METRICS)
         return result
-    out_dir, span = ctx.job_dir("metrics"), ctx.time_span(spark)
     broker = lambda b: f"broker {b}"  # noqa: E731
     charts = result.charts
     charts.append(report.lines(out_dir / "messages_in.png",
@@ -204,3 +223,22 @@ def run(spark, ctx) -> JobResult:
     result.notes.append(f"{len(pdf)} metrics event(s) from {pdf['broker'].nunique()} "
                         f"broker(s); rates are over the interval between a broker's events")
     return result
+
+
+def _client_charts(result: JobResult, cdf: pd.DataFrame, out_dir, span) -> None:
+    """What the clients measured: each client's latencies (the metrics named *latency.avg,
+    per broker node where the client reports them so)."""
+    from spark_jobs import report
+    if cdf.empty:
+        return
+    latency = cdf[cdf.metric.str.endswith("latency.avg")]
+    if not latency.empty:
+        short = latency.metric.str.replace("org.apache.kafka.", "", regex=False)
+        key = latency.client_id + " " + short + latency.attributes.map(
+            lambda a: f" {{{a}}}" if a else "")
+        series = _series(latency.assign(key=key), "key", "ts", "value")
+        result.charts.append(report.lines(out_dir / "client_latency.png", series,
+                                          "latencies the clients measured (KIP-714 pushes)",
+                                          "ms", step=True, span=span, zero_based=True))
+    result.notes.append(f"{cdf.client_instance_id.nunique()} client instance(s) pushed "
+                        f"{len(cdf)} metric point(s) (KIP-714)")

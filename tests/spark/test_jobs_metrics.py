@@ -5,7 +5,8 @@ arrays, the per-broker summary, and the charts on the report's time axis."""
 from __future__ import annotations
 
 from spark_jobs.jobs import Context, frame
-from spark_jobs.jobs.metrics import broker_metrics, metrics_summary, request_rates, run
+from spark_jobs.jobs.metrics import (broker_metrics, client_metrics, metrics_summary,
+                                     request_rates, run)
 from spark_jobs.report import time_axis
 from spark_jobs.tables import EVENTS_SCHEMA
 
@@ -36,6 +37,12 @@ ROWS = [
     _metrics(90_000, 1, 500),
     {"ts": 10_000, "type": "broker_start", "broker": 1, "listener": "x", "data_dir": "d",
      "cluster_id": "c", "clean_shutdown": True, "version": "0.1.0"},
+    # a client's KIP-714 push
+    {"ts": 70_000, "type": "client_metrics", "broker": 0, "client_instance_id": "i-1",
+     "client_id": "app", "peer": "127.0.0.1:1", "terminating": False,
+     "points": ["org.apache.kafka.producer.request.latency.avg=2.5",
+                "org.apache.kafka.producer.node.request.latency.avg{node.id=0}=1e-05",
+                "a.total{k=a=b}=7"]},
 ]
 
 
@@ -59,6 +66,16 @@ def test_request_rates_and_mean_times(spark):
                    ("Produce", 120_000, 120, 2.0, 4.0)]
 
 
+def test_client_points_one_row_each(spark):
+    events = frame(spark, EVENTS_SCHEMA, ROWS)
+    got = [(r["client_id"], r["metric"], r["attributes"], r["value"])
+           for r in client_metrics(events).collect()]
+    assert got == [("app", "a.total", "k=a=b", 7.0),
+                   ("app", "org.apache.kafka.producer.node.request.latency.avg", "node.id=0",
+                    1e-05),
+                   ("app", "org.apache.kafka.producer.request.latency.avg", "", 2.5)]
+
+
 def test_summary_per_broker(spark):
     events = frame(spark, EVENTS_SCHEMA, ROWS)
     rows = {r["broker"]: r.asDict() for r in metrics_summary(events).collect()}
@@ -79,8 +96,9 @@ def test_the_charts_share_the_reports_time_axis(spark, tmp_path):
     ctx = Context(data_dir=tmp_path / "data", out=tmp_path / "out")
     result = run(spark, ctx)
     names = sorted(p.name for p in result.charts)
-    assert names == ["bytes.png", "isr_changes.png", "messages_in.png", "partitions.png",
-                     "request_time.png", "requests.png", "under_replicated.png"]
+    assert names == ["bytes.png", "client_latency.png", "isr_changes.png", "messages_in.png",
+                     "partitions.png", "request_time.png", "requests.png",
+                     "under_replicated.png"]
     span = ctx.time_span(spark)
     assert span == (0, 120_000)
     for chart in result.charts:
