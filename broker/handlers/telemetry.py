@@ -1,11 +1,15 @@
 """Client telemetry (KIP-714): GetTelemetrySubscriptions, PushTelemetry,
 ListClientMetricsResources, over broker.telemetry's one subscription. A push that passes
 its checks is written as a `client_metrics` event; one that does not is answered with the
-error, and the client adjusts (a new subscription, a later push) as KIP-714 says."""
+error, and the client adjusts (a new subscription, a later push) as KIP-714 says. As in
+Kafka, any client may ask and push, and listing the subscriptions needs DESCRIBE_CONFIGS on
+the cluster."""
 
 from __future__ import annotations
 
 from broker.handlers.context import RequestContext
+from broker.security.acls import AclOperation
+from broker.security.authorize import authorize_cluster
 from broker.telemetry import SUBSCRIPTION_NAME, point_text
 from protocol.errors import ErrorCode
 
@@ -27,6 +31,9 @@ async def handle_push(ctx: RequestContext) -> dict:
 
 
 async def handle_list_resources(ctx: RequestContext) -> dict:
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE_CONFIGS):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "client_metrics_resources": []}
     names = [{"name": SUBSCRIPTION_NAME}] if ctx.broker.telemetry.enabled else []
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
             "client_metrics_resources": names}
