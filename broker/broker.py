@@ -33,6 +33,8 @@ from broker.log.config import LogConfig
 from broker.log.errors import KafkaStorageError
 from broker.log.manager import LogManager, read_partition_metadata
 from broker.log_dirs import LogDirFailureChannel
+from broker.metrics import BrokerMetrics, figures
+from broker.telemetry import ClientTelemetry
 from broker.metadata import (LEGACY_FILE, LegacyMetadata, cluster_id_for_voters,
                              load_cluster_id, load_directory_id)
 from broker.metadata_cache import OFFSETS_TOPIC, MetadataCache
@@ -100,6 +102,8 @@ class Broker:
         self.log_dirs.listeners.append(self._log_dir_failed)
         self.legacy = LegacyMetadata.load(self.data_dir)
         self.logs = LogManager(self.data_dir, on_event=self.events.emit)
+        self.metrics = BrokerMetrics()
+        self.telemetry = ClientTelemetry(config)
         self.partitions: dict[tuple[str, int], Partition] = {}
         # fetches long-polling each partition; an append wakes only its own partition's
         self._fetch_waiters: dict[tuple[str, int], set[trio.Event]] = {}
@@ -158,6 +162,7 @@ class Broker:
         except OSError as e:
             log.error("could not flush the logs at shutdown (%s); the next start recovers "
                       "them as after a crash", e)
+        self.emit_metrics()
         self.events.emit("broker_stop", reason=reason, uptime_ms=self.now_ms() - self.started_ms)
         self.events.close()
 
@@ -482,6 +487,15 @@ class Broker:
             self.notify_data_arrived(topic, index)
 
     # -- housekeeping -----------------------------------------------------------------------
+
+    def emit_metrics(self) -> None:
+        """A `metrics` event: the figures the Prometheus endpoint serves (broker.metrics)."""
+        try:
+            values = figures(self)
+        except Exception:  # noqa: BLE001  a bug of ours must not cost the shutdown's events
+            log.exception("could not compute the metrics event")
+            return
+        self.events.emit("metrics", **values)
 
     def apply_retention(self) -> None:
         self.logs.apply_retention(self.now_ms())

@@ -259,6 +259,21 @@ BROKER_PROPERTIES = _props(
     Prop("events.retention.files", "int", 20, "minibroker: event log files kept.", minimum=1),
     Prop("events.request.sample.per.second", "int", 200,
          "minibroker: request latency events per API per second (0 = none).", minimum=0),
+    Prop("events.metrics.interval.ms", "long", 60000,
+         "minibroker: how often a `metrics` event records the broker's figures (0 = never; "
+         "one is written at shutdown too).", minimum=0),
+    Prop("metrics.port", "int", 0,
+         "minibroker: the port of the Prometheus endpoint, GET /metrics (0 = off).",
+         minimum=0),
+    Prop("metrics.host", "str", "127.0.0.1",
+         "minibroker: the address the Prometheus endpoint listens on."),
+    Prop("telemetry.metrics", "list", (),
+         "minibroker: metric name prefixes every client is asked to push (KIP-714), * for "
+         "all; empty: the client telemetry APIs are not advertised."),
+    Prop("telemetry.push.interval.ms", "int", 300000,
+         "minibroker: how often clients push their metrics (KIP-714).", minimum=100),
+    Prop("telemetry.max.bytes", "int", 1048576,
+         "Largest client telemetry push accepted (KIP-714).", minimum=1),
     Prop("shutdown.drain.timeout.ms", "int", 5000,
          "minibroker: how long a graceful shutdown waits for in-flight requests.", minimum=0),
 )
@@ -431,6 +446,12 @@ class BrokerConfig:
     events_segment_bytes = _Typed(int)
     events_retention_files = _Typed(int)
     events_request_sample_per_second = _Typed(int)
+    events_metrics_interval_ms = _Typed(int)
+    metrics_port = _Typed(int)
+    metrics_host = _Typed(str)
+    telemetry_metrics = _Typed(tuple)
+    telemetry_push_interval_ms = _Typed(int)
+    telemetry_max_bytes = _Typed(int)
     shutdown_drain_timeout_ms = _Typed(int)
     sasl_server_max_receive_size = _Typed(int)
     authorizer_class_name = _Typed(str)

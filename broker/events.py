@@ -57,6 +57,28 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
                 "latency_ms": "double", "request_bytes": "long", "response_bytes": "long",
                 "error": "string"},
     "connection_error": {"peer": "string", "error": "string"},
+    # a client's telemetry push (KIP-714, broker/telemetry.py): each point
+    # "name{attribute=value,...}=value", as the client measured it
+    "client_metrics": {"client_instance_id": "string", "client_id": "string",
+                       "peer": "string", "terminating": "boolean",
+                       "points": "array<string>"},
+    # the broker's operational figures (broker/metrics.py), every events.metrics.interval.ms
+    # and at shutdown: counters are totals since the process started (a restart starts them
+    # again at 0), the rest gauges read when written; the controller's figures are the
+    # active controller's (0 elsewhere); requests and request_time_ms are "name=count" and
+    # "name=total ms" per request name, also totals
+    "metrics": {"messages_in": "long", "bytes_in": "long", "bytes_out": "long",
+                "replication_bytes_out": "long", "failed_produce_requests": "long",
+                "partition_count": "long", "leader_count": "long",
+                "under_replicated_partitions": "long", "under_min_isr_partitions": "long",
+                "at_min_isr_partitions": "long", "offline_replicas": "long",
+                "isr_shrinks": "long", "isr_expands": "long", "fetch_sessions": "long",
+                "fetch_session_partitions": "long", "fetch_session_evictions": "long",
+                "connections": "long", "broker_state": "long", "active_controller": "long",
+                "offline_partitions": "long", "global_topics": "long",
+                "global_partitions": "long", "active_brokers": "long",
+                "fenced_brokers": "long", "preferred_replica_imbalance": "long",
+                "requests": "array<string>", "request_time_ms": "array<string>"},
     # a connection refused at the TLS handshake or SASL authentication (issue 15): who it
     # claimed to be ("" before a name was given), where from, and why; the connection closes
     "auth_failure": {"principal": "string", "listener": "string", "peer": "string",

@@ -1,9 +1,11 @@
 """The trio server: listeners, one task per connection, graceful drain.
 
-Owns: `serve()`, the root of the broker's nursery tree (listeners, housekeeping, signal
-watcher), and the per-connection loop. Requests on one connection are answered strictly in
-the order they arrived (Kafka's guarantee; clients pipeline on it), but a connection never
-waits for another: each has its own task, so a slow or stuck client only stalls itself.
+Owns: `serve()`, the root of the broker's nursery tree (listeners, the metrics endpoint
+when metrics.port is set, housekeeping, `metrics` events, signal watcher), and the
+per-connection loop, which times every request for broker.metrics. Requests on one
+connection are answered strictly in the order they arrived (Kafka's guarantee; clients
+pipeline on it), but a connection never waits for another: each has its own task, so a
+slow or stuck client only stalls itself.
 
 A protocol violation on a connection (bad frame size, unparseable body, unknown api key,
 unsupported version) closes that connection after one log line; the broker keeps serving
@@ -44,6 +46,7 @@ from broker.handlers import HANDLERS
 from broker.handlers.controller import CONTROLLER_HANDLERS, CONTROLLER_LISTENER_APIS
 from broker.handlers.context import ANONYMOUS, CloseConnection, RequestContext
 from broker.log.log import fsync_plans
+from broker.metrics import fetch_replica_id, request_name, serve_metrics
 from broker.security.authenticator import ListenerSecurity, SaslGate
 from broker.security.tls import drain_decrypted, principal_from_cert
 from protocol import framing
@@ -96,6 +99,10 @@ class Server:
         self.broker = broker
         self.handlers = HANDLERS if handlers is None else handlers
         self.apis = APIS if apis is None else apis
+        # the data plane (client listener) counts the record bytes it sends (BytesOut);
+        # the controller listener's Raft fetches carry the metadata log, not topics
+        self.counts_bytes = apis is None
+        self._api_names = {key: api.name for key, api in self.apis.items()}
         self.sampler = RequestSampler(broker.config.events_request_sample_per_second)
         max_idle_ms = broker.config.connections_max_idle_ms
         self.max_idle_s = max_idle_ms / 1000 if max_idle_ms >= 0 else math.inf
@@ -313,6 +320,9 @@ class Server:
                 RequestContext(self.broker, request, peer, listener, principal))
             if body is None:  # acks=0 produce: no response at all
                 return None
+            if request.api_key == FETCH and self.counts_bytes:
+                self.broker.metrics.fetched(body, fetch_replica_id(request.body) >= 0,
+                                            self._topic_name)
             if request.body is None:  # ApiVersions of an unknown version: the v0 layout
                 response = encode_response(request.api_key, 0, request.header.correlation_id, body)
             else:
@@ -325,15 +335,23 @@ class Server:
             self.in_flight -= 1
             if self.in_flight == 0:
                 self._idle.set()
+            latency_ms = (trio.current_time() - started) * 1000
+            name = self._api_names.get(request.api_key) or str(request.api_key)
+            self.broker.metrics.request_done(
+                request_name(name, request.api_key, request.body), latency_ms)
             if self.sampler.allow(request.api_key, self.broker.now_ms() // 1000):
-                api = self.apis.get(request.api_key)
                 self.broker.events.emit(
-                    "request", api=api.name if api else str(request.api_key),
-                    api_key=request.api_key, api_version=request.api_version,
+                    "request", api=name, api_key=request.api_key,
+                    api_version=request.api_version,
                     client_id=request.header.client_id or "",
-                    latency_ms=round((trio.current_time() - started) * 1000, 3),
+                    latency_ms=round(latency_ms, 3),
                     request_bytes=request.size,
                     response_bytes=len(response) if response is not None else 0, error=error)
+
+    def _topic_name(self, topic_id) -> str | None:
+        """A Fetch answer's topic id (v13+) as its name, for BytesOut's topic label."""
+        topic = self.broker.metadata_cache.image.topic_by_id(topic_id) if topic_id else None
+        return topic.name if topic is not None else None
 
     async def wait_idle(self) -> None:
         await self._idle.wait()
@@ -403,6 +421,16 @@ async def _checkpoint(broker: Broker) -> None:
     for plan in flushed:
         plan.log.flushed(plan)
     await blocking.run_sync(logs.write_checkpoints, logs.checkpoints())
+
+
+async def _metrics_events(broker: Broker) -> None:
+    """A `metrics` event every events.metrics.interval.ms (Broker.close writes the last)."""
+    interval_ms = broker.config.events_metrics_interval_ms
+    if interval_ms <= 0:
+        return
+    while True:
+        await trio.sleep(interval_ms / 1000)
+        broker.emit_metrics()
 
 
 async def _housekeeping(broker: Broker) -> None:
@@ -487,8 +515,10 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
     At shutdown a broker first moves its leaderships away (controlled shutdown) and a
     controller that leads the quorum hands it on (EndQuorumEpoch)."""
     server = Server(broker)
+    broker.metrics.connection_count = lambda: server.connections
     reason = "cancelled"
     addresses = broker.addresses
+    config = broker.config
     try:
         reason = "cannot listen"
         controller_listeners = []
@@ -496,6 +526,11 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
             controller_listeners = await _listen(addresses.controller.host,
                                                  addresses.controller.port,
                                                  " (controller listener)")
+        metrics_listeners = []
+        if config.metrics_port:
+            # open from the start: a node still catching up, or fenced, is worth watching
+            metrics_listeners = await _listen(config.metrics_host, config.metrics_port,
+                                              " (metrics.port)")
         if addresses.is_broker:
             for endpoint in addresses.clients:
                 await _check_free(endpoint.host, endpoint.port, "")
@@ -513,8 +548,13 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
                             functools.partial(controller_server.handle_connection,
                                               listener=addresses.controller.name),
                             controller_listeners, handler_nursery=root))
+                    if metrics_listeners:
+                        await root.start(serve_metrics, broker, metrics_listeners)
+                        log.info("metrics at http://%s:%d/metrics", config.metrics_host,
+                                 config.metrics_port)
                     await broker.start(root)
                     root.start_soon(_housekeeping, broker)
+                    root.start_soon(_metrics_events, broker)
                     if addresses.is_broker:
                         # bound only once unfenced: until then not even the kernel accepts
                         # a client's connection for a broker that cannot serve it

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from broker.handlers import (
     acls, api_versions, cluster, configs, consumer_group, fetch, groups, leader_epoch, list_offsets,
-    metadata, offsets, produce, producer_id, sasl, scram, topics,
+    metadata, offsets, produce, producer_id, sasl, scram, telemetry, topics,
 )
 from broker.handlers.context import Handler
 from protocol import messages as m
@@ -52,6 +52,9 @@ HANDLERS: dict[int, Handler] = {
     m.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.handle_describe,
     m.ALTER_USER_SCRAM_CREDENTIALS: scram.handle_alter,
     m.DESCRIBE_TOPIC_PARTITIONS: metadata.handle_describe_topic_partitions,
+    m.GET_TELEMETRY_SUBSCRIPTIONS: telemetry.handle_get_subscriptions,
+    m.PUSH_TELEMETRY: telemetry.handle_push,
+    m.LIST_CLIENT_METRICS_RESOURCES: telemetry.handle_list_resources,
 }
 
 assert HANDLERS.keys() == m.APIS.keys(), "every declared API needs a handler, and no more"

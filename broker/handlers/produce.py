@@ -64,6 +64,8 @@ async def handle(ctx: RequestContext) -> dict | None:
             else:
                 error, result = _produce_partition(ctx, topic_data.name, partition_data,
                                                    now_ms)
+            if error != ErrorCode.NONE:
+                ctx.broker.metrics.failed_produce_requests += 1
             response = {
                 "index": partition_data.index, "error_code": error,
                 "base_offset": result.base_offset if result else -1,
@@ -177,4 +179,7 @@ def _produce_partition(ctx: RequestContext, topic: str, data, now_ms: int):
         return ErrorCode.NOT_ENOUGH_REPLICAS, None
     # the caller wakes this partition's waiters (fetches, acks=all) after the whole request
     result = partition.append_batch(bytearray(data.records), header, now_ms)
-    return result.error, result if result.error == ErrorCode.NONE else None
+    if result.error != ErrorCode.NONE:
+        return result.error, None
+    broker.metrics.produced(topic, header.records_count, len(data.records))
+    return result.error, result

@@ -252,6 +252,7 @@ class ReplicaManager:
         change reached it first (its AlterPartition's answer or the metadata record)."""
         after = partition.isr
         kind = "shrink" if len(after) < len(before) else "expand"
+        self.broker.metrics.isr_changed(shrink=kind == "shrink")
         log.info("%s-%d: ISR %s %s -> %s (%s)", partition.topic, partition.index, kind,
                  list(before), list(after), reason)
         self.broker.events.emit("isr_change", topic=partition.topic,

@@ -22,7 +22,7 @@ from construct import Container
 
 from protocol.messages import (
     api_versions, cluster, configs, consumer_group, fetch, group, leader_epoch, list_offsets,
-    metadata, offsets, produce, producer_id, quorum, security, topics,
+    metadata, offsets, produce, producer_id, quorum, security, telemetry, topics,
 )
 from protocol.schema import Message
 
@@ -84,6 +84,10 @@ APIS: dict[int, Api] = {a.key: a for a in (
          security.DescribeUserScramCredentialsResponse),
     _api(security.AlterUserScramCredentialsRequest, security.AlterUserScramCredentialsResponse),
     _api(metadata.DescribeTopicPartitionsRequest, metadata.DescribeTopicPartitionsResponse),
+    _api(telemetry.GetTelemetrySubscriptionsRequest, telemetry.GetTelemetrySubscriptionsResponse),
+    _api(telemetry.PushTelemetryRequest, telemetry.PushTelemetryResponse),
+    _api(telemetry.ListClientMetricsResourcesRequest,
+         telemetry.ListClientMetricsResourcesResponse),
 )}
 
 CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
@@ -158,6 +162,9 @@ SASL_AUTHENTICATE = _key(security.SaslAuthenticateRequest)
 DESCRIBE_USER_SCRAM_CREDENTIALS = _key(security.DescribeUserScramCredentialsRequest)
 ALTER_USER_SCRAM_CREDENTIALS = _key(security.AlterUserScramCredentialsRequest)
 DESCRIBE_TOPIC_PARTITIONS = _key(metadata.DescribeTopicPartitionsRequest)
+GET_TELEMETRY_SUBSCRIPTIONS = _key(telemetry.GetTelemetrySubscriptionsRequest)
+PUSH_TELEMETRY = _key(telemetry.PushTelemetryRequest)
+LIST_CLIENT_METRICS_RESOURCES = _key(telemetry.ListClientMetricsResourcesRequest)
 
 
 def request_body(api_key: int, version: int, body: dict) -> Container:

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping
 __all__ = ["EXTRA_JOBS", "JOBS", "Context", "JobResult", "frame", "load_job", "lookup", "ms_to_text"]
 
 # Order matters only for the report: the lag job first, it answers "is anyone behind?".
-JOBS = ("lag", "rebalances", "throughput", "latency", "isr", "auth")
+JOBS = ("lag", "rebalances", "throughput", "latency", "isr", "auth", "metrics")
 # Jobs over inputs other than a data directory, run when those are given: `chaos` charts
 # `minibroker chaos` histories (--chaos).
 EXTRA_JOBS = ("chaos",)

@@ -24,6 +24,8 @@ from broker.coordinator.runtime import CoordinatorRuntime
 from broker.handlers import HANDLERS
 from broker.handlers.context import RequestContext
 from broker.log_dirs import LogDirFailureChannel
+from broker.metrics import BrokerMetrics
+from broker.telemetry import ClientTelemetry
 from broker.security.authorize import authorizer_for
 from broker.metadata_cache import MetadataCache
 from protocol.messages import APIS
@@ -118,6 +120,8 @@ class FakeBroker:
                                             controller_id=controller_id)
         self.partitions: dict[tuple[str, int], Any] = {}
         self.log_dirs = LogDirFailureChannel("fake-data-dir", uuid.UUID(int=1000 + node_id))
+        self.metrics = BrokerMetrics()
+        self.telemetry = ClientTelemetry(self.config)
         self.controller_channel = FakeController(self)
         self.nursery = nursery
         self.metadata_changed = trio.Event()

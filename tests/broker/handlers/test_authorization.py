@@ -251,3 +251,18 @@ async def test_describe_topic_partitions_needs_describe_on_each_topic():
         ("orders", E.NONE, uuid.UUID(int=1)),
         ("ghost", E.TOPIC_AUTHORIZATION_FAILED, uuid.UUID(int=0)),
         ("payments", E.TOPIC_AUTHORIZATION_FAILED, uuid.UUID(int=0))]
+
+
+async def test_client_telemetry_asks_nothing_and_listing_needs_describe_configs():
+    telemetry = {"telemetry.metrics": "*"}
+    broker = cluster(grant("kafka-cluster", Op.DESCRIBE_CONFIGS, rtype=Res.CLUSTER),
+                     config=telemetry)
+    listed = await call_as(broker, ALICE, m.LIST_CLIENT_METRICS_RESOURCES, 0, {})
+    assert listed["client_metrics_resources"] == [{"name": "minibroker"}]
+    refused = await call_as(broker, "User:bob", m.LIST_CLIENT_METRICS_RESOURCES, 0, {})
+    assert refused["error_code"] == E.CLUSTER_AUTHORIZATION_FAILED
+    assert refused["client_metrics_resources"] == []
+    # any client may ask for its subscription (and push), as in Kafka
+    answer = await call_as(broker, "User:bob", m.GET_TELEMETRY_SUBSCRIPTIONS, 0,
+                           {"client_instance_id": uuid.UUID(int=0)})
+    assert answer["error_code"] == E.NONE and answer["requested_metrics"] == [""]
