@@ -30,7 +30,6 @@ joins them once. `Codec.source` holds the text, to read when something looks wro
 
 from __future__ import annotations
 
-import keyword
 import struct
 import uuid
 from dataclasses import dataclass
@@ -231,42 +230,52 @@ class _Writer:
     # parsing ------------------------------------------------------------------------------
 
     def parser(self, fields: list, path: str) -> str:
-        """Generate the parse function of a struct; returns its name."""
+        """Generate the parse function of a struct; returns its name.
+
+        The Container is made first and filled key by key, in the construct path's order
+        (positional fields, then tagged ones at their defaults, overwritten when present):
+        setting items is twice as fast as passing them to the constructor as keywords.
+        """
         regular, tagged = _layout(fields, self.version, self.flexible)
         name = self.fresh("parse_")
-        body: list[str] = []
-        values: list[tuple[str, str]] = []
-        count_read = False
+        body = ["o = Container()"]
+        ahead = False  # the next length (or the tag count) was read with a fixed run
         i = 0
         while i < len(regular):
             run = _fixed_run(regular, i)
             if run:
-                vars_ = [f"v{i + k}" for k in range(len(run))]
+                targets = [f"o[{fname!r}]" for fname, _, _ in run]
                 codes = "".join(kind[1] for _, kind, _ in run)
                 width = sum(kind[2] for _, kind, _ in run)
-                values.extend((fname, v) for (fname, _, _), v in zip(run, vars_))
                 i += len(run)
-                if i == len(regular) and self.flexible:
-                    # the tag count's first byte comes with the run: usually 0, all of it
-                    vars_, codes, width = vars_ + ["count"], codes + "B", width + 1
-                    count_read = True
+                # read the next field's length, or the first byte of a uvarint one, with
+                # the run (in flexible versions, usually all of it)
+                after = regular[i][1] if i < len(regular) else None
+                code = _length_code(after) if after else ("B" if self.flexible else None)
+                if code:
+                    targets, codes, width = targets + ["n"], codes + code, width + _WIDTH[code]
+                    ahead = True
                 unpack = self.fixed(codes, "unpack_from")
-                body.append(f"{', '.join(vars_)}{',' if len(vars_) == 1 else ''} = "
+                body.append(f"{', '.join(targets)}{',' if len(targets) == 1 else ''} = "
                             f"{unpack}(buf, pos)")
                 body.append(f"pos += {width}")
                 continue
             fname, kind, _default = regular[i]
-            body.extend(self.parse_value(kind, f"v{i}", f"{path} -> {fname}"))
-            values.append((fname, f"v{i}"))
+            body.extend(self.parse_value(kind, "v", f"{path} -> {fname}", ahead))
+            body.append(f"o[{fname!r}] = v")
+            ahead = False
             i += 1
         if self.flexible:
-            body.extend(self.parse_tags(tagged, path, values, count_read))
-        body.append(f"return {_container(values)}, pos")
+            body.extend(self.parse_tags(tagged, path, ahead))
+        body.append("return o, pos")
         self.emit([f"def {name}(buf, pos):", *_indent(body)])
         return name
 
-    def parse_value(self, kind: Kind, var: str, path: str) -> list[str]:
-        """Lines that read one value of `kind` at buf[pos] into `var` and advance pos."""
+    def parse_value(self, kind: Kind, var: str, path: str, ahead: bool = False) -> list[str]:
+        """Lines that read one value of `kind` at buf[pos] into `var` and advance pos.
+
+        `ahead`: its length is in `n` already, read with the fixed run before it (for a
+        uvarint length, only its first byte)."""
         what = kind[0]
         p = repr(path)
         if what == "fixed":
@@ -282,14 +291,17 @@ class _Writer:
             return ["if buf[pos] >= 0x80:", f"    {var} = None", "    pos += 1",
                     "else:", f"    {var}, pos = {fn}(buf, pos + 1)"]
         compact, nullable = kind[-2], kind[-1]
-        label = {"string": "string", "bytes": "bytes", "array": "array"}[what]
-        lines = self.read_length(compact, "n", wide=what != "string")
+        if ahead:
+            lines = ["if n >= 0x80:", "    n, pos = _uvarint(buf, pos - 1)", "n -= 1"] \
+                if compact else []
+        else:
+            lines = self.read_length(compact, "n", wide=what != "string")
         lines += ["if n < 0:"]
         if nullable:
-            lines += ["    if n != -1:", f"        raise _invalid({label!r}, n, {p})",
+            lines += ["    if n != -1:", f"        raise _invalid({what!r}, n, {p})",
                       f"    {var} = None", "else:"]
         else:
-            lines += [f"    raise _invalid({label!r}, n, {p})"]
+            lines += [f"    raise _invalid({what!r}, n, {p})"]
         if what == "array":
             rest = ["if n > len(buf) - pos:", f"    raise _cannot_fit(n, buf, pos, {p})"]
             rest += self.parse_elements(kind[1], var, path)
@@ -327,22 +339,20 @@ class _Writer:
         return [f"{var} = buf[pos]", f"if {var} < 0x80:", "    pos += 1", "else:",
                 f"    {var}, pos = _uvarint(buf, pos)"]
 
-    def parse_tags(self, tagged: list, path: str, values: list, count_read: bool) -> list[str]:
-        """The tagged-field section; `count_read`: its first byte is in `count` already."""
+    def parse_tags(self, tagged: list, path: str, ahead: bool) -> list[str]:
+        """The tagged-field section; `ahead`: the count's first byte is in `n` already."""
         lines = []
-        for tag, fname, _kind, default in tagged:
+        for _tag, fname, _kind, default in tagged:
             # a fresh list, so a caller appending to one message never alters the default
-            lines.append(f"t{tag} = {'[]' if default == [] else self.const(default)}")
-            values.append((fname, f"t{tag}"))
-        if count_read:
-            lines += ["if count:", "    if count >= 0x80:",
-                      "        count, pos = _uvarint(buf, pos - 1)"]
+            lines.append(f"o[{fname!r}] = {'[]' if default == [] else self.const(default)}")
+        if ahead:
+            lines += ["if n:", "    if n >= 0x80:", "        n, pos = _uvarint(buf, pos - 1)"]
         else:
-            lines += self.read_uvarint("count") + ["if count:"]
-        lines += [f"    pos, raw = _tag_section(buf, pos, count, {path!r})"]
+            lines += self.read_uvarint("n") + ["if n:"]
+        lines += [f"    pos, raw = _tag_section(buf, pos, n, {path!r})"]
         for tag, fname, kind, _ in tagged:
             fn = self.tag_parser(kind, f"{path} -> {fname}")
-            lines += [f"    if {tag} in raw:", f"        t{tag} = {fn}(raw[{tag}])"]
+            lines += [f"    if {tag} in raw:", f"        o[{fname!r}] = {fn}(raw[{tag}])"]
         return lines
 
     def tag_parser(self, kind: Kind, path: str) -> str:
@@ -456,10 +466,17 @@ def _fixed_run(regular: list, i: int) -> list:
     return regular[i:j]
 
 
-def _container(values: list[tuple[str, str]]) -> str:
-    if all(n.isidentifier() and not keyword.iskeyword(n) for n, _ in values):
-        return "Container(" + ", ".join(f"{n}={v}" for n, v in values) + ")"
-    return "Container({" + ", ".join(f"{n!r}: {v}" for n, v in values) + "})"
+_WIDTH = {"B": 1, "h": 2, "i": 4}
+
+
+def _length_code(kind: Kind) -> str | None:
+    """The struct code of what a field of `kind` begins with when that is a length: the
+    first byte of a uvarint ("B"), an int16 for a string or an int32; else None."""
+    if kind[0] not in ("string", "bytes", "array"):
+        return None
+    if kind[-2]:  # compact
+        return "B"
+    return "h" if kind[0] == "string" else "i"
 
 
 def _indent(lines: list[str]) -> list[str]:

@@ -288,3 +288,16 @@ def test_floats_and_uuids_round_trip_alike():
             built = m.build(obj, v)
             assert built == m.construct_build(obj, v)
             assert _plain(_same_parse(m, v, built)) == _plain(m.construct_parse(built, v))
+
+
+def test_build_into_writes_what_build_returns_and_refuses_alike():
+    produce = APIS[0].request
+    body = {"acks": 1, "topic_data": [{"name": "t", "partition_data": [
+        {"index": 0, "records": bytes(70_000)}]}]}
+    stream = io.BytesIO()
+    stream.write(b"head")
+    produce.build_into(body, 9, stream)
+    assert stream.getvalue() == b"head" + produce.build(body, 9)
+    body["topic_data"][0]["partition_data"][0]["records"] = "text"
+    with pytest.raises(EncodeError):
+        produce.build_into(body, 9, io.BytesIO())
