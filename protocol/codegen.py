@@ -40,7 +40,7 @@ from construct import Container
 from protocol.errors import DecodeError, EncodeError
 from protocol.primitives import ZERO_UUID, encode_uvarint
 
-__all__ = ["Codec", "compile_codec"]
+__all__ = ["Codec", "compile_codec", "container_class"]
 
 # struct codes and widths of the fixed-width types (big-endian on the wire)
 _FIXED = {"int8": ("b", 1), "int16": ("h", 2), "int32": ("i", 4), "int64": ("q", 8),
@@ -114,6 +114,40 @@ def _write_tags(tags: list[tuple[int, list]], w: Callable[[bytes], None]) -> Non
         w(_uvarint_bytes(tag))
         w(_uvarint_bytes(len(raw)))
         w(raw)
+
+
+def _field(name: str) -> property:
+    def get(self: Container) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+    return property(get)
+
+
+def _reduce(self: Container) -> tuple:
+    return (Container, (), None, None, iter(self.items()))
+
+
+def container_class(names: list[str]) -> type:
+    """A Container whose fields `names` are properties.
+
+    Container finds a key by attribute through __getattr__, which Python calls only after
+    its own lookup has failed: ~0.7 µs an access, more than parsing the field (a fetch
+    handler reads five or six per partition). A property is found at once (~0.1 µs). It
+    is a Container in every other way: equality, repr, items, setting an attribute sets the
+    key, a missing key is an AttributeError, and a copy or a pickle is a plain Container.
+    Names that are Container methods (none is, today) are left to them.
+    """
+    ns: dict[str, Any] = {"__slots__": (), "__reduce__": _reduce}
+    for name in names:
+        if not hasattr(Container, name):
+            ns[name] = _field(name)
+    cls = type("Container", (Container,), ns)
+    # Container's own attribute methods ask `self.__slots__` which names are real slots
+    # (its repr's recursion lock): let them see Container's, not the empty tuple above
+    cls.__slots__ = Container.__slots__  # type: ignore[attr-defined]
+    return cls
 
 
 def _not_a_mapping(obj: Any, path: str) -> EncodeError:
@@ -232,13 +266,16 @@ class _Writer:
     def parser(self, fields: list, path: str) -> str:
         """Generate the parse function of a struct; returns its name.
 
-        The Container is made first and filled key by key, in the construct path's order
+        The Container (of a class with the struct's fields as properties: container_class)
+        is made first and filled key by key, in the construct path's order
         (positional fields, then tagged ones at their defaults, overwritten when present):
         setting items is twice as fast as passing them to the constructor as keywords.
         """
         regular, tagged = _layout(fields, self.version, self.flexible)
         name = self.fresh("parse_")
-        body = ["o = Container()"]
+        cls = self.fresh("_Container")
+        self.names[cls] = container_class([f for f, _, _ in regular] + [f for _, f, _, _ in tagged])
+        body = [f"o = {cls}()"]
         ahead = False  # the next length (or the tag count) was read with a fixed run
         i = 0
         while i < len(regular):

@@ -301,3 +301,25 @@ def test_build_into_writes_what_build_returns_and_refuses_alike():
     body["topic_data"][0]["partition_data"][0]["records"] = "text"
     with pytest.raises(EncodeError):
         produce.build_into(body, 9, io.BytesIO())
+
+
+def test_parsed_structs_are_containers_with_fast_fields_and_the_same_manners():
+    import copy
+    import pickle
+
+    fetch = APIS[1].request
+    body = fetch.parse(fetch.build({"topics": [{"topic": "t", "partitions": [
+        {"partition": 3, "fetch_offset": 42}]}]}, 12), 12)
+    p = body.topics[0].partitions[0]
+    assert isinstance(p, Container) and (p.partition, p.fetch_offset) == (3, 42)
+    assert repr(p).startswith("Container(partition=3,") and str(p).startswith("Container:")
+    p.fetch_offset = 7  # setting an attribute sets the key
+    assert p["fetch_offset"] == 7 and list(p)[2] == "fetch_offset"
+    del p["fetch_offset"]
+    assert not hasattr(p, "fetch_offset") and not hasattr(p, "no_such_field")
+    with pytest.raises(AttributeError):
+        _ = body.no_such_field
+    assert body.rack_id == "" and body.get("rack_id") == ""
+    for clone in (copy.deepcopy(body), pickle.loads(pickle.dumps(body)), body.copy()):
+        assert type(clone) is Container and clone == body
+        assert clone.topics[0].partitions[0] == p
