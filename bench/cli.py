@@ -13,6 +13,8 @@
                                            (bench.authorizer)
     minibroker bench security ...          produce/consume over SSL and SASL_SSL beside
                                            PLAINTEXT, and with 10,000 ACLs (bench.security)
+    minibroker bench codec ...             µs per message to encode and decode, the construct
+                                           tree beside the generated codec (bench.codec)
 
 The benchmarks drive other clients and draw charts: they need the `bench` extra. What the
 chosen benchmark imports is checked before it starts (`requirements`), so that a missing
@@ -30,7 +32,7 @@ PROG = "minibroker bench"
 _MODULES = {"groups": "bench.groups", "client": "bench.clients", "rebalance": "bench.rebalance",
             "cluster": "bench.cluster", "replication": "bench.replication",
             "compose": "bench.compose", "authorizer": "bench.authorizer",
-            "security": "bench.security"}
+            "security": "bench.security", "codec": "bench.codec"}
 
 
 def _option(argv: list[str], name: str) -> str | None:
@@ -56,7 +58,7 @@ def requirements(argv: list[str]) -> list[str]:
         return ["confluent_kafka"] + [module for name, module in
                                       (("aiokafka", "aiokafka"), ("kafka-python", "kafka"))
                                       if name in clients]
-    if which == "authorizer":
+    if which in ("authorizer", "codec"):
         return []  # pure CPU: nothing beyond the broker
     if which == "rebalance":
         needs = []
