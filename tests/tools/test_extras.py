@@ -94,7 +94,9 @@ def test_bench_codec_runs_without_the_bench_extra():
     done = run_blocked(["confluent_kafka", "kafka", "aiokafka", "matplotlib"],
                        ["bench", "codec", "--quick"])
     assert done.returncode == 0, done.stderr
-    rows = [line.split() for line in done.stdout.splitlines()[1:]]
+    *table, framing_line = done.stdout.splitlines()
+    assert framing_line.startswith("framing: a 1 MB frame") and framing_line.endswith(" µs")
+    rows = [line.split() for line in table[1:]]
     assert [row[0] for row in rows if row[0][0].isupper()] == [
         "FetchRequest", "FetchResponse", "ProduceRequest", "MetadataResponse"]
     # per message an encode and a decode line, ending in the speed-up
