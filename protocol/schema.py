@@ -19,8 +19,9 @@ mapping, and missing fields take their defaults.
 
 Two codecs come from each declaration, per version: the construct tree (`Message.struct`),
 the reference, and the code protocol.codegen generates from the same fields, which
-`parse`, `parse_stream`, `build` and `build_into` use (a construct tree walked per field cost
-~20 ms per 1,000-partition fetch). Tests hold the two to the same bytes and the same errors.
+`parse`, `parse_stream`, `build` and `build_into` use (walking the construct tree per field
+took 4.7 ms of CPU to decode a FetchRequest naming 1,000 partitions, the generated code
+0.75 ms). Tests hold the two to the same bytes and the same errors.
 """
 
 from __future__ import annotations
