@@ -15,6 +15,8 @@
                                            PLAINTEXT, and with 10,000 ACLs (bench.security)
     minibroker bench metadata-restart ...  a restart after 100,000 metadata records, replayed
                                            or from a snapshot (bench.metadata_restart)
+    minibroker bench codec ...             µs per message to encode and decode, the construct
+                                           tree beside the generated codec (bench.codec)
 
 The benchmarks drive other clients and draw charts: they need the `bench` extra. What the
 chosen benchmark imports is checked before it starts (`requirements`), so that a missing
@@ -32,7 +34,8 @@ PROG = "minibroker bench"
 _MODULES = {"groups": "bench.groups", "client": "bench.clients", "rebalance": "bench.rebalance",
             "cluster": "bench.cluster", "replication": "bench.replication",
             "compose": "bench.compose", "authorizer": "bench.authorizer",
-            "security": "bench.security", "metadata-restart": "bench.metadata_restart"}
+            "security": "bench.security", "metadata-restart": "bench.metadata_restart",
+            "codec": "bench.codec"}
 
 
 def _option(argv: list[str], name: str) -> str | None:
@@ -58,7 +61,7 @@ def requirements(argv: list[str]) -> list[str]:
         return ["confluent_kafka"] + [module for name, module in
                                       (("aiokafka", "aiokafka"), ("kafka-python", "kafka"))
                                       if name in clients]
-    if which in ("authorizer", "metadata-restart"):
+    if which in ("authorizer", "metadata-restart", "codec"):
         return []  # nothing beyond the broker and its own protocol codec
     if which == "rebalance":
         needs = []

@@ -16,11 +16,18 @@ A list as the type means an array of structs; `Struct([...])` a single nested st
 `nullable=`, an int8 presence marker before it); "[]int32" an array of a primitive. Parsed
 messages are construct Containers (dicts with attribute access); to build one pass any
 mapping, and missing fields take their defaults.
+
+Two codecs come from each declaration, per version: the construct tree (`Message.struct`),
+the reference, and the code protocol.codegen generates from the same fields, which
+`parse`, `parse_stream`, `build` and `build_into` use (walking the construct tree per field
+took 4.7 ms of CPU to decode a FetchRequest naming 1,000 partitions, the generated code
+0.75 ms). Tests hold the two to the same bytes and the same errors.
 """
 
 from __future__ import annotations
 
 import io
+import struct
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +35,7 @@ from typing import Any
 from construct import Construct, ConstructError, Container
 
 from protocol import primitives as p
+from protocol.codegen import Codec, compile_codec
 from protocol.errors import DecodeError, EncodeError
 
 
@@ -212,6 +220,7 @@ class Message:
     _valid: Versions = field(init=False, repr=False)
     _flexible: Versions = field(init=False, repr=False)
     _cache: dict[int, KStruct] = field(init=False, repr=False, default_factory=dict)
+    _codecs: dict[int, Codec] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self):
         self._valid = Versions.parse(self.valid)
@@ -232,31 +241,83 @@ class Message:
             s = self._cache[version] = _struct(self.fields, version, self.is_flexible(version))
         return s
 
+    def codec(self, version: int) -> Codec:
+        """The generated parse and build functions of `version`, compiled on first use."""
+        c = self._codecs.get(version)
+        if c is None:
+            if version not in self._valid:
+                raise EncodeError(f"{self.name} has no version {version} (valid {self.valid})")
+            c = self._codecs[version] = compile_codec(self.name, self.fields, version,
+                                                      self.is_flexible(version))
+        return c
+
     def parse_stream(self, stream: io.BytesIO, version: int) -> Container:
         """Parse one struct from the stream's current position; typed errors only."""
+        parse = self.codec(version).parse
+        start = stream.tell()
+        # an unwritten BytesIO made from bytes gives back those bytes, without a copy
+        data = stream.getvalue()
+        if type(data) is not bytes:
+            data = bytes(data)
         try:
-            return self.struct(version)._parsereport(stream, None, self.name)
-        except ConstructError as e:
-            raise DecodeError(f"{self.name} v{version}: {e}") from None
+            obj, end = parse(data, start)
+        except _DECODE_FAILURES as e:
+            raise _decode_error(self.name, version, e) from None
+        stream.seek(end)
+        return obj
 
     def parse(self, data: bytes, version: int) -> Container:
         """Parse a whole body; trailing bytes are a protocol violation."""
+        parse = self.codec(version).parse
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            obj, end = parse(data, 0)
+        except _DECODE_FAILURES as e:
+            raise _decode_error(self.name, version, e) from None
+        if end != len(data):
+            raise DecodeError(f"{self.name} v{version}: {len(data) - end} trailing bytes")
+        return obj
+
+    def build_into(self, obj: Any, version: int, stream: io.BytesIO) -> None:
+        # part by part: record batches are copied once, as construct wrote them (joining
+        # first copied a 50 MB fetch response twice: 68 ms against 34)
+        build = self.codec(version).build
+        out: list = []
+        try:
+            build(obj, out.append)
+            stream.writelines(out)  # a bytes field given something else fails here
+        except _ENCODE_FAILURES as e:
+            raise EncodeError(f"{self.name} v{version}: {e}") from e
+
+    def build(self, obj: Any, version: int) -> bytes:
+        build = self.codec(version).build
+        out: list = []
+        try:
+            build(obj, out.append)
+            return b"".join(out)
+        except _ENCODE_FAILURES as e:
+            raise EncodeError(f"{self.name} v{version}: {e}") from e
+
+    # The construct path: the reference the generated code is tested and measured against.
+
+    def construct_parse(self, data: bytes, version: int) -> Container:
         stream = io.BytesIO(data)
-        obj = self.parse_stream(stream, version)
+        try:
+            obj = self.struct(version)._parsereport(stream, None, self.name)
+        except ConstructError as e:
+            raise DecodeError(f"{self.name} v{version}: {e}") from None
         if stream.tell() != len(data):
             raise DecodeError(f"{self.name} v{version}: {len(data) - stream.tell()} trailing bytes")
         return obj
 
-    def build_into(self, obj: Any, version: int, stream: io.BytesIO) -> None:
+    def construct_build(self, obj: Any, version: int) -> bytes:
+        stream = io.BytesIO()
         try:
             self.struct(version)._build(obj, stream, None, self.name)
         except (ConstructError, ValueError, TypeError, AttributeError, OverflowError,
                 KeyError) as e:
             raise EncodeError(f"{self.name} v{version}: {e}") from e
-
-    def build(self, obj: Any, version: int) -> bytes:
-        stream = io.BytesIO()
-        self.build_into(obj, version, stream)
         return stream.getvalue()
 
     def walk(self):
@@ -269,6 +330,21 @@ class Message:
                 if nested:
                     yield from rec(prefix + (f.name,), nested)
         yield from rec((), self.fields)
+
+
+# What generated code raises on bytes that do not parse: its own DecodeErrors, and what a
+# buffer that ends too soon or holds bad UTF-8 or a short UUID raises
+_DECODE_FAILURES = (DecodeError, struct.error, IndexError, ValueError)
+_ENCODE_FAILURES = (EncodeError, struct.error, ValueError, TypeError, AttributeError,
+                    OverflowError, KeyError)
+
+
+def _decode_error(name: str, version: int, e: Exception) -> DecodeError:
+    if isinstance(e, (struct.error, IndexError)):
+        return DecodeError(f"{name} v{version}: truncated ({e})")
+    if isinstance(e, UnicodeDecodeError):
+        return DecodeError(f"{name} v{version}: string is not UTF-8: {e}")
+    return DecodeError(f"{name} v{version}: {e}")
 
 
 def new_uuid() -> uuid.UUID:

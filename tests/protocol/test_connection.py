@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import struct
 
 import pytest
@@ -31,6 +32,29 @@ def test_frame_decoder_waits_for_whole_frames_split_anywhere():
             while (r := server.next_request()) is not NEED_DATA:
                 got.append(r.api_version)
         assert got == [1, 9, 12]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=20), st.integers(0, 300_000)), min_size=1,
+                max_size=5),
+       st.lists(st.integers(1, 200_000), min_size=1, max_size=30))
+def test_frames_of_any_size_come_out_whole_however_the_bytes_arrive(bodies, reads):
+    """Large frames are gathered chunk by chunk; what follows one in the same read is kept."""
+    bodies = [b if isinstance(b, bytes) else bytes([b % 251]) * b for b in bodies]
+    stream = b"".join(framing.frame(b) for b in bodies)
+    decoder = framing.FrameDecoder()
+    got, at, sizes = [], 0, itertools.cycle(reads)
+    while at < len(stream):
+        n = max(next(sizes), len(stream) // 100)  # at most ~100 reads a run
+        # a bytearray the caller reuses afterwards must not change what was received
+        chunk = bytearray(stream[at:at + n])
+        decoder.receive_data(chunk)
+        chunk[:] = b"\xee" * len(chunk)
+        at += n
+        while (frame := decoder.next_frame()) is not None:
+            got.append(frame)
+        assert decoder.buffered == len(stream[:at]) - sum(4 + len(f) for f in got)
+    assert got == bodies and decoder.buffered == 0
 
 
 @pytest.mark.parametrize("size", [-1, -2**31, 101])

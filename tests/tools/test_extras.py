@@ -86,6 +86,23 @@ def test_bench_asks_only_for_what_the_benchmark_uses():
     assert requirements(["rebalance", "--compare", "a", "b"]) == []
     assert requirements(["rebalance", "--compare", "a", "b", "--chart=c.png"]) == ["matplotlib"]
     assert requirements(["produce", "--help"]) == []
+    assert requirements(["codec"]) == requirements(["authorizer"]) == []
+
+
+def test_bench_codec_runs_without_the_bench_extra():
+    """Pure CPU: every case prints its encode and decode line, the two codecs agreeing."""
+    done = run_blocked(["confluent_kafka", "kafka", "aiokafka", "matplotlib"],
+                       ["bench", "codec", "--quick"])
+    assert done.returncode == 0, done.stderr
+    *table, framing_line = done.stdout.splitlines()
+    assert framing_line.startswith("framing: a 1 MB frame") and framing_line.endswith(" µs")
+    rows = [line.split() for line in table[1:]]
+    assert [row[0] for row in rows if row[0][0].isupper()] == [
+        "FetchRequest", "FetchResponse", "ProduceRequest", "MetadataResponse"]
+    # per message an encode and a decode line, ending in the speed-up
+    assert [row[-4] for row in rows].count("encode") == 4
+    assert [row[-4] for row in rows].count("decode") == 4
+    assert all(row[-1].endswith("x") and float(row[-1][:-1]) > 0 for row in rows)
 
 
 def test_a_module_missing_later_is_caught_too():
