@@ -11,10 +11,14 @@ supported), so it is answered sessionless, as before.
 
 from __future__ import annotations
 
+import logging
+import re
 import time
 
 import pytest
 import trio
+from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import TopicPartition as CKTopicPartition
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KPTopicPartition
 
@@ -77,3 +81,34 @@ async def test_our_consumer_consumes_through_an_incremental_session(shared_broke
             (session,) = c.fetcher._sessions.values()
             assert session.session_id != 0 and session.epoch >= 3
     assert sorted(values) == sorted(m[1] for m in messages)
+
+
+def test_librdkafka_fetches_by_topic_id_without_a_session(shared_broker):
+    """librdkafka 2.16 speaks Fetch v16 (topics by id) to a broker that serves it, always
+    with session 0 / epoch -1: its own debug log names the version it sent."""
+    topic = unique("rdk-v16")
+    create_topic(shared_broker.bootstrap, topic, 2)
+    produce(shared_broker.bootstrap, topic, [(None, b"a", [], 0), (None, b"b", [], 1)])
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+    logger = logging.getLogger(f"rdk-{topic}")
+    logger.addHandler(Collect())
+    logger.setLevel(logging.DEBUG)
+    c = CKConsumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": topic,
+                    "auto.offset.reset": "earliest", "debug": "protocol"}, logger=logger)
+    try:
+        c.assign([CKTopicPartition(topic, p, 0) for p in range(2)])
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < 2 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+        assert sorted(got) == [b"a", b"b"]
+    finally:
+        c.close()
+    versions = {int(v) for v in re.findall(r"Sent FetchRequest \(v(\d+)", "\n".join(lines))}
+    assert versions == {16}, versions
