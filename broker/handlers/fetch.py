@@ -262,8 +262,8 @@ def _read(ctx: RequestContext, follower: int, fc: _Context, keys: Any, allowed: 
         if earlier is not None:
             fc.total -= earlier.size
             fc.budget += earlier.size
-        read = _read_partition(ctx, follower, p, denied, consumer_may_use_follower, rack,
-                               fc.budget, fc.total == 0)
+        read = _read_partition(ctx, follower, p, session.uses_topic_ids, denied,
+                               consumer_may_use_follower, rack, fc.budget, fc.total == 0)
         read.out["aborted_transactions"] = aborted
         fc.budget = max(fc.budget - read.size, 0)
         fc.total += read.size
@@ -274,12 +274,12 @@ def _read(ctx: RequestContext, follower: int, fc: _Context, keys: Any, allowed: 
             p.read_ms = arrival_ms
 
 
-def _read_partition(ctx: RequestContext, follower: int, p: CachedPartition,
+def _read_partition(ctx: RequestContext, follower: int, p: CachedPartition, by_id: bool,
                     denied: frozenset[str], may_use_follower: bool, rack: str | None,
                     budget: int, first: bool) -> _Read:
     broker = ctx.broker
     partition = None
-    if p.topic is None:
+    if p.topic is None or by_id and _deleted(broker, p):
         error = ErrorCode.UNKNOWN_TOPIC_ID
     elif p.topic in denied:
         error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -317,6 +317,13 @@ def _read_partition(ctx: RequestContext, follower: int, p: CachedPartition,
     if error in _STALE_LEADER and ctx.version >= CURRENT_LEADER_VERSION and p.topic:
         out["current_leader"] = current_leader(broker, p.topic, p.partition)
     return _Read(out, len(records), error, pending or error != ErrorCode.NONE)
+
+
+def _deleted(broker, p: CachedPartition) -> bool:
+    """A session's topic id no longer in the image (the name may since be another topic's:
+    its partitions must not be served as the old topic's)."""
+    image = broker.metadata_cache.topic_by_id(p.topic_id)
+    return image is None or image.name != p.topic
 
 
 def _answer(ctx: RequestContext, fc: _Context) -> list[dict]:

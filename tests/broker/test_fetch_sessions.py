@@ -12,7 +12,7 @@ import trio
 
 from broker.log.log import PartitionLog
 from protocol.errors import ErrorCode
-from protocol.messages import FETCH, PRODUCE
+from protocol.messages import DELETE_TOPICS, FETCH, PRODUCE
 from protocol.records import Record, decode_batches, encode_batch
 from tests.broker.handlers.fakes import call
 
@@ -188,3 +188,24 @@ async def test_a_partition_named_twice_is_answered_once_for_the_last_naming(
     answer = await call(broker, FETCH, 12, body)
     (only,) = [p for t in answer["responses"] for p in t["partitions"]]
     assert _values(only["records"]) == [b"second"]
+
+
+async def test_a_v13_session_never_serves_a_recreated_topic_under_the_old_id(
+        inproc, autojump_clock):
+    broker = inproc.broker
+    await inproc.create_topic("again", 1)
+    old_id = broker.metadata_cache.topic("again").topic_id
+    full = await call(broker, FETCH, 13, _fetch_body(0, 0, [
+        {"topic_id": old_id, "partitions": [_partition(0)]}]))
+    session_id = full["session_id"]
+    deleted = await call(broker, DELETE_TOPICS, 5, {"topic_names": ["again"],
+                                                    "timeout_ms": 10_000})
+    assert deleted["responses"][0]["error_code"] == ErrorCode.NONE
+    assert await broker.wait_for_metadata(lambda c: c.topic("again") is None, 10)
+    await inproc.create_topic("again", 1)
+    assert broker.metadata_cache.topic("again").topic_id != old_id
+    await _produce(broker, "again", 0, b"the new topic's")
+    answer = await call(broker, FETCH, 13, _fetch_body(session_id, 1, []))
+    (old,) = [p for t in answer["responses"] if t["topic_id"] == old_id
+              for p in t["partitions"]]
+    assert old["error_code"] == ErrorCode.UNKNOWN_TOPIC_ID and not old["records"]
