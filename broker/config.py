@@ -212,8 +212,9 @@ BROKER_PROPERTIES = _props(
     Prop("max.incremental.fetch.session.cache.slots", "int", 1000,
          "Incremental fetch sessions (KIP-227) the broker keeps at most.", minimum=0),
     Prop("min.incremental.fetch.session.eviction.ms", "int", 120000,
-         "How long a fetch session is safe from eviction by a new one after its last use "
-         "(and, for a follower's, after its creation).", minimum=0),
+         "minibroker: how long a fetch session is safe from eviction by a new one after "
+         "its last use (and, for a follower's, after its creation); a constant in Kafka "
+         "(MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS).", minimum=0),
     Prop("replica.fetch.backoff.ms", "int", 1000,
          "Pause after a follower's fetch fails.", minimum=0),
     Prop("replica.high.watermark.checkpoint.interval.ms", "long", 5000,
