@@ -27,6 +27,7 @@ from broker.controller.transport import PeerTransport
 from broker.controller.wiring import build_quorum
 from broker.controller_channel import ControllerChannel, ControllerUnavailable
 from broker.events import EventLog
+from broker.fetch_session import FetchSessionCache
 from broker.lifecycle import BrokerLifecycle
 from broker.listeners import Endpoint, NodeAddresses, format_voters
 from broker.log.config import LogConfig
@@ -106,7 +107,10 @@ class Broker:
         self.telemetry = ClientTelemetry(config)
         self.partitions: dict[tuple[str, int], Partition] = {}
         # fetches long-polling each partition; an append wakes only its own partition's
-        self._fetch_waiters: dict[tuple[str, int], set[trio.Event]] = {}
+        self._fetch_waiters: dict[tuple[str, int], set[_Waiter]] = {}
+        # KIP-227's incremental fetch sessions, told of every partition that moves
+        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
+                                                config.min_incremental_fetch_session_eviction_ms)
         self._metadata_changed = trio.Event()
         self.runtime: QuorumRuntime | None = None
         self.controller_channel = ControllerChannel(
@@ -452,22 +456,28 @@ class Broker:
     # -- data arrival, for long-polling fetches -------------------------------------------
 
     def notify_data_arrived(self, topic: str, partition: int) -> None:
-        """Wake the fetches waiting on this partition, and only those."""
-        for event in self._fetch_waiters.pop((topic, partition), ()):
-            event.set()
+        """Wake the fetches waiting on this partition, and only those; the fetch sessions
+        holding it read it at their next fetch (its data, HW, log start or leadership
+        moved: every change a fetch answer reports comes through here)."""
+        for waiter in self._fetch_waiters.pop((topic, partition), ()):
+            waiter.woken.add((topic, partition))
+            waiter.event.set()
+        self.fetch_sessions.mark_changed(topic, partition)
 
-    async def wait_for_data(self, partitions: list[tuple[str, int]]) -> None:
-        """Return when any of these partitions has an append (the caller bounds the wait)."""
-        event = trio.Event()
+    async def wait_for_data(self, partitions: list[tuple[str, int]]) -> set[tuple[str, int]]:
+        """Return when any of these partitions has an append (the caller bounds the wait):
+        the partitions that had one (empty when the caller's deadline came first)."""
+        waiter = _Waiter()
         for tp in partitions:
-            self._fetch_waiters.setdefault(tp, set()).add(event)
+            self._fetch_waiters.setdefault(tp, set()).add(waiter)
         try:
-            await event.wait()
+            await waiter.event.wait()
+            return waiter.woken
         finally:
             for tp in partitions:
                 waiters = self._fetch_waiters.get(tp)
                 if waiters is not None:
-                    waiters.discard(event)
+                    waiters.discard(waiter)
                     if not waiters:
                         del self._fetch_waiters[tp]
 
@@ -498,7 +508,8 @@ class Broker:
         self.events.emit("metrics", **values)
 
     def apply_retention(self) -> None:
-        self.logs.apply_retention(self.now_ms())
+        for topic, index in self.logs.apply_retention(self.now_ms()):
+            self.notify_data_arrived(topic, index)  # a new log start offset to report
 
     def clean_compacted(self) -> None:
         for topic, partition, r in self.logs.clean_compacted(self.now_ms()):
@@ -506,3 +517,12 @@ class Broker:
                              bytes_before=r.bytes_before, bytes_after=r.bytes_after,
                              records_removed=r.records_removed,
                              tombstones_removed=r.tombstones_removed, duration_ms=r.duration_ms)
+
+
+class _Waiter:
+    """One fetch (or produce) waiting on partitions, and which of them woke it."""
+    __slots__ = ("event", "woken")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.woken: set[tuple[str, int]] = set()

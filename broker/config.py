@@ -215,6 +215,12 @@ BROKER_PROPERTIES = _props(
          "Longest a follower's fetch waits at the leader for new data.", minimum=0),
     Prop("replica.fetch.min.bytes", "int", 1,
          "Bytes a follower's fetch waits for at the leader.", minimum=1),
+    Prop("max.incremental.fetch.session.cache.slots", "int", 1000,
+         "Incremental fetch sessions (KIP-227) the broker keeps at most.", minimum=0),
+    Prop("min.incremental.fetch.session.eviction.ms", "int", 120000,
+         "minibroker: how long a fetch session is safe from eviction by a new one after "
+         "its last use (and, for a follower's, after its creation); a constant in Kafka "
+         "(MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS).", minimum=0),
     Prop("replica.fetch.backoff.ms", "int", 1000,
          "Pause after a follower's fetch fails.", minimum=0),
     Prop("replica.high.watermark.checkpoint.interval.ms", "long", 5000,
@@ -405,6 +411,8 @@ class BrokerConfig:
     replica_fetch_wait_max_ms = _Typed(int)
     replica_fetch_min_bytes = _Typed(int)
     replica_fetch_backoff_ms = _Typed(int)
+    max_incremental_fetch_session_cache_slots = _Typed(int)
+    min_incremental_fetch_session_eviction_ms = _Typed(int)
     replica_high_watermark_checkpoint_interval_ms = _Typed(int)
     offsets_commit_timeout_ms = _Typed(int)
     unclean_leader_election_enable = _Typed(bool)

@@ -9,10 +9,11 @@ exactly what is implemented, so every client sends min(its cap, our max). A requ
 version below what we implement is refused the way Kafka 4.0 refuses Produce v0-2: the
 connection is closed.
 
-A declaration may go further than the client-facing broker serves: Fetch is declared to
-the versions the KRaft quorum replicates with (topic ids from v13), but the broker's Fetch
-handler and our client name topics, so `CLIENT_FACING_MAX` caps Fetch at 12 in everything
-here. A listener serving another registry (the controller's) checks a request against the
+A declaration may go further than the client-facing broker serves: `CLIENT_FACING_MAX`
+caps such an API (none today: the broker's Fetch handler serves v13-17, topics by id). Our
+client may speak less than the broker serves: `OUR_CLIENT_MAX` caps what `pick_version`
+chooses (our consumer names topics, Fetch v12, with incremental fetch sessions). A
+listener serving another registry (the controller's) checks a request against the
 declaration itself with `accepts`.
 """
 
@@ -24,8 +25,11 @@ from protocol.messages import APIS, FETCH, Api
 
 # The highest version the client-facing broker serves (and our client speaks) where the
 # declaration goes further: the one place such a cap is written.
-CLIENT_FACING_MAX: dict[int, int] = {
-    FETCH: 12,  # v13+ names topics by id; only the KRaft quorum speaks it so far
+CLIENT_FACING_MAX: dict[int, int] = {}
+
+# The highest version our client speaks where it is below what the broker serves.
+OUR_CLIENT_MAX: dict[int, int] = {
+    FETCH: 12,  # v13+ names topics by id; our consumer names them
 }
 
 
@@ -73,5 +77,6 @@ def pick_version(api_key: int, broker_min: int, broker_max: int) -> int | None:
     ours = implemented(api_key)
     if ours is None:
         return None
-    low, high = max(ours[0], broker_min), min(ours[1], broker_max)
+    low = max(ours[0], broker_min)
+    high = min(ours[1], broker_max, OUR_CLIENT_MAX.get(api_key, ours[1]))
     return high if low <= high else None

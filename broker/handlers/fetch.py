@@ -6,16 +6,32 @@ limits follow KIP-74: `max_bytes` bounds the response and `partition_max_bytes` 
 partition, except that the first batch of the response is always sent whole so a consumer
 can make progress past a batch larger than its limits.
 
-A fetch that has fewer than `min_bytes` waits up to `max_wait_ms` for appends to any
-partition, then reads again. Incremental fetch sessions (KIP-227) are not offered: we answer
-session_id 0, which every client treats as "send full fetch requests".
+Incremental fetch sessions (KIP-227, broker.fetch_session): from v7 a full request (epoch
+0) makes a session and the answer names it; the fetcher's next requests (epoch 1, 2, ...)
+carry only the partitions added, changed or forgotten, and the answers only the partitions
+with something to say. A fetch reads only the partitions of its session that may have
+something to say (those named, those marked since the last fetch, those that still had
+records or an error), so an idle partition costs nothing per fetch. An unknown session is
+FETCH_SESSION_ID_NOT_FOUND, a wrong epoch INVALID_FETCH_SESSION_EPOCH, a session made with
+topic ids used without them (or the reverse) FETCH_SESSION_TOPIC_ID_ERROR; none of them
+touches another session. Epoch -1 (librdkafka, which does not implement KIP-227) and a
+full cache fall back to full requests answered whole, session_id 0. A partition named
+twice in one request is taken once, the last one named (Kafka's request map).
 
-A follower names itself in `replica_id` (ReplicaState.replica_id from v15). Its fetch offset
-tells the leader its LEO (broker.replication: the HW may advance, the follower may rejoin the
-ISR); it reads up to the leader's LEO and learns the HW from the answer. A consumer reads
-below the HW only: a fetch offset between the HW and the LEO (a new leader whose HW is still
-catching up) answers no records rather than OFFSET_OUT_OF_RANGE, which would make the
-consumer reset its position.
+A fetch that has fewer than `min_bytes` waits up to `max_wait_ms` for appends; whatever
+wakes it says which partitions moved, and only those are read again.
+
+From v13 topics are named by id, resolved through the metadata image; an id it does not
+know is UNKNOWN_TOPIC_ID. A follower names itself in `replica_id` (ReplicaState from v15,
+with its broker epoch, which the leader passes on in AlterPartition: KIP-903). Its fetch
+offset tells the leader its LEO (broker.replication: the HW may advance, the follower may
+rejoin the ISR); it reads up to the leader's LEO and learns the HW from the answer. A
+partition of a follower's session not read at a fetch was caught up at that fetch (it had
+nothing to say), which the leader's ISR bookkeeping takes from the session's last use
+(PartitionState.on_follower_idle_fetch) rather than from a pass over every partition. A
+consumer reads below the HW only: a fetch offset between the HW and the LEO (a new leader
+whose HW is still catching up) answers no records rather than OFFSET_OUT_OF_RANGE, which
+would make the consumer reset its position.
 
 With replica.selector.class set to Kafka's RackAwareReplicaSelector (KIP-392), the leader
 answers a consumer whose rack_id (client.rack, v11+) names another rack than its own with
@@ -30,8 +46,14 @@ current_leader_epoch older or newer than ours is FENCED_LEADER_EPOCH or UNKNOWN_
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
 import trio
 
+from broker.fetch_session import (FINAL_EPOCH, INVALID_SESSION_ID, CachedPartition,
+                                  FetchSession, Key)
 from broker.handlers.common import current_leader, lookup
 from broker.handlers.context import RequestContext
 from broker.security.acls import AclOperation, ResourceType
@@ -42,9 +64,12 @@ from broker.replication.selector import (NO_PREFERENCE, RACK_AWARE_SELECTOR, Rep
 from protocol.errors import ErrorCode
 
 READ_COMMITTED = 1
-CURRENT_LEADER_VERSION = 12  # the tagged current_leader field
-REPLICA_STATE_VERSION = 15  # replica_id moves into the tagged ReplicaState
+SESSION_VERSION = 7  # session id and epoch (KIP-227)
 RACK_ID_VERSION = 11  # the consumer's client.rack (KIP-392)
+CURRENT_LEADER_VERSION = 12  # the tagged current_leader field
+TOPIC_ID_VERSION = 13  # topics named by id
+REPLICA_STATE_VERSION = 15  # replica_id moves into the tagged ReplicaState
+NO_TOPIC_ID = uuid.UUID(int=0)
 _STALE_LEADER = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
                  ErrorCode.UNKNOWN_LEADER_EPOCH)
 
@@ -58,111 +83,277 @@ def replica_id(ctx: RequestContext) -> int:
     return body.get("replica_id", -1)
 
 
-def _follower_fetch(ctx: RequestContext, follower: int) -> None:
-    """Tell each partition's leader state where the follower's log ends, once per request:
-    only for a fetch at this leader's epoch and within its log (as Kafka checks before
-    updateFollowerFetchState). A fetch made for an older epoch may come from a log this
-    leader has since cut, and counting its offset would let the HW pass records the
-    follower does not hold."""
+def replica_epoch(ctx: RequestContext) -> int:
+    """The follower's broker epoch (ReplicaState, v15+), -1 when not sent."""
     state = ctx.body.get("replica_state") if ctx.version >= REPLICA_STATE_VERSION else None
-    broker_epoch = state.replica_epoch if state is not None else -1
-    for topic in ctx.body.topics:
-        for p in topic.partitions:
-            partition, error = lookup(ctx.broker, topic.topic, p.partition,
-                                      p.get("current_leader_epoch", -1))
-            if (partition is not None and error == ErrorCode.NONE
-                    and p.get("current_leader_epoch", -1) >= 0
-                    and p.fetch_offset <= partition.log_end_offset):
-                ctx.broker.replicas.on_follower_fetch(partition, follower, p.fetch_offset,
-                                                      broker_epoch)
+    return state.replica_epoch if state is not None else -1
+
+
+@dataclass
+class _Read:
+    """One partition's answer as read, and whether it still has something to say."""
+    out: dict
+    size: int
+    error: ErrorCode
+    pending: bool  # records left beyond the fetch offset, or an error
+
+
+@dataclass
+class _Context:
+    """The session a fetch works on: a cached one, or one made for this request only."""
+    session: FetchSession
+    cached: bool
+    full: bool
+    previous_use_ms: int = -1  # the session's last fetch before this one
+    reads: dict[Key, _Read] = field(default_factory=dict)
+    total: int = 0  # bytes of records in `reads`
+    budget: int = 2**31 - 1  # what is left of the response's max_bytes
+    answer_now: bool = False  # an error or a preferred read replica: no waiting
+    # a follower's partitions it is out of the ISR of: read at each of its fetches until
+    # it is back in, so that the leader sees it catch up (Kafka's maybeExpandIsr)
+    rejoining: set[Key] = field(default_factory=set)
+
+
+def _requested(ctx: RequestContext) -> tuple[list[CachedPartition], list[Key]]:
+    """The partitions the request names (the last of a partition named twice, as Kafka's
+    request map keeps it) and those it forgets."""
+    body, cache = ctx.body, ctx.broker.metadata_cache
+    ids = ctx.version >= TOPIC_ID_VERSION
+    named: dict[Key, CachedPartition] = {}
+    for t in body.topics:
+        if ids:
+            topic_id = t.topic_id
+            image = cache.topic_by_id(topic_id)
+            name = image.name if image is not None else None
+        else:
+            name, topic_id = t.topic, NO_TOPIC_ID
+        ident = topic_id if ids else name
+        for p in t.partitions:
+            named[(ident, p.partition)] = CachedPartition(
+                name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
+                p.get("current_leader_epoch", -1), p.get("last_fetched_epoch", -1),
+                p.get("log_start_offset", -1))
+    forgotten: list[Key] = []
+    for t in body.get("forgotten_topics_data") or ():
+        ident = t.topic_id if ids else t.topic
+        forgotten.extend((ident, index) for index in t.partitions)
+    return list(named.values()), forgotten
+
+
+def _error_answer(code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "error_code": code, "session_id": 0, "responses": []}
+
+
+def _open(ctx: RequestContext, follower: int, now_ms: int) -> _Context | ErrorCode:
+    """The session this request works on, or the error that answers the whole request."""
+    body = ctx.body
+    requested, forgotten = _requested(ctx)
+    sessions = ctx.version >= SESSION_VERSION
+    opened = ctx.broker.fetch_sessions.new_context(
+        now_ms, session_id=body.get("session_id", 0) if sessions else INVALID_SESSION_ID,
+        epoch=body.get("session_epoch", FINAL_EPOCH) if sessions else FINAL_EPOCH,
+        replica_id=follower, uses_topic_ids=ctx.version >= TOPIC_ID_VERSION,
+        partitions=requested, forgotten=forgotten)
+    if isinstance(opened, ErrorCode):
+        return opened
+    return _Context(opened.session, opened.cached, opened.full, opened.previous_use_ms)
 
 
 async def handle(ctx: RequestContext) -> dict:
-    body = ctx.body
-    follower = replica_id(ctx)
-    names = [t.topic for t in body.topics]
-    if follower >= 0:
-        # a follower needs CLUSTER_ACTION on the cluster; without it, it is told nothing
-        denied = (frozenset() if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION)
-                  else frozenset(names))
-        if not denied:
-            _follower_fetch(ctx, follower)
-    else:
-        denied = unauthorized(ctx, AclOperation.READ, ResourceType.TOPIC, names)
-    deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
-    while True:
-        responses, total, errors = _read(ctx, follower, denied)
-        if total >= body.min_bytes or errors or trio.current_time() >= deadline:
-            break
-        with trio.move_on_at(deadline):
-            await ctx.broker.wait_for_data(
-                [(t.topic, p.partition) for t in body.topics for p in t.partitions])
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0,
-            "responses": responses}
-
-
-def _read(ctx: RequestContext, follower: int,
-          denied: frozenset[str] = frozenset()) -> tuple[list, int, bool]:
     body, broker = ctx.body, ctx.broker
-    budget = body.get("max_bytes", 2**31 - 1)
-    total, errors = 0, False
-    aborted: list[dict] | None = [] if body.isolation_level == READ_COMMITTED else None
+    follower = replica_id(ctx)
+    now_ms = broker.now_ms()
+    opened = _open(ctx, follower, now_ms)
+    if isinstance(opened, ErrorCode):
+        return _error_answer(opened)
+    fc = opened
+    session = fc.session
+    allowed = follower < 0 or authorize_cluster(ctx, AclOperation.CLUSTER_ACTION)
+    if follower >= 0 and allowed:
+        _follower_fetch(ctx, follower, fc, list(session.changed))
+    keys = list(session.partitions) if fc.full else list(session.changed)
+    session.changed.clear()
+    fc.budget = body.get("max_bytes", 2**31 - 1)
+    _read(ctx, follower, fc, keys, allowed, arrival_ms=now_ms)
+    deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
+    while fc.total < body.min_bytes and not fc.answer_now \
+            and trio.current_time() < deadline:
+        woken = await _wait(ctx, fc, deadline)
+        if woken:
+            _read(ctx, follower, fc, woken, allowed)
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
+            "session_id": session.id if fc.cached else 0,
+            "responses": _answer(ctx, fc)}
+
+
+async def _wait(ctx: RequestContext, fc: _Context, deadline: float) -> list[Key]:
+    """Until a partition of the fetch moves or the deadline: the keys that moved."""
+    session = fc.session
+    if fc.cached:
+        if not session.changed:
+            event = trio.Event()
+            session.waker = event.set
+            try:
+                with trio.move_on_at(deadline):
+                    await event.wait()
+            finally:
+                session.waker = None
+        woken = [k for k in session.changed if k in session.partitions]
+        session.changed.clear()
+        return woken
+    by_name = {(p.topic, p.partition): key for key, p in session.partitions.items()
+               if p.topic is not None}
+    moved: set[tuple[str, int]] = set()
+    with trio.move_on_at(deadline):
+        moved = await ctx.broker.wait_for_data(list(by_name))
+    return [by_name[tp] for tp in moved if tp in by_name]
+
+
+def _follower_fetch(ctx: RequestContext, follower: int, fc: _Context, keys: list[Key]) -> None:
+    """Tell each partition's leader state where the follower's log ends, for the partitions
+    this fetch may read (the others of its session had nothing to say: the follower was
+    caught up on them at its previous fetch). Only for a fetch at this leader's epoch and
+    within its log (as Kafka checks before updateFollowerFetchState): a fetch made for an
+    older epoch may come from a log this leader has since cut, and counting its offset
+    would let the HW pass records the follower does not hold."""
+    broker = ctx.broker
+    broker_epoch = replica_epoch(ctx)
+    session = fc.session
+    for key in (session.partitions if fc.full else keys):
+        p = session.partitions.get(key)
+        if p is None or p.topic is None or p.current_leader_epoch < 0:
+            continue
+        partition, error = lookup(broker, p.topic, p.partition, p.current_leader_epoch)
+        if partition is None or error != ErrorCode.NONE \
+                or p.fetch_offset > partition.log_end_offset:
+            continue
+        if fc.previous_use_ms >= 0 and p.read_ms < fc.previous_use_ms:
+            partition.state.on_follower_idle_fetch(follower, fc.previous_use_ms)
+        broker.replicas.on_follower_fetch(partition, follower, p.fetch_offset, broker_epoch)
+        if follower not in partition.isr:
+            fc.rejoining.add(key)
+
+
+def _read(ctx: RequestContext, follower: int, fc: _Context, keys: Any, allowed: bool,
+          arrival_ms: int = -1) -> None:
+    """Read these partitions of the fetch into `fc.reads` (a partition read again replaces
+    its earlier read and gives its bytes back to the budget first). `arrival_ms`: the
+    fetch's arrival, for a read made as it arrived."""
+    broker, session = ctx.broker, fc.session
+    parts = [p for key in keys if (p := session.partitions.get(key)) is not None]
+    if not allowed:  # a follower without CLUSTER_ACTION is told nothing
+        denied = frozenset(p.topic for p in parts if p.topic is not None)
+    elif follower < 0:
+        denied = unauthorized(ctx, AclOperation.READ, ResourceType.TOPIC,
+                              [p.topic for p in parts if p.topic is not None])
+    else:
+        denied = frozenset()
     # KIP-392: a consumer speaking v11+ may read from a follower, and with the rack-aware
     # selector the leader sends one with a client.rack to a replica in its rack
     # (only with the selector on: without it no client is sent to a follower, and a client
     # whose metadata is stale should hear NOT_LEADER_OR_FOLLOWER and look again)
     rack_aware = broker.config.replica_selector_class == RACK_AWARE_SELECTOR
     consumer_may_use_follower = rack_aware and follower < 0 and ctx.version >= RACK_ID_VERSION
-    rack = body.get("rack_id") if consumer_may_use_follower else None
-    selector = bool(rack)
-    responses = []
-    for topic in body.topics:
-        partitions = []
-        for p in topic.partitions:
-            if topic.topic in denied:
-                partition, error = None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            else:
-                partition, error = lookup(broker, topic.topic, p.partition,
-                                          p.get("current_leader_epoch", -1),
-                                          allow_follower=consumer_may_use_follower)
-            records = b""
-            preferred = NO_PREFERENCE
-            if partition is not None and error == ErrorCode.NONE and selector \
-                    and partition.is_leader:
-                preferred = _preferred_replica(broker, partition, rack, p.fetch_offset)
-                errors |= preferred != NO_PREFERENCE  # answer at once: nothing to wait for
-            if partition is not None and error == ErrorCode.NONE and preferred < 0:
-                leo = partition.log_end_offset
-                end = leo if follower >= 0 else min(partition.high_watermark, leo)
-                limit = min(p.partition_max_bytes, budget)
-                try:
-                    if p.fetch_offset > leo:
-                        raise OffsetOutOfRange(p.fetch_offset)
-                    if p.fetch_offset < end and (limit > 0 or total == 0):
-                        records = partition.log.read(p.fetch_offset, limit,
-                                                     max_offset=end,
-                                                     min_one_message=total == 0)
-                except LogError as e:  # out of range, or a segment damaged under us
-                    error = e.error_code
-                except OSError as e:  # the device failed a read (EIO): Kafka's storage error
-                    error = ErrorCode.KAFKA_STORAGE_ERROR
-                    broker.log_dirs.storage_failed(f"{topic.topic}-{p.partition}: {e}")
-            errors |= error != ErrorCode.NONE
-            total += len(records)
-            budget = max(budget - len(records), 0)
-            out = {
-                "partition_index": p.partition, "error_code": error,
-                "high_watermark": partition.high_watermark if partition else -1,
-                "last_stable_offset": partition.high_watermark if partition else -1,
-                "log_start_offset": partition.log_start_offset if partition else -1,
-                "aborted_transactions": aborted, "preferred_read_replica": preferred,
-                "records": records,
-            }
-            if error in _STALE_LEADER and ctx.version >= CURRENT_LEADER_VERSION:
-                out["current_leader"] = current_leader(broker, topic.topic, p.partition)
-            partitions.append(out)
-        responses.append({"topic": topic.topic, "partitions": partitions})
-    return responses, total, errors
+    rack = ctx.body.get("rack_id") if consumer_may_use_follower else None
+    aborted: list[dict] | None = [] if ctx.body.isolation_level == READ_COMMITTED else None
+    for p in parts:
+        key = (p.topic_id if session.uses_topic_ids else p.topic, p.partition)
+        earlier = fc.reads.get(key)
+        if earlier is not None:
+            fc.total -= earlier.size
+            fc.budget += earlier.size
+        read = _read_partition(ctx, follower, p, session.uses_topic_ids, denied,
+                               consumer_may_use_follower, rack, fc.budget, fc.total == 0)
+        read.out["aborted_transactions"] = aborted
+        fc.budget = max(fc.budget - read.size, 0)
+        fc.total += read.size
+        fc.answer_now |= (read.error != ErrorCode.NONE
+                          or read.out["preferred_read_replica"] >= 0)
+        fc.reads[key] = read
+        if arrival_ms >= 0:
+            p.read_ms = arrival_ms
+
+
+def _read_partition(ctx: RequestContext, follower: int, p: CachedPartition, by_id: bool,
+                    denied: frozenset[str], may_use_follower: bool, rack: str | None,
+                    budget: int, first: bool) -> _Read:
+    broker = ctx.broker
+    partition = None
+    if p.topic is None or by_id and _deleted(broker, p):
+        error = ErrorCode.UNKNOWN_TOPIC_ID
+    elif p.topic in denied:
+        error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    else:
+        partition, error = lookup(broker, p.topic, p.partition, p.current_leader_epoch,
+                                  allow_follower=may_use_follower)
+    records = b""
+    preferred = NO_PREFERENCE
+    pending = False
+    if partition is not None and error == ErrorCode.NONE and rack and partition.is_leader:
+        preferred = _preferred_replica(broker, partition, rack, p.fetch_offset)
+    if partition is not None and error == ErrorCode.NONE and preferred < 0:
+        leo = partition.log_end_offset
+        end = leo if follower >= 0 else min(partition.high_watermark, leo)
+        limit = min(p.max_bytes, budget)
+        try:
+            if p.fetch_offset > leo:
+                raise OffsetOutOfRange(p.fetch_offset)
+            if p.fetch_offset < end and (limit > 0 or first):
+                records = partition.log.read(p.fetch_offset, limit, max_offset=end,
+                                             min_one_message=first)
+            pending = p.fetch_offset < end
+        except LogError as e:  # out of range, or a segment damaged under us
+            error = e.error_code
+        except OSError as e:  # the device failed a read (EIO): Kafka's storage error
+            error = ErrorCode.KAFKA_STORAGE_ERROR
+            broker.log_dirs.storage_failed(f"{p.topic}-{p.partition}: {e}")
+    out = {
+        "partition_index": p.partition, "error_code": error,
+        "high_watermark": partition.high_watermark if partition else -1,
+        "last_stable_offset": partition.high_watermark if partition else -1,
+        "log_start_offset": partition.log_start_offset if partition else -1,
+        "preferred_read_replica": preferred, "records": records,
+    }
+    if error in _STALE_LEADER and ctx.version >= CURRENT_LEADER_VERSION and p.topic:
+        out["current_leader"] = current_leader(broker, p.topic, p.partition)
+    return _Read(out, len(records), error, pending or error != ErrorCode.NONE)
+
+
+def _deleted(broker, p: CachedPartition) -> bool:
+    """A session's topic id no longer in the image (the name may since be another topic's:
+    its partitions must not be served as the old topic's)."""
+    image = broker.metadata_cache.topic_by_id(p.topic_id)
+    return image is None or image.name != p.topic
+
+
+def _answer(ctx: RequestContext, fc: _Context) -> list[dict]:
+    """The response's topics: every partition of a full fetch; of an incremental one,
+    those with records, an error, a preferred replica, or a HW or log start offset other
+    than the last sent (Kafka's CachedPartition.maybeUpdateResponseData). What is sent is
+    remembered, and a partition with more to say is read again at the next fetch."""
+    session = fc.session
+    topics: dict[Any, list[dict]] = {}
+    ids = session.uses_topic_ids
+    for key, read in fc.reads.items():
+        p = session.partitions.get(key)
+        if p is None:
+            continue
+        if (read.pending or key in fc.rejoining) and fc.cached:
+            session.changed.add(key)
+        out = read.out
+        say = (fc.full or read.size > 0 or read.error != ErrorCode.NONE
+               or out["preferred_read_replica"] >= 0
+               or out["high_watermark"] != p.high_watermark
+               or out["log_start_offset"] != p.leader_log_start_offset)
+        if not say:
+            continue
+        # an error clears what was sent, so the partition is sent again once it recovers
+        p.high_watermark = out["high_watermark"] if read.error == ErrorCode.NONE else -1
+        p.leader_log_start_offset = out["log_start_offset"]
+        topics.setdefault(key[0], []).append(out)
+    if ids:
+        return [{"topic_id": t, "partitions": ps} for t, ps in topics.items()]
+    return [{"topic": t, "partitions": ps} for t, ps in topics.items()]
 
 
 def _preferred_replica(broker, partition, rack: str | None, fetch_offset: int) -> int:

@@ -11,10 +11,22 @@ its log there (broker.replication.truncation: KIP-101, with KIP-279's further ro
 the leader does not know the epoch). Only then does it fetch, from its LEO. The HW alone
 never decides a truncation, except for a log that has no epochs to ask about.
 
-A fetch names this broker in `replica_id` (Fetch v12: topics by name, as the broker's Fetch
-handler serves), waits at the leader up to replica.fetch.wait.max.ms for
-replica.fetch.min.bytes, and asks for replica.fetch.max.bytes per partition. Each
-partition of the answer is handled alone:
+Fetching goes through an incremental fetch session with the leader (KIP-227,
+protocol.fetch_session): the first request names every partition ready to fetch, the next
+ones only those whose fetch offset or epoch changed (after an append or a truncation), were
+added, or are forgotten (removed, backing off, truncating); the leader answers only the
+partitions with records, a new HW or an error. So a follower of 1,000 idle partitions sends
+and reads a few bytes per round, and only the partitions that moved cost work. The
+fetcher keeps which partitions are truncating, out of range or backing off in sets of
+their own, so a round never walks all its partitions. A session error
+(FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH) or a lost connection makes the
+next request a full one, which opens a new session.
+
+A fetch (Fetch v17: topics by id) names this broker and its broker epoch in ReplicaState,
+waits at the leader up to replica.fetch.wait.max.ms for replica.fetch.min.bytes, and asks
+for replica.fetch.max.bytes per partition. After an answer with records the follower asks
+again at once, carrying its new fetch offset: that is what advances the leader's HW and
+completes an acks=all produce. Each partition of the answer is handled alone:
 - records are appended with the leader's offsets and epochs, and the HW taken from the
   answer (bounded by this log's end) wakes local readers when it moves;
 - OFFSET_OUT_OF_RANGE below the leader's log start starts this log over there; above
@@ -30,6 +42,7 @@ An unreachable leader backs the whole fetcher off the same way.
 from __future__ import annotations
 
 import logging
+import uuid
 import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -41,6 +54,7 @@ from broker.net.peer import PeerChannel, PeerUnavailable
 from broker.replication.truncation import epoch_to_request, truncation_offset
 from protocol import messages as m
 from protocol.errors import ErrorCode
+from protocol.fetch_session import FetchSessionHandler
 from protocol.record_errors import RecordError
 
 if TYPE_CHECKING:
@@ -51,12 +65,16 @@ Broker = Any
 
 log = logging.getLogger("minibroker.replication.fetcher")
 
-FETCH_VERSION = 12  # the newest that names topics; replica_id is a plain field up to v14
+FETCH_VERSION = 17  # topics by id (v13+), ReplicaState with the broker epoch (v15+)
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 LIST_OFFSETS_VERSION = 7
 _RETRY_LATER = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
                 ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT)
+                ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT,
+                ErrorCode.UNKNOWN_TOPIC_ID)
+# answers that only mean the session is gone: the next (full) request may go at once
+_SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+                   ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
 
 
 def fetcher_id(topic: str, index: int, num_fetchers: int) -> int:
@@ -81,6 +99,15 @@ class ReplicaFetcher:
         self.source = source
         self.fid = fid
         self.partitions: dict[tuple[str, int], FetchState] = {}
+        # the partitions in each state that is not "fetching", so a round finds them
+        # without walking every partition
+        self._truncating: set[tuple[str, int]] = set()
+        self._out_of_range: set[tuple[str, int]] = set()
+        self._delayed: dict[tuple[str, int], FetchState] = {}
+        self._paused_until = 0.0  # the whole fetcher backs off (leader unreachable)
+        self.session: FetchSessionHandler[tuple[str, int]] = FetchSessionHandler()
+        self._topic_ids: dict[str, uuid.UUID] = {}
+        self._names: dict[uuid.UUID, str] = {}
         self._changed = trio.Event()
         self._channel: PeerChannel | None = None
         self._address: tuple[str, int] | None = None
@@ -89,13 +116,75 @@ class ReplicaFetcher:
         return f"<ReplicaFetcher from broker {self.source} #{self.fid}: {len(self.partitions)}>"
 
     def add(self, partition: Partition) -> None:
-        self.partitions[(partition.topic, partition.index)] = FetchState(
-            partition, partition.leader_epoch)
+        key = (partition.topic, partition.index)
+        self._forget(key)
+        self.partitions[key] = FetchState(partition, partition.leader_epoch)
+        self._truncating.add(key)
         self._changed.set()
 
     def remove(self, key: tuple[str, int]) -> None:
         if self.partitions.pop(key, None) is not None:
+            self._forget(key)
             self._changed.set()
+
+    def _forget(self, key: tuple[str, int]) -> None:
+        self._truncating.discard(key)
+        self._out_of_range.discard(key)
+        self._delayed.pop(key, None)
+        self.session.remove(key)
+
+    # -- the states ------------------------------------------------------------------------
+
+    def _fetching(self, s: FetchState) -> bool:
+        return (not s.truncating and not s.failed and not s.out_of_range
+                and s.delayed_until <= trio.current_time()
+                and self.partitions.get(_key(s)) is s)
+
+    def _sync(self, s: FetchState) -> None:
+        """Tell the session whether `s` is to be fetched now, and from where."""
+        key = _key(s)
+        if self.partitions.get(key) is not s:
+            return  # replaced or removed: the newer state speaks for the key
+        if s.truncating:
+            self._truncating.add(key)
+        else:
+            self._truncating.discard(key)
+        if s.out_of_range:
+            self._out_of_range.add(key)
+        else:
+            self._out_of_range.discard(key)
+        topic_id = self._topic_id(s.partition.topic)
+        if not self._fetching(s) or topic_id is None:
+            self.session.remove(key)
+            return
+        p = s.partition
+        latest = p.epochs.latest_epoch
+        self.session.set(key, {
+            "partition": p.index, "current_leader_epoch": s.leader_epoch,
+            "fetch_offset": p.log_end_offset,
+            "last_fetched_epoch": latest if latest is not None else -1,
+            "log_start_offset": p.log_start_offset,
+            "partition_max_bytes": self.broker.config.replica_fetch_max_bytes})
+
+    def _topic_id(self, name: str) -> uuid.UUID | None:
+        image = self.broker.metadata_cache.topic(name)
+        if image is None:
+            return self._topic_ids.get(name)
+        if self._topic_ids.get(name) != image.topic_id:
+            self._topic_ids[name] = image.topic_id
+            self._names[image.topic_id] = name
+        return image.topic_id
+
+    def _delay(self, s: FetchState, seconds: float) -> None:
+        s.delayed_until = max(s.delayed_until, trio.current_time() + seconds)
+        self._delayed[_key(s)] = s
+        self._sync(s)
+
+    def _expire_delays(self, now: float) -> None:
+        for key, s in list(self._delayed.items()):
+            if s.delayed_until <= now:
+                del self._delayed[key]
+                self._sync(s)
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -104,52 +193,47 @@ class ReplicaFetcher:
         backoff = config.replica_fetch_backoff_ms / 1000
         try:
             while True:
-                ready = self._ready()
-                if not ready:
+                now = trio.current_time()
+                self._expire_delays(now)
+                truncating = self._waiting(self._truncating, now)
+                beyond = self._waiting(self._out_of_range, now)
+                if (self.broker.log_dirs.offline  # nothing may be written there until a restart
+                        or now < self._paused_until
+                        or not (truncating or beyond or self.session.has_work)):
                     await self._wait_for_work()
                     continue
                 channel = self._connect(nursery)
                 if channel is None:
-                    await self._back_off(ready, backoff)
+                    self._paused_until = now + backoff
                     continue
                 try:
-                    truncating = [s for s in ready if s.truncating]
                     if truncating:
                         await self._truncate(channel, truncating)
-                    beyond = [s for s in ready if s.out_of_range and not s.truncating]
                     if beyond:
                         await self._resolve_out_of_range(channel, beyond)
-                    fetching = [s for s in ready if not s.truncating and not s.failed
-                                and not s.out_of_range and self.partitions.get(_key(s)) is s]
-                    if fetching:
-                        await self._fetch(channel, fetching)
+                    if self.session.has_work:
+                        await self._fetch(channel)
                 except PeerUnavailable as e:
                     log.info("fetching from broker %d: %s", self.source, e)
-                    await self._back_off(ready, backoff)
+                    self.session.handle_error()
+                    self._paused_until = trio.current_time() + backoff
         finally:
             if self._channel is not None:
                 with trio.CancelScope(shield=True):
                     await self._channel.aclose()
 
-    def _ready(self) -> list[FetchState]:
-        if self.broker.log_dirs.offline:
-            return []  # nothing may be written there until a restart
-        now = trio.current_time()
-        return [s for s in self.partitions.values() if not s.failed and s.delayed_until <= now]
+    def _waiting(self, keys: set[tuple[str, int]], now: float) -> list[FetchState]:
+        states = (self.partitions.get(k) for k in keys)
+        return [s for s in states if s is not None and not s.failed and s.delayed_until <= now]
 
     async def _wait_for_work(self) -> None:
         now = trio.current_time()
-        delays = [s.delayed_until for s in self.partitions.values()
-                  if not s.failed and s.delayed_until > now]
+        deadlines = [s.delayed_until for s in self._delayed.values()]
+        if self._paused_until > now:
+            deadlines.append(self._paused_until)
         self._changed = trio.Event()
-        with trio.move_on_at(min(delays) if delays else now + 3600):
+        with trio.move_on_at(min(deadlines) if deadlines else now + 3600):
             await self._changed.wait()
-
-    async def _back_off(self, states: list[FetchState], seconds: float) -> None:
-        until = trio.current_time() + seconds
-        for s in states:
-            s.delayed_until = max(s.delayed_until, until)
-        await trio.lowlevel.checkpoint()
 
     def _connect(self, nursery: trio.Nursery) -> PeerChannel | None:
         endpoint = self.broker.metadata_cache.endpoint(self.source,
@@ -164,6 +248,7 @@ class ReplicaFetcher:
                                         client_id=f"replica-fetcher-{self.broker.node_id}",
                                         opener=self.broker.inter_broker_opener)
             self._address = address
+            self.session.handle_error()  # a new connection: a new session
         return self._channel
 
     def _timeout_s(self) -> float:
@@ -183,6 +268,7 @@ class ReplicaFetcher:
                 if p.log_end_offset > p.high_watermark:
                     p.truncate_to(p.high_watermark)
                 s.truncating = False
+                self._sync(s)
                 continue
             ask.setdefault(p.topic, []).append({
                 "partition": p.index, "current_leader_epoch": s.leader_epoch,
@@ -204,7 +290,7 @@ class ReplicaFetcher:
                 s = found
                 code = ErrorCode(answer["error_code"])
                 if code != ErrorCode.NONE:
-                    s.delayed_until = trio.current_time() + backoff
+                    self._delay(s, backoff)
                     continue
                 self._apply_truncation(s, answer["leader_epoch"], answer["end_offset"])
 
@@ -218,6 +304,7 @@ class ReplicaFetcher:
         if decision.complete:
             s.truncating = False
             s.next_epoch = -2
+            self._sync(s)
         else:
             s.next_epoch = decision.next_epoch
 
@@ -231,6 +318,7 @@ class ReplicaFetcher:
         except OSError as e:
             log.error("%s-%d: cannot truncate (%s); not fetching it", p.topic, p.index, e)
             s.failed = True
+            self._sync(s)
             return False
         if p.log_end_offset < before:
             log.info("%s-%d: truncated from %d to %d (%s)", p.topic, p.index, before,
@@ -261,46 +349,60 @@ class ReplicaFetcher:
                 if found is None or not found.out_of_range:
                     continue
                 if answer["error_code"] != ErrorCode.NONE:
-                    found.delayed_until = trio.current_time() + backoff
+                    self._delay(found, backoff)
                     continue
                 found.out_of_range = False
-                self._truncate_to(found, answer["offset"],
-                                  f"the leader's log ends at {answer['offset']}")
+                if self._truncate_to(found, answer["offset"],
+                                     f"the leader's log ends at {answer['offset']}"):
+                    self._sync(found)
 
     # -- fetching --------------------------------------------------------------------------
 
-    async def _fetch(self, channel: PeerChannel, states: list[FetchState]) -> None:
+    async def _fetch(self, channel: PeerChannel) -> None:
         config = self.broker.config
-        topics: dict[str, list[dict]] = {}
-        for s in states:
-            p = s.partition
-            topics.setdefault(p.topic, []).append({
-                "partition": p.index, "current_leader_epoch": s.leader_epoch,
-                "fetch_offset": p.log_end_offset,
-                "last_fetched_epoch": p.epochs.latest_epoch if p.epochs.latest_epoch is not None else -1,
-                "log_start_offset": p.log_start_offset,
-                "partition_max_bytes": config.replica_fetch_max_bytes})
-        body = m.request_body(m.FETCH, FETCH_VERSION, {
-            "replica_id": self.broker.node_id,
+        plan = self.session.build()
+        topics: dict[uuid.UUID, list[dict]] = {}
+        for (topic, _index), data in plan.partitions.items():
+            topics.setdefault(self._topic_ids[topic], []).append(data)
+        forgotten: dict[uuid.UUID, list[int]] = {}
+        for topic, index in plan.forgotten:
+            forgotten.setdefault(self._topic_ids[topic], []).append(index)
+        body = {
+            "replica_state": {"replica_id": self.broker.node_id,
+                              "replica_epoch": self.broker.lifecycle.broker_epoch},
             "max_wait_ms": config.replica_fetch_wait_max_ms,
             "min_bytes": config.replica_fetch_min_bytes,
             "max_bytes": config.replica_fetch_response_max_bytes,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-            "forgotten_topics_data": [], "rack_id": config.broker_rack or ""})
-        sent = {(s.partition.topic, s.partition.index): s for s in states}
+            "isolation_level": 0, "session_id": plan.session_id, "session_epoch": plan.epoch,
+            "topics": [{"topic_id": t, "partitions": ps} for t, ps in topics.items()],
+            "forgotten_topics_data": [{"topic_id": t, "partitions": ps}
+                                      for t, ps in forgotten.items()],
+            "rack_id": config.broker_rack or ""}
         response = await channel.request(m.FETCH, FETCH_VERSION, body,
                                          timeout_s=self._timeout_s())
         backoff = config.replica_fetch_backoff_ms / 1000
-        if response["error_code"] != ErrorCode.NONE:
-            await self._back_off(states, backoff)
+        code = ErrorCode.of(response["error_code"])
+        if not self.session.handle_response(plan, code, response["session_id"]):
+            log.info("fetch session with broker %d: %s; starting a new one", self.source,
+                     code.name)
+            if code not in _SESSION_ERRORS:
+                self._paused_until = trio.current_time() + backoff
             return
+        sent = self.session.sent
         for t in response["responses"]:
+            name = self._names.get(t["topic_id"])
+            if name is None:
+                continue
             for answer in t["partitions"]:
-                key = (t["topic"], answer["partition_index"])
-                state = sent.get(key)
-                if state is None or self.partitions.get(key) is not state:
-                    continue  # removed (or re-added for a new epoch) while the fetch was out
+                key = (name, answer["partition_index"])
+                state = self.partitions.get(key)
+                asked = sent.get(key)
+                # answered for what the session holds: not for a state replaced (a new
+                # epoch), truncated or backing off since
+                if (state is None or asked is None or not self._fetching(state)
+                        or asked["fetch_offset"] != state.partition.log_end_offset
+                        or asked["current_leader_epoch"] != state.leader_epoch):
+                    continue
                 self._handle_partition(state, answer, backoff)
 
     def _handle_partition(self, s: FetchState, answer: Any, backoff: float) -> None:
@@ -314,11 +416,13 @@ class ReplicaFetcher:
                 except KafkaStorageError as e:
                     log.error("%s; not fetching %s-%d", e, p.topic, p.index)
                     s.failed = True
+                    self._sync(s)
                     return
                 except RecordError as e:  # damaged on the way: fetch the same offset again
                     log.warning("%s-%d: fetched batches refused (%s)", p.topic, p.index, e)
-                    s.delayed_until = trio.current_time() + backoff
+                    self._delay(s, backoff)
                     return
+                self._sync(s)  # the next request carries the new fetch offset
             if p.state.on_follower_high_watermark(answer["high_watermark"], p.log_end_offset) \
                     or records:
                 self.broker.notify_data_arrived(p.topic, p.index)
@@ -331,12 +435,13 @@ class ReplicaFetcher:
                 p.truncate_fully_and_start_at(leader_start)
             else:
                 s.out_of_range = True
+            self._sync(s)
         elif code == ErrorCode.KAFKA_STORAGE_ERROR or code not in _RETRY_LATER:
             log.warning("%s-%d: fetch from broker %d answered %s", p.topic, p.index,
                         self.source, code.name)
-            s.delayed_until = trio.current_time() + backoff
+            self._delay(s, backoff)
         else:
-            s.delayed_until = trio.current_time() + backoff
+            self._delay(s, backoff)
 
 
 def _key(s: FetchState) -> tuple[str, int]:

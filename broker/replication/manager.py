@@ -143,8 +143,16 @@ class ReplicaManager:
     def expire_isr(self, now_ms: int) -> None:
         """One pass of Kafka's isr-expiration task over the partitions this broker leads."""
         lag = self.broker.config.replica_lag_time_max_ms
+        sessions = self.broker.fetch_sessions
         for partition in list(self.broker.partitions.values()):
             if partition.is_leader:
+                # a follower's fetch session holding the partition and not reading it at
+                # its last fetch says the follower was caught up then (KIP-227)
+                for session, key in sessions.holding(partition.topic, partition.index):
+                    if (session.replica_id >= 0
+                            and session.partitions[key].read_ms < session.last_used_ms):
+                        partition.state.on_follower_idle_fetch(session.replica_id,
+                                                               session.last_used_ms)
                 change = partition.state.maybe_shrink(partition.log_end_offset, now_ms, lag)
                 if change is not None:
                     self._propose(partition, change)
@@ -212,11 +220,12 @@ class ReplicaManager:
         self._resend(batch)  # anything the answer left out
 
     def _fetched_epoch(self, partition: Partition | None, replica: int) -> int:
-        """The broker epoch a replica's fetches carried (KIP-903), -1 when unknown: our
-        fetchers speak v12, which has no ReplicaState. Never the metadata image's epoch: a
-        follower that just restarted fetches before this broker's image shows its new
-        registration, and the controller would refuse the stale one as INELIGIBLE_REPLICA;
-        -1 tells it to check only that the replica is registered and unfenced."""
+        """The broker epoch a replica's fetches carried (KIP-903: our fetchers send it in
+        Fetch v15+'s ReplicaState), -1 when unknown (a follower not registered yet, or one
+        speaking an older Fetch). Never the metadata image's epoch: a follower that just
+        restarted fetches before this broker's image shows its new registration, and the
+        controller would refuse the stale one as INELIGIBLE_REPLICA; -1 tells it to check
+        only that the replica is registered and unfenced."""
         if replica == self.broker.node_id:
             return self.broker.lifecycle.broker_epoch
         progress = partition.state.followers.get(replica) if partition is not None else None

@@ -226,6 +226,22 @@ class PartitionState:
         expand = self._maybe_expand(replica_id)
         return FetchUpdate(self.maybe_increment_high_watermark(log_end_offset), expand)
 
+    def on_follower_idle_fetch(self, replica_id: int, fetch_ms: int) -> None:
+        """Follower `replica_id` fetched at `fetch_ms` with this partition in its fetch
+        session and nothing to read (KIP-227: the fetch did not name it, and it had no
+        append since its last read): it was caught up then, at the offset it last gave.
+        What Kafka's updateFollowerFetchState records for every partition of a session at
+        every fetch, recorded only when needed (before the next fetch that names the
+        partition, and before the ISR is checked)."""
+        progress = self.followers.get(replica_id)
+        if (progress is None or not self.is_leader
+                or progress.log_end_offset == UNKNOWN_OFFSET
+                or fetch_ms <= progress.last_fetch_ms):
+            return
+        progress.last_caught_up_ms = max(progress.last_caught_up_ms, fetch_ms)
+        progress.last_fetch_ms = fetch_ms
+        progress.last_fetch_leader_leo = progress.log_end_offset
+
     def _maybe_expand(self, replica_id: int) -> PendingIsrChange | None:
         if replica_id in self.isr or self.pending is not None:
             return None

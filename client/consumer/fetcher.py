@@ -45,6 +45,13 @@ OffsetOutOfRangeError is raised from the next getmany); NOT_LEADER_OR_FOLLOWER, 
 metadata-refreshing codes request a metadata refresh and the partition is fetched again
 later. An error met by a background Fetch is kept and raised from the next getmany
 (`raise_error`). isolation_level is read_uncommitted.
+
+Fetches to a broker go through an incremental fetch session (KIP-227,
+protocol.fetch_session), as Java's consumer does: a Fetch names only the partitions whose
+offset or size changed since the last one, and forgets those not fetched this time (a
+full buffer, paused); the answer holds only the partitions with something to say.
+FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH or a lost connection make the next
+Fetch to that broker a full one, which opens a new session. Fetch v12 (topic names).
 """
 
 from __future__ import annotations
@@ -63,6 +70,7 @@ from client.errors import (
 )
 from client.types import TopicPartition
 from protocol.errors import ErrorCode
+from protocol.fetch_session import FetchSessionHandler
 from protocol.messages import FETCH, LIST_OFFSETS
 from protocol.records import BatchHeader, RecordError, decode_batch_rows, row_batches
 
@@ -75,6 +83,7 @@ FIRST_FETCH_DIVISOR = 8
 EARLIEST = -2  # ListOffsets timestamps
 LATEST = -1
 READ_UNCOMMITTED = 0
+FETCH_SESSION_VERSION = 7  # session id and epoch (KIP-227)
 
 
 class ConsumerRecord(NamedTuple):
@@ -400,6 +409,7 @@ class Fetcher:
         # node id -> {tp: (fetch offset, partition state, epoch)} of its Fetch in flight
         self._in_flight: dict[int, dict[TopicPartition, tuple]] = {}
         self._fetch_done = trio.Event()  # set (and replaced) as each Fetch completes
+        self._sessions: dict[int, FetchSessionHandler[TopicPartition]] = {}  # by node
         self.error: KafkaError | None = None  # met by a background Fetch, for getmany
 
     async def _leaders(self, tps: Iterable[TopicPartition]
@@ -588,6 +598,9 @@ class Fetcher:
             await self._fetch_from(node_id, sent, max_wait_ms)
         except (KafkaConnectionError, KafkaTimeoutError):
             self.cluster.request_update()
+            session = self._sessions.get(node_id)
+            if session is not None:
+                session.handle_error()  # the broker may or may not have taken it
         except KafkaError as e:
             if self.error is None:
                 self.error = e
@@ -600,30 +613,45 @@ class Fetcher:
                           max_wait_ms: int) -> None:
         conn = await self.pool.get(node_id)
         version = conn.version_for(FETCH)
-        topics: dict[str, list] = {}
+        session = self._sessions.get(node_id)
+        if session is None or session.use_sessions != (version >= FETCH_SESSION_VERSION):
+            session = self._sessions[node_id] = FetchSessionHandler(
+                use_sessions=version >= FETCH_SESSION_VERSION)
         full = self.config.max_partition_fetch_bytes
-        for tp, (offset, state, _) in sent.items():
-            topics.setdefault(tp.topic, []).append({
-                "partition": tp.partition, "current_leader_epoch": -1,
-                "fetch_offset": offset, "last_fetched_epoch": -1, "log_start_offset": -1,
-                # a partition's first Fetch asks for a part only, so that its first records
-                # are decoded while the next, full one is on its way (a whole first
-                # response of every partition kept the application waiting for all of it)
-                "partition_max_bytes": full if state.refill else
-                max(1, full // FIRST_FETCH_DIVISOR)})
+        session.want({tp: {
+            "partition": tp.partition, "current_leader_epoch": -1,
+            "fetch_offset": offset, "last_fetched_epoch": -1, "log_start_offset": -1,
+            # a partition's first Fetch asks for a part only, so that its first records
+            # are decoded while the next, full one is on its way (a whole first
+            # response of every partition kept the application waiting for all of it)
+            "partition_max_bytes": full if state.refill else
+            max(1, full // FIRST_FETCH_DIVISOR)} for tp, (offset, state, _) in sent.items()})
+        plan = session.build()
+        topics: dict[str, list] = {}
+        for tp, data in plan.partitions.items():
+            topics.setdefault(tp.topic, []).append(data)
+        forgotten: dict[str, list] = {}
+        for tp in plan.forgotten:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
         body = {
             "cluster_id": None, "replica_id": -1, "max_wait_ms": max_wait_ms,
             "min_bytes": self.config.fetch_min_bytes, "max_bytes": self.config.fetch_max_bytes,
-            "isolation_level": READ_UNCOMMITTED, "session_id": 0, "session_epoch": -1,
+            "isolation_level": READ_UNCOMMITTED, "session_id": plan.session_id,
+            "session_epoch": plan.epoch,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-            "forgotten_topics_data": [], "rack_id": self.config.client_rack}
+            "forgotten_topics_data": [{"topic": t, "partitions": ps}
+                                      for t, ps in forgotten.items()],
+            "rack_id": self.config.client_rack}
         resp = await conn.request(FETCH, body, version,
                                   timeout_ms=self.config.request_timeout_ms + max_wait_ms)
         top = ErrorCode.of(resp.body.get("error_code", 0))
-        if top is not ErrorCode.NONE:
-            self.cluster.note_error(top)
-            if not top.retriable:
-                raise for_code(top, f"Fetch from node {node_id}")
+        if not session.handle_response(plan, top, resp.body.get("session_id", 0)):
+            # a session error only means the next Fetch is a full one
+            if top not in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                           ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+                self.cluster.note_error(top)
+                if not top.retriable:
+                    raise for_code(top, f"Fetch from node {node_id}")
             return
         for t in resp.body.responses:
             for p in t.partitions:

@@ -2,9 +2,9 @@
 
 Declared to v17, the versions the KRaft quorum replicates its metadata log with: v13 names
 topics by id instead of name, v15 moves the follower's id into the tagged ReplicaState, v16
-adds the leaders' endpoints to the response, v17 the follower's log directory. The
-client-facing broker serves and our client speaks only v4-12 (topic names):
-protocol.versions caps Fetch there.
+adds the leaders' endpoints to the response, v17 the follower's log directory. The broker
+serves v4-17 to clients and followers; our consumer speaks v12 (topic names, with
+incremental fetch sessions): protocol.versions.OUR_CLIENT_MAX.
 """
 
 from protocol.schema import F, Message, Struct

@@ -1,4 +1,4 @@
-"""The broker's ApiVersions answer: Fetch stays at v12 although it is declared further."""
+"""The broker's ApiVersions answer: Fetch to v17 (topic ids, ReplicaState), as declared."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ def _ctx(telemetry: bool) -> SimpleNamespace:
         telemetry=SimpleNamespace(enabled=telemetry)))
 
 
-async def test_the_broker_advertises_fetch_up_to_12_only():
+async def test_the_broker_advertises_fetch_up_to_17():
     answer = await api_versions.handle(_ctx(telemetry=True))
     ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in answer["api_keys"]}
-    assert ranges[FETCH] == (0, 12)
-    assert APIS[FETCH].request.versions.high > 12  # so the cap is what keeps it at 12
+    assert ranges[FETCH] == (0, 17)
+    assert APIS[FETCH].request.versions.high == 17
     assert ranges.keys() == APIS.keys()
 
 

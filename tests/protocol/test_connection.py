@@ -194,17 +194,17 @@ def test_a_controller_registry_serves_its_own_apis_and_refuses_the_others():
     assert encode_response(VOTE, 1, 5, answer, CONTROLLER_APIS)[4:8] == b"\x00\x00\x00\x05"
 
 
-def test_fetch_with_topic_ids_is_served_only_by_a_registry_that_takes_it():
+def test_fetch_with_topic_ids_is_served_by_the_client_facing_broker_and_the_quorum():
     import uuid
 
     from protocol.messages import ALL_APIS, FETCH
     topic_id = uuid.UUID(int=1)
     body = {"max_wait_ms": 500, "min_bytes": 0, "replica_state": {"replica_id": 2,
-            "replica_epoch": -1}, "topics": [{"topic_id": topic_id, "partitions": [
+            "replica_epoch": 7}, "topics": [{"topic_id": topic_id, "partitions": [
                 {"partition": 0, "fetch_offset": 4, "last_fetched_epoch": 1,
                  "partition_max_bytes": 1 << 20}]}]}
     raw = ClientConnection("c", apis=ALL_APIS).send_request(FETCH, 16, body)[1]
-    with pytest.raises(UnsupportedVersion):
-        decode_request(raw[4:])  # the client-facing broker stops at Fetch v12
-    got = decode_request(raw[4:], ALL_APIS).body
-    assert got.topics[0].topic_id == topic_id and got.replica_state.replica_id == 2
+    for registry in ((), (ALL_APIS,)):  # the broker serves Fetch to v17 (topic ids)
+        got = decode_request(raw[4:], *registry).body
+        assert got.topics[0].topic_id == topic_id
+        assert (got.replica_state.replica_id, got.replica_state.replica_epoch) == (2, 7)

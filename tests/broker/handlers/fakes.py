@@ -21,6 +21,7 @@ from broker.config import BrokerConfig
 from broker.controller.image import TOPIC_RESOURCE, MetadataImage
 from broker.controller_channel import ControllerUnavailable
 from broker.coordinator.runtime import CoordinatorRuntime
+from broker.fetch_session import FetchSessionCache
 from broker.handlers import HANDLERS
 from broker.handlers.context import RequestContext
 from broker.log_dirs import LogDirFailureChannel
@@ -131,6 +132,7 @@ class FakeBroker:
             (type_, fields)))
         self.groups = CoordinatorRuntime(self)
         self.now = 1_000_000
+        self.fetch_sessions = FetchSessionCache()
 
     def now_ms(self) -> int:
         return self.now
@@ -175,10 +177,11 @@ class FakeBroker:
         return self.next_producer_id - 1
 
     def notify_data_arrived(self, topic: str, index: int) -> None:
-        pass
+        self.fetch_sessions.mark_changed(topic, index)
 
-    async def wait_for_data(self, partitions) -> None:
+    async def wait_for_data(self, partitions) -> set:
         await trio.sleep_forever()
+        return set()
 
 
 def request(api_key: int, version: int, body: dict) -> SimpleNamespace:

@@ -245,6 +245,33 @@ def test_a_fetch_records_the_broker_epoch_when_sent():
     assert state.followers[2].broker_epoch == 42
 
 
+def test_a_session_fetch_that_did_not_read_the_partition_counts_as_caught_up_then():
+    """KIP-227: an idle partition is not named in a follower's incremental fetches; the
+    session's last use says the follower was caught up then, so an append after a long
+    quiet spell does not find the follower out of sync before its next fetch."""
+    state = leader(isr=(1, 2), leo=10, now=0)
+    state.on_follower_fetch(2, 10, 10, 0)  # named once, then idle for a long time
+    leo, now = 13, 5 * LAG_MS  # an append, far later
+    assert state.out_of_sync_replicas(leo, now, LAG_MS) == [2]  # without the session's word
+    state.on_follower_idle_fetch(2, now - 100)  # its session fetched 100 ms ago
+    assert state.out_of_sync_replicas(leo, now, LAG_MS) == []
+    assert state.followers[2].last_caught_up_ms == now - 100
+    # and the previous-fetch rule holds from there: the next fetch reaching 10 was caught
+    # up at that session fetch
+    state.on_follower_fetch(2, 10, leo, now + 50)
+    assert state.followers[2].last_caught_up_ms == now - 100
+
+
+def test_an_idle_session_fetch_never_goes_back_nor_counts_an_unknown_follower():
+    state = leader(isr=(1, 2, 3), leo=10, now=0)
+    state.on_follower_idle_fetch(3, 500)  # never fetched this leadership: LEO unknown
+    assert state.followers[3].last_caught_up_ms == 0
+    assert state.followers[3].log_end_offset == UNKNOWN_OFFSET
+    state.on_follower_fetch(2, 10, 10, 700)
+    state.on_follower_idle_fetch(2, 600)  # older than what the follower last said
+    assert (state.followers[2].last_fetch_ms, state.followers[2].last_caught_up_ms) == (700, 700)
+
+
 def test_a_fetch_from_a_broker_that_is_not_a_follower_changes_nothing():
     state = leader(leo=10)
     assert state.on_follower_fetch(9, 10, 10, 1) is None
