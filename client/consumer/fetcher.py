@@ -487,6 +487,9 @@ class Fetcher:
                  "max_num_offsets": 1})
         resp = await conn.request(LIST_OFFSETS, {
             "replica_id": -1, "isolation_level": READ_UNCOMMITTED,
+            # v10: how long a broker may spend on a lookup in remote storage, as Java's
+            # consumer gives it its request timeout (0 would time such lookups out at once)
+            "timeout_ms": self.config.request_timeout_ms,
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}, version)
         found: dict[TopicPartition, tuple[int, int]] = {}
         error: KafkaError | None = None
