@@ -146,6 +146,12 @@ class Partition:
                 return AppendResult(ErrorCode.NONE, check.duplicate.first_offset, -1,
                                     self.log.log_start_offset, check.duplicate.last_offset)
         try:
+            # the epoch this leader assigned must be on disk before a batch stamped with it
+            try:
+                self.epochs.make_durable()
+            except OSError as e:
+                raise KafkaStorageError(f"{self.topic}-{self.index}: cannot make its "
+                                        f"leader-epoch checkpoint durable: {e}") from e
             base_offset, last_offset, append_time = self.log.append(
                 batch, leader_epoch=self.leader_epoch, now_ms=now_ms, validated=header)
         except KafkaStorageError as e:
@@ -161,7 +167,8 @@ class Partition:
             self.producers.update(header.producer_id, header.producer_epoch,
                                   header.base_sequence, header.records_count, base_offset,
                                   header.max_timestamp, now_ms)
-        self.epochs.assign(self.leader_epoch, base_offset)
+        if self.epochs.assign(self.leader_epoch, base_offset):
+            self.epochs.make_durable()  # only if make_leader had not assigned it (no epoch)
         moved = self.state.on_leader_append(self.log.log_end_offset)
         return AppendResult(ErrorCode.NONE, base_offset, append_time, self.log.log_start_offset,
                             last_offset, moved)
@@ -186,6 +193,7 @@ class Partition:
                 break
             if header.partition_leader_epoch >= 0:
                 self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+                self.epochs.make_durable()  # an epoch change of the leader's: rare
             if header.producer_id >= 0:
                 self.producers.update(header.producer_id, header.producer_epoch,
                                       header.base_sequence, header.records_count,

@@ -94,10 +94,11 @@ def write_checkpoint(path: str, offsets: Mapping[TopicPartition, int]) -> None:
 
 
 def write_atomically(path: str | os.PathLike, data: str | bytes, *, sync_dir: bool = True,
-                     suffix: str = ".tmp") -> None:
+                     suffix: str = ".tmp", sync: bool = True) -> None:
     """Replace ``path`` with ``data`` (text or bytes): temp file, fsync, rename, and
     (``sync_dir``) fsync the directory, so a crash leaves either the old or the new file,
-    never half."""
+    never half. ``sync=False`` leaves out both fsyncs, for a caller that makes the file
+    durable later or can rebuild it."""
     path = os.fspath(path)
     tmp = path + suffix
     try:
@@ -105,12 +106,14 @@ def write_atomically(path: str | os.PathLike, data: str | bytes, *, sync_dir: bo
             with open(tmp, "wb") as fb:
                 fb.write(data)
                 fb.flush()
-                os.fsync(fb.fileno())
+                if sync:
+                    os.fsync(fb.fileno())
         else:
             with open(tmp, "w", encoding="utf-8") as f:
                 f.write(data)
                 f.flush()
-                os.fsync(f.fileno())
+                if sync:
+                    os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError:
         # a full disk: give back what the half-written copy holds; the old file is intact
@@ -119,7 +122,7 @@ def write_atomically(path: str | os.PathLike, data: str | bytes, *, sync_dir: bo
         except OSError:
             pass
         raise
-    if sync_dir:
+    if sync_dir and sync:
         fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 

@@ -71,17 +71,30 @@ class LeaderEpochCache:
     """In-memory, ascending (epoch, start_offset) entries; persists through an optional
     `store` callable(list[EpochEntry]) called after every change (None = in memory only).
 
+    With a `flush` callable(list[EpochEntry]) as well, which writes the entries durably,
+    an `assign` is neither stored nor flushed at once: `make_durable` flushes it, and the
+    owner calls that before it appends a batch of the epoch (a crash must not leave
+    batches whose epoch the checkpoint does not know). Until a batch is written an
+    assignment is an epoch beginning at the log's end, which loading would cut anyway, so
+    leading thousands of partitions writes no file. Truncations are stored (`store` need
+    not be durable: Kafka flushes them asynchronously) and never flushed on their own: a
+    checkpoint that lost one only holds entries past the log's end or before its start,
+    which loading cuts again.
+
     `entries` given to the constructor are assigned one by one (as Kafka loads its
     checkpoint), so entries out of order are dropped, not trusted; `store` is not called
     for them."""
 
     def __init__(self, entries: Iterable[EpochEntry] = (),
-                 store: Callable[[list[EpochEntry]], None] | None = None) -> None:
+                 store: Callable[[list[EpochEntry]], None] | None = None,
+                 flush: Callable[[list[EpochEntry]], None] | None = None) -> None:
         self._entries: list[EpochEntry] = []
-        self._store = None
+        self._store: Callable[[list[EpochEntry]], None] | None = None
+        self._flush: Callable[[list[EpochEntry]], None] | None = None
+        self._unflushed_assign = False
         for entry in entries:
             self.assign(entry.epoch, entry.start_offset)
-        self._store = store
+        self._store, self._flush = store, flush
 
     def __repr__(self) -> str:
         pairs = ", ".join(f"{e.epoch}@{e.start_offset}" for e in self._entries)
@@ -125,7 +138,10 @@ class LeaderEpochCache:
             log.warning("leader epoch %d at %d dropped the entries it contradicts: %s",
                         epoch, start_offset, removed)
         self._entries.append(new)
-        self._changed()
+        if self._flush is not None:
+            self._unflushed_assign = True  # written by make_durable
+        else:
+            self._changed()
         return True
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
@@ -187,6 +203,12 @@ class LeaderEpochCache:
             self._entries = []
             self._changed()
 
+    def make_durable(self) -> None:
+        """Flush the stored entries if an assignment is not durable yet (cheap otherwise)."""
+        if self._unflushed_assign and self._flush is not None:
+            self._flush(list(self._entries))
+            self._unflushed_assign = False
+
     def _changed(self) -> None:
         if self._store is not None:
             self._store(list(self._entries))
@@ -245,13 +267,16 @@ def _parse_entry(line: bytes, path: str | os.PathLike, previous: EpochEntry | No
     return entry
 
 
-def write_checkpoint(path: str | os.PathLike, entries: list[EpochEntry]) -> None:
+def write_checkpoint(path: str | os.PathLike, entries: list[EpochEntry], *,
+                     sync: bool = True) -> None:
     """Replace the checkpoint at `path` with `entries`: temp file, fsync, rename, fsync the
     directory, so a crash leaves the old file or the new one (a leftover temp file is
-    never read)."""
+    never read). ``sync=False`` leaves out the fsyncs: a process that dies still leaves
+    the old file or the new one; a machine that dies may leave neither whole, which
+    `open_cache` rebuilds from the batches' headers."""
     lines = [str(CHECKPOINT_VERSION), str(len(entries))]
     lines += [f"{e.epoch} {e.start_offset}" for e in entries]
-    write_atomically(path, "\n".join(lines) + "\n")
+    write_atomically(path, "\n".join(lines) + "\n", sync=sync)
 
 
 def entries_from_headers(headers: Iterable[tuple[int, int]]) -> list[EpochEntry]:
@@ -285,9 +310,13 @@ def open_cache(partition_dir: str | os.PathLike,
     if entries is None:
         entries = entries_from_headers(headers_if_missing())
         write_checkpoint(path, entries)
-    cache = LeaderEpochCache(entries, store=lambda new: write_checkpoint(path, new))
+    # what loading cuts is not written back: the next load cuts it again, and the next
+    # change writes the whole (a restart rewrote every partition's file for this)
+    cache = LeaderEpochCache(entries)
     if log_end_offset is not None:
         cache.truncate_from_end(log_end_offset)
     if log_start_offset is not None:
         cache.truncate_from_start(log_start_offset)
-    return cache
+    return LeaderEpochCache(cache.entries,
+                            store=lambda new: write_checkpoint(path, new, sync=False),
+                            flush=lambda new: write_checkpoint(path, new))

@@ -400,10 +400,12 @@ def test_open_cache_rebuilds_a_malformed_checkpoint_with_a_warning(tmp_path, cap
     assert any(CHECKPOINT_FILE in r.getMessage() for r in caplog.records)
 
 
-def test_open_cache_persists_every_change(tmp_path):
+def test_open_cache_persists_assignments_when_made_durable_and_truncations_at_once(tmp_path):
     cache = open_cache(tmp_path, Headers([]))
     cache.assign(0, 0)
     cache.assign(1, 4)
+    assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == []  # epochs begun, nothing written
+    cache.make_durable()  # what the partition does before it appends
     assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == [E(0, 0), E(1, 4)]
     cache.truncate_from_end(4)
     assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == [E(0, 0)]
@@ -416,4 +418,50 @@ def test_open_cache_cuts_entries_the_loaded_log_no_longer_holds(tmp_path):
     write_checkpoint(tmp_path / CHECKPOINT_FILE, [E(0, 0), E(1, 10), E(2, 20)])
     cache = open_cache(tmp_path, Headers([]), log_start_offset=5, log_end_offset=15)
     assert cache.entries == [E(0, 5), E(1, 10)]
-    assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == [E(0, 5), E(1, 10)]
+    # not written back: every load cuts the same, and the next change writes the whole
+    assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == [E(0, 0), E(1, 10), E(2, 20)]
+    again = open_cache(tmp_path, Headers([]), log_start_offset=5, log_end_offset=15)
+    assert again.entries == [E(0, 5), E(1, 10)]
+    again.truncate_from_end(10)
+    assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == [E(0, 5)]
+
+
+# --- durability -------------------------------------------------------------------------
+
+
+def test_an_assignment_is_flushed_once_by_make_durable_and_truncations_never():
+    store, flushes = Recorder(), Recorder()
+    cache = LeaderEpochCache([E(0, 0)], store=store, flush=flushes)
+    cache.make_durable()
+    assert flushes.calls == []  # loading is not an assignment
+    cache.assign(1, 10)
+    assert store.calls == [] and flushes.calls == []  # an epoch at the log end: no file yet
+    cache.make_durable()
+    cache.make_durable()
+    assert flushes.calls == [[E(0, 0), E(1, 10)]]
+    cache.assign(1, 15)  # a later batch of the latest epoch changes nothing
+    cache.truncate_from_end(10)
+    cache.make_durable()
+    assert store.calls == [[E(0, 0)]]  # stored, not flushed: a lost truncation is redone
+    assert flushes.calls == [[E(0, 0), E(1, 10)]]
+
+
+def test_a_leader_makes_its_epoch_durable_before_it_appends_a_batch(tmp_path):
+    from broker.log import LogConfig, PartitionLog
+    from broker.partition import Partition
+    from protocol.records import Record, encode_batch, iter_batch_headers
+
+    log = PartitionLog.open(str(tmp_path / "t-0"), "t", 0, LogConfig())
+    at_flush: list[int] = []
+    cache = LeaderEpochCache(store=lambda entries: None,
+                             flush=lambda entries: at_flush.append(log.log_end_offset))
+    partition = Partition("t", 0, log, node_id=0, epochs=cache)
+    partition.make_leader(leader_epoch=3, partition_epoch=0, replicas=(0,), isr=(0,), now_ms=0)
+    assert at_flush == []  # leading costs no fsync
+    batch = bytearray(encode_batch([Record(0, 1000, b"k", b"v", [])]))
+    for _ in range(2):
+        [(_pos, header)] = list(iter_batch_headers(batch))
+        result = partition.append_batch(batch, header, now_ms=1000)
+        assert result.error == 0
+    assert at_flush == [0]  # once, before the first batch of epoch 3 reached the log
+    log.close()
