@@ -14,6 +14,7 @@ from broker.replication.leader_epochs import (
     EpochEntry,
     LeaderEpochCache,
     entries_from_headers,
+    new_log_cache,
     open_cache,
     read_checkpoint,
     write_checkpoint,
@@ -417,3 +418,35 @@ def test_open_cache_cuts_entries_the_loaded_log_no_longer_holds(tmp_path):
     cache = open_cache(tmp_path, Headers([]), log_start_offset=5, log_end_offset=15)
     assert cache.entries == [E(0, 5), E(1, 10)]
     assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == [E(0, 5), E(1, 10)]
+
+
+# --- new_log_cache ----------------------------------------------------------------------
+
+def test_a_new_logs_cache_writes_no_file_until_its_first_entry(tmp_path):
+    cache = new_log_cache(tmp_path)
+    assert cache.entries == [] and not (tmp_path / CHECKPOINT_FILE).exists()
+    cache.assign(3, 0)
+    assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == [E(3, 0)]
+
+
+def test_a_new_logs_first_checkpoint_is_not_fsynced_and_the_later_ones_are(tmp_path,
+                                                                           monkeypatch):
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    cache = new_log_cache(tmp_path)
+    cache.assign(3, 0)
+    assert synced == []
+    cache.assign(4, 10)
+    assert len(synced) == 2  # the file, then its directory
+    assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == [E(3, 0), E(4, 10)]
+
+
+@pytest.mark.parametrize("left", ["", "0\n", "0\n1\n"])
+def test_what_a_crash_leaves_of_a_first_checkpoint_is_rebuilt_from_the_log(tmp_path, left):
+    """The first checkpoint went unsynced: a crash may leave it empty or cut short, and
+    open_cache then rebuilds it from the batches' headers, which are right."""
+    (tmp_path / CHECKPOINT_FILE).write_text(left)
+    cache = open_cache(tmp_path, lambda: [(3, 0), (3, 5), (4, 10)])
+    assert cache.entries == [E(3, 0), E(4, 10)]
+
