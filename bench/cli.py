@@ -13,6 +13,8 @@
                                            (bench.authorizer)
     minibroker bench security ...          produce/consume over SSL and SASL_SSL beside
                                            PLAINTEXT, and with 10,000 ACLs (bench.security)
+    minibroker bench scale ...             thousands of partitions: idle cost, latency beside
+                                           them, creating them, a restart (bench.scale)
 
 The benchmarks drive other clients and draw charts: they need the `bench` extra. What the
 chosen benchmark imports is checked before it starts (`requirements`), so that a missing
@@ -30,7 +32,7 @@ PROG = "minibroker bench"
 _MODULES = {"groups": "bench.groups", "client": "bench.clients", "rebalance": "bench.rebalance",
             "cluster": "bench.cluster", "replication": "bench.replication",
             "compose": "bench.compose", "authorizer": "bench.authorizer",
-            "security": "bench.security"}
+            "security": "bench.security", "scale": "bench.scale"}
 
 
 def _option(argv: list[str], name: str) -> str | None:
