@@ -48,7 +48,7 @@ from broker.metadata_cache import OFFSETS_TOPIC, MetadataCache
 from broker.partition import Partition
 from broker import blocking
 from broker.log.log import PartitionLog
-from broker.replication.leader_epochs import new_log_cache, open_cache
+from broker.replication.leader_epochs import LeaderEpochCache, new_log_cache, open_cache
 from broker.replication.manager import ReplicaManager
 from broker.security.authorize import authorizer_for
 from broker.security.authenticator import ListenerSecurity
@@ -60,9 +60,11 @@ _TOPIC_RECORDS = frozenset({T.TOPIC_RECORD, T.PARTITION_RECORD, T.PARTITION_CHAN
                             T.REMOVE_TOPIC_RECORD})
 
 VERSION = "0.1.0"
-# new partitions' logs made per worker-thread call: each batch is then adopted on the event
-# loop in one go (a Partition and its leadership each), which this bounds to a few ms
+# new partitions' logs made per worker-thread call (their fsyncs go together), and adopted
+# per turn of the event loop (a Partition, its leadership and first epoch checkpoint each:
+# about a millisecond apiece on a busy machine, so that no request waits behind many)
 LOG_BATCH = 100
+ADOPT_SLICE = 20
 
 log = logging.getLogger("minibroker.broker")
 
@@ -371,50 +373,66 @@ class Broker:
                 batch = list(self._to_make.items())[:LOG_BATCH]
                 for key, _ in batch:
                     del self._to_make[key]
-                specs = [(t, i, self._topic_log_config(t), topic_id)
+                specs = [(t, i, self._topic_log_config(t), topic_id, self._leading_at(t, i))
                          for (t, i), topic_id in batch]
-                made: list[tuple[PartitionLog, uuid.UUID]] = []
+                made: list[tuple[PartitionLog, uuid.UUID, LeaderEpochCache]] = []
                 failed: list[tuple[str, int, OSError]] = []
                 try:
                     await blocking.run_sync(self._make_logs, specs, made, failed)
                     # a cancel waits for the thread, then arrives at the next checkpoint
                     await trio.lowlevel.checkpoint_if_cancelled()
+                    self._adopt_logs([], failed)
+                    while made:
+                        self._adopt_logs(made[:ADOPT_SLICE], [])
+                        del made[:ADOPT_SLICE]
+                        await trio.lowlevel.checkpoint()  # waiting requests go first
                 except trio.Cancelled:  # shutting down: close() closes them with the rest
-                    for plog, _ in made:
+                    for plog, _, _ in made:
                         self.logs.adopt(plog)
                     raise
-                self._adopt_logs(made, failed)
 
-    def _make_logs(self, specs: list[tuple[str, int, LogConfig, uuid.UUID]],
-                   made: list[tuple[PartitionLog, uuid.UUID]],
+    def _leading_at(self, topic: str, index: int) -> int | None:
+        """The leader epoch the image has this broker lead the partition at, or None."""
+        registration = self.metadata_cache.partition(topic, index)
+        return (registration.leader_epoch if registration is not None
+                and registration.leader == self.node_id else None)
+
+    def _make_logs(self, specs: list[tuple[str, int, LogConfig, uuid.UUID, int | None]],
+                   made: list[tuple[PartitionLog, uuid.UUID, LeaderEpochCache]],
                    failed: list[tuple[str, int, OSError]]) -> None:
-        """On a worker thread: make each log, then make them all durable at once. A log
-        the file system refuses goes to `failed`; if the batch cannot be made durable,
-        every log of it does."""
-        batch: list[tuple[PartitionLog, uuid.UUID]] = []
-        for topic, index, config, topic_id in specs:
+        """On a worker thread: make each log (with the first leader epoch it is to lead at
+        in its epoch cache), then make them all durable at once. A log the file system
+        refuses goes to `failed`; if the batch cannot be made durable, every log of it
+        does."""
+        batch: list[tuple[PartitionLog, uuid.UUID, LeaderEpochCache]] = []
+        for topic, index, config, topic_id, leader_epoch in specs:
             try:
-                batch.append((self.logs.make_log(topic, index, config, topic_id=topic_id),
-                              topic_id))
+                plog = self.logs.make_log(topic, index, config, topic_id=topic_id)
             except OSError as e:
                 failed.append((topic, index, e))
+                continue
+            try:
+                batch.append((plog, topic_id, new_log_cache(plog.directory, leader_epoch)))
+            except OSError as e:
+                self.logs.discard_new_log(plog)
+                failed.append((topic, index, e))
         try:
-            self.logs.sync_new_logs([plog for plog, _ in batch])
+            self.logs.sync_new_logs([plog for plog, _, _ in batch])
         except OSError as e:
-            for plog, _ in batch:
+            for plog, _, _ in batch:
                 self.logs.discard_new_log(plog)
                 failed.append((plog.topic, plog.partition, e))
             return
         made.extend(batch)
 
-    def _adopt_logs(self, made: list[tuple[PartitionLog, uuid.UUID]],
+    def _adopt_logs(self, made: list[tuple[PartitionLog, uuid.UUID, LeaderEpochCache]],
                     failed: list[tuple[str, int, OSError]]) -> None:
         """Register the logs made and give each its replica's leadership from the image as
         it is now; a log whose partition is no longer ours (its topic deleted, or deleted
         and created again under another id, meanwhile) is deleted, and made again when the
         newer topic wants it here."""
         image = self.metadata_cache.image
-        for plog, topic_id in made:
+        for plog, topic_id, epochs in made:
             key = (plog.topic, plog.partition)
             wanted = self.creating.pop(key, None)
             topic = image.topic(plog.topic)
@@ -427,7 +445,7 @@ class Broker:
                     self._logs_wanted.set()
                 continue
             self.logs.adopt(plog)
-            partition = self._partition(plog, new_log_cache(plog.directory))
+            partition = self._partition(plog, epochs)
             self._follow(plog.topic, partition, registration, fresh=True)
         for topic_name, index, e in failed:
             self.creating.pop((topic_name, index), None)

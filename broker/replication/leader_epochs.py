@@ -294,18 +294,21 @@ def open_cache(partition_dir: str | os.PathLike,
     return cache
 
 
-def new_log_cache(partition_dir: str | os.PathLike) -> LeaderEpochCache:
+def new_log_cache(partition_dir: str | os.PathLike,
+                  leader_epoch: int | None = None) -> LeaderEpochCache:
     """The cache of a log just made, empty: its checkpoint is written with the first entry.
     Until then no file says the same as an empty one (`open_cache` rebuilds a missing
     checkpoint from the log's batches: none), and making thousands of partitions writes
-    no thousand empty checkpoints.
+    no thousand empty checkpoints. Given the `leader_epoch` this replica is to lead at,
+    that first entry is assigned (and written) now, by the caller's thread: the worker
+    making the log, rather than the event loop taking the leadership.
 
     That first checkpoint is not fsynced either (the later ones are): whatever a crash
     leaves of a file that did not exist before -- none, an empty or a cut one (its count
     line then disagrees), or the whole -- is either right or rebuilt from the batches'
     headers, which carry the same facts; only a stale older file could mislead, and there
-    is none. A new leader's first entry costs no fsync on the event loop, which made
-    taking the leadership of 3,000 new partitions hold requests for seconds."""
+    is none. Taking the leadership of 3,000 new partitions fsynced 6,000 times on the
+    event loop, seconds of requests held."""
     path = os.path.join(partition_dir, CHECKPOINT_FILE)
     written = False
 
@@ -313,4 +316,7 @@ def new_log_cache(partition_dir: str | os.PathLike) -> LeaderEpochCache:
         nonlocal written
         write_checkpoint(path, entries, sync=written)
         written = True
-    return LeaderEpochCache((), store=store)
+    cache = LeaderEpochCache((), store=store)
+    if leader_epoch is not None and leader_epoch >= 0:
+        cache.assign(leader_epoch, 0)
+    return cache

@@ -17,6 +17,7 @@ import trio
 
 from broker.log.log import PartitionLog
 from broker.log.manager import LogManager
+from broker.replication import leader_epochs
 from client.connection import BrokerConnection, background_nursery
 from protocol.errors import ErrorCode
 from protocol.messages import CREATE_TOPICS, DELETE_TOPICS, PRODUCE, request_body
@@ -85,22 +86,34 @@ async def _produce(inproc: InProcessBroker, topic: str) -> ErrorCode:
 
 
 async def test_new_partitions_logs_are_made_on_a_worker_thread(tmp_path, monkeypatch):
+    """The logs, and the leader-epoch checkpoint the new leader's first epoch writes."""
     threads: list[threading.Thread] = []
+    checkpoint_threads: list[threading.Thread] = []
     open_log = PartitionLog.open.__func__  # type: ignore[attr-defined]
+    write_checkpoint = leader_epochs.write_checkpoint
 
     def recording(cls, *args, **kwargs):
         threads.append(threading.current_thread())
         return open_log(cls, *args, **kwargs)
 
+    def recording_checkpoint(*args, **kwargs):
+        checkpoint_threads.append(threading.current_thread())
+        return write_checkpoint(*args, **kwargs)
+
     async with in_process_broker(tmp_path / "data") as inproc:
         monkeypatch.setattr(PartitionLog, "open", classmethod(recording))
+        monkeypatch.setattr(leader_epochs, "write_checkpoint", recording_checkpoint)
         await inproc.create_topic("many", 250)  # three batches
-        assert len(threads) == 250
+        assert len(threads) == 250 and len(checkpoint_threads) == 250
         assert threading.main_thread() not in threads, "a log made on the event loop thread"
+        assert threading.main_thread() not in checkpoint_threads
         for i in range(250):
             partition = inproc.broker.partition("many", i)
             assert partition is not None and partition.is_leader
             assert (tmp_path / "data" / f"many-{i}" / "partition.metadata").exists()
+            assert leader_epochs.read_checkpoint(
+                tmp_path / "data" / f"many-{i}" / leader_epochs.CHECKPOINT_FILE) == [
+                leader_epochs.EpochEntry(partition.leader_epoch, 0)]
         assert await _produce(inproc, "many") == ErrorCode.NONE
 
 

@@ -429,6 +429,12 @@ def test_a_new_logs_cache_writes_no_file_until_its_first_entry(tmp_path):
     assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == [E(3, 0)]
 
 
+def test_a_new_logs_cache_can_start_with_the_epoch_it_is_to_lead_at(tmp_path):
+    cache = new_log_cache(tmp_path, leader_epoch=7)
+    assert cache.entries == [E(7, 0)]
+    assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == [E(7, 0)]
+
+
 def test_a_new_logs_first_checkpoint_is_not_fsynced_and_the_later_ones_are(tmp_path,
                                                                            monkeypatch):
     synced: list[int] = []
