@@ -594,7 +594,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--idle-seconds", type=float, default=None,
                         help="the idle CPU window (default 10; --quick: 3)")
     parser.add_argument("--records", type=int, default=None,
-                        help="records per throughput run (default 200000; --quick: 20000)")
+                        help="records per throughput run (default 500000; --quick: 20000)")
     parser.add_argument("--quick", action="store_true", help="a developer's small version")
     parser.add_argument("--only", default="three,single,peer",
                         help="which setups, comma-separated: three, single, peer")
@@ -610,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
     quick = args.quick
     for name, full, small in (("partitions", 3000, 300), ("metadata_records", 100_000, 5000),
                               ("latency_seconds", 10.0, 3.0), ("idle_seconds", 10.0, 3.0),
-                              ("records", 200_000, 20_000)):
+                              ("records", 500_000, 20_000)):
         if getattr(args, name) is None:
             setattr(args, name, small if quick else full)
     only = [w.strip() for w in args.only.split(",") if w.strip()]
