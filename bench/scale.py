@@ -3,7 +3,7 @@ three local nodes (bench.cluster's, the issue's pinned command), one broker of o
 peer (Tansu, one node, memory storage), each in turn, in one run:
 
     minibroker bench scale [--partitions 3000] [--metadata-records 100000] [--rate 1000]
-        [--latency-seconds 10] [--idle-seconds 10] [--records 200000] [--quick]
+        [--latency-seconds 10] [--idle-seconds 10] [--records 500000] [--quick]
         [--only three,single,peer] [--out DIR] [--json FILE]
 
 Per setup (RF 3 and min.insync.replicas=2 on three nodes; RF 1 on one broker and the peer):
