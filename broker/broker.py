@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable
 
 import trio
 
+from broker import blocking
 from broker.config import BrokerConfig, ConfigError, topic_log_config, validate_topic_configs
 from broker.controller.image import TOPIC_RESOURCE, MetadataImage, TopicImage
 from broker.controller.runtime import QuorumRuntime
@@ -40,14 +41,13 @@ from broker.lifecycle import BrokerLifecycle
 from broker.listeners import Endpoint, NodeAddresses, format_voters
 from broker.log.config import LogConfig
 from broker.log.errors import KafkaStorageError
+from broker.log.log import PartitionLog
 from broker.log.manager import LogManager, read_partition_metadata
 from broker.log_dirs import LogDirFailureChannel
 from broker.metadata import (LEGACY_FILE, LegacyMetadata, cluster_id_for_voters,
                              load_cluster_id, load_directory_id)
 from broker.metadata_cache import OFFSETS_TOPIC, MetadataCache
 from broker.partition import Partition
-from broker import blocking
-from broker.log.log import PartitionLog
 from broker.replication.leader_epochs import LeaderEpochCache, new_log_cache, open_cache
 from broker.replication.manager import ReplicaManager
 from broker.security.authorize import authorizer_for
@@ -109,7 +109,8 @@ class Broker:
         self.logs = LogManager(self.data_dir, on_event=self.events.emit)
         self.partitions: dict[tuple[str, int], Partition] = {}
         # partitions whose log is being made off the event loop (by topic id), and of those
-        # the ones no worker has taken up yet; None until `_log_maker` runs: made inline
+        # the ones no worker has taken up yet; until `_log_maker` runs (a Broker that was
+        # never started), logs are made inline as the metadata is applied
         self.creating: dict[tuple[str, int], uuid.UUID] = {}
         self._to_make: dict[tuple[str, int], uuid.UUID] = {}
         self._logs_wanted = trio.Event()
