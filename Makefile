@@ -11,6 +11,7 @@
 #   make bench-replication  three nodes: acks=all throughput, latency, catch-up, CPU (BENCH_REPLICATION_ARGS=...)
 #   make bench-authorizer  ns per ACL check, indexed against a scan (10 to 10,000 ACLs)
 #   make bench-security  produce/consume over SSL and SASL_SSL against PLAINTEXT, and with 10,000 ACLs
+#   make bench-scale  3,000 partitions: idle cost, latency beside them, creating them, a restart (BENCH_SCALE_ARGS=--quick)
 #   make soak      run the tests marked `soak`
 #   make chaos     20 seeded 60 s fault runs on three local processes, checked (CHAOS_SEEDS=, CHAOS_ARGS=)
 #   make chaos-docker  the same against the compose cluster, network partitions included
@@ -39,7 +40,7 @@ DATA_DIR    ?= ./data
 BROKER_ID   ?= 0
 PYTEST_ARGS ?=
 
-.PHONY: help venv sysdeps run certs lint test bench bench-cluster bench-replication bench-authorizer bench-security soak clean chaos \
+.PHONY: help venv sysdeps run certs lint test bench bench-cluster bench-replication bench-authorizer bench-security bench-scale soak clean chaos \
 	chaos-docker \
 	distclean image cluster cluster-down compose-v2 cluster-data cluster-analyze \
 	bench-compose
@@ -122,6 +123,12 @@ bench-authorizer: venv
 BENCH_SECURITY_ARGS ?=
 bench-security: venv
 	$(VENV)/bin/minibroker bench security $(BENCH_SECURITY_ARGS)
+
+# bench/scale.py: issue 23's figures at 3,000 partitions on three nodes, one broker and the
+# peer (docs/BENCHMARKS.md "Partition scale"); BENCH_SCALE_ARGS=--quick for a small version
+BENCH_SCALE_ARGS ?=
+bench-scale: venv
+	$(VENV)/bin/minibroker bench scale $(BENCH_SCALE_ARGS)
 
 # pytest exits 5 when the marker selects no test: say so and succeed.
 soak: venv

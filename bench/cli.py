@@ -17,6 +17,8 @@
                                            or from a snapshot (bench.metadata_restart)
     minibroker bench codec ...             µs per message to encode and decode, the construct
                                            tree beside the generated codec (bench.codec)
+    minibroker bench scale ...             thousands of partitions: idle cost, latency beside
+                                           them, creating them, a restart (bench.scale)
 
 The benchmarks drive other clients and draw charts: they need the `bench` extra. What the
 chosen benchmark imports is checked before it starts (`requirements`), so that a missing
@@ -35,7 +37,7 @@ _MODULES = {"groups": "bench.groups", "client": "bench.clients", "rebalance": "b
             "cluster": "bench.cluster", "replication": "bench.replication",
             "compose": "bench.compose", "authorizer": "bench.authorizer",
             "security": "bench.security", "metadata-restart": "bench.metadata_restart",
-            "codec": "bench.codec"}
+            "codec": "bench.codec", "scale": "bench.scale"}
 
 
 def _option(argv: list[str], name: str) -> str | None:

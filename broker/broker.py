@@ -8,6 +8,15 @@ from the controller, and wakes long-polling fetches when data arrives. Topics ar
 made here directly: every change goes through the active controller and comes back as a
 committed record. It does no socket I/O (broker.server does) and reads the wall clock only
 through `now_ms`, which tests can replace.
+
+New partitions' logs are made off the event loop once the broker runs (`_log_maker`):
+directories, first segments and ``partition.metadata`` in a worker thread, a batch at a time,
+made durable together (`LogManager.sync_new_logs`), so creating thousands of partitions
+never holds up the requests being served. Until its log is made a partition is "being
+created" (`creating`): it has no `Partition` yet, so it neither leads nor follows, and a
+request naming it is answered NOT_LEADER_OR_FOLLOWER (Kafka's answer for a partition in the
+metadata whose log this broker has not made: the client refreshes its metadata and tries
+again). Its leadership is taken from the image current when the log is adopted.
 """
 
 from __future__ import annotations
@@ -16,10 +25,11 @@ import json
 import logging
 import time
 import uuid
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 import trio
 
+from broker import blocking
 from broker.config import BrokerConfig, ConfigError, topic_log_config, validate_topic_configs
 from broker.controller.image import TOPIC_RESOURCE, MetadataImage, TopicImage
 from broker.controller.runtime import QuorumRuntime
@@ -32,6 +42,7 @@ from broker.lifecycle import BrokerLifecycle
 from broker.listeners import Endpoint, NodeAddresses, format_voters
 from broker.log.config import LogConfig
 from broker.log.errors import KafkaStorageError
+from broker.log.log import PartitionLog
 from broker.log.manager import LogManager, read_partition_metadata
 from broker.log_dirs import LogDirFailureChannel
 from broker.metrics import BrokerMetrics, figures
@@ -40,7 +51,7 @@ from broker.metadata import (LEGACY_FILE, LegacyMetadata, cluster_id_for_voters,
                              load_cluster_id, load_directory_id)
 from broker.metadata_cache import OFFSETS_TOPIC, MetadataCache
 from broker.partition import Partition
-from broker.replication.leader_epochs import open_cache
+from broker.replication.leader_epochs import LeaderEpochCache, new_log_cache, open_cache
 from broker.replication.manager import ReplicaManager
 from broker.security.authorize import authorizer_for
 from broker.security.authenticator import ListenerSecurity
@@ -52,6 +63,11 @@ _TOPIC_RECORDS = frozenset({T.TOPIC_RECORD, T.PARTITION_RECORD, T.PARTITION_CHAN
                             T.REMOVE_TOPIC_RECORD})
 
 VERSION = "0.1.0"
+# new partitions' logs made per worker-thread call (their fsyncs go together), and adopted
+# per turn of the event loop (a Partition, its leadership and first epoch checkpoint each:
+# about a millisecond apiece on a busy machine, so that no request waits behind many)
+LOG_BATCH = 100
+ADOPT_SLICE = 20
 
 log = logging.getLogger("minibroker.broker")
 K = TypeVar("K")
@@ -106,6 +122,13 @@ class Broker:
         self.metrics = BrokerMetrics()
         self.telemetry = ClientTelemetry(config)
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # partitions whose log is being made off the event loop (by topic id), and of those
+        # the ones no worker has taken up yet; until `_log_maker` runs (a Broker that was
+        # never started), logs are made inline as the metadata is applied
+        self.creating: dict[tuple[str, int], uuid.UUID] = {}
+        self._to_make: dict[tuple[str, int], uuid.UUID] = {}
+        self._logs_wanted = trio.Event()
+        self._log_maker_running = False
         # fetches long-polling each partition; an append wakes only its own partition's
         self._fetch_waiters: dict[tuple[str, int], set[_Waiter]] = {}
         # KIP-227's incremental fetch sessions, told of every partition that moves
@@ -181,6 +204,8 @@ class Broker:
                                       opener=self.controller_opener)
             self.runtime.transport = transport
             self.controller_channel.set_peers(transport.controller_peer)
+        if self.addresses.is_broker:
+            await nursery.start(self._log_maker)
         await nursery.start(self.runtime.run)
         await nursery.start(self.groups.run)
         if self.addresses.is_broker:
@@ -301,32 +326,158 @@ class Broker:
     def _sync_topic(self, old: TopicImage | None, new: TopicImage | None) -> None:
         if new is None:
             if old is not None:
+                self._stop_making(old.name, None)
                 self._forget_partitions(old.name, [i for (t, i) in self.partitions
                                                    if t == old.name])
             return
         gone = []
         for index, registration in new.partitions.items():
-            local = self.partitions.get((new.name, index))
+            key = (new.name, index)
+            local = self.partitions.get(key)
             if self.node_id not in registration.replicas:
                 if local is not None:
                     gone.append(index)
+                self._stop_making(new.name, index)
                 continue
             if local is None:
+                if key in self.creating:  # its leadership is read when the log is adopted
+                    self.creating[key] = new.topic_id
+                    if key in self._to_make:
+                        self._to_make[key] = new.topic_id
+                    continue
+                if self._log_maker_running and self.logs.get(new.name, index) is None:
+                    self.creating[key] = self._to_make[key] = new.topic_id
+                    self._logs_wanted.set()
+                    continue
                 try:
                     local = self._open_partition(new, index)
                 except OSError as e:
                     log.error("cannot open the log of %s-%d (%s); it is unavailable here",
                               new.name, index, e)
                     continue
-            was_leader, epoch = local.is_leader, local.leader_epoch
-            self.replicas.apply_registration(local, registration, self.now_ms())
-            if local.is_leader != was_leader or local.leader_epoch != epoch:
-                self.notify_data_arrived(new.name, index)  # waiters see the new leadership
-            if new.name == OFFSETS_TOPIC and (local.is_leader != was_leader
-                                              or (local.is_leader and old is None)):
-                self.groups.on_partition_leadership(index, local.is_leader)
+            self._follow(new.name, local, registration, fresh=old is None)
         if gone:
             self._forget_partitions(new.name, gone)
+
+    def _follow(self, topic: str, local: Partition, registration: Any, fresh: bool) -> None:
+        """A local replica takes the registration: leads, follows, or neither; waiters see
+        a new leadership, and group coordination moves with `__consumer_offsets`."""
+        was_leader, epoch = local.is_leader, local.leader_epoch
+        self.replicas.apply_registration(local, registration, self.now_ms())
+        if local.is_leader != was_leader or local.leader_epoch != epoch:
+            self.notify_data_arrived(topic, local.index)  # waiters see the new leadership
+        if topic == OFFSETS_TOPIC and (local.is_leader != was_leader
+                                       or (local.is_leader and fresh)):
+            self.groups.on_partition_leadership(local.index, local.is_leader)
+
+    # -- new partitions' logs, made off the event loop ------------------------------------
+
+    def serves(self, topics: Iterable[str]) -> bool:
+        """No partition of these topics has its log still being made here."""
+        names = set(topics)
+        return not any(t in names for t, _ in self.creating)
+
+    def _stop_making(self, topic: str, index: int | None) -> None:
+        """A partition (every one of the topic's, with None) no longer wanted here: a log
+        being made for it is discarded when it is done."""
+        keys = ([k for k in self.creating if k[0] == topic] if index is None
+                else [(topic, index)])
+        for key in keys:
+            self.creating.pop(key, None)
+            self._to_make.pop(key, None)
+
+    async def _log_maker(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Make the logs `_sync_topic` asked for, LOG_BATCH at a time, in a worker thread,
+        and adopt each batch on the event loop."""
+        self._log_maker_running = True
+        task_status.started()
+        while True:
+            await self._logs_wanted.wait()
+            self._logs_wanted = trio.Event()
+            while self._to_make:
+                batch = list(self._to_make.items())[:LOG_BATCH]
+                for key, _ in batch:
+                    del self._to_make[key]
+                specs = [(t, i, self._topic_log_config(t), topic_id, self._leading_at(t, i))
+                         for (t, i), topic_id in batch]
+                made: list[tuple[PartitionLog, uuid.UUID, LeaderEpochCache]] = []
+                failed: list[tuple[str, int, OSError]] = []
+                try:
+                    await blocking.run_sync(self._make_logs, specs, made, failed)
+                    # a cancel waits for the thread, then arrives at the next checkpoint
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                    self._adopt_logs([], failed)
+                    while made:
+                        self._adopt_logs(made[:ADOPT_SLICE], [])
+                        del made[:ADOPT_SLICE]
+                        await trio.lowlevel.checkpoint()  # waiting requests go first
+                except trio.Cancelled:  # shutting down: close() closes them with the rest
+                    for plog, _, _ in made:
+                        self.logs.adopt(plog)
+                    raise
+
+    def _leading_at(self, topic: str, index: int) -> int | None:
+        """The leader epoch the image has this broker lead the partition at, or None."""
+        registration = self.metadata_cache.partition(topic, index)
+        return (registration.leader_epoch if registration is not None
+                and registration.leader == self.node_id else None)
+
+    def _make_logs(self, specs: list[tuple[str, int, LogConfig, uuid.UUID, int | None]],
+                   made: list[tuple[PartitionLog, uuid.UUID, LeaderEpochCache]],
+                   failed: list[tuple[str, int, OSError]]) -> None:
+        """On a worker thread: make each log (with the first leader epoch it is to lead at
+        in its epoch cache), then make them all durable at once. A log the file system
+        refuses goes to `failed`; if the batch cannot be made durable, every log of it
+        does."""
+        batch: list[tuple[PartitionLog, uuid.UUID, LeaderEpochCache]] = []
+        for topic, index, config, topic_id, leader_epoch in specs:
+            try:
+                plog = self.logs.make_log(topic, index, config, topic_id=topic_id)
+            except OSError as e:
+                failed.append((topic, index, e))
+                continue
+            try:
+                batch.append((plog, topic_id, new_log_cache(plog.directory, leader_epoch)))
+            except OSError as e:
+                self.logs.discard_new_log(plog)
+                failed.append((topic, index, e))
+        try:
+            self.logs.sync_new_logs([plog for plog, _, _ in batch])
+        except OSError as e:
+            for plog, _, _ in batch:
+                self.logs.discard_new_log(plog)
+                failed.append((plog.topic, plog.partition, e))
+            return
+        made.extend(batch)
+
+    def _adopt_logs(self, made: list[tuple[PartitionLog, uuid.UUID, LeaderEpochCache]],
+                    failed: list[tuple[str, int, OSError]]) -> None:
+        """Register the logs made and give each its replica's leadership from the image as
+        it is now; a log whose partition is no longer ours (its topic deleted, or deleted
+        and created again under another id, meanwhile) is deleted, and made again when the
+        newer topic wants it here."""
+        image = self.metadata_cache.image
+        for plog, topic_id, epochs in made:
+            key = (plog.topic, plog.partition)
+            wanted = self.creating.pop(key, None)
+            topic = image.topic(plog.topic)
+            registration = topic.partitions.get(plog.partition) if topic else None
+            if (wanted != topic_id or topic is None or topic.topic_id != topic_id
+                    or registration is None or self.node_id not in registration.replicas):
+                self.logs.discard_new_log(plog)
+                if wanted is not None:
+                    self.creating[key] = self._to_make[key] = wanted
+                    self._logs_wanted.set()
+                continue
+            self.logs.adopt(plog)
+            partition = self._partition(plog, epochs)
+            self._follow(plog.topic, partition, registration, fresh=True)
+        for topic_name, index, e in failed:
+            self.creating.pop((topic_name, index), None)
+            log.error("cannot make the log of %s-%d (%s); it is unavailable here",
+                      topic_name, index, e)
+        self._metadata_changed.set()  # a wait for `serves` looks again
+        self._metadata_changed = trio.Event()
 
     def _topic_log_config(self, name: str) -> LogConfig:
         try:
@@ -352,7 +503,7 @@ class Broker:
         if self.legacy is not None:
             return
         for topic, index in self.logs.partitions():
-            if (topic, index) in self.partitions:
+            if (topic, index) in self.partitions or (topic, index) in self.creating:
                 continue
             topic_image = image.topic(topic)
             registration = topic_image.partitions.get(index) if topic_image else None
@@ -384,11 +535,14 @@ class Broker:
             (h.partition_leader_epoch, h.base_offset)
             for segment in plog.segments for _pos, h in segment.headers()),
             log_start_offset=plog.log_start_offset, log_end_offset=plog.log_end_offset)
-        partition = Partition(topic.name, index, plog, node_id=self.node_id, epochs=epochs,
-                              on_storage_failure=self.log_dirs.storage_failed)
+        return self._partition(plog, epochs)
+
+    def _partition(self, plog: PartitionLog, epochs: Any) -> Partition:
+        partition = Partition(plog.topic, plog.partition, plog, node_id=self.node_id,
+                              epochs=epochs, on_storage_failure=self.log_dirs.storage_failed)
         partition.state.restore_high_watermark(
-            self._checkpointed_hws.get((topic.name, index), 0), plog.log_end_offset)
-        self.partitions[(topic.name, index)] = partition
+            self._checkpointed_hws.get((plog.topic, plog.partition), 0), plog.log_end_offset)
+        self.partitions[(plog.topic, plog.partition)] = partition
         return partition
 
     def _forget_partitions(self, topic: str, indexes: list[int]) -> None:
@@ -417,6 +571,8 @@ class Broker:
         registration = image.partitions.get(index) if image is not None else None
         if image is None or registration is None or self.node_id not in registration.replicas:
             return None
+        if (topic, index) in self.creating:
+            return None  # a worker is making it: NOT_LEADER_OR_FOLLOWER until adopted
         try:
             partition = self._open_partition(image, index)
         except OSError as e:

@@ -78,7 +78,8 @@ class InProcessBroker:
                                                                  CREATE_TOPICS_VERSION, body)
         assert response["topics"][0]["error_code"] == 0, response
         assert await self.broker.wait_for_metadata(
-            lambda cache: cache.partition_count(name) == partitions, 10)
+            lambda cache: cache.partition_count(name) == partitions
+            and self.broker.serves([name]), 10)
 
     def describe_group(self, group_id: str) -> dict:
         return self.broker.groups.coordinator.describe(group_id)

@@ -265,7 +265,10 @@ class CoordinatorRuntime:
             finally:
                 self._creating.set()
                 self._creating = None
-        return await self.broker.wait_for_metadata(exists, OFFSETS_TOPIC_WAIT_S)
+        # and, as after any CreateTopics, until this broker's replicas of it have their logs
+        return await self.broker.wait_for_metadata(
+            lambda cache: exists(cache) and self.broker.serves([OFFSETS_TOPIC]),
+            OFFSETS_TOPIC_WAIT_S)
 
     async def _create_offsets_topic(self) -> bool:
         """Ask the controller for the topic; False when it was neither created nor there."""

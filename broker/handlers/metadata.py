@@ -177,8 +177,8 @@ async def auto_create_topics(ctx: RequestContext, names: list[str]) -> None:
                         ErrorCode(t["error_code"]).name, t.get("error_message"))
     if created:
         await broker.wait_for_metadata(
-            lambda cache: all(cache.topic(name) is not None for name in created),
-            AUTO_CREATE_WAIT_S)
+            lambda cache: all(cache.topic(name) is not None for name in created)
+            and broker.serves(created), AUTO_CREATE_WAIT_S)
 
 
 def _unknown(code: ErrorCode, name) -> dict:

@@ -51,8 +51,9 @@ async def _forward(ctx: RequestContext, api_key: int, body: Any) -> dict | None:
 
 async def _await_visible(ctx: RequestContext, predicate: Callable[[MetadataCache], bool],
                          timeout_ms: int) -> None:
-    """Hold the answer until this broker's image shows the change, within the request's
-    own timeout; past it the change is still committed, just not here yet."""
+    """Hold the answer until this broker's image shows the change (for new partitions:
+    and their logs here are made, `Broker.serves`), within the request's own timeout;
+    past it the change is still committed, just not here yet."""
     timeout_s = min(max(timeout_ms, 0) / 1000, VISIBILITY_WAIT_S)
     if timeout_s > 0 and not predicate(ctx.broker.metadata_cache):
         await ctx.broker.wait_for_metadata(predicate, timeout_s)
@@ -125,8 +126,9 @@ async def handle_create_topics(ctx: RequestContext) -> dict:
     results = refused + [dict(t) for t in response["topics"]]
     created = [t["name"] for t in results if t["error_code"] == ErrorCode.NONE]
     if created and not body.validate_only:
-        await _await_visible(ctx, lambda c: all(c.topic(n) is not None for n in created),
-                             body.timeout_ms)
+        # and until this broker has made its own replicas' logs (off the event loop)
+        await _await_visible(ctx, lambda c: all(c.topic(n) is not None for n in created)
+                             and ctx.broker.serves(created), body.timeout_ms)
     by_name = {t.name: t for t in body.topics}
     for out in results:
         if out["error_code"] == ErrorCode.NONE:
@@ -233,6 +235,6 @@ async def handle_create_partitions(ctx: RequestContext) -> dict:
              if r["error_code"] == ErrorCode.NONE and r["name"] in counts]
     if grown and not body.validate_only:
         await _await_visible(
-            ctx, lambda c: all(c.partition_count(n) >= count for n, count in grown),
-            body.timeout_ms)
+            ctx, lambda c: all(c.partition_count(n) >= count for n, count in grown)
+            and ctx.broker.serves(n for n, _ in grown), body.timeout_ms)
     return {"throttle_time_ms": response.get("throttle_time_ms", 0), "results": results}

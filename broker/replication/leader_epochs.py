@@ -13,8 +13,10 @@ entries; `assign` keeps it so by dropping the entries a new one contradicts.
 
 What the owner of the log must do for the checkpoint to be trusted:
 
-- `assign` a batch's (partition leader epoch, base offset) *before* appending the batch, so
-  a crash leaves the checkpoint ahead of the log, never behind it;
+- `assign` a batch's (partition leader epoch, base offset), and `make_durable`, *before*
+  appending the batch, so a crash leaves the checkpoint ahead of the log, never behind it
+  (a leader assigns its epoch at the log end when it takes the leadership, and makes it
+  durable before its first append);
 - after loading the log, cut the entries recovery made stale: `truncate_from_end` with the
   log end offset and `truncate_from_start` with the log start offset (`open_cache` does both
   when given the offsets);
@@ -22,9 +24,10 @@ What the owner of the log must do for the checkpoint to be trusted:
   keeps every batch, to drop an epoch it assigned as leader and never wrote in --
   `truncate_from_start` whenever its start offset moves, `clear` when it is emptied.
 
-Every change is handed to the cache's `store` at once (Kafka flushes truncations in the
-background; a synchronous write keeps this module free of schedulers). A missing or
-malformed checkpoint is rebuilt from the log's batch headers, which carry the same facts.
+A truncation is written at once without fsync (Kafka flushes truncations in the
+background: one lost to a crash is redone when the log is loaded); an assignment is
+written, with fsync, by `make_durable`. A missing or malformed checkpoint is rebuilt from
+the log's batch headers, which carry the same facts.
 """
 
 from __future__ import annotations
@@ -299,8 +302,9 @@ def open_cache(partition_dir: str | os.PathLike,
     Read from the checkpoint; when there is none (a data directory from before
     checkpoints) or it is malformed (warned about), rebuilt from `headers_if_missing()`
     -- the log's (partition leader epoch, base offset) pairs -- and written. Given the
-    loaded log's offsets, entries past its end or before its start are cut (and the cut
-    stored), since the checkpoint is written before the batches it describes."""
+    loaded log's offsets, entries past its end or before its start are cut, since the
+    checkpoint is written before the batches it describes; the cut is not written back
+    (every load cuts the same), so a restart rewrites no file."""
     path = os.path.join(partition_dir, CHECKPOINT_FILE)
     try:
         entries = read_checkpoint(path)
@@ -317,6 +321,24 @@ def open_cache(partition_dir: str | os.PathLike,
         cache.truncate_from_end(log_end_offset)
     if log_start_offset is not None:
         cache.truncate_from_start(log_start_offset)
-    return LeaderEpochCache(cache.entries,
-                            store=lambda new: write_checkpoint(path, new, sync=False),
+    return _checkpointed(path, cache.entries)
+
+
+def new_log_cache(partition_dir: str | os.PathLike,
+                  leader_epoch: int | None = None) -> LeaderEpochCache:
+    """The cache of a log just made, empty, and no file yet: the checkpoint is written when
+    the first assignment is made durable, before the first batch (`open_cache` rebuilds a
+    missing checkpoint from the log's batches: none), so making thousands of partitions
+    writes no thousand checkpoints. Given the `leader_epoch` this replica is to lead at,
+    that epoch is assigned now, by the caller's thread (the worker making the log)."""
+    cache = _checkpointed(os.path.join(partition_dir, CHECKPOINT_FILE), [])
+    if leader_epoch is not None and leader_epoch >= 0:
+        cache.assign(leader_epoch, 0)
+    return cache
+
+
+def _checkpointed(path: str, entries: list[EpochEntry]) -> LeaderEpochCache:
+    """A cache persisting to the checkpoint at `path`: truncations written at once without
+    fsync, assignments written durably by `make_durable` (see LeaderEpochCache)."""
+    return LeaderEpochCache(entries, store=lambda new: write_checkpoint(path, new, sync=False),
                             flush=lambda new: write_checkpoint(path, new))

@@ -6,25 +6,10 @@ import functools
 
 import pytest
 
-from broker import blocking
 from broker.broker import Broker
 from broker.config import BrokerConfig
 from broker.server import serve
 from tests.interop.conftest import free_port
-
-
-@pytest.fixture(autouse=True)
-def inline_disk_work(request, monkeypatch):
-    """On trio's autojump clock, run the broker's off-loop disk work inline: while a worker
-    thread works the clock would jump ahead, and a test's "two intervals later" would race
-    the housekeeping it waits for."""
-    if "autojump_clock" not in request.fixturenames:
-        return
-
-    async def inline(fn, *args):
-        return fn(*args)
-
-    monkeypatch.setattr(blocking, "run_sync", inline)
 
 
 @pytest.fixture

@@ -41,6 +41,8 @@ async def test_topics_missing_from_an_installed_snapshot_are_deleted_here(tmp_pa
         assert not any(t == T.REMOVE_TOPIC_RECORD for t, _, _ in records)
 
         broker.apply_metadata(broker.metadata_cache.offset + 10, records, snapshot_image)
+        # the new topic's log is made off the event loop
+        assert await broker.wait_for_metadata(lambda _cache: broker.serves(["again"]), 10)
 
         assert broker.partition("gone", 0) is None
         assert not (data_dir / "gone-0").exists()

@@ -144,6 +144,10 @@ class FakeBroker:
         """No disk here: a replica not held is not this broker's."""
         return None
 
+    def serves(self, topics) -> bool:
+        """No disk here: no log is ever being made."""
+        return True
+
     def hold(self, topic: str, index: int, leader_id: int | None = None) -> FakePartition:
         """A local replica of a partition of the image, leading as the image says."""
         p = self.metadata_cache.partition(topic, index)

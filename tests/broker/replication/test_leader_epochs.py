@@ -14,6 +14,7 @@ from broker.replication.leader_epochs import (
     EpochEntry,
     LeaderEpochCache,
     entries_from_headers,
+    new_log_cache,
     open_cache,
     read_checkpoint,
     write_checkpoint,
@@ -465,3 +466,35 @@ def test_a_leader_makes_its_epoch_durable_before_it_appends_a_batch(tmp_path):
         assert result.error == 0
     assert at_flush == [0]  # once, before the first batch of epoch 3 reached the log
     log.close()
+
+
+# --- new_log_cache ----------------------------------------------------------------------
+
+def test_a_new_logs_cache_writes_no_file_until_its_first_entry_is_made_durable(tmp_path):
+    cache = new_log_cache(tmp_path)
+    cache.assign(3, 0)
+    assert cache.entries == [E(3, 0)] and not (tmp_path / CHECKPOINT_FILE).exists()
+    cache.make_durable()
+    assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == [E(3, 0)]
+
+
+def test_a_new_logs_cache_can_start_with_the_epoch_it_is_to_lead_at(tmp_path, monkeypatch):
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    cache = new_log_cache(tmp_path, leader_epoch=7)
+    assert cache.entries == [E(7, 0)] and not (tmp_path / CHECKPOINT_FILE).exists()
+    assert synced == []  # leading a new partition costs no write and no fsync
+    cache.make_durable()
+    assert len(synced) == 2  # the file, then its directory
+    assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == [E(7, 0)]
+
+
+@pytest.mark.parametrize("left", ["", "0\n", "0\n1\n"])
+def test_what_a_crash_leaves_of_a_first_checkpoint_is_rebuilt_from_the_log(tmp_path, left):
+    """The first checkpoint went unsynced: a crash may leave it empty or cut short, and
+    open_cache then rebuilds it from the batches' headers, which are right."""
+    (tmp_path / CHECKPOINT_FILE).write_text(left)
+    cache = open_cache(tmp_path, lambda: [(3, 0), (3, 5), (4, 10)])
+    assert cache.entries == [E(3, 0), E(4, 10)]
+
