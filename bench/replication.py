@@ -46,10 +46,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from bench import throughput
 from bench.cluster import (HOST, POLL_S, Bench, Cluster, Node, free_port, report_failure,
@@ -401,12 +402,10 @@ def tansu_binary() -> Path | str:
     return binary
 
 
-def peer(base: Path, args: argparse.Namespace, table: Table) -> None:
-    binary = tansu_binary()
-    if isinstance(binary, str):
-        table.notes.append(f"peer skipped: {binary}")
-        _progress(table.notes[-1])
-        return
+@contextmanager
+def running_peer(base: Path, binary: Path) -> Iterator[tuple[int, int]]:
+    """The peer (Tansu, one node, memory storage) on a free loopback port, its log in
+    `base`/peer.log: (port, pid) once it accepts connections; killed when the block ends."""
     binary.chmod(0o755)
     port = free_port()
     url = f"tcp://{HOST}:{port}"
@@ -423,12 +422,22 @@ def peer(base: Path, args: argparse.Namespace, table: Table) -> None:
             with socket.create_connection((HOST, port), timeout=1.0):
                 return True
         wait_for(ready, 20, "the peer to accept connections")
-        for run in range(args.runs):
-            _produce_alone(f"peer-{run}", f"{HOST}:{port}", proc.pid, "the peer (Tansu)", args,
-                           table)
+        yield port, proc.pid
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+
+
+def peer(base: Path, args: argparse.Namespace, table: Table) -> None:
+    binary = tansu_binary()
+    if isinstance(binary, str):
+        table.notes.append(f"peer skipped: {binary}")
+        _progress(table.notes[-1])
+        return
+    with running_peer(base, binary) as (port, pid):
+        for run in range(args.runs):
+            _produce_alone(f"peer-{run}", f"{HOST}:{port}", pid, "the peer (Tansu)", args,
+                           table)
 
 
 # --------------------------------------------------------------------------- main

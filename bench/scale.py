@@ -48,9 +48,7 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -63,7 +61,7 @@ from typing import Any, Callable
 
 from bench.cluster import HOST, Cluster, Node, call, free_port, wait_for
 from bench.common import BenchError, confluent_kafka_modules, process_tree_cpu_seconds, table_lines
-from bench.replication import produce, tansu_binary
+from bench.replication import produce, running_peer, tansu_binary
 from protocol.connection import ClientConnection
 from protocol.messages import (ALL_APIS, API_VERSIONS, DESCRIBE_QUORUM,
                                INCREMENTAL_ALTER_CONFIGS, METADATA)
@@ -549,28 +547,10 @@ def peer(base: Path, args: argparse.Namespace, results: Results) -> None:
     if isinstance(binary, str):
         results.fail(list(TARGETS), "peer", f"skipped: {binary}")
         return
-    binary.chmod(0o755)
-    port = free_port()
-    url = f"tcp://{HOST}:{port}"
-    base.mkdir(parents=True, exist_ok=True)
-    with open(base / "peer.log", "ab") as log:
-        proc = subprocess.Popen([str(binary), "broker", "--listener-url", url,
-                                 "--advertised-listener-url", url,
-                                 "--storage-engine", "memory://tansu/"],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        def ready() -> bool:
-            if proc.poll() is not None:
-                raise BenchError(f"the peer exited with status {proc.returncode}")
-            with socket.create_connection((HOST, port), timeout=1.0):
-                return True
-        wait_for(ready, 20, "the peer to accept connections")
-        setup = Setup("peer", 1, {}, lambda: [port], lambda: [proc.pid], None,
+    with running_peer(base, binary) as (port, pid):
+        setup = Setup("peer", 1, {}, lambda: [port], lambda: [pid], None,
                       "skipped: the peer's memory storage keeps nothing across a restart")
         Cells(setup, args, results).all()
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
 
 
 SETUPS = {"three": ("three nodes", three_nodes), "single": ("one broker", single_broker),

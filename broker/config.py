@@ -309,14 +309,7 @@ GROUP_PROPERTY_DEFAULTS = {name: f"group.{name}" for name in GROUP_PROPERTIES}
 def validate_group_configs(configs: Mapping[str, str | None]) -> dict[str, int]:
     """A group's configs, parsed; ConfigError names the first bad key, or a heartbeat
     interval not below the session timeout (Kafka's GroupConfig check)."""
-    parsed = {}
-    for key, raw in configs.items():
-        prop = GROUP_PROPERTIES.get(key)
-        if prop is None:
-            raise ConfigError(f"unknown group config {key!r}")
-        if raw is None:
-            raise ConfigError(f"null value for group config {key!r}")
-        parsed[key] = prop.parse(raw)
+    parsed = _parse_configs(configs, GROUP_PROPERTIES, "group")
     session = parsed.get("consumer.session.timeout.ms")
     interval = parsed.get("consumer.heartbeat.interval.ms")
     if session is not None and interval is not None and interval >= session:
@@ -564,13 +557,18 @@ def _resolve_node_id(raw: dict[str, Any], values: dict[str, Any]) -> None:
 
 def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, Any]:
     """Parse CreateTopics configs; ConfigError names the first bad key."""
+    return _parse_configs(configs, TOPIC_PROPERTIES, "topic")
+
+
+def _parse_configs(configs: Mapping[str, str | None], properties: Mapping[str, Prop],
+                   kind: str) -> dict[str, Any]:
     parsed = {}
     for key, raw in configs.items():
-        prop = TOPIC_PROPERTIES.get(key)
+        prop = properties.get(key)
         if prop is None:
-            raise ConfigError(f"unknown topic config {key!r}")
+            raise ConfigError(f"unknown {kind} config {key!r}")
         if raw is None:
-            raise ConfigError(f"null value for topic config {key!r}")
+            raise ConfigError(f"null value for {kind} config {key!r}")
         parsed[key] = prop.parse(raw)
     return parsed
 
