@@ -655,12 +655,14 @@ class QuorumController:
     def _add_partitions(batch: _Batch, topic_id: uuid.UUID, first: int,
                         replicas: Sequence[tuple[int, ...]]) -> None:
         active = batch.image.active_broker_ids()
+        records: list[Record] = []
         for i, rs in enumerate(replicas):
             partition = PartitionRegistration.for_new_partition(rs, active)
-            batch.add(T.PARTITION_RECORD, 0, {
+            records.append((int(T.PARTITION_RECORD), 0, {
                 "partition_id": first + i, "topic_id": topic_id,
                 "replicas": list(partition.replicas), "isr": list(partition.isr),
-                "leader": partition.leader, "leader_epoch": 0, "partition_epoch": 0})
+                "leader": partition.leader, "leader_epoch": 0, "partition_epoch": 0}))
+        batch.extend(records)  # one replay: a copy of the topic's partitions, not one each
 
     def delete_topics(self, body: Any, now_ms: int) -> ControllerResult:
         del now_ms

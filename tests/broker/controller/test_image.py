@@ -302,3 +302,34 @@ def test_a_run_of_security_records_replays_as_the_records_one_by_one():
     assert at_once.topic("orders") is not None and list(at_once.scram_credentials) == [("u", 1)]
     with pytest.raises(MetadataImageError):  # a bad record inside a run still fails the replay
         replay([records[0], wire(T.REMOVE_ACCESS_CONTROL_ENTRY_RECORD, id=uuid.UUID(int=9))])
+
+
+def test_a_run_of_partition_records_replays_as_the_records_one_by_one():
+    """replay applies a run of PartitionRecords and PartitionChangeRecords to one working
+    copy of each topic's partitions; interleaved with other records (a new topic, an ACL,
+    a config), the result is the same as applying each record alone."""
+    audit_parts = [partition(AUDIT, p, [p % 3, (p + 1) % 3]) for p in range(4)]
+    records = [*cluster_records(),
+               wire(T.TOPIC_RECORD, name="audit", topic_id=AUDIT),
+               *audit_parts[:2],
+               wire(T.PARTITION_CHANGE_RECORD, topic_id=ORDERS, partition_id=1, leader=2),
+               wire(T.ACCESS_CONTROL_ENTRY_RECORD, id=uuid.UUID(int=1), resource_type=2,
+                    resource_name="audit", pattern_type=3, principal="User:a", host="*",
+                    operation=3, permission_type=3),
+               *audit_parts[2:],
+               wire(T.PARTITION_CHANGE_RECORD, topic_id=AUDIT, partition_id=3, isr=[0]),
+               wire(T.CONFIG_RECORD, resource_type=2, resource_name="audit",
+                    name="retention.ms", value="1000"),
+               wire(T.PARTITION_CHANGE_RECORD, topic_id=AUDIT, partition_id=3, leader=1)]
+    at_once = replay(records)
+    one_by_one = MetadataImage.EMPTY
+    for r in records:
+        one_by_one = one_by_one.apply(*decode_metadata_record(r))
+    assert at_once == one_by_one
+    audit = at_once.topic("audit")
+    assert audit is not None and sorted(audit.partitions) == [0, 1, 2, 3]
+    assert audit.partitions[3].isr == (0,) and audit.partitions[3].leader == 1
+    assert at_once.topic("orders").partitions[1].leader == 2
+    with pytest.raises(MetadataImageError):  # a change of a partition the run lacks fails
+        replay([*records, wire(T.PARTITION_CHANGE_RECORD, topic_id=AUDIT, partition_id=9,
+                               leader=0)])
