@@ -39,6 +39,7 @@ from typing import Any, Callable, Protocol
 
 import trio
 
+from broker import blocking
 from broker.controller import raft
 from broker.controller.image import MetadataImage
 from broker.controller.quorum_controller import ControllerResult, QuorumController
@@ -410,7 +411,7 @@ class QuorumRuntime:
         try:
             started = time.perf_counter()
             try:
-                data = await trio.to_thread.run_sync(encode_snapshot, image)
+                data = await blocking.run_sync(encode_snapshot, image)
             except Exception:  # noqa: BLE001  a bug in the writer: the log stays whole
                 log.exception("node %d could not encode a metadata snapshot at offset %d",
                               self.node.node_id, end_offset)
