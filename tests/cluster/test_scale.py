@@ -7,7 +7,7 @@ The followers fetch through incremental fetch sessions (KIP-227): each leader's 
 cache holds one session per follower broker, caching every partition that follower
 replicates from it, as the brokers' `metrics` events report it. (The issue asked to see
 this in librdkafka's statistics, but librdkafka implements no fetch sessions: it always
-sends SessionId 0 and epoch -1, src/rdkafka_fetcher.c, and its INTRODUCTION.md lists
+sends SessionId 0 and epoch -1, src/rdkafka_fetcher.c, and its INTRODUCTION document lists
 KIP-227 as not supported.)
 
 The issue's figures for this situation (latency, idle CPU, creating thousands of

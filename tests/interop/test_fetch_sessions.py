@@ -5,7 +5,7 @@ their first Fetch and then send incremental ones; a session epoch that keeps adv
 means the broker accepted each incremental request and each answer passed the client's
 checks (kafka-python drops the session on an incremental answer naming a partition outside
 it, or a full answer missing one). librdkafka does not implement KIP-227 (it sends
-session 0, epoch -1: src/rdkafka_fetcher.c, and INTRODUCTION.md lists KIP-227 as not
+session 0, epoch -1: src/rdkafka_fetcher.c, and INTRODUCTION document lists KIP-227 as not
 supported), so it is answered sessionless, as before.
 """
 
