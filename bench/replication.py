@@ -326,6 +326,26 @@ def _log_bytes(node: Node, topic: str, partition: int = 0) -> int:
         return 0
 
 
+def send_paced(producer: Any, topic: str, rate: int, seconds: float,
+               delivered: Callable[[float, Any, Any], None]) -> int:
+    """Produce 100-byte records to `topic` at `rate` a second for `seconds`, each with
+    `delivered` bound to its send time (perf_counter) as its delivery callback; the number
+    sent. Records are sent when due, in the small bursts a millisecond's wait leaves, so
+    that a late loop does not pile them up. The caller flushes."""
+    value = os.urandom(100)
+    total = int(rate * seconds)
+    started = time.perf_counter()
+    sent = 0
+    while sent < total:
+        now = time.perf_counter()
+        while sent < total and started + sent / rate <= now:
+            producer.produce(topic, value, on_delivery=partial(delivered, time.perf_counter()))
+            sent += 1
+        # serves delivery callbacks; waits for the next record's time, 1 ms at most
+        producer.poll(min(0.001, max(0.0, started + sent / rate - time.perf_counter())))
+    return total
+
+
 def paced_latencies(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float]:
     """Produce `rate` records/s for `seconds` (acks=all, linger.ms=5): each record's seconds
     from its produce() call to its delivery callback. Records are sent when due, in the
@@ -343,17 +363,7 @@ def paced_latencies(bootstrap: str, topic: str, rate: int, seconds: float) -> li
         else:
             latencies.append(time.perf_counter() - sent)
 
-    value = os.urandom(100)
-    total = int(rate * seconds)
-    started = time.perf_counter()
-    sent = 0
-    while sent < total:
-        now = time.perf_counter()
-        while sent < total and started + sent / rate <= now:
-            producer.produce(topic, value, on_delivery=partial(delivered, time.perf_counter()))
-            sent += 1
-        # serves delivery callbacks; waits for the next record's time, 1 ms at most
-        producer.poll(min(0.001, max(0.0, started + sent / rate - time.perf_counter())))
+    send_paced(producer, topic, rate, seconds, delivered)
     if producer.flush(60) or errors:
         raise BenchError(f"latency run: {len(errors)} delivery errors (first: "
                          f"{errors[:1]}), {len(producer)} undelivered")

@@ -61,7 +61,7 @@ from typing import Any, Callable
 
 from bench.cluster import HOST, Cluster, Node, call, free_port, wait_for
 from bench.common import BenchError, confluent_kafka_modules, process_tree_cpu_seconds, table_lines
-from bench.replication import produce, running_peer, tansu_binary
+from bench.replication import produce, running_peer, send_paced, tansu_binary
 from protocol.connection import ClientConnection
 from protocol.messages import (ALL_APIS, API_VERSIONS, DESCRIBE_QUORUM,
                                INCREMENTAL_ALTER_CONFIGS, METADATA)
@@ -245,16 +245,7 @@ def paced_latencies(bootstrap: str, topic: str, rate: int, seconds: float
         if err is None:
             latencies.append(time.perf_counter() - sent)
 
-    value = os.urandom(100)
-    total = int(rate * seconds)
-    started = time.perf_counter()
-    sent = 0
-    while sent < total:
-        now = time.perf_counter()
-        while sent < total and started + sent / rate <= now:
-            producer.produce(topic, value, on_delivery=partial(delivered, time.perf_counter()))
-            sent += 1
-        producer.poll(min(0.001, max(0.0, started + sent / rate - time.perf_counter())))
+    total = send_paced(producer, topic, rate, seconds, delivered)
     producer.flush(LATENCY_TIMEOUT_MS / 1000 + 5)
     return latencies, total
 
