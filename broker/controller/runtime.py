@@ -40,6 +40,7 @@ from typing import Any, Callable, Protocol
 import trio
 
 from broker import blocking
+from broker.chunking import chunks
 from broker.controller import raft
 from broker.controller.image import MetadataImage
 from broker.controller.quorum_controller import ControllerResult, QuorumController
@@ -58,6 +59,10 @@ CommitListener = Callable[[int, Records, MetadataImage], None]
 # metadata.log.max.snapshot.interval.ms
 SNAPSHOT_MAX_BYTES = 20 * 1024 * 1024
 SNAPSHOT_INTERVAL_MS = 3_600_000
+# records of an operation's entry encoded, decoded and replayed per turn of the event loop: a
+# CreateTopics of 3,000 partitions is 3,000 records (about 100 ms of CPU on a busy machine),
+# and a few hundred at a time keep the requests served meanwhile from waiting behind it
+APPEND_CHUNK = 100
 
 _RESPONSES = (raft.VoteResponse, raft.BeginQuorumEpochResponse, raft.EndQuorumEpochResponse,
               raft.FetchResponse, raft.FetchSnapshotResponse)
@@ -134,6 +139,14 @@ class QuorumRuntime:
         self._inbound: dict[int, _Inbound] = {}
         self._next_inbound = 1 << 30  # apart from the node's own correlation ids
         self._pending: dict[int, tuple[trio.Event, list]] = {}  # entry offset -> waiter
+        # entry offset -> (the controller's image before it, after it, its decoded records)
+        # of the entries this controller appended: the commit adopts them rather than
+        # decoding and replaying the entry again, if the committed image is the one the
+        # entry was appended on
+        self._appended: dict[int, tuple[MetadataImage, MetadataImage, Records]] = {}
+        # set while an operation's large entry is prepared a chunk per turn of the loop:
+        # other operations and the controller's timers wait for it (one at a time)
+        self._preparing: trio.Event | None = None
         self._wakeup = trio.Event()
         self._activate_wanted = False
         self._nursery: trio.Nursery | None = None
@@ -185,6 +198,7 @@ class QuorumRuntime:
                     self._apply(self.node.tick(now))
                 self._maybe_snapshot(now)
                 if self.active and self.controller is not None and self.node.is_leader \
+                        and self._preparing is None \
                         and now >= self.controller.next_deadline():
                     for result in self.controller.tick(now):
                         if result.records and self.active:
@@ -323,9 +337,15 @@ class QuorumRuntime:
         for entry in entries:
             if entry.offset >= high_watermark:
                 break
-            records: Records = [] if entry.control else decode_entry(entry.record)
-            if records:
+            appended = self._appended.pop(entry.offset, None)
+            if entry.control:
+                records: Records = []
+            elif appended is not None and appended[0] is self.committed_image:
+                self.committed_image, records = appended[1], appended[2]
+            else:
+                records = decode_entry(entry.record)
                 self.committed_image = self.committed_image.replay(records)
+            if records:
                 self._bytes_since_snapshot += len(entry.record)
                 if self._unsnapshotted_since_ms is None:
                     self._unsnapshotted_since_ms = self.now_ms()
@@ -464,6 +484,7 @@ class QuorumRuntime:
         self.active = False
         if self.controller is not None:
             self.controller.reset(self.committed_image)
+        self._appended = {}
         pending, self._pending = self._pending, {}
         for event, failed in pending.values():
             failed.append(NotController(leader))
@@ -475,7 +496,16 @@ class QuorumRuntime:
         assert self.controller is not None
         framed = [encode_metadata_record(t, v, body) for t, v, body in records]
         # replay what the followers will replay, so the active image cannot drift from theirs
-        self.controller.replay([tuple(decode_metadata_record(f)) for f in framed])
+        decoded: Records = [tuple(decode_metadata_record(f)) for f in framed]
+        before = self.controller.image
+        return self._append_prepared(framed, decoded, before, before.replay(decoded), now_ms)
+
+    def _append_prepared(self, framed: list[bytes], decoded: Records, before: MetadataImage,
+                         after: MetadataImage, now_ms: int) -> tuple[int, trio.Event, list]:
+        """Append an entry whose records are encoded and decoded already, and whose replay
+        takes the controller's image from `before` (its image now) to `after`."""
+        assert self.controller is not None
+        self.controller.image = after
         offset = self.node.log.end_offset
         try:
             effects = self.node.append(self.epoch, [pack_records(framed)], now_ms)
@@ -484,22 +514,59 @@ class QuorumRuntime:
             raise NotController(self.node.leader_id) from None
         waiter: tuple[trio.Event, list] = (trio.Event(), [])
         self._pending[offset] = waiter
+        self._appended[offset] = (before, after, decoded)
         self._apply(effects)
         return offset, waiter[0], waiter[1]
+
+    async def _append_large(self, records, now_ms: int) -> tuple[int, trio.Event, list]:
+        """`_append` of an entry of many records: encoded, decoded and replayed
+        APPEND_CHUNK at a time, the event loop serving other work between chunks (a run of
+        records replayed in pieces gives the image one replay of them all would)."""
+        assert self.controller is not None
+        preparing = self._preparing = trio.Event()
+        try:
+            before = after = self.controller.image
+            framed: list[bytes] = []
+            decoded: Records = []
+            for chunk in chunks(records, APPEND_CHUNK):
+                await trio.lowlevel.checkpoint()
+                f = [encode_metadata_record(t, v, body) for t, v, body in chunk]
+                d: Records = [tuple(decode_metadata_record(x)) for x in f]
+                after = after.replay(d)
+                framed.extend(f)
+                decoded.extend(d)
+            # the leadership lost meanwhile (and perhaps won again, the image rebuilt): the
+            # records were decided on an image that is no longer this controller's
+            if (not self.active or self.controller is None or not self.node.is_leader
+                    or self.controller.image is not before):
+                raise NotController(self.leader_id)
+            return self._append_prepared(framed, decoded, before, after, now_ms)
+        finally:
+            self._preparing = None
+            preparing.set()
+            self._wake()  # the controller's timers that came due meanwhile
 
     async def submit(self, operation: Callable[[QuorumController, int, int], ControllerResult]
                      ) -> Any:
         """Run `operation(controller, now_ms, next_offset)` on the active controller and
-        return its response once its records are committed (at once if it wrote none)."""
+        return its response once its records are committed (at once if it wrote none).
+
+        One operation at a time: one whose entry is large prepares it over several turns
+        of the event loop, and the next operation (and the controller's timers) waits until
+        it is appended, so that each decides on the image the one before it left."""
+        while self._preparing is not None:
+            await self._preparing.wait()
         if not self.active or self.controller is None or not self.node.is_leader:
             raise NotController(self.leader_id)
         now = self.now_ms()
         result = operation(self.controller, now, self.node.log.end_offset)
         if not result.records:
             return result.response
-        _offset, event, failed = self._append(result.records, now)
+        if len(result.records) > APPEND_CHUNK:
+            _offset, event, failed = await self._append_large(result.records, now)
+        else:
+            _offset, event, failed = self._append(result.records, now)
         await event.wait()
         if failed:
             raise failed[0]
         return result.response
-

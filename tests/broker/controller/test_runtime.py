@@ -10,8 +10,11 @@ import trio
 
 from broker.controller import raft
 from broker.controller.metadata_log import MetadataLogStore
-from broker.controller.quorum_controller import ControllerSettings, QuorumController
-from broker.controller.runtime import NotController, QuorumRuntime
+from broker.controller.image import MetadataImage
+from broker.controller.quorum_controller import (
+    ControllerResult, ControllerSettings, QuorumController,
+)
+from broker.controller.runtime import APPEND_CHUNK, NotController, QuorumRuntime, decode_entry
 from protocol.errors import ErrorCode
 from protocol.messages import BROKER_REGISTRATION, request_body
 from protocol.metadata_records import MetadataRecordType as T
@@ -109,4 +112,106 @@ async def test_a_restart_publishes_the_replayed_log_as_one_delta_then_entry_by_e
     assert [types.count(T.REGISTER_BROKER_RECORD) for _, types, _ in later
             if T.REGISTER_BROKER_RECORD in types] == [1, 1]
     assert not any(catching_up for catching_up, _, _ in later)
+    runtime.store.close()
+
+
+def topic_entry(name: str, partitions: int) -> ControllerResult:
+    """An operation's result: a topic and its partitions (led by broker 0), one entry."""
+    topic_id = uuid.uuid4()
+    records = [(int(T.TOPIC_RECORD), 0, {"name": name, "topic_id": topic_id})] + [
+        (int(T.PARTITION_RECORD), 0, {"partition_id": i, "topic_id": topic_id,
+                                      "replicas": [0], "isr": [0], "leader": 0})
+        for i in range(partitions)]
+    return ControllerResult(tuple(records), {"created": name})
+
+
+async def wait_until(predicate, turns: int = 10_000) -> None:
+    for _ in range(turns):
+        if predicate():
+            return
+        await trio.lowlevel.checkpoint()
+    raise AssertionError("condition not met")
+
+
+LARGE = 3 * APPEND_CHUNK + 1  # partitions: an entry prepared over several turns
+
+
+async def test_a_large_entry_is_prepared_over_several_turns_and_commits_as_one(tmp_path):
+    """The event loop serves other tasks between the chunks of a large entry's encoding and
+    replay, and the entry still commits whole, its image the one a standby replaying the
+    log builds."""
+    runtime = runtime_of(tmp_path)
+    published = []
+    runtime.listeners.append(lambda offset, records, image: published.append(records))
+    turns_while_preparing = 0
+
+    async def other_work(done: trio.Event) -> None:
+        nonlocal turns_while_preparing
+        while not done.is_set():
+            if runtime._preparing is not None:
+                turns_while_preparing += 1
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(runtime.run)
+        done = trio.Event()
+        nursery.start_soon(other_work, done)
+        response = await runtime.submit(lambda c, now, offset: topic_entry("big", LARGE))
+        done.set()
+        assert response == {"created": "big"}
+        nursery.cancel_scope.cancel()
+    assert turns_while_preparing >= 2
+    entries = [records for records in published
+               if any(t == T.PARTITION_RECORD for t, _, _ in records)]
+    assert len(entries) == 1 and len(entries[0]) == LARGE + 1
+    topic = runtime.committed_image.topic("big")
+    assert topic is not None and sorted(topic.partitions) == list(range(LARGE))
+    replayed = MetadataImage.EMPTY
+    for entry in runtime.node.log.read(runtime.node.log.start_offset, 1 << 62):
+        if not entry.control:
+            replayed = replayed.replay(decode_entry(entry.record))
+    assert replayed == runtime.committed_image == runtime.controller.image
+    runtime.store.close()
+
+
+async def test_an_operation_submitted_while_a_large_entry_is_prepared_runs_after_it(tmp_path):
+    """One operation at a time: the second decides on the image the large one left."""
+    runtime = runtime_of(tmp_path)
+    seen: list[bool] = []
+
+    def second(c, now, offset):
+        seen.append(c.image.topic("big") is not None)
+        return topic_entry("small", 1)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(runtime.run)
+        nursery.start_soon(runtime.submit, lambda c, now, offset: topic_entry("big", LARGE))
+        await wait_until(lambda: runtime._preparing is not None)
+        assert await runtime.submit(second) == {"created": "small"}
+        nursery.cancel_scope.cancel()
+    assert seen == [True]
+    big, small = runtime.committed_image.topic("big"), runtime.committed_image.topic("small")
+    assert big is not None and small is not None
+    runtime.store.close()
+
+
+async def test_a_large_entry_whose_leadership_is_lost_while_prepared_is_not_appended(tmp_path):
+    runtime = runtime_of(tmp_path, voters=(0, 1, 2))
+    elect_three(runtime)
+    end = runtime.node.log.end_offset
+    outcome: list[BaseException] = []
+
+    async def create() -> None:
+        try:
+            await runtime.submit(lambda c, now, offset: topic_entry("big", LARGE))
+        except NotController as e:
+            outcome.append(e)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(create)
+        await wait_until(lambda: runtime._preparing is not None)
+        runtime.resign()
+    assert len(outcome) == 1
+    assert runtime.node.log.end_offset == end
+    assert runtime.controller is not None and runtime.controller.image.topic("big") is None
     runtime.store.close()
