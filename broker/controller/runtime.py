@@ -147,6 +147,7 @@ class QuorumRuntime:
         # set while an operation's large entry is prepared a chunk per turn of the loop:
         # other operations and the controller's timers wait for it (one at a time)
         self._preparing: trio.Event | None = None
+        self._decoding: int | None = None  # a committed entry's offset, decoded in chunks
         self._wakeup = trio.Event()
         self._activate_wanted = False
         self._nursery: trio.Nursery | None = None
@@ -342,6 +343,8 @@ class QuorumRuntime:
                 records: Records = []
             elif appended is not None and appended[0] is self.committed_image:
                 self.committed_image, records = appended[1], appended[2]
+            elif self._decode_later(entry.offset, entry.record):
+                break  # a large entry: committed once decoded, a chunk per turn
             else:
                 records = decode_entry(entry.record)
                 self.committed_image = self.committed_image.replay(records)
@@ -367,6 +370,39 @@ class QuorumRuntime:
                      len(records), self._catch_up_s * 1000)
             self._publish(records, offsets)  # still catching_up: listeners can tell
             self.catching_up = False
+
+    def _decode_later(self, offset: int, record: bytes) -> bool:
+        """Whether a committed entry (another controller's, or from before this one's
+        activation) is large enough to decode and replay a chunk per turn of the event loop
+        rather than at once; its commit, and the commits after it, then wait for that. Not
+        while catching up: a restart's replay is published as one delta anyway."""
+        if self.catching_up or self._nursery is None:
+            return False
+        if self._decoding == offset:
+            return True
+        frames = unpack_records(record)
+        if len(frames) <= APPEND_CHUNK:
+            return False
+        self._decoding = offset
+        self._nursery.start_soon(self._decode_committed, offset, frames)
+        return True
+
+    async def _decode_committed(self, offset: int, frames: list[bytes]) -> None:
+        before = image = self.committed_image
+        records: Records = []
+        try:
+            for chunk in chunks(frames, APPEND_CHUNK):
+                await trio.lowlevel.checkpoint()
+                decoded: Records = [tuple(decode_metadata_record(f)) for f in chunk]
+                image = image.replay(decoded)
+                records.extend(decoded)
+        finally:
+            self._decoding = None
+        # a snapshot installed meanwhile replaced the committed image: the commit decodes
+        # the entry again if it still needs it
+        self._appended[offset] = (before, image, records)
+        self._commit_to(self.node.high_watermark)
+        self._wake()
 
     def _publish(self, records: Records, offsets: list[int]) -> None:
         for listener in self.listeners:

@@ -16,6 +16,7 @@ from broker.controller.quorum_controller import (
 )
 from broker.controller.runtime import APPEND_CHUNK, NotController, QuorumRuntime, decode_entry
 from protocol.errors import ErrorCode
+from tests.broker.controller.test_runtime_snapshots import VOTERS, Network, make_runtime, wait_for
 from protocol.messages import BROKER_REGISTRATION, request_body
 from protocol.metadata_records import MetadataRecordType as T
 
@@ -215,3 +216,46 @@ async def test_a_large_entry_whose_leadership_is_lost_while_prepared_is_not_appe
     assert runtime.node.log.end_offset == end
     assert runtime.controller is not None and runtime.controller.image.topic("big") is None
     runtime.store.close()
+
+
+async def test_followers_commit_a_large_entry_over_several_turns_and_publish_it_once(
+        tmp_path):
+    """A follower decodes and replays another controller's large entry a chunk per turn of
+    the event loop too, then publishes it whole; every voter ends with the same image.
+    (Trio's real clock: a task taking a turn at every checkpoint would stop an autojump
+    clock from reaching Raft's timers.)"""
+    network = Network()
+    runtimes = {i: make_runtime(tmp_path / str(i), i, VOTERS) for i in VOTERS}
+    published: dict[int, list[list]] = {i: [] for i in VOTERS}
+    for i, r in runtimes.items():
+        r.listeners.append(lambda offset, records, image, i=i: published[i].append(records))
+    turns_while_decoding = 0
+
+    async def other_work(done: trio.Event) -> None:
+        nonlocal turns_while_decoding
+        while not done.is_set():
+            if any(r._decoding is not None for r in runtimes.values()):
+                turns_while_decoding += 1
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        for r in runtimes.values():
+            await network.start(nursery, r)
+        await wait_for(lambda: network.leader() is not None)
+        done = trio.Event()
+        nursery.start_soon(other_work, done)
+        await network.submit(lambda c, now, offset: topic_entry("big", LARGE))
+        leader = network.leader()
+        assert leader is not None
+        await wait_for(lambda: all(r.applied_offset >= leader.applied_offset
+                                   and r.committed_image.topic("big") is not None
+                                   for r in runtimes.values()))
+        done.set()
+        nursery.cancel_scope.cancel()
+    assert turns_while_decoding >= 2
+    for i, r in runtimes.items():
+        entries = [records for records in published[i]
+                   if any(t == T.PARTITION_RECORD for t, _, _ in records)]
+        assert [len(e) for e in entries] == [LARGE + 1], i
+        assert r.committed_image == leader.committed_image
+        r.store.close()
