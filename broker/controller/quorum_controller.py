@@ -178,12 +178,14 @@ def _static_default(resource_type: int, name: str) -> Any:
 
 
 class _Batch:
-    """The records of one operation, applied as they are added to a scratch image.
+    """The records of one operation, applied to a scratch image when the operation reads it.
 
-    A run of records added with `extend` is replayed only when the operation next reads the
-    scratch image or adds another record: a CreateTopics of one topic of 3,000 partitions
-    never reads it again, and the runtime encodes, decodes and replays the entry's records
-    a slice per turn of the event loop rather than here, in one step."""
+    Records are replayed (through the codec, so the scratch image is exactly what replay
+    will build) only when the operation next reads `image`: a CreateTopics of one topic of
+    3,000 partitions never reads it again, and the runtime encodes, decodes and replays the
+    entry's records a slice per turn of the event loop rather than here, in one step. A
+    run of records is replayed in one pass (CreateAcls writes one per ACL: replayed one by
+    one, each copied the image's whole ACL mapping)."""
 
     def __init__(self, image: MetadataImage) -> None:
         self._image = image
@@ -194,21 +196,15 @@ class _Batch:
     def image(self) -> MetadataImage:
         if self._unreplayed:
             records, self._unreplayed = self._unreplayed, []
-            # through the codec, so the scratch image is exactly what replay will build
             self._image = self._image.replay(
                 decode_metadata_record(encode_metadata_record(t, v, body))
                 for t, v, body in records)
         return self._image
 
     def add(self, record_type: int, version: int, body: dict) -> None:
-        image = self.image
-        self.records.append((int(record_type), version, body))
-        self._image = image.apply(
-            *decode_metadata_record(encode_metadata_record(record_type, version, body)))
+        self.extend([(record_type, version, body)])
 
-    def extend(self, records: list[Record]) -> None:
-        """Many records at once, replayed in one pass when the image is next read (CreateAcls
-        writes one per ACL: added one by one, each copied the image's whole ACL mapping)."""
+    def extend(self, records: Iterable[Record]) -> None:
         added = [(int(t), v, body) for t, v, body in records]
         self.records.extend(added)
         self._unreplayed.extend(added)
