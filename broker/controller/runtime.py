@@ -8,6 +8,13 @@ each one to the commit listeners (the broker's metadata publisher), metadata sna
 (written, loaded at start, installed from the leader), and `submit`, which runs one
 controller operation on the active controller and answers once its records commit.
 
+Large entries, in slices: an operation's entry of more than APPEND_CHUNK records is
+encoded, decoded and replayed a slice per turn of the event loop before it is appended,
+one operation at a time (the next one, and the controller's timers, wait for it), and its
+commit adopts the image so built; a committed large entry this node did not prepare (a
+follower's view, or one from before this controller's activation) is decoded and replayed
+the same way before it is applied and published, the commits after it waiting their turn.
+
 Snapshots, as Kafka's SnapshotGenerator and MetadataLoader: every node, voter or observer,
 writes one of its committed image (`broker.controller.snapshot`) when the records committed
 since its latest snapshot reach `metadata.log.max.record.bytes.between.snapshots`, or when
