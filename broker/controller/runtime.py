@@ -67,8 +67,9 @@ CommitListener = Callable[[int, Records, MetadataImage], None]
 SNAPSHOT_MAX_BYTES = 20 * 1024 * 1024
 SNAPSHOT_INTERVAL_MS = 3_600_000
 # records of an operation's entry encoded, decoded and replayed per turn of the event loop: a
-# CreateTopics of 3,000 partitions is 3,000 records (about 100 ms of CPU on a busy machine),
-# and a few hundred at a time keep the requests served meanwhile from waiting behind it
+# CreateTopics of 3,000 partitions is 3,000 records (about 100 ms of CPU, several times that
+# on a busy machine), and a hundred at a time keep the requests served meanwhile from waiting
+# behind it
 APPEND_CHUNK = 100
 
 _RESPONSES = (raft.VoteResponse, raft.BeginQuorumEpochResponse, raft.EndQuorumEpochResponse,
@@ -406,8 +407,9 @@ class QuorumRuntime:
         finally:
             self._decoding = None
         # a snapshot installed meanwhile replaced the committed image: the commit decodes
-        # the entry again if it still needs it
-        self._appended[offset] = (before, image, records)
+        # the entry again if it still needs it, and one past the snapshot never does
+        if offset >= self.applied_offset:
+            self._appended[offset] = (before, image, records)
         self._commit_to(self.node.high_watermark)
         self._wake()
 
