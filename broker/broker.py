@@ -362,9 +362,14 @@ class Broker:
     def _follow(self, topic: str, local: Partition, registration: Any, fresh: bool) -> None:
         """A local replica takes the registration: leads, follows, or neither; waiters see
         a new leadership, and group coordination moves with `__consumer_offsets`."""
-        was_leader, epoch = local.is_leader, local.leader_epoch
+        was_leader, epoch, isr = local.is_leader, local.leader_epoch, local.isr
         self.replicas.apply_registration(local, registration, self.now_ms())
-        if local.is_leader != was_leader or local.leader_epoch != epoch:
+        # A new ISR counts as a change too: a follower the controller dropped from it (its
+        # broker fenced) is caught up on an idle partition, so its incremental fetches do
+        # not name that partition again, and the leader would never look at its offset to
+        # let it back in; marked, the partition is read at its next fetch and again at
+        # each one after, until the follower is back in the ISR (fetch.py's rejoining).
+        if local.is_leader != was_leader or local.leader_epoch != epoch or local.isr != isr:
             self.notify_data_arrived(topic, local.index)  # waiters see the new leadership
         if topic == OFFSETS_TOPIC and (local.is_leader != was_leader
                                        or (local.is_leader and fresh)):
