@@ -391,6 +391,26 @@ def test_open_cache_rebuilds_a_missing_checkpoint_from_headers_and_writes_it(tmp
     assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == [E(0, 0), E(3, 2)]
 
 
+def test_open_cache_writes_no_checkpoint_for_a_log_without_batches(tmp_path):
+    # an idle partition: a restart must not write (and fsync) an empty file for it
+    headers = Headers([])
+    cache = open_cache(tmp_path, headers)
+    assert cache.entries == []
+    assert headers.calls == 1
+    assert not (tmp_path / CHECKPOINT_FILE).exists()
+    cache.assign(2, 0)
+    cache.make_durable()  # the first batch's assignment writes it, as for a new log
+    assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == [E(2, 0)]
+
+
+def test_open_cache_rewrites_a_malformed_checkpoint_even_when_the_log_is_empty(tmp_path):
+    path = tmp_path / CHECKPOINT_FILE
+    path.write_bytes(b"0\n5\n0 0\n")
+    cache = open_cache(tmp_path, Headers([]))
+    assert cache.entries == []
+    assert read_checkpoint(path) == []
+
+
 def test_open_cache_rebuilds_a_malformed_checkpoint_with_a_warning(tmp_path, caplog):
     path = tmp_path / CHECKPOINT_FILE
     path.write_bytes(b"0\n5\n0 0\n")
@@ -405,7 +425,7 @@ def test_open_cache_persists_assignments_when_made_durable_and_truncations_at_on
     cache = open_cache(tmp_path, Headers([]))
     cache.assign(0, 0)
     cache.assign(1, 4)
-    assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == []  # epochs begun, nothing written
+    assert read_checkpoint(tmp_path / CHECKPOINT_FILE) is None  # epochs begun, no file yet
     cache.make_durable()  # what the partition does before it appends
     assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == [E(0, 0), E(1, 4)]
     cache.truncate_from_end(4)
