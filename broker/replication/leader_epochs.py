@@ -302,7 +302,7 @@ def open_cache(partition_dir: str | os.PathLike,
     Read from the checkpoint; when there is none (a data directory from before
     checkpoints, or a log that never had a batch) or it is malformed (warned about),
     rebuilt from `headers_if_missing()` -- the log's (partition leader epoch, base offset)
-    pairs -- and written, unless there is no file and nothing to write. Given the
+    pairs -- and written, unless there is no file and the loaded log is empty. Given the
     loaded log's offsets, entries past its end or before its start are cut, since the
     checkpoint is written before the batches it describes; the cut is not written back
     (every load cuts the same), so a restart rewrites no file."""
@@ -314,10 +314,12 @@ def open_cache(partition_dir: str | os.PathLike,
         entries = None
     if entries is None:
         entries = entries_from_headers(headers_if_missing())
-        # A log without batches rebuilds to nothing: a missing file says the same, so none
-        # is written (a restart of thousands of idle partitions would otherwise fsync a
-        # file and its directory for each, one after another, before serving).
-        if entries or os.path.exists(path):
+        # An empty log rebuilds to nothing: a missing file says the same, so none is
+        # written (a restart of thousands of idle partitions would otherwise fsync a file
+        # and its directory for each, one after another, before serving). A log with
+        # batches gets its file, so that the next start need not walk them again.
+        empty = log_end_offset is not None and log_end_offset <= (log_start_offset or 0)
+        if entries or not empty or os.path.exists(path):
             write_checkpoint(path, entries)
     # what loading cuts is not written back: the next load cuts it again, and the next
     # change writes the whole (a restart rewrote every partition's file for this)
