@@ -162,10 +162,10 @@ class Broker:
     def open(self) -> None:
         started = time.monotonic()
         reports = self.logs.open(now_ms=self.now_ms())
-        # Kafka's "Loaded N logs in X ms": how long start-up spent in log recovery
-        log.info("loaded %d partition logs in %.0f ms (%s shutdown, %d recovered)",
-                 len(self.logs.partitions()), (time.monotonic() - started) * 1000,
-                 "clean" if self.logs.had_clean_shutdown else "unclean", len(reports))
+        if reports:  # Kafka's "Loaded N logs in X ms": what recovery cost the start
+            log.info("loaded %d partition logs in %.0f ms (%s shutdown, %d recovered)",
+                     len(self.logs.partitions()), (time.monotonic() - started) * 1000,
+                     "clean" if self.logs.had_clean_shutdown else "unclean", len(reports))
         self._checkpointed_hws = self.replicas.read_checkpoint()
         fresh = not self.logs.partitions()  # a new data directory has nothing to recover
         self.clean_start = fresh or not self.logs.recovered_uncleanly
