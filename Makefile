@@ -98,8 +98,12 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+# Two pytest-xdist workers: most of the suite waits on brokers and clients, not on a core.
+# tests/conftest.py keeps each module on one worker, and docker, cluster and spark each on
+# one; PYTEST_WORKERS=0 runs everything in this process.
+PYTEST_WORKERS ?= 2
 test: venv lint sysdeps
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
 
 bench: venv
 	scripts/bench.sh

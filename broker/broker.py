@@ -118,7 +118,8 @@ class Broker:
                                              can_fail_over=self._another_broker_can_lead)
         self.log_dirs.listeners.append(self._log_dir_failed)
         self.legacy = LegacyMetadata.load(self.data_dir)
-        self.logs = LogManager(self.data_dir, on_event=self.events.emit)
+        self.logs = LogManager(self.data_dir, on_event=self.events.emit,
+                               recovery_threads=config.num_recovery_threads_per_data_dir)
         self.metrics = BrokerMetrics()
         self.telemetry = ClientTelemetry(config)
         self.partitions: dict[tuple[str, int], Partition] = {}
@@ -159,7 +160,12 @@ class Broker:
     # -- life cycle -------------------------------------------------------------------------
 
     def open(self) -> None:
+        started = time.monotonic()
         reports = self.logs.open(now_ms=self.now_ms())
+        if reports:  # Kafka's "Loaded N logs in X ms": what recovery cost the start
+            log.info("loaded %d partition logs in %.0f ms (%s shutdown, %d recovered)",
+                     len(self.logs.partitions()), (time.monotonic() - started) * 1000,
+                     "clean" if self.logs.had_clean_shutdown else "unclean", len(reports))
         self._checkpointed_hws = self.replicas.read_checkpoint()
         fresh = not self.logs.partitions()  # a new data directory has nothing to recover
         self.clean_start = fresh or not self.logs.recovered_uncleanly
@@ -362,9 +368,14 @@ class Broker:
     def _follow(self, topic: str, local: Partition, registration: Any, fresh: bool) -> None:
         """A local replica takes the registration: leads, follows, or neither; waiters see
         a new leadership, and group coordination moves with `__consumer_offsets`."""
-        was_leader, epoch = local.is_leader, local.leader_epoch
+        was_leader, epoch, isr = local.is_leader, local.leader_epoch, local.isr
         self.replicas.apply_registration(local, registration, self.now_ms())
-        if local.is_leader != was_leader or local.leader_epoch != epoch:
+        # A new ISR counts as a change too: a follower the controller dropped from it (its
+        # broker fenced) is caught up on an idle partition, so its incremental fetches do
+        # not name that partition again, and the leader would never look at its offset to
+        # let it back in; marked, the partition is read at its next fetch and again at
+        # each one after, until the follower is back in the ISR (fetch.py's rejoining).
+        if local.is_leader != was_leader or local.leader_epoch != epoch or local.isr != isr:
             self.notify_data_arrived(topic, local.index)  # waiters see the new leadership
         if topic == OFFSETS_TOPIC and (local.is_leader != was_leader
                                        or (local.is_leader and fresh)):

@@ -205,6 +205,9 @@ BROKER_PROPERTIES = _props(
          choices=("producer",), topic_name="compression.type"),
     Prop("replica.lag.time.max.ms", "long", 30000,
          "A follower not caught up with the leader for this long leaves the ISR.", minimum=1),
+    Prop("num.recovery.threads.per.data.dir", "int", 2,
+         "Threads loading (after an unclean shutdown: recovering) the partition logs at start.",
+         minimum=1),
     Prop("num.replica.fetchers", "int", 1,
          "Fetcher connections per source broker a follower replicates with.", minimum=1),
     Prop("replica.fetch.max.bytes", "int", 1048576,
@@ -399,6 +402,7 @@ class BrokerConfig:
     min_insync_replicas = _Typed(int)
     replica_lag_time_max_ms = _Typed(int)
     num_replica_fetchers = _Typed(int)
+    num_recovery_threads_per_data_dir = _Typed(int)
     replica_fetch_max_bytes = _Typed(int)
     replica_fetch_response_max_bytes = _Typed(int)
     replica_fetch_wait_max_ms = _Typed(int)

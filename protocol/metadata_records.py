@@ -257,8 +257,19 @@ def _read_header_varint(stream: io.BytesIO, what: str) -> int:
     return value
 
 
+# type number -> (type, declaration), for the one-byte headers every record we write has
+_BY_NUMBER = {int(t): (t, m) for t, m in METADATA_RECORDS.items()}
+
+
 def decode_metadata_record(data: bytes) -> tuple[MetadataRecordType, int, Container]:
     """(type, version, body) of one record value; DecodeError for anything malformed."""
+    # Frame version, type and version are varints, each one byte below 128: read those
+    # directly (a restart decodes every record of the log; the general varint path was
+    # half of each small record's decoding).
+    if (len(data) >= 3 and data[0] == FRAME_VERSION and data[2] < 0x80
+            and (known := _BY_NUMBER.get(data[1])) is not None
+            and data[2] in known[1].versions):
+        return known[0], data[2], known[1].parse(data[3:], data[2])
     stream = io.BytesIO(data)
     frame_version = _read_header_varint(stream, "frame version")
     if frame_version != FRAME_VERSION:

@@ -13,6 +13,7 @@ plain `pytest` or `make test` leaves them out.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import AsyncIterator
 
 import pytest
@@ -45,7 +46,27 @@ async def inproc(tmp_path) -> AsyncIterator[InProcessBroker]:
         yield broker
 
 
+# Directories whose tests share one costly thing and must share a pytest-xdist worker:
+# docker's compose project and host ports, cluster's package-scoped three nodes, spark's JVM.
+_SHARED_WORKER = {"docker", "cluster", "spark"}
+_TESTS = Path(__file__).parent
+
+
+def _xdist_group(item: pytest.Item) -> str:
+    """`make test` runs two pytest-xdist workers with --dist loadgroup: a module's tests stay
+    together (their module-scoped brokers and in-order tests), and so does each directory of
+    `_SHARED_WORKER`."""
+    parts = Path(item.path).relative_to(_TESTS).parts
+    if parts == ("test_readme.py",):
+        # `make run` installs the package from this tree, as the image's wheel build does:
+        # both write setuptools' build/ directory here
+        return "docker"
+    return parts[0] if parts[0] in _SHARED_WORKER else "/".join(parts)
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
     if "soak" in (config.getoption("markexpr") or ""):
         return
     soak = [item for item in items if item.get_closest_marker("soak")]

@@ -201,23 +201,30 @@ class Run:
             time.sleep(0.1)
 
     def healthy(self, topics: list[str]) -> bool:
-        """Every node serves, and each partition of `topics` has a leader and every node
-        in its ISR, in every node's own Metadata."""
+        return self.unhealthy(topics) is None
+
+    def unhealthy(self, topics: list[str]) -> str | None:
+        """What keeps the cluster from being whole, or None when every node serves and each
+        partition of `topics` has a leader and every node in its ISR, in every node's own
+        Metadata."""
         full = set(self.target.node_ids)
         for node in self.target.node_ids:
             try:
                 md = self.metadata(node, topics)
-            except OSError:
-                return False
+            except OSError as e:
+                return f"node {node} does not answer Metadata: {e}"
             if {b.node_id for b in md.brokers} != full:
-                return False
+                return f"node {node} lists brokers {sorted(b.node_id for b in md.brokers)}"
             for t in md.topics:
                 if t.error_code != 0 or not t.partitions:
-                    return False
-                for p in t.partitions:
-                    if p.leader_id < 0 or set(p.isr_nodes) != full:
-                        return False
-        return True
+                    return f"node {node} answers {t.name} with error {t.error_code}"
+                short = [f"{t.name}-{p.partition_index} leader {p.leader_id} isr "
+                         f"{sorted(p.isr_nodes)}" for p in t.partitions
+                         if p.leader_id < 0 or set(p.isr_nodes) != full]
+                if short:
+                    more = f" and {len(short) - 3} more" if len(short) > 3 else ""
+                    return f"node {node} says " + "; ".join(short[:3]) + more
+        return None
 
     def wait_healthy(self, topics: list[str], timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -292,6 +299,7 @@ class Run:
                                                  cfg.settle_s):
                 self.stalled.append(f"the cluster was not whole {cfg.settle_s:g} s after "
                                     f"healing")
+                self.log("  not whole: " + str(self.unhealthy([self.topic, OFFSETS_TOPIC])))
             self.log("stopping the producers")
             producers_stop.set()
             await self._wait_producers_done(producers_done)

@@ -50,7 +50,9 @@ from broker import blocking
 from broker.chunking import chunks
 from broker.controller import raft
 from broker.controller.image import MetadataImage
-from broker.controller.quorum_controller import ControllerResult, QuorumController
+from broker.controller.quorum_controller import (
+    REPLAY_SLICE, ControllerResult, QuorumController,
+)
 from broker.controller.raft_batches import pack_records, unpack_records
 from broker.controller.raft_log import Snapshot
 from broker.controller.snapshot import encode_snapshot, load_snapshot
@@ -66,11 +68,8 @@ CommitListener = Callable[[int, Records, MetadataImage], None]
 # metadata.log.max.snapshot.interval.ms
 SNAPSHOT_MAX_BYTES = 20 * 1024 * 1024
 SNAPSHOT_INTERVAL_MS = 3_600_000
-# records of an operation's entry encoded, decoded and replayed per turn of the event loop: a
-# CreateTopics of 3,000 partitions is 3,000 records (about 100 ms of CPU, several times that
-# on a busy machine), and a hundred at a time keep the requests served meanwhile from waiting
-# behind it
-APPEND_CHUNK = 100
+# records of an entry encoded, decoded and replayed per turn of the event loop
+APPEND_CHUNK = REPLAY_SLICE
 
 _RESPONSES = (raft.VoteResponse, raft.BeginQuorumEpochResponse, raft.EndQuorumEpochResponse,
               raft.FetchResponse, raft.FetchSnapshotResponse)

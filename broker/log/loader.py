@@ -12,6 +12,12 @@ Rules (Kafka's LogLoader; docs/ARCHITECTURE.md §5):
   containing it and all later ones) is recovered: each batch's size and CRC-32C checked,
   both indexes rebuilt, the .log cut at the first invalid byte. When a segment had to be
   cut, every later segment is deleted -- nothing after corruption can be trusted;
+* what recovery read is made durable before the recovery point moves past it: by
+  `load_segments` itself, or (``sync=False``) by the caller, which fsyncs the paths it is
+  handed for many partitions at once (`fsync_all`: `LogManager.open` loads the partitions
+  on ``num.recovery.threads.per.data.dir`` threads and issues all their fsyncs together,
+  where Kafka fsyncs each log as it recovers it). A segment that was empty and still is
+  has nothing to make durable, so idle partitions cost no fsync;
 * if the checkpointed log start offset lies beyond what survived, the log restarts empty
   there;
 * the log cleaner (cleaner.py) writes ``*.cleaned`` files, renames them ``*.swap`` once
@@ -88,6 +94,9 @@ class LoadedLog:
     log_end_offset: int
     log_start_offset: int
     report: RecoveryReport | None
+    # with sync=False: the files and directory recovery changed, for the caller to fsync
+    # (then `LogSegment.mark_synced` on the segments) before it trusts the loaded log
+    unsynced: list[str] = dataclasses.field(default_factory=list)
 
 
 def new_segment(directory: str, base_offset: int, config: LogConfig,
@@ -167,11 +176,12 @@ def scan_directory(directory: str) -> list[int]:
 
 def load_segments(directory: str, topic: str, partition: int, config: LogConfig, *,
                   recovery_point: int, log_start_offset: int, clean_shutdown: bool,
-                  now_ms: int | None) -> LoadedLog:
+                  now_ms: int | None, sync: bool = True) -> LoadedLog:
     """Open (creating if absent) and, where needed, recover the segments of one log.
 
     ``now_ms`` becomes the creation time of loaded segments (Kafka uses the time of
-    opening) for time-based rolling when batches carry no timestamps.
+    opening) for time-based rolling when batches carry no timestamps. ``sync=False``
+    leaves the fsyncs recovery needs to the caller (`LoadedLog.unsynced`).
     """
     started = time.monotonic()  # only to report how long recovery took
     os.makedirs(directory, exist_ok=True)
@@ -217,10 +227,16 @@ def load_segments(directory: str, topic: str, partition: int, config: LogConfig,
         segments = [new_segment(directory, log_start_offset, config, now_ms)]
         leo = log_start_offset
     report = None
+    unsynced: list[str] = []
     if recovered or deleted:
-        for seg in segments:
-            seg.flush()
-        fsync_dir(directory)
+        dirty = [seg for seg in segments if seg.dirty]
+        if dirty or deleted:
+            if sync:
+                for seg in dirty:
+                    seg.flush()
+                fsync_dir(directory)
+            else:
+                unsynced = [path for seg in dirty for path in seg.paths()] + [directory]
         report = RecoveryReport(topic, partition, truncated, recovered, deleted, leo,
                                 (time.monotonic() - started) * 1000.0)
-    return LoadedLog(segments, leo, log_start_offset, report)
+    return LoadedLog(segments, leo, log_start_offset, report, unsynced)

@@ -139,20 +139,25 @@ class PartitionLog:
         # Renamed-to-.deleted files waiting for file.delete.delay.ms: [due_ms or None, paths].
         self._pending_deletes: list[list[Any]] = []
         self.recovery_report: RecoveryReport | None = None
+        self.unsynced: list[str] = []  # see `open(sync=False)`
 
     # ------------------------------------------------------------------ loading
 
     @classmethod
     def open(cls, directory: str, topic: str, partition: int, config: LogConfig, *,
              recovery_point: int = 0, log_start_offset: int = 0, clean_shutdown: bool = True,
-             now_ms: int | None = None, on_event: EventSink | None = None) -> "PartitionLog":
+             now_ms: int | None = None, on_event: EventSink | None = None,
+             sync: bool = True) -> "PartitionLog":
         """Load (creating if absent) the log in ``directory``; after an unclean shutdown,
         recover the segments at/after ``recovery_point`` (see loader.py for the rules).
-        `recovery_report` tells what recovery did (None if nothing was recovered)."""
+        `recovery_report` tells what recovery did (None if nothing was recovered).
+        ``sync=False``: the paths recovery changed are left in `unsynced` for the caller to
+        fsync (then `mark_synced`) before the log's recovery point is checkpointed."""
         log = cls(directory, topic, partition, config, on_event)
         loaded = load_segments(directory, topic, partition, config,
                                recovery_point=recovery_point, log_start_offset=log_start_offset,
-                               clean_shutdown=clean_shutdown, now_ms=now_ms)
+                               clean_shutdown=clean_shutdown, now_ms=now_ms, sync=sync)
+        log.unsynced = loaded.unsynced
         log.segments = loaded.segments
         log._bases = [s.base_offset for s in loaded.segments]
         log._leo = loaded.log_end_offset
@@ -161,6 +166,12 @@ class PartitionLog:
         log.recovery_point = loaded.log_end_offset
         log.recovery_report = loaded.report
         return log
+
+    def mark_synced(self) -> None:
+        """The caller fsynced `unsynced` (see `open`)."""
+        for segment in self.segments:
+            segment.mark_synced()
+        self.unsynced = []
 
     def _new_segment(self, base_offset: int, created_ms: int | None) -> LogSegment:
         return new_segment(self.directory, base_offset, self.config, created_ms)

@@ -9,8 +9,9 @@ first uncleaned offset), written after each `clean_compacted` that cleaned somet
 
 Start-up (`open`): the marker is read and removed at once (so a crash from here on is
 unclean), the checkpoints are read, every partition directory is loaded -- recovering the
-unflushed segments when the marker was missing -- and a `RecoveryReport` is returned for
-each partition where something had to be recovered. `close` flushes everything, writes
+unflushed segments when the marker was missing; ``recovery_threads`` logs at a time, their
+fsyncs issued together once all are loaded, before the checkpoints move past them -- and a
+`RecoveryReport` is returned for each partition where something had to be recovered. `close` flushes everything, writes
 the checkpoints, then the marker, so its presence promises all three are durable.
 
 Topic deletion renames each partition directory to ``<topic>-<partition>.<uuid>-delete``
@@ -22,6 +23,7 @@ removes any ``-delete`` leftovers.
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import os
 import shutil
 import time
@@ -174,8 +176,10 @@ class LogManager:
 
     def __init__(self, data_dir: str, default_config: LogConfig | None = None, *,
                  config_for: Callable[[str], LogConfig] | None = None,
-                 on_event: EventSink | None = None) -> None:
+                 on_event: EventSink | None = None, recovery_threads: int = 1) -> None:
         self.data_dir = data_dir
+        # num.recovery.threads.per.data.dir: how many logs `open` loads at once
+        self.recovery_threads = recovery_threads
         self.default_config = default_config or LogConfig()
         self._config_for = config_for or (lambda topic: self.default_config)
         self._on_event = on_event or _no_event
@@ -209,7 +213,7 @@ class LogManager:
         self.had_clean_shutdown = clean
         recovery_points = self._read_checkpoint_or_empty(RECOVERY_POINT_CHECKPOINT)
         log_starts = self._read_checkpoint_or_empty(LOG_START_OFFSET_CHECKPOINT)
-        reports: list[RecoveryReport] = []
+        found: list[tuple[TopicPartition, str]] = []
         for name in sorted(os.listdir(self.data_dir)):
             path = os.path.join(self.data_dir, name)
             if not os.path.isdir(path):
@@ -222,11 +226,31 @@ class LogManager:
                 # not ours (lost+found, -future/-stray dirs, ...), or the metadata log,
                 # which the controller quorum keeps in its own format
                 continue
-            log = PartitionLog.open(
-                path, tp[0], tp[1], self._config_for(tp[0]),
-                recovery_point=recovery_points.get(tp, 0),
-                log_start_offset=log_starts.get(tp, 0),
-                clean_shutdown=clean, now_ms=now_ms, on_event=self._on_event)
+            found.append((tp, path))
+
+        def load(entry: tuple[TopicPartition, str]) -> PartitionLog:
+            (topic, partition), path = entry
+            return PartitionLog.open(
+                path, topic, partition, self._config_for(topic),
+                recovery_point=recovery_points.get((topic, partition), 0),
+                log_start_offset=log_starts.get((topic, partition), 0),
+                clean_shutdown=clean, now_ms=now_ms, on_event=self._on_event, sync=False)
+
+        # Each log touches only its own directory, so several load at once (Kafka's
+        # num.recovery.threads.per.data.dir): their reads and index rebuilds overlap.
+        if self.recovery_threads > 1 and len(found) > 1:
+            with concurrent.futures.ThreadPoolExecutor(
+                    min(self.recovery_threads, len(found)),
+                    thread_name_prefix="log-recovery") as pool:
+                logs = list(pool.map(load, found))
+        else:
+            logs = [load(entry) for entry in found]
+        # What recovery read becomes durable before the checkpoint below says so: every
+        # log's fsyncs issued together, a few journal commits rather than one per log.
+        fsync_all([path for log in logs for path in log.unsynced])
+        reports: list[RecoveryReport] = []
+        for (tp, _path), log in zip(found, logs):
+            log.mark_synced()
             self._logs[tp] = log
             if log.recovery_report is not None:
                 reports.append(log.recovery_report)

@@ -154,6 +154,8 @@ class LogSegment:
         inside the file, its offsets are monotonic and fit the segment, and its CRC-32C
         matches. Returns the number of bytes truncated (0 if the segment was intact).
         """
+        had_index_entries = (os.fstat(self.offset_index.fd).st_size > 0
+                             or os.fstat(self.time_index.fd).st_size > 0)
         self.offset_index.reset()
         self.time_index.reset()
         self.max_timestamp, self.offset_of_max_timestamp = -1, -1
@@ -179,7 +181,10 @@ class LogSegment:
         if truncated:
             os.ftruncate(self.fd, valid_end)
         self.size = valid_end
-        self._dirty = True
+        # What was read may sit only in the page cache (a kill -9 keeps it, a power cut
+        # would not): it is made durable before the recovery point moves past it. A segment
+        # that was empty, indexes included, and still is has nothing to make durable.
+        self._dirty = file_size > 0 or had_index_entries
         # Kafka's recover() ends by recording the final max timestamp in the time index.
         self._seal_max_timestamp()
         return truncated
@@ -499,6 +504,15 @@ class LogSegment:
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self._dirty = False
+
+    @property
+    def dirty(self) -> bool:
+        """Written since the last fsync."""
+        return self._dirty
+
+    def mark_synced(self) -> None:
+        """The caller fsynced `paths()` itself (`loader.fsync_all`, many segments at once)."""
         self._dirty = False
 
     def close(self) -> None:

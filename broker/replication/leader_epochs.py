@@ -300,8 +300,9 @@ def open_cache(partition_dir: str | os.PathLike,
     """The cache of the log in `partition_dir`, persisting to its checkpoint.
 
     Read from the checkpoint; when there is none (a data directory from before
-    checkpoints) or it is malformed (warned about), rebuilt from `headers_if_missing()`
-    -- the log's (partition leader epoch, base offset) pairs -- and written. Given the
+    checkpoints, or a log that never had a batch) or it is malformed (warned about),
+    rebuilt from `headers_if_missing()` -- the log's (partition leader epoch, base offset)
+    pairs -- and written, unless there is no file and the loaded log is empty. Given the
     loaded log's offsets, entries past its end or before its start are cut, since the
     checkpoint is written before the batches it describes; the cut is not written back
     (every load cuts the same), so a restart rewrites no file."""
@@ -313,7 +314,13 @@ def open_cache(partition_dir: str | os.PathLike,
         entries = None
     if entries is None:
         entries = entries_from_headers(headers_if_missing())
-        write_checkpoint(path, entries)
+        # An empty log rebuilds to nothing: a missing file says the same, so none is
+        # written (a restart of thousands of idle partitions would otherwise fsync a file
+        # and its directory for each, one after another, before serving). A log with
+        # batches gets its file, so that the next start need not walk them again.
+        empty = log_end_offset is not None and log_end_offset <= (log_start_offset or 0)
+        if entries or not empty or os.path.exists(path):
+            write_checkpoint(path, entries)
     # what loading cuts is not written back: the next load cuts it again, and the next
     # change writes the whole (a restart rewrote every partition's file for this)
     cache = LeaderEpochCache(entries)

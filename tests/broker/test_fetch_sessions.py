@@ -4,6 +4,7 @@ ids (v13+), and bad input (a partition named twice, an unknown topic id)."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections import Counter
 
@@ -209,3 +210,33 @@ async def test_a_v13_session_never_serves_a_recreated_topic_under_the_old_id(
     (old,) = [p for t in answer["responses"] if t["topic_id"] == old_id
               for p in t["partitions"]]
     assert old["error_code"] == ErrorCode.UNKNOWN_TOPIC_ID and not old["records"]
+
+
+async def test_a_new_isr_makes_the_session_read_the_partition_at_its_next_fetch(
+        inproc, autojump_clock):
+    """A follower the controller dropped from an idle partition's ISR (its broker fenced,
+    say, while paused) is caught up there, so its incremental fetches never name the
+    partition again: unless the new ISR marks it, the leader never looks at the
+    follower's offset and never lets it back in (a Docker chaos run stayed short of a full
+    ISR on 24 idle partitions for 90 s after healing)."""
+    broker = inproc.broker
+    await inproc.create_topic("isr", 2)
+    topics = [{"topic": "isr", "partitions": [_partition(0), _partition(1)]}]
+    session_id = (await call(broker, FETCH, 12, _fetch_body(0, 0, topics)))["session_id"]
+    assert (await call(broker, FETCH, 12, _fetch_body(session_id, 1, [])))["responses"] == []
+
+    local = broker.partitions[("isr", 1)]
+    registration = broker.metadata_cache.topic("isr").partitions[1]
+    grown = dataclasses.replace(registration, replicas=(0, 1), isr=(0, 1),
+                                partition_epoch=registration.partition_epoch + 1)
+    shrunk = dataclasses.replace(grown, isr=(0,), partition_epoch=grown.partition_epoch + 1)
+    session = broker.fetch_sessions.get(session_id)
+    broker._follow("isr", local, grown, fresh=False)
+    assert session.changed == {("isr", 1)}  # the partition whose ISR moved, and only it
+    session.changed.clear()
+    broker._follow("isr", local, shrunk, fresh=False)
+    assert local.isr == (0,) and local.leader_epoch == registration.leader_epoch
+    assert session.changed == {("isr", 1)}
+    broker._follow("isr", local, shrunk, fresh=False)  # the same registration again
+    assert (await call(broker, FETCH, 12, _fetch_body(session_id, 2, [])))["error_code"] == 0
+    assert not session.changed

@@ -130,6 +130,17 @@ def test_a_multi_byte_type_varint_is_read_as_kafka_writes_it():
 
 
 @pytest.mark.parametrize("record_type", list(T), ids=lambda t: t.name)
+def test_one_byte_headers_decode_as_the_general_varint_path_does(record_type: T):
+    """decode reads one-byte headers directly; the same record with its type and version
+    written as two-byte varints (the general path) decodes to the same."""
+    version = mr.METADATA_RECORDS[record_type].versions.high
+    value = mr.encode_metadata_record(record_type, version, SAMPLES[record_type])
+    assert value[:3] == bytes([1, int(record_type), version])
+    longer = bytes([1, 0x80 | int(record_type), 0, 0x80 | version, 0]) + value[3:]
+    assert mr.decode_metadata_record(value) == mr.decode_metadata_record(longer)
+
+
+@pytest.mark.parametrize("record_type", list(T), ids=lambda t: t.name)
 def test_every_truncation_is_a_decode_error(record_type: T):
     version = mr.METADATA_RECORDS[record_type].versions.high
     value = mr.encode_metadata_record(record_type, version, SAMPLES[record_type])

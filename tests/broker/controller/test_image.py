@@ -333,3 +333,36 @@ def test_a_run_of_partition_records_replays_as_the_records_one_by_one():
     with pytest.raises(MetadataImageError):  # a change of a partition the run lacks fails
         replay([*records, wire(T.PARTITION_CHANGE_RECORD, topic_id=AUDIT, partition_id=9,
                                leader=0)])
+
+
+def test_a_run_of_config_records_replays_as_the_records_one_by_one():
+    """replay applies a run of ConfigRecords (IncrementalAlterConfigs writes one per key)
+    to one working copy of the configs; set, overwritten and deleted keys, a resource left
+    empty, a topic removed in the middle: the same image as each record applied alone, the
+    image replayed from untouched, and its configs as read-only as any image's."""
+    def config(resource: str, name: str, value: str | None, kind: int = TOPIC_RESOURCE):
+        return wire(T.CONFIG_RECORD, resource_type=kind, resource_name=resource, name=name,
+                    value=value)
+    base = replay([*cluster_records(), wire(T.TOPIC_RECORD, name="audit", topic_id=AUDIT),
+                   config("orders", "retention.ms", "1"), config("audit", "segment.ms", "9")])
+    records = [config("orders", "retention.ms", "2"), config("orders", "flush.ms", "3"),
+               config("audit", "segment.ms", None),  # its only key: the resource goes
+               config("1", "log.retention.ms", "5", BROKER_RESOURCE),
+               config("orders", "retention.ms", "4"),
+               wire(T.REMOVE_TOPIC_RECORD, topic_id=AUDIT),
+               config("audit", "segment.ms", "7"),  # configs may precede a new topic
+               config("orders", "flush.ms", None)]
+    at_once = replay(records, base)
+    one_by_one = base
+    for r in records:
+        one_by_one = one_by_one.apply(*decode_metadata_record(r))
+    assert at_once == one_by_one
+    assert dict(at_once.configs) == {(TOPIC_RESOURCE, "orders"): {"retention.ms": "4"},
+                                     (BROKER_RESOURCE, "1"): {"log.retention.ms": "5"},
+                                     (TOPIC_RESOURCE, "audit"): {"segment.ms": "7"}}
+    assert dict(base.topic_configs("orders")) == {"retention.ms": "1"}
+    assert dict(base.topic_configs("audit")) == {"segment.ms": "9"}
+    with pytest.raises(TypeError):
+        at_once.topic_configs("orders")["retention.ms"] = "0"  # type: ignore[index]
+    with pytest.raises(TypeError):
+        at_once.configs[(TOPIC_RESOURCE, "x")] = {}  # type: ignore[index]

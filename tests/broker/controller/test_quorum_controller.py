@@ -1108,3 +1108,28 @@ def test_random_operations_keep_the_partition_invariants(seed):
                 if other in c.image.brokers:
                     c.heartbeat(other)
         check_invariants(c)
+
+
+def test_a_batch_applies_its_records_when_its_image_is_read_and_refuses_a_bad_one():
+    """_Batch applies the records added since its image was last read in one replay: a read
+    sees every one of them, and a record the image refuses fails the operation at the
+    latest when its result is made."""
+    from broker.controller.image import MetadataImageError
+    from broker.controller.quorum_controller import _Batch
+    topic_id = uuid.UUID(int=7)
+    batch = _Batch(MetadataImage.EMPTY)
+    batch.add(T.TOPIC_RECORD, 0, {"name": "orders", "topic_id": topic_id})
+    for p in range(3):
+        batch.add(T.PARTITION_RECORD, 0, {"partition_id": p, "topic_id": topic_id,
+                                          "replicas": [1], "isr": [1], "leader": 1})
+    batch.add(T.PARTITION_CHANGE_RECORD, 0, {"partition_id": 1, "topic_id": topic_id,
+                                             "leader": NO_LEADER})
+    topic = batch.image.topic("orders")
+    assert topic is not None and sorted(topic.partitions) == [0, 1, 2]
+    assert [topic.partitions[p].leader for p in range(3)] == [1, NO_LEADER, 1]
+    assert [r[0] for r in batch.result(None).records] == [
+        T.TOPIC_RECORD, *[T.PARTITION_RECORD] * 3, T.PARTITION_CHANGE_RECORD]
+    batch.add(T.PARTITION_CHANGE_RECORD, 0, {"partition_id": 9, "topic_id": topic_id,
+                                             "leader": 1})
+    with pytest.raises(MetadataImageError):
+        batch.result(None)

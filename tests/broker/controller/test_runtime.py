@@ -10,7 +10,7 @@ import trio
 
 from broker.controller import raft
 from broker.controller.metadata_log import MetadataLogStore
-from broker.controller.image import MetadataImage
+from broker.controller.image import MetadataImage, MetadataImageError
 from broker.controller.quorum_controller import (
     ControllerResult, ControllerSettings, QuorumController,
 )
@@ -259,3 +259,26 @@ async def test_followers_commit_a_large_entry_over_several_turns_and_publish_it_
         assert [len(e) for e in entries] == [LARGE + 1], i
         assert r.committed_image == leader.committed_image
         r.store.close()
+
+
+async def test_a_large_entry_with_a_record_the_image_refuses_fails_and_appends_nothing(
+        tmp_path):
+    """The operation leaves a large entry's replay to the runtime; a record the image
+    refuses fails the operation there, before anything is appended."""
+    runtime = runtime_of(tmp_path)
+    entry = topic_entry("big", LARGE)
+    refused = (int(T.PARTITION_CHANGE_RECORD), 0, {
+        "partition_id": LARGE + 5, "topic_id": entry.records[0][2]["topic_id"], "leader": 0})
+    async with trio.open_nursery() as nursery:
+        await nursery.start(runtime.run)
+        end, image = runtime.node.log.end_offset, runtime.controller.image
+        with pytest.raises(MetadataImageError):
+            await runtime.submit(lambda c, now, offset: ControllerResult(
+                entry.records + (refused,), None))
+        assert runtime.node.log.end_offset == end
+        assert runtime.controller.image is image
+        # and the next operation runs
+        assert await runtime.submit(lambda c, now, offset: topic_entry("small", 1)) == {
+            "created": "small"}
+        nursery.cancel_scope.cancel()
+    runtime.store.close()

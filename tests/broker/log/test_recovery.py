@@ -244,3 +244,104 @@ def test_leftover_deleted_files_and_orphan_indexes_are_removed(tmp_path):
     assert mgr.partitions() == [(TOPIC, 0)]
     assert not any(n.endswith("-delete") for n in os.listdir(tmp_path))
     mgr.close()
+
+
+# --- parallel recovery (num.recovery.threads.per.data.dir) -------------------------------
+
+PARTITIONS = 4
+
+
+def _record_durability(monkeypatch):
+    """What start-up makes durable, in order: ("fsync", path) for every fsync of a file or
+    directory, ("checkpoint", name) for every checkpoint file written."""
+    import broker.log.loader as loader
+    import broker.log.manager as manager
+    events = []
+    real_fsync, real_checkpoint = loader.fsync_dir, manager.write_checkpoint
+
+    def fsync(path):
+        events.append(("fsync", os.fspath(path)))
+        real_fsync(path)
+
+    def checkpoint(path, offsets):
+        events.append(("checkpoint", os.path.basename(path)))
+        real_checkpoint(path, offsets)
+    monkeypatch.setattr(loader, "fsync_dir", fsync)
+    monkeypatch.setattr(manager, "write_checkpoint", checkpoint)
+    return events
+
+
+def test_parallel_recovery_cuts_torn_tails_past_the_recovery_point(tmp_path, monkeypatch):
+    """Several partitions, each flushed (recovery point checkpointed) half way and then
+    appended to; a kill -9 tears each one's last batch. Loaded on several threads, every
+    log keeps the batches before its torn one, byte for byte, and nothing of that one; what
+    recovery read is fsynced before the recovery points say it is durable."""
+    mgr = LogManager(str(tmp_path), CONFIG)
+    mgr.open()
+    stored: dict[int, list[bytes]] = {}
+    for p in range(PARTITIONS):
+        log = mgr.get_or_create(TOPIC, p)
+        for i in range(8):
+            log.append(make_batch(3, ts=1_000 + i, seed=p * 100 + i), now_ms=1_000 + i)
+        log.flush()
+    mgr.checkpoint()  # recovery points at offset 24: those batches are trusted
+    for p in range(PARTITIONS):
+        log = mgr.get(TOPIC, p)
+        for i in range(8, 8 + 3 + p):
+            log.append(make_batch(3, ts=1_000 + i, seed=p * 100 + i), now_ms=1_000 + i)
+        stored[p] = []
+        for seg in log.segments:
+            data = seg.pread(0, seg.size)
+            stored[p] += [data[q:q + h.size] for q, h in _headers(data)]
+    active = {p: mgr.get(TOPIC, p).active.log_path for p in range(PARTITIONS)}
+    simulate_crash(mgr)
+    for p, path in active.items():
+        with open(path, "r+b") as f:  # tear the last batch: p + 1 bytes of it are missing
+            f.truncate(os.path.getsize(path) - (p + 1))
+    events = _record_durability(monkeypatch)
+    mgr = LogManager(str(tmp_path), CONFIG, recovery_threads=3)
+    reports = mgr.open()
+    assert sorted((r.partition, r.truncated_bytes) for r in reports) == [
+        (p, len(stored[p][-1]) - (p + 1)) for p in range(PARTITIONS)]
+    for p in range(PARTITIONS):
+        log = mgr.get(TOPIC, p)
+        assert log.log_end_offset == 3 * (len(stored[p]) - 1)
+        got = b"".join(log.read(s.base_offset, 1 << 30) for s in log.segments if s.size)
+        assert got == b"".join(stored[p][:-1])
+        assert log.recovery_point == log.log_end_offset
+    first_checkpoint = events.index(("checkpoint", "recovery-point-offset-checkpoint"))
+    fsynced = {path for kind, path in events[:first_checkpoint] if kind == "fsync"}
+    assert set(active.values()) <= fsynced
+    assert {part_dir(tmp_path)[:-1] + str(p) for p in range(PARTITIONS)} <= fsynced
+    mgr.close()
+    # and the cut is what the next (clean) start finds
+    mgr, reports, _ = reopen(tmp_path, CONFIG)
+    assert reports == []
+    assert [mgr.get(TOPIC, p).log_end_offset for p in range(PARTITIONS)] == [
+        3 * (len(stored[p]) - 1) for p in range(PARTITIONS)]
+    mgr.close()
+
+
+def test_unclean_start_fsyncs_nothing_of_partitions_that_never_had_a_batch(tmp_path,
+                                                                           monkeypatch):
+    """Idle partitions after a kill -9: their empty active segments are recovered (they
+    hold the recovery point) but have nothing to make durable, so start-up costs no fsync
+    per partition; a partition with data still has its segment fsynced."""
+    mgr = LogManager(str(tmp_path), CONFIG)
+    mgr.open()
+    for p in range(PARTITIONS):
+        mgr.get_or_create(TOPIC, p)
+    mgr.get(TOPIC, 0).append(make_batch(3), now_ms=1_000)
+    busy = mgr.get(TOPIC, 0).active.log_path
+    simulate_crash(mgr)
+    events = _record_durability(monkeypatch)
+    mgr = LogManager(str(tmp_path), CONFIG, recovery_threads=2)
+    reports = mgr.open()
+    assert sorted((r.partition, r.segments_recovered) for r in reports) == [
+        (p, 1) for p in range(PARTITIONS)]
+    fsynced = [path for kind, path in events if kind == "fsync"]
+    idle_dirs = [part_dir(tmp_path)[:-1] + str(p) for p in range(1, PARTITIONS)]
+    assert not [path for path in fsynced if any(path.startswith(d) for d in idle_dirs)]
+    assert busy in fsynced
+    assert mgr.get(TOPIC, 0).log_end_offset == 3
+    mgr.close()

@@ -391,6 +391,37 @@ def test_open_cache_rebuilds_a_missing_checkpoint_from_headers_and_writes_it(tmp
     assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == [E(0, 0), E(3, 2)]
 
 
+def test_open_cache_writes_no_checkpoint_for_an_empty_log(tmp_path):
+    # an idle partition: a restart must not write (and fsync) an empty file for it
+    headers = Headers([])
+    cache = open_cache(tmp_path, headers, log_start_offset=7, log_end_offset=7)
+    assert cache.entries == []
+    assert headers.calls == 1
+    assert not (tmp_path / CHECKPOINT_FILE).exists()
+    cache.assign(2, 7)
+    cache.make_durable()  # the first batch's assignment writes it, as for a new log
+    assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == [E(2, 7)]
+
+
+def test_open_cache_writes_the_checkpoint_of_a_log_whose_batches_carry_no_epoch(tmp_path):
+    # batches from before leader epochs rebuild to nothing too, but walking them is not
+    # free: the file is written, so that the next start reads it instead
+    headers = Headers([(-1, 0), (-1, 3)])
+    assert open_cache(tmp_path, headers, log_start_offset=0, log_end_offset=5).entries == []
+    assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == []
+    again = Headers([(-1, 0), (-1, 3)])
+    open_cache(tmp_path, again, log_start_offset=0, log_end_offset=5)
+    assert again.calls == 0
+
+
+def test_open_cache_rewrites_a_malformed_checkpoint_even_when_the_log_is_empty(tmp_path):
+    path = tmp_path / CHECKPOINT_FILE
+    path.write_bytes(b"0\n5\n0 0\n")
+    cache = open_cache(tmp_path, Headers([]))
+    assert cache.entries == []
+    assert read_checkpoint(path) == []
+
+
 def test_open_cache_rebuilds_a_malformed_checkpoint_with_a_warning(tmp_path, caplog):
     path = tmp_path / CHECKPOINT_FILE
     path.write_bytes(b"0\n5\n0 0\n")
