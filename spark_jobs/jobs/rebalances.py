@@ -315,17 +315,19 @@ def member_rebalance_intervals(events: DataFrame, rebalances: DataFrame) -> Data
     rebalance; members that did not rejoin count from the rebalance's start) to the
     assignment, when under eager rebalancing it can fetch again."""
     joins = (events.where(F.col("type") == "group_join")
-             .select("group", F.col("member"), F.col("ts").alias("_jts")))
+             .select(F.col("group").alias("_jg"), F.col("member").alias("_jm"),
+                     F.col("ts").alias("_jts")))
     assigned = (events.where(F.col("type") == "group_assignment")
                 .select("group", "generation", "member", "client_id",
                         F.col("ts").alias("assigned_ts")))
     done = rebalances.where(F.col("stable_ts").isNotNull()).select("group", "generation",
                                                                     "start_ts")
     base = done.join(assigned, ["group", "generation"])
-    with_join = (base.join(joins, ["group", "member"], "left")
-                 .where(F.col("_jts").isNull()
-                        | ((F.col("_jts") >= F.col("start_ts"))
-                           & (F.col("_jts") <= F.col("assigned_ts"))))
+    # the window is part of the join: a member whose joins all fall outside it (its first
+    # JoinGroup answered MEMBER_ID_REQUIRED before the rebalance began, say) keeps its row
+    in_window = ((F.col("group") == F.col("_jg")) & (F.col("member") == F.col("_jm"))
+                 & (F.col("_jts") >= F.col("start_ts")) & (F.col("_jts") <= F.col("assigned_ts")))
+    with_join = (base.join(joins, in_window, "left")
                  .groupBy("group", "generation", "member", "client_id", "start_ts", "assigned_ts")
                  .agg(F.min("_jts").alias("_jts")))
     return (with_join.select("group", "generation", "member", "client_id",

@@ -5,7 +5,8 @@ running member pauses; under cooperative only the partitions that move do."""
 from __future__ import annotations
 
 from spark_jobs.jobs import frame
-from spark_jobs.jobs.rebalances import (consumer_throughput, group_rebalances, member_pauses,
+from spark_jobs.jobs.rebalances import (consumer_throughput, group_rebalances,
+                                        member_pauses, member_rebalance_intervals,
                                         partition_pauses, pause_totals, with_pauses)
 from spark_jobs.tables import CONSUMER_EVENTS_SCHEMA, EVENTS_SCHEMA
 
@@ -167,3 +168,23 @@ def test_pauses_are_charged_to_the_generation_that_ended_them(spark):
     assert (rows[2]["partition_pause_ms"], rows[2]["partition_pauses"],
             rows[2]["member_pause_ms"], rows[2]["member_pauses"]) == (1800, 4, 400, 1)
     assert rows[1]["partition_pause_ms"] is None
+
+
+def _join(ts, group, member):
+    return {"ts": ts, "type": "group_join", "broker": 0, "group": group, "member": member}
+
+
+def test_each_member_of_a_rebalance_counts_from_its_join_or_from_the_start(spark):
+    """A joins inside the window; B's only JoinGroup came before the rebalance began (its
+    first, answered MEMBER_ID_REQUIRED): B counts from the start and is not dropped."""
+    events = frame(spark, EVENTS_SCHEMA, [
+        _join(40, "g", "B"),
+        _state(50, "g", 0, "Empty", "PreparingRebalance", "member A joined"),
+        _join(60, "g", "A"),
+        _state(80, "g", 1, "PreparingRebalance", "CompletingRebalance", "rebalance complete",
+               "range", 2),
+        _state(90, "g", 1, "CompletingRebalance", "Stable", "assignment received", "range", 2),
+        _assign(90, "g", 1, "A", P[:2], "range"), _assign(95, "g", 1, "B", P[2:], "range")])
+    rows = member_rebalance_intervals(events, group_rebalances(events)).collect()
+    assert [(r["member"], r["join_ts"], r["assigned_ts"], r["in_rebalance_ms"])
+            for r in rows] == [("A", 60, 90, 30), ("B", 50, 95, 45)]
