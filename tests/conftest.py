@@ -13,7 +13,6 @@ plain `pytest` or `make test` leaves them out.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import AsyncIterator
 
 import pytest
@@ -46,27 +45,45 @@ async def inproc(tmp_path) -> AsyncIterator[InProcessBroker]:
         yield broker
 
 
-# Directories whose tests share one costly thing and must share a pytest-xdist worker:
-# docker's compose project and host ports, cluster's package-scoped three nodes, spark's JVM.
-_SHARED_WORKER = {"docker", "cluster", "spark"}
-_TESTS = Path(__file__).parent
+# Under pytest-xdist (`make test` runs two workers) a module's tests stay on one worker (its
+# module-scoped brokers, its tests that run in order), and so does each of these
+# directories, which share one costly thing: docker's compose project and host ports (and
+# the README's `make run`, which builds in build/ as the image's wheel does), cluster's
+# package-scoped three nodes, spark's JVM. They go out first, the longest first, so that
+# neither worker is left with one of them at the end.
+_SHARED_WORKER = ("docker", "cluster", "spark")
 
 
-def _xdist_group(item: pytest.Item) -> str:
-    """`make test` runs two pytest-xdist workers with --dist loadgroup: a module's tests stay
-    together (their module-scoped brokers and in-order tests), and so does each directory of
-    `_SHARED_WORKER`."""
-    parts = Path(item.path).relative_to(_TESTS).parts
-    if parts == ("test_readme.py",):
-        # `make run` installs the package from this tree, as the image's wheel build does:
-        # both write setuptools' build/ directory here
+def _work_unit(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    parts = path.split("/")[1:]  # below tests/
+    if parts == ["test_readme.py"]:
         return "docker"
-    return parts[0] if parts[0] in _SHARED_WORKER else "/".join(parts)
+    return parts[0] if parts and parts[0] in _SHARED_WORKER else path
+
+
+def _first_rank(nodeid: str) -> int:
+    unit = _work_unit(nodeid)
+    return _SHARED_WORKER.index(unit) if unit in _SHARED_WORKER else len(_SHARED_WORKER)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkUnits(LoadScopeScheduling):
+        """pytest-xdist's loadscope, with `_work_unit` as the scope, in collection order."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return _work_unit(nodeid)
+
+    config.option.loadscopereorder = False
+    return WorkUnits(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: see _SHARED_WORKER
+        items.sort(key=lambda item: _first_rank(item.nodeid))
     if "soak" in (config.getoption("markexpr") or ""):
         return
     soak = [item for item in items if item.get_closest_marker("soak")]
