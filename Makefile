@@ -103,7 +103,7 @@ lint: venv
 # one; PYTEST_WORKERS=0 runs everything in this process.
 PYTEST_WORKERS ?= 2
 test: venv lint sysdeps
-	$(PY) -m pytest -q $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS)) $(PYTEST_ARGS)
 
 bench: venv
 	scripts/bench.sh

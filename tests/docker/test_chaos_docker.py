@@ -36,6 +36,7 @@ def test_one_seeded_docker_run_loses_duplicates_and_reorders_nothing(tmp_path, c
                          "--out", str(tmp_path)])
     out = capsys.readouterr().out
     run = tmp_path / f"seed-{SEED}"
+    assert (run / "summary.json").exists(), f"the run wrote no summary (exit {status}):\n{out}"
     summary = json.loads((run / "summary.json").read_text())
     failures = {name: r for name, r in summary["results"].items()
                 if name in checker.FAILURES + ("replica-divergence",) and r["count"]}
