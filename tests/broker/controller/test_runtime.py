@@ -33,12 +33,18 @@ def runtime_of(tmp_path, voters=(0,)) -> QuorumRuntime:
 
 
 def elect_three(runtime: QuorumRuntime) -> None:
-    """Make node 0 of voters (0, 1, 2) leader with one granted vote, no network."""
+    """Make node 0 of voters (0, 1, 2) leader with one granted pre-vote and then one
+    granted vote, no network."""
     node = runtime.node
     runtime._apply(node.start(0))
-    runtime._apply(node.tick(node.next_deadline()))
-    runtime._apply(node.receive(1, 0, raft.VoteResponse(ErrorCode.NONE, -1, node.epoch, True),
-                                node.next_deadline()))
+    effects = node.tick(node.next_deadline())
+    runtime._apply(effects)
+    for _ in ("pre-vote", "vote"):
+        request = next(e for e in effects if isinstance(e, raft.Send) and e.destination == 1)
+        effects = node.receive(1, request.correlation_id,
+                               raft.VoteResponse(ErrorCode.NONE, -1, node.epoch, True),
+                               node.next_deadline())
+        runtime._apply(effects)
     assert node.is_leader and runtime.active
 
 
