@@ -5,8 +5,8 @@ BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest's replica fields an
 FetchSnapshotRequest, and their responses, flattened to the one partition
 `__cluster_metadata-0`), the effects a node asks its runtime to carry out, the epoch states
 (Kafka's UnattachedState, which also stands for VotedState, FollowerState, ProspectiveState,
-CandidateState, LeaderState and ResignedState) and the transitions between them (Kafka's KafkaRaftClient and
-QuorumState).
+CandidateState, LeaderState and ResignedState) and the transitions between them (Kafka's
+KafkaRaftClient and QuorumState).
 
 A node never reads a clock, a socket or a file. The runtime calls `start`, `receive` (a
 request or a response, with the sender's id and the request's correlation id), `tick` at
