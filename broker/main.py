@@ -11,6 +11,7 @@ cannot be opened, an error nothing handled) with one last line naming it and sta
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import sys
 from functools import partial
@@ -60,6 +61,13 @@ def serve(args: argparse.Namespace) -> int:
         return 2
 
     logging.basicConfig(level=getattr(logging, args.log_level.upper()), format=LOG_FORMAT)
+    # The interpreter's and the broker's modules, classes and codecs live as long as the
+    # process: frozen, they are left out of every later full collection, which otherwise
+    # scans them each time and holds the event loop for it (a full collection while 3,000
+    # partitions were created took 45-60 ms, half that with these frozen). Collected first,
+    # so that no garbage is frozen with them.
+    gc.collect()
+    gc.freeze()
     try:
         broker = Broker(config)
         broker.open()

@@ -79,10 +79,19 @@ class MetadataCache:
         leader = self.leader(topic, index)
         return None if leader == NO_LEADER else self.endpoint(leader, listener)
 
-    def offline_replicas(self, partition: PartitionRegistration) -> list[int]:
-        """Replicas on a fenced broker, or on one whose log directory failed (Kafka's)."""
-        return [r for r in partition.replicas if not self.is_alive(r)
-                or not self.image.brokers[r].has_online_dir]
+    def online_broker_ids(self) -> frozenset[int]:
+        """The brokers whose replicas are online: registered, unfenced, with a log directory
+        online. Taken once for a response naming thousands of partitions."""
+        return frozenset(b.broker_id for b in self.image.brokers.values()
+                         if not b.fenced and b.has_online_dir)
+
+    def offline_replicas(self, partition: PartitionRegistration,
+                         online: frozenset[int] | None = None) -> list[int]:
+        """Replicas on a fenced broker, or on one whose log directory failed (Kafka's);
+        `online` is `online_broker_ids()` when the caller has it already."""
+        if online is None:
+            online = self.online_broker_ids()
+        return [r for r in partition.replicas if r not in online]
 
 
 def is_internal(topic: str) -> bool:

@@ -65,6 +65,15 @@ class PartitionChangeRecord:
     leader_recovery_state: int = -1
 
 
+def new_partition_isr(replicas: Sequence[int], active: Collection[int]) -> tuple[int, ...]:
+    """A new partition's ISR: its active replicas, in replica order (the first leads).
+    Placement has already refused a partition with no active replica."""
+    isr = tuple(r for r in replicas if r in active)
+    if not isr:
+        raise ValueError(f"no active broker among replicas {list(replicas)}")
+    return isr
+
+
 @dataclass(frozen=True)
 class PartitionRegistration:
     """A partition's state in the metadata image."""
@@ -82,9 +91,7 @@ class PartitionRegistration:
         """A partition as CreateTopics records it: the ISR is its active replicas, in
         replica order, and the first of them leads. Placement has already refused a
         partition with no active replica."""
-        isr = tuple(r for r in replicas if r in active)
-        if not isr:
-            raise ValueError(f"no active broker among replicas {list(replicas)}")
+        isr = new_partition_isr(replicas, active)
         return cls(replicas=tuple(replicas), isr=isr, leader=isr[0])
 
     @property

@@ -8,6 +8,16 @@ each one to the commit listeners (the broker's metadata publisher), metadata sna
 (written, loaded at start, installed from the leader), and `submit`, which runs one
 controller operation on the active controller and answers once its records commit.
 
+Large entries, in slices: an operation's entry of more than APPEND_CHUNK records is
+encoded, decoded and replayed a slice per turn of the event loop before it is appended,
+one operation at a time (the next one, and the controller's timers, wait for it), and its
+commit adopts the image so built; a committed large entry this node did not prepare (a
+follower's view, or one from before this controller's activation) is decoded and replayed
+the same way before it is applied and published, the commits after it waiting their turn.
+Committed entries are applied at most COMMIT_SLICE_RECORDS records per turn of the loop, so
+a restart's catch-up replay of a long log (published as one delta all the same) leaves the
+loop free to answer the other voters meanwhile.
+
 Snapshots, as Kafka's SnapshotGenerator and MetadataLoader: every node, voter or observer,
 writes one of its committed image (`broker.controller.snapshot`) when the records committed
 since its latest snapshot reach `metadata.log.max.record.bytes.between.snapshots`, or when
@@ -40,9 +50,12 @@ from typing import Any, Callable, Protocol
 import trio
 
 from broker import blocking
+from broker.chunking import chunks
 from broker.controller import raft
 from broker.controller.image import MetadataImage
-from broker.controller.quorum_controller import ControllerResult, QuorumController
+from broker.controller.quorum_controller import (
+    REPLAY_SLICE, ControllerResult, QuorumController,
+)
 from broker.controller.raft_batches import pack_records, unpack_records
 from broker.controller.raft_log import Snapshot
 from broker.controller.snapshot import encode_snapshot, load_snapshot
@@ -58,6 +71,8 @@ CommitListener = Callable[[int, Records, MetadataImage], None]
 # metadata.log.max.snapshot.interval.ms
 SNAPSHOT_MAX_BYTES = 20 * 1024 * 1024
 SNAPSHOT_INTERVAL_MS = 3_600_000
+# records of an entry encoded, decoded and replayed per turn of the event loop
+APPEND_CHUNK = REPLAY_SLICE
 
 _RESPONSES = (raft.VoteResponse, raft.BeginQuorumEpochResponse, raft.EndQuorumEpochResponse,
               raft.FetchResponse, raft.FetchSnapshotResponse)
@@ -142,6 +157,15 @@ class QuorumRuntime:
         self._inbound: dict[int, _Inbound] = {}
         self._next_inbound = 1 << 30  # apart from the node's own correlation ids
         self._pending: dict[int, tuple[trio.Event, list]] = {}  # entry offset -> waiter
+        # entry offset -> (the controller's image before it, after it, its decoded records)
+        # of the entries this controller appended: the commit adopts them rather than
+        # decoding and replaying the entry again, if the committed image is the one the
+        # entry was appended on
+        self._appended: dict[int, tuple[MetadataImage, MetadataImage, Records]] = {}
+        # set while an operation's large entry is prepared a chunk per turn of the loop:
+        # other operations and the controller's timers wait for it (one at a time)
+        self._preparing: trio.Event | None = None
+        self._decoding: int | None = None  # a committed entry's offset, decoded in chunks
         self._wakeup = trio.Event()
         self._activate_wanted = False
         self._nursery: trio.Nursery | None = None
@@ -196,6 +220,7 @@ class QuorumRuntime:
                     self._apply(self.node.tick(now))
                 self._maybe_snapshot(now)
                 if self.active and self.controller is not None and self.node.is_leader \
+                        and self._preparing is None \
                         and now >= self.controller.next_deadline():
                     for result in self.controller.tick(now):
                         if result.records and self.active:
@@ -342,10 +367,18 @@ class QuorumRuntime:
                 self._commit_backlog = True
                 self._wake()
                 break
-            records: Records = [] if entry.control else decode_entry(entry.record)
+            appended = self._appended.pop(entry.offset, None)
+            if entry.control:
+                records: Records = []
+            elif appended is not None and appended[0] is self.committed_image:
+                self.committed_image, records = appended[1], appended[2]
+            elif self._decode_later(entry.offset, entry.record):
+                break  # a large entry: committed once decoded, a chunk per turn
+            else:
+                records = decode_entry(entry.record)
+                self.committed_image = self.committed_image.replay(records)
             budget -= max(1, len(records))
             if records:
-                self.committed_image = self.committed_image.replay(records)
                 self._bytes_since_snapshot += len(entry.record)
                 if self._unsnapshotted_since_ms is None:
                     self._unsnapshotted_since_ms = self.now_ms()
@@ -367,6 +400,40 @@ class QuorumRuntime:
                      len(records), self._catch_up_s * 1000)
             self._publish(records, offsets)  # still catching_up: listeners can tell
             self.catching_up = False
+
+    def _decode_later(self, offset: int, record: bytes) -> bool:
+        """Whether a committed entry (another controller's, or from before this one's
+        activation) is large enough to decode and replay a chunk per turn of the event loop
+        rather than at once; its commit, and the commits after it, then wait for that. Not
+        while catching up: a restart's replay is published as one delta anyway."""
+        if self.catching_up or self._nursery is None:
+            return False
+        if self._decoding == offset:
+            return True
+        frames = unpack_records(record)
+        if len(frames) <= APPEND_CHUNK:
+            return False
+        self._decoding = offset
+        self._nursery.start_soon(self._decode_committed, offset, frames)
+        return True
+
+    async def _decode_committed(self, offset: int, frames: list[bytes]) -> None:
+        before = image = self.committed_image
+        records: Records = []
+        try:
+            for chunk in chunks(frames, APPEND_CHUNK):
+                await trio.lowlevel.checkpoint()
+                decoded: Records = [tuple(decode_metadata_record(f)) for f in chunk]
+                image = image.replay(decoded)
+                records.extend(decoded)
+        finally:
+            self._decoding = None
+        # a snapshot installed meanwhile replaced the committed image: the commit decodes
+        # the entry again if it still needs it, and one past the snapshot never does
+        if offset >= self.applied_offset:
+            self._appended[offset] = (before, image, records)
+        self._commit_to(self.node.high_watermark)
+        self._wake()
 
     def _publish(self, records: Records, offsets: list[int]) -> None:
         for listener in self.listeners:
@@ -484,6 +551,7 @@ class QuorumRuntime:
         self.active = False
         if self.controller is not None:
             self.controller.reset(self.committed_image)
+        self._appended = {}
         pending, self._pending = self._pending, {}
         for event, failed in pending.values():
             failed.append(NotController(leader))
@@ -495,7 +563,16 @@ class QuorumRuntime:
         assert self.controller is not None
         framed = [encode_metadata_record(t, v, body) for t, v, body in records]
         # replay what the followers will replay, so the active image cannot drift from theirs
-        self.controller.replay([tuple(decode_metadata_record(f)) for f in framed])
+        decoded: Records = [tuple(decode_metadata_record(f)) for f in framed]
+        before = self.controller.image
+        return self._append_prepared(framed, decoded, before, before.replay(decoded), now_ms)
+
+    def _append_prepared(self, framed: list[bytes], decoded: Records, before: MetadataImage,
+                         after: MetadataImage, now_ms: int) -> tuple[int, trio.Event, list]:
+        """Append an entry whose records are encoded and decoded already, and whose replay
+        takes the controller's image from `before` (its image now) to `after`."""
+        assert self.controller is not None
+        self.controller.image = after
         offset = self.node.log.end_offset
         try:
             effects = self.node.append(self.epoch, [pack_records(framed)], now_ms)
@@ -504,22 +581,59 @@ class QuorumRuntime:
             raise NotController(self.node.leader_id) from None
         waiter: tuple[trio.Event, list] = (trio.Event(), [])
         self._pending[offset] = waiter
+        self._appended[offset] = (before, after, decoded)
         self._apply(effects)
         return offset, waiter[0], waiter[1]
+
+    async def _append_large(self, records, now_ms: int) -> tuple[int, trio.Event, list]:
+        """`_append` of an entry of many records: encoded, decoded and replayed
+        APPEND_CHUNK at a time, the event loop serving other work between chunks (a run of
+        records replayed in pieces gives the image one replay of them all would)."""
+        assert self.controller is not None
+        preparing = self._preparing = trio.Event()
+        try:
+            before = after = self.controller.image
+            framed: list[bytes] = []
+            decoded: Records = []
+            for chunk in chunks(records, APPEND_CHUNK):
+                await trio.lowlevel.checkpoint()
+                f = [encode_metadata_record(t, v, body) for t, v, body in chunk]
+                d: Records = [tuple(decode_metadata_record(x)) for x in f]
+                after = after.replay(d)
+                framed.extend(f)
+                decoded.extend(d)
+            # the leadership lost meanwhile (and perhaps won again, the image rebuilt): the
+            # records were decided on an image that is no longer this controller's
+            if (not self.active or self.controller is None or not self.node.is_leader
+                    or self.controller.image is not before):
+                raise NotController(self.leader_id)
+            return self._append_prepared(framed, decoded, before, after, now_ms)
+        finally:
+            self._preparing = None
+            preparing.set()
+            self._wake()  # the controller's timers that came due meanwhile
 
     async def submit(self, operation: Callable[[QuorumController, int, int], ControllerResult]
                      ) -> Any:
         """Run `operation(controller, now_ms, next_offset)` on the active controller and
-        return its response once its records are committed (at once if it wrote none)."""
+        return its response once its records are committed (at once if it wrote none).
+
+        One operation at a time: one whose entry is large prepares it over several turns
+        of the event loop, and the next operation (and the controller's timers) waits until
+        it is appended, so that each decides on the image the one before it left."""
+        while self._preparing is not None:
+            await self._preparing.wait()
         if not self.active or self.controller is None or not self.node.is_leader:
             raise NotController(self.leader_id)
         now = self.now_ms()
         result = operation(self.controller, now, self.node.log.end_offset)
         if not result.records:
             return result.response
-        _offset, event, failed = self._append(result.records, now)
+        if len(result.records) > APPEND_CHUNK:
+            _offset, event, failed = await self._append_large(result.records, now)
+        else:
+            _offset, event, failed = self._append(result.records, now)
         await event.wait()
         if failed:
             raise failed[0]
         return result.response
-

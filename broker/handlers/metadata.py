@@ -197,12 +197,13 @@ def _topic(ctx: RequestContext, cache: MetadataCache, name, allow_auto: bool) ->
             return _unknown(ErrorCode.LEADER_NOT_AVAILABLE, name)  # being created
         return _unknown(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
     partitions = []
+    online = cache.online_broker_ids()
     for index, p in sorted(info.partitions.items()):
         partitions.append({
             "error_code": ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else ErrorCode.NONE,
             "partition_index": index, "leader_id": p.leader, "leader_epoch": p.leader_epoch,
             "replica_nodes": list(p.replicas), "isr_nodes": list(p.isr),
-            "offline_replicas": cache.offline_replicas(p)})
+            "offline_replicas": cache.offline_replicas(p, online)})
     return {
         "error_code": ErrorCode.NONE,
         "name": info.name,

@@ -10,9 +10,13 @@ import trio
 
 from broker.controller import raft
 from broker.controller.metadata_log import MetadataLogStore
-from broker.controller.quorum_controller import ControllerSettings, QuorumController
-from broker.controller.runtime import NotController, QuorumRuntime
+from broker.controller.image import MetadataImage, MetadataImageError
+from broker.controller.quorum_controller import (
+    ControllerResult, ControllerSettings, QuorumController,
+)
+from broker.controller.runtime import APPEND_CHUNK, NotController, QuorumRuntime, decode_entry
 from protocol.errors import ErrorCode
+from tests.broker.controller.test_runtime_snapshots import VOTERS, Network, make_runtime, wait_for
 from protocol.messages import BROKER_REGISTRATION, request_body
 from protocol.metadata_records import MetadataRecordType as T
 
@@ -162,4 +166,172 @@ async def test_a_long_replay_leaves_the_loop_free_to_answer_the_quorum(tmp_path,
         nursery.cancel_scope.cancel()
     assert deltas[0] == (True, logged)  # one delta, every record of the log
     assert runtime.committed_image == expected
+    runtime.store.close()
+
+
+def topic_entry(name: str, partitions: int) -> ControllerResult:
+    """An operation's result: a topic and its partitions (led by broker 0), one entry."""
+    topic_id = uuid.uuid4()
+    records = [(int(T.TOPIC_RECORD), 0, {"name": name, "topic_id": topic_id})] + [
+        (int(T.PARTITION_RECORD), 0, {"partition_id": i, "topic_id": topic_id,
+                                      "replicas": [0], "isr": [0], "leader": 0})
+        for i in range(partitions)]
+    return ControllerResult(tuple(records), {"created": name})
+
+
+async def wait_until(predicate, turns: int = 10_000) -> None:
+    for _ in range(turns):
+        if predicate():
+            return
+        await trio.lowlevel.checkpoint()
+    raise AssertionError("condition not met")
+
+
+LARGE = 3 * APPEND_CHUNK + 1  # partitions: an entry prepared over several turns
+
+
+async def test_a_large_entry_is_prepared_over_several_turns_and_commits_as_one(tmp_path):
+    """The event loop serves other tasks between the chunks of a large entry's encoding and
+    replay, and the entry still commits whole, its image the one a standby replaying the
+    log builds."""
+    runtime = runtime_of(tmp_path)
+    published = []
+    runtime.listeners.append(lambda offset, records, image: published.append(records))
+    turns_while_preparing = 0
+
+    async def other_work(done: trio.Event) -> None:
+        nonlocal turns_while_preparing
+        while not done.is_set():
+            if runtime._preparing is not None:
+                turns_while_preparing += 1
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(runtime.run)
+        done = trio.Event()
+        nursery.start_soon(other_work, done)
+        response = await runtime.submit(lambda c, now, offset: topic_entry("big", LARGE))
+        done.set()
+        assert response == {"created": "big"}
+        nursery.cancel_scope.cancel()
+    assert turns_while_preparing >= 2
+    entries = [records for records in published
+               if any(t == T.PARTITION_RECORD for t, _, _ in records)]
+    assert len(entries) == 1 and len(entries[0]) == LARGE + 1
+    topic = runtime.committed_image.topic("big")
+    assert topic is not None and sorted(topic.partitions) == list(range(LARGE))
+    replayed = MetadataImage.EMPTY
+    for entry in runtime.node.log.read(runtime.node.log.start_offset, 1 << 62):
+        if not entry.control:
+            replayed = replayed.replay(decode_entry(entry.record))
+    assert replayed == runtime.committed_image == runtime.controller.image
+    runtime.store.close()
+
+
+async def test_an_operation_submitted_while_a_large_entry_is_prepared_runs_after_it(tmp_path):
+    """One operation at a time: the second decides on the image the large one left."""
+    runtime = runtime_of(tmp_path)
+    seen: list[bool] = []
+
+    def second(c, now, offset):
+        seen.append(c.image.topic("big") is not None)
+        return topic_entry("small", 1)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(runtime.run)
+        nursery.start_soon(runtime.submit, lambda c, now, offset: topic_entry("big", LARGE))
+        await wait_until(lambda: runtime._preparing is not None)
+        assert await runtime.submit(second) == {"created": "small"}
+        nursery.cancel_scope.cancel()
+    assert seen == [True]
+    big, small = runtime.committed_image.topic("big"), runtime.committed_image.topic("small")
+    assert big is not None and small is not None
+    runtime.store.close()
+
+
+async def test_a_large_entry_whose_leadership_is_lost_while_prepared_is_not_appended(tmp_path):
+    runtime = runtime_of(tmp_path, voters=(0, 1, 2))
+    elect_three(runtime)
+    end = runtime.node.log.end_offset
+    outcome: list[BaseException] = []
+
+    async def create() -> None:
+        try:
+            await runtime.submit(lambda c, now, offset: topic_entry("big", LARGE))
+        except NotController as e:
+            outcome.append(e)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(create)
+        await wait_until(lambda: runtime._preparing is not None)
+        runtime.resign()
+    assert len(outcome) == 1
+    assert runtime.node.log.end_offset == end
+    assert runtime.controller is not None and runtime.controller.image.topic("big") is None
+    runtime.store.close()
+
+
+async def test_followers_commit_a_large_entry_over_several_turns_and_publish_it_once(
+        tmp_path):
+    """A follower decodes and replays another controller's large entry a chunk per turn of
+    the event loop too, then publishes it whole; every voter ends with the same image.
+    (Trio's real clock: a task taking a turn at every checkpoint would stop an autojump
+    clock from reaching Raft's timers.)"""
+    network = Network()
+    runtimes = {i: make_runtime(tmp_path / str(i), i, VOTERS) for i in VOTERS}
+    published: dict[int, list[list]] = {i: [] for i in VOTERS}
+    for i, r in runtimes.items():
+        r.listeners.append(lambda offset, records, image, i=i: published[i].append(records))
+    turns_while_decoding = 0
+
+    async def other_work(done: trio.Event) -> None:
+        nonlocal turns_while_decoding
+        while not done.is_set():
+            if any(r._decoding is not None for r in runtimes.values()):
+                turns_while_decoding += 1
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        for r in runtimes.values():
+            await network.start(nursery, r)
+        await wait_for(lambda: network.leader() is not None)
+        done = trio.Event()
+        nursery.start_soon(other_work, done)
+        await network.submit(lambda c, now, offset: topic_entry("big", LARGE))
+        leader = network.leader()
+        assert leader is not None
+        await wait_for(lambda: all(r.applied_offset >= leader.applied_offset
+                                   and r.committed_image.topic("big") is not None
+                                   for r in runtimes.values()))
+        done.set()
+        nursery.cancel_scope.cancel()
+    assert turns_while_decoding >= 2
+    for i, r in runtimes.items():
+        entries = [records for records in published[i]
+                   if any(t == T.PARTITION_RECORD for t, _, _ in records)]
+        assert [len(e) for e in entries] == [LARGE + 1], i
+        assert r.committed_image == leader.committed_image
+        r.store.close()
+
+
+async def test_a_large_entry_with_a_record_the_image_refuses_fails_and_appends_nothing(
+        tmp_path):
+    """The operation leaves a large entry's replay to the runtime; a record the image
+    refuses fails the operation there, before anything is appended."""
+    runtime = runtime_of(tmp_path)
+    entry = topic_entry("big", LARGE)
+    refused = (int(T.PARTITION_CHANGE_RECORD), 0, {
+        "partition_id": LARGE + 5, "topic_id": entry.records[0][2]["topic_id"], "leader": 0})
+    async with trio.open_nursery() as nursery:
+        await nursery.start(runtime.run)
+        end, image = runtime.node.log.end_offset, runtime.controller.image
+        with pytest.raises(MetadataImageError):
+            await runtime.submit(lambda c, now, offset: ControllerResult(
+                entry.records + (refused,), None))
+        assert runtime.node.log.end_offset == end
+        assert runtime.controller.image is image
+        # and the next operation runs
+        assert await runtime.submit(lambda c, now, offset: topic_entry("small", 1)) == {
+            "created": "small"}
+        nursery.cancel_scope.cancel()
     runtime.store.close()
