@@ -4,9 +4,9 @@ Owns: the quorum's messages (named field for field after Kafka's VoteRequest,
 BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest's replica fields and
 FetchSnapshotRequest, and their responses, flattened to the one partition
 `__cluster_metadata-0`), the effects a node asks its runtime to carry out, the epoch states
-(Kafka's UnattachedState, which also stands for VotedState, FollowerState, CandidateState,
-LeaderState and ResignedState) and the transitions between them (Kafka's KafkaRaftClient and
-QuorumState).
+(Kafka's UnattachedState, which also stands for VotedState, FollowerState, ProspectiveState,
+CandidateState, LeaderState and ResignedState) and the transitions between them (Kafka's
+KafkaRaftClient and QuorumState).
 
 A node never reads a clock, a socket or a file. The runtime calls `start`, `receive` (a
 request or a response, with the sender's id and the request's correlation id), `tick` at
@@ -18,6 +18,13 @@ the log (flushed before the next effect, as KafkaRaftClient flushes before it an
 election timeout) comes from an injected RNG, so a seeded run replays exactly.
 
 The rules, as Kafka's KRaft applies them:
+- Pre-vote (KIP-996): a voter that would stand first becomes prospective and asks the others
+  with a Vote request marked pre_vote, at its current epoch. Answering one changes nothing
+  on the receiver; a follower that heard from its leader within the fetch timeout refuses,
+  as do the leader and a resigned leader; everyone else grants if the log is as up to date.
+  Only a majority of pre-votes makes it a candidate; refused by a majority, or timed out, it
+  goes back to following the leader it knew (or waits unattached). So a voter that was cut
+  off, or whose process stalled past its timers, cannot unseat a healthy leader.
 - Static voters; a candidate bumps the epoch, votes for itself and asks the others. A voter
   grants at most one vote per epoch (persisted before it answers), and only to a candidate
   whose log is at least as up to date as its own, comparing (last epoch, end offset).
@@ -33,8 +40,9 @@ The rules, as Kafka's KRaft applies them:
   only past the leader's epoch start offset: entries of older epochs commit only through an
   entry of the leader's own epoch (Raft's commitment rule, LeaderState.maybeUpdateHighWatermark).
 - A follower that hears nothing from its leader for controller.quorum.fetch.timeout.ms
-  becomes a candidate; an unattached voter after its randomised election timeout
-  (controller.quorum.election.timeout.ms plus up to as much again); a leader that has not
+  becomes prospective; so does an unattached voter after its randomised election timeout
+  (controller.quorum.election.timeout.ms plus up to as much again), and a candidate whose
+  election failed, after its backoff; a leader that has not
   been fetched from by a majority for 1.5 fetch timeouts resigns (check quorum), sending
   EndQuorumEpoch with its preferred successors, most caught-up first.
 """
@@ -87,6 +95,9 @@ class VoteRequest:
     last_offset_epoch: int
     last_offset: int  # the candidate's log end offset, as KafkaRaftClient sends it
     voter_id: int = NO_ID
+    # KIP-996: would you vote for me? Asked at the sender's current epoch, never its next;
+    # answering it changes nothing on the receiver (Vote v2's PreVote)
+    pre_vote: bool = False
 
 
 @dataclass(frozen=True)
@@ -260,7 +271,27 @@ class FollowerState:
     in_flight: int | None = None  # the correlation id of the one outstanding fetch
     fetching_snapshot: SnapshotId | None = None
     snapshot_bytes: bytearray = field(default_factory=bytearray)
+    # when the leader last answered a fetch; None until it has, or once it resigned. A
+    # follower that heard from its leader within the fetch timeout refuses pre-votes.
+    fetched_at: int | None = None
     name = "Follower"
+
+
+@dataclass
+class ProspectiveState:
+    """Kafka's ProspectiveState (KIP-996): the node would stand, and first asks the voters
+    whether they would vote for it (pre-votes), still in its current epoch. Only a majority
+    of pre-votes makes it a candidate, which bumps the epoch; nothing here is persisted."""
+    epoch: int
+    election_deadline: int
+    leader_id: int = NO_ID  # the leader it followed in this epoch, if any
+    voted_id: int = NO_ID  # the vote it gave in this epoch, if any
+    retries: int = 1
+    granted: set[int] = field(default_factory=set)
+    rejected: set[int] = field(default_factory=set)
+    in_flight: set[int] = field(default_factory=set)  # correlation ids of our pre-votes
+    resend_deadline: int = 0
+    name = "Prospective"
 
 
 @dataclass
@@ -307,7 +338,8 @@ class ResignedState:
     name = "Resigned"
 
 
-EpochState = Union[UnattachedState, FollowerState, CandidateState, LeaderState, ResignedState]
+EpochState = Union[UnattachedState, FollowerState, ProspectiveState, CandidateState, LeaderState,
+                   ResignedState]
 
 
 # -- the node ---------------------------------------------------------------------------------
@@ -337,7 +369,7 @@ class RaftNode:
 
     @property
     def leader_id(self) -> int:
-        if isinstance(self.state, FollowerState):
+        if isinstance(self.state, (FollowerState, ProspectiveState)):
             return self.state.leader_id
         if isinstance(self.state, (LeaderState, ResignedState)):
             return self.node_id
@@ -366,6 +398,8 @@ class RaftNode:
         if isinstance(st, CandidateState):
             if st.backoff_until is not None:
                 return st.backoff_until
+            return min(st.election_deadline, st.resend_deadline)
+        if isinstance(st, ProspectiveState):
             return min(st.election_deadline, st.resend_deadline)
         if isinstance(st, LeaderState):
             deadlines = [st.begin_resend_deadline] + [p.deadline for p in st.parked.values()]
@@ -412,21 +446,26 @@ class RaftNode:
         if isinstance(st, UnattachedState):
             if now_ms >= st.election_deadline:
                 if self.is_voter:
-                    self._to_candidate(now_ms, out)
+                    self._to_prospective(now_ms, out)
                 else:  # a non-voter waits to hear of a leader
                     st.election_deadline = now_ms + self._election_timeout()
         elif isinstance(st, FollowerState):
             if now_ms >= st.fetch_deadline:
                 if self.is_voter:
-                    self._to_candidate(now_ms, out)
+                    self._to_prospective(now_ms, out)
                 else:
                     self._to_unattached(st.epoch, now_ms, out)
             elif now_ms >= st.request_deadline:
                 self._send_fetch(now_ms, out)  # the last one timed out, or a backoff ended
+        elif isinstance(st, ProspectiveState):
+            if now_ms >= st.election_deadline:
+                self._prospective_lost(now_ms, out)
+            elif now_ms >= st.resend_deadline:
+                self._send_vote_requests(now_ms, out)
         elif isinstance(st, CandidateState):
             if st.backoff_until is not None:
                 if now_ms >= st.backoff_until:
-                    self._to_candidate(now_ms, out)
+                    self._to_prospective(now_ms, out)
             elif now_ms >= st.election_deadline:
                 st.backoff_until = now_ms + self._election_backoff(st.retries)
             elif now_ms >= st.resend_deadline:
@@ -444,7 +483,7 @@ class RaftNode:
         else:
             if now_ms >= st.election_deadline:
                 if self.is_voter:
-                    self._to_candidate(now_ms, out)
+                    self._to_prospective(now_ms, out)
                 else:  # no longer a voter: a later epoch must not name it leader again
                     self._to_unattached(st.epoch + 1, now_ms, out)
             elif now_ms >= st.resend_deadline:
@@ -547,8 +586,40 @@ class RaftNode:
         out.append(LeaderChanged(leader_id, epoch))
         self._send_fetch(now_ms, out)
 
+    def _to_prospective(self, now_ms: int, out: list) -> None:
+        """Ask for pre-votes before standing (KIP-996): a voter that was cut off from a
+        healthy leader (partitioned, or its process stalled past the fetch timeout) must not
+        unseat it by bumping the epoch; the voters still hearing from the leader refuse."""
+        st = self.state
+        retries = st.retries + 1 if isinstance(st, CandidateState) else 1
+        leader_id = st.leader_id if isinstance(st, FollowerState) else NO_ID
+        before = self.leader_id
+        self._leave_state()
+        es = self.election
+        voted = es.voted_id if es.epoch == self.epoch else NO_ID
+        self.state = ProspectiveState(self.epoch, now_ms + self._election_timeout(), leader_id,
+                                      voted, retries, granted={self.node_id})
+        if before != leader_id:
+            out.append(LeaderChanged(leader_id, self.epoch))  # a resigned leader leads no more
+        if len(self.state.granted) >= self.config.majority:
+            self._to_candidate(now_ms, out)
+        else:
+            self._send_vote_requests(now_ms, out)
+
+    def _prospective_lost(self, now_ms: int, out: list) -> None:
+        """A majority refused the pre-vote, or it timed out: back to the leader we followed,
+        whose fetch answers decide whether we stand again, or wait unattached."""
+        st = self.state
+        assert isinstance(st, ProspectiveState)
+        if st.leader_id != NO_ID:
+            self._to_follower(st.epoch, st.leader_id, now_ms, out)
+        else:
+            self.state = UnattachedState(st.epoch, now_ms + self._election_timeout(),
+                                         st.voted_id)
+
     def _to_candidate(self, now_ms: int, out: list) -> None:
-        retries = self.state.retries + 1 if isinstance(self.state, CandidateState) else 1
+        st = self.state
+        retries = st.retries if isinstance(st, (CandidateState, ProspectiveState)) else 1
         self._leave_state()
         epoch = self.epoch + 1
         self.state = CandidateState(epoch, now_ms + self._election_timeout(), retries,
@@ -599,7 +670,7 @@ class RaftNode:
             else:
                 self._to_unattached(epoch, now_ms, out)
         elif (epoch == self.epoch and leader_id not in (NO_ID, self.node_id)
-              and isinstance(self.state, (UnattachedState, CandidateState))):
+              and isinstance(self.state, (UnattachedState, ProspectiveState, CandidateState))):
             self._to_follower(epoch, leader_id, now_ms, out)
 
     def _handle_common_response(self, error: ErrorCode, leader_id: int, epoch: int,
@@ -639,13 +710,17 @@ class RaftNode:
 
     def _send_vote_requests(self, now_ms: int, out: list) -> None:
         st = self.state
-        assert isinstance(st, CandidateState)
+        assert isinstance(st, (CandidateState, ProspectiveState))
+        pre_vote = isinstance(st, ProspectiveState)
         st.resend_deadline = now_ms + self.config.request_timeout_ms
         for voter in self._others():
             if voter not in st.granted and voter not in st.rejected:
-                out.append(Send(voter, self._correlation_id(), VoteRequest(
+                cid = self._correlation_id()
+                if isinstance(st, ProspectiveState):
+                    st.in_flight.add(cid)
+                out.append(Send(voter, cid, VoteRequest(
                     st.epoch, self.node_id, self.log.last_fetched_epoch, self.log.end_offset,
-                    voter)))
+                    voter, pre_vote)))
 
     def _log_up_to_date(self, last_offset_epoch: int, last_offset: int) -> bool:
         return (last_offset_epoch, last_offset) >= (self.log.last_fetched_epoch,
@@ -653,11 +728,24 @@ class RaftNode:
 
     def _can_grant_vote(self, candidate_id: int, up_to_date: bool) -> bool:
         st = self.state
-        if isinstance(st, UnattachedState):
+        if isinstance(st, (UnattachedState, ProspectiveState)):
             if st.voted_id != NO_ID:
                 return st.voted_id == candidate_id
+            if isinstance(st, ProspectiveState) and st.leader_id != NO_ID:
+                return False
             return up_to_date
         return False  # a follower, leader or resigned leader of this epoch; or a candidate
+
+    def _can_grant_pre_vote(self, up_to_date: bool, now_ms: int) -> bool:
+        """Whether we would vote for a replica with such a log if it stood (KIP-996). A
+        vote already given this epoch does not matter: a candidate asks in the next one."""
+        st = self.state
+        if isinstance(st, (LeaderState, ResignedState)):
+            return False
+        if isinstance(st, FollowerState) and st.fetched_at is not None and (
+                now_ms < st.fetched_at + self.config.fetch_timeout_ms):
+            return False  # our leader is alive: nobody need stand
+        return up_to_date
 
     def _validate_voter_only(self, remote_id: int, epoch: int) -> ErrorCode:
         if epoch < self.epoch:
@@ -676,11 +764,19 @@ class RaftNode:
             out.append(Send(source, cid, VoteResponse(error, self.leader_id, self.epoch, False)))
             return
         if req.candidate_epoch > self.epoch:
+            # learning of a later epoch is safe whatever the request; a pre-vote is asked
+            # at an epoch its sender already is in
             self._to_unattached(req.candidate_epoch, now_ms, out)
         up_to_date = self._log_up_to_date(req.last_offset_epoch, req.last_offset)
+        if req.pre_vote:  # answered from our state, which it leaves as it is
+            granted = self._can_grant_pre_vote(up_to_date, now_ms)
+            out.append(Send(source, cid, VoteResponse(E.NONE, self.leader_id, self.epoch,
+                                                      granted)))
+            return
         granted = self._can_grant_vote(req.candidate_id, up_to_date)
         st = self.state
-        if granted and isinstance(st, UnattachedState) and st.voted_id == NO_ID:
+        if granted and isinstance(st, (UnattachedState, ProspectiveState)) and (
+                st.voted_id == NO_ID):
             self._to_voted(req.candidate_id, now_ms, out)  # persisted before the answer
         out.append(Send(source, cid, VoteResponse(E.NONE, self.leader_id, self.epoch, granted)))
 
@@ -689,6 +785,9 @@ class RaftNode:
                                         now_ms, out):
             return
         st = self.state
+        if isinstance(st, ProspectiveState):
+            self._on_pre_vote_response(source, cid, resp, now_ms, out)
+            return
         if resp.error_code != E.NONE or not isinstance(st, CandidateState):
             return
         if resp.leader_epoch != st.epoch or source not in self.config.voters:
@@ -702,6 +801,26 @@ class RaftNode:
             lost = len(self.config.voters) - len(st.rejected) < self.config.majority
             if lost and st.backoff_until is None:
                 st.backoff_until = now_ms + self._election_backoff(st.retries)
+
+    def _on_pre_vote_response(self, source, cid, resp: VoteResponse, now_ms, out) -> None:
+        st = self.state
+        assert isinstance(st, ProspectiveState)
+        # only answers to this round's pre-votes count: a late answer to the real vote of
+        # an election we lost at this epoch says nothing of the voters' leader now
+        if cid not in st.in_flight or source not in self.config.voters:
+            return
+        st.in_flight.discard(cid)
+        if resp.error_code != E.NONE or resp.leader_epoch != st.epoch:
+            return
+        if resp.vote_granted:
+            st.granted.add(source)
+            st.rejected.discard(source)
+            if len(st.granted) >= self.config.majority:
+                self._to_candidate(now_ms, out)
+        else:
+            st.rejected.add(source)
+            if len(self.config.voters) - len(st.rejected) < self.config.majority:
+                self._prospective_lost(now_ms, out)
 
     # -- BeginQuorumEpoch and EndQuorumEpoch ----------------------------------------------
 
@@ -756,6 +875,7 @@ class RaftNode:
             if isinstance(st, FollowerState) and st.leader_id == req.leader_id:
                 # the most caught-up successor stands first (strict exponential backoff)
                 st.fetch_deadline = now_ms + self._end_epoch_backoff(req.preferred_successors)
+                st.fetched_at = None  # it resigned: grant its successor's pre-vote
         out.append(Send(source, cid, EndQuorumEpochResponse(error, self.leader_id, self.epoch)))
 
     def _end_epoch_backoff(self, successors: tuple[int, ...]) -> int:
@@ -937,6 +1057,7 @@ class RaftNode:
             st.request_deadline = now_ms + self.config.retry_backoff_ms
             return None
         st.fetch_deadline = now_ms + self.config.fetch_timeout_ms
+        st.fetched_at = now_ms
         return st
 
     def _on_fetch_response(self, source, cid, resp: FetchResponse, now_ms, out) -> None:

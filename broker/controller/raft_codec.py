@@ -38,8 +38,12 @@ METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID
 
 # The version we send of each: v1 carries the voter ids raft.py's messages hold (KIP-853's
 # directory ids and endpoints travel as zeros and empty lists); Fetch v17 is what a 3.9
-# quorum speaks, topic id and ReplicaState included.
-VERSIONS: dict[int, int] = {VOTE: 1, BEGIN_QUORUM_EPOCH: 1, END_QUORUM_EPOCH: 1, FETCH: 17,
+# quorum speaks, topic id and ReplicaState included. Vote v2 carries KIP-996's PreVote. We
+# send it to every voter without asking ApiVersions first: a quorum's voters are all
+# minibroker nodes of one build (peers never negotiate versions, see broker.net.peer). Were
+# a voter ever older, a pre-vote sent at v1 would lose its flag and be taken for a vote,
+# so a mixed quorum would need an ApiVersions handshake first, as Kafka's NetworkChannel has.
+VERSIONS: dict[int, int] = {VOTE: 2, BEGIN_QUORUM_EPOCH: 1, END_QUORUM_EPOCH: 1, FETCH: 17,
                             FETCH_SNAPSHOT: 1}
 
 # KafkaRaftClient's MAX_FETCH_SIZE_BYTES: the leader caps its answer by its own config
@@ -78,7 +82,7 @@ def _vote_request(m: raft.VoteRequest, cluster_id: str | None) -> dict:
         "partition_index": METADATA_PARTITION, "candidate_epoch": m.candidate_epoch,
         "candidate_id": m.candidate_id, "candidate_directory_id": ZERO_UUID,
         "voter_directory_id": ZERO_UUID, "last_offset_epoch": m.last_offset_epoch,
-        "last_offset": m.last_offset})}
+        "last_offset": m.last_offset, "pre_vote": m.pre_vote})}
 
 
 def _vote_response(m: raft.VoteResponse) -> dict:
@@ -247,7 +251,8 @@ def request_from_wire(api_key: int, body: Mapping, cluster_id: str | None = None
     if api_key == VOTE:
         p = _only_partition(body["topics"], "topic_name", "partition_index")
         return raft.VoteRequest(p.candidate_epoch, p.candidate_id, p.last_offset_epoch,
-                                p.last_offset, body.get("voter_id", NO_ID))
+                                p.last_offset, body.get("voter_id", NO_ID),
+                                bool(p.get("pre_vote", False)))  # v0-1: always a vote
     if api_key == BEGIN_QUORUM_EPOCH:
         p = _only_partition(body["topics"], "topic_name", "partition_index")
         return raft.BeginQuorumEpochRequest(p.leader_id, p.leader_epoch,

@@ -14,6 +14,9 @@ one operation at a time (the next one, and the controller's timers, wait for it)
 commit adopts the image so built; a committed large entry this node did not prepare (a
 follower's view, or one from before this controller's activation) is decoded and replayed
 the same way before it is applied and published, the commits after it waiting their turn.
+Committed entries are applied at most COMMIT_SLICE_RECORDS records per turn of the loop, so
+a restart's catch-up replay of a long log (published as one delta all the same) leaves the
+loop free to answer the other voters meanwhile.
 
 Snapshots, as Kafka's SnapshotGenerator and MetadataLoader: every node, voter or observer,
 writes one of its committed image (`broker.controller.snapshot`) when the records committed
@@ -120,6 +123,13 @@ def decode_entry(record: bytes) -> Records:
     return [tuple(decode_metadata_record(r)) for r in unpack_records(record)]
 
 
+# Records applied to the committed image per turn of the event loop. A restart replaying a
+# long log (100,000 records take about a second) would otherwise hold the loop past the
+# quorum's timers, and no Fetch answer or Vote would be read meanwhile; between slices
+# the loop answers the other voters.
+COMMIT_SLICE_RECORDS = 5000
+
+
 class QuorumRuntime:
     def __init__(self, node: raft.RaftNode, store: LogStore, controller: QuorumController | None,
                  transport: Transport | None, *, legacy: Any = None,
@@ -140,6 +150,7 @@ class QuorumRuntime:
         self._catch_up_records: Records = []
         self._catch_up_waiters: list[int] = []
         self._catch_up_s = 0.0  # spent replaying and loading before the first publish
+        self._commit_backlog = False  # committed entries left for the loop's next turn
         self.listeners: list[CommitListener] = []
         self.leader_listeners: list[Callable[[int, int], None]] = []
         self._emit = on_controller_event or (lambda *a, **k: None)
@@ -201,6 +212,9 @@ class QuorumRuntime:
                 with trio.move_on_at(deadline / 1000 if deadline < math.inf else math.inf):
                     await self._wakeup.wait()
                 self._wakeup = trio.Event()
+                if self._commit_backlog:
+                    self._commit_backlog = False
+                    self._commit_to(self.node.high_watermark)
                 now = self.now_ms()
                 if now >= self.node.next_deadline():
                     self._apply(self.node.tick(now))
@@ -338,12 +352,20 @@ class QuorumRuntime:
         Publishing every historical entry instead would hand the local replicas leader
         epochs they have long left behind (a partition's first registration says epoch 0),
         and a replica told to lead at an old epoch would cut its leader-epoch history back
-        to it. From then on every entry is published as it commits."""
+        to it. From then on every entry is published as it commits.
+
+        At most about COMMIT_SLICE_RECORDS records are applied per call; the rest is left
+        to the run loop's next turns, so other tasks run in between."""
         started = time.perf_counter()
         start = self.applied_offset
         entries = self.node.log.read(start, 1 << 62) if high_watermark > start else ()
+        budget = COMMIT_SLICE_RECORDS
         for entry in entries:
             if entry.offset >= high_watermark:
+                break
+            if budget <= 0:
+                self._commit_backlog = True
+                self._wake()
                 break
             appended = self._appended.pop(entry.offset, None)
             if entry.control:
@@ -355,6 +377,7 @@ class QuorumRuntime:
             else:
                 records = decode_entry(entry.record)
                 self.committed_image = self.committed_image.replay(records)
+            budget -= max(1, len(records))
             if records:
                 self._bytes_since_snapshot += len(entry.record)
                 if self._unsnapshotted_since_ms is None:

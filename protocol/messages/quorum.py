@@ -5,6 +5,8 @@ Owns their declarations only. Voters send them to each other on the controller l
 (the metadata log itself is replicated with Fetch, api key 1); DescribeQuorum is also what
 kafka-metadata-quorum.sh asks any node. Every version Kafka defines is declared: v0 is what
 a 3.7 quorum speaks, v1 (v2 for DescribeQuorum) adds KIP-853's directory ids and endpoints.
+Vote v2 (Kafka 4.0, KIP-996) adds PreVote; it is newer than the reference copy of Kafka's
+JSON the cross-check reads, so tests/protocol/test_kraft_messages.py checks it by hand.
 Each partition entry names the one metadata partition, `__cluster_metadata`-0.
 """
 
@@ -40,8 +42,10 @@ _EPOCH_RESPONSE_FIELDS = [
     F("node_endpoints", _NODE_ENDPOINTS, "1+", tag=0),
 ]
 
+# v2 renamed the candidate_* fields replica_* (a pre-vote's sender is no candidate yet); the
+# wire layout is the same, so the names stay those of v0-1, which the cross-check compares.
 VoteRequest = Message(
-    "VoteRequest", api_key=52, valid="0-1", flexible="0+", fields=[
+    "VoteRequest", api_key=52, valid="0-2", flexible="0+", fields=[
         F("cluster_id", "string", nullable="0+"),
         F("voter_id", "int32", "1+", default=-1),
         F("topics", [
@@ -54,12 +58,14 @@ VoteRequest = Message(
                 F("voter_directory_id", "uuid", "1+"),
                 F("last_offset_epoch", "int32"),
                 F("last_offset", "int64"),
+                F("pre_vote", "bool", "2+"),
             ]),
         ]),
     ])
 
+# v2 is v1: it only says the sender understands pre-votes
 VoteResponse = Message(
-    "VoteResponse", api_key=52, valid="0-1", flexible="0+", fields=[
+    "VoteResponse", api_key=52, valid="0-2", flexible="0+", fields=[
         F("error_code", "int16"),
         F("topics", [
             F("topic_name", "string"),

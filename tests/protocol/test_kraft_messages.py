@@ -104,6 +104,32 @@ def test_vote_request_v0_bytes():
     assert quorum.VoteRequest.parse(expected, 0).topics[0].partitions[0].last_offset == 41
 
 
+def test_vote_v2_adds_pre_vote_after_the_last_offset():
+    # Kafka 4.0's VoteRequest v2 (KIP-996), newer than the reference copy the spec
+    # cross-check reads: one bool at the end of each partition, nothing else changed
+    partition = {"partition_index": 0, "candidate_epoch": 3, "candidate_id": 2,
+                 "candidate_directory_id": uuid.UUID(int=5), "voter_directory_id": uuid.UUID(int=6),
+                 "last_offset_epoch": 2, "last_offset": 41}
+    body = {"cluster_id": "c", "voter_id": 1,
+            "topics": [{"topic_name": METADATA_TOPIC, "partitions": [partition]}]}
+    v1 = quorum.VoteRequest.build(body, 1)
+    pre_vote = dict(body, topics=[{"topic_name": METADATA_TOPIC,
+                                   "partitions": [dict(partition, pre_vote=True)]}])
+    v2 = quorum.VoteRequest.build(pre_vote, 2)
+    tail = b"\x00" + b"\x00" + b"\x00"  # the partition's, topic's and request's tagged fields
+    assert v1.endswith((41).to_bytes(8, "big") + tail)
+    assert v2 == v1[:-len(tail)] + b"\x01" + tail
+    assert quorum.VoteRequest.parse(v2, 2).topics[0].partitions[0].pre_vote is True
+    assert quorum.VoteRequest.build(body, 2) == v1[:-len(tail)] + b"\x00" + tail  # default
+    assert "pre_vote" not in quorum.VoteRequest.parse(v1, 1).topics[0].partitions[0]
+    assert quorum.VoteRequest.versions.high == quorum.VoteResponse.versions.high == 2
+    # the answer to a pre-vote is a v1 answer: v2 only says its sender knows pre-votes
+    answer = {"error_code": 0, "topics": [{"topic_name": METADATA_TOPIC, "partitions": [
+        {"partition_index": 0, "error_code": 0, "leader_id": 1, "leader_epoch": 4,
+         "vote_granted": False}]}]}
+    assert quorum.VoteResponse.build(answer, 2) == quorum.VoteResponse.build(answer, 1)
+
+
 def test_begin_quorum_epoch_v0_is_not_flexible_and_v1_is():
     body = {"cluster_id": None, "topics": [{"topic_name": "t", "partitions": [
         {"partition_index": 0, "leader_id": 1, "leader_epoch": 9}]}]}

@@ -163,6 +163,12 @@ def _messages():
 STABLE_SINCE_THE_SNAPSHOT = {"ConsumerGroupHeartbeat"}
 
 
+# Versions newer than the reference copy that kafka-python's newer copy lacks too (it ships
+# no quorum APIs): checked byte by byte in tests/protocol/test_kraft_messages.py instead.
+# Vote v2 is Kafka 4.0's PreVote (test_vote_v2_adds_pre_vote_after_the_last_offset).
+CHECKED_BY_HAND = {"VoteRequest", "VoteResponse"}
+
+
 @pytest.mark.parametrize("message,folder", list(_messages()), ids=lambda m: getattr(m, "name", ""))
 def test_declaration_matches_kafka_spec(message: Message, folder: str):
     spec = _load(message.name, folder)
@@ -172,6 +178,8 @@ def test_declaration_matches_kafka_spec(message: Message, folder: str):
     versions = range(ours.low, min(ours.high, snapshot_high) + 1)
     _check(message, folder, spec, versions, lambda name: _load(name, folder))
     if ours.high > snapshot_high:
+        if message.name in CHECKED_BY_HAND:
+            return  # neither copy has them (kafka-python ships no quorum APIs)
         # released since the reference copy: checked against the newer one
         if NEWER_SPEC is None or not (NEWER_SPEC / f"{message.name}.json").is_file():
             pytest.skip(f"{message.name} v{snapshot_high + 1}+ needs a newer copy of Kafka's "

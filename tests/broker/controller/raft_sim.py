@@ -17,7 +17,9 @@ snapshot or fault) and raises `Violation` when:
   offset, or goes backwards within one incarnation;
 - a committed entry is truncated from a node that held it, or a snapshot's image differs
   from the committed prefix;
-- a node becomes leader without every entry committed so far (leader completeness).
+- a node becomes leader without every entry committed so far (leader completeness);
+- answering a pre-vote changes the receiver's state (role, epoch, leader, persisted
+  election state), unless the pre-vote named a later epoch.
 After the chaos phase the network heals and every crashed node restarts; the schedule then fails
 unless an entry appended after healing is committed and every node's high watermark covers
 it within `liveness_bound_ms` of virtual time.
@@ -39,7 +41,7 @@ from broker.controller.raft import (AppendEntries, BeginQuorumEpochResponse,
                                     FetchSnapshotResponse, IllegalStateError,
                                     InstallSnapshot, NotLeaderError, PersistElectionState,
                                     QuorumConfig, RaftNode, Send, SnapshotTaken, TruncateTo,
-                                    VoteResponse)
+                                    VoteRequest, VoteResponse)
 from broker.controller.raft_log import RaftLog, Snapshot
 
 RESPONSES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse, FetchResponse,
@@ -92,6 +94,19 @@ class InvariantChecker:
         self.completeness_checked: set[tuple[int, int]] = set()
         self.leader_elections = 0
         self.counts: Counter[str] = Counter()  # effects seen, to show what a run exercised
+
+    def pre_vote_answered(self, node: RaftNode, request: VoteRequest, before: tuple,
+                          effects: list) -> None:
+        """A pre-vote changes nothing on its receiver (KIP-996), unless it names a later
+        epoch, which the receiver then learns as it would from any message."""
+        answer = [e.message for e in effects if isinstance(e, Send)][-1]
+        self.counts["PreVoteGranted" if answer.vote_granted else "PreVoteRefused"] += 1
+        if request.candidate_epoch > before[1]:
+            return
+        if (node.role, node.epoch, node.leader_id, node.election) != before or any(
+                isinstance(e, PersistElectionState) for e in effects):
+            raise Violation(f"a pre-vote of epoch {request.candidate_epoch} changed node "
+                            f"{node.node_id} from {before} to {(node.role, node.epoch)}")
 
     def restarted(self, node: RaftNode) -> None:
         self.last_hw[node.node_id] = node.high_watermark
@@ -383,7 +398,10 @@ class Simulation:
             self._apply(destination, node.receive(source, correlation_id, message, self.now))
             return
         self._request_incarnation[(destination, source, correlation_id)] = incarnation
+        before = (node.role, node.epoch, node.leader_id, node.election)
         effects = node.receive(source, correlation_id, message, self.now)
+        if isinstance(message, VoteRequest) and message.pre_vote:
+            self.checker.pre_vote_answered(node, message, before, effects)
         self._apply(destination, effects, (source, correlation_id, incarnation))
 
     def _on_tick(self, node_id: int, token: int) -> None:

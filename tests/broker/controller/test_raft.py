@@ -13,7 +13,7 @@ from broker.controller.quorum_state import ElectionState, QuorumStateError
 from broker.controller.raft import (AppendEntries, BeginQuorumEpochRequest,
                                     EndQuorumEpochRequest, FetchRequest, FetchResponse,
                                     FetchSnapshotRequest, FetchSnapshotResponse, HighWatermark, IllegalStateError,
-                                    InstallSnapshot, LeaderIdAndEpoch, NotLeaderError,
+                                    InstallSnapshot, LeaderChanged, LeaderIdAndEpoch, NotLeaderError,
                                     PersistElectionState, QuorumConfig, RaftNode, Send,
                                     TruncateTo, VoteRequest, VoteResponse, EpochEndOffset)
 from broker.controller.raft_log import Entry, RaftLog, Snapshot, SnapshotId
@@ -44,11 +44,24 @@ def only(effects, kind) -> Send:
     return found[0]
 
 
+def to_candidate(node: RaftNode, effects: list, now: int = 0) -> list:
+    """Grant a prospective node one pre-vote (of the requests in `effects`): a candidate."""
+    assert node.role == "Prospective", node.role
+    request = sent(effects, VoteRequest)[0]
+    assert request.message.pre_vote and request.message.candidate_epoch == node.epoch
+    more = node.receive(request.destination, request.correlation_id,
+                        VoteResponse(ErrorCode.NONE, -1, node.epoch, True), now)
+    assert node.role == "Candidate"
+    return more
+
+
 def elect(node: RaftNode, now: int = 0) -> list:
-    """Run node to candidate by its election timeout and grant it one vote."""
+    """Run node to prospective by its election timeout, grant it one pre-vote and then one
+    vote."""
     node.start(now)
     effects = node.tick(node.next_deadline())
-    request = sent(effects, VoteRequest)[0]
+    effects += to_candidate(node, effects, now)
+    request = [s for s in sent(effects, VoteRequest) if not s.message.pre_vote][0]
     voter = request.destination
     effects += node.receive(voter, request.correlation_id,
                             VoteResponse(ErrorCode.NONE, -1, node.epoch, True), now)
@@ -343,7 +356,19 @@ def test_a_leader_nobody_fetches_from_resigns_and_names_its_successor():
     follower.start(3000)
     follower.receive(0, 9, request, 3100)
     assert follower.next_deadline() == 3100  # first in line: stands at once
-    follower.tick(3100)
+    effects = follower.tick(3100)
+    assert follower.role == "Prospective" and follower.epoch == 1
+    # voter 1 heard the resignation too: it grants the pre-vote though it fetched lately
+    voter = make_node(node_id=1, election=ElectionState(1, 0, voters=VOTERS))
+    fetch = only(voter.start(3000), FetchRequest)
+    voter.receive(0, fetch.correlation_id, FetchResponse(
+        ErrorCode.NONE, LeaderIdAndEpoch(0, 1), high_watermark=0), 3050)
+    voter.receive(0, 10, request, 3100)
+    pre_vote = [s for s in sent(effects, VoteRequest) if s.destination == 1][0]
+    answer = only(voter.receive(2, pre_vote.correlation_id, pre_vote.message, 3100),
+                  VoteResponse)
+    assert answer.message.vote_granted and voter.role == "Follower"
+    follower.receive(1, pre_vote.correlation_id, answer.message, 3100)
     assert follower.role == "Candidate" and follower.epoch == 2
 
 
@@ -404,9 +429,9 @@ def test_an_answer_to_an_abandoned_fetch_is_ignored():
 def test_a_vote_answer_from_an_older_epoch_does_not_count():
     node = make_node()
     node.start(0)
-    node.tick(node.next_deadline())  # candidate in epoch 1
+    to_candidate(node, node.tick(node.next_deadline()))  # candidate in epoch 1
     node.tick(node.next_deadline())  # the election timed out: backing off
-    node.tick(node.next_deadline())  # candidate in epoch 2
+    to_candidate(node, node.tick(node.next_deadline()))  # candidate in epoch 2
     assert node.role == "Candidate" and node.epoch == 2
     node.receive(1, 1, VoteResponse(ErrorCode.NONE, -1, 1, True), 0)
     assert not node.is_leader
@@ -430,7 +455,7 @@ def test_a_follower_that_cannot_reach_its_leader_at_all_stands_at_once():
     node.receive(0, 4, BeginQuorumEpochRequest(0, 3, 1), 10)
     assert node.leader_unreachable(2, 20) == [] and node.role == "Follower"  # not its leader
     effects = node.leader_unreachable(0, 20)
-    assert node.role == "Candidate" and node.epoch == 4
+    assert node.role == "Prospective" and node.epoch == 3
     assert {s.destination for s in sent(effects, VoteRequest)} == {0, 2}
 
 
@@ -444,3 +469,148 @@ def test_an_observer_follows_a_leader_it_is_told_of_and_fetches():
     voter = make_node(node_id=2, epochs=[1])
     voter.start(0)
     assert voter.observe_leader(1, 3, 10) == [] and voter.leader_id == -1
+
+
+# -- pre-vote (KIP-996) -----------------------------------------------------------------------
+
+class Cluster:
+    """Voters wired with a lossless, instant network and one injected clock. A stalled node
+    neither ticks nor receives: what is sent to it waits, as bytes wait in its socket while
+    its event loop is blocked."""
+
+    def __init__(self, **config):
+        self.nodes = {i: make_node(i, seed=i, **config) for i in VOTERS}
+        self.now = 0
+        self.stalled: set[int] = set()
+        self.waiting: list[tuple[int, Send]] = []
+        for node in self.nodes.values():
+            self.deliver(node.node_id, node.start(0))
+
+    def deliver(self, source: int, effects: list) -> None:
+        queue = [(source, s) for s in sent(effects)]
+        while queue:
+            src, send = queue.pop(0)
+            if send.destination in self.stalled:
+                self.waiting.append((src, send))
+                continue
+            out = self.nodes[send.destination].receive(src, send.correlation_id,
+                                                       send.message, self.now)
+            queue += [(send.destination, s) for s in sent(out)]
+
+    def run_until(self, until: int) -> None:
+        while True:
+            live = [n for i, n in self.nodes.items() if i not in self.stalled]
+            node = min(live, key=lambda n: n.next_deadline())
+            if node.next_deadline() > until:
+                self.now = until
+                return
+            self.now = max(self.now, node.next_deadline())
+            self.deliver(node.node_id, node.tick(self.now))
+
+    def resume(self, node_id: int) -> None:
+        """The stalled node's loop runs again: its timers are all overdue, so it ticks
+        first, then reads what waited for it."""
+        self.stalled.discard(node_id)
+        self.deliver(node_id, self.nodes[node_id].tick(self.now))
+        waiting, self.waiting = self.waiting, []
+        for src, send in waiting:
+            self.deliver(src, [send])
+
+    def leader(self) -> RaftNode:
+        leaders = [n for n in self.nodes.values() if n.is_leader]
+        assert len(leaders) == 1, [(n.node_id, n.role, n.epoch) for n in self.nodes.values()]
+        return leaders[0]
+
+
+def test_a_follower_that_stalls_past_its_timers_does_not_unseat_a_healthy_leader():
+    cluster = Cluster()
+    cluster.run_until(5000)
+    leader = cluster.leader()
+    epoch = leader.epoch
+    stalled = next(i for i in VOTERS if i != leader.node_id)
+    other = next(i for i in VOTERS if i not in (leader.node_id, stalled))
+    assert cluster.nodes[stalled].role == "Follower"
+    cluster.stalled.add(stalled)
+    # its loop is blocked (a long catch-up replay) past the fetch and election timeouts
+    cluster.run_until(cluster.now + 3 * cluster.nodes[stalled].config.fetch_timeout_ms)
+    assert cluster.nodes[stalled].next_deadline() < cluster.now
+    cluster.resume(stalled)
+    # it asked for pre-votes, was refused by the leader and by the follower that still
+    # hears from it, and went back to following without bumping the epoch
+    node = cluster.nodes[stalled]
+    assert node.role == "Follower" and node.leader_id == leader.node_id and node.epoch == epoch
+    assert cluster.leader() is leader and leader.epoch == epoch
+    cluster.run_until(cluster.now + 10_000)
+    assert cluster.leader() is leader and leader.epoch == epoch
+    assert cluster.nodes[other].epoch == epoch
+    assert node.log.end_offset == leader.log.end_offset
+
+
+def test_a_pre_vote_leaves_the_receiver_as_it_was():
+    node = make_node(epochs=[1], election=ElectionState(3, voted_id=1, voters=VOTERS))
+    node.start(0)
+    effects = node.receive(2, 7, VoteRequest(3, 2, 1, 1, 0, pre_vote=True), 10)
+    answer = only(effects, VoteResponse).message
+    # it voted for 1 in epoch 3, yet would vote for 2 were 2 to stand in epoch 4
+    assert answer.vote_granted and answer.leader_epoch == 3
+    assert not [e for e in effects if isinstance(e, PersistElectionState)]
+    assert node.role == "Voted" and node.election.voted_id == 1
+    stale = only(node.receive(2, 8, VoteRequest(3, 2, 0, 0, 0, pre_vote=True), 10),
+                 VoteResponse).message
+    assert not stale.vote_granted  # a log behind ours: refused, as a vote would be
+
+
+def test_a_follower_refuses_pre_votes_while_its_leader_answers_its_fetches():
+    node = make_node(node_id=1, epochs=[1], fetch_timeout_ms=2000)
+    node.start(0)
+    fetch = only(node.receive(0, 4, BeginQuorumEpochRequest(0, 3, 1), 10), FetchRequest)
+    node.receive(0, fetch.correlation_id, FetchResponse(ErrorCode.NONE, LeaderIdAndEpoch(0, 3),
+                                       high_watermark=1), 100)
+
+    def pre_vote(now):
+        return only(node.receive(2, 9, VoteRequest(3, 2, 1, 1, 1, pre_vote=True), now),
+                    VoteResponse).message
+
+    assert not pre_vote(1500).vote_granted and node.role == "Follower"
+    # no answer from the leader for a whole fetch timeout: it grants
+    assert pre_vote(2100).vote_granted and node.role == "Follower" and node.epoch == 3
+
+
+def test_a_leader_refuses_pre_votes():
+    leader = make_node()
+    elect(leader)
+    answer = only(leader.receive(1, 9, VoteRequest(leader.epoch, 1, 5, 5, 0, pre_vote=True),
+                                 10), VoteResponse).message
+    assert not answer.vote_granted and leader.is_leader
+
+
+def test_a_prospective_refused_by_a_majority_follows_its_leader_again():
+    node = make_node(node_id=1, epochs=[1])
+    node.start(0)
+    node.receive(0, 4, BeginQuorumEpochRequest(0, 3, 1), 10)
+    effects = node.tick(node.next_deadline())
+    assert node.role == "Prospective" and node.epoch == 3 and node.leader_id == 0
+    assert not [e for e in effects if isinstance(e, (PersistElectionState, LeaderChanged))]
+    requests = sent(effects, VoteRequest)
+    assert {r.destination for r in requests} == {0, 2}
+    assert all(r.message.pre_vote and r.message.candidate_epoch == 3 for r in requests)
+    refusal = VoteResponse(ErrorCode.NONE, 0, 3, False)
+    node.receive(requests[0].destination, requests[0].correlation_id, refusal, 2100)
+    assert node.role == "Prospective"  # one refusal of two: not lost yet
+    effects = node.receive(requests[1].destination, requests[1].correlation_id, refusal, 2100)
+    assert node.role == "Follower" and node.epoch == 3 and node.leader_id == 0
+    assert only(effects, FetchRequest).destination == 0
+
+
+def test_a_late_answer_to_an_old_vote_does_not_count_as_a_pre_vote():
+    node = make_node()
+    node.start(0)
+    effects = node.tick(node.next_deadline())
+    effects += to_candidate(node, effects)  # candidate in epoch 1
+    vote_request = [s for s in sent(effects, VoteRequest) if not s.message.pre_vote][0]
+    node.tick(node.next_deadline())  # the election timed out: backing off
+    node.tick(node.next_deadline())
+    assert node.role == "Prospective" and node.epoch == 1
+    node.receive(vote_request.destination, vote_request.correlation_id,
+                 VoteResponse(ErrorCode.NONE, -1, 1, True), 0)
+    assert node.role == "Prospective"

@@ -80,6 +80,16 @@ def test_every_request_round_trips(message):
         assert codec.request_from_wire(api_key, decoded, CLUSTER) == message, v
 
 
+def test_a_pre_vote_travels_as_vote_v2():
+    message = raft.VoteRequest(7, 1, 6, 12, voter_id=3, pre_vote=True)
+    api_key, version, body = codec.to_wire(message, CLUSTER)
+    assert (api_key, version) == (VOTE, 2)
+    assert codec.request_from_wire(VOTE, _over_the_wire(VOTE, 2, body), CLUSTER) == message
+    # before v2 there is no PreVote field: whatever arrives at v0 or v1 is a vote
+    old = codec.request_from_wire(VOTE, _over_the_wire(VOTE, 1, body), CLUSTER)
+    assert old == raft.VoteRequest(7, 1, 6, 12, voter_id=3, pre_vote=False)
+
+
 @pytest.mark.parametrize("message", RESPONSES, ids=repr)
 def test_every_response_round_trips(message):
     api_key, version, body = codec.to_wire(message)
@@ -155,10 +165,11 @@ def _leader_of_three() -> raft.RaftNode:
                          ElectionState(1, voters=(0, 1, 2)), log)
     node.start(0)
     effects = node.tick(node.next_deadline())
-    vote = next(e for e in effects if isinstance(e, raft.Send)
-                and isinstance(e.message, raft.VoteRequest))
-    node.receive(vote.destination, vote.correlation_id,
-                 raft.VoteResponse(E.NONE, -1, node.epoch, True), 0)
+    for _ in ("pre-vote", "vote"):
+        vote = next(e for e in effects if isinstance(e, raft.Send)
+                    and isinstance(e.message, raft.VoteRequest))
+        effects = node.receive(vote.destination, vote.correlation_id,
+                               raft.VoteResponse(E.NONE, -1, node.epoch, True), 0)
     assert node.is_leader
     # voter 1 fetches up to the leader's end: the entry of the new epoch commits
     node.receive(1, 99, raft.FetchRequest(1, node.epoch, node.log.end_offset, node.epoch,

@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from broker.controller.raft import RaftNode
+from broker.controller.raft import RaftNode, VoteRequest
 from tests.broker.controller.raft_sim import SimConfig, SimResult, Simulation, Violation
 
 CI_SCHEDULES = 300  # per quorum size; about a second or two each on a quiet machine
@@ -37,6 +37,7 @@ def report(label: str, voters: int, results: list[SimResult]) -> Counter:
           f"{steps} steps, {sum(r.elections for r in results)} leaders elected, "
           f"{sum(r.restarts for r in results)} restarts, {counts['TruncateTo']} truncations, "
           f"{counts['SnapshotTaken']} snapshots taken, {counts['InstallSnapshot']} installed, "
+          f"{counts['PreVoteGranted']} pre-votes granted, {counts['PreVoteRefused']} refused, "
           f"{sum(r.committed for r in results)} entries committed; after healing, a new "
           f"entry committed within {max(r.commit_ms for r in results)} virtual ms and "
           f"reached every node within {max(r.catch_up_ms for r in results)}")
@@ -56,6 +57,7 @@ def check(voters: int, results: list[SimResult], schedules: int) -> None:
     assert sum(r.restarts for r in results) > schedules
     assert counts["TruncateTo"] > 0
     assert counts["SnapshotTaken"] > 0 and counts["InstallSnapshot"] > 0
+    assert counts["PreVoteGranted"] > 0 and counts["PreVoteRefused"] > 0
 
 
 @pytest.mark.parametrize("voters", [3, 5])
@@ -93,6 +95,16 @@ class CommitsOlderEpochsByCounting(RaftNode):
         return True
 
 
+class TakesAPreVoteForARealOne(RaftNode):
+    """A planted bug: a voter that records the pre-vote it grants as its vote."""
+
+    def receive(self, source, correlation_id, message, now_ms):
+        out = super().receive(source, correlation_id, message, now_ms)
+        if isinstance(message, VoteRequest) and message.pre_vote and out[-1].message.vote_granted:
+            self._to_voted(message.candidate_id, now_ms, out)
+        return out
+
+
 def run_broken(broken, voters: int, seeds: range) -> list[str]:
     caught = []
     for seed in seeds:
@@ -110,6 +122,7 @@ def run_broken(broken, voters: int, seeds: range) -> list[str]:
     (GrantsVotesWithoutLookingAtTheLog, 30, 15, "committed"),
     # rarer: a restart must fall between two candidates' requests of one epoch
     (ForgetsItsVoteOnRestart, 500, 2, "two leaders in epoch"),
+    (TakesAPreVoteForARealOne, 10, 5, "a pre-vote of epoch"),
 ])
 def test_the_checker_catches_a_planted_bug(broken, schedules, at_least, expect):
     caught = run_broken(broken, 3, range(schedules))

@@ -37,12 +37,18 @@ def runtime_of(tmp_path, voters=(0,)) -> QuorumRuntime:
 
 
 def elect_three(runtime: QuorumRuntime) -> None:
-    """Make node 0 of voters (0, 1, 2) leader with one granted vote, no network."""
+    """Make node 0 of voters (0, 1, 2) leader with one granted pre-vote and then one
+    granted vote, no network."""
     node = runtime.node
     runtime._apply(node.start(0))
-    runtime._apply(node.tick(node.next_deadline()))
-    runtime._apply(node.receive(1, 0, raft.VoteResponse(ErrorCode.NONE, -1, node.epoch, True),
-                                node.next_deadline()))
+    effects = node.tick(node.next_deadline())
+    runtime._apply(effects)
+    for _ in ("pre-vote", "vote"):
+        request = next(e for e in effects if isinstance(e, raft.Send) and e.destination == 1)
+        effects = node.receive(1, request.correlation_id,
+                               raft.VoteResponse(ErrorCode.NONE, -1, node.epoch, True),
+                               node.next_deadline())
+        runtime._apply(effects)
     assert node.is_leader and runtime.active
 
 
@@ -113,6 +119,53 @@ async def test_a_restart_publishes_the_replayed_log_as_one_delta_then_entry_by_e
     assert [types.count(T.REGISTER_BROKER_RECORD) for _, types, _ in later
             if T.REGISTER_BROKER_RECORD in types] == [1, 1]
     assert not any(catching_up for catching_up, _, _ in later)
+    runtime.store.close()
+
+
+async def test_a_long_replay_leaves_the_loop_free_to_answer_the_quorum(tmp_path, monkeypatch):
+    """A restart's replay goes in slices, one per turn of the run loop: a Raft request that
+    arrives meanwhile is answered before the replay ends (a stalled loop would let the
+    node's own timers lapse and leave the other voters unanswered), and the listeners still
+    get the whole replay as one delta."""
+    from broker.controller import runtime as runtime_module
+    first = runtime_of(tmp_path)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(first.run)
+        for _ in range(6):  # six incarnations: six registration records
+            body = request_body(BROKER_REGISTRATION, 0, {
+                **{k: REGISTRATION[k] for k in ("broker_id", "cluster_id", "listeners",
+                                                 "features", "rack")},
+                "incarnation_id": uuid.uuid4()})
+            await first.submit(lambda c, now, offset, b=body: c.register_broker(b, now, offset))
+        nursery.cancel_scope.cancel()
+    first.store.close()
+    expected = first.committed_image
+    logged = sum(len(runtime_module.decode_entry(e.record))
+                 for e in first.node.log.read(0, 1 << 62) if not e.control)
+    assert logged > 6
+
+    monkeypatch.setattr(runtime_module, "COMMIT_SLICE_RECORDS", 1)
+    runtime = runtime_of(tmp_path)
+    published = trio.Event()
+    deltas = []
+
+    def listener(offset, records, image):
+        deltas.append((runtime.catching_up, len(records)))
+        published.set()
+
+    runtime.listeners.append(listener)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(runtime.run)
+        assert runtime.catching_up and not deltas  # the first slice only
+        vote = raft.VoteRequest(runtime.node.epoch, 5, 0, 0, 0, pre_vote=True)
+        answer = await runtime.handle_raft_request(5, vote, 5.0)
+        assert isinstance(answer, raft.VoteResponse)
+        assert runtime.catching_up  # answered mid-replay
+        with trio.fail_after(10):
+            await published.wait()
+        nursery.cancel_scope.cancel()
+    assert deltas[0] == (True, logged)  # one delta, every record of the log
+    assert runtime.committed_image == expected
     runtime.store.close()
 
 
