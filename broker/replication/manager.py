@@ -149,10 +149,20 @@ class ReplicaManager:
                 # a follower's fetch session holding the partition and not reading it at
                 # its last fetch says the follower was caught up then (KIP-227)
                 for session, key in sessions.holding(partition.topic, partition.index):
-                    if (session.replica_id >= 0
-                            and session.partitions[key].read_ms < session.last_used_ms):
-                        partition.state.on_follower_idle_fetch(session.replica_id,
-                                                               session.last_used_ms)
+                    follower = session.replica_id
+                    if follower < 0:
+                        continue
+                    if session.partitions[key].read_ms < session.last_used_ms:
+                        partition.state.on_follower_idle_fetch(follower, session.last_used_ms)
+                    # A follower outside the ISR that still fetches the partition and has
+                    # caught up is proposed here too, not only when a fetch names it: if
+                    # whatever should have brought the partition up at its fetches went
+                    # missing, it would otherwise stay out for good (Docker chaos seed 4).
+                    if (follower not in partition.isr
+                            and now_ms - session.last_used_ms <= lag):
+                        expand = partition.state.maybe_expand(follower)
+                        if expand is not None:
+                            self._propose(partition, expand)
                 change = partition.state.maybe_shrink(partition.log_end_offset, now_ms, lag)
                 if change is not None:
                     self._propose(partition, change)

@@ -223,7 +223,7 @@ class PartitionState:
         progress.last_fetch_ms = now_ms
         if broker_epoch >= 0:
             progress.broker_epoch = broker_epoch
-        expand = self._maybe_expand(replica_id)
+        expand = self.maybe_expand(replica_id)
         return FetchUpdate(self.maybe_increment_high_watermark(log_end_offset), expand)
 
     def on_follower_idle_fetch(self, replica_id: int, fetch_ms: int) -> None:
@@ -242,10 +242,13 @@ class PartitionState:
         progress.last_fetch_ms = fetch_ms
         progress.last_fetch_leader_leo = progress.log_end_offset
 
-    def _maybe_expand(self, replica_id: int) -> PendingIsrChange | None:
-        if replica_id in self.isr or self.pending is not None:
+    def maybe_expand(self, replica_id: int) -> PendingIsrChange | None:
+        """Propose the ISR with follower `replica_id` back in, when it is a replica outside
+        the ISR whose last fetch reached the HW and this leader's first offset."""
+        progress = self.followers.get(replica_id)
+        if (progress is None or not self.is_leader or replica_id in self.isr
+                or self.pending is not None):
             return None
-        progress = self.followers[replica_id]
         if (progress.log_end_offset < self.high_watermark
                 or progress.log_end_offset < self.leader_epoch_start_offset):
             return None

@@ -829,10 +829,10 @@ class ExpandBelowEpochStart(PartitionState):
     """Forgets KIP-101's second condition: a follower at the HW joins even if it lacks
     records the leader wrote before its election."""
 
-    def _maybe_expand(self, replica_id: int) -> PendingIsrChange | None:
+    def maybe_expand(self, replica_id: int) -> PendingIsrChange | None:
         start, self.leader_epoch_start_offset = self.leader_epoch_start_offset, -1
         try:
-            return super()._maybe_expand(replica_id)
+            return super().maybe_expand(replica_id)
         finally:
             self.leader_epoch_start_offset = start
 
@@ -840,10 +840,10 @@ class ExpandBelowEpochStart(PartitionState):
 class ExpandBelowHighWatermark(PartitionState):
     """Lets a follower join once it reaches the start of the leader's epoch only."""
 
-    def _maybe_expand(self, replica_id: int) -> PendingIsrChange | None:
+    def maybe_expand(self, replica_id: int) -> PendingIsrChange | None:
         hw, self.high_watermark = self.high_watermark, 0
         try:
-            return super()._maybe_expand(replica_id)
+            return super().maybe_expand(replica_id)
         finally:
             self.high_watermark = hw
 
