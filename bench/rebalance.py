@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from bench.common import BenchError
-from bench.events import CONSUMER_EVENT_ORDER as _RANK
+from spark_jobs.consumer_events import CONSUMER_EVENT_ORDER as _RANK
 from broker.events import read_events, read_jsonl
 
 

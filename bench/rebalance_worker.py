@@ -1,7 +1,7 @@
 """One consumer instance of `minibroker bench rebalance`, run as its own process.
 
 Owns the consumer side of the rolling-bounce benchmark: `ConsumerEventLog` (the JSON-lines
-writer of bench/events.py CONSUMER_EVENT_TYPES, checked against that declaration as the
+writer of spark_jobs/consumer_events.py CONSUMER_EVENT_TYPES, checked against that declaration as the
 broker's EventLog is) and the two consumer loops:
 
 - `minibroker`: our client.Consumer subscribed with partition_assignment_strategy ["range"]
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from bench.events import CONSUMER_EVENT_TYPES
+from spark_jobs.consumer_events import CONSUMER_EVENT_TYPES
 
 STRATEGIES = {"eager": "range", "cooperative": "cooperative-sticky"}
 AUTO_COMMIT_INTERVAL_S = 5.0  # Kafka's auto.commit.interval.ms

@@ -3,8 +3,9 @@ the jobs.
 
 Owns: the schema constants (RECORDS_SCHEMA, BATCHES_SCHEMA, OFFSET_COMMITS_SCHEMA,
 GROUP_METADATA_SCHEMA, EVENTS_SCHEMA, CONSUMER_EVENTS_SCHEMA), `schema_of` (the one mapping
-from the event schemas' declared JSON types, broker.events and bench.events, to Spark types), and the functions that load each
-table from a broker's data directory (or a rebalance bench's output directory).
+from the event schemas' declared JSON types, broker.events and consumer_events, to Spark
+types), and the functions that load each table from a broker's data directory (or a
+rebalance bench's output directory).
 
 Where a loader takes `data_dir`, a list (or tuple) of directories stands for the data
 directories of a cluster's brokers, one each: the log tables read each partition from one
@@ -24,7 +25,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, DataType, Dou
                                IntegerType, LongType, StringType, StructField, StructType,
                                TimestampType)
 
-from bench.events import CONSUMER_COMMON_FIELDS, CONSUMER_EVENT_TYPES
+from spark_jobs.consumer_events import CONSUMER_COMMON_FIELDS, CONSUMER_EVENT_TYPES
 from broker.events import COMMON_FIELDS, EVENT_TYPES
 
 __all__ = [

@@ -27,7 +27,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from bench.events import CONSUMER_EVENT_ORDER
+from spark_jobs.consumer_events import CONSUMER_EVENT_ORDER
 from spark_jobs.jobs import JobResult, lookup, ms_to_text
 
 __all__ = ["partition_pauses", "member_pauses", "consumer_throughput", "pause_totals",

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench import rebalance as bench
-from bench.events import CONSUMER_EVENT_TYPES
+from spark_jobs.consumer_events import CONSUMER_EVENT_TYPES
 
 INSTANCES, PARTITIONS = 3, 6
 # a short heartbeat keeps each bounce under a second; the windows are the bench's own

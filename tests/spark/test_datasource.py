@@ -11,7 +11,7 @@ import shutil
 import pytest
 from pyspark.sql import functions as F
 
-from bench.events import CONSUMER_EVENT_TYPES
+from spark_jobs.consumer_events import CONSUMER_EVENT_TYPES
 from spark_jobs import tables
 from spark_jobs.segments import find_segments, iter_rows, segment_ranges
 from tests.spark.conftest import CODECS, GROUP, MULTI_PARTITIONS, MULTI_TOPIC

@@ -4,9 +4,10 @@ Owns: `CONSUMER_EVENT_TYPES`, what each consumer of `minibroker bench rebalance`
 OUT/consumers/<instance>.jsonl (one JSON object a line: `CONSUMER_COMMON_FIELDS`, then the
 fields its type declares), and `CONSUMER_EVENT_ORDER`, how same-millisecond events sort.
 
-This module is a contract with spark_jobs (tables.CONSUMER_EVENTS_SCHEMA and the rebalances
-job read it), as broker/events.py is for the broker's own events; so it imports nothing of
-ours. The analysis joins the two logs: `instance` is the bench's name for the process
+This module is the contract between the bench, which writes these events, and spark_jobs
+(tables.CONSUMER_EVENTS_SCHEMA and the rebalances job read them), as broker/events.py is for
+the broker's own events; so it imports nothing of ours. It lives here, with its reader, so
+that spark_jobs imports nothing of bench/ (bench/ already reads spark_jobs). The analysis joins the two logs: `instance` is the bench's name for the process
 (c0..c9), `partitions` are "topic-partition" strings. Field types use broker/events.py's
 names ("string", "long", "array<string>", ...).
 """
