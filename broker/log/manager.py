@@ -11,8 +11,9 @@ Start-up (`open`): the marker is read and removed at once (so a crash from here 
 unclean), the checkpoints are read, every partition directory is loaded -- recovering the
 unflushed segments when the marker was missing; ``recovery_threads`` logs at a time, their
 fsyncs issued together once all are loaded, before the checkpoints move past them -- and a
-`RecoveryReport` is returned for each partition where something had to be recovered. `close` flushes everything, writes
-the checkpoints, then the marker, so its presence promises all three are durable.
+`RecoveryReport` is returned for each partition where something had to be recovered.
+`close` flushes everything, writes the checkpoints, then the marker, so its presence
+promises all three are durable.
 
 Topic deletion renames each partition directory to ``<topic>-<partition>.<uuid>-delete``
 (Kafka's name), fsyncs the data dir, then removes it. The rename makes deletion atomic
