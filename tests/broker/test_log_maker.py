@@ -170,3 +170,46 @@ async def test_a_log_being_made_is_not_a_stray_log(tmp_path, monkeypatch):
             await _served(inproc, "young")
         assert inproc.broker.partition("young", 0) is not None
         assert await _produce(inproc, "young") == ErrorCode.NONE
+
+
+async def _create_through_broker(inproc: InProcessBroker, name: str) -> ErrorCode:
+    """CreateTopics as a client sends it: to the broker, which forwards it and holds the
+    answer (broker.handlers.topics)."""
+    async with background_nursery() as nursery:
+        conn = BrokerConnection(inproc.broker.advertised.host, inproc.broker.advertised.port)
+        await conn.open(nursery)
+        resp = await conn.request(CREATE_TOPICS, {
+            "topics": [{"name": name, "num_partitions": 1, "replication_factor": -1,
+                        "assignments": [], "configs": []}],
+            "timeout_ms": 30_000, "validate_only": False}, version=CREATE_TOPICS_VERSION)
+        return ErrorCode(resp.body.topics[0].error_code)
+
+
+async def test_create_topics_answers_once_the_logs_here_are_made(tmp_path):
+    async with in_process_broker(tmp_path / "data") as inproc:
+        assert await _create_through_broker(inproc, "quick") == ErrorCode.NONE
+        assert inproc.broker.serves(["quick"])
+        assert await _produce(inproc, "quick") == ErrorCode.NONE
+
+
+async def test_create_topics_does_not_wait_long_for_logs_still_being_made(tmp_path,
+                                                                          monkeypatch):
+    """A creation whose logs take long (thousands of partitions) is answered once the image
+    shows it and LOGS_WAIT_S have passed, as Kafka's controller answers at commit; the
+    partition answers NOT_LEADER_OR_FOLLOWER until its log is made."""
+    from broker.handlers import topics
+    # the image's own wait may be long: only the logs' wait is short
+    monkeypatch.setattr(topics, "VISIBILITY_WAIT_S", WAIT_S * 10)
+    LOGS_WAIT_S = topics.LOGS_WAIT_S
+    async with in_process_broker(tmp_path / "data") as inproc:
+        with gate(monkeypatch) as g:
+            started = trio.current_time()
+            with trio.fail_after(LOGS_WAIT_S + WAIT_S):
+                assert await _create_through_broker(inproc, "held") == ErrorCode.NONE
+            assert trio.current_time() - started >= LOGS_WAIT_S
+            assert g.made.is_set() and ("held", 0) in inproc.broker.creating
+            assert inproc.broker.metadata_cache.partition_count("held") == 1
+            assert await _produce(inproc, "held") == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            g.opened.set()
+            await _served(inproc, "held")
+        assert await _produce(inproc, "held") == ErrorCode.NONE
