@@ -622,14 +622,16 @@ class Broker:
 
     # -- data arrival, for long-polling fetches -------------------------------------------
 
-    def notify_data_arrived(self, topic: str, partition: int) -> None:
+    def notify_data_arrived(self, topic: str, partition: int,
+                            high_watermark_only: bool = False) -> None:
         """Wake the fetches waiting on this partition, and only those; the fetch sessions
         holding it read it at their next fetch (its data, HW, log start or leadership
-        moved: every change a fetch answer reports comes through here)."""
+        moved: every change a fetch answer reports comes through here). A move of the HW
+        alone does not wake followers' sessions (`FetchSessionCache.mark_changed`)."""
         for waiter in self._fetch_waiters.pop((topic, partition), ()):
             waiter.woken.add((topic, partition))
             waiter.event.set()
-        self.fetch_sessions.mark_changed(topic, partition)
+        self.fetch_sessions.mark_changed(topic, partition, high_watermark_only)
 
     async def wait_for_data(self, partitions: list[tuple[str, int]]) -> set[tuple[str, int]]:
         """Return when any of these partitions has an append (the caller bounds the wait):

@@ -301,12 +301,17 @@ class FetchSessionCache:
             if not watchers:
                 del self._watch[(p.topic, p.partition)]
 
-    def mark_changed(self, topic: str, partition: int) -> None:
+    def mark_changed(self, topic: str, partition: int, high_watermark_only: bool = False
+                     ) -> None:
         """The partition's data, HW, log start or leadership moved: every session holding
-        it reads it at its next fetch, and a fetch waiting on one of them wakes."""
+        it reads it at its next fetch, and a fetch waiting on one of them wakes. Except a
+        follower's on a move of the HW alone: a follower reads up to the log end, so the HW
+        gives it no bytes to answer with, and it learns the HW with its next answer (as
+        Kafka's DelayedFetch completes on bytes). Waking it for nothing cost the leader two
+        task switches per acknowledged produce, just as the produce's answer was due."""
         for session, key in self._watch.get((topic, partition), {}).items():
             session.changed.add(key)
-            if session.waker is not None:
+            if session.waker is not None and not (high_watermark_only and session.privileged):
                 session.waker()
 
     def holding(self, topic: str, partition: int) -> Iterable[tuple[FetchSession, Key]]:

@@ -125,7 +125,8 @@ class ReplicaManager:
         if update is None:
             return False
         if update.high_watermark_changed:
-            self.broker.notify_data_arrived(partition.topic, partition.index)
+            self.broker.notify_data_arrived(partition.topic, partition.index,
+                                            high_watermark_only=True)
         if update.expand is not None:
             self._propose(partition, update.expand)
         return True

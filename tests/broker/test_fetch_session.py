@@ -110,6 +110,23 @@ def test_a_moved_partition_marks_only_the_sessions_holding_it_and_wakes_their_fe
     assert a.changed == {("t", 0)} and woken == ["b", "b"]  # removal woke its fetch once
 
 
+def test_a_move_of_the_hw_alone_wakes_a_consumers_fetch_but_not_a_followers():
+    """A follower reads to the log end: the HW gives its waiting fetch nothing to answer
+    with. Both sessions still read the partition at their next fetch (to send the HW)."""
+    cache = FetchSessionCache()
+    consumer, follower = consumer_session(cache, T0), follower_session(cache, T0)
+    consumer.changed.clear()
+    follower.changed.clear()
+    woken: list[str] = []
+    consumer.waker = lambda: woken.append("consumer")
+    follower.waker = lambda: woken.append("follower")
+    cache.mark_changed("t", 0, high_watermark_only=True)
+    assert woken == ["consumer"]
+    assert consumer.changed == follower.changed == {("t", 0)}
+    cache.mark_changed("t", 0)  # records: both wake
+    assert sorted(woken) == ["consumer", "consumer", "follower"]
+
+
 def test_the_epoch_wraps_to_1_never_to_the_initial_0():
     assert next_epoch(0) == 1 and next_epoch(41) == 42
     assert next_epoch(2**31 - 1) == 1
