@@ -192,7 +192,10 @@ class QuorumRuntime:
 
     @staticmethod
     def now_ms() -> int:
-        return int(trio.current_time() * 1000)
+        # rounded, not truncated: woken at a deadline of D ms, the clock reads D / 1000 s,
+        # and D / 1000 * 1000 may fall just short of D; truncated, the timer was not yet
+        # due and the loop woke at once again (on a simulated clock, forever)
+        return round(trio.current_time() * 1000)
 
     # -- running -------------------------------------------------------------------------
 
@@ -207,7 +210,8 @@ class QuorumRuntime:
                 if self.fatal is not None:
                     raise self.fatal
                 deadline = min(self.node.next_deadline(), self._snapshot_deadline())
-                if self.active and self.controller is not None:
+                if self._controller_ticks():
+                    assert self.controller is not None
                     deadline = min(deadline, self.controller.next_deadline())
                 with trio.move_on_at(deadline / 1000 if deadline < math.inf else math.inf):
                     await self._wakeup.wait()
@@ -219,15 +223,23 @@ class QuorumRuntime:
                 if now >= self.node.next_deadline():
                     self._apply(self.node.tick(now))
                 self._maybe_snapshot(now)
-                if self.active and self.controller is not None and self.node.is_leader \
-                        and self._preparing is None \
-                        and now >= self.controller.next_deadline():
-                    for result in self.controller.tick(now):
+                controller = self.controller
+                if self._controller_ticks() and controller is not None \
+                        and now >= controller.next_deadline():
+                    for result in controller.tick(now):
                         if result.records and self.active:
                             try:
                                 self._append(result.records, now)
                             except NotController:
                                 break  # lost the leadership meanwhile: the next one ticks
+
+    def _controller_ticks(self) -> bool:
+        """Whether the active controller's timers run now. Only then is its next deadline
+        one to wake for: a deadline that came due while nothing may tick it (a batch being
+        prepared, the leadership just lost) made this loop spin without waiting, a core
+        burnt until the state moved on, and on a simulated clock time never moved on."""
+        return (self.active and self.controller is not None and self.node.is_leader
+                and self._preparing is None)
 
     async def _find_leader(self) -> None:
         """An observer hears of leaders from nobody (BeginQuorumEpoch goes to voters only):

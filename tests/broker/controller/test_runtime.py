@@ -335,3 +335,15 @@ async def test_a_large_entry_with_a_record_the_image_refuses_fails_and_appends_n
             "created": "small"}
         nursery.cancel_scope.cancel()
     runtime.store.close()
+
+
+async def test_the_runtime_clock_reads_a_deadline_as_due_once_woken_at_it(autojump_clock):
+    """The run loop waits with move_on_at(D / 1000) for a deadline of D ms, then ticks what
+    is due at now_ms(). Woken at D / 1000 s, now_ms() must read D: truncated, it read
+    D - 1 for some D, nothing was due, and the loop woke at once again (for ever on a
+    simulated clock, whose time moves only when every task waits)."""
+    clock = trio.lowlevel.current_clock()
+    assert isinstance(clock, trio.testing.MockClock)
+    for deadline_ms in range(1, 5000, 7):
+        await trio.sleep_until(deadline_ms / 1000)
+        assert QuorumRuntime.now_ms() == deadline_ms
