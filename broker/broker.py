@@ -55,7 +55,7 @@ from broker.replication.leader_epochs import LeaderEpochCache, new_log_cache, op
 from broker.replication.manager import ReplicaManager
 from broker.security.authorize import authorizer_for
 from broker.security.authenticator import ListenerSecurity
-from broker.security.peer import node_opener
+from broker.security.peer import Opener, node_opener
 from protocol.messages import ALLOCATE_PRODUCER_IDS, request_body
 from protocol.metadata_records import MetadataRecordType as T
 
@@ -82,7 +82,10 @@ def _vanished(old: Mapping[K, Any], new: Mapping[K, Any]) -> list[K]:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.time):
+    def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.time,
+                 dial: Opener | None = None):
+        """`clock`: the wall clock in seconds; `dial`: how connections to the other nodes
+        are opened (TCP when None). The simulation (sim/) gives its own of both."""
         self.config = config
         self.node_id: int = config.broker_id
         self.addresses = NodeAddresses.resolve(config)
@@ -99,10 +102,10 @@ class Broker:
             *([self.addresses.controller] if self.addresses.controller else []))}
         self.inter_broker_opener = node_opener(
             config, self.addresses, self.addresses.inter_broker,
-            "sasl.mechanism.inter.broker.protocol", f"replica-fetcher-{self.node_id}")
+            "sasl.mechanism.inter.broker.protocol", f"replica-fetcher-{self.node_id}", dial)
         self.controller_opener = None if self.addresses.single_node else node_opener(
             config, self.addresses, self.addresses.controller_listener_name,
-            "sasl.mechanism.controller.protocol", f"minibroker-{self.node_id}")
+            "sasl.mechanism.controller.protocol", f"minibroker-{self.node_id}", dial)
         self.data_dir = config.log_dirs
         self._clock = clock
         self.events = EventLog(self.data_dir, self.node_id,

@@ -505,9 +505,18 @@ async def _check_free(host: str, port: int, what: str) -> None:
         raise _listen_failure(host, port, what, e) from e
 
 
+Listen = Callable[[str, int, str], Awaitable[list]]
+
+
 async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
-                install_signal_handlers: bool = True) -> None:
+                install_signal_handlers: bool = True, listen: Listen | None = None,
+                stop: Callable[[], Awaitable[str]] | None = None) -> None:
     """Run until SIGTERM/SIGINT (or cancellation), then drain and close cleanly.
+
+    The one wiring of a node, used by `minibroker serve` and by the simulation (sim/),
+    which gives `listen` (host, port, what -> trio Listeners; TCP sockets when None, after
+    checking the client ports are free) and `stop` (returns the reason to stop; the
+    signals when None).
 
     Start-up order, as a KRaft node starts: the controller listener (other voters need it to
     elect anyone), the quorum, then registration; the client listener opens only once the
@@ -519,11 +528,12 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
     reason = "cancelled"
     addresses = broker.addresses
     config = broker.config
+    bind: Listen = listen if listen is not None else _listen
     try:
         reason = "cannot listen"
         controller_listeners = []
         if addresses.controller is not None:
-            controller_listeners = await _listen(addresses.controller.host,
+            controller_listeners = await bind(addresses.controller.host,
                                                  addresses.controller.port,
                                                  " (controller listener)")
         metrics_listeners = []
@@ -531,7 +541,7 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
             # open from the start: a node still catching up, or fenced, is worth watching
             metrics_listeners = await _listen(config.metrics_host, config.metrics_port,
                                               " (metrics.port)")
-        if addresses.is_broker:
+        if addresses.is_broker and listen is None:
             for endpoint in addresses.clients:
                 await _check_free(endpoint.host, endpoint.port, "")
         reason = "cancelled"
@@ -561,7 +571,7 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
                         await broker.lifecycle.unfenced.wait()
                         reason = "cannot listen"
                         for endpoint in addresses.clients:
-                            bound = await _listen(endpoint.host, endpoint.port, "")
+                            bound = await bind(endpoint.host, endpoint.port, "")
                             listeners.extend(bound)
                             # each connection knows its listener: answers name the
                             # addresses advertised on that one (inside or outside a
@@ -575,7 +585,8 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
                                      endpoint.host, endpoint.port, endpoint.name)
                         reason = "cancelled"
                     task_status.started(server)
-                    reason = await _wait_for_stop(install_signal_handlers)
+                    reason = await (stop() if stop is not None
+                                    else _wait_for_stop(install_signal_handlers))
                     await broker.stop_gracefully()
                     accepting.cancel_scope.cancel()  # stop accepting; finish what is in flight
                 for listener in listeners:

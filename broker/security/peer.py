@@ -70,12 +70,15 @@ async def sasl_login(stream: trio.abc.Stream, mechanism: str, username: str, pas
 
 
 def node_opener(config: BrokerConfig, addresses: NodeAddresses, listener: str,
-                mechanism_property: str, client_id: str) -> Opener | None:
-    """The opener for connections to other nodes' `listener`; None for PLAINTEXT (plain
-    TCP, PeerChannel's default)."""
+                mechanism_property: str, client_id: str, dial: Opener | None = None
+                ) -> Opener | None:
+    """The opener for connections to other nodes' `listener`; `dial` (TCP when None) for
+    PLAINTEXT, and under TLS and SASL logins otherwise. None for PLAINTEXT over TCP
+    (PeerChannel's default)."""
     protocol = addresses.protocol_of(listener)
     if protocol == "PLAINTEXT":
-        return None
+        return dial
+    connect: Opener = dial if dial is not None else trio.open_tcp_stream
     context: ssl.SSLContext | None = None
     if protocol in ("SSL", "SASL_SSL"):
         context = client_context(config, listener)
@@ -85,7 +88,7 @@ def node_opener(config: BrokerConfig, addresses: NodeAddresses, listener: str,
         login = (mechanism, *login_credentials(config, listener, mechanism))
 
     async def open_stream(host: str, port: int) -> trio.abc.Stream:
-        stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+        stream: trio.abc.Stream = await connect(host, port)
         try:
             if context is not None:
                 stream = trio.SSLStream(stream, context, server_hostname=host)
