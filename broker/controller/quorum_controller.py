@@ -57,6 +57,9 @@ from broker.config import (
     validate_topic_configs,
 )
 from broker.controller import acl_control, election
+from broker.controller.controller_result import (
+    Batch, ControllerResult, Record, error, get,
+)
 from broker.controller.election import (
     NO_LEADER, NO_LEADER_CHANGE, LeaderRecoveryState, PartitionRegistration,
 )
@@ -69,7 +72,6 @@ from broker.controller.placement import (
 )
 from protocol.errors import ErrorCode
 from protocol.metadata_records import MetadataRecordType as T
-from protocol.metadata_records import decode_metadata_record, encode_metadata_record
 from protocol.names import topic_name_error
 from protocol.sasl import MAX_ITERATIONS, MIN_ITERATIONS, SCRAM_BY_ID, scram_secret
 
@@ -92,9 +94,6 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 # ElectLeaders election types (Kafka's ElectionType)
 PREFERRED_ELECTION, UNCLEAN_ELECTION = 0, 1
 
-Record = tuple[int, int, dict]
-
-
 @dataclass(frozen=True)
 class ControllerSettings:
     """The controller's configuration, with Kafka's property defaults."""
@@ -113,14 +112,6 @@ class ControllerSettings:
     producer_id_block_size: int = 1000
     max_partitions_per_request: int = 10000
     delete_topic_enable: bool = True
-
-
-@dataclass(frozen=True)
-class ControllerResult:
-    """Records to append as one entry, and the response to send when it commits."""
-
-    records: tuple[Record, ...]
-    response: Any
 
 
 class LegacyTopicSource(Protocol):
@@ -177,86 +168,6 @@ def _static_default(resource_type: int, name: str) -> Any:
     return next((p.default for p in BROKER_PROPERTIES.values() if p.topic_name == name), None)
 
 
-# the most records an operation's result leaves for the runtime to replay a turn of the event
-# loop at a time: a CreateTopics of 3,000 partitions is 3,000 records (about 100 ms of CPU,
-# several times that on a busy machine), a hundred a turn keep the requests served meanwhile
-# from waiting behind it
-REPLAY_SLICE = 100
-
-
-class _Batch:
-    """The records of one operation and the scratch image they build.
-
-    Records added are applied when `image` is next read (and at `result`, so a record the
-    image refuses still fails the operation), all of them in one `MetadataImage.replay`:
-    a run of partition, config or ACL records changes one working copy of its mapping.
-    Applied one by one, fencing a broker that led 3,000 partitions copied the topic's whole
-    partition map 3,000 times (a second and more of a restarted broker's registration).
-    A result with more than REPLAY_SLICE records not yet applied (a CreateTopics of 3,000
-    partitions, which never reads its image after adding them) is not applied at `result`:
-    the runtime replays its entry REPLAY_SLICE records per turn of the event loop before
-    appending it, and a record the image refuses fails the operation there, nothing
-    appended."""
-
-    def __init__(self, image: MetadataImage) -> None:
-        self._image = image
-        self._pending: list[Record] = []
-        self.records: list[Record] = []
-
-    @property
-    def image(self) -> MetadataImage:
-        if self._pending:
-            pending, self._pending = self._pending, []
-            # through the codec, so the scratch image is exactly what replay will build
-            self._image = self._image.replay(
-                decode_metadata_record(encode_metadata_record(t, v, body))
-                for t, v, body in pending)
-        return self._image
-
-    def add(self, record_type: int, version: int, body: dict) -> None:
-        record = (int(record_type), version, body)
-        self.records.append(record)
-        self._pending.append(record)
-
-    def extend(self, records: list[Record]) -> None:
-        """Many records at once (CreateAcls writes one per ACL)."""
-        for t, v, body in records:
-            self.add(t, v, body)
-
-    def change(self, change: election.PartitionChangeRecord | None) -> None:
-        if change is None:
-            return
-        body: dict[str, Any] = {"topic_id": change.topic_id,
-                                "partition_id": change.partition_id}
-        if change.isr is not None:
-            body["isr"] = list(change.isr)
-        if change.leader != NO_LEADER_CHANGE:
-            body["leader"] = change.leader
-        if change.replicas is not None:
-            body["replicas"] = list(change.replicas)
-        if change.leader_recovery_state != -1:
-            body["leader_recovery_state"] = change.leader_recovery_state
-        self.add(T.PARTITION_CHANGE_RECORD, 0, body)
-
-    def result(self, response: Any) -> ControllerResult:
-        if len(self._pending) <= REPLAY_SLICE:
-            _ = self.image  # applies what is pending: a record the image refuses raises here
-        return ControllerResult(tuple(self.records), response)
-
-
-def _error(code: ErrorCode, message: str | None = None) -> dict:
-    return {"error_code": int(code), "error_message": message}
-
-
-def _get(body: Any, name: str, default: Any = None) -> Any:
-    """A request field that older versions lack."""
-    try:
-        value = body.get(name, default)
-    except AttributeError:
-        value = getattr(body, name, default)
-    return default if value is None and default is not None else value
-
-
 class QuorumController:
     """The active controller's state machine (see the module docstring)."""
 
@@ -298,7 +209,7 @@ class QuorumController:
         self._shutdown_offsets = {}
         self._next_rebalance_ms = (now_ms + s.leader_imbalance_check_interval_ms
                                    if s.auto_leader_rebalance_enable else None)
-        batch = _Batch(self.image)
+        batch = Batch(self.image)
         if METADATA_VERSION not in self.image.features:
             batch.add(T.FEATURE_LEVEL_RECORD, 0, {"name": METADATA_VERSION,
                                                   "feature_level": BOOTSTRAP_METADATA_VERSION})
@@ -306,7 +217,7 @@ class QuorumController:
             self._migrate(batch, legacy)
         return batch.result(None) if batch.records else None
 
-    def _migrate(self, batch: _Batch, legacy: LegacySource) -> None:
+    def _migrate(self, batch: Batch, legacy: LegacySource) -> None:
         node = self.settings.node_id
         for topic in legacy.topics:
             batch.add(T.TOPIC_RECORD, 0, {"name": topic.name, "topic_id": topic.topic_id})
@@ -340,17 +251,17 @@ class QuorumController:
         """BrokerRegistration; `offset`, the Raft offset of this entry, is the new epoch."""
         broker_id = body.broker_id
         existing = self.image.brokers.get(broker_id)
-        previous_epoch = _get(body, "previous_broker_epoch", -1)
+        previous_epoch = get(body, "previous_broker_epoch", -1)
         if (existing is not None and existing.incarnation_id != body.incarnation_id
                 and self._has_valid_session(broker_id, now_ms)
                 and previous_epoch != existing.epoch):
             return ControllerResult((), {
                 "error_code": int(ErrorCode.DUPLICATE_BROKER_REGISTRATION), "broker_epoch": -1})
-        log_dirs = list(_get(body, "log_dirs", []) or [])
+        log_dirs = list(get(body, "log_dirs", []) or [])
         if not self._valid_log_dirs(broker_id, log_dirs):
             return ControllerResult((), {"error_code": int(ErrorCode.INVALID_REGISTRATION),
                                          "broker_epoch": -1})
-        batch = _Batch(self.image)
+        batch = Batch(self.image)
         if existing is not None and existing.active:
             # the old incarnation went without a clean shutdown: it leads nothing now
             self._remove_from_partitions(batch, broker_id, shutdown=False)
@@ -362,8 +273,8 @@ class QuorumController:
                            for e in body.listeners],
             "features": [{"name": f.name, "min_supported_version": f.min_supported_version,
                           "max_supported_version": f.max_supported_version}
-                         for f in _get(body, "features", [])],
-            "rack": _get(body, "rack"), "fenced": True, "in_controlled_shutdown": False,
+                         for f in get(body, "features", [])],
+            "rack": get(body, "rack"), "fenced": True, "in_controlled_shutdown": False,
             "log_dirs": log_dirs})
         self._sessions[broker_id] = now_ms + self.settings.session_timeout_ms
         return batch.result({"error_code": int(ErrorCode.NONE), "broker_epoch": offset})
@@ -395,9 +306,9 @@ class QuorumController:
         self._sessions[broker_id] = now_ms + self.settings.session_timeout_ms
         self._metadata_offsets[broker_id] = body.current_metadata_offset
         caught_up = body.current_metadata_offset >= broker.epoch
-        batch = _Batch(self.image)
+        batch = Batch(self.image)
         # before any transition, so that an unfencing elects no leader on a failed directory
-        self._offline_dirs(batch, broker, _get(body, "offline_log_dirs", []) or [])
+        self._offline_dirs(batch, broker, get(body, "offline_log_dirs", []) or [])
         broker = batch.image.brokers[broker_id]
         fenced, shut_down = broker.fenced, False
         if not broker.in_controlled_shutdown:
@@ -423,7 +334,7 @@ class QuorumController:
         return batch.result({"error_code": int(ErrorCode.NONE), "is_caught_up": caught_up,
                              "is_fenced": fenced, "should_shut_down": shut_down})
 
-    def _offline_dirs(self, batch: _Batch, broker: BrokerRegistration,
+    def _offline_dirs(self, batch: Batch, broker: BrokerRegistration,
                       offline: Sequence[uuid.UUID]) -> None:
         """Kafka's handleDirectoriesOffline: the directories of `offline` that the
         registration still has online go offline (see the module docstring)."""
@@ -444,15 +355,15 @@ class QuorumController:
         del now_ms
         broker = self.image.brokers.get(body.broker_id)
         if broker is None:
-            return ControllerResult((), _error(ErrorCode.BROKER_ID_NOT_REGISTERED,
+            return ControllerResult((), error(ErrorCode.BROKER_ID_NOT_REGISTERED,
                                                f"Broker ID {body.broker_id} is not registered."))
-        batch = _Batch(self.image)
+        batch = Batch(self.image)
         if not broker.fenced:
             self._fence(batch, broker.broker_id)
         self._sessions.pop(broker.broker_id, None)
-        return batch.result(_error(ErrorCode.NONE))
+        return batch.result(error(ErrorCode.NONE))
 
-    def _unfence(self, batch: _Batch, broker: BrokerRegistration) -> None:
+    def _unfence(self, batch: Batch, broker: BrokerRegistration) -> None:
         """Kafka's handleBrokerUnfenced: leaderless partitions it can lead elect it."""
         batch.add(T.UNFENCE_BROKER_RECORD, 0, {"id": broker.broker_id, "epoch": broker.epoch})
         active = batch.image.active_broker_ids()
@@ -464,19 +375,19 @@ class QuorumController:
                         partition, topic.topic_id, pid, active,
                         unclean_leader_election_enable=unclean))
 
-    def _fence(self, batch: _Batch, broker_id: int) -> None:
+    def _fence(self, batch: Batch, broker_id: int) -> None:
         """Kafka's handleBrokerFenced: leaderships and ISR places go, then the fence."""
         self._remove_from_partitions(batch, broker_id, shutdown=False)
         broker = batch.image.brokers[broker_id]
         batch.add(T.FENCE_BROKER_RECORD, 0, {"id": broker_id, "epoch": broker.epoch})
 
-    def _begin_controlled_shutdown(self, batch: _Batch, broker: BrokerRegistration) -> None:
+    def _begin_controlled_shutdown(self, batch: Batch, broker: BrokerRegistration) -> None:
         body = self._registration_body(broker)
         body["in_controlled_shutdown"] = True
         batch.add(T.REGISTER_BROKER_RECORD, REGISTER_BROKER_VERSION, body)
         self._remove_from_partitions(batch, broker.broker_id, shutdown=True)
 
-    def _remove_from_partitions(self, batch: _Batch, broker_id: int, *, shutdown: bool) -> None:
+    def _remove_from_partitions(self, batch: Batch, broker_id: int, *, shutdown: bool) -> None:
         active = batch.image.active_broker_ids() - {broker_id}
         rule = election.controlled_shutdown if shutdown else election.fence_broker
         for topic in list(batch.image.topics_by_id.values()):
@@ -527,13 +438,13 @@ class QuorumController:
             broker = image.brokers.get(broker_id)
             if broker is None or broker.fenced or now_ms < deadline:
                 continue
-            batch = _Batch(image)
+            batch = Batch(image)
             self._fence(batch, broker_id)
             results.append(batch.result(None))
             image = batch.image
         if self._next_rebalance_ms is not None and now_ms >= self._next_rebalance_ms:
             self._next_rebalance_ms = now_ms + self.settings.leader_imbalance_check_interval_ms
-            batch = _Batch(image)
+            batch = Batch(image)
             self._rebalance(batch)
             if batch.records:
                 results.append(batch.result(None))
@@ -547,7 +458,7 @@ class QuorumController:
             deadlines.append(self._next_rebalance_ms)
         return min(deadlines, default=NO_DEADLINE)
 
-    def _rebalance(self, batch: _Batch) -> None:
+    def _rebalance(self, batch: Batch) -> None:
         """Kafka's checkAndTriggerAutoLeaderRebalance: a broker that is the preferred
         leader of more than leader.imbalance.per.broker.percentage partitions it does not
         lead gets them back, where it is active and in the ISR."""
@@ -583,8 +494,8 @@ class QuorumController:
 
     def create_topics(self, body: Any, now_ms: int) -> ControllerResult:
         del now_ms
-        batch = _Batch(self.image)
-        validate_only = bool(_get(body, "validate_only", False))
+        batch = Batch(self.image)
+        validate_only = bool(get(body, "validate_only", False))
         results = []
         total = 0
         for t, named_twice in _each_name_once(body.topics):
@@ -592,24 +503,24 @@ class QuorumController:
                                    "num_partitions": -1, "replication_factor": -1,
                                    "configs": None}
             if named_twice:
-                out.update(_error(ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+                out.update(error(ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
                 results.append(out)
                 continue
             try:
                 replicas, configs = self._plan_topic(batch.image, t)
             except PlacementError as e:
-                out.update(_error(e.error_code, e.message))
+                out.update(error(e.error_code, e.message))
                 results.append(out)
                 continue
             if total + len(replicas) > self.settings.max_partitions_per_request:
-                out.update(_error(ErrorCode.INVALID_PARTITIONS,
+                out.update(error(ErrorCode.INVALID_PARTITIONS,
                                   f"Creating {len(replicas)} partition(s) would exceed the "
                                   f"limit of {self.settings.max_partitions_per_request} "
                                   "partitions per request."))
                 results.append(out)
                 continue
             total += len(replicas)
-            out.update(_error(ErrorCode.NONE), num_partitions=len(replicas),
+            out.update(error(ErrorCode.NONE), num_partitions=len(replicas),
                        replication_factor=len(replicas[0]))
             if not validate_only:
                 topic_id = self._new_topic_id(batch.image)
@@ -628,7 +539,7 @@ class QuorumController:
             raise PlacementError(ErrorCode.TOPIC_ALREADY_EXISTS,
                                  f"Topic '{t.name}' already exists.")
         raw_configs: dict[str, str | None] = {}
-        for c in _get(t, "configs", []):
+        for c in get(t, "configs", []):
             if c.name in raw_configs:
                 raise PlacementError(ErrorCode.INVALID_CONFIG,
                                      f"Duplicate config key {c.name!r}.")
@@ -639,7 +550,7 @@ class QuorumController:
             raise PlacementError(ErrorCode.INVALID_CONFIG, str(e)) from None
         configs = {k: v for k, v in raw_configs.items() if v is not None}
         brokers = self._usable_brokers(image)
-        assignments = _get(t, "assignments", [])
+        assignments = get(t, "assignments", [])
         if assignments:
             if t.num_partitions != -1 or t.replication_factor != -1:
                 raise PlacementError(ErrorCode.INVALID_REQUEST,
@@ -671,7 +582,7 @@ class QuorumController:
                                  f"the default value; was {rf}.")
         return assign_replicas_to_brokers(brokers, partitions, rf, rng=self.rng), configs
 
-    def _add_topic(self, batch: _Batch, name: str, topic_id: uuid.UUID,
+    def _add_topic(self, batch: Batch, name: str, topic_id: uuid.UUID,
                    replicas: Sequence[tuple[int, ...]], configs: Mapping[str, str]) -> None:
         batch.add(T.TOPIC_RECORD, 0, {"name": name, "topic_id": topic_id})
         self._add_partitions(batch, topic_id, 0, replicas)
@@ -680,7 +591,7 @@ class QuorumController:
                                            "resource_name": name, "name": key, "value": value})
 
     @staticmethod
-    def _add_partitions(batch: _Batch, topic_id: uuid.UUID, first: int,
+    def _add_partitions(batch: Batch, topic_id: uuid.UUID, first: int,
                         replicas: Sequence[tuple[int, ...]]) -> None:
         active = batch.image.active_broker_ids()
         records: list[Record] = []
@@ -696,12 +607,12 @@ class QuorumController:
 
     def delete_topics(self, body: Any, now_ms: int) -> ControllerResult:
         del now_ms
-        batch = _Batch(self.image)
-        topics = _get(body, "topics")
+        batch = Batch(self.image)
+        topics = get(body, "topics")
         if topics:
             wanted = [(t.name, t.topic_id) for t in topics]
         else:
-            wanted = [(name, ZERO_UUID) for name in _get(body, "topic_names", [])]
+            wanted = [(name, ZERO_UUID) for name in get(body, "topic_names", [])]
         results = []
         done: set[uuid.UUID] = set()
         for name, topic_id in wanted:
@@ -713,50 +624,50 @@ class QuorumController:
             out = {"name": topic.name if topic else name,
                    "topic_id": topic.topic_id if topic else topic_id}
             if not self.settings.delete_topic_enable:
-                out.update(_error(ErrorCode.TOPIC_DELETION_DISABLED,
+                out.update(error(ErrorCode.TOPIC_DELETION_DISABLED,
                                   "Topic deletion is disabled."))
             elif name is not None and topic_id not in (None, ZERO_UUID):
-                out.update(_error(ErrorCode.INVALID_REQUEST,
+                out.update(error(ErrorCode.INVALID_REQUEST,
                                   "You may not specify both topic name and topic id."))
             elif topic is None:
-                out.update(_error(ErrorCode.UNKNOWN_TOPIC_ID if by_id
+                out.update(error(ErrorCode.UNKNOWN_TOPIC_ID if by_id
                                   else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                   "This server does not host this topic."))
             elif topic.name == OFFSETS_TOPIC:
                 # the group coordinator's own log: deleting it would lose every group's
                 # offsets, so no client may, as the single-node broker refused it too
-                out.update(_error(ErrorCode.INVALID_REQUEST,
+                out.update(error(ErrorCode.INVALID_REQUEST,
                                   f"Topic {topic.name} is an internal topic and cannot be "
                                   "deleted."))
             elif topic.topic_id in done:
-                out.update(_error(ErrorCode.INVALID_REQUEST, "Duplicate topic in request."))
+                out.update(error(ErrorCode.INVALID_REQUEST, "Duplicate topic in request."))
             else:
                 done.add(topic.topic_id)
                 batch.add(T.REMOVE_TOPIC_RECORD, 0, {"topic_id": topic.topic_id})
-                out.update(_error(ErrorCode.NONE))
+                out.update(error(ErrorCode.NONE))
             results.append(out)
         return batch.result({"throttle_time_ms": 0, "responses": results})
 
     def create_partitions(self, body: Any, now_ms: int) -> ControllerResult:
         del now_ms
-        batch = _Batch(self.image)
-        validate_only = bool(_get(body, "validate_only", False))
+        batch = Batch(self.image)
+        validate_only = bool(get(body, "validate_only", False))
         results = []
         for t, named_twice in _each_name_once(body.topics):
             if named_twice:
-                results.append({"name": t.name, **_error(ErrorCode.INVALID_REQUEST,
+                results.append({"name": t.name, **error(ErrorCode.INVALID_REQUEST,
                                                          "Duplicate topic name.")})
                 continue
             try:
                 first, replicas = self._plan_partitions(batch.image, t)
             except PlacementError as e:
-                results.append({"name": t.name, **_error(e.error_code, e.message)})
+                results.append({"name": t.name, **error(e.error_code, e.message)})
                 continue
             if not validate_only:
                 topic = batch.image.topic(t.name)
                 assert topic is not None
                 self._add_partitions(batch, topic.topic_id, first, replicas)
-            results.append({"name": t.name, **_error(ErrorCode.NONE)})
+            results.append({"name": t.name, **error(ErrorCode.NONE)})
         return batch.result({"throttle_time_ms": 0, "results": results})
 
     def _plan_partitions(self, image: MetadataImage,
@@ -781,7 +692,7 @@ class QuorumController:
         rf = len(topic.partitions[0].replicas) if 0 in topic.partitions else None
         brokers = self._usable_brokers(image)
         additional = t.count - current
-        assignments = _get(t, "assignments")
+        assignments = get(t, "assignments")
         if assignments is not None:
             if len(assignments) != additional:
                 raise PlacementError(
@@ -801,7 +712,7 @@ class QuorumController:
         derived from them are what UserScramCredentialRecord keeps. A user is altered
         whole or not at all: one refused alteration leaves all of that user's alone."""
         del now_ms
-        batch = _Batch(self.image)
+        batch = Batch(self.image)
         alterations = ([("delete", d) for d in body.deletions]
                        + [("upsert", u) for u in body.upsertions])
         seen = Counter((a.name, a.mechanism) for _, a in alterations)
@@ -809,9 +720,9 @@ class QuorumController:
         for kind, a in alterations:
             if a.name in errors:
                 continue
-            error = self._scram_alteration_error(kind, a, seen[(a.name, a.mechanism)])
-            if error is not None:
-                errors[a.name] = error
+            refusal = self._scram_alteration_error(kind, a, seen[(a.name, a.mechanism)])
+            if refusal is not None:
+                errors[a.name] = refusal
         users = list(dict.fromkeys(a.name for _, a in alterations))
         for kind, a in alterations:
             if a.name in errors:
@@ -827,43 +738,43 @@ class QuorumController:
                 "name": a.name, "mechanism": a.mechanism, "salt": salt,
                 "stored_key": secret.stored_key, "server_key": secret.server_key,
                 "iterations": a.iterations})
-        results = [{"user": user, **errors.get(user, _error(ErrorCode.NONE))} for user in users]
+        results = [{"user": user, **errors.get(user, error(ErrorCode.NONE))} for user in users]
         return batch.result({"throttle_time_ms": 0, "results": results})
 
     def _scram_alteration_error(self, kind: str, a: Any, times: int) -> dict | None:
         """Kafka's checks of one alteration, in its order and words."""
         if not a.name:
-            return _error(ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
+            return error(ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
         if times > 1:
-            return _error(ErrorCode.DUPLICATE_RESOURCE,
+            return error(ErrorCode.DUPLICATE_RESOURCE,
                           "A user credential cannot be altered twice in the same request")
         if a.mechanism not in SCRAM_BY_ID:
-            return _error(ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
+            return error(ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
         if kind == "delete":
             if (a.name, a.mechanism) not in self.image.scram_credentials:
-                return _error(ErrorCode.RESOURCE_NOT_FOUND,
+                return error(ErrorCode.RESOURCE_NOT_FOUND,
                               "Attempt to delete a user credential that does not exist")
             return None
         if a.iterations < MIN_ITERATIONS:
-            return _error(ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations")
+            return error(ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations")
         if a.iterations > MAX_ITERATIONS:
-            return _error(ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations")
+            return error(ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations")
         if not a.salt or not a.salted_password:
-            return _error(ErrorCode.UNACCEPTABLE_CREDENTIAL,
+            return error(ErrorCode.UNACCEPTABLE_CREDENTIAL,
                           "The salt and the salted password must not be empty")
         return None
 
     def incremental_alter_configs(self, body: Any, now_ms: int) -> ControllerResult:
         del now_ms
-        batch = _Batch(self.image)
-        validate_only = bool(_get(body, "validate_only", False))
+        batch = Batch(self.image)
+        validate_only = bool(get(body, "validate_only", False))
         results = []
         for r in body.resources:
             out = {"resource_type": r.resource_type, "resource_name": r.resource_name}
             try:
                 changes = self._plan_configs(batch.image, r)
             except PlacementError as e:
-                results.append({**_error(e.error_code, e.message), **out})
+                results.append({**error(e.error_code, e.message), **out})
                 continue
             if not validate_only:
                 for key, value in changes:
@@ -872,7 +783,7 @@ class QuorumController:
                         "name": key, "value": value})
                 if r.resource_type == TOPIC_RESOURCE:
                     self._maybe_elect_unclean(batch, r.resource_name)
-            results.append({**_error(ErrorCode.NONE), **out})
+            results.append({**error(ErrorCode.NONE), **out})
         return batch.result({"throttle_time_ms": 0, "responses": results})
 
     def _plan_configs(self, image: MetadataImage, r: Any) -> list[tuple[str, str | None]]:
@@ -945,7 +856,7 @@ class QuorumController:
             raise PlacementError(ErrorCode.INVALID_CONFIG, str(e)) from None
         return [(k, new.get(k)) for k in dict.fromkeys(keys) if new.get(k) != current.get(k)]
 
-    def _maybe_elect_unclean(self, batch: _Batch, topic_name: str) -> None:
+    def _maybe_elect_unclean(self, batch: Batch, topic_name: str) -> None:
         """Turning unclean.leader.election.enable on elects leaders for the topic's
         offline partitions at once, as Kafka does."""
         topic = batch.image.topic(topic_name)
@@ -961,14 +872,14 @@ class QuorumController:
 
     def elect_leaders(self, body: Any, now_ms: int) -> ControllerResult:
         del now_ms
-        election_type = _get(body, "election_type", PREFERRED_ELECTION)
+        election_type = get(body, "election_type", PREFERRED_ELECTION)
         if election_type not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
             return ControllerResult((), {
                 "throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST),
                 "replica_election_results": []})
-        batch = _Batch(self.image)
+        batch = Batch(self.image)
         by_topic: dict[str, list[dict]] = {}
-        requested = _get(body, "topic_partitions")
+        requested = get(body, "topic_partitions")
         if requested is None:
             for topic in sorted(self.image.topics_by_id.values(), key=lambda t: t.name):
                 for pid in sorted(topic.partitions):
@@ -989,7 +900,7 @@ class QuorumController:
             "replica_election_results": [{"topic": name, "partition_result": parts}
                                          for name, parts in by_topic.items()]})
 
-    def _elect_one(self, batch: _Batch, name: str, pid: int,
+    def _elect_one(self, batch: Batch, name: str, pid: int,
                    election_type: int) -> tuple[ErrorCode, str | None]:
         topic = batch.image.topic(name)
         partition = None if topic is None else topic.partitions.get(pid)
@@ -1030,13 +941,13 @@ class QuorumController:
             return ControllerResult((), {"throttle_time_ms": 0,
                                          "error_code": int(ErrorCode.STALE_BROKER_EPOCH),
                                          "topics": []})
-        batch = _Batch(self.image)
+        batch = Batch(self.image)
         topics_out = []
         for t in body.topics:
-            topic_id = _get(t, "topic_id")
+            topic_id = get(t, "topic_id")
             by_id = topic_id is not None and topic_id != ZERO_UUID
             topic = (batch.image.topic_by_id(topic_id) if by_id
-                     else batch.image.topic(_get(t, "topic_name", "")))
+                     else batch.image.topic(get(t, "topic_name", "")))
             parts_out = []
             for p in t.partitions:
                 if topic is None:
@@ -1053,13 +964,13 @@ class QuorumController:
                                isr=list(now.isr), partition_epoch=now.partition_epoch,
                                leader_recovery_state=int(now.leader_recovery_state))
                 parts_out.append(out)
-            topics_out.append({"topic_name": _get(t, "topic_name", ""),
+            topics_out.append({"topic_name": get(t, "topic_name", ""),
                                "topic_id": topic_id if by_id else ZERO_UUID,
                                "partitions": parts_out})
         return batch.result({"throttle_time_ms": 0, "error_code": int(ErrorCode.NONE),
                              "topics": topics_out})
 
-    def _alter_one(self, batch: _Batch, topic_id: uuid.UUID, broker_id: int,
+    def _alter_one(self, batch: Batch, topic_id: uuid.UUID, broker_id: int,
                    p: Any) -> ErrorCode:
         partition = batch.image.topics_by_id[topic_id].partitions.get(p.partition_index)
         if partition is None:
@@ -1070,14 +981,14 @@ class QuorumController:
             return ErrorCode.INVALID_REQUEST
         if p.partition_epoch != partition.partition_epoch:
             return ErrorCode.INVALID_UPDATE_VERSION
-        with_epochs = _get(p, "new_isr_with_epochs")
+        with_epochs = get(p, "new_isr_with_epochs")
         if with_epochs:
             isr = [m.broker_id for m in with_epochs]
             epochs = {m.broker_id: m.broker_epoch for m in with_epochs}
         else:
-            isr = list(_get(p, "new_isr", []))
+            isr = list(get(p, "new_isr", []))
             epochs = {}
-        recovery = _get(p, "leader_recovery_state", 0)
+        recovery = get(p, "leader_recovery_state", 0)
         recovering = LeaderRecoveryState.RECOVERING
         if not isr or len(set(isr)) != len(isr) or any(r not in partition.replicas for r in isr):
             return ErrorCode.INVALID_REQUEST
@@ -1119,7 +1030,7 @@ class QuorumController:
             return ControllerResult((), {"throttle_time_ms": 0,
                                          "error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR),
                                          "producer_id_start": -1, "producer_id_len": 0})
-        batch = _Batch(self.image)
+        batch = Batch(self.image)
         batch.add(T.PRODUCER_IDS_RECORD, 0, {"broker_id": broker_id, "broker_epoch": broker_epoch,
                                              "next_producer_id": start + block})
         return batch.result({"throttle_time_ms": 0, "error_code": int(ErrorCode.NONE),
@@ -1139,6 +1050,6 @@ class QuorumController:
         return self._acl_result(records, response)
 
     def _acl_result(self, records: list[Record], response: dict) -> ControllerResult:
-        batch = _Batch(self.image)
+        batch = Batch(self.image)
         batch.extend(records)
         return batch.result(response)
