@@ -56,7 +56,7 @@ from broker.config import (
     BROKER_PROPERTIES, GROUP_PROPERTIES, TOPIC_PROPERTIES, ConfigError, validate_group_configs,
     validate_topic_configs,
 )
-from broker.controller import acl_control, election
+from broker.controller import acl_control, election, producer_id_control
 from broker.controller.controller_result import (
     Batch, ControllerResult, Record, error, get,
 )
@@ -80,7 +80,6 @@ METADATA_VERSION = "metadata.version"
 BOOTSTRAP_METADATA_VERSION = 21  # Kafka 3.9-IV0
 UNCLEAN_CONFIG = "unclean.leader.election.enable"
 NO_DEADLINE = 2**63 - 1
-LONG_MAX = 2**63 - 1
 ZERO_UUID = uuid.UUID(int=0)
 
 # record versions written; RegisterBrokerRecord needs 1+ for in_controlled_shutdown and 3+
@@ -1015,41 +1014,26 @@ class QuorumController:
             return ErrorCode.NEW_LEADER_ELECTED
         return ErrorCode.NONE
 
-    # --- producer ids ---------------------------------------------------------------
+    # --- producer ids (broker.controller.producer_id_control) -------------------------
 
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ControllerResult:
-        """AllocateProducerIds: the next block of producer ids for a broker."""
-        broker = self.image.brokers.get(broker_id)
-        if broker is None or broker.epoch != broker_epoch:
-            return ControllerResult((), {"throttle_time_ms": 0,
-                                         "error_code": int(ErrorCode.STALE_BROKER_EPOCH),
-                                         "producer_id_start": -1, "producer_id_len": 0})
-        start = self.image.next_producer_id
-        block = self.settings.producer_id_block_size
-        if start > LONG_MAX - block:
-            return ControllerResult((), {"throttle_time_ms": 0,
-                                         "error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR),
-                                         "producer_id_start": -1, "producer_id_len": 0})
-        batch = Batch(self.image)
-        batch.add(T.PRODUCER_IDS_RECORD, 0, {"broker_id": broker_id, "broker_epoch": broker_epoch,
-                                             "next_producer_id": start + block})
-        return batch.result({"throttle_time_ms": 0, "error_code": int(ErrorCode.NONE),
-                             "producer_id_start": start, "producer_id_len": block})
+        return self._records_result(*producer_id_control.allocate_producer_ids(
+            self.image, broker_id, broker_epoch, self.settings.producer_id_block_size))
 
     # --- ACLs (the records and answers are broker.controller.acl_control's) ------------
 
     def create_acls(self, body: Any, now_ms: int) -> ControllerResult:
         del now_ms
-        records, response = acl_control.create_acls(
-            self.image, body, lambda: uuid.UUID(int=self.rng.getrandbits(128), version=4))
-        return self._acl_result(records, response)
+        return self._records_result(*acl_control.create_acls(
+            self.image, body, lambda: uuid.UUID(int=self.rng.getrandbits(128), version=4)))
 
     def delete_acls(self, body: Any, now_ms: int) -> ControllerResult:
         del now_ms
-        records, response = acl_control.delete_acls(self.image, body)
-        return self._acl_result(records, response)
+        return self._records_result(*acl_control.delete_acls(self.image, body))
 
-    def _acl_result(self, records: list[Record], response: dict) -> ControllerResult:
+    def _records_result(self, records: list[Record], response: dict) -> ControllerResult:
+        """A stateless manager's records and answer, checked on a scratch image as every
+        operation's are."""
         batch = Batch(self.image)
         batch.extend(records)
         return batch.result(response)
