@@ -56,7 +56,7 @@ from broker.config import (
     BROKER_PROPERTIES, GROUP_PROPERTIES, TOPIC_PROPERTIES, ConfigError, validate_group_configs,
     validate_topic_configs,
 )
-from broker.controller import acl_control, election, producer_id_control
+from broker.controller import acl_control, election, producer_id_control, scram_control
 from broker.controller.controller_result import (
     Batch, ControllerResult, Record, error, get,
 )
@@ -73,7 +73,6 @@ from broker.controller.placement import (
 from protocol.errors import ErrorCode
 from protocol.metadata_records import MetadataRecordType as T
 from protocol.names import topic_name_error
-from protocol.sasl import MAX_ITERATIONS, MIN_ITERATIONS, SCRAM_BY_ID, scram_secret
 
 OFFSETS_TOPIC = "__consumer_offsets"
 METADATA_VERSION = "metadata.version"
@@ -706,63 +705,6 @@ class QuorumController:
 
     # --- configs --------------------------------------------------------------------
 
-    def alter_user_scram_credentials(self, body: Any, now_ms: int) -> ControllerResult:
-        """KIP-554: the client sent each upsertion's salt and salted password; the keys
-        derived from them are what UserScramCredentialRecord keeps. A user is altered
-        whole or not at all: one refused alteration leaves all of that user's alone."""
-        del now_ms
-        batch = Batch(self.image)
-        alterations = ([("delete", d) for d in body.deletions]
-                       + [("upsert", u) for u in body.upsertions])
-        seen = Counter((a.name, a.mechanism) for _, a in alterations)
-        errors: dict[str, dict] = {}
-        for kind, a in alterations:
-            if a.name in errors:
-                continue
-            refusal = self._scram_alteration_error(kind, a, seen[(a.name, a.mechanism)])
-            if refusal is not None:
-                errors[a.name] = refusal
-        users = list(dict.fromkeys(a.name for _, a in alterations))
-        for kind, a in alterations:
-            if a.name in errors:
-                continue
-            if kind == "delete":
-                batch.add(T.REMOVE_USER_SCRAM_CREDENTIAL_RECORD, 0,
-                          {"name": a.name, "mechanism": a.mechanism})
-                continue
-            salt = bytes(a.salt)
-            secret = scram_secret(SCRAM_BY_ID[a.mechanism], bytes(a.salted_password), salt,
-                                  a.iterations)
-            batch.add(T.USER_SCRAM_CREDENTIAL_RECORD, 0, {
-                "name": a.name, "mechanism": a.mechanism, "salt": salt,
-                "stored_key": secret.stored_key, "server_key": secret.server_key,
-                "iterations": a.iterations})
-        results = [{"user": user, **errors.get(user, error(ErrorCode.NONE))} for user in users]
-        return batch.result({"throttle_time_ms": 0, "results": results})
-
-    def _scram_alteration_error(self, kind: str, a: Any, times: int) -> dict | None:
-        """Kafka's checks of one alteration, in its order and words."""
-        if not a.name:
-            return error(ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
-        if times > 1:
-            return error(ErrorCode.DUPLICATE_RESOURCE,
-                          "A user credential cannot be altered twice in the same request")
-        if a.mechanism not in SCRAM_BY_ID:
-            return error(ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
-        if kind == "delete":
-            if (a.name, a.mechanism) not in self.image.scram_credentials:
-                return error(ErrorCode.RESOURCE_NOT_FOUND,
-                              "Attempt to delete a user credential that does not exist")
-            return None
-        if a.iterations < MIN_ITERATIONS:
-            return error(ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations")
-        if a.iterations > MAX_ITERATIONS:
-            return error(ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations")
-        if not a.salt or not a.salted_password:
-            return error(ErrorCode.UNACCEPTABLE_CREDENTIAL,
-                          "The salt and the salted password must not be empty")
-        return None
-
     def incremental_alter_configs(self, body: Any, now_ms: int) -> ControllerResult:
         del now_ms
         batch = Batch(self.image)
@@ -1019,6 +961,13 @@ class QuorumController:
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ControllerResult:
         return self._records_result(*producer_id_control.allocate_producer_ids(
             self.image, broker_id, broker_epoch, self.settings.producer_id_block_size))
+
+    # --- SCRAM credentials (broker.controller.scram_control) ---------------------------
+
+    def alter_user_scram_credentials(self, body: Any, now_ms: int) -> ControllerResult:
+        del now_ms
+        return self._records_result(
+            *scram_control.alter_user_scram_credentials(self.image, body))
 
     # --- ACLs (the records and answers are broker.controller.acl_control's) ------------
 
