@@ -51,26 +51,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from broker.controller import (
-    acl_control, config_control, producer_id_control, scram_control,
-)
+from broker.controller import acl_control, config_control, producer_id_control, scram_control
+from broker.controller.cluster_control import ClusterControlManager
 from broker.controller.config_control import render_config_value
-from broker.controller.controller_result import (
-    Batch, ControllerResult, Record, error, get,
-)
-from broker.controller.image import (
-    TOPIC_RESOURCE, BrokerRegistration, MetadataImage, is_reserved_dir,
-)
+from broker.controller.controller_result import Batch, ControllerResult, Record
+from broker.controller.image import TOPIC_RESOURCE, MetadataImage
 from broker.controller.replication_control import ReplicationControlManager
-from protocol.errors import ErrorCode
 from protocol.metadata_records import MetadataRecordType as T
 
 METADATA_VERSION = "metadata.version"
 BOOTSTRAP_METADATA_VERSION = 21  # Kafka 3.9-IV0
 NO_DEADLINE = 2**63 - 1
-
-# RegisterBrokerRecord needs version 1+ for in_controlled_shutdown and 3+ for log_dirs
-REGISTER_BROKER_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -134,11 +125,7 @@ class QuorumController:
             unclean_leader_election_enable=settings.unclean_leader_election_enable,
             leader_imbalance_per_broker_percentage=(
                 settings.leader_imbalance_per_broker_percentage))
-        self._sessions: dict[int, int] = {}  # broker id -> session deadline (ms)
-        # broker id -> the metadata offset its last heartbeat reported
-        self._metadata_offsets: dict[int, int] = {}
-        # broker id -> offset of the entry that began its controlled shutdown
-        self._shutdown_offsets: dict[int, int] = {}
+        self.cluster = ClusterControlManager(settings.session_timeout_ms, self.replication)
         self._next_rebalance_ms: int | None = None
 
     # --- the log --------------------------------------------------------------------
@@ -152,9 +139,7 @@ class QuorumController:
         """Leadership lost or the image rebuilt (a snapshot loaded): start from `image`,
         forgetting sessions, which only the active controller keeps."""
         self.image = image
-        self._sessions = {}
-        self._metadata_offsets = {}
-        self._shutdown_offsets = {}
+        self.cluster.heartbeats.reset()
         self._next_rebalance_ms = None
 
     def activate(self, now_ms: int,
@@ -162,9 +147,7 @@ class QuorumController:
         """This node became the active controller: fresh sessions for every registered
         broker, and the bootstrap records a new cluster (or a migrated data dir) needs."""
         s = self.settings
-        self._sessions = {b: now_ms + s.session_timeout_ms for b in self.image.brokers}
-        self._metadata_offsets = {}
-        self._shutdown_offsets = {}
+        self.cluster.heartbeats.reset(self.image.brokers, now_ms)
         self._next_rebalance_ms = (now_ms + s.leader_imbalance_check_interval_ms
                                    if s.auto_leader_rebalance_enable else None)
         batch = Batch(self.image)
@@ -194,172 +177,28 @@ class QuorumController:
                 "broker_id": node, "broker_epoch": -1,
                 "next_producer_id": legacy.producer_id_limit})
 
-    # --- brokers --------------------------------------------------------------------
-
-    def _has_valid_session(self, broker_id: int, now_ms: int) -> bool:
-        """Kafka's BrokerHeartbeatManager.hasValidSession: a fenced broker has none, so a
-        restarted broker may register at once after it was fenced, even by a controller
-        that activated since (and gave every registered broker a fresh deadline)."""
-        registration = self.image.brokers.get(broker_id)
-        if registration is not None and registration.fenced:
-            return False
-        return now_ms < self._sessions.get(broker_id, now_ms)
+    # --- brokers (broker.controller.cluster_control) -----------------------------------
 
     def register_broker(self, body: Any, now_ms: int, offset: int) -> ControllerResult:
         """BrokerRegistration; `offset`, the Raft offset of this entry, is the new epoch."""
-        broker_id = body.broker_id
-        existing = self.image.brokers.get(broker_id)
-        previous_epoch = get(body, "previous_broker_epoch", -1)
-        if (existing is not None and existing.incarnation_id != body.incarnation_id
-                and self._has_valid_session(broker_id, now_ms)
-                and previous_epoch != existing.epoch):
-            return ControllerResult((), {
-                "error_code": int(ErrorCode.DUPLICATE_BROKER_REGISTRATION), "broker_epoch": -1})
-        log_dirs = list(get(body, "log_dirs", []) or [])
-        if not self._valid_log_dirs(broker_id, log_dirs):
-            return ControllerResult((), {"error_code": int(ErrorCode.INVALID_REGISTRATION),
-                                         "broker_epoch": -1})
-        batch = Batch(self.image)
-        if existing is not None and existing.active:
-            # the old incarnation went without a clean shutdown: it leads nothing now
-            self.replication.handle_broker_fenced(batch, broker_id)
-        batch.add(T.REGISTER_BROKER_RECORD, REGISTER_BROKER_VERSION, {
-            "broker_id": broker_id, "incarnation_id": body.incarnation_id,
-            "broker_epoch": offset,
-            "end_points": [{"name": e.name, "host": e.host, "port": e.port,
-                            "security_protocol": e.security_protocol}
-                           for e in body.listeners],
-            "features": [{"name": f.name, "min_supported_version": f.min_supported_version,
-                          "max_supported_version": f.max_supported_version}
-                         for f in get(body, "features", [])],
-            "rack": get(body, "rack"), "fenced": True, "in_controlled_shutdown": False,
-            "log_dirs": log_dirs})
-        self._sessions[broker_id] = now_ms + self.settings.session_timeout_ms
-        return batch.result({"error_code": int(ErrorCode.NONE), "broker_epoch": offset})
-
-    def _valid_log_dirs(self, broker_id: int, log_dirs: list[uuid.UUID]) -> bool:
-        """Kafka's checks on BrokerRegistration.LogDirs: no reserved id, no duplicate, none
-        registered by another broker. Naming none is allowed, for brokers predating them."""
-        if any(is_reserved_dir(d) for d in log_dirs) or len(set(log_dirs)) != len(log_dirs):
-            return False
-        return not any(set(other.log_dirs) & set(log_dirs)
-                       for other in self.image.brokers.values() if other.broker_id != broker_id)
+        return self.cluster.register_broker(self.image, body, now_ms, offset)
 
     def broker_heartbeat(self, body: Any, now_ms: int,
                          offset: int | None = None) -> ControllerResult:
-        """BrokerHeartbeat: keep the session, and move the broker between fenced,
-        unfenced, controlled shutdown and shut down (Kafka's BrokerControlState).
-
-        `offset`, when given, is the Raft offset this heartbeat's entry would get, as for
-        `register_broker`. A broker whose controlled shutdown began at a known offset is
-        told to shut down only once it leads nothing and every active broker has reported
-        a metadata offset past that entry (Kafka's controlledShutdownOffset <=
-        lowestActiveOffset), so that the new leaders know they lead before it stops."""
-        broker_id = body.broker_id
-        broker = self.image.brokers.get(broker_id)
-        if broker is None or broker.epoch != body.broker_epoch:
-            return ControllerResult((), {
-                "error_code": int(ErrorCode.STALE_BROKER_EPOCH), "is_caught_up": False,
-                "is_fenced": True, "should_shut_down": False})
-        self._sessions[broker_id] = now_ms + self.settings.session_timeout_ms
-        self._metadata_offsets[broker_id] = body.current_metadata_offset
-        caught_up = body.current_metadata_offset >= broker.epoch
-        batch = Batch(self.image)
-        # before any transition, so that an unfencing elects no leader on a failed directory
-        self.replication.handle_directories_offline(
-            batch, broker, get(body, "offline_log_dirs", []) or [])
-        broker = batch.image.brokers[broker_id]
-        fenced, shut_down = broker.fenced, False
-        if not broker.in_controlled_shutdown:
-            self._shutdown_offsets.pop(broker_id, None)
-        if broker.fenced:
-            if body.want_shut_down or broker.in_controlled_shutdown:
-                # never served anything, or already told to go: it stays fenced and goes
-                shut_down = True
-            elif caught_up and not body.want_fence:
-                self._unfence(batch, broker)
-                fenced = False
-        elif body.want_fence:
-            self._fence(batch, broker_id)
-            fenced = True
-        elif body.want_shut_down or broker.in_controlled_shutdown:
-            if not broker.in_controlled_shutdown:
-                self._begin_controlled_shutdown(batch, broker)
-                if offset is not None:
-                    self._shutdown_offsets[broker_id] = offset
-            elif self._ready_to_shut_down(batch.image, broker_id):
-                self._fence(batch, broker_id)
-                fenced, shut_down = True, True
-        return batch.result({"error_code": int(ErrorCode.NONE), "is_caught_up": caught_up,
-                             "is_fenced": fenced, "should_shut_down": shut_down})
+        """BrokerHeartbeat; `offset`, when given, is the Raft offset this heartbeat's entry
+        would get, from which a controlled shutdown it begins waits for the other brokers."""
+        return self.cluster.broker_heartbeat(self.image, body, now_ms, offset)
 
     def unregister_broker(self, body: Any, now_ms: int) -> ControllerResult:
-        """UnregisterBroker. UnregisterBrokerRecord is not declared, so the registration
-        stays, fenced, and leaves every leadership and ISR: the effect on partitions is
-        Kafka's."""
         del now_ms
-        broker = self.image.brokers.get(body.broker_id)
-        if broker is None:
-            return ControllerResult((), error(ErrorCode.BROKER_ID_NOT_REGISTERED,
-                                              f"Broker ID {body.broker_id} is not registered."))
-        batch = Batch(self.image)
-        if not broker.fenced:
-            self._fence(batch, broker.broker_id)
-        self._sessions.pop(broker.broker_id, None)
-        return batch.result(error(ErrorCode.NONE))
-
-    def _unfence(self, batch: Batch, broker: BrokerRegistration) -> None:
-        batch.add(T.UNFENCE_BROKER_RECORD, 0, {"id": broker.broker_id, "epoch": broker.epoch})
-        self.replication.handle_broker_unfenced(batch, broker.broker_id)
-
-    def _fence(self, batch: Batch, broker_id: int) -> None:
-        """Leaderships and ISR places go, then the fence."""
-        self.replication.handle_broker_fenced(batch, broker_id)
-        broker = batch.image.brokers[broker_id]
-        batch.add(T.FENCE_BROKER_RECORD, 0, {"id": broker_id, "epoch": broker.epoch})
-
-    def _begin_controlled_shutdown(self, batch: Batch, broker: BrokerRegistration) -> None:
-        body = self._registration_body(broker)
-        body["in_controlled_shutdown"] = True
-        batch.add(T.REGISTER_BROKER_RECORD, REGISTER_BROKER_VERSION, body)
-        self.replication.handle_broker_in_controlled_shutdown(batch, broker.broker_id)
-
-    @staticmethod
-    def _registration_body(broker: BrokerRegistration) -> dict:
-        return {"broker_id": broker.broker_id, "incarnation_id": broker.incarnation_id,
-                "broker_epoch": broker.epoch,
-                "end_points": [{"name": e.name, "host": e.host, "port": e.port,
-                                "security_protocol": e.security_protocol}
-                               for e in broker.endpoints],
-                "rack": broker.rack, "fenced": broker.fenced,
-                "in_controlled_shutdown": broker.in_controlled_shutdown,
-                "log_dirs": list(broker.log_dirs)}
-
-    def _ready_to_shut_down(self, image: MetadataImage, broker_id: int) -> bool:
-        if any(p.leader == broker_id for t in image.topics_by_id.values()
-               for p in t.partitions.values()):
-            return False
-        began = self._shutdown_offsets.get(broker_id)
-        if began is None:  # began under another controller: nothing to wait for
-            return True
-        return all(self._metadata_offsets.get(b, -1) >= began
-                   for b in image.active_broker_ids())
+        return self.cluster.unregister_broker(self.image, body)
 
     # --- time -----------------------------------------------------------------------
 
     def tick(self, now_ms: int) -> list[ControllerResult]:
         """Fence brokers whose session expired (one result each) and, when due, run the
         automatic preferred leader rebalance."""
-        results = []
-        image = self.image
-        for broker_id, deadline in sorted(self._sessions.items()):
-            broker = image.brokers.get(broker_id)
-            if broker is None or broker.fenced or now_ms < deadline:
-                continue
-            batch = Batch(image)
-            self._fence(batch, broker_id)
-            results.append(batch.result(None))
-            image = batch.image
+        results, image = self.cluster.fence_stale_brokers(self.image, now_ms)
         if self._next_rebalance_ms is not None and now_ms >= self._next_rebalance_ms:
             self._next_rebalance_ms = now_ms + self.settings.leader_imbalance_check_interval_ms
             batch = Batch(image)
@@ -370,8 +209,7 @@ class QuorumController:
 
     def next_deadline(self) -> int:
         """When `tick` next has something to do (NO_DEADLINE when nothing is pending)."""
-        deadlines = [d for b, d in self._sessions.items()
-                     if b in self.image.brokers and not self.image.brokers[b].fenced]
+        deadlines = self.cluster.heartbeats.deadlines(self.image)
         if self._next_rebalance_ms is not None:
             deadlines.append(self._next_rebalance_ms)
         return min(deadlines, default=NO_DEADLINE)
