@@ -47,20 +47,19 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from broker.controller import acl_control, config_control, producer_id_control, scram_control
+from broker.controller import (
+    acl_control, activation, config_control, producer_id_control, scram_control,
+)
+from broker.controller.activation import LegacySource
 from broker.controller.cluster_control import ClusterControlManager
-from broker.controller.config_control import render_config_value
 from broker.controller.controller_result import Batch, ControllerResult, Record
-from broker.controller.image import TOPIC_RESOURCE, MetadataImage
+from broker.controller.image import MetadataImage
 from broker.controller.replication_control import ReplicationControlManager
-from protocol.metadata_records import MetadataRecordType as T
 
-METADATA_VERSION = "metadata.version"
-BOOTSTRAP_METADATA_VERSION = 21  # Kafka 3.9-IV0
 NO_DEADLINE = 2**63 - 1
 
 
@@ -82,29 +81,6 @@ class ControllerSettings:
     producer_id_block_size: int = 1000
     max_partitions_per_request: int = 10000
     delete_topic_enable: bool = True
-
-
-class LegacyTopicSource(Protocol):
-    """What `activate` reads of a migrated topic (any object with these attributes)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def topic_id(self) -> uuid.UUID: ...
-    @property
-    def partitions(self) -> int: ...
-    @property
-    def configs(self) -> Mapping[str, Any]: ...
-
-
-class LegacySource(Protocol):
-    """What `activate` reads of a migrated data directory (broker.metadata.LegacyMetadata,
-    which the broker loads)."""
-
-    @property
-    def topics(self) -> Sequence[LegacyTopicSource]: ...
-    @property
-    def producer_id_limit(self) -> int: ...
 
 
 class QuorumController:
@@ -150,32 +126,8 @@ class QuorumController:
         self.cluster.heartbeats.reset(self.image.brokers, now_ms)
         self._next_rebalance_ms = (now_ms + s.leader_imbalance_check_interval_ms
                                    if s.auto_leader_rebalance_enable else None)
-        batch = Batch(self.image)
-        if METADATA_VERSION not in self.image.features:
-            batch.add(T.FEATURE_LEVEL_RECORD, 0, {"name": METADATA_VERSION,
-                                                  "feature_level": BOOTSTRAP_METADATA_VERSION})
-        if legacy is not None and not self.image.topics_by_id:
-            self._migrate(batch, legacy)
-        return batch.result(None) if batch.records else None
-
-    def _migrate(self, batch: Batch, legacy: LegacySource) -> None:
-        node = self.settings.node_id
-        for topic in legacy.topics:
-            batch.add(T.TOPIC_RECORD, 0, {"name": topic.name, "topic_id": topic.topic_id})
-            for p in range(topic.partitions):
-                batch.add(T.PARTITION_RECORD, 0, {
-                    "partition_id": p, "topic_id": topic.topic_id, "replicas": [node],
-                    "isr": [node], "leader": node, "leader_epoch": 0, "partition_epoch": 0})
-            for name, value in sorted(topic.configs.items()):
-                rendered = render_config_value(value)
-                if rendered is not None:
-                    batch.add(T.CONFIG_RECORD, 0, {
-                        "resource_type": TOPIC_RESOURCE, "resource_name": topic.name,
-                        "name": name, "value": rendered})
-        if legacy.producer_id_limit > batch.image.next_producer_id:
-            batch.add(T.PRODUCER_IDS_RECORD, 0, {
-                "broker_id": node, "broker_epoch": -1,
-                "next_producer_id": legacy.producer_id_limit})
+        records = activation.activation_records(self.image, s.node_id, legacy)
+        return self._records_result(records, None) if records else None
 
     # --- brokers (broker.controller.cluster_control) -----------------------------------
 
@@ -267,7 +219,7 @@ class QuorumController:
         del now_ms
         return self._records_result(*acl_control.delete_acls(self.image, body))
 
-    def _records_result(self, records: list[Record], response: dict) -> ControllerResult:
+    def _records_result(self, records: list[Record], response: Any) -> ControllerResult:
         """A stateless manager's records and answer, checked on a scratch image as every
         operation's are."""
         batch = Batch(self.image)

@@ -16,11 +16,10 @@ from construct import Container
 from broker.controller.election import NO_LEADER, LeaderRecoveryState
 from broker.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from broker.metadata import LegacyMetadata, LegacyTopic
+from broker.controller.activation import BOOTSTRAP_METADATA_VERSION
 from broker.controller.config_control import APPEND, DELETE, SET, SUBTRACT
 from broker.controller.controller_result import ControllerResult
-from broker.controller.quorum_controller import (
-    BOOTSTRAP_METADATA_VERSION, NO_DEADLINE, ControllerSettings, QuorumController,
-)
+from broker.controller.quorum_controller import NO_DEADLINE, ControllerSettings, QuorumController
 from protocol.errors import ErrorCode
 from protocol.messages.cluster import (
     BrokerHeartbeatRequest, BrokerRegistrationRequest, ElectLeadersRequest,
