@@ -1,42 +1,39 @@
 """The active controller: admin and broker-lifecycle requests in, metadata records out.
 
-Owns `QuorumController`, a pure state machine after Kafka's `QuorumController` and the
-managers it delegates to (`ClusterControlManager`, `BrokerHeartbeatManager`,
-`ReplicationControlManager`, `ConfigurationControlManager`, `ProducerIdControlManager`),
-simplified. Every request becomes a `ControllerResult`: the metadata records to append as
-ONE Raft entry, and the response to send once that entry commits (at once when there are
-no records). Nothing here does I/O or reads a clock: `now_ms` is an argument, randomness
-(topic ids, placement's start index) comes from the injected `random.Random`.
+Owns `QuorumController`, the facade after Kafka's `QuorumController`, and
+`ControllerSettings`. It routes each request to the control manager that answers it and
+owns what they share: the metadata image being built, the settings (from which it builds
+the managers, each with the ones it reads), time (`tick` at `next_deadline`: stale broker
+sessions fenced, the automatic preferred-leader rebalance when due) and activation. The
+managers, each a module of its own:
+- `cluster_control.ClusterControlManager` (with its `BrokerHeartbeatManager`): broker
+  registration, heartbeats, fencing, controlled shutdown, UnregisterBroker;
+- `replication_control.ReplicationControlManager`: topics and partitions, leaders and
+  ISRs (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, AlterPartition), and
+  what a broker's changes of state do to its partitions;
+- `config_control` (ConfigurationControlManager): IncrementalAlterConfigs;
+- `scram_control` (ScramControlManager), `acl_control` (AclControlManager),
+  `producer_id_control` (ProducerIdControlManager);
+- `activation` (ActivationRecordsGenerator): the bootstrap and migration records.
+
+Every request becomes a `ControllerResult` (controller_result.py): the metadata records to
+append as ONE Raft entry, and the response to send once that entry commits (at once when
+there are no records). Nothing here or in the managers does I/O or reads a clock: `now_ms`
+is an argument, randomness (topic ids, placement's start index, ACL ids) comes from the
+injected `random.Random`.
 
 The image. `image` is the metadata image including every record this controller has
 produced, committed or not, as in Kafka, where the active controller replays its own
-records as soon as it appends them. A method never changes `image` itself: the caller
+records as soon as it appends them. An operation never changes `image` itself: the caller
 appends a result's records and then hands them back through `replay` (decoded, as a
 follower would read them) before the next call, so that the active controller and every
 standby build their image by the one code path (`MetadataImage.apply`). Within one
-operation the records are built on a scratch image, so that, say, fencing a broker and
-then electing leaders sees the fence.
+operation the records are built on a scratch image (`controller_result.Batch`), so that,
+say, fencing a broker and then electing leaders sees the fence.
 
-Controller memory that is not in the log: each broker's session deadline (a heartbeat
-refreshes it; `tick` fences a broker whose deadline has passed) and when the next
-automatic leader rebalance is due. A new active controller (`activate`) gives every
-registered broker a fresh session, as Kafka does, rather than fence brokers whose
-heartbeats went to the old one.
-
-Controlled shutdown is written to the log as a RegisterBrokerRecord that repeats the
-broker's registration with in_controlled_shutdown set: every image then agrees the broker
-may not lead or join an ISR.
-
-Log directories (KIP-858): a broker registers its directory ids (BrokerRegistration v2+,
-kept in RegisterBrokerRecord.log_dirs) and names the ones that failed in its heartbeats
-(offline_log_dirs, v1+). A heartbeat naming a directory the registration still has online
-takes it offline, as Kafka's ReplicationControlManager.handleDirectoriesOffline does: a
-BrokerRegistrationChangeRecord lists the directories left (LOST_DIR when none is) and,
-when none is, the broker leaves every ISR and leadership by the fencing rule, new leaders
-coming from the rest of the ISR. It stays registered and unfenced, but is not active, so
-no election, ISR expansion or placement picks it until it registers again with the
-directory online (after a restart). Replicas are not assigned to directories, so a broker
-that still has a directory online keeps its replicas.
+Controller memory that is not in the log: the broker sessions (ClusterControlManager's)
+and when the next automatic leader rebalance is due (here). `reset` forgets both, and
+`activate` starts them afresh.
 
 Error codes and messages follow Kafka's; the admin request bodies are the construct
 Containers of protocol/messages, the responses plain dicts with the response
