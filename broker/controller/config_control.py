@@ -20,9 +20,7 @@ from broker.config import (
     validate_topic_configs,
 )
 from broker.controller.controller_result import Batch, ControllerResult, error, get
-from broker.controller.image import (
-    BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage,
-)
+from broker.controller.image import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from broker.controller.placement import PlacementError
 from protocol.errors import ErrorCode
 from protocol.metadata_records import MetadataRecordType as T
