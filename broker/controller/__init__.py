@@ -1,4 +1,4 @@
-"""The cluster's control plane: the KRaft metadata quorum and, later, the controller on it.
+"""The cluster's control plane: the KRaft metadata quorum and the controller on it.
 
 Owns, today, pure code (only metadata_log.py does I/O, and nothing reads a clock; a runtime
 hands in messages, ticks and `now_ms`, and carries out the effects):
@@ -15,9 +15,12 @@ hands in messages, ticks and `now_ms`, and carries out the effects):
   bodies, and the DescribeQuorum answer, in `raft_codec.py`;
 - the metadata image that replaying the metadata records gives, in `image.py` (Kafka's
   MetadataImage and its deltas);
-- the active controller, which turns requests into metadata records and a response, with
-  broker registration, heartbeats and fencing, in `quorum_controller.py` (Kafka's
-  QuorumController and its control managers).
+- the active controller, which turns requests into metadata records and a response:
+  `quorum_controller.py` (Kafka's QuorumController) routes each request to a control
+  manager, `cluster_control.py` (brokers: registration, heartbeats, fencing),
+  `replication_control.py` (topics, partitions, elections, ISR changes), `config_control.py`,
+  `scram_control.py`, `acl_control.py`, `producer_id_control.py` and `activation.py` (the
+  records a new active controller writes), all sharing `controller_result.py`.
 
 The trio runtime that drives them is `runtime.py` (carrying out RaftNode's effects onto the
 `metadata_log` store and, through `transport.py`, the network), assembled by `wiring.py`;

@@ -53,9 +53,8 @@ from broker import blocking
 from broker.chunking import chunks
 from broker.controller import raft
 from broker.controller.image import MetadataImage
-from broker.controller.quorum_controller import (
-    REPLAY_SLICE, ControllerResult, QuorumController,
-)
+from broker.controller.controller_result import REPLAY_SLICE, ControllerResult
+from broker.controller.quorum_controller import QuorumController
 from broker.controller.raft_batches import pack_records, unpack_records
 from broker.controller.raft_log import Snapshot
 from broker.controller.snapshot import encode_snapshot, load_snapshot

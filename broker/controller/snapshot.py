@@ -28,7 +28,7 @@ from protocol.metadata_records import decode_metadata_record, encode_metadata_re
 Records = list[tuple[int, int, Any]]
 
 METADATA_VERSION = "metadata.version"
-# the versions the controller writes (quorum_controller's REGISTER_BROKER_VERSION: v3
+# the versions the controller writes (cluster_control's REGISTER_BROKER_VERSION: v3
 # carries log_dirs, v1 in_controlled_shutdown)
 REGISTER_BROKER_VERSION = 3
 

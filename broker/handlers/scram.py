@@ -4,9 +4,9 @@ Owns both handlers. Describe is answered from this broker's metadata image (the 
 and iterations of each user's credentials, never a salt or key): every user with a
 credential when the request names none (null or empty), RESOURCE_NOT_FOUND for a named user with none,
 DUPLICATE_RESOURCE for a user named twice. Alter is forwarded to the active controller
-(QuorumController.alter_user_scram_credentials checks each alteration and writes the
-records); a successful answer waits (at most VISIBILITY_WAIT_S) until this broker's image
-shows the change, so a client that logs in right after its alteration finds it.
+(broker.controller.scram_control checks each alteration and writes the records); a
+successful answer waits (at most VISIBILITY_WAIT_S) until this broker's image shows the
+change, so a client that logs in right after its alteration finds it.
 
 With an authorizer, Describe needs DESCRIBE and Alter ALTER on the cluster, refused with
 CLUSTER_AUTHORIZATION_FAILED (the whole request, as Kafka's KafkaApis answers it).

@@ -9,7 +9,7 @@ import uuid
 
 from broker.controller.election import NO_LEADER
 from broker.controller.image import LOST_DIR
-from broker.controller.quorum_controller import PREFERRED_ELECTION, UNCLEAN_ELECTION
+from broker.controller.replication_control import PREFERRED_ELECTION, UNCLEAN_ELECTION
 from protocol.errors import ErrorCode
 from protocol.messages.cluster import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from protocol.metadata_records import MetadataRecordType as T

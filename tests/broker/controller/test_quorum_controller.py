@@ -16,10 +16,10 @@ from construct import Container
 from broker.controller.election import NO_LEADER, LeaderRecoveryState
 from broker.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from broker.metadata import LegacyMetadata, LegacyTopic
-from broker.controller.quorum_controller import (
-    APPEND, BOOTSTRAP_METADATA_VERSION, DELETE, NO_DEADLINE, SET, SUBTRACT, ControllerResult,
-    ControllerSettings, QuorumController,
-)
+from broker.controller.activation import BOOTSTRAP_METADATA_VERSION
+from broker.controller.config_control import APPEND, DELETE, SET, SUBTRACT
+from broker.controller.controller_result import ControllerResult
+from broker.controller.quorum_controller import NO_DEADLINE, ControllerSettings, QuorumController
 from protocol.errors import ErrorCode
 from protocol.messages.cluster import (
     BrokerHeartbeatRequest, BrokerRegistrationRequest, ElectLeadersRequest,
@@ -1115,7 +1115,7 @@ def test_a_batch_applies_its_records_when_its_image_is_read_and_refuses_a_bad_on
     sees every one of them, and a record the image refuses fails the operation at the
     latest when its result is made."""
     from broker.controller.image import MetadataImageError
-    from broker.controller.quorum_controller import _Batch
+    from broker.controller.controller_result import Batch as _Batch
     topic_id = uuid.UUID(int=7)
     batch = _Batch(MetadataImage.EMPTY)
     batch.add(T.TOPIC_RECORD, 0, {"name": "orders", "topic_id": topic_id})

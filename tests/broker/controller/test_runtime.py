@@ -11,9 +11,8 @@ import trio
 from broker.controller import raft
 from broker.controller.metadata_log import MetadataLogStore
 from broker.controller.image import MetadataImage, MetadataImageError
-from broker.controller.quorum_controller import (
-    ControllerResult, ControllerSettings, QuorumController,
-)
+from broker.controller.controller_result import ControllerResult
+from broker.controller.quorum_controller import ControllerSettings, QuorumController
 from broker.controller.runtime import APPEND_CHUNK, NotController, QuorumRuntime, decode_entry
 from protocol.errors import ErrorCode
 from tests.broker.controller.test_runtime_snapshots import VOTERS, Network, make_runtime, wait_for

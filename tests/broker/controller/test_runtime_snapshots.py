@@ -15,8 +15,8 @@ import trio
 from broker.controller import raft
 from broker.controller.image import MetadataImage
 from broker.controller.metadata_log import MetadataLogStore, list_snapshots
-from broker.controller.quorum_controller import (ControllerResult, ControllerSettings,
-                                                 QuorumController)
+from broker.controller.controller_result import ControllerResult
+from broker.controller.quorum_controller import ControllerSettings, QuorumController
 from broker.controller.runtime import QuorumRuntime
 from broker.controller.snapshot import load_snapshot
 from broker.net.peer import PeerUnavailable
