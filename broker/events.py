@@ -13,6 +13,7 @@ and never stops the broker.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from broker.storage import REAL, FileHandle, FileSystem
+from broker.storage import REAL, FileHandle, FileSystem, read_file
 
 log = logging.getLogger("minibroker.events")
 
@@ -286,10 +287,12 @@ class EventLog:
             log.warning("the event log dropped %d events since start", self.dropped)
 
 
-def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """The JSON objects of one JSON-lines file, skipping a torn line (a kill -9 mid-write)."""
+def read_jsonl(path: str | os.PathLike, *, fs: FileSystem | None = None) -> list[dict[str, Any]]:
+    """The JSON objects of one JSON-lines file, skipping a torn line (a kill -9 mid-write).
+    Streamed from the real disk, or read whole from the file system ``fs`` (a simulated
+    node's, in tests)."""
     out = []
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8") if fs is None else _lines(fs, path) as f:
         for line in f:
             line = line.strip()
             if line:
@@ -300,7 +303,17 @@ def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
     return out
 
 
-def read_events(data_dir: str | os.PathLike) -> list[dict[str, Any]]:
+def _lines(fs: FileSystem, path: str | os.PathLike) -> io.StringIO:
+    return io.StringIO(read_file(path, fs=fs).decode("utf-8", errors="replace"))
+
+
+def read_events(data_dir: str | os.PathLike, *, fs: FileSystem | None = None
+                ) -> list[dict[str, Any]]:
     """Every event under DIR/events in order (for tools and tests)."""
-    return [event for path in sorted((Path(data_dir) / "events").glob("events-*.jsonl"))
-            for event in read_jsonl(path)]
+    directory = Path(data_dir) / "events"
+    if fs is None:
+        paths = sorted(directory.glob("events-*.jsonl"))
+    else:
+        paths = sorted(directory / name for name in fs.listdir(str(directory))
+                       if name.startswith("events-") and name.endswith(".jsonl"))
+    return [event for path in paths for event in read_jsonl(path, fs=fs)]

@@ -17,8 +17,9 @@ drop the dirty pages as Linux does), so a later fsync can still succeed.
 Faults, for paths under a prefix (the disk is one node's, so "a chosen node" is the
 file system given to that broker): `fail(op, prefix, errno)` makes reads, writes,
 truncations, fsyncs, creations, renames or removals raise (EIO by default, EACCES for a
-read-only directory); `limit_space(n)` lets ``n`` more bytes of growth in, the write that
-crosses it landing short and then ENOSPC, as on a real device; `heal()` ends all faults.
+read-only directory); `limit_space(n)` lets ``n`` more bytes of growth in (a truncation
+gives them back), the write that crosses it landing short and then ENOSPC, as on a real
+device; `heal()` ends all faults.
 
 Nothing here reads a clock or a thread: file mtimes come from the ``clock`` given (the
 broker's), and `threaded` is False so the broker runs its disk work inline.
@@ -182,6 +183,7 @@ class SimFile:
 
     def truncate(self, length: int) -> None:
         inode = self._live("truncate")
+        self._fs._take_space(self.path, length - len(inode.data))  # < 0: space given back
         inode.truncate(length)
         inode.mtime_ns = self._fs._now_ns()
 
@@ -237,6 +239,8 @@ class SimulatedFileSystem:
                 raise _error(fault.errno, path)
 
     def _take_space(self, path: str, grow: int) -> int:
+        """How many of ``grow`` new bytes the space limits let in (taking them); a
+        negative ``grow`` (a truncation) gives space back."""
         allowed = grow
         for limit in self._space:
             if path == limit.prefix or path.startswith(limit.prefix.rstrip("/") + "/"):

@@ -8,6 +8,7 @@ import random
 
 import trio
 
+from broker.events import read_events
 from broker.storage import SimulatedFileSystem
 from client.connection import BrokerConnection, background_nursery
 from protocol.errors import ErrorCode
@@ -44,6 +45,8 @@ async def test_a_broker_keeps_everything_on_its_own_disk_and_restarts_from_it(au
         await inproc.create_topic("orders", 1)
         await _produce(inproc, "orders", [b"one", b"two", b"three"])
     assert _nothing_on_the_real_disk()
+    kinds = [e["type"] for e in read_events(DATA, fs=fs)]
+    assert kinds[0] == "broker_start" and kinds[-1] == "broker_stop" and "topic_create" in kinds
     names = fs.listdir(DATA)
     assert {"meta.properties", "__cluster_metadata-0", "events", "orders-0",
             ".kafka_cleanshutdown"} <= set(names)
