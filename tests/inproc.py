@@ -90,11 +90,12 @@ class InProcessBroker:
 
 
 @asynccontextmanager
-async def in_process_broker(data_dir: Path | str, *, fs: FileSystem = REAL,
+async def in_process_broker(data_dir: Path | str, *, fs: FileSystem = REAL, close: bool = True,
                             **overrides: str) -> AsyncIterator[InProcessBroker]:
     """A broker on `data_dir` (on the file system `fs`: the real disk unless given) with
     these property overrides (Kafka names), serving the clients created inside the block;
-    closed, as on shutdown, when the block ends."""
+    closed, as on shutdown, when the block ends -- or, ``close=False``, only stopped, as a
+    process killed there would be (then crash `fs` before the next broker starts on it)."""
     config = BrokerConfig.load({"log.dirs": str(data_dir), **TEST_DEFAULTS, **overrides})
     offset = time.time() - trio.current_time()
     broker = Broker(config, clock=lambda: offset + trio.current_time(), fs=fs)
@@ -111,4 +112,5 @@ async def in_process_broker(data_dir: Path | str, *, fs: FileSystem = REAL,
                 stream_opener.reset(token)
                 nursery.cancel_scope.cancel()
     finally:
-        broker.close()
+        if close:
+            broker.close()
