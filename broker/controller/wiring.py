@@ -65,4 +65,4 @@ def build_quorum(config: BrokerConfig, addresses: NodeAddresses, legacy: Any,
     return QuorumRuntime(
         node, store, controller, None, legacy=legacy, on_controller_event=emit,
         snapshot_max_bytes=config.metadata_log_max_record_bytes_between_snapshots,
-        snapshot_interval_ms=config.metadata_log_max_snapshot_interval_ms)
+        snapshot_interval_ms=config.metadata_log_max_snapshot_interval_ms, fs=fs)
