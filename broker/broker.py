@@ -51,6 +51,7 @@ from broker.metadata import (LEGACY_FILE, LegacyMetadata, cluster_id_for_voters,
                              load_cluster_id, load_directory_id)
 from broker.metadata_cache import OFFSETS_TOPIC, MetadataCache
 from broker.partition import Partition
+from broker.storage import REAL, FileSystem
 from broker.replication.leader_epochs import LeaderEpochCache, new_log_cache, open_cache
 from broker.replication.manager import ReplicaManager
 from broker.security.authorize import authorizer_for
@@ -83,10 +84,13 @@ def _vanished(old: Mapping[K, Any], new: Mapping[K, Any]) -> list[K]:
 
 class Broker:
     def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.time,
-                 dial: Opener | None = None):
+                 dial: Opener | None = None, fs: FileSystem = REAL):
         """`clock`: the wall clock in seconds; `dial`: how connections to the other nodes
-        are opened (TCP when None). The simulation (sim/) gives its own of both."""
+        are opened (TCP when None); `fs`: the disk. The simulation (sim/) gives its own."""
         self.config = config
+        # every byte this broker keeps goes through `fs` (broker/storage): the real disk,
+        # or a simulated one of its own in a deterministic test
+        self.fs = fs
         self.node_id: int = config.broker_id
         self.addresses = NodeAddresses.resolve(config)
         client = self.addresses.client or self.addresses.controller
@@ -110,19 +114,21 @@ class Broker:
         self._clock = clock
         self.events = EventLog(self.data_dir, self.node_id,
                                segment_bytes=config.events_segment_bytes,
-                               retention_files=config.events_retention_files, clock=clock)
+                               retention_files=config.events_retention_files, clock=clock,
+                               fs=fs)
         derived = (None if self.addresses.single_node
                    else cluster_id_for_voters(format_voters(self.addresses.voters)))
-        self.metadata_cache = MetadataCache(load_cluster_id(self.data_dir, self.node_id, derived))
+        self.metadata_cache = MetadataCache(load_cluster_id(self.data_dir, self.node_id, derived,
+                                                            fs=fs))
         # None without authorizer.class.name: every request is allowed, as before ACLs
         self.authorizer = authorizer_for(config)
         self.log_dirs = LogDirFailureChannel(str(self.data_dir),
-                                             load_directory_id(self.data_dir),
+                                             load_directory_id(self.data_dir, fs=fs),
                                              can_fail_over=self._another_broker_can_lead)
         self.log_dirs.listeners.append(self._log_dir_failed)
-        self.legacy = LegacyMetadata.load(self.data_dir)
+        self.legacy = LegacyMetadata.load(self.data_dir, fs=fs)
         self.logs = LogManager(self.data_dir, on_event=self.events.emit,
-                               recovery_threads=config.num_recovery_threads_per_data_dir)
+                               recovery_threads=config.num_recovery_threads_per_data_dir, fs=fs)
         self.metrics = BrokerMetrics()
         self.telemetry = ClientTelemetry(config)
         self.partitions: dict[tuple[str, int], Partition] = {}
@@ -177,7 +183,8 @@ class Broker:
                              truncated_bytes=r.truncated_bytes,
                              segments_recovered=r.segments_recovered,
                              log_end_offset=r.log_end_offset, duration_ms=r.duration_ms)
-        self.runtime = build_quorum(self.config, self.addresses, self.legacy, self.events.emit)
+        self.runtime = build_quorum(self.config, self.addresses, self.legacy, self.events.emit,
+                                    self.fs)
         self.runtime.listeners.append(self.apply_metadata)
         self.runtime.leader_listeners.append(self._on_quorum_leader)
         self.controller_channel.runtime = self.runtime
@@ -417,7 +424,7 @@ class Broker:
                 made: list[tuple[PartitionLog, uuid.UUID, LeaderEpochCache]] = []
                 failed: list[tuple[str, int, OSError]] = []
                 try:
-                    await blocking.run_sync(self._make_logs, specs, made, failed)
+                    await blocking.run_disk(self.fs, self._make_logs, specs, made, failed)
                     # a cancel waits for the thread, then arrives at the next checkpoint
                     await trio.lowlevel.checkpoint_if_cancelled()
                     self._adopt_logs([], failed)
@@ -451,7 +458,8 @@ class Broker:
                 failed.append((topic, index, e))
                 continue
             try:
-                batch.append((plog, topic_id, new_log_cache(plog.directory, leader_epoch)))
+                batch.append((plog, topic_id,
+                              new_log_cache(plog.directory, leader_epoch, fs=self.fs)))
             except OSError as e:
                 self.logs.discard_new_log(plog)
                 failed.append((topic, index, e))
@@ -535,7 +543,7 @@ class Broker:
         config = self._topic_log_config(topic.name)
         existing = self.logs.get(topic.name, index)
         if existing is not None and self.legacy is None:
-            recorded = read_partition_metadata(existing.directory)
+            recorded = read_partition_metadata(existing.directory, fs=self.fs)
             if recorded is not None and recorded != topic.topic_id:
                 # an older topic of the same name, deleted while this broker was down: its
                 # records must not become the new topic's
@@ -548,7 +556,8 @@ class Broker:
         epochs = open_cache(plog.directory, lambda: (
             (h.partition_leader_epoch, h.base_offset)
             for segment in plog.segments for _pos, h in segment.headers()),
-            log_start_offset=plog.log_start_offset, log_end_offset=plog.log_end_offset)
+            log_start_offset=plog.log_start_offset, log_end_offset=plog.log_end_offset,
+            fs=self.fs)
         return self._partition(plog, epochs)
 
     def _partition(self, plog: PartitionLog, epochs: Any) -> Partition:

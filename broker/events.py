@@ -13,12 +13,15 @@ and never stops the broker.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
 import time
 from pathlib import Path
 from typing import Any, Callable
+
+from broker.storage import REAL, FileHandle, FileSystem, read_file
 
 log = logging.getLogger("minibroker.events")
 
@@ -141,9 +144,10 @@ class EventLog:
 
     def __init__(self, data_dir: str | os.PathLike, broker_id: int, *,
                  segment_bytes: int = 64 * 1024 * 1024, retention_files: int = 20,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, fs: FileSystem = REAL):
         self.dir = Path(data_dir) / "events"
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self._fs = fs
+        fs.makedirs(str(self.dir))
         self.broker_id = broker_id
         self.segment_bytes = segment_bytes
         self.retention_files = retention_files
@@ -154,20 +158,21 @@ class EventLog:
         self._dropped_at_failure = 0  # `dropped` when the current run of failures began
         self._failing = False
         self._torn_line = False  # the file ends in a fragment that could not be cut off
-        self._fd: int | None = None
+        self._file: FileHandle | None = None
         existing = self._files()
         self._seq = int(existing[-1].stem.split("-")[1]) if existing else 0
-        self._fd, self._size = self._open(self._seq)
+        self._file, self._size = self._open(self._seq)
 
     def _files(self) -> list[Path]:
-        return sorted(self.dir.glob("events-*.jsonl"))
+        return sorted(self.dir / name for name in self._fs.listdir(str(self.dir))
+                      if name.startswith("events-") and name.endswith(".jsonl"))
 
     def _path_of(self, seq: int) -> Path:
         return self.dir / f"events-{seq:010d}.jsonl"
 
-    def _open(self, seq: int) -> tuple[int, int]:
-        fd = os.open(self._path_of(seq), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        return fd, os.fstat(fd).st_size
+    def _open(self, seq: int) -> tuple[FileHandle, int]:
+        f = self._fs.open(str(self._path_of(seq)), append=True)
+        return f, f.size()
 
     def emit(self, type: str, **fields: Any) -> None:
         declared = EVENT_TYPES.get(type)
@@ -188,7 +193,7 @@ class EventLog:
 
     def flush(self) -> None:
         """Hand the buffered events to the OS; never raises (see the class docstring)."""
-        if not self._pending or self._fd is None:
+        if not self._pending or self._file is None:
             return
         events = len(self._pending)
         prefix = b"\n" if self._torn_line else b""
@@ -197,9 +202,10 @@ class EventLog:
         self._pending_bytes = 0
         written = 0
         try:
-            while written < len(data):
-                written += os.write(self._fd, data[written:])
+            self._file.append(data)
+            written = len(data)
         except OSError as exc:
+            written = self._landed(len(data))
             whole = bytes(data[:written]).rfind(b"\n") + 1  # complete lines that got out
             self._size += whole
             lines_out = bytes(data[len(prefix):whole]).count(b"\n") if whole else 0
@@ -218,10 +224,18 @@ class EventLog:
         if self._size >= self.segment_bytes:
             self._rotate()
 
-    def _cut_torn_line(self) -> None:
-        assert self._fd is not None  # only called from flush, which has one
+    def _landed(self, most: int) -> int:
+        """How much of a write that failed got into the file (a short write, then ENOSPC)."""
+        assert self._file is not None
         try:
-            os.ftruncate(self._fd, self._size)
+            return max(0, min(most, self._file.size() - self._size))
+        except OSError:
+            return 0
+
+    def _cut_torn_line(self) -> None:
+        assert self._file is not None  # only called from flush, which has one
+        try:
+            self._file.truncate(self._size)
         except OSError:
             # cannot cut it: the next write ends the fragment first, so it stays one bad
             # line (readers skip it) and does not swallow the next event
@@ -237,44 +251,48 @@ class EventLog:
 
     def _rotate(self) -> None:
         try:
-            fd, size = self._open(self._seq + 1)
+            f, size = self._open(self._seq + 1)
         except OSError as exc:  # keep writing to the current file; retried on next flush
             log.warning("cannot rotate the event log: %s", exc)
             return
-        self._close_fd()
+        self._close_file()
         self._seq += 1
-        self._fd, self._size = fd, size
+        self._file, self._size = f, size
         for old in self._files()[:-self.retention_files]:
             try:
-                old.unlink(missing_ok=True)
+                self._fs.remove(str(old))
+            except FileNotFoundError:
+                pass
             except OSError:
                 pass  # retried at the next rotation
 
-    def _close_fd(self) -> None:
-        if self._fd is not None:
+    def _close_file(self) -> None:
+        if self._file is not None:
             try:
-                os.close(self._fd)
+                self._file.close()
             except OSError:
                 pass
-            self._fd = None
+            self._file = None
 
     def close(self) -> None:
-        if self._fd is None:
+        if self._file is None:
             return
         self.flush()
         try:
-            os.fsync(self._fd)
+            self._file.fsync()
         except OSError as exc:
             log.warning("cannot fsync the event log: %s", exc)
-        self._close_fd()
+        self._close_file()
         if self.dropped:
             log.warning("the event log dropped %d events since start", self.dropped)
 
 
-def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """The JSON objects of one JSON-lines file, skipping a torn line (a kill -9 mid-write)."""
+def read_jsonl(path: str | os.PathLike, *, fs: FileSystem | None = None) -> list[dict[str, Any]]:
+    """The JSON objects of one JSON-lines file, skipping a torn line (a kill -9 mid-write).
+    Streamed from the real disk, or read whole from the file system ``fs`` (a simulated
+    node's, in tests)."""
     out = []
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8") if fs is None else _lines(fs, path) as f:
         for line in f:
             line = line.strip()
             if line:
@@ -285,7 +303,17 @@ def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
     return out
 
 
-def read_events(data_dir: str | os.PathLike) -> list[dict[str, Any]]:
+def _lines(fs: FileSystem, path: str | os.PathLike) -> io.StringIO:
+    return io.StringIO(read_file(path, fs=fs).decode("utf-8", errors="replace"))
+
+
+def read_events(data_dir: str | os.PathLike, *, fs: FileSystem | None = None
+                ) -> list[dict[str, Any]]:
     """Every event under DIR/events in order (for tools and tests)."""
-    return [event for path in sorted((Path(data_dir) / "events").glob("events-*.jsonl"))
-            for event in read_jsonl(path)]
+    directory = Path(data_dir) / "events"
+    if fs is None:
+        paths = sorted(directory.glob("events-*.jsonl"))
+    else:
+        paths = sorted(directory / name for name in fs.listdir(str(directory))
+                       if name.startswith("events-") and name.endswith(".jsonl"))
+    return [event for path in paths for event in read_jsonl(path, fs=fs)]

@@ -29,7 +29,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker.controller.image import is_reserved_dir
-from broker.log.manager import base64_uuid, write_atomically
+from broker.log.manager import base64_uuid
+from broker.storage import REAL, FileSystem, read_file, write_atomically
 
 META_PROPERTIES = "meta.properties"
 LEGACY_FILE = "cluster-metadata.json"
@@ -41,43 +42,44 @@ def cluster_id_for_voters(voters_text: str) -> str:
     return base64_uuid(uuid.uuid5(_VOTERS_NAMESPACE, voters_text))
 
 
-def load_cluster_id(data_dir: str | os.PathLike, node_id: int, derived: str | None) -> str:
+def load_cluster_id(data_dir: str | os.PathLike, node_id: int, derived: str | None, *,
+                    fs: FileSystem = REAL) -> str:
     """The directory's cluster.id; a new directory gets `derived` or a random one."""
     path = Path(data_dir) / META_PROPERTIES
-    props = _read_properties(path)
+    props = _read_properties(path, fs)
     if "cluster.id" in props:
         return props["cluster.id"]
     cluster_id = derived or base64_uuid(uuid.uuid4())
-    _write_properties(path, {**props, "cluster.id": cluster_id, "node.id": str(node_id)})
+    _write_properties(path, {**props, "cluster.id": cluster_id, "node.id": str(node_id)}, fs)
     return cluster_id
 
 
-def load_directory_id(data_dir: str | os.PathLike) -> uuid.UUID:
+def load_directory_id(data_dir: str | os.PathLike, *, fs: FileSystem = REAL) -> uuid.UUID:
     """The directory's directory.id, made and saved the first time it is asked for."""
     path = Path(data_dir) / META_PROPERTIES
-    props = _read_properties(path)
+    props = _read_properties(path, fs)
     if "directory.id" in props:
         text = props["directory.id"]
         return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
     directory_id = uuid.uuid4()
     while is_reserved_dir(directory_id):  # never, in practice
         directory_id = uuid.uuid4()
-    _write_properties(path, {**props, "directory.id": base64_uuid(directory_id)})
+    _write_properties(path, {**props, "directory.id": base64_uuid(directory_id)}, fs)
     return directory_id
 
 
-def _read_properties(path: Path) -> dict[str, str]:
-    if not path.exists():
+def _read_properties(path: Path, fs: FileSystem) -> dict[str, str]:
+    if not fs.exists(str(path)):
         return {}
     return {key.strip(): value.strip() for key, value in
-            (line.split("=", 1) for line in path.read_text().splitlines()
+            (line.split("=", 1) for line in read_file(path, fs=fs).decode().splitlines()
              if "=" in line and not line.startswith("#"))}
 
 
-def _write_properties(path: Path, props: Mapping[str, str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _write_properties(path: Path, props: Mapping[str, str], fs: FileSystem) -> None:
+    fs.makedirs(str(path.parent))
     props = {"version": "1", **props}
-    write_atomically(path, "".join(f"{key}={value}\n" for key, value in props.items()))
+    write_atomically(path, "".join(f"{key}={value}\n" for key, value in props.items()), fs=fs)
 
 
 @dataclass(frozen=True)
@@ -97,21 +99,22 @@ class LegacyMetadata:
     topics: tuple[LegacyTopic, ...]
     producer_id_limit: int = 0
     path: Path | None = None  # the file it was read from, renamed once migrated
+    fs: FileSystem = field(default=REAL, compare=False, repr=False)
 
     @classmethod
-    def load(cls, data_dir: str | os.PathLike) -> LegacyMetadata | None:
+    def load(cls, data_dir: str | os.PathLike, *, fs: FileSystem = REAL) -> LegacyMetadata | None:
         path = Path(data_dir) / LEGACY_FILE
-        if not path.exists():
+        if not fs.exists(str(path)):
             return None
-        state = json.loads(path.read_text())
+        state = json.loads(read_file(path, fs=fs))
         topics = tuple(LegacyTopic(t["name"], uuid.UUID(t["topic_id"]), t["partitions"],
                                    {k: _as_text(v) for k, v in t.get("configs", {}).items()})
                        for t in state["topics"])
-        return cls(topics, int(state.get("producer_id_limit", 0)), path)
+        return cls(topics, int(state.get("producer_id_limit", 0)), path, fs)
 
     def mark_migrated(self) -> None:
-        if self.path is not None and self.path.exists():
-            os.replace(self.path, self.path.with_name(self.path.name + MIGRATED_SUFFIX))
+        if self.path is not None and self.fs.exists(str(self.path)):
+            self.fs.rename(str(self.path), str(self.path.with_name(self.path.name + MIGRATED_SUFFIX)))
 
 
 def _as_text(value: Any) -> str:

@@ -417,10 +417,10 @@ async def _checkpoint(broker: Broker) -> None:
     """Flush the active segments and write the checkpoints. The fsyncs run on a worker
     thread: on the event loop they stalled every request for as long as the disk took."""
     logs = broker.logs
-    flushed = await blocking.run_sync(fsync_plans, logs.flush_plans())
+    flushed = await blocking.run_disk(broker.fs, fsync_plans, logs.flush_plans())
     for plan in flushed:
         plan.log.flushed(plan)
-    await blocking.run_sync(logs.write_checkpoints, logs.checkpoints())
+    await blocking.run_disk(broker.fs, logs.write_checkpoints, logs.checkpoints())
 
 
 async def _metrics_events(broker: Broker) -> None:

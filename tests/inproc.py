@@ -34,6 +34,7 @@ import trio.testing
 from broker.broker import Broker
 from broker.config import BrokerConfig
 from broker.server import Server
+from broker.storage import REAL, FileSystem
 from client.connection import stream_opener
 from protocol.messages import CREATE_TOPICS, request_body
 
@@ -89,12 +90,15 @@ class InProcessBroker:
 
 
 @asynccontextmanager
-async def in_process_broker(data_dir: Path, **overrides: str) -> AsyncIterator[InProcessBroker]:
-    """A broker on `data_dir` with these property overrides (Kafka names), serving the
-    clients created inside the block; closed, as on shutdown, when the block ends."""
+async def in_process_broker(data_dir: Path | str, *, fs: FileSystem = REAL, close: bool = True,
+                            **overrides: str) -> AsyncIterator[InProcessBroker]:
+    """A broker on `data_dir` (on the file system `fs`: the real disk unless given) with
+    these property overrides (Kafka names), serving the clients created inside the block;
+    closed, as on shutdown, when the block ends -- or, ``close=False``, only stopped, as a
+    process killed there would be (then crash `fs` before the next broker starts on it)."""
     config = BrokerConfig.load({"log.dirs": str(data_dir), **TEST_DEFAULTS, **overrides})
     offset = time.time() - trio.current_time()
-    broker = Broker(config, clock=lambda: offset + trio.current_time())
+    broker = Broker(config, clock=lambda: offset + trio.current_time(), fs=fs)
     broker.open()
     try:
         async with trio.open_nursery() as nursery:
@@ -108,4 +112,5 @@ async def in_process_broker(data_dir: Path, **overrides: str) -> AsyncIterator[I
                 stream_opener.reset(token)
                 nursery.cancel_scope.cancel()
     finally:
-        broker.close()
+        if close:
+            broker.close()

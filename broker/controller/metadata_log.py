@@ -6,8 +6,8 @@ latest readable snapshot, the entries above it, as a `RaftLog` to hand to `RaftN
 durable side of the node's log effects (`persist_election`, `append`, `truncate_to`,
 `install_snapshot`, `take_snapshot`); and the snapshot file format (`write_snapshot_file`,
 `read_snapshot_file`), which `minibroker dump-log --cluster-metadata` reads too. Plain
-synchronous file I/O: no trio, no clock; the runtime calls it from a worker thread or
-accepts the blocking fsync.
+synchronous file I/O through the storage seam (broker/storage, the broker's `fs`): no
+trio, no clock; the runtime calls it from a worker thread or accepts the blocking fsync.
 
 The directory holds:
 
@@ -60,7 +60,7 @@ import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterable
+from typing import Iterable
 
 from crc32c import crc32c
 
@@ -68,8 +68,7 @@ from broker.controller import quorum_state
 from broker.controller.quorum_state import ElectionState
 from broker.controller.raft_batches import batches_to_entries, entry_to_batch
 from broker.controller.raft_log import Entry, RaftLog, Snapshot, SnapshotId
-from broker.log.loader import fsync_dir
-from broker.log.manager import write_atomically
+from broker.storage import REAL, FileHandle, FileSystem, read_file, write_atomically
 from protocol.batch_walk import CORRUPT, BatchWalk
 
 log = logging.getLogger("minibroker.controller.metadata_log")
@@ -112,17 +111,22 @@ def metadata_log_dir(data_dir: str | os.PathLike) -> Path:
     return Path(data_dir) / METADATA_LOG_DIR
 
 
-def list_segments(directory: Path) -> list[tuple[int, Path]]:
+def _files(directory: Path, fs: FileSystem) -> list[Path]:
+    return [p for name in fs.listdir(str(directory))
+            if not fs.isdir(str(p := Path(directory) / name))]
+
+
+def list_segments(directory: Path, fs: FileSystem = REAL) -> list[tuple[int, Path]]:
     """(base offset, path) of every segment file, lowest base first."""
-    return sorted((int(m.group(1)), p) for p in directory.iterdir()
-                  if (m := SEGMENT_NAME.match(p.name)) and p.is_file())
+    return sorted((int(m.group(1)), p) for p in _files(directory, fs)
+                  if (m := SEGMENT_NAME.match(p.name)))
 
 
-def list_snapshots(directory: Path) -> list[tuple[SnapshotId, Path]]:
+def list_snapshots(directory: Path, fs: FileSystem = REAL) -> list[tuple[SnapshotId, Path]]:
     """(id named by the file, path) of every snapshot file, oldest first."""
     return sorted(((SnapshotId(int(m.group(1)), int(m.group(2))), p)
-                   for p in directory.iterdir()
-                   if (m := SNAPSHOT_NAME.match(p.name)) and p.is_file()),
+                   for p in _files(directory, fs)
+                   if (m := SNAPSHOT_NAME.match(p.name))),
                   key=lambda item: (item[0].end_offset, item[0].epoch))
 
 
@@ -136,23 +140,24 @@ def encode_snapshot(snapshot: Snapshot) -> bytes:
     return head + _SNAPSHOT_CRC.pack(crc) + snapshot.data
 
 
-def write_snapshot_file(directory: Path, snapshot: Snapshot) -> Path:
+def write_snapshot_file(directory: Path, snapshot: Snapshot, fs: FileSystem = REAL) -> Path:
     path = directory / snapshot_name(snapshot.snapshot_id)
-    write_atomically(path, encode_snapshot(snapshot), suffix=".part")
+    write_atomically(path, encode_snapshot(snapshot), suffix=".part", fs=fs)
     return path
 
 
-def read_snapshot_file(path: str | os.PathLike) -> Snapshot:
+def read_snapshot_file(path: str | os.PathLike, fs: FileSystem = REAL) -> Snapshot:
     """The snapshot a file holds; SnapshotError unless it is whole, its CRC matches and the
     id in it is the one its name gives."""
     path = Path(path)
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+        f = fs.open(str(path), create=False)
+        try:
+            size = f.size()
             if size < SNAPSHOT_HEADER_SIZE:
                 raise SnapshotError(f"{path.name}: {size} bytes, shorter than the "
                                     f"{SNAPSHOT_HEADER_SIZE}-byte header")
-            header = f.read(SNAPSHOT_HEADER_SIZE)
+            header = f.pread(SNAPSHOT_HEADER_SIZE, 0)
             if len(header) != SNAPSHOT_HEADER_SIZE:
                 raise SnapshotError(f"{path.name}: the file shrank while it was read")
             magic, version, end_offset, epoch, data_size = _SNAPSHOT_HEAD.unpack_from(header)
@@ -164,7 +169,9 @@ def read_snapshot_file(path: str | os.PathLike) -> Snapshot:
             if data_size != size - SNAPSHOT_HEADER_SIZE:
                 raise SnapshotError(f"{path.name}: header says {data_size} bytes of data, the "
                                     f"file holds {size - SNAPSHOT_HEADER_SIZE}")
-            data = f.read(data_size)
+            data = f.pread(data_size, SNAPSHOT_HEADER_SIZE)
+        finally:
+            f.close()
     except OSError as e:
         raise SnapshotError(f"{path.name}: cannot read: {e.strerror or e}") from None
     if len(data) != data_size:
@@ -190,12 +197,11 @@ class ScannedSegment:
     problem: str | None  # why the scan stopped before `size`
 
 
-def scan_segment(f: BinaryIO, base_offset: int, size: int) -> ScannedSegment:
+def scan_segment(f: FileHandle, base_offset: int, size: int) -> ScannedSegment:
     """Walk a segment's batches from the start: whole, CRC-valid, each the entry after the
     one before (offset + 1, epoch not lower, the first at `base_offset`)."""
     def read(position: int, n: int) -> bytes:
-        f.seek(position)
-        return f.read(n)
+        return f.pread(n, position)
 
     entries: list[Entry] = []
     positions: list[int] = []
@@ -239,44 +245,47 @@ class MetadataLogStore:
     `raft_log`), each durable before it returns."""
 
     def __init__(self, directory: Path, election: ElectionState | None, raft_log: RaftLog,
-                 segment_base: int, positions: list[int], segment_size: int):
+                 segment_base: int, positions: list[int], segment_size: int,
+                 fs: FileSystem = REAL):
         self.directory = directory
+        self.fs = fs
         self.election = election
         self.raft_log = raft_log
         self._base = segment_base  # offset of the segment's first entry
         self._positions = positions  # offset - _base -> file position
         self._snapshot_end = raft_log.start_offset
-        self._file: BinaryIO | None = open(self._segment_path(), "ab")
+        self._file: FileHandle | None = fs.open(str(self._segment_path()), append=True)
         self._size = segment_size
 
     # -- recovery ---------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, directory: str | os.PathLike) -> "MetadataLogStore":
+    def open(cls, directory: str | os.PathLike, fs: FileSystem = REAL) -> "MetadataLogStore":
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        for p in directory.iterdir():
-            if p.name.endswith(_LEFTOVER_SUFFIXES) and p.is_file():
+        fs.makedirs(str(directory))
+        for p in _files(directory, fs):
+            if p.name.endswith(_LEFTOVER_SUFFIXES):
                 log.info("%s: deleting %s, left by an interrupted write", directory, p.name)
-                p.unlink()
-        election = cls._load_election(directory)
-        snapshot = cls._load_snapshot(directory)
+                fs.remove(str(p))
+        election = cls._load_election(directory, fs)
+        snapshot = cls._load_snapshot(directory, fs)
         snap_end = snapshot.snapshot_id.end_offset if snapshot else 0
 
-        segments = list_segments(directory)
+        segments = list_segments(directory, fs)
         for _, stale in segments[:-1]:  # a replacement that was renamed into place won
             log.info("%s: deleting %s, replaced by %s", directory, stale.name,
                      segments[-1][1].name)
-            stale.unlink()
+            fs.remove(str(stale))
         if segments:
             base, path = segments[-1]
         else:
             base, path = snap_end, directory / segment_name(snap_end)
-            path.touch()
-            fsync_dir(directory)
+            fs.open(str(path)).close()
+            fs.fsync_dir(str(directory))
 
-        with open(path, "r+b") as f:
-            size = os.fstat(f.fileno()).st_size
+        f = fs.open(str(path), create=False)
+        try:
+            size = f.size()
             scan = scan_segment(f, base, size)
             keep = scan.valid_bytes
             if scan.problem is not None:
@@ -285,8 +294,9 @@ class MetadataLogStore:
             entries, positions = scan.entries, scan.positions
             if keep < size:
                 f.truncate(keep)
-                f.flush()
-                os.fsync(f.fileno())
+                f.fsync()
+        finally:
+            f.close()
         end = base + len(entries)
 
         # Does the segment continue the snapshot? Not when it starts above it or ends below
@@ -312,20 +322,20 @@ class MetadataLogStore:
                             "end %d; the log restarts empty there", directory, path.name,
                             base, end - 1, keep, reason, snap_end)
             new_path = directory / segment_name(snap_end)
-            write_atomically(new_path, b"")
+            write_atomically(new_path, b"", fs=fs)
             if new_path != path:
-                path.unlink()
-                fsync_dir(directory)
-            return cls(directory, election, RaftLog((), snapshot), snap_end, [], 0)
+                fs.remove(str(path))
+                fs.fsync_dir(str(directory))
+            return cls(directory, election, RaftLog((), snapshot), snap_end, [], 0, fs)
         store_entries = entries[snap_end - base:]
         return cls(directory, election, RaftLog(store_entries, snapshot), base, positions,
-                   keep)
+                   keep, fs)
 
     @staticmethod
-    def _load_election(directory: Path) -> ElectionState | None:
+    def _load_election(directory: Path, fs: FileSystem) -> ElectionState | None:
         path = directory / QUORUM_STATE_FILE
         try:
-            data = path.read_bytes()
+            data = read_file(path, fs=fs)
         except FileNotFoundError:
             return None
         try:
@@ -335,11 +345,11 @@ class MetadataLogStore:
             raise MetadataLogError(f"{path}: {e}") from None
 
     @staticmethod
-    def _load_snapshot(directory: Path) -> Snapshot | None:
-        found = list_snapshots(directory)
+    def _load_snapshot(directory: Path, fs: FileSystem) -> Snapshot | None:
+        found = list_snapshots(directory, fs)
         for i, (_, path) in enumerate(reversed(found)):
             try:
-                snapshot = read_snapshot_file(path)
+                snapshot = read_snapshot_file(path, fs)
             except SnapshotError as e:
                 if i + 1 == len(found):
                     raise MetadataLogError(f"{directory}: no readable snapshot: {e}") from None
@@ -366,7 +376,7 @@ class MetadataLogStore:
     def _segment_path(self, base: int | None = None) -> Path:
         return self.directory / segment_name(self._base if base is None else base)
 
-    def _handle(self) -> BinaryIO:
+    def _handle(self) -> FileHandle:
         if self._file is None:
             raise ValueError("the metadata log store is closed")
         return self._file
@@ -374,7 +384,8 @@ class MetadataLogStore:
     # -- the node's effects -----------------------------------------------------------------
 
     def persist_election(self, state: ElectionState) -> None:
-        write_atomically(self.directory / QUORUM_STATE_FILE, quorum_state.encode(state))
+        write_atomically(self.directory / QUORUM_STATE_FILE, quorum_state.encode(state),
+                         fs=self.fs)
         self.election = state
 
     def append(self, entries: Iterable[Entry]) -> None:
@@ -388,9 +399,8 @@ class MetadataLogStore:
         batches = [entry_to_batch(e) for e in items]
         f = self._handle()
         try:
-            f.write(b"".join(batches))
-            f.flush()
-            os.fsync(f.fileno())
+            f.append(b"".join(batches))
+            f.fsync()
         except OSError:
             # a full disk: cut back what part of the write landed, so that the file and
             # the positions agree; the caller learns the append failed
@@ -413,8 +423,7 @@ class MetadataLogStore:
         cut = self._positions[offset - self._base]
         f = self._handle()
         f.truncate(cut)
-        f.flush()
-        os.fsync(f.fileno())
+        f.fsync()
         del self._positions[offset - self._base:]
         self._size = cut
 
@@ -425,7 +434,7 @@ class MetadataLogStore:
         if not self._snapshot_end < end <= self.end_offset:
             raise ValueError(f"snapshot end {end} outside ({self._snapshot_end}, "
                              f"{self.end_offset}]")
-        write_snapshot_file(self.directory, snapshot)
+        write_snapshot_file(self.directory, snapshot, self.fs)
         self._snapshot_end = end
         kept = self._prune_snapshots()
         if len(kept) == SNAPSHOTS_KEPT and kept[0].end_offset > self._base:
@@ -433,7 +442,7 @@ class MetadataLogStore:
 
     def install_snapshot(self, snapshot: Snapshot) -> None:
         """Replace the whole log by `snapshot` (a follower too far behind its leader)."""
-        write_snapshot_file(self.directory, snapshot)
+        write_snapshot_file(self.directory, snapshot, self.fs)
         self._snapshot_end = snapshot.snapshot_id.end_offset
         self._prune_snapshots()
         self._replace_segment(self._snapshot_end, b"", [])
@@ -452,21 +461,22 @@ class MetadataLogStore:
     # -- internals --------------------------------------------------------------------------
 
     def _prune_snapshots(self) -> list[SnapshotId]:
-        found = list_snapshots(self.directory)
+        found = list_snapshots(self.directory, self.fs)
         for _, path in found[:-SNAPSHOTS_KEPT]:
-            path.unlink()
+            self.fs.remove(str(path))
         if len(found) > SNAPSHOTS_KEPT:
-            fsync_dir(self.directory)
+            self.fs.fsync_dir(str(self.directory))
         return [sid for sid, _ in found[-SNAPSHOTS_KEPT:]]
 
     def _rewrite_segment(self, new_base: int) -> None:
         """Keep the entries from `new_base` on, copied byte for byte into a new segment."""
         cut = self._positions[new_base - self._base] if new_base < self.end_offset else self._size
-        f = self._handle()
-        f.flush()
-        with open(self._segment_path(), "rb") as src:
-            src.seek(cut)
-            data = src.read(self._size - cut)
+        self._handle()  # still open
+        src = self.fs.open(str(self._segment_path()), create=False)
+        try:
+            data = src.pread(self._size - cut, cut)
+        finally:
+            src.close()
         if len(data) != self._size - cut:
             raise OSError(f"{self._segment_path()} shrank under the store")
         positions = [p - cut for p in self._positions[new_base - self._base:]]
@@ -476,9 +486,9 @@ class MetadataLogStore:
         old = self._segment_path()
         new = self._segment_path(new_base)
         self.close()
-        write_atomically(new, data)
+        write_atomically(new, data, fs=self.fs)
         if old != new:
-            old.unlink()
-            fsync_dir(self.directory)
+            self.fs.remove(str(old))
+            self.fs.fsync_dir(str(self.directory))
         self._base, self._positions, self._size = new_base, positions, len(data)
-        self._file = open(new, "ab")
+        self._file = self.fs.open(str(new), append=True)

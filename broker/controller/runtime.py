@@ -49,6 +49,7 @@ from typing import Any, Callable, Protocol
 
 import trio
 
+from broker.storage import REAL, FileSystem
 from broker import blocking
 from broker.chunking import chunks
 from broker.controller import raft
@@ -134,9 +135,10 @@ class QuorumRuntime:
                  transport: Transport | None, *, legacy: Any = None,
                  on_controller_event: Callable[..., None] | None = None,
                  snapshot_max_bytes: int = SNAPSHOT_MAX_BYTES,
-                 snapshot_interval_ms: int = SNAPSHOT_INTERVAL_MS):
+                 snapshot_interval_ms: int = SNAPSHOT_INTERVAL_MS, fs: FileSystem = REAL):
         self.node = node
         self.store = store
+        self._fs = fs  # the store's: whether its work may go to a worker thread
         self.controller = controller
         self.transport = transport
         self.legacy = legacy  # metadata of a pre-cluster data directory, migrated once
@@ -509,7 +511,9 @@ class QuorumRuntime:
         try:
             started = time.perf_counter()
             try:
-                data = await blocking.run_sync(encode_snapshot, image)
+                # off the loop, as the disk work it feeds is: inline on a simulated disk,
+                # whose runs must not depend on a thread's timing
+                data = await blocking.run_disk(self._fs, encode_snapshot, image)
             except Exception:  # noqa: BLE001  a bug in the writer: the log stays whole
                 log.exception("node %d could not encode a metadata snapshot at offset %d",
                               self.node.node_id, end_offset)

@@ -17,6 +17,7 @@ from broker.controller.quorum_controller import ControllerSettings, QuorumContro
 from broker.controller.raft import QuorumConfig, RaftNode
 from broker.controller.runtime import QuorumRuntime
 from broker.listeners import NodeAddresses
+from broker.storage import REAL, FileSystem
 
 
 def check_voters(persisted: tuple[int, ...], configured: tuple[int, ...]) -> None:
@@ -42,10 +43,11 @@ def controller_settings(c: BrokerConfig, addresses: NodeAddresses) -> Controller
 
 
 def build_quorum(config: BrokerConfig, addresses: NodeAddresses, legacy: Any,
-                 emit: Callable[..., None]) -> QuorumRuntime:
-    """The quorum of the node `addresses` describes, on `config`'s data directory."""
+                 emit: Callable[..., None], fs: FileSystem = REAL) -> QuorumRuntime:
+    """The quorum of the node `addresses` describes, on `config`'s data directory (on
+    the file system `fs`)."""
     voters = tuple(sorted(addresses.voters))
-    store = MetadataLogStore.open(os.path.join(config.log_dirs, METADATA_LOG_DIR))
+    store = MetadataLogStore.open(os.path.join(config.log_dirs, METADATA_LOG_DIR), fs)
     if store.election is not None:
         check_voters(tuple(store.election.voters), voters)
     quorum = QuorumConfig(
@@ -63,4 +65,4 @@ def build_quorum(config: BrokerConfig, addresses: NodeAddresses, legacy: Any,
     return QuorumRuntime(
         node, store, controller, None, legacy=legacy, on_controller_event=emit,
         snapshot_max_bytes=config.metadata_log_max_record_bytes_between_snapshots,
-        snapshot_interval_ms=config.metadata_log_max_snapshot_interval_ms)
+        snapshot_interval_ms=config.metadata_log_max_snapshot_interval_ms, fs=fs)

@@ -296,18 +296,20 @@ class _Cleaner:
         stem = os.path.join(self.log.directory, segment_name(base_offset))
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             try:
-                os.unlink(stem + suffix + CLEANED_SUFFIX)  # a failed earlier pass
+                self.log.fs.remove(stem + suffix + CLEANED_SUFFIX)  # a failed earlier pass
             except FileNotFoundError:
                 pass
-        return new_segment(self.log.directory, base_offset, self.config, None, CLEANED_SUFFIX)
+        return new_segment(self.log.directory, base_offset, self.config, None, CLEANED_SUFFIX,
+                           fs=self.log.fs)
 
     def _swap(self, out: LogSegment, replaced: list[LogSegment]) -> None:
         out.on_become_inactive()  # final time index entry, fsync
         # Keep the newest modification time of the originals, as Kafka does (time
         # retention falls back to it for segments without timestamps).
-        mtime_ns = max(os.stat(s.log_path).st_mtime_ns for s in replaced)
-        os.utime(out.log_path, ns=(mtime_ns, mtime_ns))
-        os.fsync(out.fd)
+        fs = self.log.fs
+        mtime_ns = max(fs.mtime_ns(s.log_path) for s in replaced)
+        fs.set_mtime_ns(out.log_path, mtime_ns)
+        out.file.fsync()
         self.log.replace_segments(out, replaced, now_ms=self.now_ms)
 
     # -------------------------------------------------------------- records

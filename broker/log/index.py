@@ -13,7 +13,7 @@ than 2**31 offsets (the log rolls first).
 On-disk choice (differs from Kafka, on purpose): Kafka preallocates each index file to
 ``segment.index.bytes`` and mmaps it, trimming it to its real size on roll/close. We keep
 the entries in memory (``array`` columns, searched with ``bisect``) and append each new entry
-to the file with ``os.pwrite``; the file therefore always holds exactly the entries and
+to the file with one positioned write; the file therefore always holds exactly the entries and
 never needs trimming, and a crash can at worst leave a torn or stale tail -- which the
 sanity check on load catches (the segment is then re-indexed from its .log). Memory is
 8 or 12 bytes per entry, i.e. at most ``segment.index.bytes`` per segment, as with mmap.
@@ -24,10 +24,11 @@ Neither class knows about record batches; `LogSegment` decides what to index.
 from __future__ import annotations
 
 import bisect
-import os
 import struct
 import sys
 from array import array
+
+from broker.storage import REAL, FileHandle, FileSystem
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -35,32 +36,6 @@ _TIME_ENTRY = struct.Struct(">qi")
 
 class CorruptIndexError(Exception):
     """An index file failed its sanity check; the owner rebuilds it from the .log."""
-
-
-def _open_rw(path: str) -> int:
-    return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-
-
-def _read_all(fd: int) -> bytes:
-    size = os.fstat(fd).st_size
-    chunks = []
-    pos = 0
-    while pos < size:
-        chunk = os.pread(fd, size - pos, pos)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        pos += len(chunk)
-    return b"".join(chunks)
-
-
-def pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
-    """Write all of ``data`` at ``position`` (os.pwrite may write less than asked)."""
-    view = memoryview(data).cast("B")
-    while view:
-        n = os.pwrite(fd, view, position)
-        view = view[n:]
-        position += n
 
 
 def _column(typecode: str, raw: bytes) -> array:
@@ -77,31 +52,38 @@ class _IndexFile:
 
     entry_size: int
 
-    def __init__(self, path: str, base_offset: int, max_index_size: int) -> None:
+    def __init__(self, path: str, base_offset: int, max_index_size: int, *,
+                 fs: FileSystem = REAL) -> None:
         self.path = path
         self.base_offset = base_offset
+        self._fs = fs
         # Same bound as Kafka's mmap size: a full index forces the segment to roll.
         self.max_entries = max(1, max_index_size // self.entry_size)
-        self._fd: int | None = _open_rw(path)
+        self._file: FileHandle | None = fs.open(path)
 
     @property
-    def fd(self) -> int:
-        if self._fd is None:
+    def file(self) -> FileHandle:
+        if self._file is None:
             raise ValueError(f"index {self.path} is closed")
-        return self._fd
+        return self._file
+
+    @property
+    def open_file(self) -> FileHandle | None:
+        """The handle, or None once closed."""
+        return self._file
 
     def _raw(self) -> bytes:
-        raw = _read_all(self.fd)
+        raw = self.file.pread(self.file.size(), 0)
         if len(raw) % self.entry_size:
             raise CorruptIndexError(
                 f"{self.path}: size {len(raw)} is not a multiple of {self.entry_size}")
         return raw
 
     def _append_bytes(self, data: bytes, entries_before: int) -> None:
-        pwrite_all(self.fd, data, entries_before * self.entry_size)
+        self.file.pwrite(data, entries_before * self.entry_size)
 
     def _truncate_file(self, entries: int) -> None:
-        os.ftruncate(self.fd, entries * self.entry_size)
+        self.file.truncate(entries * self.entry_size)
 
     def __len__(self) -> int:
         raise NotImplementedError
@@ -124,23 +106,23 @@ class _IndexFile:
         self._truncate_file(len(self))
 
     def flush(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
+        if self._file is not None:
+            self._file.fsync()
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def rename(self, new_path: str) -> None:
         # The fd stays valid across a rename; only the name moves.
-        os.rename(self.path, new_path)
+        self._fs.rename(self.path, new_path)
         self.path = new_path
 
     def delete(self) -> None:
         self.close()
         try:
-            os.unlink(self.path)
+            self._fs.remove(self.path)
         except FileNotFoundError:
             pass
 
@@ -156,8 +138,9 @@ class OffsetIndex(_IndexFile):
 
     entry_size = _OFFSET_ENTRY.size
 
-    def __init__(self, path: str, base_offset: int, max_index_size: int = 10 * 1024 * 1024) -> None:
-        super().__init__(path, base_offset, max_index_size)
+    def __init__(self, path: str, base_offset: int, max_index_size: int = 10 * 1024 * 1024, *,
+                 fs: FileSystem = REAL) -> None:
+        super().__init__(path, base_offset, max_index_size, fs=fs)
         self._rel = array("i")
         self._pos = array("i")
 
@@ -248,8 +231,9 @@ class TimeIndex(_IndexFile):
 
     entry_size = _TIME_ENTRY.size
 
-    def __init__(self, path: str, base_offset: int, max_index_size: int = 10 * 1024 * 1024) -> None:
-        super().__init__(path, base_offset, max_index_size)
+    def __init__(self, path: str, base_offset: int, max_index_size: int = 10 * 1024 * 1024, *,
+                 fs: FileSystem = REAL) -> None:
+        super().__init__(path, base_offset, max_index_size, fs=fs)
         self._ts = array("q")
         self._rel = array("i")
 

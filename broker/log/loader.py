@@ -39,6 +39,8 @@ import time
 
 from protocol.batch_walk import BatchWalk
 
+from broker.storage import REAL, FileSystem
+
 from .config import LogConfig
 from .errors import CorruptSegmentError
 from .index import CorruptIndexError
@@ -50,28 +52,25 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 
 
-def fsync_dir(path: str | os.PathLike) -> None:
+def fsync_dir(path: str | os.PathLike, fs: FileSystem = REAL) -> None:
     """Make file creations/renames/unlinks in ``path`` durable (Kafka's Utils.flushDir)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fs.fsync_dir(os.fspath(path))
 
 
 FSYNC_WORKERS = 16
 
 
-def fsync_all(paths: list[str]) -> None:
+def fsync_all(paths: list[str], fs: FileSystem = REAL) -> None:
     """fsync every file or directory in ``paths``, several at once: the file system commits
     concurrent fsyncs together (ext4's journal takes them in one commit), so a thousand cost
-    about what a few do one after another. The first OSError is raised once all are done."""
-    if len(paths) <= 1:
+    about what a few do one after another. The first OSError is raised once all are done.
+    (In order, inline, on a file system that wants no threads: a simulated one.)"""
+    if len(paths) <= 1 or not fs.threaded:
         for path in paths:
-            fsync_dir(path)
+            fsync_dir(path, fs)
         return
     with concurrent.futures.ThreadPoolExecutor(min(FSYNC_WORKERS, len(paths))) as pool:
-        for _ in pool.map(fsync_dir, paths):
+        for _ in pool.map(fsync_dir, paths, [fs] * len(paths)):
             pass
 
 
@@ -100,32 +99,31 @@ class LoadedLog:
 
 
 def new_segment(directory: str, base_offset: int, config: LogConfig,
-                created_ms: int | None, file_suffix: str = "") -> LogSegment:
+                created_ms: int | None, file_suffix: str = "", fs: FileSystem = REAL) -> LogSegment:
     return LogSegment(directory, base_offset,
                       index_interval_bytes=config.index_interval_bytes,
                       max_index_size=config.segment_index_bytes, created_ms=created_ms,
-                      file_suffix=file_suffix)
+                      file_suffix=file_suffix, fs=fs)
 
 
-def _swap_next_offset(path: str, base_offset: int) -> int:
+def _swap_next_offset(path: str, base_offset: int, fs: FileSystem) -> int:
     """The offset after the last whole batch of a .swap file (its base if it has none)."""
     next_offset = base_offset
-    fd = os.open(path, os.O_RDONLY)
+    f = fs.open(path, create=False)
     try:
-        size = os.fstat(fd).st_size
         # A torn or corrupt tail ends the walk: the batches before it are the swap's.
-        for _pos, header in BatchWalk(lambda pos, n: os.pread(fd, n, pos), 0, size):
+        for _pos, header in BatchWalk(f.pread, 0, f.size()):
             next_offset = max(next_offset, header.last_offset + 1)
     finally:
-        os.close(fd)
+        f.close()
     return next_offset
 
 
-def complete_swaps(directory: str) -> int:
+def complete_swaps(directory: str, fs: FileSystem = REAL) -> int:
     """Finish cleaner swaps a crash interrupted (see the module docstring); returns how
     many ``.log.swap`` files were completed."""
     swaps: dict[int, dict[str, str]] = {}
-    for name in os.listdir(directory):
+    for name in fs.listdir(directory):
         m = _SWAP_FILE.match(name)
         if m:
             swaps.setdefault(int(m.group(1)), {})[m.group(2)] = os.path.join(directory, name)
@@ -133,33 +131,33 @@ def complete_swaps(directory: str) -> int:
     for base, files in sorted(swaps.items()):
         for kind in ("index", "timeindex"):
             if kind in files:
-                os.unlink(files[kind])  # rebuilt from the .log, or the swap is undone
+                fs.remove(files[kind])  # rebuilt from the .log, or the swap is undone
         if "log" not in files:
             continue  # a .cleaned -> .swap (or .swap -> "") rename cut short: nothing to finish
-        end = max(_swap_next_offset(files["log"], base), base + 1)
-        for name in os.listdir(directory):
+        end = max(_swap_next_offset(files["log"], base, fs), base + 1)
+        for name in fs.listdir(directory):
             m = _SEGMENT_FILE.match(name)
             if m and base <= int(m.group(1)) < end:
-                os.unlink(os.path.join(directory, name))
-        os.rename(files["log"], files["log"][:-len(SWAP_SUFFIX)])
+                fs.remove(os.path.join(directory, name))
+        fs.rename(files["log"], files["log"][:-len(SWAP_SUFFIX)])
         completed += 1
     if swaps:
-        fsync_dir(directory)
+        fsync_dir(directory, fs)
     return completed
 
 
-def scan_directory(directory: str) -> list[int]:
+def scan_directory(directory: str, fs: FileSystem = REAL) -> list[int]:
     """Base offsets of the segments on disk, after completing interrupted cleaner swaps
     (``*.swap``) and removing leftovers of interrupted deletes (``*.deleted``), cleaner
     output (``*.cleaned``) and orphan index files.
     """
-    complete_swaps(directory)
+    complete_swaps(directory, fs)
     logs: set[int] = set()
     indexes: list[tuple[int, str]] = []
-    for name in os.listdir(directory):
+    for name in fs.listdir(directory):
         path = os.path.join(directory, name)
         if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX):
-            os.unlink(path)
+            fs.remove(path)
             continue
         m = _SEGMENT_FILE.match(name)
         if not m:
@@ -170,13 +168,13 @@ def scan_directory(directory: str) -> list[int]:
             indexes.append((int(m.group(1)), path))
     for base, path in indexes:
         if base not in logs:
-            os.unlink(path)
+            fs.remove(path)
     return sorted(logs)
 
 
 def load_segments(directory: str, topic: str, partition: int, config: LogConfig, *,
                   recovery_point: int, log_start_offset: int, clean_shutdown: bool,
-                  now_ms: int | None, sync: bool = True) -> LoadedLog:
+                  now_ms: int | None, sync: bool = True, fs: FileSystem = REAL) -> LoadedLog:
     """Open (creating if absent) and, where needed, recover the segments of one log.
 
     ``now_ms`` becomes the creation time of loaded segments (Kafka uses the time of
@@ -184,9 +182,9 @@ def load_segments(directory: str, topic: str, partition: int, config: LogConfig,
     leaves the fsyncs recovery needs to the caller (`LoadedLog.unsynced`).
     """
     started = time.monotonic()  # only to report how long recovery took
-    os.makedirs(directory, exist_ok=True)
-    bases = scan_directory(directory)
-    segments = [new_segment(directory, base, config, now_ms) for base in bases]
+    fs.makedirs(directory)
+    bases = scan_directory(directory, fs)
+    segments = [new_segment(directory, base, config, now_ms, fs=fs) for base in bases]
     recovered = deleted = truncated = 0
     i = 0
     while i < len(segments):
@@ -209,7 +207,7 @@ def load_segments(directory: str, topic: str, partition: int, config: LogConfig,
                 recovered += 1
         i += 1
     if not segments:
-        segments.append(new_segment(directory, log_start_offset, config, now_ms))
+        segments.append(new_segment(directory, log_start_offset, config, now_ms, fs=fs))
     try:
         leo = segments[-1].read_next_offset()
     except CorruptSegmentError:
@@ -224,7 +222,7 @@ def load_segments(directory: str, topic: str, partition: int, config: LogConfig,
         for seg in segments:
             seg.delete()
         deleted += len(segments)
-        segments = [new_segment(directory, log_start_offset, config, now_ms)]
+        segments = [new_segment(directory, log_start_offset, config, now_ms, fs=fs)]
         leo = log_start_offset
     report = None
     unsynced: list[str] = []
@@ -234,7 +232,7 @@ def load_segments(directory: str, topic: str, partition: int, config: LogConfig,
             if sync:
                 for seg in dirty:
                     seg.flush()
-                fsync_dir(directory)
+                fsync_dir(directory, fs)
             else:
                 unsynced = [path for seg in dirty for path in seg.paths()] + [directory]
         report = RecoveryReport(topic, partition, truncated, recovered, deleted, leo,

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from protocol.batch_walk import CORRUPT, BatchWalk
+from broker.storage import REAL, FileHandle, FileSystem
 from protocol.records import (
     ATTRIBUTES_POS,
     MAX_TIMESTAMP_POS,
@@ -88,23 +89,23 @@ def _no_event(kind: str, **fields: Any) -> None:
 
 
 class FlushPlan(NamedTuple):
-    """A flush to run off the event loop: fsync ``fds``, then hand it to log.flushed."""
+    """A flush to run off the event loop: fsync ``files``, then hand it to log.flushed."""
 
     log: PartitionLog
-    fds: list[int]
+    files: list[FileHandle]
     log_end_offset: int
     truncations: int
 
 
 def fsync_plans(plans: list[FlushPlan]) -> list[FlushPlan]:
-    """fsync every plan's descriptors (on a worker thread); returns the plans that fully
-    succeeded. A descriptor closed meanwhile belonged to a segment that was rolled or
-    closed, which fsyncs it anyway, so its plan is just dropped."""
+    """fsync every plan's files (on a worker thread); returns the plans that fully
+    succeeded. A file closed meanwhile belonged to a segment that was rolled or closed,
+    which fsyncs it anyway, so its plan is just dropped."""
     done = []
     for plan in plans:
         try:
-            for fd in plan.fds:
-                os.fsync(fd)
+            for f in plan.files:
+                f.fsync()
         except OSError:
             continue
         done.append(plan)
@@ -123,8 +124,9 @@ class PartitionLog:
     """The segments of one partition. Construct with `PartitionLog.open`."""
 
     def __init__(self, directory: str, topic: str, partition: int, config: LogConfig,
-                 on_event: EventSink | None = None) -> None:
+                 on_event: EventSink | None = None, fs: FileSystem = REAL) -> None:
         self.directory = directory
+        self.fs = fs
         self.topic = topic
         self.partition = partition
         self.config = config
@@ -147,16 +149,16 @@ class PartitionLog:
     def open(cls, directory: str, topic: str, partition: int, config: LogConfig, *,
              recovery_point: int = 0, log_start_offset: int = 0, clean_shutdown: bool = True,
              now_ms: int | None = None, on_event: EventSink | None = None,
-             sync: bool = True) -> "PartitionLog":
+             sync: bool = True, fs: FileSystem = REAL) -> "PartitionLog":
         """Load (creating if absent) the log in ``directory``; after an unclean shutdown,
         recover the segments at/after ``recovery_point`` (see loader.py for the rules).
         `recovery_report` tells what recovery did (None if nothing was recovered).
         ``sync=False``: the paths recovery changed are left in `unsynced` for the caller to
         fsync (then `mark_synced`) before the log's recovery point is checkpointed."""
-        log = cls(directory, topic, partition, config, on_event)
+        log = cls(directory, topic, partition, config, on_event, fs)
         loaded = load_segments(directory, topic, partition, config,
                                recovery_point=recovery_point, log_start_offset=log_start_offset,
-                               clean_shutdown=clean_shutdown, now_ms=now_ms, sync=sync)
+                               clean_shutdown=clean_shutdown, now_ms=now_ms, sync=sync, fs=fs)
         log.unsynced = loaded.unsynced
         log.segments = loaded.segments
         log._bases = [s.base_offset for s in loaded.segments]
@@ -174,7 +176,7 @@ class PartitionLog:
         self.unsynced = []
 
     def _new_segment(self, base_offset: int, created_ms: int | None) -> LogSegment:
-        return new_segment(self.directory, base_offset, self.config, created_ms)
+        return new_segment(self.directory, base_offset, self.config, created_ms, fs=self.fs)
 
     # ------------------------------------------------------------------ properties
 
@@ -338,8 +340,8 @@ class PartitionLog:
         # Stale files at the new name (left by an earlier truncation) must not be reused.
         stale = os.path.join(self.directory, f"{new_base:020d}")
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            if os.path.exists(stale + suffix):
-                os.unlink(stale + suffix)
+            if self.fs.exists(stale + suffix):
+                self.fs.remove(stale + suffix)
         seg = self._new_segment(new_base, created_ms=now_ms)
         if old.size == 0:
             # An empty segment holds nothing: replace it rather than keep an empty file.
@@ -350,7 +352,7 @@ class PartitionLog:
                 pass  # an empty segment file left over is harmless (loaded as empty)
         self.segments.append(seg)
         self._bases = [s.base_offset for s in self.segments]
-        fsync_dir(self.directory)
+        fsync_dir(self.directory, self.fs)
         # Every older segment was fsynced when it stopped being active.
         self.recovery_point = max(self.recovery_point, new_base)
         if old.size:
@@ -476,7 +478,7 @@ class PartitionLog:
             self._schedule_delete(seg, "truncate")
         self.segments = [self._new_segment(offset, created_ms=None)]
         self._bases = [offset]
-        fsync_dir(self.directory)
+        fsync_dir(self.directory, self.fs)
         self._leo = self._log_start_offset = self.recovery_point = offset
         self._truncations += 1
 
@@ -556,7 +558,7 @@ class PartitionLog:
                 failed = failed or exc
         if failed is not None:
             raise failed
-        fsync_dir(self.directory)
+        fsync_dir(self.directory, self.fs)
         return [seg.base_offset for seg in doomed]
 
     def _schedule_delete(self, seg: LogSegment, reason: str) -> None:
@@ -573,7 +575,7 @@ class PartitionLog:
             if now_ms is None or entry[0] <= now_ms:
                 for path in entry[1]:
                     try:
-                        os.unlink(path)
+                        self.fs.remove(path)
                     except FileNotFoundError:
                         pass
             else:
@@ -598,12 +600,12 @@ class PartitionLog:
                 or new.base_offset != old[0].base_offset):
             raise ValueError("replace_segments: not consecutive non-active segments of this log")
         new.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
-        fsync_dir(self.directory)
+        fsync_dir(self.directory, self.fs)
         due = None if now_ms is None else now_ms + self.config.file_delete_delay_ms
         for seg in old:
             self._pending_deletes.append([due, seg.rename_to_deleted()])
         new.change_file_suffixes(SWAP_SUFFIX, "")
-        fsync_dir(self.directory)
+        fsync_dir(self.directory, self.fs)
         self.segments[first:first + len(old)] = [new]
         self._bases = [s.base_offset for s in self.segments]
 
@@ -618,10 +620,10 @@ class PartitionLog:
     def flush_plan(self) -> FlushPlan:
         """What a flush off the event loop must fsync to move the recovery point to the
         current LEO (segments before the active one were fsynced when rolled)."""
-        return FlushPlan(self, self.active.fds(), self._leo, self._truncations)
+        return FlushPlan(self, self.active.files(), self._leo, self._truncations)
 
     def flushed(self, plan: FlushPlan) -> None:
-        """The plan's fds are fsynced: move the recovery point, unless the log was
+        """The plan's files are fsynced: move the recovery point, unless the log was
         truncated meanwhile (records below the planned LEO may then be new and unsynced)."""
         if plan.truncations == self._truncations:
             self.recovery_point = max(self.recovery_point, min(plan.log_end_offset, self._leo))

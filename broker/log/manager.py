@@ -26,7 +26,6 @@ from __future__ import annotations
 import base64
 import concurrent.futures
 import os
-import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -39,6 +38,8 @@ from protocol.names import (
     partition_dir_name,
     validate_topic_name,
 )
+
+from broker.storage import REAL, FileSystem, read_file, write_atomically
 
 from .cleaner import CleanResult, clean, cleanable_bytes
 from .config import LogConfig
@@ -59,13 +60,14 @@ class CheckpointError(ValueError):
     """A checkpoint file that does not follow the format."""
 
 
-def read_checkpoint(path: str) -> dict[TopicPartition, int]:
+def read_checkpoint(path: str, *, fs: FileSystem = REAL) -> dict[TopicPartition, int]:
     """Parse a Kafka offset checkpoint file; a missing file is an empty checkpoint."""
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+        lines = read_file(path, fs=fs).decode("utf-8").splitlines()
     except FileNotFoundError:
         return {}
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(f"{path}: not UTF-8") from exc
     try:
         version = int(lines[0])
         count = int(lines[1])
@@ -88,45 +90,13 @@ def read_checkpoint(path: str) -> dict[TopicPartition, int]:
     return result
 
 
-def write_checkpoint(path: str, offsets: Mapping[TopicPartition, int]) -> None:
+def write_checkpoint(path: str, offsets: Mapping[TopicPartition, int], *,
+                     fs: FileSystem = REAL) -> None:
     """Write atomically and durably: temp file, fsync, rename, fsync the directory
     (Kafka's CheckpointFile), so a crash leaves either the old or the new file."""
     lines = [str(_CHECKPOINT_VERSION), str(len(offsets))]
     lines += [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
-    write_atomically(path, "\n".join(lines) + "\n")
-
-
-def write_atomically(path: str | os.PathLike, data: str | bytes, *, sync_dir: bool = True,
-                     suffix: str = ".tmp", sync: bool = True) -> None:
-    """Replace ``path`` with ``data`` (text or bytes): temp file, fsync, rename, and
-    (``sync_dir``) fsync the directory, so a crash leaves either the old or the new file,
-    never half. ``sync=False`` leaves out both fsyncs, for a caller that makes the file
-    durable later (`LogManager.sync_new_logs`: many at once) or can rebuild it."""
-    path = os.fspath(path)
-    tmp = path + suffix
-    try:
-        if isinstance(data, bytes):
-            with open(tmp, "wb") as fb:
-                fb.write(data)
-                fb.flush()
-                if sync:
-                    os.fsync(fb.fileno())
-        else:
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(data)
-                f.flush()
-                if sync:
-                    os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError:
-        # a full disk: give back what the half-written copy holds; the old file is intact
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    if sync_dir and sync:
-        fsync_dir(os.path.dirname(os.path.abspath(path)))
+    write_atomically(path, "\n".join(lines) + "\n", fs=fs)
 
 
 def base64_uuid(u: uuid.UUID) -> str:
@@ -134,24 +104,25 @@ def base64_uuid(u: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
 
 
-def write_partition_metadata(directory: str, topic_id: uuid.UUID, *, sync: bool = True) -> None:
+def write_partition_metadata(directory: str, topic_id: uuid.UUID, *, sync: bool = True,
+                             fs: FileSystem = REAL) -> None:
     """Kafka's ``partition.metadata``: which topic incarnation the directory belongs to.
     Written once (a topic id never changes), temp file + rename like the checkpoints;
     ``sync=False``: not fsynced here (`LogManager.sync_new_logs` does it)."""
     path = os.path.join(directory, PARTITION_METADATA_FILE)
-    if os.path.exists(path):
+    if fs.exists(path):
         return
     write_atomically(path, f"version: 0\ntopic_id: {base64_uuid(topic_id)}\n", sync_dir=False,
-                     sync=sync)
+                     sync=sync, fs=fs)
 
 
-def read_partition_metadata(directory: str) -> uuid.UUID | None:
+def read_partition_metadata(directory: str, *, fs: FileSystem = REAL) -> uuid.UUID | None:
     """The topic id a partition directory's ``partition.metadata`` names; None when there
     is no such file or it is not what `write_partition_metadata` writes (a directory from
     before topic ids, or a torn file: nothing can be concluded from it)."""
     try:
-        with open(os.path.join(directory, PARTITION_METADATA_FILE), "rb") as f:
-            text = f.read(256).decode("ascii")
+        text = read_file(os.path.join(directory, PARTITION_METADATA_FILE), fs=fs,
+                         limit=256).decode("ascii")
     except (OSError, UnicodeDecodeError):
         return None
     for line in text.splitlines():
@@ -177,8 +148,10 @@ class LogManager:
 
     def __init__(self, data_dir: str, default_config: LogConfig | None = None, *,
                  config_for: Callable[[str], LogConfig] | None = None,
-                 on_event: EventSink | None = None, recovery_threads: int = 1) -> None:
+                 on_event: EventSink | None = None, recovery_threads: int = 1,
+                 fs: FileSystem = REAL) -> None:
         self.data_dir = data_dir
+        self.fs = fs
         # num.recovery.threads.per.data.dir: how many logs `open` loads at once
         self.recovery_threads = recovery_threads
         self.default_config = default_config or LogConfig()
@@ -205,22 +178,23 @@ class LogManager:
 
         ``now_ms`` is the creation time given to loaded segments (time-based rolling of
         segments whose batches carry no timestamps)."""
-        os.makedirs(self.data_dir, exist_ok=True)
+        fs = self.fs
+        fs.makedirs(self.data_dir)
         marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
-        clean = os.path.exists(marker)
+        clean = fs.exists(marker)
         if clean:
-            os.unlink(marker)
-            fsync_dir(self.data_dir)
+            fs.remove(marker)
+            fsync_dir(self.data_dir, fs)
         self.had_clean_shutdown = clean
         recovery_points = self._read_checkpoint_or_empty(RECOVERY_POINT_CHECKPOINT)
         log_starts = self._read_checkpoint_or_empty(LOG_START_OFFSET_CHECKPOINT)
         found: list[tuple[TopicPartition, str]] = []
-        for name in sorted(os.listdir(self.data_dir)):
+        for name in sorted(fs.listdir(self.data_dir)):
             path = os.path.join(self.data_dir, name)
-            if not os.path.isdir(path):
+            if not fs.isdir(path):
                 continue
             if name.endswith(DELETE_DIR_SUFFIX):
-                shutil.rmtree(path, ignore_errors=True)  # a topic delete the crash interrupted
+                fs.rmtree(path)  # a topic delete the crash interrupted
                 continue
             tp = parse_partition_dir(name)
             if tp is None or tp[0] == METADATA_LOG_TOPIC:
@@ -235,11 +209,12 @@ class LogManager:
                 path, topic, partition, self._config_for(topic),
                 recovery_point=recovery_points.get((topic, partition), 0),
                 log_start_offset=log_starts.get((topic, partition), 0),
-                clean_shutdown=clean, now_ms=now_ms, on_event=self._on_event, sync=False)
+                clean_shutdown=clean, now_ms=now_ms, on_event=self._on_event, sync=False,
+                fs=fs)
 
         # Each log touches only its own directory, so several load at once (Kafka's
         # num.recovery.threads.per.data.dir): their reads and index rebuilds overlap.
-        if self.recovery_threads > 1 and len(found) > 1:
+        if self.recovery_threads > 1 and len(found) > 1 and fs.threaded:
             with concurrent.futures.ThreadPoolExecutor(
                     min(self.recovery_threads, len(found)),
                     thread_name_prefix="log-recovery") as pool:
@@ -248,7 +223,7 @@ class LogManager:
             logs = [load(entry) for entry in found]
         # What recovery read becomes durable before the checkpoint below says so: every
         # log's fsyncs issued together, a few journal commits rather than one per log.
-        fsync_all([path for log in logs for path in log.unsynced])
+        fsync_all([path for log in logs for path in log.unsynced], fs)
         reports: list[RecoveryReport] = []
         for (tp, _path), log in zip(found, logs):
             log.mark_synced()
@@ -264,7 +239,7 @@ class LogManager:
         # recovery point 0 means "recover everything", which is slower but always safe;
         # log start 0 only means retention re-deletes what it already deleted.
         try:
-            return read_checkpoint(os.path.join(self.data_dir, name))
+            return read_checkpoint(os.path.join(self.data_dir, name), fs=self.fs)
         except CheckpointError as exc:
             self.warnings.append(f"ignored {name}: {exc}")
             return {}
@@ -282,7 +257,7 @@ class LogManager:
         log = self._logs.get((topic, partition))
         if log is not None:
             return log
-        existed = os.path.exists(os.path.join(self.data_dir, partition_dir_name(topic, partition)))
+        existed = self.fs.exists(os.path.join(self.data_dir, partition_dir_name(topic, partition)))
         log = self.make_log(topic, partition, config, topic_id=topic_id)
         try:
             self.sync_new_logs([log])
@@ -303,13 +278,13 @@ class LogManager:
         if partition < 0:
             raise ValueError(f"illegal partition {partition}")
         path = os.path.join(self.data_dir, partition_dir_name(topic, partition))
-        existed = os.path.exists(path)
+        existed = self.fs.exists(path)
         log = None
         try:
             log = PartitionLog.open(path, topic, partition, config or self._config_for(topic),
-                                    on_event=self._on_event)
+                                    on_event=self._on_event, fs=self.fs)
             if topic_id is not None:
-                write_partition_metadata(path, topic_id, sync=False)
+                write_partition_metadata(path, topic_id, sync=False, fs=self.fs)
         except OSError:
             # a full disk or an unwritable data dir: leave no open files and, if we made
             # it, no directory that a later start would load as a partition
@@ -319,7 +294,7 @@ class LogManager:
                 except OSError:
                     pass
             if not existed:
-                shutil.rmtree(path, ignore_errors=True)
+                self.fs.rmtree(path)
             raise
         return log
 
@@ -330,12 +305,12 @@ class LogManager:
         paths = []
         for log in logs:
             metadata = os.path.join(log.directory, PARTITION_METADATA_FILE)
-            if os.path.exists(metadata):
+            if self.fs.exists(metadata):
                 paths.append(metadata)
             paths.append(log.directory)
-        fsync_all(paths)
+        fsync_all(paths, self.fs)
         if logs:
-            fsync_dir(self.data_dir)
+            fsync_dir(self.data_dir, self.fs)
 
     def discard_new_log(self, log: PartitionLog, *, remove: bool = True) -> None:
         """Close a log from `make_log` that will not be adopted and (``remove``) remove its
@@ -345,7 +320,7 @@ class LogManager:
         except OSError:
             pass
         if remove:
-            shutil.rmtree(log.directory, ignore_errors=True)
+            self.fs.rmtree(log.directory)
 
     def adopt(self, log: PartitionLog) -> None:
         """Register a log from `make_log` (on the event loop, once durable)."""
@@ -377,9 +352,9 @@ class LogManager:
         doomed = os.path.join(
             self.data_dir,
             f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
-        os.rename(log.directory, doomed)
-        fsync_dir(self.data_dir)
-        shutil.rmtree(doomed, ignore_errors=True)
+        self.fs.rename(log.directory, doomed)
+        fsync_dir(self.data_dir, self.fs)
+        self.fs.rmtree(doomed)
         self._uncleanable.discard((topic, partition))
         if self._cleaner_offsets().pop((topic, partition), None) is not None:
             # A re-created partition must not inherit the old one's cleaned range.
@@ -442,7 +417,7 @@ class LogManager:
     def _write_cleaner_checkpoint(self) -> None:
         offsets = self._cleaner_offsets()
         write_checkpoint(os.path.join(self.data_dir, CLEANER_OFFSET_CHECKPOINT),
-                         {tp: off for tp, off in offsets.items() if tp in self._logs})
+                         {tp: off for tp, off in offsets.items() if tp in self._logs}, fs=self.fs)
 
     def flush_all(self) -> None:
         for log in self._logs.values():
@@ -450,7 +425,7 @@ class LogManager:
 
     def flush_plans(self) -> list[FlushPlan]:
         """What `flush_all` would fsync, for a flush run off the event loop."""
-        return [plan for log in self._logs.values() if (plan := log.flush_plan()).fds]
+        return [plan for log in self._logs.values() if (plan := log.flush_plan()).files]
 
     def checkpoints(self) -> dict[str, dict[TopicPartition, int]]:
         """The contents of both checkpoint files now, by file name."""
@@ -464,7 +439,7 @@ class LogManager:
     def write_checkpoints(self, checkpoints: dict[str, dict[TopicPartition, int]]) -> None:
         """Write what `checkpoints` returned (safe on a worker thread: touches no log)."""
         for name, offsets in checkpoints.items():
-            write_checkpoint(os.path.join(self.data_dir, name), offsets)
+            write_checkpoint(os.path.join(self.data_dir, name), offsets, fs=self.fs)
 
     def checkpoint(self) -> None:
         """Write both checkpoint files (Kafka does this every
@@ -487,8 +462,10 @@ class LogManager:
             raise failed
         self.checkpoint()
         marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
-        with open(marker, "w") as f:
-            f.flush()
-            os.fsync(f.fileno())
-        fsync_dir(self.data_dir)
+        f = self.fs.open(marker)
+        try:
+            f.fsync()
+        finally:
+            f.close()
+        fsync_dir(self.data_dir, self.fs)
         self._logs.clear()

@@ -8,9 +8,10 @@ invalid byte onward), truncation, and the segment's roll conditions.
 
 Batches are opaque here: only the 61-byte batch header is ever parsed (runs of batches
 through protocol/batch_walk, which also says where a torn or corrupt tail starts),
-records are never decoded. Plain synchronous file I/O on raw file
-descriptors (``os.pread``/``os.pwrite``): appends land in the page cache, ``flush()``
-fsyncs. The .log file holds exactly the valid bytes -- there is no preallocation.
+records are never decoded. Plain synchronous positioned reads and writes through the
+storage seam (broker/storage; on the real disk, raw descriptors and ``os.pread``/
+``os.pwrite``): appends land in the page cache, ``flush()`` fsyncs. The .log file holds
+exactly the valid bytes -- there is no preallocation.
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ from protocol.records import (
     parse_batch_header,
 )
 
+from broker.storage import REAL, FileHandle, FileSystem
+
 from .errors import CorruptSegmentError
-from .index import CorruptIndexError, OffsetIndex, TimeIndex, pwrite_all
+from .index import CorruptIndexError, OffsetIndex, TimeIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -89,34 +92,35 @@ class LogSegment:
 
     def __init__(self, directory: str, base_offset: int, *, index_interval_bytes: int = 4096,
                  max_index_size: int = 10 * 1024 * 1024, created_ms: int | None = None,
-                 file_suffix: str = "") -> None:
+                 file_suffix: str = "", fs: FileSystem = REAL) -> None:
         # ``file_suffix`` (e.g. ".cleaned") names the files ``<base>.log<suffix>`` etc.: the
         # log cleaner writes its output under such names, then `change_file_suffixes`.
         self.directory = directory
         self.base_offset = base_offset
+        self._fs = fs
         self.index_interval_bytes = index_interval_bytes
         stem = os.path.join(directory, segment_name(base_offset))
         self.log_path = stem + LOG_SUFFIX + file_suffix
         # Remember whether the indexes were there before we (re)create them: a missing
         # index is rebuilt from the .log (as Kafka's LogLoader does).
-        self.indexes_existed = (os.path.exists(stem + INDEX_SUFFIX + file_suffix)
-                                and os.path.exists(stem + TIME_INDEX_SUFFIX + file_suffix))
-        self._fd: int | None = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.indexes_existed = (fs.exists(stem + INDEX_SUFFIX + file_suffix)
+                                and fs.exists(stem + TIME_INDEX_SUFFIX + file_suffix))
+        self._file: FileHandle | None = fs.open(self.log_path)
         try:
-            self.size = os.fstat(self._fd).st_size
+            self.size = self._file.size()
             self.offset_index = OffsetIndex(stem + INDEX_SUFFIX + file_suffix, base_offset,
-                                            max_index_size)
+                                            max_index_size, fs=fs)
             try:
                 self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + file_suffix, base_offset,
-                                            max_index_size)
+                                            max_index_size, fs=fs)
             except BaseException:
                 self.offset_index.close()
                 raise
         except BaseException:
             # e.g. a roll into a directory that became unwritable: leak no descriptor; the
             # empty .log left behind is replaced when the roll is retried
-            os.close(self._fd)
-            self._fd = None
+            self._file.close()
+            self._file = None
             raise
         self._bytes_since_last_index_entry = 0
         self.max_timestamp = -1
@@ -154,14 +158,14 @@ class LogSegment:
         inside the file, its offsets are monotonic and fit the segment, and its CRC-32C
         matches. Returns the number of bytes truncated (0 if the segment was intact).
         """
-        had_index_entries = (os.fstat(self.offset_index.fd).st_size > 0
-                             or os.fstat(self.time_index.fd).st_size > 0)
+        had_index_entries = (self.offset_index.file.size() > 0
+                             or self.time_index.file.size() > 0)
         self.offset_index.reset()
         self.time_index.reset()
         self.max_timestamp, self.offset_of_max_timestamp = -1, -1
         self._bytes_since_last_index_entry = 0
         self._first_batch_timestamp = None
-        file_size = os.fstat(self.fd).st_size
+        file_size = self.file.size()
         next_offset = self.base_offset
         valid_end = 0
         # A torn tail or a corrupt header ends the walk; so do, here, offsets going
@@ -179,7 +183,7 @@ class LogSegment:
             self._bytes_since_last_index_entry += header.size
         truncated = file_size - valid_end
         if truncated:
-            os.ftruncate(self.fd, valid_end)
+            self.file.truncate(valid_end)
         self.size = valid_end
         # What was read may sit only in the page cache (a kill -9 keeps it, a power cut
         # would not): it is made durable before the recovery point moves past it. A segment
@@ -237,7 +241,7 @@ class LogSegment:
         not). Raises OSError while the file system still refuses."""
         if not self._torn:
             return
-        os.ftruncate(self.fd, self.size)
+        self.file.truncate(self.size)
         self.offset_index.sync_file_length()
         self.time_index.sync_file_length()
         self._torn = False
@@ -249,7 +253,7 @@ class LogSegment:
         position = self.size
         self._dirty = True
         self._index_batch(header, position)
-        pwrite_all(self.fd, batch, position)
+        self.file.pwrite(batch, position)
         self.size += header.size
         self._bytes_since_last_index_entry += header.size
         return position
@@ -264,7 +268,7 @@ class LogSegment:
         for rel, header in headers:
             self._index_batch(header, base + rel)
             self._bytes_since_last_index_entry += header.size
-        pwrite_all(self.fd, data, base)
+        self.file.pwrite(data, base)
         self.size += len(data)
 
     def _index_batch(self, header: BatchHeader, position: int) -> None:
@@ -375,7 +379,7 @@ class LogSegment:
         return start, end - start
 
     def pread(self, position: int, size: int) -> bytes:
-        """The bytes of a range returned by `read` (one ``os.pread``)."""
+        """The bytes of a range returned by `read` (one positioned read)."""
         return self._pread(size, position)
 
     def find_offset_by_timestamp(self, timestamp: int,
@@ -444,7 +448,7 @@ class LogSegment:
         removed = self.size - position
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to(offset)
-        os.ftruncate(self.fd, position)
+        self.file.truncate(position)
         self.size = position
         self._dirty = True
         self._bytes_since_last_index_entry = 0
@@ -467,10 +471,10 @@ class LogSegment:
     # ------------------------------------------------------------------ files
 
     @property
-    def fd(self) -> int:
-        if self._fd is None:
+    def file(self) -> FileHandle:
+        if self._file is None:
             raise ValueError(f"segment {self.log_path} is closed")
-        return self._fd
+        return self._file
 
     @property
     def largest_timestamp(self) -> int:
@@ -478,30 +482,23 @@ class LogSegment:
         LogSegment.largestTimestamp; used by time retention)."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
-        return int(os.stat(self.log_path).st_mtime * 1000)
+        return self._fs.mtime_ns(self.log_path) // 1_000_000
 
     def _pread(self, size: int, position: int) -> bytes:
-        data = os.pread(self.fd, size, position)
-        # A regular file returns short reads only at EOF; loop anyway, it is cheap.
-        while 0 < len(data) < size:
-            more = os.pread(self.fd, size - len(data), position + len(data))
-            if not more:
-                break
-            data += more
-        return data
+        return self.file.pread(size, position)
 
-    def fds(self) -> list[int]:
-        """The descriptors a flush fsyncs ([] when nothing was written since the last)."""
-        if self._fd is None or not self._dirty:
+    def files(self) -> list[FileHandle]:
+        """The open files a flush fsyncs ([] when nothing was written since the last)."""
+        if self._file is None or not self._dirty:
             return []
-        return [fd for fd in (self._fd, self.offset_index._fd, self.time_index._fd)
-                if fd is not None]
+        return [f for f in (self._file, self.offset_index.open_file, self.time_index.open_file)
+                if f is not None]
 
     def flush(self) -> None:
         """fsync the .log and both indexes if anything was written since the last flush."""
-        if self._fd is None or not self._dirty:
+        if self._file is None or not self._dirty:
             return
-        os.fsync(self._fd)
+        self._file.fsync()
         self.offset_index.flush()
         self.time_index.flush()
         self._dirty = False
@@ -518,7 +515,7 @@ class LogSegment:
     def close(self) -> None:
         """Record the final max timestamp (so a clean reopen knows it), fsync, close.
         The files are closed even when sealing or fsyncing raises OSError."""
-        if self._fd is None:
+        if self._file is None:
             return
         try:
             try:
@@ -528,8 +525,8 @@ class LogSegment:
             self._seal_max_timestamp()
             self.flush()
         finally:  # a refused fsync must not leak the descriptors
-            os.close(self._fd)
-            self._fd = None
+            self._file.close()
+            self._file = None
             self.offset_index.close()
             self.time_index.close()
 
@@ -549,21 +546,21 @@ class LogSegment:
         self.offset_index.rename(renamed(self.offset_index.path))
         self.time_index.rename(renamed(self.time_index.path))
         new_log_path = renamed(self.log_path)
-        os.rename(self.log_path, new_log_path)
+        self._fs.rename(self.log_path, new_log_path)
         self.log_path = new_log_path
 
     def rename_to_deleted(self) -> list[str]:
         """Close the files and give them the ``.deleted`` suffix (Kafka's async delete:
         the names vanish from the log at once, the bytes after file.delete.delay.ms)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
         self.offset_index.close()
         self.time_index.close()
         renamed = []
         for path in self.paths():
             try:
-                os.rename(path, path + DELETED_SUFFIX)
+                self._fs.rename(path, path + DELETED_SUFFIX)
                 renamed.append(path + DELETED_SUFFIX)
             except FileNotFoundError:
                 pass
@@ -571,13 +568,13 @@ class LogSegment:
 
     def delete(self) -> None:
         """Close and unlink all three files now."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
         self.offset_index.delete()
         self.time_index.delete()
         try:
-            os.unlink(self.log_path)
+            self._fs.remove(self.log_path)
         except FileNotFoundError:
             pass
 

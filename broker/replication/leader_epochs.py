@@ -38,10 +38,8 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
-
 from broker.log.manager import CheckpointError as LogCheckpointError
-from broker.log.manager import write_atomically
+from broker.storage import REAL, FileHandle, FileSystem, write_atomically
 
 log = logging.getLogger("minibroker.leader_epochs")
 
@@ -217,7 +215,7 @@ class LeaderEpochCache:
             self._store(list(self._entries))
 
 
-def read_checkpoint(path: str | os.PathLike) -> list[EpochEntry] | None:
+def read_checkpoint(path: str | os.PathLike, *, fs: FileSystem = REAL) -> list[EpochEntry] | None:
     """The entries of the checkpoint at `path`; None when there is no file.
 
     Raises CheckpointError on anything our writer would not have written: another version,
@@ -226,10 +224,10 @@ def read_checkpoint(path: str | os.PathLike) -> list[EpochEntry] | None:
     and no line is longer than `_MAX_LINE`, so a corrupt file costs no more memory than
     its entries take."""
     try:
-        f = open(path, "rb")
+        f = fs.open(os.fspath(path), create=False)
     except FileNotFoundError:
         return None
-    with f:
+    try:
         lines = _checkpoint_lines(f, path)
         version = next(lines, None)
         if version is None:
@@ -248,13 +246,19 @@ def read_checkpoint(path: str | os.PathLike) -> list[EpochEntry] | None:
         if len(entries) != count:
             raise CheckpointError(f"{path}: announces {count} entries, holds {len(entries)}")
         return entries
+    finally:
+        f.close()
 
 
-def _checkpoint_lines(f: BinaryIO, path: str | os.PathLike) -> Iterator[bytes]:
-    while raw := f.readline(_MAX_LINE + 1):
-        if not raw.endswith(b"\n"):
+def _checkpoint_lines(f: FileHandle, path: str | os.PathLike) -> Iterator[bytes]:
+    position, size = 0, f.size()
+    while position < size:
+        raw = f.pread(_MAX_LINE + 1, position)
+        end = raw.find(b"\n")
+        if end < 0:
             raise CheckpointError(f"{path}: a line too long or not terminated: {raw[:20]!r}")
-        yield raw[:-1]
+        position += end + 1
+        yield raw[:end]
 
 
 def _parse_entry(line: bytes, path: str | os.PathLike, previous: EpochEntry | None) -> EpochEntry:
@@ -271,7 +275,7 @@ def _parse_entry(line: bytes, path: str | os.PathLike, previous: EpochEntry | No
 
 
 def write_checkpoint(path: str | os.PathLike, entries: list[EpochEntry], *,
-                     sync: bool = True) -> None:
+                     sync: bool = True, fs: FileSystem = REAL) -> None:
     """Replace the checkpoint at `path` with `entries`: temp file, fsync, rename, fsync the
     directory, so a crash leaves the old file or the new one (a leftover temp file is
     never read). ``sync=False`` leaves out the fsyncs: a process that dies still leaves
@@ -279,7 +283,7 @@ def write_checkpoint(path: str | os.PathLike, entries: list[EpochEntry], *,
     `open_cache` rebuilds from the batches' headers."""
     lines = [str(CHECKPOINT_VERSION), str(len(entries))]
     lines += [f"{e.epoch} {e.start_offset}" for e in entries]
-    write_atomically(path, "\n".join(lines) + "\n", sync=sync)
+    write_atomically(path, "\n".join(lines) + "\n", sync=sync, fs=fs)
 
 
 def entries_from_headers(headers: Iterable[tuple[int, int]]) -> list[EpochEntry]:
@@ -296,7 +300,7 @@ def entries_from_headers(headers: Iterable[tuple[int, int]]) -> list[EpochEntry]
 def open_cache(partition_dir: str | os.PathLike,
                headers_if_missing: Callable[[], Iterable[tuple[int, int]]], *,
                log_start_offset: int | None = None,
-               log_end_offset: int | None = None) -> LeaderEpochCache:
+               log_end_offset: int | None = None, fs: FileSystem = REAL) -> LeaderEpochCache:
     """The cache of the log in `partition_dir`, persisting to its checkpoint.
 
     Read from the checkpoint; when there is none (a data directory from before
@@ -308,7 +312,7 @@ def open_cache(partition_dir: str | os.PathLike,
     (every load cuts the same), so a restart rewrites no file."""
     path = os.path.join(partition_dir, CHECKPOINT_FILE)
     try:
-        entries = read_checkpoint(path)
+        entries = read_checkpoint(path, fs=fs)
     except CheckpointError as exc:
         log.warning("%s; rebuilding it from the log's batch headers", exc)
         entries = None
@@ -319,8 +323,8 @@ def open_cache(partition_dir: str | os.PathLike,
         # and its directory for each, one after another, before serving). A log with
         # batches gets its file, so that the next start need not walk them again.
         empty = log_end_offset is not None and log_end_offset <= (log_start_offset or 0)
-        if entries or not empty or os.path.exists(path):
-            write_checkpoint(path, entries)
+        if entries or not empty or fs.exists(path):
+            write_checkpoint(path, entries, fs=fs)
     # what loading cuts is not written back: the next load cuts it again, and the next
     # change writes the whole (a restart rewrote every partition's file for this)
     cache = LeaderEpochCache(entries)
@@ -328,24 +332,25 @@ def open_cache(partition_dir: str | os.PathLike,
         cache.truncate_from_end(log_end_offset)
     if log_start_offset is not None:
         cache.truncate_from_start(log_start_offset)
-    return _checkpointed(path, cache.entries)
+    return _checkpointed(path, cache.entries, fs)
 
 
 def new_log_cache(partition_dir: str | os.PathLike,
-                  leader_epoch: int | None = None) -> LeaderEpochCache:
+                  leader_epoch: int | None = None, *, fs: FileSystem = REAL) -> LeaderEpochCache:
     """The cache of a log just made, empty, and no file yet: the checkpoint is written when
     the first assignment is made durable, before the first batch (`open_cache` rebuilds a
     missing checkpoint from the log's batches: none), so making thousands of partitions
     writes no thousand checkpoints. Given the `leader_epoch` this replica is to lead at,
     that epoch is assigned now, by the caller's thread (the worker making the log)."""
-    cache = _checkpointed(os.path.join(partition_dir, CHECKPOINT_FILE), [])
+    cache = _checkpointed(os.path.join(partition_dir, CHECKPOINT_FILE), [], fs)
     if leader_epoch is not None and leader_epoch >= 0:
         cache.assign(leader_epoch, 0)
     return cache
 
 
-def _checkpointed(path: str, entries: list[EpochEntry]) -> LeaderEpochCache:
+def _checkpointed(path: str, entries: list[EpochEntry], fs: FileSystem) -> LeaderEpochCache:
     """A cache persisting to the checkpoint at `path`: truncations written at once without
     fsync, assignments written durably by `make_durable` (see LeaderEpochCache)."""
-    return LeaderEpochCache(entries, store=lambda new: write_checkpoint(path, new, sync=False),
-                            flush=lambda new: write_checkpoint(path, new))
+    return LeaderEpochCache(entries,
+                            store=lambda new: write_checkpoint(path, new, sync=False, fs=fs),
+                            flush=lambda new: write_checkpoint(path, new, fs=fs))

@@ -301,7 +301,7 @@ class ReplicaManager:
         (the HWs then start at 0 and catch up with the first fetches)."""
         path = os.path.join(self.broker.data_dir, HW_CHECKPOINT_FILE)
         try:
-            return read_checkpoint(path)
+            return read_checkpoint(path, fs=self.broker.fs)
         except (OSError, CheckpointError) as e:
             log.warning("ignoring %s (%s)", path, e)
             return {}
@@ -313,7 +313,7 @@ class ReplicaManager:
     def _write(self, hws: dict[tuple[str, int], int]) -> bool:
         path = os.path.join(self.broker.data_dir, HW_CHECKPOINT_FILE)
         try:
-            write_checkpoint(path, hws)
+            write_checkpoint(path, hws, fs=self.broker.fs)
         except OSError as e:
             log.warning("cannot write %s (%s)", path, e)
             return False
@@ -332,7 +332,7 @@ class ReplicaManager:
         while True:
             await trio.sleep(period)
             hws = self._changed_hws()
-            if hws is not None and await blocking.run_sync(self._write, hws):
+            if hws is not None and await blocking.run_disk(self.broker.fs, self._write, hws):
                 self._checkpointed = hws
 
     # -- background work -------------------------------------------------------------------

@@ -39,6 +39,6 @@ def close_fds(*segments) -> None:
     written are in the page cache, so they survive, exactly as after a process crash."""
     for seg in segments:
         for holder in (seg, seg.offset_index, seg.time_index):
-            if holder._fd is not None:
-                os.close(holder._fd)
-                holder._fd = None
+            if holder._file is not None:
+                holder._file.close()
+                holder._file = None

@@ -380,7 +380,7 @@ def test_a_flush_off_the_event_loop_moves_the_recovery_point_to_the_planned_leo(
     log = open_log(tmp_path)
     log.append(make_batch(5), now_ms=0)
     plan = log.flush_plan()
-    assert plan.fds and plan.log_end_offset == 5
+    assert plan.files and plan.log_end_offset == 5
     log.append(make_batch(3), now_ms=0)   # lands while the worker thread fsyncs
     for done in fsync_plans([plan]):
         log.flushed(done)

@@ -259,13 +259,13 @@ def _record_durability(monkeypatch):
     events = []
     real_fsync, real_checkpoint = loader.fsync_dir, manager.write_checkpoint
 
-    def fsync(path):
+    def fsync(path, *fs):
         events.append(("fsync", os.fspath(path)))
-        real_fsync(path)
+        real_fsync(path, *fs)
 
-    def checkpoint(path, offsets):
+    def checkpoint(path, offsets, **fs):
         events.append(("checkpoint", os.path.basename(path)))
-        real_checkpoint(path, offsets)
+        real_checkpoint(path, offsets, **fs)
     monkeypatch.setattr(loader, "fsync_dir", fsync)
     monkeypatch.setattr(manager, "write_checkpoint", checkpoint)
     return events
