@@ -2,10 +2,14 @@
 
 Owns argument parsing and dispatch to the subcommands: `serve` (one broker in the
 foreground, broker.main), `bench` (benchmarks, bench.cli), `analyze` (the Spark analysis,
-tools.analyze), `chaos` (the fault harness, bench.chaos), `dump-log` (tools.dump_log), `acls` (tools.acls), `groups` (tools.groups), `topics`
-(tools.topics), `configs` (tools.configs), `cluster` and `metadata-quorum` (tools.cluster), `produce` and `consume`
-(console producer and consumer on the client library). Like Kafka's `tools` module, it is
-a client of the broker and lives apart from it.
+tools.analyze), `chaos` (the fault harness, bench.chaos.cli), `dump-log` (tools.dump_log),
+`acls` (tools.acls), `groups` (tools.groups), `topics` (tools.topics), `configs`
+(tools.configs), `cluster` and `metadata-quorum` (tools.cluster), `produce` and `consume`
+(console producer and consumer on the client library), and the one-line failure when an
+optional dependency is missing (cli.extras). It is the top of the import graph: it may
+import every package, and none imports it, so tools/ and bench/ never need each other for
+the command line's sake. Like Kafka's `tools` module, it is a client of the broker and
+lives apart from it.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import os
 import sys
 
 from broker import main as broker_main
-from tools.extras import EXIT_MISSING, MissingExtra, missing_extra, require
+from cli.extras import EXIT_MISSING, MissingExtra, missing_extra, require
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="benchmarks (see docs/BENCHMARKS.md)",
                            add_help=False)
     bench.add_argument("rest", nargs=argparse.REMAINDER)
-    bench.set_defaults(func=lambda a: __import__("bench.cli", fromlist=["main"]).main(a.rest))
+    bench.set_defaults(func=lambda a: _bench(a.rest))
 
     chaos = sub.add_parser("chaos", help="seeded fault runs against a three-node cluster, "
                                          "checked (docs/RELIABILITY.md)", add_help=False)
@@ -74,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _analyze(argv: list[str]) -> int:
     """`minibroker analyze`, which needs the spark extra: checked before Spark starts, so
-    that a missing module is one line (tools.extras) rather than a traceback minutes in."""
+    that a missing module is one line (cli.extras) rather than a traceback minutes in."""
     prog = "minibroker analyze"
     try:
         if not {"-h", "--help"} & set(argv):
@@ -86,6 +90,26 @@ def _analyze(argv: list[str]) -> int:
         return EXIT_MISSING
     except ModuleNotFoundError as e:
         missing = missing_extra(prog, e, ["spark"])
+        if missing is None:
+            raise
+        print(missing, file=sys.stderr)
+        return EXIT_MISSING
+
+
+def _bench(argv: list[str]) -> int:
+    """`minibroker bench`: bench.cli names what the chosen benchmark imports, checked here
+    before it starts (the bench extra), and runs it."""
+    from bench.cli import requirements, run
+
+    prog = "minibroker bench"
+    try:
+        require(prog, "bench", requirements(argv))
+        return run(argv) or 0
+    except MissingExtra as e:
+        print(e, file=sys.stderr)
+        return EXIT_MISSING
+    except ModuleNotFoundError as e:
+        missing = missing_extra(prog, e, ["bench", "spark"])
         if missing is None:
             raise
         print(missing, file=sys.stderr)
@@ -112,8 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["analyze"]:
         return _analyze(argv[1:])
     if argv[:1] == ["bench"]:
-        from bench.cli import main as bench
-        return bench(argv[1:]) or 0
+        return _bench(argv[1:])
     if argv[:1] == ["chaos"]:
         return _chaos(argv[1:])
     argv, command_config = _take_command_config(argv)
