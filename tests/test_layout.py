@@ -2,9 +2,12 @@
 
 protocol/ imports nothing of ours; broker/ and client/ import only protocol/; spark_jobs/
 imports protocol/ and broker.events (what the broker logs; what the rebalance bench's
-consumers log is declared in spark_jobs.consumer_events, which bench/ writes to); tools/
-and bench/ import those four and never each other; cli/, the command line, sits on top and
-may import anything, and nothing imports it. Imports under `if TYPE_CHECKING:` count too: a
+consumers log is declared in spark_jobs.consumer_events, which bench/ writes to); harness/
+(brokers, clusters, ports, waits, raw requests and certificates for tests and benchmarks)
+imports protocol/, broker/ and client/; tools/ imports protocol/, broker/, client/ and
+spark_jobs/, bench/ those and harness/, and the two never each other; cli/, the command
+line, sits on top and may import anything, and nothing imports it; tests/ may import
+anything, and nothing but tests imports them. Imports under `if TYPE_CHECKING:` count too: a
 cycle that only type checkers see is still two modules that cannot be understood one
 without the other.
 
@@ -16,12 +19,14 @@ even when no two modules do, as tools.cli -> bench.cli -> tools.extras once was.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("protocol", "broker", "client", "spark_jobs", "tools", "bench", "cli")
+PACKAGES = ("protocol", "broker", "client", "spark_jobs", "harness", "tools", "bench", "cli",
+            "tests")
 
 # package -> what it may import of ours (besides itself); None means anything
 ALLOWED: dict[str, set[str] | None] = {
@@ -29,9 +34,12 @@ ALLOWED: dict[str, set[str] | None] = {
     "broker": {"protocol"},
     "client": {"protocol"},
     "spark_jobs": {"protocol", "broker.events"},
+    "harness": {"protocol", "broker", "client"},
     "tools": {"protocol", "broker", "client", "spark_jobs"},
-    "bench": {"protocol", "broker", "client", "spark_jobs"},
+    "bench": {"protocol", "broker", "client", "spark_jobs", "harness"},
     "cli": None,
+    # the tests may reach anything, and nothing of the product or the harness reaches them
+    "tests": None,
 }
 
 
@@ -68,6 +76,12 @@ def imported_names(path: Path, name: str) -> set[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
+    """module -> the modules of ours it imports (a fresh copy: callers may change it)."""
+    return {name: set(targets) for name, targets in _import_graph().items()}
+
+
+@functools.cache  # every test reads the same tree: parse it once
+def _import_graph() -> dict[str, set[str]]:
     mods = modules()
     graph: dict[str, set[str]] = {}
     for name, path in mods.items():
@@ -182,6 +196,10 @@ def test_the_checker_sees_a_cycle_and_a_wrong_direction():
     assert not allowed("bench.cli", "tools.extras")
     assert not allowed("tools.analyze", "cli.extras")
     assert allowed("cli.main", "bench.cli")
+    assert allowed("bench.cluster", "harness.cluster")
+    assert not allowed("harness.broker", "tests.util")
+    assert not allowed("harness.cluster", "bench.cluster")
+    assert not allowed("tools.topics", "harness.wait")
 
 
 def test_the_checker_sees_a_package_cycle_no_module_cycle_shows():
