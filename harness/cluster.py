@@ -43,7 +43,8 @@ from harness.raw import HOST, call
 from harness.wait import wait_until
 from protocol.messages import DESCRIBE_CLUSTER, DESCRIBE_QUORUM, METADATA
 
-__all__ = ["Cluster", "ClusterNode", "FORM_TIMEOUT_S", "HOST", "START_TIMEOUT_S"]
+__all__ = ["Cluster", "ClusterNode", "FORM_TIMEOUT_S", "HOST", "START_TIMEOUT_S", "metadata",
+           "partitions", "quorum"]
 
 T = TypeVar("T")
 
@@ -52,6 +53,36 @@ DESCRIBE_QUORUM_VERSION = 2
 METADATA_TOPIC = "__cluster_metadata"
 FORM_TIMEOUT_S = 15.0  # the issue's bound for three brokers to see each other
 START_TIMEOUT_S = 30.0
+
+
+# -- one node's own answers, by port (a Cluster's methods, and the benchmarks', ask these) --
+
+def metadata(port: int, topics: Iterable[str] | None = None, *, timeout_s: float = 5.0) -> Any:
+    """The Metadata answer (v12) of the broker on `port`, every topic unless named."""
+    body = {"topics": None if topics is None else [{"topic_id": None, "name": t}
+                                                    for t in topics],
+            "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False}
+    return call(port, METADATA, METADATA_VERSION, body, timeout_s)
+
+
+def partitions(port: int, topic: str, *, timeout_s: float = 5.0) -> dict[int, Any]:
+    """partition index -> the Metadata entry of the broker on `port` for it (leader_id,
+    isr_nodes, replica_nodes, ...; {} if it has none)."""
+    for t in metadata(port, [topic], timeout_s=timeout_s).topics:
+        if t.name == topic and t.error_code == 0:
+            return {p.partition_index: p for p in t.partitions}
+    return {}
+
+
+def quorum(controller_port: int, *, timeout_s: float = 5.0) -> Any:
+    """DescribeQuorum v2 (on a controller listener, or a broker's, which asks the active
+    controller): the metadata partition's entry (leader_id, leader_epoch, high_watermark,
+    current_voters, ...)."""
+    body = call(controller_port, DESCRIBE_QUORUM, DESCRIBE_QUORUM_VERSION,
+                {"topics": [{"topic_name": METADATA_TOPIC,
+                             "partitions": [{"partition_index": 0}]}]}, timeout_s)
+    return body.topics[0].partitions[0]
 
 
 class ClusterNode(BrokerProcess):
@@ -205,11 +236,7 @@ class Cluster:
 
     def metadata(self, node_id: int, topics: Iterable[str] | None = None) -> Any:
         """Node `node_id`'s own Metadata answer (v12), every topic unless named."""
-        body = {"topics": None if topics is None else [{"topic_id": None, "name": t}
-                                                        for t in topics],
-                "allow_auto_topic_creation": False,
-                "include_topic_authorized_operations": False}
-        return call(self.nodes[node_id].port, METADATA, METADATA_VERSION, body)
+        return metadata(self.nodes[node_id].port, topics)
 
     def brokers_seen(self, node_id: int) -> dict[int, tuple[str, int, str | None]]:
         """The brokers node `node_id`'s Metadata lists: id -> (host, port, rack)."""
@@ -217,10 +244,7 @@ class Cluster:
 
     def partitions(self, node_id: int, topic: str) -> dict[int, Any]:
         """partition index -> node `node_id`'s Metadata entry for it ({} if it has none)."""
-        for t in self.metadata(node_id, [topic]).topics:
-            if t.name == topic and t.error_code == 0:
-                return {p.partition_index: p for p in t.partitions}
-        return {}
+        return partitions(self.nodes[node_id].port, topic)
 
     def leaders(self, node_id: int, topic: str) -> dict[int, int]:
         """partition -> leader id (-1: none) as node `node_id` sees it."""
@@ -234,11 +258,7 @@ class Cluster:
     def quorum(self, node_id: int) -> Any:
         """DescribeQuorum v2 on node `node_id`'s controller listener: the metadata
         partition's entry (leader_id, leader_epoch, high_watermark, current_voters, ...)."""
-        body = call(self.nodes[node_id].controller_port, DESCRIBE_QUORUM,
-                    DESCRIBE_QUORUM_VERSION,
-                    {"topics": [{"topic_name": METADATA_TOPIC,
-                                 "partitions": [{"partition_index": 0}]}]})
-        return body.topics[0].partitions[0]
+        return quorum(self.nodes[node_id].controller_port)
 
     def active_controller(self) -> int | None:
         """The quorum leader if every running voter names the same one, else None."""

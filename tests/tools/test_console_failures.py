@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.conftest import free_port
+from harness.ports import free_port
 from cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
