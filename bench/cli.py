@@ -20,9 +20,10 @@
     minibroker bench scale ...             thousands of partitions: idle cost, latency beside
                                            them, creating them, a restart (bench.scale)
 
-The benchmarks drive other clients and draw charts: they need the `bench` extra. What the
-chosen benchmark imports is checked before it starts (`requirements`), so that a missing
-module is one line naming `pip install 'minibroker[bench]'` and exit status 2.
+The benchmarks drive other clients and draw charts: they need the `bench` extra. Owns the
+dispatch (`run`) and which of the extra's modules the chosen benchmark imports
+(`requirements`); the command line (cli.main) checks those before it starts, so that a
+missing module is one line naming `pip install 'minibroker[bench]'` and exit status 2.
 """
 
 from __future__ import annotations
@@ -30,9 +31,6 @@ from __future__ import annotations
 import importlib
 import sys
 
-from tools.extras import EXIT_MISSING, MissingExtra, missing_extra, require
-
-PROG = "minibroker bench"
 _MODULES = {"groups": "bench.groups", "client": "bench.clients", "rebalance": "bench.rebalance",
             "cluster": "bench.cluster", "replication": "bench.replication",
             "compose": "bench.compose", "authorizer": "bench.authorizer",
@@ -75,25 +73,14 @@ def requirements(argv: list[str]) -> list[str]:
     return ["confluent_kafka"]  # groups, produce, consume
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        require(PROG, "bench", requirements(argv))
-        module = _MODULES.get(argv[0]) if argv else None
-        if module is not None:
-            return importlib.import_module(module).main(argv[1:])
-        from bench import throughput
-        return throughput.main(argv)
-    except MissingExtra as e:
-        print(e, file=sys.stderr)
-        return EXIT_MISSING
-    except ModuleNotFoundError as e:
-        missing = missing_extra(PROG, e, ["bench", "spark"])
-        if missing is None:
-            raise
-        print(missing, file=sys.stderr)
-        return EXIT_MISSING
+def run(argv: list[str]) -> int:
+    """Run the benchmark argv names (produce or consume when its first word names none)."""
+    module = _MODULES.get(argv[0]) if argv else None
+    if module is not None:
+        return importlib.import_module(module).main(argv[1:])
+    from bench import throughput
+    return throughput.main(argv)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(sys.argv[1:]))

@@ -39,30 +39,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from bench.common import BenchError, confluent_kafka_modules, table_lines
-from protocol.connection import ClientConnection
-from protocol.messages import ALL_APIS, DESCRIBE_QUORUM, METADATA
+from bench.common import wait_for as common_wait_for
+from harness.broker import BrokerProcess, BrokerStartError
+from harness.cluster import metadata, partitions, quorum
+from harness.ports import free_port
+from harness.raw import HOST
 
 T = TypeVar("T")
 
-HOST = "127.0.0.1"
-METADATA_VERSION = 12
-DESCRIBE_QUORUM_VERSION = 2
 START_TIMEOUT_S = 60.0
 POLL_S = 0.005  # how often a condition is checked: the figures' resolution
 MEASUREMENTS = ("a", "b", "c", "d", "e")
@@ -80,107 +77,43 @@ TARGETS = {
 # --------------------------------------------------------------------------- the nodes
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def call(port: int, api_key: int, version: int, body: Any, timeout_s: float = 5.0) -> Any:
-    """One request on a fresh connection to 127.0.0.1:port; the response body. Speaks every
-    declared API (ALL_APIS), so it reaches client and controller listeners alike; OSError
-    when the node is down or closes the connection (tests/cluster uses it too)."""
-    conn = ClientConnection("bench-cluster", apis=ALL_APIS)
-    with socket.create_connection((HOST, port), timeout=timeout_s) as sock:
-        sock.settimeout(timeout_s)
-        _, frame = conn.send_request(api_key, version, body)
-        sock.sendall(frame)
-        while (response := conn.next_response()) is None:
-            data = sock.recv(1 << 16)
-            if not data:
-                raise ConnectionError(f"{HOST}:{port} closed the connection")
-            conn.receive_data(data)
-    return response.body
-
-
 def wait_for(predicate: Callable[[], T | None], timeout_s: float, what: str) -> T:
     """Poll `predicate` every POLL_S until it is truthy (OSError: not yet)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            value = predicate()
-        except OSError:
-            value = None
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise BenchError(f"timed out after {timeout_s:g} s waiting for {what}")
-        time.sleep(POLL_S)
+    return common_wait_for(predicate, timeout_s, what, interval_s=POLL_S)
 
 
-@dataclass
-class Node:
-    node_id: int
-    port: int
-    controller_port: int
-    base_dir: Path
-    voters: str = ""
-    overrides: dict[str, str] = field(default_factory=dict)
-    proc: subprocess.Popen | None = None
+class Node(BrokerProcess):
+    """One node: the issue's pinned command; without voters, a single broker as `minibroker
+    serve` starts one (a combined node that is its own quorum). The process itself (launch,
+    wait until it answers, stop, its log) is harness.broker's."""
 
-    @property
-    def bootstrap(self) -> str:
-        return f"{HOST}:{self.port}"
+    def __init__(self, node_id: int, port: int, controller_port: int, base_dir: Path,
+                 voters: str = "", overrides: dict[str, str] | None = None):
+        cluster = ([] if not voters else
+                   ["-o", "process.roles=broker,controller",
+                    "-o", f"controller.quorum.voters={voters}",
+                    "-o", f"broker.rack=rack-{node_id}"])
+        super().__init__(base_dir, overrides, port=port, broker_id=node_id,
+                         start_timeout_s=START_TIMEOUT_S, log_path=Path(base_dir) / "node.log",
+                         args=cluster)
+        self.node_id = node_id
+        self.controller_port = controller_port
+        self.voters = voters
 
-    @property
-    def log_path(self) -> Path:
-        return self.base_dir / "node.log"
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def command(self) -> list[str]:
-        """The issue's pinned command; without voters, a single broker as `minibroker serve`
-        starts one (a combined node that is its own quorum)."""
-        cmd = [sys.executable, "-m", "broker", "serve", "--broker-id", str(self.node_id),
-               "--listen", self.bootstrap, "--data-dir", str(self.base_dir / "data")]
-        if self.voters:
-            cmd += ["-o", "process.roles=broker,controller",
-                    "-o", f"controller.quorum.voters={self.voters}",
-                    "-o", f"broker.rack=rack-{self.node_id}"]
-        for key, value in self.overrides.items():
-            cmd += ["-o", f"{key}={value}"]
-        return cmd
-
-    def launch(self) -> None:
-        self.base_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            log.write(f"=== {time.strftime('%H:%M:%S')} {' '.join(self.command())}\n".encode())
-            log.flush()
-            self.proc = subprocess.Popen(
-                self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=dict(os.environ, PYTHONUNBUFFERED="1"),
-                cwd=Path(__file__).resolve().parents[1])
-
-    def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> None:
+    def wait_ready(self, timeout_s: float | None = None) -> None:
         """Until the client listener accepts a connection (it opens once unfenced)."""
-        def ready() -> bool:
-            if self.proc is None or self.proc.poll() is not None:
-                raise BenchError(f"node {self.node_id} exited with status "
-                                 f"{None if self.proc is None else self.proc.returncode}:\n"
-                                 f"{self.tail()}")
-            with socket.create_connection((HOST, self.port), timeout=1.0):
-                return True
-        wait_for(ready, timeout_s, f"node {self.node_id} to accept connections")
+        try:
+            super().wait_ready(timeout_s)
+        except BrokerStartError as e:
+            raise BenchError(f"node {self.node_id}: {e}") from None
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        self.stop(kill=True)
 
     def terminate(self) -> None:
+        """SIGTERM, without waiting (wait_exit waits)."""
         if self.proc is not None and self.proc.poll() is None:
+            self._stopped_on_purpose = True
             self.proc.send_signal(signal.SIGTERM)
 
     def wait_exit(self, timeout_s: float = 30.0) -> int:
@@ -191,12 +124,6 @@ class Node:
             self.kill()
             raise BenchError(f"node {self.node_id} did not exit within {timeout_s:g} s "
                              f"of SIGTERM:\n{self.tail()}") from None
-
-    def tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
 
 
 class Cluster:
@@ -227,26 +154,17 @@ class Cluster:
     # -- one node's view -----------------------------------------------------------------
 
     def metadata(self, node: Node, topics: list[str] | None = None) -> Any:
-        return call(node.port, METADATA, METADATA_VERSION, {
-            "topics": None if topics is None else [{"topic_id": None, "name": t}
-                                                    for t in topics],
-            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        return metadata(node.port, topics)
 
     def partitions(self, node: Node, topic: str) -> dict[int, Any]:
         """partition index -> `node`'s Metadata entry for it (leader_id, isr_nodes, ...)."""
-        for t in self.metadata(node, [topic]).topics:
-            if t.name == topic and t.error_code == 0:
-                return {p.partition_index: p for p in t.partitions}
-        return {}
+        return partitions(node.port, topic)
 
     def leaders(self, node: Node, topic: str) -> dict[int, int]:
         return {i: p.leader_id for i, p in self.partitions(node, topic).items()}
 
     def quorum_leader(self, node: Node) -> int:
-        body = call(node.controller_port, DESCRIBE_QUORUM, DESCRIBE_QUORUM_VERSION, {
-            "topics": [{"topic_name": "__cluster_metadata",
-                        "partitions": [{"partition_index": 0}]}]})
-        return body.topics[0].partitions[0].leader_id
+        return quorum(node.controller_port).leader_id
 
     # -- conditions ----------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
-"""What every benchmark shares: the error that voids a figure, CPU accounting from /proc,
-the optional confluent-kafka import, and the aligned text table the figures are printed in.
+"""What every benchmark shares: the error that voids a figure, waiting on a condition
+(harness.wait's, failing with that error), CPU accounting from /proc, the optional
+confluent-kafka import, and the aligned text table the figures are printed in.
 
 CPU seconds are read for a whole process tree (the broker and any children) so that a
 broker's figure includes work it hands to helper processes; the client's own CPU comes
@@ -10,13 +11,28 @@ from __future__ import annotations
 
 import os
 import resource
-from typing import Container, Sequence
+from typing import Callable, Container, Sequence, TypeVar
+
+from harness.wait import WaitTimeout, wait_until
+
+T = TypeVar("T")
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 class BenchError(Exception):
     """A benchmark run that could not produce a valid figure."""
+
+
+def wait_for(predicate: Callable[[], T | None], timeout_s: float, what: str, *,
+             interval_s: float = 0.05,
+             ignore: tuple[type[BaseException], ...] = (OSError,)) -> T:
+    """Poll `predicate` every `interval_s` until it is truthy and return that (`ignore`d
+    exceptions, a node restarting, count as not yet); BenchError after `timeout_s`."""
+    try:
+        return wait_until(predicate, timeout_s, interval_s, what, ignore_exceptions=ignore)
+    except WaitTimeout:
+        raise BenchError(f"timed out after {timeout_s:g} s waiting for {what}") from None
 
 
 # --------------------------------------------------------------------------- CPU

@@ -17,51 +17,29 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from bench.common import process_tree_cpu_seconds
+from harness.broker import BrokerProcess, BrokerStartError
 from spark_jobs.segments import find_segments
 
 TOPIC = "bench-datasource"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_listening(port: int, proc: subprocess.Popen, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"broker exited with status {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)  # a script polling a port, not a test
-    raise SystemExit("broker did not start listening")
 
 
 def generate(data_dir: Path, size_mb: int, value_bytes: int, partitions: int) -> None:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    port = _free_port()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    log = open(data_dir.parent / "bench-broker.log", "ab")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "broker", "serve", "--broker-id", "0",
-         "--listen", f"127.0.0.1:{port}", "--data-dir", str(data_dir)],
-        stdout=log, stderr=subprocess.STDOUT)
+    broker = BrokerProcess(data_dir.parent, data_dir=data_dir,
+                           log_path=data_dir.parent / "bench-broker.log", start_timeout_s=30)
     try:
-        _wait_listening(port, proc)
-        bootstrap = f"127.0.0.1:{port}"
+        broker.start()
+    except BrokerStartError as e:
+        raise SystemExit(str(e)) from None
+    try:
+        bootstrap = broker.bootstrap
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic(TOPIC, num_partitions=partitions,
                                       replication_factor=1)])[TOPIC].result(timeout=30)
@@ -87,9 +65,7 @@ def generate(data_dir: Path, size_mb: int, value_bytes: int, partitions: int) ->
         print(f"produced {total:,} records of {value_bytes} B in {elapsed:.1f} s", flush=True)
         del producer, admin  # close the clients before the broker goes, quietly
     finally:
-        proc.terminate()
-        proc.wait(60)
-        log.close()
+        broker.stop(timeout_s=60)
 
 
 def timed(label: str, rows_label: str, fn):

@@ -39,9 +39,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.cluster import HOST, BenchError, Node, call, free_port, wait_for
+from bench.cluster import BenchError, Node, wait_for
 from bench.common import process_tree_cpu_seconds, table_lines
 from broker.controller.metadata_log import METADATA_LOG_DIR, list_snapshots
+from harness.ports import free_port
+from harness.raw import HOST, call
 from protocol.messages import CREATE_TOPICS, INCREMENTAL_ALTER_CONFIGS, METADATA
 
 PROG = "minibroker bench metadata-restart"

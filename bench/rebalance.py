@@ -43,7 +43,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -54,7 +53,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from bench.common import BenchError
+from bench.common import BenchError, wait_for
+from harness.broker import BrokerProcess, BrokerStartError
 from spark_jobs.consumer_events import CONSUMER_EVENT_ORDER as _RANK
 from broker.events import read_events, read_jsonl
 
@@ -429,58 +429,16 @@ def compare(outs: list[Path], chart: Path | None, use_spark: bool) -> int:
 
 # -- processes --------------------------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for(predicate, timeout_s: float, what: str, interval_s: float = 0.05):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise BenchError(f"timed out after {timeout_s:g}s waiting for {what}")
-        time.sleep(interval_s)
-
-
-class BrokerProcess:
-    """Our broker in a subprocess, on a free port, with its own data dir."""
-
-    def __init__(self, data_dir: Path, log_path: Path, overrides: dict[str, Any] | None = None):
-        self.data_dir = data_dir
-        self.port = _free_port()
-        self.bootstrap = f"127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "broker", "serve", "--broker-id", "0",
-               "--listen", self.bootstrap, "--data-dir", str(data_dir),
-               "-o", "group.initial.rebalance.delay.ms=0", "--log-level", "warning"]
-        for key, value in (overrides or {}).items():
-            cmd += ["-o", f"{key}={value}"]
-        self._log = open(log_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
-                                     stdout=self._log, stderr=subprocess.STDOUT)
-
-        def accepts() -> bool:
-            if self.proc.poll() is not None:
-                raise BenchError(f"the broker exited with {self.proc.returncode} (see {log_path})")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return True
-            except OSError:
-                return False
-        _wait_for(accepts, 30, f"the broker to listen on {self.bootstrap}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
+def start_broker(data_dir: Path, log_path: Path, overrides: dict[str, Any]) -> BrokerProcess:
+    """Our broker in a subprocess (harness.broker), on a free port, with its own data dir;
+    returned once it accepts connections."""
+    broker = BrokerProcess(data_dir.parent, {"group.initial.rebalance.delay.ms": 0, **overrides},
+                           data_dir=data_dir, log_path=log_path,
+                           args=["--log-level", "warning"], start_timeout_s=30)
+    try:
+        return broker.start()
+    except BrokerStartError as e:
+        raise BenchError(f"the broker did not start (see {log_path}): {e}") from None
 
 
 @dataclass
@@ -598,10 +556,11 @@ class GroupWatch:
         return state == "Stable" and view == owned
 
     def wait_stable(self, timeout_s: float) -> int:
-        _wait_for(self.stable, timeout_s,
-                  f"group {self.group} to be stable with all {len(self.everything)} "
-                  f"partitions owned once (broker state {self.last_state or '?'}, owned "
-                  f"{sum(len(s) for s in self.ownership.owned.values())})", interval_s=0.1)
+        wait_for(self.stable, timeout_s,
+                 f"group {self.group} to be stable with all {len(self.everything)} "
+                 f"partitions owned once (broker state {self.last_state or '?'}, owned "
+                 f"{sum(len(s) for s in self.ownership.owned.values())})", interval_s=0.1,
+                 ignore=())
         return _now_ms()
 
 
@@ -682,7 +641,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # KIP-848's members heartbeat at the coordinator's interval and are fenced after
         # its session timeout: the bench's settings go to the broker for them, so that the
         # three protocols are timed with the same numbers
-        broker = BrokerProcess(data_dir, out / "logs" / "broker.log", overrides={
+        broker = start_broker(data_dir, out / "logs" / "broker.log", overrides={
             "group.consumer.heartbeat.interval.ms": args.heartbeat_interval_ms,
             "group.consumer.session.timeout.ms": args.session_timeout_ms})
         bootstrap = broker.bootstrap
@@ -751,7 +710,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for inst in instances:
             inst.stop()
         if broker is not None:
-            broker.stop()
+            broker.stop(timeout_s=20)
         if data_dir is not None and (data_dir / "events").is_dir():
             shutil.copytree(data_dir / "events", out / "events", dirs_exist_ok=True)
         if temp_dir is not None and not args.keep_data:

@@ -53,11 +53,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from bench import throughput
-from bench.cluster import (HOST, POLL_S, Bench, Cluster, Node, free_port, report_failure,
-                           wait_for)
+from bench.cluster import POLL_S, Bench, Cluster, Node, report_failure, wait_for
 from bench.common import (BenchError, confluent_kafka_modules, machine_busy_seconds,
                           own_cpu_seconds, table_lines)
 from broker.log.segment import LOG_SUFFIX
+from harness.ports import free_port
+from harness.raw import HOST
 from protocol.names import partition_dir_name
 
 MIN_ISR = {"min.insync.replicas": "2"}

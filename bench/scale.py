@@ -48,7 +48,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import threading
@@ -59,12 +58,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.cluster import HOST, Cluster, Node, call, free_port, wait_for
+from bench.cluster import Cluster, Node, wait_for
 from bench.common import BenchError, confluent_kafka_modules, process_tree_cpu_seconds, table_lines
 from bench.replication import produce, running_peer, send_paced, tansu_binary
-from protocol.connection import ClientConnection
-from protocol.messages import (ALL_APIS, API_VERSIONS, DESCRIBE_QUORUM,
-                               INCREMENTAL_ALTER_CONFIGS, METADATA)
+from harness.ports import free_port
+from harness.cluster import partitions, quorum
+from harness.raw import HOST, RawConnection, call
+from protocol.messages import (ALL_APIS, API_VERSIONS, INCREMENTAL_ALTER_CONFIGS)
 
 LINGER_MS = 5
 PING_INTERVAL_S = 0.010
@@ -76,7 +76,6 @@ VISIBLE_POLL_S = 0.1
 LATENCY_TIMEOUT_MS = 30_000
 TOPIC_RESOURCE = 2
 CONFIG_TOPICS = 100  # the restart cell alters ten configs of each: 1,000 records a request
-METADATA_VERSION = 12
 
 # (key, target text, meets) per figure, in the order printed
 TARGETS: dict[str, tuple[str, Callable[[float], bool] | None]] = {
@@ -180,20 +179,13 @@ class Pinger(threading.Thread):
                 self._halt.wait(PING_INTERVAL_S)
 
     def _session(self) -> None:
-        conn = ClientConnection("bench-scale-ping", apis=ALL_APIS)
-        with socket.create_connection((HOST, self.port), timeout=PING_TIMEOUT_S) as sock:
-            sock.settimeout(PING_TIMEOUT_S)
+        with RawConnection(self.port, HOST, client_id="bench-scale-ping",
+                           timeout_s=PING_TIMEOUT_S, apis=ALL_APIS) as connection:
             due = time.perf_counter()
             while not self._halt.is_set():
                 sent = time.perf_counter()
-                _, frame = conn.send_request(API_VERSIONS, 3, {
+                connection.call(API_VERSIONS, 3, {
                     "client_software_name": "bench-scale", "client_software_version": "1"})
-                sock.sendall(frame)
-                while conn.next_response() is None:
-                    data = sock.recv(1 << 16)
-                    if not data:
-                        raise ConnectionError("closed")
-                    conn.receive_data(data)
                 self.round_trips.append(time.perf_counter() - sent)
                 due += PING_INTERVAL_S
                 self._halt.wait(max(0.0, due - time.perf_counter()))
@@ -207,27 +199,16 @@ def rss_mb(pid: int) -> float:
     raise BenchError(f"no VmRSS in /proc/{pid}/status")
 
 
-def metadata(port: int, topics: list[str] | None) -> Any:
-    return call(port, METADATA, METADATA_VERSION, {
-        "topics": None if topics is None else [{"topic_id": None, "name": t} for t in topics],
-        "allow_auto_topic_creation": False, "include_topic_authorized_operations": False},
-        timeout_s=30)
-
-
 def led_partitions(port: int, topic: str, full_isr: bool = False) -> int:
     """How many partitions of `topic` the node's Metadata shows with a leader (and, with
     `full_isr`, with every replica in the ISR)."""
-    for t in metadata(port, [topic]).topics:
-        if t.name == topic and t.error_code == 0:
-            return sum(1 for p in t.partitions if p.leader_id >= 0 and (
-                not full_isr or sorted(p.isr_nodes) == sorted(p.replica_nodes)))
-    return 0
+    return sum(1 for p in partitions(port, topic, timeout_s=30).values()
+               if p.leader_id >= 0 and (
+                   not full_isr or sorted(p.isr_nodes) == sorted(p.replica_nodes)))
 
 
 def metadata_log_end(port: int) -> int:
-    body = call(port, DESCRIBE_QUORUM, 2, {"topics": [{
-        "topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]})
-    return body.topics[0].partitions[0].high_watermark
+    return quorum(port).high_watermark
 
 
 def paced_latencies(bootstrap: str, topic: str, rate: int, seconds: float

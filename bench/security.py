@@ -36,9 +36,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.cluster import HOST, Node, free_port, wait_for
+from bench.cluster import Node, wait_for
 from bench.common import BenchError, confluent_kafka_modules
 from bench.replication import LINGER_MS, Table, _version, consume, produce
+from harness.certs import make_certs
+from harness.ports import free_port
+from harness.raw import HOST
 
 ROOT = Path(__file__).resolve().parents[1]
 USER, PASSWORD = "bench", "bench-secret"
@@ -51,11 +54,6 @@ ACL_BATCH = 1000
 
 def _progress(text: str) -> None:
     print(f"[bench security] {text}", file=sys.stderr, flush=True)
-
-
-def make_certs(directory: Path) -> None:
-    subprocess.run([str(ROOT / "scripts" / "make_certs.sh"), str(directory)], check=True,
-                   stdout=subprocess.DEVNULL)
 
 
 class SecureNode(Node):

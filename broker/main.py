@@ -3,7 +3,7 @@
 Owns the serve flags (--broker-id, --listen, --data-dir, --config, -o, --log-level), turning
 them into a BrokerConfig, and running the server until SIGTERM or Ctrl-C. It lives in the
 broker package, not tools/, so that the broker can start without anything but protocol/:
-tools.cli only forwards to it. Configuration errors end the process with one line naming
+cli.main only forwards to it. Configuration errors end the process with one line naming
 the key and exit status 2; any other reason to stop (the port is taken, the data directory
 cannot be opened, an error nothing handled) with one last line naming it and status 1.
 """

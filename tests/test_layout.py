@@ -1,21 +1,32 @@
-"""The import directions of docs/ARCHITECTURE.md, held by reading every module's imports.
+"""The import directions of docs/ARCHITECTURE.md §2, held by reading every module's imports.
 
 protocol/ imports nothing of ours; broker/ and client/ import only protocol/; spark_jobs/
 imports protocol/ and broker.events (what the broker logs; what the rebalance bench's
-consumers log is declared in spark_jobs.consumer_events, which bench/ writes to); tools/ and
-bench/ may import anything. Imports under `if TYPE_CHECKING:` count too: a cycle that only type checkers
-see is still two modules that cannot be understood one without the other.
+consumers log is declared in spark_jobs.consumer_events, which bench/ writes to); harness/
+(brokers, clusters, ports, waits, raw requests and certificates for tests and benchmarks)
+imports protocol/, broker/ and client/; tools/ imports protocol/, broker/, client/ and
+spark_jobs/, bench/ those and harness/, and the two never each other; cli/, the command
+line, sits on top and may import anything, and nothing imports it; tests/ may import
+anything, and nothing but tests imports them. Imports under `if TYPE_CHECKING:` count too: a
+cycle that only type checkers see is still two modules that cannot be understood one
+without the other.
+
+Two graphs are checked for cycles: modules, and packages (an edge from package A to B when
+any module of A imports one of B). A package cycle is two layers that each need the other
+even when no two modules do, as tools.cli -> bench.cli -> tools.extras once was.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("protocol", "broker", "client", "spark_jobs", "tools", "bench")
+PACKAGES = ("protocol", "broker", "client", "spark_jobs", "harness", "tools", "bench", "cli",
+            "tests")
 
 # package -> what it may import of ours (besides itself); None means anything
 ALLOWED: dict[str, set[str] | None] = {
@@ -23,8 +34,12 @@ ALLOWED: dict[str, set[str] | None] = {
     "broker": {"protocol"},
     "client": {"protocol"},
     "spark_jobs": {"protocol", "broker.events"},
-    "tools": None,
-    "bench": None,
+    "harness": {"protocol", "broker", "client"},
+    "tools": {"protocol", "broker", "client", "spark_jobs"},
+    "bench": {"protocol", "broker", "client", "spark_jobs", "harness"},
+    "cli": None,
+    # the tests may reach anything, and nothing of the product or the harness reaches them
+    "tests": None,
 }
 
 
@@ -61,6 +76,12 @@ def imported_names(path: Path, name: str) -> set[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
+    """module -> the modules of ours it imports (a fresh copy: callers may change it)."""
+    return {name: set(targets) for name, targets in _import_graph().items()}
+
+
+@functools.cache  # every test reads the same tree: parse it once
+def _import_graph() -> dict[str, set[str]]:
     mods = modules()
     graph: dict[str, set[str]] = {}
     for name, path in mods.items():
@@ -135,6 +156,33 @@ def test_no_import_cycles():
     assert find_cycle(graph) is None
 
 
+def package_graph(graph: dict[str, set[str]]) -> dict[str, dict[str, list[str]]]:
+    """package -> {package it imports: the module imports that make the edge}."""
+    packages: dict[str, dict[str, list[str]]] = {}
+    for src, targets in graph.items():
+        edges = packages.setdefault(src.split(".")[0], {})
+        for dst in targets:
+            if dst.split(".")[0] != src.split(".")[0]:
+                edges.setdefault(dst.split(".")[0], []).append(f"{src} -> {dst}")
+    return packages
+
+
+def package_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One package-level cycle, each step named with the module imports that close it:
+    ["tools -> bench: tools.cli -> bench.cli", "bench -> tools: bench.cli -> tools.extras"]."""
+    packages = package_graph(graph)
+    cycle = find_cycle({pkg: set(edges) for pkg, edges in packages.items()})
+    if cycle is None:
+        return None
+    return [f"{a} -> {b}: " + ", ".join(sorted(packages[a][b]))
+            for a, b in zip(cycle, cycle[1:])]
+
+
+def test_no_package_cycles():
+    cycle = package_cycle(import_graph())
+    assert cycle is None, "a package cycle: " + "; ".join(cycle or ())
+
+
 def test_the_checker_sees_a_cycle_and_a_wrong_direction():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
@@ -143,4 +191,22 @@ def test_the_checker_sees_a_cycle_and_a_wrong_direction():
     assert not allowed("spark_jobs.tables", "bench.events")
     assert not allowed("spark_jobs.tables", "bench.rebalance")
     assert not allowed("spark_jobs.segments", "broker.log.manager")
-    assert allowed("tools.cli", "spark_jobs.report")
+    assert allowed("tools.analyze", "spark_jobs.report")
+    assert not allowed("tools.dump_log", "bench.chaos.replicas")
+    assert not allowed("bench.cli", "tools.extras")
+    assert not allowed("tools.analyze", "cli.extras")
+    assert allowed("cli.main", "bench.cli")
+    assert allowed("bench.cluster", "harness.cluster")
+    assert not allowed("harness.broker", "tests.util")
+    assert not allowed("harness.cluster", "bench.cluster")
+    assert not allowed("tools.topics", "harness.wait")
+
+
+def test_the_checker_sees_a_package_cycle_no_module_cycle_shows():
+    """tools.cli -> bench.cli -> tools.extras: no module is reached twice, the packages are."""
+    graph = {"tools.cli": {"bench.cli"}, "bench.cli": {"tools.extras"}, "tools.extras": set(),
+             "protocol.records": set()}
+    assert find_cycle(graph) is None
+    assert package_cycle(graph) == ["bench -> tools: bench.cli -> tools.extras",
+                                    "tools -> bench: tools.cli -> bench.cli"]
+    assert package_cycle({"tools.cli": {"protocol.records"}, "protocol.records": set()}) is None

@@ -1,3 +1,4 @@
-"""Operator tools behind `minibroker` subcommands: `dump-log` (read segment files, like
-kafka-dump-log.sh) and `groups` (list and describe consumer groups over the wire, like
-kafka-consumer-groups.sh). Neither runs inside the broker."""
+"""Operator tools behind `minibroker` subcommands (cli.main dispatches to them): `dump-log`
+(read segment files, like kafka-dump-log.sh), `groups`, `topics`, `configs`, `acls`,
+`users`, `cluster` (admin requests over the wire, like Kafka's scripts), `produce` and
+`consume`, and `analyze`. None runs inside the broker."""

@@ -10,7 +10,7 @@ use reach_bootstrap.
 Also owns `--command-config FILE`, as Kafka's tools have it: a properties file of client
 settings (security.protocol, sasl.mechanism, sasl.jaas.config or sasl.username and
 sasl.password, ssl.truststore.location, ...) that every client a tool makes is given
-(`client_settings`, bound by tools.cli before the tool runs), so each tool reaches a
+(`client_settings`, bound by cli.main before the tool runs), so each tool reaches a
 secured listener the same way.
 """
 
@@ -30,7 +30,7 @@ __all__ = ["ToolError", "open_admin", "run_admin_tool", "one_line", "client_sett
            "load_command_config"]
 
 # the --command-config settings as ClientConfig keywords; trio.run copies the context,
-# so what tools.cli binds before a tool runs is what its clients see
+# so what cli.main binds before a tool runs is what its clients see
 client_settings: ContextVar[Mapping[str, Any]] = ContextVar("client_settings",
                                                           default=MappingProxyType({}))
 

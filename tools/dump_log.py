@@ -34,16 +34,16 @@ import base64
 import json
 import os
 import uuid
-import re
 import struct
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, TextIO
+from typing import Any, TextIO
 
 from broker.controller import metadata_log, quorum_state
 from broker.controller.raft_batches import batches_to_entries, unpack_records
-from protocol.batch_walk import CORRUPT, TORN, BatchWalk
+from broker.log.file_records import (
+    SEGMENT_FILE_NAME, Batch, SegmentPathError, Tail, read_segment, segment_files,
+)
 from protocol.codecs import Codec
 from protocol.consumer_protocol import decode_assignment, decode_subscription, partition_names
 from protocol.errors import DecodeError
@@ -51,82 +51,20 @@ from protocol.messages import offsets_topic
 from protocol.metadata_records import decode_metadata_record
 from protocol.record_errors import CorruptRecordError
 from protocol.records import (
-    BATCH_OVERHEAD, DELETE_HORIZON_MASK, BatchHeader, RecordError, batch_crc_ok, decode_batch,
+    DELETE_HORIZON_MASK, BatchHeader, RecordError, decode_batch,
 )
 
 __all__ = ["dump", "main", "segment_files"]
 
-_SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 _INT32_MAX = 2**31 - 1
 _CONTROL_KEY = struct.Struct(">hh")
 _END_TXN_VALUE = struct.Struct(">hi")
 _CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
 
 
-class DumpError(Exception):
-    """A path that cannot be dumped at all (missing, unreadable, a directory without
-    segments); content problems inside a segment are reported in the dump instead."""
-
-
-# --- reading ---------------------------------------------------------------------
-
-@dataclass(slots=True)
-class Batch:
-    position: int
-    header: BatchHeader
-    data: bytes  # the whole batch
-    crc_ok: bool
-
-
-@dataclass(slots=True)
-class Tail:
-    """Bytes after the last whole batch that were not dumped."""
-    position: int
-    size: int
-    reason: str
-    partial: bool  # True: an unfinished batch (a live segment or a torn write)
-
-
-def segment_files(path: str | os.PathLike) -> list[Path]:
-    """The segments PATH names: the file itself, or a directory's NNN.log files in order."""
-    p = Path(path)
-    if p.is_dir():
-        found = sorted((int(m.group(1)), child) for child in p.iterdir()
-                       if (m := _SEGMENT_NAME.match(child.name)) and child.is_file())
-        if not found:
-            raise DumpError(f"{p} holds no log segments (files named <20 digits>.log)")
-        return [child for _, child in found]
-    if not p.exists():
-        raise DumpError(f"{p}: no such file or directory")
-    return [p]
-
-
-def read_segment(f, size: int) -> Iterator[Batch | Tail]:
-    """Whole batches from an open binary file of `size` bytes, then at most one Tail."""
-    def read(position: int, n: int) -> bytes:
-        f.seek(position)
-        return f.read(n)
-
-    walk = BatchWalk(read, 0, size)
-    for pos, header in walk:
-        data = bytes(walk.batch(pos, header))
-        if len(data) < header.size:  # the file shrank under us (truncation, deletion)
-            yield Tail(pos, size - pos, f"a partial batch at position {pos} (the file ended "
-                                        f"while it was read)", partial=True)
-            return
-        yield Batch(pos, header, data, batch_crc_ok(data, 0, header))
-    stop = walk.stop
-    assert stop is not None
-    pos, left = stop.position, size - stop.position
-    if stop.reason == CORRUPT:
-        yield Tail(pos, left, f"a corrupt batch header at position {pos} ({stop.problem}); "
-                              f"the rest of the file cannot be walked", partial=False)
-    elif stop.reason == TORN and stop.batch_size is None:
-        yield Tail(pos, left, f"an incomplete batch header ({left} of {BATCH_OVERHEAD} "
-                              f"bytes)", partial=True)
-    elif stop.reason == TORN:
-        yield Tail(pos, left, f"a partial batch at position {pos} (its header says "
-                              f"{stop.batch_size} bytes, {left} are present)", partial=True)
+# One error for every path that cannot be dumped: the reader's (no such file, no segments)
+# and this module's own (not a metadata log)
+DumpError = SegmentPathError
 
 
 # --- rendering helpers -------------------------------------------------------------
@@ -394,7 +332,7 @@ class _Printer:
         self.out.write(text + "\n")
 
     def file(self, path: Path) -> None:
-        m = _SEGMENT_NAME.match(path.name)
+        m = SEGMENT_FILE_NAME.match(path.name)
         start = int(m.group(1)) if m else None
         if self.as_json:
             self.emit({"type": "file", "file": str(path), "logStartOffset": start})

@@ -9,7 +9,7 @@ them (KIP-554).
 Owns the subcommand's arguments, the `MECHANISM=[iterations=N,password=P]` syntax
 (`parse_scram`; iterations default to 4096, as Kafka's) and the output: one line per
 credential, `USER  MECHANISM  iterations=N`. The password is salted by the client library
-(AdminClient.alter_user_scram_credentials) and never sent. --command-config (tools.cli)
+(AdminClient.alter_user_scram_credentials) and never sent. --command-config (cli.main)
 gives the connection's security settings.
 """
 

@@ -4,7 +4,7 @@ the network, done on the files).
 
 Owns: reading one partition directory's segments into (offset, partition leader epoch,
 value) rows, and the comparison of the replicas of one partition. Segments are read with
-tools/dump_log.py's reader (the file's size taken once, whole batches only) and records
+broker/log/file_records.py (the file's size taken once, whole batches only) and records
 decoded with protocol.records.decode_batch, which decompresses any codec. Control batches
 (transaction markers) hold no data and are skipped; a partial batch at the end of a
 segment (a torn or unfinished write) ends the replica, as log recovery would cut it off.
@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from itertools import combinations
 from pathlib import Path
 
+from broker.log.file_records import Batch, SegmentPathError, read_segment, segment_files
 from protocol.names import partition_dir_name
 from protocol.records import RecordError, decode_batch
-from tools.dump_log import Batch, DumpError, read_segment, segment_files
 
 __all__ = ["compare", "compare_topic", "find_partition_dir", "read_replica"]
 
@@ -49,7 +49,7 @@ def read_replica(partition_dir: Path) -> list[Row]:
     rows: list[Row] = []
     try:
         paths = segment_files(partition_dir)
-    except DumpError:  # a directory without segments (created, never written): empty
+    except SegmentPathError:  # a directory without segments (created, never written): empty
         return rows
     for path in paths:
         with open(path, "rb") as f:

@@ -34,10 +34,12 @@ from bench.chaos.workload import (
     Counters, Observer, OurGroupConsumer, OurProducer, RdkafkaConsumer, RdkafkaProducer,
     Settings, run_in_thread,
 )
-from bench.cluster import call
 from broker.coordinator.offsets import partition_of
 from client import AdminClient, Consumer, NewTopic, TopicPartition
-from protocol.messages import DESCRIBE_QUORUM, METADATA
+from harness.cluster import metadata
+from harness.raw import call
+from harness.wait import WaitTimeout, wait_until
+from protocol.messages import DESCRIBE_QUORUM
 
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_PARTITIONS = 50
@@ -131,11 +133,7 @@ class Run:
     # -- one node's view ----------------------------------------------------------------
 
     def metadata(self, node: int, topics: list[str] | None) -> Any:
-        return call(self.target.client_port(node), METADATA, 12, {
-            "topics": None if topics is None else [{"topic_id": None, "name": t}
-                                                    for t in topics],
-            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False},
-            timeout_s=2.0)
+        return metadata(self.target.client_port(node), topics, timeout_s=2.0)
 
     def any_metadata(self, topics: list[str] | None) -> Any:
         for node in self.target.node_ids:
@@ -193,12 +191,10 @@ class Run:
         return any(b.node_id == node for b in md.brokers)
 
     def wait_serving(self, node: int, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not self.serving(node):
-            if time.monotonic() > deadline:
-                self.log(f"node {node} not serving {timeout_s:g} s after its fault ended")
-                return
-            time.sleep(0.1)
+        try:
+            wait_until(lambda: self.serving(node), timeout_s, 0.1)
+        except WaitTimeout:
+            self.log(f"node {node} not serving {timeout_s:g} s after its fault ended")
 
     def healthy(self, topics: list[str]) -> bool:
         return self.unhealthy(topics) is None
@@ -227,12 +223,10 @@ class Run:
         return None
 
     def wait_healthy(self, topics: list[str], timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.healthy(topics):
-                return True
-            time.sleep(0.2)
-        return False
+        try:
+            return wait_until(lambda: self.healthy(topics), timeout_s, 0.2)
+        except WaitTimeout:
+            return False
 
     # -- the run ------------------------------------------------------------------------
 

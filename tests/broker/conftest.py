@@ -9,7 +9,7 @@ import pytest
 from broker.broker import Broker
 from broker.config import BrokerConfig
 from broker.server import serve
-from tests.interop.conftest import free_port
+from harness.ports import free_port
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.cli import build_parser
+from cli.main import build_parser
 from tools.dump_log import dump, main
 from protocol.codecs import Codec
 from protocol.consumer_protocol import (

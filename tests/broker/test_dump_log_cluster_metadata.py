@@ -19,7 +19,7 @@ from broker.controller.raft_batches import pack_records
 from broker.controller.raft_log import Entry, Snapshot, SnapshotId
 from broker.controller.snapshot import decode_snapshot, encode_snapshot
 from protocol.metadata_records import MetadataRecordType as T, encode_metadata_record
-from tools.cli import build_parser
+from cli.main import build_parser
 from tools.dump_log import dump, main
 
 TOPIC_ID = uuid.UUID(int=7)

@@ -25,7 +25,7 @@ from protocol.messages import (
 )
 from protocol.records import Record, encode_batch
 
-from tests.interop.conftest import free_port
+from harness.ports import free_port
 
 from .faults import FaultyDisk
 

@@ -11,7 +11,7 @@ from broker.config import BrokerConfig
 from broker.server import serve
 from protocol.errors import ErrorCode
 from protocol.messages import FIND_COORDINATOR, METADATA
-from tests.interop.conftest import free_port
+from harness.ports import free_port
 
 from .test_server_faults import Client
 

@@ -19,7 +19,7 @@ from protocol.connection import ServerConnection, encode_response
 from protocol.errors import ErrorCode
 from protocol.messages import API_VERSIONS, CREATE_TOPICS, FETCH, METADATA
 # The real broker's fixtures (broker, shared_broker) come from tests/client/conftest.py.
-from tests.interop.conftest import free_port
+from harness.ports import free_port
 
 DEADLINE_S = 10
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.cluster import call
+from harness.raw import call
 from protocol import messages as m
 from protocol.errors import ErrorCode
 from tests.cluster.harness import FAST

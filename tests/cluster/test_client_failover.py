@@ -13,7 +13,7 @@ from collections import defaultdict
 import pytest
 import trio
 
-from bench.cluster import call
+from harness.raw import call
 from client import Consumer, Producer
 from client.errors import KafkaTimeoutError
 from protocol import messages as m

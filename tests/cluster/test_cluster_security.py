@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cluster.harness import FAST, HOST, Cluster, free_port
 from tests.interop.conftest import REPO_ROOT
-from tests.interop.test_security import make_certs
+from harness.certs import make_certs
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
               'username="admin" password="admin-secret" user_admin="admin-secret";')

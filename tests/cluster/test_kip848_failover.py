@@ -12,7 +12,7 @@ from collections import defaultdict
 import pytest
 from confluent_kafka import Consumer
 
-from bench.cluster import call
+from harness.raw import call
 from protocol import messages as m
 from tests.cluster.harness import FAST
 from tests.cluster.test_replication import create

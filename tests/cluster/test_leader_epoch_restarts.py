@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 
-from bench.cluster import call
+from harness.raw import call
 from protocol import messages as m
 from tests.cluster import confluent
 from tests.cluster.harness import Cluster

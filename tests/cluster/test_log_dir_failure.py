@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.cluster import call
+from harness.raw import call
 from broker.events import read_events
 from protocol.errors import ErrorCode
 from protocol.messages import CREATE_TOPICS, PRODUCE

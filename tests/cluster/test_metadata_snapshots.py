@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
-from bench.cluster import call
+from harness.raw import call
 from broker.controller.metadata_log import METADATA_LOG_DIR, list_snapshots
 from protocol import messages as m
 from tests.cluster import confluent

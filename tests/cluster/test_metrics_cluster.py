@@ -8,7 +8,7 @@ import pytest
 
 from tests.cluster import confluent
 from tests.cluster.harness import FAST, Cluster
-from tests.interop.conftest import free_port
+from harness.ports import free_port
 from tests.interop.test_metrics import scrape
 from tests.util import unique
 

@@ -16,7 +16,7 @@ import signal
 import pytest
 import trio
 
-from bench.cluster import call
+from harness.raw import call
 from client import Consumer, TopicPartition
 from protocol import messages as m
 from tests.cluster.test_replication import create, isr_everywhere

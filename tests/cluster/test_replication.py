@@ -20,7 +20,7 @@ from collections import defaultdict
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from bench.cluster import call
+from harness.raw import call
 from protocol import messages as m
 from protocol.records import decode_batches
 from tests.cluster import confluent

@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import Producer
 
 from bench.chaos.docker_target import DockerTarget
-from bench.cluster import call
+from harness.raw import call
 from protocol.messages import METADATA
 from tests.cluster.confluent import create_topic
 from tests.util import WaitTimeout, unique, wait_until

@@ -15,7 +15,7 @@ import trio
 from broker.broker import Broker
 from broker.config import BrokerConfig
 from broker.server import serve
-from tests.interop.conftest import free_port
+from harness.ports import free_port
 
 PROBE = Path(__file__).resolve().parents[2] / "docker" / "healthcheck.py"
 

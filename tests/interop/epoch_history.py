@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.cluster import call
+from harness.raw import call
 from broker.replication.leader_epochs import EpochEntry, entries_from_headers, read_checkpoint
 from protocol import messages as m
 from protocol.records import iter_batch_headers

@@ -26,7 +26,7 @@ import threading
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any, AsyncIterator, Callable, Iterable
 
 import trio
 from confluent_kafka import Consumer, KafkaError
@@ -38,6 +38,8 @@ from client.consumer.coordinator import ConsumerRebalanceListener
 from client.consumer.membership import MemberState
 from client.types import TopicPartition
 from tests.util import WaitTimeout, wait_until
+# the trio wait, where the group tests have always found it
+from tests.util import wait_for  # noqa: F401
 
 GROUP_DEFAULTS = {
     "enable.auto.commit": False,
@@ -343,25 +345,6 @@ FAST_GROUP_BROKER = {"group.initial.rebalance.delay.ms": "0"}
 
 def partitions_of(topic: str, n: int) -> set[TopicPartition]:
     return {TopicPartition(topic, p) for p in range(n)}
-
-
-async def wait_for(predicate: Callable[[], Any | Awaitable[Any]], timeout_s: float,
-                   message: str = "", interval_s: float = 0.02) -> Any:
-    """wait_until for trio tests: check `predicate` (plain or async) until it is truthy,
-    letting the other tasks run between checks; WaitTimeout naming `message` after
-    `timeout_s`."""
-    deadline = trio.current_time() + timeout_s
-    last = None
-    while True:
-        last = predicate()
-        if isinstance(last, Awaitable):
-            last = await last
-        if last:
-            return last
-        if trio.current_time() >= deadline:
-            raise WaitTimeout(f"timed out after {timeout_s:g}s waiting for "
-                              f"{message or predicate}; last value: {last!r}")
-        await trio.sleep(interval_s)
 
 
 class Recorder(ConsumerRebalanceListener):

@@ -1,44 +1,18 @@
 """A blocking raw-socket client for interop tests: hand-built requests through our sans-IO
-ClientConnection, for cases no real client will send (bad input, exact versions)."""
+ClientConnection (harness.raw), for cases no real client will send (bad input, exact
+versions)."""
 
 from __future__ import annotations
 
-import socket
-
-from protocol.connection import ClientConnection
+from harness.raw import RawConnection
 from protocol.messages import CREATE_TOPICS, PRODUCE
 
 
-class Raw:
-    """A blocking socket speaking through our sans-IO ClientConnection."""
+class Raw(RawConnection):
+    """A connection to a test's broker (anything with a `port`), as client id raw-test."""
 
     def __init__(self, broker):
-        self.sock = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
-        self.conn = ClientConnection("raw-test")
-
-    def call(self, api_key: int, version: int, body) -> object:
-        _, raw = self.conn.send_request(api_key, version, body)
-        self.sock.sendall(raw)
-        while (response := self.conn.next_response()) is None:
-            data = self.sock.recv(65536)
-            assert data, "broker closed the connection"
-            self.conn.receive_data(data)
-        return response.body
-
-    def closed_by_peer(self) -> bool:
-        try:
-            return self.sock.recv(1) == b""
-        except ConnectionResetError:
-            return True
-
-    def close(self):
-        self.sock.close()
-
-    def __enter__(self) -> "Raw":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+        super().__init__(broker.port, client_id="raw-test")
 
 
 def create_topic(raw: Raw, name: str, **configs):

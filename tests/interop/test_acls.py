@@ -31,7 +31,7 @@ from tests.interop.librdkafka import _admin, create_topic
 from tests.interop.raw import Raw
 from tests.util import unique, wait_until
 from tools import acls
-from tools.cli import build_parser
+from cli.main import build_parser
 
 pytestmark = pytest.mark.interop
 

@@ -9,7 +9,7 @@ import pytest
 
 from broker.events import read_events
 from tests.interop.test_metrics import scrape
-from tests.interop.conftest import free_port
+from harness.ports import free_port
 from tests.util import unique, wait_until
 
 pytestmark = pytest.mark.interop

@@ -129,7 +129,7 @@ async def test_a_member_leaving_moves_only_its_partitions(kip848_broker):
 
 
 async def test_offset_requests_check_the_member_epoch(kip848_broker):
-    from bench.cluster import call
+    from harness.raw import call
     from protocol import messages as m
     from protocol.errors import ErrorCode as E
 

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.events import read_events
-from tests.interop.conftest import free_port
+from harness.ports import free_port
 from tests.util import unique, wait_until
 
 pytestmark = pytest.mark.interop

@@ -26,6 +26,7 @@ import trio
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
 from broker.events import read_events
+from harness.certs import make_certs
 from protocol.connection import ClientConnection
 from protocol.messages import API_VERSIONS, METADATA, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from tests.interop.conftest import REPO_ROOT, BrokerFactory, BrokerProcess, free_port
@@ -36,12 +37,6 @@ HOST = "127.0.0.1"
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
               'username="admin" password="admin-secret" user_admin="admin-secret" '
               'user_alice="alice-secret";')
-
-
-def make_certs(directory: Path) -> Path:
-    subprocess.run(["bash", str(REPO_ROOT / "scripts" / "make_certs.sh"), str(directory)],
-                   check=True, capture_output=True, timeout=60)
-    return directory
 
 
 class SecureBroker(BrokerProcess):

@@ -28,7 +28,8 @@ from client import Producer as OurProducer
 from client.errors import TopicAuthorizationFailedError as OurTopicAuthorizationFailed
 from tests.interop.conftest import BrokerFactory, free_port
 from tests.interop.group_helpers import wait_for_error
-from tests.interop.test_security import SecureBroker, make_certs
+from harness.certs import make_certs
+from tests.interop.test_security import SecureBroker
 from tests.util import wait_until
 
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.replication import Table, build_parser
-from tools.cli import main as cli
+from cli.main import main as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 

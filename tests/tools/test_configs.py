@@ -22,7 +22,7 @@ from tools.admin_session import ToolError, open_admin
 
 
 def _args(*argv: str) -> argparse.Namespace:
-    from tools.cli import build_parser
+    from cli.main import build_parser
     return build_parser().parse_args(["configs", "--bootstrap-server", "b:1", *argv])
 
 

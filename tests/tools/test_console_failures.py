@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.conftest import free_port
-from tools.cli import main
+from harness.ports import free_port
+from cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 # well past any bound the tools set themselves (--timeout-ms, a refused connection): a
@@ -81,7 +81,7 @@ def test_produce_to_a_refused_address_names_it_not_the_topic():
 
 
 def test_a_reader_that_stops_early_ends_the_tool_quietly(tmp_path):
-    """`minibroker ... | head -1`: every tool stops quietly and successfully (tools/cli.py
+    """`minibroker ... | head -1`: every tool stops quietly and successfully (cli/main.py
     catches the broken pipe for all of them), without a BrokenPipeError traceback."""
     from broker.log.log import PartitionLog
     from broker.log.config import LogConfig

@@ -21,7 +21,7 @@ def run_blocked(blocked: list[str], argv: list[str], *, pythonpath: Path | None 
     code = ("import sys\n"
             f"for name in {blocked!r}:\n"
             "    sys.modules[name] = None\n"
-            "from tools.cli import main\n"
+            "from cli.main import main\n"
             f"sys.exit(main({argv!r}))\n")
     path = [str(ROOT)] + ([str(pythonpath)] if pythonpath else [])
     if pythonpath:
@@ -108,7 +108,7 @@ def test_bench_codec_runs_without_the_bench_extra():
 def test_a_module_missing_later_is_caught_too():
     """A ModuleNotFoundError that escapes the up-front check (an import deep in a job)
     still becomes the one line; one of ours missing stays a traceback, as a bug."""
-    from tools.extras import missing_extra
+    from cli.extras import missing_extra
     e = ModuleNotFoundError("No module named 'pyarrow.lib'", name="pyarrow.lib")
     assert str(missing_extra("minibroker analyze", e, ["spark"])) == (
         "minibroker analyze: pyarrow is not installed; pip install 'minibroker[spark]'")
@@ -121,7 +121,7 @@ def test_serve_needs_no_extra(tmp_path):
             "for name in ['pyspark', 'pyarrow', 'pandas', 'matplotlib', 'confluent_kafka',"
             " 'kafka', 'aiokafka', 'numpy']:\n"
             "    sys.modules[name] = None\n"
-            "import tools.cli, broker.main, broker.broker, broker.server, client\n"
+            "import cli.main, broker.main, broker.broker, broker.server, client\n"
             "print('ok')\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))

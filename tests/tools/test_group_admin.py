@@ -87,7 +87,7 @@ def test_kafka_spelling_becomes_the_subcommand():
 
 
 def test_reset_options_are_checked_before_connecting():
-    from tools.cli import build_parser
+    from cli.main import build_parser
 
     def run(*argv: str) -> tuple[int, str]:
         args = build_parser().parse_args(["groups", *groups.subcommand_first(list(argv))])

@@ -16,7 +16,8 @@ from broker.server import Server
 from protocol.connection import NEED_DATA, ClientConnection
 from protocol.messages import METADATA
 from tests.inproc import in_process_broker
-from tests.interop.test_security import PLAIN_JAAS, make_certs
+from harness.certs import make_certs
+from tests.interop.test_security import PLAIN_JAAS
 
 
 async def metadata(stream: trio.abc.Stream) -> None:

@@ -28,12 +28,8 @@ def test_a_tls_listener_without_a_key_store_is_a_config_error():
 
 @pytest.fixture
 def certs(tmp_path):
-    import subprocess
-
-    from tests.interop.conftest import REPO_ROOT
-    subprocess.run(["bash", str(REPO_ROOT / "scripts" / "make_certs.sh"), str(tmp_path)],
-                   check=True, capture_output=True, timeout=60)
-    return tmp_path
+    from harness.certs import make_certs
+    return make_certs(tmp_path)
 
 
 async def test_drain_decrypted_returns_every_record_already_received(certs):
