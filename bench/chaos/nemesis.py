@@ -32,7 +32,7 @@ from typing import Callable, Sequence
 
 import trio
 
-from bench.chaos.history import INFO, History
+from harness.chaos.history import INFO, History
 from bench.chaos.targets import Target
 
 KINDS = ("kill", "pause", "restart", "isolate", "ring")

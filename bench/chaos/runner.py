@@ -26,11 +26,12 @@ from typing import Any
 
 import trio
 
-from bench.chaos import checker, replicas
-from bench.chaos.history import OK, History
+from bench.chaos import replicas
+from harness.chaos import checker
+from harness.chaos.history import OK, History
 from bench.chaos.nemesis import PARTITION_KINDS, Nemesis, schedule
 from bench.chaos.targets import ProcessTarget, Target
-from bench.chaos.workload import (
+from harness.chaos.workload import (
     Counters, Observer, OurGroupConsumer, OurProducer, RdkafkaConsumer, RdkafkaProducer,
     Settings, run_in_thread,
 )

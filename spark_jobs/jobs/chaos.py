@@ -1,4 +1,4 @@
-"""The chaos job: what a `minibroker chaos` run's history (bench/chaos/history.py) shows,
+"""The chaos job: what a `minibroker chaos` run's history (harness/chaos/history.py) shows,
 charted as faults over throughput and ISR size.
 
 Owns the pure transforms, each over the history's lines as a DataFrame of one `value`

@@ -14,9 +14,9 @@ import json
 
 import pytest
 
-from bench.chaos import checker
+from harness.chaos import checker
 from bench.chaos.cli import main as chaos_main
-from bench.chaos.history import read_history
+from harness.chaos.history import read_history
 from bench.chaos.nemesis import KINDS, schedule
 
 pytestmark = pytest.mark.docker

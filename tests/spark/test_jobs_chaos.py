@@ -1,4 +1,4 @@
-"""The chaos job over a small history written by bench.chaos.history.History: faults
+"""The chaos job over a small history written by harness.chaos.history.History: faults
 paired start to end, acknowledgements a second, ISR sizes and each client's outcomes, and
 `minibroker analyze --chaos` drawing the chart from nothing but the history."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.chaos.history import INFO, INVOKE, OK, History
+from harness.chaos.history import INFO, INVOKE, OK, History
 from spark_jobs.jobs import chaos
 from tools.analyze import main as analyze
 

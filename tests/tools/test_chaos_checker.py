@@ -1,11 +1,11 @@
-"""bench/chaos/checker.py: each property passes on a good history and fails on a minimal
+"""harness/chaos/checker.py: each property passes on a good history and fails on a minimal
 bad one (and only that property fails, unless another one is implied by it)."""
 
 from __future__ import annotations
 
 import json
 
-from bench.chaos.checker import FAILURES, INFORMATIONAL, MAX_EXAMPLES, check, summary_rows
+from harness.chaos.checker import FAILURES, INFORMATIONAL, MAX_EXAMPLES, check, summary_rows
 
 
 class H:

@@ -35,7 +35,7 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Callable, Iterator
 
 INVOKE, OK, FAIL, INFO = "invoke", "ok", "fail", "info"
 
@@ -44,32 +44,40 @@ class History:
     """Appends operations to a JSON-lines file, from trio tasks and threads alike (the
     librdkafka consumer runs in a thread). Kept in memory too, for the checkers."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] = open(self.path, "w")
+    def __init__(self, path: Path | None, clock: Callable[[], float] = time.monotonic) -> None:
+        """`path`: the file written as operations are recorded (None: memory only, as the
+        simulation keeps it); `clock`: seconds (the simulation's is its run's clock)."""
+        self.path = None if path is None else Path(path)
+        self._file: IO[str] | None = None
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "w")
         self._lock = threading.Lock()
-        self._start = time.monotonic()
+        self._clock = clock
+        self._start = clock()
         self.ops: list[dict[str, Any]] = []
 
     def now(self) -> float:
-        return time.monotonic() - self._start
+        return self._clock() - self._start
 
     def record(self, process: str, type_: str, f: str, value: Any) -> dict[str, Any]:
         with self._lock:
             op = {"index": len(self.ops), "time": round(self.now(), 6), "process": process,
                   "type": type_, "f": f, "value": value}
             self.ops.append(op)
-            self._file.write(json.dumps(op, separators=(",", ":")) + "\n")
+            if self._file is not None:
+                self._file.write(json.dumps(op, separators=(",", ":")) + "\n")
             return op
 
     def flush(self) -> None:
         with self._lock:
-            self._file.flush()
+            if self._file is not None:
+                self._file.flush()
 
     def close(self) -> None:
         with self._lock:
-            self._file.close()
+            if self._file is not None:
+                self._file.close()
 
 
 def read_history(path: Path) -> list[dict[str, Any]]:

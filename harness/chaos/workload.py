@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import trio
 
-from bench.chaos.history import INFO, INVOKE, OK, History
+from harness.chaos.history import INFO, INVOKE, OK, History
 from client import Consumer, ConsumerRebalanceListener, Producer, TopicPartition
 
 MAX_IN_FLIGHT = 200  # sends awaiting their answer, per producer
@@ -65,12 +65,13 @@ class Pacer:
     """`rate` events a second, by a schedule rather than a sleep per event, so that a
     stall (a fault) is not made up for by a burst larger than the run's MAX_IN_FLIGHT."""
 
-    def __init__(self, rate: int) -> None:
+    def __init__(self, rate: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.interval = 1.0 / max(1, rate)
-        self.next = time.monotonic()
+        self.clock = clock
+        self.next = clock()
 
     def delay(self) -> float:
-        now = time.monotonic()
+        now = self.clock()
         self.next = max(self.next + self.interval, now - 1.0)
         return max(0.0, self.next - now)
 
@@ -82,7 +83,7 @@ class OurProducer:
         self.name, self.s, self.h, self.c = name, s, history, counters
 
     async def run(self, stop: trio.Event) -> None:
-        pacer = Pacer(self.s.rate)
+        pacer = Pacer(self.s.rate, self.h.now)
         in_flight = trio.Semaphore(MAX_IN_FLIGHT)
         seqs = [0] * self.s.partitions
         # the answers' nursery outlives the Producer: closing it answers what is left
@@ -143,7 +144,7 @@ class RdkafkaProducer:
         producer = RdProducer({"bootstrap.servers": self.s.bootstrap, "acks": "all",
                                "enable.idempotence": True, "linger.ms": 5,
                                "message.timeout.ms": 120000, "log_level": 0})
-        pacer = Pacer(self.s.rate)
+        pacer = Pacer(self.s.rate, self.h.now)
         seqs = [0] * self.s.partitions
         i = 0
 
@@ -332,8 +333,12 @@ class Observer:
     the first node that answers sees them, and how many sends were acknowledged."""
 
     def __init__(self, s: Settings, history: History, counters: list[Counters],
-                 isr_of: Callable[[], dict[int, dict[str, Any]] | None]) -> None:
+                 isr_of: Callable[[], dict[int, dict[str, Any]] | None],
+                 isr_blocks: bool = True) -> None:
+        """`isr_of` is run in a thread when it blocks (it asks a real cluster), in the
+        task otherwise (the simulation reads its nodes' state)."""
         self.s, self.h, self.counters, self.isr_of = s, history, counters, isr_of
+        self.isr_blocks = isr_blocks
 
     async def run(self, stop: trio.Event) -> None:
         tps = [TopicPartition(self.s.topic, p) for p in range(self.s.partitions)]
@@ -346,7 +351,8 @@ class Observer:
                 acked = sum(c.acked for c in self.counters)
                 self.h.record("observer", OK, "rate", {"acked": acked - last_acked})
                 last_acked = acked
-                isr = await trio.to_thread.run_sync(self.isr_of)
+                isr = (await trio.to_thread.run_sync(self.isr_of) if self.isr_blocks
+                       else self.isr_of())
                 if isr is not None:
                     self.h.record("observer", OK, "isr",
                                   {"partitions": {str(p): v for p, v in isr.items()}})
