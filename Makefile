@@ -168,7 +168,7 @@ CLUSTER_SERVICES := broker-0 broker-1 broker-2
 CLUSTER_TIMEOUT  ?= 120
 WHEELS      := docker/build/wheels
 WHEEL_VENV  := docker/build/venv
-PACKAGE_SOURCES := $(shell find protocol broker client tools bench spark_jobs cli harness -name '*.py' -o -name '*.properties' 2>/dev/null)
+PACKAGE_SOURCES := $(shell find protocol broker client tools bench spark_jobs cli harness sim -name '*.py' -o -name '*.properties' 2>/dev/null)
 
 # The wheels are built by the host's Python for the image's (3.11 in both bases).
 $(WHEEL_VENV)/.ready:

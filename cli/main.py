@@ -2,7 +2,8 @@
 
 Owns argument parsing and dispatch to the subcommands: `serve` (one broker in the
 foreground, broker.main), `bench` (benchmarks, bench.cli), `analyze` (the Spark analysis,
-tools.analyze), `chaos` (the fault harness, bench.chaos.cli), `dump-log` (tools.dump_log),
+tools.analyze), `chaos` (the fault harness, bench.chaos.cli), `sim` (the whole-cluster
+simulation, sim.cli), `dump-log` (tools.dump_log),
 `acls` (tools.acls), `groups` (tools.groups), `topics` (tools.topics), `configs`
 (tools.configs), `cluster` and `metadata-quorum` (tools.cluster), `produce` and `consume`
 (console producer and consumer on the client library), and the one-line failure when an
@@ -41,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
                                          "checked (docs/RELIABILITY.md)", add_help=False)
     chaos.add_argument("rest", nargs=argparse.REMAINDER)
     chaos.set_defaults(func=lambda a: _chaos(a.rest))
+
+    sim = sub.add_parser("sim", help="the whole cluster in one deterministic simulation, "
+                                     "many seeds, checked (docs/RELIABILITY.md)",
+                         add_help=False)
+    sim.add_argument("rest", nargs=argparse.REMAINDER)
+    sim.set_defaults(func=lambda a: _sim(a.rest))
 
     analyze = sub.add_parser("analyze", help="Spark analysis of a data directory "
                                              "(docs/ANALYSIS.md)", add_help=False)
@@ -129,6 +136,11 @@ def _chaos(argv: list[str]) -> int:
         return EXIT_MISSING
 
 
+def _sim(argv: list[str]) -> int:
+    from sim.cli import main as sim
+    return sim(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # argparse's REMAINDER refuses a rest that starts with an option (--data-dir, --help),
@@ -139,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         return _bench(argv[1:])
     if argv[:1] == ["chaos"]:
         return _chaos(argv[1:])
+    if argv[:1] == ["sim"]:
+        return _sim(argv[1:])
     argv, command_config = _take_command_config(argv)
     if argv[:1] == ["groups"]:  # kafka-consumer-groups names its action with an option
         from tools.groups import subcommand_first

@@ -53,7 +53,7 @@ step "every package comes from the venv, with its package data"
 "$VPY" - "$WORK/venv" <<'EOF'
 import importlib, pathlib, sys
 venv = pathlib.Path(sys.argv[1]).resolve()
-for name in ["protocol", "broker", "client", "tools", "bench", "spark_jobs", "cli", "harness"]:
+for name in ["protocol", "broker", "client", "tools", "bench", "spark_jobs", "cli", "harness", "sim"]:
     path = pathlib.Path(importlib.import_module(name).__file__).resolve()
     assert venv in path.parents, f"{name} imported from {path}, not from the venv"
 import spark_jobs

@@ -4,7 +4,8 @@ protocol/ imports nothing of ours; broker/ and client/ import only protocol/; sp
 imports protocol/ and broker.events (what the broker logs; what the rebalance bench's
 consumers log is declared in spark_jobs.consumer_events, which bench/ writes to); harness/
 (brokers, clusters, ports, waits, raw requests and certificates for tests and benchmarks)
-imports protocol/, broker/ and client/; tools/ imports protocol/, broker/, client/ and
+imports protocol/, broker/ and client/; sim/ (the whole-cluster simulation) those and
+harness/; tools/ imports protocol/, broker/, client/ and
 spark_jobs/, bench/ those and harness/, and the two never each other; cli/, the command
 line, sits on top and may import anything, and nothing imports it; tests/ may import
 anything, and nothing but tests imports them. Imports under `if TYPE_CHECKING:` count too: a
@@ -25,8 +26,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("protocol", "broker", "client", "spark_jobs", "harness", "tools", "bench", "cli",
-            "tests")
+PACKAGES = ("protocol", "broker", "client", "spark_jobs", "harness", "sim", "tools", "bench",
+            "cli", "tests")
 
 # package -> what it may import of ours (besides itself); None means anything
 ALLOWED: dict[str, set[str] | None] = {
@@ -35,6 +36,9 @@ ALLOWED: dict[str, set[str] | None] = {
     "client": {"protocol"},
     "spark_jobs": {"protocol", "broker.events"},
     "harness": {"protocol", "broker", "client"},
+    # the whole-cluster simulation: the product's own nodes and clients, judged by the
+    # chaos runs' checkers
+    "sim": {"protocol", "broker", "client", "harness"},
     "tools": {"protocol", "broker", "client", "spark_jobs"},
     "bench": {"protocol", "broker", "client", "spark_jobs", "harness"},
     "cli": None,

@@ -51,6 +51,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from broker import planted
+
 UNKNOWN_OFFSET = -1
 
 
@@ -171,7 +173,7 @@ class PartitionState:
         if not self.is_leader:
             return False
         low = log_end_offset
-        for r in self.maximal_isr:
+        for r in (() if planted.on("hw-ignores-isr") else self.maximal_isr):
             if r == self.node_id:
                 continue
             progress = self.followers.get(r)

@@ -1,0 +1,102 @@
+"""The fault schedule of one simulated run, drawn from its seed, and carrying it out.
+
+Owns `KINDS`, `schedule(rng, ...)` and `Nemesis`. A schedule is a list of faults, each
+with a start, a duration and a target, one at a time with a quiet gap between them, all
+before the run's healing time:
+
+    kill        kill -9 of a node: its tasks cancelled, its disk crashed (unsynced bytes
+                lost, the last write maybe torn); started again when the fault ends
+    restart     a clean stop (controlled shutdown) and start of a node
+    partition   a node cut off from the other nodes both ways (clients still reach it)
+    one-way     the links from one node to the others cut, the way back kept
+    isolate     a node cut off from everyone, clients included
+    pause       a node's connections hold every byte both ways, as a stopped process's
+                would (its own timers still run: see docs/RELIABILITY.md)
+    reset       every connection of a node reset at once (no duration)
+
+Each start and end is recorded in the history as chaos runs record theirs (`fault`
+operations of the `nemesis` process), so the same tools read both.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import trio
+
+from harness.chaos.history import INFO, History
+from sim.world import World
+
+KINDS = ("kill", "restart", "partition", "one-way", "isolate", "pause", "reset")
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    target: int  # a node id
+    start_s: float
+    duration_s: float
+
+
+def schedule(rng: random.Random, nodes: int, kinds: tuple[str, ...], start_s: float,
+             heal_s: float) -> list[Fault]:
+    faults: list[Fault] = []
+    t = start_s + rng.uniform(0, 3)
+    while kinds and t < heal_s:
+        kind = rng.choice(kinds)
+        duration = 0.0 if kind == "reset" else rng.uniform(1, 12)
+        duration = min(duration, heal_s - t)
+        faults.append(Fault(kind, rng.randrange(nodes), round(t, 3), round(duration, 3)))
+        t += duration + rng.uniform(1, 8)
+    return faults
+
+
+class Nemesis:
+    def __init__(self, world: World, history: History) -> None:
+        self.world, self.h = world, history
+        self.counts: dict[str, int] = {}
+
+    def _record(self, fault: Fault, phase: str) -> None:
+        self.h.record("nemesis", INFO, "fault", {"fault": fault.kind, "target": fault.target,
+                                                 "why": "seeded", "phase": phase})
+
+    async def run(self, faults: list[Fault]) -> None:
+        for fault in faults:
+            await trio.sleep_until(fault.start_s)
+            self.counts[fault.kind] = self.counts.get(fault.kind, 0) + 1
+            self._record(fault, "start")
+            await self._start(fault)
+            await trio.sleep(fault.duration_s)
+            await self._end(fault)
+            self._record(fault, "end")
+
+    async def _start(self, f: Fault) -> None:
+        world, net = self.world, self.world.net
+        node = world.nodes[f.target]
+        others = [n.name for n in world.nodes if n is not node]
+        if f.kind == "kill":
+            node.kill()
+            await node.stopped.wait()
+        elif f.kind == "restart":
+            await node.stop()
+        elif f.kind == "partition":
+            for other in others:
+                net.cut(node.name, other)
+        elif f.kind == "one-way":
+            for other in others:
+                net.cut(node.name, other, both_ways=False)
+        elif f.kind == "isolate":
+            net.isolate(node.name)
+        elif f.kind == "pause":
+            net.pause(node.name)
+        elif f.kind == "reset":
+            net.reset(node.name)
+
+    async def _end(self, f: Fault) -> None:
+        node = self.world.nodes[f.target]
+        if f.kind in ("kill", "restart"):
+            if not node.running:
+                await node.start()
+        else:
+            self.world.net.heal()

@@ -1,0 +1,148 @@
+"""What the nodes' own state must never show, checked while a simulated run goes on and
+at its end. The clients' view (lost writes, duplicates, order, offsets going backwards) is
+the chaos checkers' (harness.chaos.checker); these look inside the nodes, which only a
+simulation can do at every step.
+
+Owns `Invariants`: `observe()` (every OBSERVE_S of simulated time) and `at_end()`, each
+adding to `violations` (checker name -> examples):
+
+    hw-regression         a leader's high watermark going down within one leader epoch
+    two-leaders           two nodes leading one partition in the same leader epoch
+    raft-two-leaders      two quorum leaders in the same Raft epoch
+    replicas-diverge      at the end: a replica's records below the leader's HW differing
+                          from the leader's (offset, then bytes of each batch)
+    raft-log-diverges     at the end: two nodes' metadata logs differing below the
+                          quorum's high watermark
+    not-whole             at the end: a partition without a leader, or whose ISR lacks a
+                          live replica, once the healing time has passed
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from protocol.records import iter_batch_headers
+from sim.world import World
+
+OBSERVE_S = 0.05
+MAX_EXAMPLES = 5
+
+
+class Invariants:
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.violations: dict[str, list[Any]] = defaultdict(list)
+        self._hw: dict[tuple[int, str, int, int], int] = {}
+        self._leaders: dict[tuple[str, int, int], int] = {}
+        self._raft: dict[int, int] = {}
+        self.checks = 0
+
+    def _violate(self, name: str, example: Any) -> None:
+        found = self.violations[name]
+        if len(found) < MAX_EXAMPLES:
+            found.append(example)
+        elif len(found) == MAX_EXAMPLES:
+            found.append("...")
+
+    def observe(self) -> None:
+        self.checks += 1
+        for node in self.world.running():
+            broker = node.broker
+            if broker is None:
+                continue
+            runtime = broker.runtime
+            if runtime is not None and runtime.node.is_leader:
+                epoch = runtime.node.epoch
+                other = self._raft.setdefault(epoch, node.node_id)
+                if other != node.node_id:
+                    self._violate("raft-two-leaders", {"epoch": epoch,
+                                                       "leaders": [other, node.node_id]})
+            for (topic, index), p in list(broker.partitions.items()):
+                if not p.is_leader:
+                    continue
+                epoch = p.leader_epoch
+                key = (topic, index, epoch)
+                other = self._leaders.setdefault(key, node.node_id)
+                if other != node.node_id:
+                    self._violate("two-leaders", {"partition": f"{topic}-{index}",
+                                                  "leader_epoch": epoch,
+                                                  "leaders": [other, node.node_id]})
+                hw_key = (node.node_id, topic, index, epoch)
+                hw = p.high_watermark
+                before = self._hw.get(hw_key, -1)
+                if hw < before:
+                    self._violate("hw-regression", {"node": node.node_id,
+                                                    "partition": f"{topic}-{index}",
+                                                    "leader_epoch": epoch, "from": before,
+                                                    "to": hw})
+                self._hw[hw_key] = hw
+
+    def at_end(self) -> None:
+        """After healing: replicas agree below the HW, the metadata logs agree below the
+        quorum's HW, and every partition is led with a full ISR."""
+        running = self.world.running()
+        brokers = {n.node_id: n.broker for n in running if n.broker is not None}
+        for node_id, broker in brokers.items():
+            for (topic, index), p in broker.partitions.items():
+                if not p.is_leader:
+                    continue
+                for follower in p.state.replicas:
+                    other = brokers.get(follower)
+                    if follower == node_id or other is None:
+                        continue
+                    fp = other.partitions.get((topic, index))
+                    if fp is None:
+                        continue
+                    # what both hold below the HW the follower has reached
+                    start = max(p.log.log_start_offset, fp.log.log_start_offset)
+                    below = min(p.high_watermark, fp.log.log_end_offset)
+                    if _batches(p, start, below) != _batches(fp, start, below):
+                        self._violate("replicas-diverge", {
+                            "partition": f"{topic}-{index}", "leader": node_id,
+                            "follower": follower, "hw": p.high_watermark})
+                live = set(brokers)
+                missing = (set(p.state.replicas) & live) - set(p.isr)
+                if missing:
+                    self._violate("not-whole", {"partition": f"{topic}-{index}",
+                                                "isr": list(p.isr), "missing": sorted(missing)})
+        self._raft_logs(brokers)
+
+    def _raft_logs(self, brokers: dict[int, Any]) -> None:
+        entries: dict[int, dict[int, tuple[int, bytes]]] = {}
+        hw = None
+        for node_id, broker in brokers.items():
+            runtime = broker.runtime
+            if runtime is None:
+                continue
+            log = runtime.node.log
+            entries[node_id] = {e.offset: (e.epoch, e.record) for e in log.entries}
+            if runtime.node.is_leader:
+                hw = runtime.node.high_watermark
+        if hw is None:
+            return
+        reference: dict[int, tuple[int, bytes]] = {}
+        for node_id, es in sorted(entries.items()):
+            for offset, entry in es.items():
+                if offset >= hw:
+                    continue
+                if reference.setdefault(offset, entry) != entry:
+                    self._violate("raft-log-diverges", {"node": node_id, "offset": offset,
+                                                        "hw": hw})
+                    break
+
+
+def _batches(p: Any, start: int, below: int) -> list[tuple[int, bytes]]:
+    """The partition's batches from `start` whose records all lie below `below`, as
+    (base offset, bytes)."""
+    out: list[tuple[int, bytes]] = []
+    offset = start
+    while offset < below:
+        chunk = p.log.read(offset, 1 << 20, max_offset=below)
+        if not chunk:
+            break
+        for position, header in iter_batch_headers(chunk):
+            out.append((header.base_offset,
+                        bytes(chunk[position:position + header.size])))
+            offset = header.base_offset + header.last_offset_delta + 1
+    return out

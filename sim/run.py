@@ -1,0 +1,227 @@
+"""One simulated run, and many: `run_seed(seed, options)` and its `Outcome`.
+
+A run, all of it in one trio run on a MockClock (simulated time jumps whenever every task
+waits), every random choice drawn from the seed (sim.determinism):
+
+1. N nodes form a cluster (sim.world), each with its own simulated disk and addresses on
+   the simulated network (sim.network);
+2. the workload: a topic of PARTITIONS partitions (RF 3, min.insync.replicas=2), our
+   idempotent acks=all producers and our consumers in a group committing after every poll,
+   and the observer of committed offsets: harness.chaos.workload's clients, recording the
+   chaos runs' history (harness.chaos.history) in simulated time;
+3. the faults of the seed's schedule (sim.faults) until the healing time, while
+   sim.invariants looks inside the nodes every 50 ms of simulated time;
+4. healing: the network whole, every node running; the clients stop; the cluster must be
+   whole (every partition led, every ISR full) and the group caught up within
+   SETTLE_S; then every partition is read whole (the history's final reads);
+5. the verdict: the chaos checkers over the history, the invariants at the end, and
+   liveness; plus a hash of the whole trace (history and the nodes' events), which two
+   runs of one seed must share.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+import trio.testing
+
+from broker.coordinator.runtime import OFFSETS_TOPIC
+from client import AdminClient, Consumer, NewTopic, TopicPartition
+from harness.chaos import checker
+from harness.chaos.history import OK, History
+from harness.chaos.workload import Counters, Observer, OurGroupConsumer, OurProducer, Settings
+from sim.determinism import seeded
+from sim.faults import KINDS, Nemesis, schedule
+from sim.invariants import OBSERVE_S, Invariants
+from sim.world import World
+
+TOPIC = "sim"
+PARTITIONS = 3
+GROUP = "sim-group"
+SETTLE_S = 90.0  # after healing: the cluster whole and the group caught up within this
+FINAL_READ_S = 60.0
+
+
+@dataclass
+class Options:
+    nodes: int = 3
+    duration_s: float = 60.0  # of simulated time with faults, before healing
+    faults: tuple[str, ...] = KINDS
+    producers: int = 2
+    consumers: int = 2
+    rate: int = 20  # sends a second, per producer
+
+
+@dataclass
+class Outcome:
+    seed: int
+    options: Options
+    simulated_s: float = 0.0
+    wall_s: float = 0.0
+    faults: dict[str, int] = field(default_factory=dict)
+    acked: int = 0
+    sent: int = 0
+    polled: int = 0
+    violations: dict[str, list[Any]] = field(default_factory=dict)
+    trace_hash: str = ""
+    history: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+def run_seed(seed: int, options: Options | None = None) -> Outcome:
+    options = options or Options()
+    outcome = Outcome(seed, options)
+    started = time.perf_counter()
+    with seeded(seed) as rng:
+        clock = trio.testing.MockClock(autojump_threshold=0)
+        trio.run(_run, seed, options, outcome, rng, clock=clock)
+    outcome.wall_s = time.perf_counter() - started
+    return outcome
+
+
+async def _run(seed: int, options: Options, outcome: Outcome, rng: Any) -> None:
+    world = World(options.nodes, seed)
+    history = History(None, clock=trio.current_time)
+    invariants = Invariants(world)
+    events: list[dict[str, Any]] = []
+
+    def capture(node: Any, broker: Any) -> None:
+        emit = broker.events.emit
+
+        def emitted(type: str, **fields: Any) -> None:
+            events.append({"node": node.node_id, "type": type, "ts": broker.now_ms(),
+                           **{k: v for k, v in fields.items() if k != "duration_ms"}})
+            emit(type, **fields)
+        broker.events.emit = emitted
+    world.broker_listeners.append(capture)
+
+    async with trio.open_nursery() as nursery:
+        await world.start(nursery)
+        nursery.start_soon(_observe, invariants)
+        if not await world.formed(120):
+            outcome.violations["not-formed"] = ["the nodes did not register within 120 s"]
+            nursery.cancel_scope.cancel()
+            return
+        settings = Settings(world.bootstrap, TOPIC, PARTITIONS, GROUP, options.rate,
+                            session_timeout_ms=10000, heartbeat_interval_ms=1000)
+        await world.as_client("admin", _create_topic, world)
+        heal_at = trio.current_time() + options.duration_s
+        faults = schedule(rng, options.nodes, options.faults, trio.current_time() + 5,
+                          heal_at)
+        counters = [Counters() for _ in range(options.producers + options.consumers)]
+        stop = trio.Event()
+        nemesis = Nemesis(world, history)
+        async with trio.open_nursery() as clients:
+            for i in range(options.producers):
+                producer = OurProducer(f"producer-{i}", settings, history, counters[i])
+                clients.start_soon(world.as_client, producer.name, producer.run, stop)
+            for i in range(options.consumers):
+                consumer = OurGroupConsumer(f"consumer-{i}", settings, history,
+                                            counters[options.producers + i])
+                clients.start_soon(world.as_client, consumer.name, consumer.run, stop)
+            observer = Observer(settings, history, counters, lambda: None, isr_blocks=False)
+            clients.start_soon(world.as_client, "observer", observer.run, stop)
+            await nemesis.run(faults)
+            await trio.sleep_until(heal_at)
+            world.net.heal()
+            for node in world.nodes:
+                if not node.running:
+                    await node.start()
+            healed = trio.current_time()
+            whole = await _settle(world, healed + SETTLE_S)
+            stop.set()
+        if not whole:
+            outcome.violations["not-whole"] = [f"{SETTLE_S:g} s after healing: "
+                                               f"{_unwhole(world)}"]
+        await world.as_client("final", _final_reads, world, history)
+        invariants.observe()
+        invariants.at_end()
+        outcome.simulated_s = trio.current_time()
+        nursery.cancel_scope.cancel()
+
+    outcome.faults = nemesis.counts
+    outcome.sent = sum(c.sent for c in counters)
+    outcome.acked = sum(c.acked for c in counters)
+    outcome.polled = sum(c.polled for c in counters)
+    for name, result in checker.check(history.ops, PARTITIONS).items():
+        if name in checker.FAILURES and result.count:
+            outcome.violations[name] = result.examples
+    for name, found in invariants.violations.items():
+        outcome.violations.setdefault(name, []).extend(found)
+    outcome.history = history.ops
+    outcome.events = events
+    digest = hashlib.sha256()
+    for item in (*history.ops, *events):
+        digest.update(json.dumps(item, sort_keys=True, default=str).encode())
+    outcome.trace_hash = digest.hexdigest()
+
+
+async def _observe(invariants: Invariants) -> None:
+    while True:
+        await trio.sleep(OBSERVE_S)
+        invariants.observe()
+
+
+async def _create_topic(world: World) -> None:
+    while True:
+        try:
+            async with AdminClient(bootstrap_servers=world.bootstrap) as admin:
+                await admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])
+            return
+        except Exception:  # noqa: BLE001  a controller still being elected: ask again
+            await trio.sleep(1)
+
+
+def _unwhole(world: World) -> list[str]:
+    """The partitions that keep the cluster from being whole, as each leader sees them."""
+    out = []
+    live = {n.node_id for n in world.running()}
+    for node in world.running():
+        assert node.broker is not None
+        for (topic, index), p in node.broker.partitions.items():
+            if p.is_leader and (set(p.state.replicas) & live) - set(p.isr):
+                out.append(f"{topic}-{index} isr {list(p.isr)}")
+    led = {key for n in world.running() if n.broker is not None
+           for key, p in n.broker.partitions.items() if p.is_leader}
+    brokers = [n.broker for n in world.running() if n.broker is not None]
+    if brokers:
+        image = brokers[0].metadata_cache
+        for topic in (TOPIC, OFFSETS_TOPIC):
+            count = image.partition_count(topic) or 0
+            out += [f"{topic}-{i} unled" for i in range(count) if (topic, i) not in led]
+    return out
+
+
+async def _settle(world: World, deadline: float) -> bool:
+    while trio.current_time() < deadline:
+        if not _unwhole(world):
+            return True
+        await trio.sleep(0.5)
+    return not _unwhole(world)
+
+
+async def _final_reads(world: World, history: History) -> None:
+    """Every partition read whole, as the chaos runs' final reads."""
+    with trio.move_on_after(FINAL_READ_S):
+        async with Consumer(bootstrap_servers=world.bootstrap, enable_auto_commit=False,
+                            request_timeout_ms=10000) as consumer:
+            for p in range(PARTITIONS):
+                tp = TopicPartition(TOPIC, p)
+                consumer.assign([tp])
+                await consumer.seek_to_beginning(tp)
+                end = (await consumer.end_offsets([tp]))[tp]
+                records: list[list[Any]] = []
+                while (records[-1][0] + 1 if records else 0) < end:
+                    batch = await consumer.getmany(timeout_ms=1000)
+                    for r in batch.get(tp, []):
+                        records.append([r.offset, (r.value or b"").decode()])
+                history.record("final", OK, "read", {"partition": p, "records": records})
