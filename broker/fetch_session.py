@@ -103,6 +103,10 @@ class FetchSession:
     changed: set[Key] = field(default_factory=set)
     # set by a fetch waiting on this session, called when a partition of it is marked
     waker: Callable[[], None] | None = None
+    # a follower's broker epoch as its latest fetch gave it (KIP-903): what its idle
+    # partitions' leaders must name for it in AlterPartition, not the epoch of the last
+    # fetch that named them, which may be from before the follower restarted
+    replica_epoch: int = -1
 
     @property
     def size(self) -> int:

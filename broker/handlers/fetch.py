@@ -219,6 +219,8 @@ def _follower_fetch(ctx: RequestContext, follower: int, fc: _Context, keys: list
     broker = ctx.broker
     broker_epoch = replica_epoch(ctx)
     session = fc.session
+    if broker_epoch >= 0:
+        session.replica_epoch = broker_epoch
     for key in (session.partitions if fc.full else keys):
         p = session.partitions.get(key)
         if p is None or p.topic is None or p.current_leader_epoch < 0:
@@ -228,7 +230,8 @@ def _follower_fetch(ctx: RequestContext, follower: int, fc: _Context, keys: list
                 or p.fetch_offset > partition.log_end_offset:
             continue
         if fc.previous_use_ms >= 0 and p.read_ms < fc.previous_use_ms:
-            partition.state.on_follower_idle_fetch(follower, fc.previous_use_ms)
+            partition.state.on_follower_idle_fetch(follower, fc.previous_use_ms,
+                                                   session.replica_epoch)
         broker.replicas.on_follower_fetch(partition, follower, p.fetch_offset, broker_epoch)
         if follower not in partition.isr:
             fc.rejoining.add(key)

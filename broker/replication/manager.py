@@ -154,7 +154,8 @@ class ReplicaManager:
                     if follower < 0:
                         continue
                     if session.partitions[key].read_ms < session.last_used_ms:
-                        partition.state.on_follower_idle_fetch(follower, session.last_used_ms)
+                        partition.state.on_follower_idle_fetch(follower, session.last_used_ms,
+                                                               session.replica_epoch)
                     # A follower outside the ISR that still fetches the partition and has
                     # caught up is proposed here too, not only when a fetch names it: if
                     # whatever should have brought the partition up at its fetches went

@@ -228,7 +228,8 @@ class PartitionState:
         expand = self.maybe_expand(replica_id)
         return FetchUpdate(self.maybe_increment_high_watermark(log_end_offset), expand)
 
-    def on_follower_idle_fetch(self, replica_id: int, fetch_ms: int) -> None:
+    def on_follower_idle_fetch(self, replica_id: int, fetch_ms: int,
+                               broker_epoch: int = -1) -> None:
         """Follower `replica_id` fetched at `fetch_ms` with this partition in its fetch
         session and nothing to read (KIP-227: the fetch did not name it, and it had no
         append since its last read): it was caught up then, at the offset it last gave.
@@ -243,6 +244,8 @@ class PartitionState:
         progress.last_caught_up_ms = max(progress.last_caught_up_ms, fetch_ms)
         progress.last_fetch_ms = fetch_ms
         progress.last_fetch_leader_leo = progress.log_end_offset
+        if broker_epoch >= 0:
+            progress.broker_epoch = broker_epoch
 
     def maybe_expand(self, replica_id: int) -> PendingIsrChange | None:
         """Propose the ISR with follower `replica_id` back in, when it is a replica outside

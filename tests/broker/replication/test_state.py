@@ -262,6 +262,22 @@ def test_a_session_fetch_that_did_not_read_the_partition_counts_as_caught_up_the
     assert state.followers[2].last_caught_up_ms == now - 100
 
 
+def test_an_idle_session_fetch_gives_the_followers_current_broker_epoch():
+    """A follower restarted, fetched once in its new session before it registered again
+    (no broker epoch yet), then caught up on an idle partition: its session's later
+    fetches carry its new broker epoch, and that is the one AlterPartition must name
+    (KIP-903) to bring it back into the ISR. Found by the simulation (seed 6): with the
+    epoch of the last fetch that named the partition the controller refused the expansion
+    for ever, and the follower stayed out of the idle partitions' ISRs."""
+    state = leader(isr=(1, 2), leo=0, now=0)
+    state.on_follower_fetch(2, 0, 0, 100)  # the new session's first fetch: no epoch yet
+    assert state.followers[2].broker_epoch == -1
+    state.on_follower_idle_fetch(2, 500, broker_epoch=15)
+    assert state.followers[2].broker_epoch == 15
+    state.on_follower_idle_fetch(2, 600)  # a fetch without ReplicaState keeps it
+    assert state.followers[2].broker_epoch == 15
+
+
 def test_an_idle_session_fetch_never_goes_back_nor_counts_an_unknown_follower():
     state = leader(isr=(1, 2, 3), leo=10, now=0)
     state.on_follower_idle_fetch(3, 500)  # never fetched this leadership: LEO unknown
