@@ -183,7 +183,8 @@ async def _create_topic(world: World) -> None:
 
 def _unwhole(world: World) -> list[str]:
     """The partitions that keep the cluster from being whole, as each leader sees them."""
-    out = []
+    out = [f"{n.name} not registered again yet" for n in world.running()
+           if n.broker is None or not n.broker.lifecycle.unfenced.is_set()]
     live = {n.node_id for n in world.running()}
     for node in world.running():
         assert node.broker is not None
