@@ -9,6 +9,10 @@ adding to `violations` (checker name -> examples):
     hw-regression         a leader's high watermark going down within one leader epoch
     two-leaders           two nodes leading one partition in the same leader epoch
     raft-two-leaders      two quorum leaders in the same Raft epoch
+    raft-committed-changed  an entry of a metadata log below that node's Raft high
+                          watermark (committed) that differs from, or is missing where,
+                          the entry first seen committed at that offset (state machine
+                          safety: a committed entry never changes nor goes away)
     replicas-diverge      at the end: a replica's records below the leader's HW differing
                           from the leader's (offset, then bytes of each batch)
     raft-log-diverges     at the end: two nodes' metadata logs differing below the
@@ -36,6 +40,10 @@ class Invariants:
         self._hw: dict[tuple[int, str, int, int], int] = {}
         self._leaders: dict[tuple[str, int, int], int] = {}
         self._raft: dict[int, int] = {}
+        # offset -> (epoch, record) of every metadata entry seen committed
+        self._committed: dict[int, tuple[int, bytes]] = {}
+        self._checked_to: dict[int, int] = {}  # node -> committed offsets checked below
+        self._nodes_seen: dict[int, Any] = {}  # node -> the RaftNode looked at last
         self.checks = 0
 
     def _violate(self, name: str, example: Any) -> None:
@@ -52,6 +60,8 @@ class Invariants:
             if broker is None:
                 continue
             runtime = broker.runtime
+            if runtime is not None:
+                self._raft_committed(node.node_id, runtime.node)
             if runtime is not None and runtime.node.is_leader:
                 epoch = runtime.node.epoch
                 other = self._raft.setdefault(epoch, node.node_id)
@@ -82,6 +92,24 @@ class Invariants:
                                                     "leader_epoch": epoch, "from": before,
                                                     "to": hw})
                 self._hw[hw_key] = hw
+
+    def _raft_committed(self, node_id: int, raft: Any) -> None:
+        """The entries this node holds committed since the last look, against those seen
+        committed before; a restarted node's log (a new RaftNode) is looked at whole."""
+        log, hw = raft.log, raft.high_watermark
+        start = max(self._checked_to.get(node_id, 0), log.start_offset)
+        if raft is not self._nodes_seen.get(node_id):
+            self._nodes_seen[node_id] = raft
+            start = log.start_offset
+        for offset in range(start, min(hw, log.end_offset)):
+            entry = log.entries[offset - log.start_offset]
+            seen = self._committed.setdefault(offset, (entry.epoch, entry.record))
+            if seen != (entry.epoch, entry.record):
+                self._violate("raft-committed-changed", {"node": node_id, "offset": offset,
+                                                          "epoch": entry.epoch,
+                                                          "first_seen_epoch": seen[0]})
+                break
+        self._checked_to[node_id] = max(start, min(hw, log.end_offset))
 
     def at_end(self) -> None:
         """After healing: replicas agree below the HW, the metadata logs agree below the
