@@ -5,8 +5,13 @@ and every `random.Random()` made without a seed (the controller's placement and 
 Raft's election timeouts, the fetch-session ids) draw from the seed; so do `uuid.uuid4()`
 (member ids, incarnation and directory ids) and trio's scheduler, which otherwise orders
 each batch of runnable tasks at random (pytest-trio's deterministic mode: the batch sorted
-by task creation, then shuffled by a seeded generator). The product's code is unchanged:
-these are the process-wide sources it draws from, replaced while the run lasts.
+by task creation, then shuffled by a seeded generator). `time.time()` reads the
+run's clock (offset to `WALL_EPOCH_S`): the client library stamps records with it (Kafka's
+CreateTime), and a wall-clock stamp changed the records' bytes from one run to the next.
+The client library's numbering of
+client ids ("producer-1", as Kafka's clients number theirs) starts again at 1 for each run.
+The product's code is unchanged: these are the process-wide sources it draws from,
+replaced while the run lasts.
 
 Not covered, and why it does not matter here: `hash()` of strings differs between
 processes (PYTHONHASHSEED), so a set of strings may iterate in another order in another
@@ -16,15 +21,30 @@ command replays the same schedule.
 
 from __future__ import annotations
 
+import itertools
 import random
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import trio
 from trio._core import _run as trio_run  # the scheduler's own generator and switch
+
+from client import config as client_config
 
 _REAL_RANDOM = random.Random
 _REAL_UUID4 = uuid.uuid4
+_REAL_TIME = time.time
+WALL_EPOCH_S = 1_800_000_000.0  # what the simulated wall clock reads at the run's start
+
+
+def simulated_time() -> float:
+    """The run's clock as a wall clock; the real one outside a trio run."""
+    try:
+        return WALL_EPOCH_S + trio.current_time()
+    except RuntimeError:
+        return _REAL_TIME()
 
 
 @contextmanager
@@ -42,9 +62,12 @@ def seeded(seed: int) -> Iterator[random.Random]:
     saved_state = random.getstate()
     saved_flag = trio_run._ALLOW_DETERMINISTIC_SCHEDULING
     saved_trio_state = trio_run._r.getstate()
+    saved_numbers = client_config._client_numbers
+    client_config._client_numbers = itertools.count(1)
     random.seed(root.getrandbits(64))
     random.Random = SeededRandom  # type: ignore[misc]
     uuid.uuid4 = uuid4
+    time.time = simulated_time
     trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
     trio_run._r.seed(root.getrandbits(64))
     try:
@@ -52,6 +75,8 @@ def seeded(seed: int) -> Iterator[random.Random]:
     finally:
         random.Random = _REAL_RANDOM  # type: ignore[misc]
         uuid.uuid4 = _REAL_UUID4
+        time.time = _REAL_TIME
         random.setstate(saved_state)
         trio_run._ALLOW_DETERMINISTIC_SCHEDULING = saved_flag  # type: ignore[misc]
         trio_run._r.setstate(saved_trio_state)
+        client_config._client_numbers = saved_numbers

@@ -29,13 +29,11 @@ from broker.config import BrokerConfig
 from broker.server import serve
 from broker.storage.simulated import SimulatedFileSystem
 from client.connection import stream_opener
+from sim.determinism import simulated_time
 from sim.network import Network
 
 HOST = "127.0.0.1"
 BASE_PORT = 19092
-# the clock the nodes read: the run's clock, offset to a fixed wall-clock instant so that
-# timestamps do not depend on when the simulation ran
-EPOCH_S = 1_800_000_000.0
 
 # Settings for a simulated cluster: Kafka's defaults, with the test suite's shorter
 # session and election timeouts so that a few simulated minutes see many faults healed.
@@ -154,7 +152,9 @@ class World:
 
     @staticmethod
     def clock() -> float:
-        return EPOCH_S + trio.current_time()
+        """The nodes' wall clock: the run's clock, from a fixed instant, so that no
+        timestamp depends on when the simulation ran."""
+        return simulated_time()
 
     def on_broker(self, node: SimNode, broker: Broker) -> None:
         for listener in self.broker_listeners:
