@@ -14,6 +14,7 @@
 #   make bench-scale  3,000 partitions: idle cost, latency beside them, creating them, a restart (BENCH_SCALE_ARGS=--quick)
 #   make soak      run the tests marked `soak`
 #   make chaos     20 seeded 60 s fault runs on three local processes, checked (CHAOS_SEEDS=, CHAOS_ARGS=)
+#   make sim       the whole-cluster simulation over many seeds, summary in sim-out/ (SIM_SEEDS=, SIM_ARGS=)
 #   make chaos-docker  the same against the compose cluster, network partitions included
 #   make image     the Docker image minibroker:latest (and its base, once) without a registry
 #   make cluster   three brokers in Docker (docker-compose.yml), waiting until all are healthy
@@ -40,7 +41,7 @@ DATA_DIR    ?= ./data
 BROKER_ID   ?= 0
 PYTEST_ARGS ?=
 
-.PHONY: help venv sysdeps run certs lint test bench bench-cluster bench-replication bench-authorizer bench-security bench-scale soak clean chaos \
+.PHONY: help venv sysdeps run certs lint test bench bench-cluster bench-replication bench-authorizer bench-security bench-scale soak clean chaos sim \
 	chaos-docker \
 	distclean image cluster cluster-down compose-v2 cluster-data cluster-analyze \
 	bench-compose
@@ -152,6 +153,16 @@ chaos: venv
 	$(VENV)/bin/minibroker chaos --target processes --seeds $(CHAOS_SEEDS) --duration-s 60 \
 		--out $(CHAOS_OUT) --json $(CHAOS_OUT)/results.json $(CHAOS_ARGS)
 
+# sim/: the whole cluster in one deterministic process per seed (docs/RELIABILITY.md);
+# a failing seed prints the command that replays it
+SIM_SEEDS ?= 1-10000
+SIM_OUT   ?= sim-out
+SIM_ARGS  ?=
+sim: venv
+	@mkdir -p $(SIM_OUT)
+	$(VENV)/bin/minibroker sim --seeds $(SIM_SEEDS) --nodes 3 --json $(SIM_OUT)/summary.json \
+		$(SIM_ARGS) | tee $(SIM_OUT)/summary.txt
+
 chaos-docker: venv image
 	$(VENV)/bin/minibroker chaos --target docker --seeds $(CHAOS_SEEDS) --duration-s 60 \
 		--out $(CHAOS_OUT)-docker --json $(CHAOS_OUT)-docker/results.json $(CHAOS_ARGS)
@@ -226,7 +237,7 @@ bench-compose: venv
 	$(VENV)/bin/minibroker bench compose $(BENCH_COMPOSE_ARGS)
 
 clean:
-	rm -rf bench-out chaos-out chaos-out-docker cluster-data cluster-analysis .pytest_cache .hypothesis .mypy_cache .ruff_cache build dist
+	rm -rf bench-out chaos-out chaos-out-docker sim-out cluster-data cluster-analysis .pytest_cache .hypothesis .mypy_cache .ruff_cache build dist
 	find . -path ./$(VENV) -prune -o -path ./.peer-venv -prune -o -path ./.git -prune -o \
 		-type d -name __pycache__ -print0 | xargs -0 rm -rf
 
