@@ -11,9 +11,11 @@ waits), every random choice drawn from the seed (sim.determinism):
    chaos runs' history (harness.chaos.history) in simulated time;
 3. the faults of the seed's schedule (sim.faults) until the healing time, while
    sim.invariants looks inside the nodes every 50 ms of simulated time;
-4. healing: the network whole, every node running; the clients stop; the cluster must be
-   whole (every partition led, every ISR full) and the group caught up within
-   SETTLE_S; then every partition is read whole (the history's final reads);
+4. healing: the network whole, every node running; the cluster must be whole (every node
+   registered again, every partition led, every ISR full) within SETTLE_S; the producers
+   stop (every send answered), and the group must commit up to every partition's high
+   watermark within CATCH_UP_S; the consumers stop; every partition is read whole (the
+   history's final reads);
 5. the verdict: the chaos checkers over the history, the invariants at the end, and
    liveness; plus a hash of the whole trace (history and the nodes' events), which two
    runs of one seed must share.
@@ -44,7 +46,8 @@ from sim.world import World
 TOPIC = "sim"
 PARTITIONS = 3
 GROUP = "sim-group"
-SETTLE_S = 90.0  # after healing: the cluster whole and the group caught up within this
+SETTLE_S = 90.0  # after healing: the cluster whole within this
+CATCH_UP_S = 60.0  # then, the producers stopped: the group committed up to every HW
 FINAL_READ_S = 60.0
 
 
@@ -119,30 +122,42 @@ async def _run(seed: int, options: Options, outcome: Outcome, rng: Any) -> None:
         faults = schedule(fault_rng(seed), options.nodes, options.faults,
                           trio.current_time() + 5, heal_at)
         counters = [Counters() for _ in range(options.producers + options.consumers)]
-        stop = trio.Event()
+        producers_stop, consumers_stop = trio.Event(), trio.Event()
         nemesis = Nemesis(world, history)
+        behind: dict[int, tuple[int, int]] = {}
         async with trio.open_nursery() as clients:
-            for i in range(options.producers):
-                producer = OurProducer(f"producer-{i}", settings, history, counters[i])
-                clients.start_soon(world.as_client, producer.name, producer.run, stop)
-            for i in range(options.consumers):
-                consumer = OurGroupConsumer(f"consumer-{i}", settings, history,
-                                            counters[options.producers + i])
-                clients.start_soon(world.as_client, consumer.name, consumer.run, stop)
-            observer = Observer(settings, history, counters, lambda: None, isr_blocks=False)
-            clients.start_soon(world.as_client, "observer", observer.run, stop)
-            await nemesis.run(faults)
-            await trio.sleep_until(heal_at)
-            world.net.heal()
-            for node in world.nodes:
-                if not node.running:
-                    await node.start()
-            healed = trio.current_time()
-            whole = await _settle(world, healed + SETTLE_S)
-            stop.set()
+            async with trio.open_nursery() as producing:
+                for i in range(options.producers):
+                    producer = OurProducer(f"producer-{i}", settings, history, counters[i])
+                    producing.start_soon(world.as_client, producer.name, producer.run,
+                                         producers_stop)
+                for i in range(options.consumers):
+                    consumer = OurGroupConsumer(f"consumer-{i}", settings, history,
+                                                counters[options.producers + i])
+                    clients.start_soon(world.as_client, consumer.name, consumer.run,
+                                       consumers_stop)
+                observer = Observer(settings, history, counters, lambda: None,
+                                    isr_blocks=False)
+                clients.start_soon(world.as_client, "observer", observer.run, consumers_stop)
+                await nemesis.run(faults)
+                await trio.sleep_until(heal_at)
+                world.net.heal()
+                for node in world.nodes:
+                    if not node.running:
+                        await node.start()
+                whole = await _settle(world, trio.current_time() + SETTLE_S)
+                producers_stop.set()  # and every send gets its answer
+            if whole:
+                behind = await world.as_client("checker", _caught_up, world,
+                                               trio.current_time() + CATCH_UP_S)
+            consumers_stop.set()
         if not whole:
             outcome.violations["not-whole"] = [f"{SETTLE_S:g} s after healing: "
                                                f"{_unwhole(world)}"]
+        if behind:
+            outcome.violations["group-behind"] = [
+                f"{CATCH_UP_S:g} s after the producers stopped, partition {p}: committed "
+                f"{c}, high watermark {hw}" for p, (c, hw) in sorted(behind.items())]
         await world.as_client("final", _final_reads, world, history)
         invariants.observe()
         invariants.at_end()
@@ -214,6 +229,32 @@ async def _settle(world: World, deadline: float) -> bool:
             return True
         await trio.sleep(0.5)
     return not _unwhole(world)
+
+
+async def _caught_up(world: World, deadline: float) -> dict[int, tuple[int, int]]:
+    """Until the group has committed up to every partition's high watermark: what is
+    still behind at the deadline (partition -> (committed, HW)), empty when none."""
+    tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+    behind: dict[int, tuple[int, int]] = {p: (-1, -1) for p in range(PARTITIONS)}
+    async with Consumer(bootstrap_servers=world.bootstrap, group_id=GROUP,
+                        enable_auto_commit=False, request_timeout_ms=5000) as reader:
+        while trio.current_time() < deadline:
+            with trio.move_on_after(5):
+                try:
+                    ends = await reader.end_offsets(tps)
+                    for tp in tps:
+                        committed = await reader.committed(tp)
+                        if committed is not None and committed >= ends[tp]:
+                            behind.pop(tp.partition, None)
+                        else:
+                            behind[tp.partition] = (-1 if committed is None else committed,
+                                                    ends[tp])
+                except Exception:  # noqa: BLE001  no coordinator now: ask again
+                    pass
+            if not behind:
+                return {}
+            await trio.sleep(0.5)
+    return behind
 
 
 async def _final_reads(world: World, history: History) -> None:
