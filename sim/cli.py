@@ -2,7 +2,8 @@
 line per failing seed.
 
     minibroker sim [--seeds 1-200] [--nodes 3] [--duration-s 30] [--faults kill,pause,...]
-        [--producers 2] [--consumers 2] [--rate 20] [--plant BUG] [--trace SEED]
+        [--producers 2] [--consumers 2] [--rate 20] [--workload classic|kip848]
+        [--plant BUG] [--trace SEED]
         [--json FILE] [--stop-at-first]
 
 Each failing seed prints one line: the violations and the command that replays it. The
@@ -53,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--producers", type=int, default=2)
     parser.add_argument("--consumers", type=int, default=2)
     parser.add_argument("--rate", type=int, default=20, help="sends a second per producer")
+    parser.add_argument("--workload", default="classic", choices=["classic", "kip848"],
+                        help="the consumers' group protocol: classic (JoinGroup, "
+                             "roundrobin) or kip848 (ConsumerGroupHeartbeat)")
     parser.add_argument("--plant", choices=sorted(planted.BUGS), default=None,
                         help="switch on a planted bug the checkers must catch")
     parser.add_argument("--trace", type=int, default=None, metavar="SEED",
@@ -68,12 +72,15 @@ def options_of(args: argparse.Namespace) -> Options:
     if unknown:
         raise SystemExit(f"minibroker sim: unknown fault kinds {sorted(unknown)}")
     return Options(nodes=args.nodes, duration_s=args.duration_s, faults=faults,
-                   producers=args.producers, consumers=args.consumers, rate=args.rate)
+                   producers=args.producers, consumers=args.consumers, rate=args.rate,
+                   group_protocol="consumer" if args.workload == "kip848" else "classic")
 
 
 def replay_command(seed: int, args: argparse.Namespace) -> str:
     parts = ["minibroker sim", f"--seeds {seed}", f"--nodes {args.nodes}",
              f"--duration-s {args.duration_s:g}", f"--faults {args.faults or 'none'}"]
+    if args.workload != "classic":
+        parts.append(f"--workload {args.workload}")
     if args.plant:
         parts.append(f"--plant {args.plant}")
     return " ".join(parts)

@@ -59,6 +59,7 @@ class Options:
     producers: int = 2
     consumers: int = 2
     rate: int = 20  # sends a second, per producer
+    group_protocol: str = "classic"  # the consumers': or "consumer" (KIP-848)
 
 
 @dataclass
@@ -116,7 +117,8 @@ async def _run(seed: int, options: Options, outcome: Outcome, rng: Any) -> None:
             nursery.cancel_scope.cancel()
             return
         settings = Settings(world.bootstrap, TOPIC, PARTITIONS, GROUP, options.rate,
-                            session_timeout_ms=10000, heartbeat_interval_ms=1000)
+                            session_timeout_ms=10000, heartbeat_interval_ms=1000,
+                            group_protocol=options.group_protocol)
         await world.as_client("admin", _create_topic, world)
         heal_at = trio.current_time() + options.duration_s
         faults = schedule(fault_rng(seed), options.nodes, options.faults,

@@ -41,6 +41,7 @@ class Settings:
     rate: int  # sends per second, per producer
     session_timeout_ms: int = 10000
     heartbeat_interval_ms: int = 1000
+    group_protocol: str = "classic"  # our consumers': or "consumer" (KIP-848)
 
 
 def value_of(producer: str, partition: int, seq: int) -> str:
@@ -217,12 +218,16 @@ class OurGroupConsumer:
             self.h.record(self.name, OK, "assign", {"partitions": partitions})
 
     async def run(self, stop: trio.Event) -> None:
+        # KIP-848 members take the coordinator's assignment and timeouts
+        classic: dict[str, Any] = ({
+            "partition_assignment_strategy": ["roundrobin"],
+            "session_timeout_ms": self.s.session_timeout_ms,
+            "heartbeat_interval_ms": self.s.heartbeat_interval_ms}
+            if self.s.group_protocol == "classic" else {})
         async with Consumer(bootstrap_servers=self.s.bootstrap, group_id=self.s.group,
                             enable_auto_commit=False, auto_offset_reset="earliest",
-                            partition_assignment_strategy=["roundrobin"],
-                            session_timeout_ms=self.s.session_timeout_ms,
-                            heartbeat_interval_ms=self.s.heartbeat_interval_ms,
-                            request_timeout_ms=10000) as consumer:
+                            group_protocol=self.s.group_protocol, request_timeout_ms=10000,
+                            **classic) as consumer:
             consumer.subscribe([self.s.topic], listener=_Recorder(self, consumer))
             while not stop.is_set():
                 batches = await consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
