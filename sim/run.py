@@ -16,8 +16,9 @@ waits), every random choice drawn from the seed (sim.determinism):
    stop (every send answered), and the group must commit up to every partition's high
    watermark within CATCH_UP_S; the consumers stop; every partition is read whole (the
    history's final reads);
-5. the verdict: the chaos checkers over the history, the invariants at the end, and
-   liveness; plus a hash of the whole trace (history and the nodes' events), which two
+5. the verdict: the chaos checkers over the history, the invariants at the end,
+   liveness, and every acknowledged offset commit found in the group's __consumer_offsets
+   log (lost-commit); plus a hash of the whole trace (history and the nodes' events), which two
    runs of one seed must share.
 """
 
@@ -33,11 +34,15 @@ from typing import Any
 import trio
 import trio.testing
 
+from broker.coordinator.offsets import partition_of
 from broker.coordinator.runtime import OFFSETS_TOPIC
 from client import AdminClient, Consumer, NewTopic, TopicPartition
 from harness.chaos import checker
 from harness.chaos.history import OK, History
 from harness.chaos.workload import Counters, Observer, OurGroupConsumer, OurProducer, Settings
+from protocol.messages import offsets_topic
+from protocol.messages.offsets_topic import OffsetKey
+from protocol.records import decode_batches
 from sim.determinism import seeded
 from sim.faults import KINDS, Nemesis, schedule
 from sim.invariants import OBSERVE_S, Invariants
@@ -163,6 +168,9 @@ async def _run(seed: int, options: Options, outcome: Outcome, rng: Any) -> None:
         await world.as_client("final", _final_reads, world, history)
         invariants.observe()
         invariants.at_end()
+        lost = _lost_commits(world, history.ops)
+        if lost:
+            outcome.violations["lost-commit"] = lost
         outcome.simulated_s = trio.current_time()
         nursery.cancel_scope.cancel()
 
@@ -186,6 +194,41 @@ async def _run(seed: int, options: Options, outcome: Outcome, rng: Any) -> None:
 def fault_rng(seed: int) -> random.Random:
     """The schedule's own stream: which faults a seed brings depends on nothing else."""
     return random.Random(f"faults-{seed}")
+
+
+def _lost_commits(world: World, ops: list[dict[str, Any]]) -> list[Any]:
+    """Acknowledged offset commits missing from the group's __consumer_offsets partition
+    below its high watermark, as its leader holds it after healing: an OffsetCommit
+    answered must be as durable as an acks=all write. (The chaos checkers cannot see such
+    a loss once the consumers commit past it again; the simulation can read the log.)"""
+    index = partition_of(GROUP, int(world.nodes[0].config["offsets.topic.num.partitions"]))
+    leader = next((p for n in world.running() if n.broker is not None
+                   if (p := n.broker.partitions.get((OFFSETS_TOPIC, index))) is not None
+                   and p.is_leader), None)
+    if leader is None:
+        return [f"{OFFSETS_TOPIC}-{index} has no leader to read"]
+    held: set[tuple[int, int]] = set()
+    offset = leader.log.log_start_offset
+    while offset < leader.high_watermark:
+        chunk = leader.log.read(offset, 1 << 20, max_offset=leader.high_watermark)
+        if not chunk:
+            break
+        for header, records in decode_batches(chunk):
+            offset = header.base_offset + header.last_offset_delta + 1
+            for r in records:
+                if r.key is None or r.value is None:
+                    continue
+                key = offsets_topic.decode_key(r.key)
+                if isinstance(key, OffsetKey) and key.group == GROUP and key.topic == TOPIC:
+                    held.add((key.partition, offsets_topic.decode_value(key, r.value).offset))
+    lost = []
+    for op in ops:
+        if op["f"] == "commit" and op["type"] == OK:
+            for p, o in op["value"]["offsets"].items():
+                if (int(p), o) not in held:
+                    lost.append({"process": op["process"], "partition": int(p), "offset": o,
+                                 "time": op["time"]})
+    return lost[:5]
 
 
 async def _observe(invariants: Invariants) -> None:
