@@ -33,27 +33,19 @@ def build_parser() -> argparse.ArgumentParser:
     broker_main.add_arguments(serve)
     serve.set_defaults(func=broker_main.serve)
 
-    bench = sub.add_parser("bench", help="benchmarks (see docs/BENCHMARKS.md)",
-                           add_help=False)
-    bench.add_argument("rest", nargs=argparse.REMAINDER)
-    bench.set_defaults(func=lambda a: _bench(a.rest))
-
-    chaos = sub.add_parser("chaos", help="seeded fault runs against a three-node cluster, "
-                                         "checked (docs/RELIABILITY.md)", add_help=False)
-    chaos.add_argument("rest", nargs=argparse.REMAINDER)
-    chaos.set_defaults(func=lambda a: _chaos(a.rest))
-
-    sim = sub.add_parser("sim", help="the whole cluster in one deterministic simulation, "
-                                     "many seeds, checked (docs/RELIABILITY.md)",
-                         add_help=False)
-    sim.add_argument("rest", nargs=argparse.REMAINDER)
-    sim.set_defaults(func=lambda a: _sim(a.rest))
-
-    analyze = sub.add_parser("analyze", help="Spark analysis of a data directory "
-                                             "(docs/ANALYSIS.md)", add_help=False)
-    analyze.add_argument("rest", nargs=argparse.REMAINDER)
-    # imported only when used: the broker itself never needs pyspark
-    analyze.set_defaults(func=lambda a: _analyze(a.rest))
+    # these parse their own arguments (main() hands them over before argparse sees an
+    # option it does not know); each imports what it needs only when used: the broker
+    # itself never needs pyspark or librdkafka
+    for name, help_text, run in (
+            ("bench", "benchmarks (see docs/BENCHMARKS.md)", _bench),
+            ("chaos", "seeded fault runs against a three-node cluster, checked "
+                      "(docs/RELIABILITY.md)", _chaos),
+            ("sim", "the whole cluster in one deterministic simulation, many seeds, "
+                    "checked (docs/RELIABILITY.md)", _sim),
+            ("analyze", "Spark analysis of a data directory (docs/ANALYSIS.md)", _analyze)):
+        passthrough = sub.add_parser(name, help=help_text, add_help=False)
+        passthrough.add_argument("rest", nargs=argparse.REMAINDER)
+        passthrough.set_defaults(func=lambda a, run=run: run(a.rest))
 
     from tools import acls, cluster, configs, consume, dump_log, groups, produce, topics, users
     for name, tool, description in (
