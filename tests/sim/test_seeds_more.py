@@ -1,0 +1,27 @@
+"""The whole-cluster simulation over more seeds (tests/sim/test_seeds.py has the three-node
+classic runs): three nodes with the consumers in a KIP-848 group, and five nodes. A module
+of its own so that the suite's two workers run both halves at once."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim.run import Options, run_seed
+from tests.sim.test_seeds import DURATION_S, explain
+
+KIP848_SEEDS = range(13, 16)  # three nodes, the consumers in a KIP-848 group
+FIVE_NODE_SEEDS = range(1, 3)
+
+
+@pytest.mark.parametrize("seed", KIP848_SEEDS)
+def test_kip848_consumers_keep_every_promise_under_the_seeds_faults(seed):
+    o = run_seed(seed, Options(nodes=3, duration_s=DURATION_S, group_protocol="consumer"))
+    assert o.ok, explain(o)
+    assert o.acked > 0 and o.polled > 0, "the workload did nothing"
+
+
+@pytest.mark.parametrize("seed", FIVE_NODE_SEEDS)
+def test_five_nodes_keep_every_promise_under_the_seeds_faults(seed):
+    o = run_seed(seed, Options(nodes=5, duration_s=DURATION_S))
+    assert o.ok, explain(o)
+    assert o.acked > 0 and o.polled > 0, "the workload did nothing"
