@@ -1,7 +1,7 @@
 """KIP-848 consumer groups: the ConsumerGroupHeartbeat protocol's state machine.
 
 Owns: `ConsumerGroups`, a pure state machine over `ConsumerGroup`s and their `GroupMember`s
-(time passed in as `now_ms`, effects returned as broker.coordinator.membership's `Reply`,
+(time passed in as `now_ms`, effects returned as broker.coordinator.effects' `Reply`,
 `Append` and `Emit`), the records it writes (`GroupEpoch`, `MemberMetadata`,
 `TargetMember`, `TargetEpoch`, `CurrentAssignment`, `GroupTombstone`: the consumer-group
 records of __consumer_offsets, by topic name; broker.coordinator.cg_records turns them into
@@ -51,7 +51,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from broker.coordinator import assignors as server_assignors
-from broker.coordinator.membership import Append, Emit, Reply
+from broker.coordinator.effects import Append, Emit, Reply
 from broker.coordinator.timers import TimerService
 from protocol.errors import ErrorCode
 

@@ -23,9 +23,9 @@ from broker.coordinator.consumer_group import (
     ConsumerGroupConfig, ConsumerGroups, HeartbeatRequest, heartbeat_error,
 )
 from broker.coordinator.group import ClassicGroup, GroupState, Member
+from broker.coordinator.effects import Append, Emit, Reply
 from broker.coordinator.membership import (
-    Append, Emit, GroupConfig, JoinRequest, Membership, Reply, group_id_error, join_error,
-    sync_body,
+    GroupConfig, JoinRequest, Membership, group_id_error, join_error, sync_body,
 )
 from broker.coordinator.offsets import OffsetRecord, OffsetStore, partition_of
 from protocol.consumer_protocol import decode_assignment, decode_subscription, partition_names

@@ -2,9 +2,9 @@
 timers that expire members and complete rebalances.
 
 Owns: `Membership`, a pure state machine over `ClassicGroup`s. Every operation takes the
-time as `now_ms` and returns effects (`Reply` to a waiting request, `Append` of records to
-__consumer_offsets, `Emit` of an event) that broker.coordinator.runtime carries out in
-order. Waiters are opaque tokens the runtime hands in; a JoinGroup or SyncGroup that must
+time as `now_ms` and returns effects (broker.coordinator.effects: `Reply` to a waiting
+request, `Append` of records to __consumer_offsets, `Emit` of an event) that
+broker.coordinator.runtime carries out in order. Waiters are opaque tokens the runtime hands in; a JoinGroup or SyncGroup that must
 wait for the rest of the group is answered later, by the operation that completes it.
 
 The rules follow Kafka's classic group coordinator (GroupMetadataManager, ClassicGroup):
@@ -29,6 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from broker.coordinator.effects import Append, Emit, Reply
 from broker.coordinator.group import ClassicGroup, GroupState, Member
 from broker.coordinator.timers import TimerService
 from protocol.errors import ErrorCode
@@ -36,30 +37,6 @@ from protocol.errors import ErrorCode
 E = ErrorCode
 S = GroupState
 MAX_GROUP_ID_BYTES = 32767  # the group id must fit the int16-length key of its records
-
-
-@dataclass(frozen=True)
-class Reply:
-    waiter: Any
-    body: dict
-
-
-@dataclass(frozen=True)
-class Append:
-    """Records for the group's __consumer_offsets partition, written before what follows."""
-    group_id: str
-    records: list  # list[OffsetRecord]
-
-
-@dataclass(frozen=True)
-class Emit:
-    type: str
-    fields: dict
-
-
-# What the pure coordinator asks of its runtime; CoordinatorRuntime.apply_effects handles
-# every member of this union and refuses anything else.
-Effect = Reply | Append | Emit
 
 
 @dataclass(frozen=True)
