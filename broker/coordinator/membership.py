@@ -30,13 +30,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from broker.coordinator.effects import Append, Emit, Reply
-from broker.coordinator.group import ClassicGroup, GroupState, Member
+from broker.coordinator.group import ClassicGroup, Group, GroupState, Member
 from broker.coordinator.timers import TimerService
 from protocol.errors import ErrorCode
 
 E = ErrorCode
 S = GroupState
 MAX_GROUP_ID_BYTES = 32767  # the group id must fit the int16-length key of its records
+# the timers it keeps, keyed (kind, group id[, member id])
+TIMER_KINDS = frozenset({"heartbeat", "pending", "join", "initial", "sync"})
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,9 @@ def join_error(error: ErrorCode, member_id: str = "") -> dict:
 class Membership:
     config: GroupConfig = field(default_factory=GroupConfig)
     new_member_id: Callable[[str], str] = lambda prefix: f"{prefix}-{uuid.uuid4()}"
-    groups: dict[str, ClassicGroup] = field(default_factory=dict)
+    # the coordinator's one map and one timer service, shared with the KIP-848 machine: it
+    # sees only the ClassicGroups in the map and fires only its own TIMER_KINDS
+    groups: dict[str, Group] = field(default_factory=dict)
     timers: TimerService[tuple] = field(default_factory=TimerService)
     # the group-metadata record for a group, built by the coordinator (it owns the formats)
     group_record: Callable[[ClassicGroup], list] = lambda group: []
@@ -87,6 +91,11 @@ class Membership:
     owned_of: Callable[[str, list[tuple[str, bytes]]], list[str]] = lambda ptype, protocols: []
     assigned_of: Callable[[str, bytes], list[str]] = lambda ptype, assignment: []
     _initial_remaining: dict[str, int] = field(default_factory=dict)
+
+    def group(self, group_id: str) -> ClassicGroup | None:
+        """The classic group of that id; a consumer group of that id is none of its own."""
+        group = self.groups.get(group_id)
+        return group if isinstance(group, ClassicGroup) else None
 
     # -- JoinGroup ----------------------------------------------------------------------------
 
@@ -98,7 +107,7 @@ class Membership:
             error = E.INVALID_SESSION_TIMEOUT
         if error != E.NONE:
             return [Reply(waiter, join_error(error, req.member_id))]
-        group = self.groups.get(req.group_id)
+        group = self.group(req.group_id)
         if group is None:
             if req.member_id:
                 return [Reply(waiter, join_error(E.UNKNOWN_MEMBER_ID, req.member_id))]
@@ -269,7 +278,7 @@ class Membership:
     def sync(self, waiter, group_id: str, generation: int, member_id: str,
              group_instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
              assignments: dict[str, bytes], now_ms: int) -> list:
-        group = self.groups.get(group_id)
+        group = self.group(group_id)
         error = group_id_error(group_id)
         if error == E.NONE and group is None:
             error = E.UNKNOWN_MEMBER_ID
@@ -328,7 +337,7 @@ class Membership:
 
     def heartbeat(self, waiter, group_id: str, generation: int, member_id: str,
                   group_instance_id: str | None, now_ms: int) -> list:
-        group = self.groups.get(group_id)
+        group = self.group(group_id)
         error = group_id_error(group_id)
         if error == E.NONE and group is None:
             error = E.UNKNOWN_MEMBER_ID
@@ -350,7 +359,7 @@ class Membership:
     def leave(self, waiter, group_id: str, identities: list[tuple[str, str | None]],
               now_ms: int) -> list:
         out: list = []
-        group = self.groups.get(group_id)
+        group = self.group(group_id)
         error = group_id_error(group_id)
         if error == E.NONE and group is None:
             error = E.UNKNOWN_MEMBER_ID
@@ -381,17 +390,15 @@ class Membership:
 
     # -- timers -------------------------------------------------------------------------------
 
-    def on_timers(self, now_ms: int) -> list:
+    def fire(self, key: tuple, now_ms: int) -> list:
+        """One of its timers (its kind in TIMER_KINDS) is due: the effects."""
         out: list = []
-        # fire until nothing is due: a timer may reschedule itself for this very instant
-        # (an initial delay of 0 extended by a member that arrived during it)
-        while (key := self.timers.pop_due(now_ms)) is not None:
-            self._fire(key, now_ms, out)
+        self._fire(key, now_ms, out)
         return out
 
     def _fire(self, key: tuple, now_ms: int, out: list) -> None:
         kind, group_id = key[0], key[1]
-        group = self.groups.get(group_id)
+        group = self.group(group_id)
         if group is None or group.state == S.DEAD:
             return
         if kind == "heartbeat":
