@@ -48,7 +48,7 @@ import re
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 from broker.coordinator import assignors as server_assignors
 from broker.coordinator.effects import Append, Emit, Reply
@@ -190,7 +190,8 @@ class GroupMember:
 
 
 @dataclass
-class ConsumerGroup:
+class ConsumerGroup(Group):
+    group_type: ClassVar[GroupType] = GroupType.CONSUMER
     group_id: str
     group_epoch: int = 0
     target_epoch: int = 0
@@ -199,18 +200,6 @@ class ConsumerGroup:
     # topic -> partition count as of the last epoch bump: a change bumps the epoch again
     subscribed_partitions: dict[str, int] = field(default_factory=dict)
     dead: bool = False
-
-    @property
-    def group_type(self) -> GroupType:
-        return GroupType.CONSUMER
-
-    @property
-    def state_name(self) -> str:
-        return self.state.value
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.members
 
     @property
     def state(self) -> GroupState:

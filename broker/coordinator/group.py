@@ -27,7 +27,7 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Mapping, Protocol
 
 
 class GroupType(enum.Enum):
@@ -38,17 +38,22 @@ class GroupType(enum.Enum):
 
 class Group(Protocol):
     """What the coordinator asks of any group in its map before it knows the type; all
-    else is asked of a ClassicGroup or a ConsumerGroup once its type is checked."""
+    else is asked of a ClassicGroup or a ConsumerGroup once its type is checked. Both
+    derive from it, for `state_name` and `is_empty`."""
     group_id: str
+    group_type: ClassVar[GroupType]
+    members: Mapping[str, object]
 
     @property
-    def group_type(self) -> GroupType: ...
+    def state(self) -> enum.Enum: ...
 
     @property
-    def state_name(self) -> str: ...
+    def state_name(self) -> str:
+        return self.state.value
 
     @property
-    def is_empty(self) -> bool: ...
+    def is_empty(self) -> bool:
+        return not self.members
 
 
 class GroupState(enum.Enum):
@@ -101,7 +106,8 @@ class Member:
 
 
 @dataclass
-class ClassicGroup:
+class ClassicGroup(Group):
+    group_type: ClassVar[GroupType] = GroupType.CLASSIC
     group_id: str
     state: GroupState = GroupState.EMPTY
     generation: int = 0
@@ -126,18 +132,6 @@ class ClassicGroup:
 
     def is_in(self, *states: GroupState) -> bool:
         return self.state in states
-
-    @property
-    def group_type(self) -> GroupType:
-        return GroupType.CLASSIC
-
-    @property
-    def state_name(self) -> str:
-        return self.state.value
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.members
 
     def add(self, member: Member) -> None:
         if not self.members:

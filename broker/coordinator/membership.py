@@ -4,8 +4,9 @@ timers that expire members and complete rebalances.
 Owns: `Membership`, a pure state machine over `ClassicGroup`s. Every operation takes the
 time as `now_ms` and returns effects (broker.coordinator.effects: `Reply` to a waiting
 request, `Append` of records to __consumer_offsets, `Emit` of an event) that
-broker.coordinator.runtime carries out in order. Waiters are opaque tokens the runtime hands in; a JoinGroup or SyncGroup that must
-wait for the rest of the group is answered later, by the operation that completes it.
+broker.coordinator.runtime carries out in order. Waiters are opaque tokens the runtime
+hands in; a JoinGroup or SyncGroup that must wait for the rest of the group is answered
+later, by the operation that completes it.
 
 The rules follow Kafka's classic group coordinator (GroupMetadataManager, ClassicGroup):
 - a join starts or joins a rebalance; the rebalance completes when every known member has

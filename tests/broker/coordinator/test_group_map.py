@@ -10,48 +10,31 @@ import uuid
 
 from broker.coordinator.consumer_group import ConsumerGroup, HeartbeatRequest
 from broker.coordinator.coordinator import CoordinatorConfig, GroupCoordinator
-from broker.coordinator.effects import Append, Reply
 from broker.coordinator.group import ClassicGroup, GroupState
-from broker.coordinator.membership import GroupConfig, JoinRequest
+from broker.coordinator.membership import JoinRequest
 from protocol.consumer_protocol import Subscription, encode_subscription
 from protocol.errors import ErrorCode as E
+from tests.broker.coordinator import test_membership as membership_tests
 
 TOPIC_ID = uuid.UUID(int=7)
 
 
-class Harness:
-    """Plays the runtime: answers waiters and replays what is appended, keeping the log."""
+def _with_topics(c: GroupCoordinator) -> GroupCoordinator:
+    c.topics = lambda: {"t": 2}
+    c.topic_id = lambda name: TOPIC_ID if name == "t" else None
+    c.topic_name = lambda topic_id: "t" if topic_id == TOPIC_ID else None
+    return c
+
+
+class Harness(membership_tests.Harness):
+    """The classic tests' harness (it answers waiters and replays what is appended, keeping
+    the records in order), for groups of both types and any id."""
 
     def __init__(self):
+        super().__init__()
+        _with_topics(self.c)
         ids = itertools.count(1)
-        self.c = self._coordinator(new_member_id=lambda prefix: f"{prefix}-{next(ids)}")
         self.c.consumer_groups.new_member_id = lambda: f"cm-{next(ids)}"
-        self.c.finish_load(0, 0)
-        self.now = 0
-        self.log: list = []
-        self.replies: dict[object, dict] = {}
-
-    @staticmethod
-    def _coordinator(**kw) -> GroupCoordinator:
-        c = GroupCoordinator(CoordinatorConfig(num_partitions=1, group=GroupConfig(
-            initial_rebalance_delay_ms=0)), **kw)
-        c.topics = lambda: {"t": 2}
-        c.topic_id = lambda name: TOPIC_ID if name == "t" else None
-        c.topic_name = lambda topic_id: "t" if topic_id == TOPIC_ID else None
-        return c
-
-    def apply(self, effects):
-        for e in effects:
-            if isinstance(e, Reply):
-                self.replies[e.waiter] = e.body
-            elif isinstance(e, Append):
-                for r in e.records:
-                    self.log.append(r)
-                    self.c.replay_record(r, self.now)
-
-    def advance(self, ms: int):
-        self.now += ms
-        self.apply(self.c.on_timers(self.now))
 
     def classic_join(self, group: str, member_id: str = "") -> dict:
         waiter = object()
@@ -85,9 +68,9 @@ class Harness:
 
     def reloaded(self) -> GroupCoordinator:
         """A coordinator that loads this one's log, as a new leader of the partition."""
-        c = self._coordinator()
+        c = _with_topics(GroupCoordinator(CoordinatorConfig(num_partitions=1)))
         c.begin_load(0)
-        for r in self.log:
+        for r in self.records:
             c.replay(r.key, r.value, self.now, loading=True)
         c.finish_load(0, self.now)
         return c
