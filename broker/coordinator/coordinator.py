@@ -30,8 +30,8 @@ from broker.coordinator.group import ClassicGroup, Group, GroupState, GroupType,
 from broker.coordinator.membership import (
     GroupConfig, JoinRequest, Membership, group_id_error, join_error, sync_body,
 )
-from broker.coordinator.timers import TimerService
 from broker.coordinator.offsets import OffsetRecord, OffsetStore, partition_of
+from broker.coordinator.timers import TimerService
 from protocol.consumer_protocol import decode_assignment, decode_subscription, partition_names
 from protocol.errors import DecodeError, ErrorCode
 from protocol.messages import offsets_topic
@@ -221,6 +221,8 @@ class GroupCoordinator:
                 out += self.membership.fire(key, now_ms)
             elif key[0] in consumer_group.TIMER_KINDS:
                 out += self._encoded(self.consumer_groups.on_timer(key, now_ms))
+            else:
+                raise AssertionError(f"a timer neither protocol keeps: {key!r}")
         return out
 
     # -- offsets ------------------------------------------------------------------------------
