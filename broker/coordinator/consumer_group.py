@@ -1,7 +1,7 @@
 """KIP-848 consumer groups: the ConsumerGroupHeartbeat protocol's state machine.
 
 Owns: `ConsumerGroups`, a pure state machine over `ConsumerGroup`s and their `GroupMember`s
-(time passed in as `now_ms`, effects returned as broker.coordinator.membership's `Reply`,
+(time passed in as `now_ms`, effects returned as broker.coordinator.effects' `Reply`,
 `Append` and `Emit`), the records it writes (`GroupEpoch`, `MemberMetadata`,
 `TargetMember`, `TargetEpoch`, `CurrentAssignment`, `GroupTombstone`: the consumer-group
 records of __consumer_offsets, by topic name; broker.coordinator.cg_records turns them into
@@ -48,10 +48,11 @@ import re
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 from broker.coordinator import assignors as server_assignors
-from broker.coordinator.membership import Append, Emit, Reply
+from broker.coordinator.effects import Append, Emit, Reply
+from broker.coordinator.group import Group, GroupType
 from broker.coordinator.timers import TimerService
 from protocol.errors import ErrorCode
 
@@ -62,6 +63,8 @@ JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
 RECONCILING_INTERVAL_MIN_MS = 100
 STATIC_LEAVE_EPOCH = -2
+# the timers it keeps, keyed (kind, group id, member id)
+TIMER_KINDS = frozenset({"session", "revocation"})
 
 
 class MemberState(enum.Enum):
@@ -187,7 +190,8 @@ class GroupMember:
 
 
 @dataclass
-class ConsumerGroup:
+class ConsumerGroup(Group):
+    group_type: ClassVar[GroupType] = GroupType.CONSUMER
     group_id: str
     group_epoch: int = 0
     target_epoch: int = 0
@@ -294,12 +298,19 @@ def _owns_any(owned: Assignment | None, revoking: Assignment) -> bool:
 @dataclass
 class ConsumerGroups:
     config: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)
-    groups: dict[str, ConsumerGroup] = field(default_factory=dict)
+    # the coordinator's one map and one timer service, shared with the classic machine: it
+    # sees only the ConsumerGroups in the map and fires only its own TIMER_KINDS
+    groups: dict[str, Group] = field(default_factory=dict)
     timers: TimerService[tuple] = field(default_factory=TimerService)
     new_member_id: Callable[[], str] = lambda: uuid.uuid4().hex
     # a group's own configs (KIP-848 group configs, from the metadata image): its
     # consumer.session.timeout.ms and consumer.heartbeat.interval.ms win over `config`
     group_configs: Callable[[str], Mapping[str, str]] = lambda group_id: {}
+
+    def group(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer group of that id; a classic group of that id is none of its own."""
+        group = self.groups.get(group_id)
+        return group if isinstance(group, ConsumerGroup) else None
 
     def _group_setting(self, group_id: str, name: str, default: int) -> int:
         try:
@@ -365,7 +376,7 @@ class ConsumerGroups:
         self._validate(req)
         out: list = []
         records: list[Record] = []
-        group = self.groups.get(req.group_id)
+        group = self.group(req.group_id)
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(waiter, group, req, now_ms)
         if group is None or group.dead:
@@ -664,7 +675,7 @@ class ConsumerGroups:
     def on_timer(self, key: tuple, now_ms: int) -> list:
         """A session or revocation deadline passed: the member is fenced."""
         kind, group_id, member_id = key
-        group = self.groups.get(group_id)
+        group = self.group(group_id)
         if group is None or member_id not in group.members:
             return []
         records = self._fence(group, member_id)
@@ -680,7 +691,8 @@ class ConsumerGroups:
         """OffsetCommit against a consumer group (Kafka's ConsumerGroup.validateOffsetCommit):
         a member's commit must carry its current epoch; a commit without a member is
         accepted only while the group is empty."""
-        group = self.groups[group_id]
+        group = self.group(group_id)
+        assert group is not None  # the coordinator asks only of its consumer groups
         if member_epoch < 0 and not member_id:
             return E.NONE if not group.members else E.UNKNOWN_MEMBER_ID
         member = group.members.get(member_id)
@@ -691,7 +703,8 @@ class ConsumerGroups:
         return E.NONE
 
     def fetch_error(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
-        group = self.groups[group_id]
+        group = self.group(group_id)
+        assert group is not None  # the coordinator asks only of its consumer groups
         if member_epoch < 0:
             return E.NONE  # an admin's or a classic client's fetch
         member = group.members.get(member_id or "")
@@ -702,9 +715,10 @@ class ConsumerGroups:
         return E.NONE
 
     def delete(self, group_id: str) -> list[Record]:
-        group = self.groups.pop(group_id, None)
+        group = self.group(group_id)
         if group is None:
             return []
+        del self.groups[group_id]
         for mid in list(group.members):
             self._forget(group, mid)
         group.dead = True
@@ -716,18 +730,22 @@ class ConsumerGroups:
         """Apply one record read from the log, in log order: the state they describe is
         the state (the live group already is what it wrote)."""
         gid = record.group_id
-        group = self.groups.get(gid)
+        group = self.group(gid)
         if isinstance(record, Tombstone):
             if group is None:
                 return
             if record.kind == "GroupEpoch":
-                self.groups.pop(gid, None)
+                del self.groups[gid]
             elif record.member_id is not None and record.kind == "MemberMetadata":
                 group.members.pop(record.member_id, None)
             elif record.member_id is not None and record.kind == "TargetMember":
                 group.target.pop(record.member_id, None)
             return
         if group is None:
+            other = self.groups.get(gid)
+            if other is not None and not other.is_empty:
+                return  # never written so: a group changes type only once empty
+            # in log order: the empty classic group this one was before it changed type
             group = self.groups[gid] = ConsumerGroup(gid)
         match record:
             case GroupEpoch(epoch=epoch):
@@ -761,7 +779,7 @@ class ConsumerGroups:
         """After a load: every member gets a full session to heartbeat the new
         coordinator, as Kafka reschedules them on load."""
         for gid in group_ids:
-            group = self.groups.get(gid)
+            group = self.group(gid)
             if group is None:
                 continue
             if not group.members and group.group_epoch == 0:
@@ -771,7 +789,8 @@ class ConsumerGroups:
 
     def unload(self, group_ids: list[str]) -> None:
         for gid in group_ids:
-            group = self.groups.pop(gid, None)
+            group = self.group(gid)
             if group is not None:
+                del self.groups[gid]
                 for mid in list(group.members):
                     self._forget(group, mid)

@@ -1,11 +1,14 @@
 """The group coordinator of one broker: which groups it owns, their membership and offsets.
 
-Owns: `GroupCoordinator`, the pure facade the handlers call. It routes a group to its
-__consumer_offsets partition (Utils.abs(hashCode) % partitions), refuses groups whose
-partition this broker does not lead (NOT_COORDINATOR) or is still loading
-(COORDINATOR_LOAD_IN_PROGRESS), applies OffsetCommit's generation and member checks, builds
-the GroupMetadata records, and replays records — both those it wrote and, at load, those on
-disk. Membership lives in broker.coordinator.membership, offsets in .offsets.
+Owns: `GroupCoordinator`, the pure facade the handlers call. It keeps the one map of groups
+(`groups`: ClassicGroup or ConsumerGroup by id, as Kafka's GroupMetadataManager) and the one
+timer service both protocols' machines share, and turns "a group of the other type" into
+Kafka's errors with a type check on that map. It routes a group to its __consumer_offsets
+partition (Utils.abs(hashCode) % partitions), refuses groups whose partition this broker
+does not lead (NOT_COORDINATOR) or is still loading (COORDINATOR_LOAD_IN_PROGRESS), applies
+OffsetCommit's generation and member checks, builds the GroupMetadata records, and replays
+records — both those it wrote and, at load, those on disk. Classic membership lives in
+broker.coordinator.membership, KIP-848 groups in .consumer_group, offsets in .offsets.
 
 Which partitions are led here is the only thing replication will change: `begin_load` /
 `finish_load` / `unload` are called when this broker gains or loses a partition's leadership.
@@ -18,16 +21,17 @@ from typing import Any, Callable, Iterable
 
 import uuid
 
-from broker.coordinator import cg_records
+from broker.coordinator import cg_records, consumer_group, membership
 from broker.coordinator.consumer_group import (
-    ConsumerGroupConfig, ConsumerGroups, HeartbeatRequest, heartbeat_error,
+    ConsumerGroup, ConsumerGroupConfig, ConsumerGroups, HeartbeatRequest, heartbeat_error,
 )
-from broker.coordinator.group import ClassicGroup, GroupState, Member
+from broker.coordinator.effects import Append, Emit, Reply
+from broker.coordinator.group import ClassicGroup, Group, GroupState, GroupType, Member
 from broker.coordinator.membership import (
-    Append, Emit, GroupConfig, JoinRequest, Membership, Reply, group_id_error, join_error,
-    sync_body,
+    GroupConfig, JoinRequest, Membership, group_id_error, join_error, sync_body,
 )
 from broker.coordinator.offsets import OffsetRecord, OffsetStore, partition_of
+from broker.coordinator.timers import TimerService
 from protocol.consumer_protocol import decode_assignment, decode_subscription, partition_names
 from protocol.errors import DecodeError, ErrorCode
 from protocol.messages import offsets_topic
@@ -71,12 +75,18 @@ class GroupCoordinator:
     def __init__(self, config: CoordinatorConfig = CoordinatorConfig(),
                  new_member_id: Callable[[str], str] | None = None):
         self.config = config
-        self.membership = Membership(config.group, group_record=self.group_record,
+        # every group this coordinator holds, of either type, and every timer of either
+        # protocol: the two machines below share them
+        self.groups: dict[str, Group] = {}
+        self.timers: TimerService[tuple] = TimerService()
+        self.membership = Membership(config.group, groups=self.groups, timers=self.timers,
+                                     group_record=self.group_record,
                                      owned_of=_owned_partitions, assigned_of=_partitions_named)
         if new_member_id is not None:
             self.membership.new_member_id = new_member_id
         self.offsets = OffsetStore(config.offset_metadata_max_bytes)
-        self.consumer_groups = ConsumerGroups(config.consumer_group)
+        self.consumer_groups = ConsumerGroups(config.consumer_group, groups=self.groups,
+                                              timers=self.timers)
         self.owned: set[int] = set()
         self.loading: set[int] = set()
         # the metadata image's topics, set by the runtime (none in pure tests): every
@@ -85,19 +95,9 @@ class GroupCoordinator:
         self.topic_id: Callable[[str], uuid.UUID | None] = lambda name: None
         self.topic_name: Callable[[uuid.UUID], str | None] = lambda topic_id: None
 
-    @property
-    def groups(self) -> dict[str, ClassicGroup]:
-        return self.membership.groups
-
-    @property
-    def timers(self):
-        return self.membership.timers
-
     def next_deadline(self) -> int | None:
         """The earliest timer of either group protocol."""
-        deadlines = [d for d in (self.membership.timers.next_deadline(),
-                                 self.consumer_groups.timers.next_deadline()) if d is not None]
-        return min(deadlines) if deadlines else None
+        return self.timers.next_deadline()
 
     def _encoded(self, effects: list) -> list:
         """The consumer-group machine's Appends with its records as Kafka's bytes."""
@@ -131,13 +131,13 @@ class GroupCoordinator:
         error = self.check(req.group_id)
         if error != E.NONE:
             return [Reply(waiter, join_error(error, req.member_id))]
-        consumer_group = self.consumer_groups.groups.get(req.group_id)
-        if consumer_group is not None:
-            if consumer_group.members:
+        group = self.groups.get(req.group_id)
+        if isinstance(group, ConsumerGroup):
+            if group.members:
                 # Kafka 4.0 can seat a classic member in a consumer group (its migration
                 # policy); here a group keeps the protocol it has while it has members
                 return [Reply(waiter, join_error(E.INCONSISTENT_GROUP_PROTOCOL, req.member_id))]
-            del self.consumer_groups.groups[req.group_id]  # empty: it may change protocol
+            del self.groups[req.group_id]  # empty: it may change protocol
         return self.membership.join(waiter, req, now_ms)
 
     # -- KIP-848 consumer groups ---------------------------------------------------------------
@@ -147,7 +147,7 @@ class GroupCoordinator:
         if error != E.NONE:
             return [Reply(waiter, heartbeat_error(error, None, req.member_id))]
         classic = self.groups.get(req.group_id)
-        if classic is not None:
+        if isinstance(classic, ClassicGroup):
             if classic.members or classic.state not in (S.EMPTY, S.DEAD):
                 return [Reply(waiter, heartbeat_error(
                     E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.",
@@ -165,7 +165,7 @@ class GroupCoordinator:
                                 "authorized_operations": -2**31}
         if error != E.NONE:
             return body
-        group = self.consumer_groups.groups.get(group_id)
+        group = self.consumer_groups.group(group_id)
         if group is None:
             message = (f"Group {group_id} is not a consumer group." if group_id in self.groups
                        else f"Group {group_id} not found.")
@@ -212,10 +212,17 @@ class GroupCoordinator:
         return self.membership.leave(waiter, group_id, identities, now_ms)
 
     def on_timers(self, now_ms: int) -> list:
-        out = self.membership.on_timers(now_ms)
-        timers = self.consumer_groups.timers
-        while (key := timers.pop_due(now_ms)) is not None:
-            out += self._encoded(self.consumer_groups.on_timer(key, now_ms))
+        """Fire every due timer, of either protocol, in deadline order. Until nothing is
+        due: a timer may reschedule itself for this very instant (an initial delay of 0
+        extended by a member that arrived during it)."""
+        out: list = []
+        while (key := self.timers.pop_due(now_ms)) is not None:
+            if key[0] in membership.TIMER_KINDS:
+                out += self.membership.fire(key, now_ms)
+            elif key[0] in consumer_group.TIMER_KINDS:
+                out += self._encoded(self.consumer_groups.on_timer(key, now_ms))
+            else:
+                raise AssertionError(f"a timer neither protocol keeps: {key!r}")
         return out
 
     # -- offsets ------------------------------------------------------------------------------
@@ -226,9 +233,9 @@ class GroupCoordinator:
         error = self.check(group_id, allow_empty=True)
         if error != E.NONE:
             return error
-        if group_id in self.consumer_groups.groups:
+        if isinstance(self.groups.get(group_id), ConsumerGroup):
             return self.consumer_groups.commit_error(group_id, member_id, generation)
-        group = self.groups.get(group_id)
+        group = self.membership.group(group_id)
         if group is None:
             # a group that does not use Kafka for membership may still store offsets
             return E.NONE if generation < 0 and not member_id else E.ILLEGAL_GENERATION
@@ -257,7 +264,8 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:  # a standalone commit creates the group, Empty
             group = self.groups[group_id] = ClassicGroup(group_id, state_timestamp_ms=now_ms)
-        if member_id in group.members and group.state == S.STABLE:
+        if isinstance(group, ClassicGroup) and member_id in group.members and \
+                group.state == S.STABLE:
             self.membership._heartbeat_reset(group, group.members[member_id], now_ms)
         records, errors = self.offsets.prepare_commit(group_id, offsets, now_ms)
         out: list = []
@@ -277,7 +285,7 @@ class GroupCoordinator:
         if error != E.NONE:
             return error, {}
         if member_epoch >= 0 or member_id:
-            if group_id in self.consumer_groups.groups:
+            if isinstance(self.groups.get(group_id), ConsumerGroup):
                 error = self.consumer_groups.fetch_error(group_id, member_id, member_epoch)
             elif member_epoch >= 0:
                 error = E.UNKNOWN_MEMBER_ID  # a member of a group that does not exist
@@ -286,19 +294,20 @@ class GroupCoordinator:
         return E.NONE, self.offsets.fetch(group_id, partitions)
 
     def expire_offsets(self, now_ms: int) -> list:
-        """Tombstones for offsets past offsets.retention.minutes (KIP-211's rules)."""
+        """Tombstones for offsets past offsets.retention.minutes (KIP-211's rules, those of
+        a classic group: a consumer group's offsets count as a group without members)."""
         def is_empty(group_id: str) -> bool:
-            group = self.groups.get(group_id)
+            group = self.membership.group(group_id)
             return group is None or group.state == S.EMPTY
 
         def subscribed(group_id: str, topic: str) -> bool:
-            group = self.groups.get(group_id)
+            group = self.membership.group(group_id)
             if group is None or group.state != S.STABLE or group.protocol_type != CONSUMER:
                 return True  # Kafka expires per topic only for a stable consumer group
             return topic in self._subscribed_topics(group)
 
         def empty_since(group_id: str) -> int | None:
-            group = self.groups.get(group_id)
+            group = self.membership.group(group_id)
             return group.state_timestamp_ms if group is not None else None
 
         records = self.offsets.expire(now_ms, self.config.offsets_retention_ms, is_empty,
@@ -313,11 +322,11 @@ class GroupCoordinator:
 
     def describe(self, group_id: str) -> dict:
         error = self.check(group_id, allow_empty=True)
-        group = self.groups.get(group_id)
+        group = self.membership.group(group_id)
         body: dict[str, Any] = {"error_code": error, "error_message": None, "group_id": group_id,
                 "group_state": S.DEAD.value, "protocol_type": "", "protocol_data": "",
                 "members": [], "authorized_operations": -2**31}
-        if error == E.NONE and group_id in self.consumer_groups.groups:
+        if error == E.NONE and isinstance(self.groups.get(group_id), ConsumerGroup):
             # Kafka 4.0 (KIP-1043): DescribeGroups describes classic groups only
             body.update(error_code=E.GROUP_ID_NOT_FOUND,
                         error_message=f"Group {group_id} is not a classic group.")
@@ -335,33 +344,31 @@ class GroupCoordinator:
         return body
 
     def list_groups(self, states: set[str] | None = None) -> list[dict]:
-        consumer_groups = self.consumer_groups.groups
-        names = set(self.groups) | self.offsets.groups() | set(consumer_groups)
+        """Groups of either type, and groups that only hold offsets (classic, Empty)."""
         out = []
-        for name in sorted(names):
+        for name in sorted(set(self.groups) | self.offsets.groups()):
             if self.check(name) != E.NONE:
                 continue
-            if name in consumer_groups:
-                state = consumer_groups[name].state.value
-                if states and state not in states:
-                    continue
-                out.append({"group_id": name, "protocol_type": CONSUMER, "group_state": state,
-                            "group_type": CONSUMER})
-                continue
             group = self.groups.get(name)
-            state = group.state.value if group else S.EMPTY.value
-            if state == S.DEAD.value or (states and state not in states):
+            state = group.state_name if group is not None else S.EMPTY.value
+            if states and state not in states:
                 continue
-            out.append({"group_id": name, "protocol_type": (group.protocol_type if group else
-                                                            None) or CONSUMER,
-                        "group_state": state, "group_type": "classic"})
+            if isinstance(group, ClassicGroup):
+                if group.state == S.DEAD:
+                    continue  # deleted, its tombstone not replayed yet
+                protocol_type = group.protocol_type or CONSUMER
+            else:
+                protocol_type = CONSUMER
+            group_type = group.group_type if group is not None else GroupType.CLASSIC
+            out.append({"group_id": name, "protocol_type": protocol_type, "group_state": state,
+                        "group_type": group_type.value})
         return out
 
     def delete_group(self, group_id: str, now_ms: int) -> tuple[ErrorCode, list]:
         error = self.check(group_id, allow_empty=True)
         if error != E.NONE:
             return error, []
-        consumer_group = self.consumer_groups.groups.get(group_id)
+        consumer_group = self.consumer_groups.group(group_id)
         if consumer_group is not None:
             if consumer_group.members:
                 return E.NON_EMPTY_GROUP, []
@@ -369,7 +376,7 @@ class GroupCoordinator:
             records += [cg_records.encode(r, self.topic_id)
                         for r in self.consumer_groups.delete(group_id)]
             return E.NONE, [Append(group_id, records)]
-        group = self.groups.get(group_id)
+        group = self.membership.group(group_id)
         if group is None and not self.offsets.has_offsets(group_id):
             return E.GROUP_ID_NOT_FOUND, []
         if group is not None and group.state != S.EMPTY:
@@ -391,7 +398,7 @@ class GroupCoordinator:
         error = self.check(group_id)
         if error != E.NONE:
             return error, {}, []
-        group = self.groups.get(group_id)
+        group = self.membership.group(group_id)
         if group is None and not self.offsets.has_offsets(group_id):
             return E.GROUP_ID_NOT_FOUND, {}, []
         subscribed = self._subscribed_topics(group) if group and group.state != S.EMPTY else set()
@@ -454,10 +461,15 @@ class GroupCoordinator:
                 if record is not None:
                     self.consumer_groups.replay(record)
             return
+        existing = self.groups.get(decoded.group)
         if value is None:
-            self.groups.pop(decoded.group, None)
+            if isinstance(existing, ClassicGroup):
+                del self.groups[decoded.group]
             return
-        if loading or decoded.group not in self.groups:
+        if existing is None or (loading and (isinstance(existing, ClassicGroup)
+                                             or existing.is_empty)):
+            # a load replays in log order: a consumer group already here is what this group
+            # was before it changed type, which it did only once empty
             self.groups[decoded.group] = self._group_from_record(
                 decoded, offsets_topic.decode_value(decoded, value), now_ms)
 
@@ -483,11 +495,11 @@ class GroupCoordinator:
         """Loaded members get a full session to heartbeat, as after a coordinator move."""
         self.loading.discard(partition)
         self.owned.add(partition)
+        here = [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]
         self.consumer_groups.finish_load(
-            [g for g in self.consumer_groups.groups if self.partition_for(g) == partition],
-            now_ms)
-        for group in self.groups.values():
-            if self.partition_for(group.group_id) == partition:
+            [g.group_id for g in here if isinstance(g, ConsumerGroup)], now_ms)
+        for group in here:
+            if isinstance(group, ClassicGroup):
                 for member in group.members.values():
                     self.membership._heartbeat_reset(group, member, now_ms)
 
@@ -497,8 +509,13 @@ class GroupCoordinator:
         self.owned.discard(partition)
         self.loading.discard(partition)
         out: list = []
-        for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
-            group = self.groups.pop(group_id)
+        here = [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]
+        self.consumer_groups.unload([g.group_id for g in here if isinstance(g, ConsumerGroup)])
+        for group in here:
+            if not isinstance(group, ClassicGroup):
+                continue
+            group_id = group.group_id
+            del self.groups[group_id]
             # its timers would fire on nothing now, but on a reloaded group if this broker
             # leads the partition again: they go with the group
             for kind in ("join", "sync", "initial"):
@@ -517,8 +534,6 @@ class GroupCoordinator:
                     out.append(Reply(member.awaiting_sync, sync_body(E.NOT_COORDINATOR)))
                     member.awaiting_sync = None
         self.offsets.unload(lambda g: self.partition_for(g) == partition)
-        self.consumer_groups.unload(
-            [g for g in self.consumer_groups.groups if self.partition_for(g) == partition])
         return out
 
     def offsets_topic_partitions(self) -> Iterable[int]:

@@ -1,8 +1,11 @@
-"""A classic consumer group: its state, members, generation and chosen protocol.
+"""A group as the coordinator keeps it, and the classic group in particular.
 
-Owns: `GroupState` with its legal transitions declared as data, `Member`, and `ClassicGroup`,
-a pure structure (no I/O, no clock) that the coordinator drives. The states are those of
-Kafka's ClassicGroupState:
+Owns: `Group`, what every group in the coordinator's one map shares whatever its protocol
+(Kafka's Group interface: its id, its `GroupType`, its state's name, whether it is empty);
+and for the classic protocol `GroupState` with its legal transitions declared as data,
+`Member`, and `ClassicGroup`, a pure structure (no I/O, no clock) that the coordinator
+drives. (The KIP-848 `ConsumerGroup` is broker.coordinator.consumer_group's.) The classic
+states are those of Kafka's ClassicGroupState:
 
 - EMPTY: no members. A new group starts here; so does one whose last member left. Offsets
   may still be committed (standalone commits). -> PREPARING_REBALANCE when a member joins;
@@ -24,6 +27,33 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import ClassVar, Mapping, Protocol
+
+
+class GroupType(enum.Enum):
+    """Which protocol a group speaks: ListGroups' GroupsType, Kafka's Group.GroupType."""
+    CLASSIC = "classic"
+    CONSUMER = "consumer"
+
+
+class Group(Protocol):
+    """What the coordinator asks of any group in its map before it knows the type; all
+    else is asked of a ClassicGroup or a ConsumerGroup once its type is checked. Both
+    derive from it, for `state_name` and `is_empty`."""
+    group_id: str
+    group_type: ClassVar[GroupType]
+    members: Mapping[str, object]
+
+    @property
+    def state(self) -> enum.Enum: ...
+
+    @property
+    def state_name(self) -> str:
+        return self.state.value
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.members
 
 
 class GroupState(enum.Enum):
@@ -76,7 +106,8 @@ class Member:
 
 
 @dataclass
-class ClassicGroup:
+class ClassicGroup(Group):
+    group_type: ClassVar[GroupType] = GroupType.CLASSIC
     group_id: str
     state: GroupState = GroupState.EMPTY
     generation: int = 0
@@ -101,10 +132,6 @@ class ClassicGroup:
 
     def is_in(self, *states: GroupState) -> bool:
         return self.state in states
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.members
 
     def add(self, member: Member) -> None:
         if not self.members:

@@ -2,10 +2,11 @@
 timers that expire members and complete rebalances.
 
 Owns: `Membership`, a pure state machine over `ClassicGroup`s. Every operation takes the
-time as `now_ms` and returns effects (`Reply` to a waiting request, `Append` of records to
-__consumer_offsets, `Emit` of an event) that broker.coordinator.runtime carries out in
-order. Waiters are opaque tokens the runtime hands in; a JoinGroup or SyncGroup that must
-wait for the rest of the group is answered later, by the operation that completes it.
+time as `now_ms` and returns effects (broker.coordinator.effects: `Reply` to a waiting
+request, `Append` of records to __consumer_offsets, `Emit` of an event) that
+broker.coordinator.runtime carries out in order. Waiters are opaque tokens the runtime
+hands in; a JoinGroup or SyncGroup that must wait for the rest of the group is answered
+later, by the operation that completes it.
 
 The rules follow Kafka's classic group coordinator (GroupMetadataManager, ClassicGroup):
 - a join starts or joins a rebalance; the rebalance completes when every known member has
@@ -29,37 +30,16 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from broker.coordinator.group import ClassicGroup, GroupState, Member
+from broker.coordinator.effects import Append, Emit, Reply
+from broker.coordinator.group import ClassicGroup, Group, GroupState, Member
 from broker.coordinator.timers import TimerService
 from protocol.errors import ErrorCode
 
 E = ErrorCode
 S = GroupState
 MAX_GROUP_ID_BYTES = 32767  # the group id must fit the int16-length key of its records
-
-
-@dataclass(frozen=True)
-class Reply:
-    waiter: Any
-    body: dict
-
-
-@dataclass(frozen=True)
-class Append:
-    """Records for the group's __consumer_offsets partition, written before what follows."""
-    group_id: str
-    records: list  # list[OffsetRecord]
-
-
-@dataclass(frozen=True)
-class Emit:
-    type: str
-    fields: dict
-
-
-# What the pure coordinator asks of its runtime; CoordinatorRuntime.apply_effects handles
-# every member of this union and refuses anything else.
-Effect = Reply | Append | Emit
+# the timers it keeps, keyed (kind, group id[, member id])
+TIMER_KINDS = frozenset({"heartbeat", "pending", "join", "initial", "sync"})
 
 
 @dataclass(frozen=True)
@@ -101,7 +81,9 @@ def join_error(error: ErrorCode, member_id: str = "") -> dict:
 class Membership:
     config: GroupConfig = field(default_factory=GroupConfig)
     new_member_id: Callable[[str], str] = lambda prefix: f"{prefix}-{uuid.uuid4()}"
-    groups: dict[str, ClassicGroup] = field(default_factory=dict)
+    # the coordinator's one map and one timer service, shared with the KIP-848 machine: it
+    # sees only the ClassicGroups in the map and fires only its own TIMER_KINDS
+    groups: dict[str, Group] = field(default_factory=dict)
     timers: TimerService[tuple] = field(default_factory=TimerService)
     # the group-metadata record for a group, built by the coordinator (it owns the formats)
     group_record: Callable[[ClassicGroup], list] = lambda group: []
@@ -110,6 +92,11 @@ class Membership:
     owned_of: Callable[[str, list[tuple[str, bytes]]], list[str]] = lambda ptype, protocols: []
     assigned_of: Callable[[str, bytes], list[str]] = lambda ptype, assignment: []
     _initial_remaining: dict[str, int] = field(default_factory=dict)
+
+    def group(self, group_id: str) -> ClassicGroup | None:
+        """The classic group of that id; a consumer group of that id is none of its own."""
+        group = self.groups.get(group_id)
+        return group if isinstance(group, ClassicGroup) else None
 
     # -- JoinGroup ----------------------------------------------------------------------------
 
@@ -121,7 +108,7 @@ class Membership:
             error = E.INVALID_SESSION_TIMEOUT
         if error != E.NONE:
             return [Reply(waiter, join_error(error, req.member_id))]
-        group = self.groups.get(req.group_id)
+        group = self.group(req.group_id)
         if group is None:
             if req.member_id:
                 return [Reply(waiter, join_error(E.UNKNOWN_MEMBER_ID, req.member_id))]
@@ -292,7 +279,7 @@ class Membership:
     def sync(self, waiter, group_id: str, generation: int, member_id: str,
              group_instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
              assignments: dict[str, bytes], now_ms: int) -> list:
-        group = self.groups.get(group_id)
+        group = self.group(group_id)
         error = group_id_error(group_id)
         if error == E.NONE and group is None:
             error = E.UNKNOWN_MEMBER_ID
@@ -351,7 +338,7 @@ class Membership:
 
     def heartbeat(self, waiter, group_id: str, generation: int, member_id: str,
                   group_instance_id: str | None, now_ms: int) -> list:
-        group = self.groups.get(group_id)
+        group = self.group(group_id)
         error = group_id_error(group_id)
         if error == E.NONE and group is None:
             error = E.UNKNOWN_MEMBER_ID
@@ -373,7 +360,7 @@ class Membership:
     def leave(self, waiter, group_id: str, identities: list[tuple[str, str | None]],
               now_ms: int) -> list:
         out: list = []
-        group = self.groups.get(group_id)
+        group = self.group(group_id)
         error = group_id_error(group_id)
         if error == E.NONE and group is None:
             error = E.UNKNOWN_MEMBER_ID
@@ -404,17 +391,15 @@ class Membership:
 
     # -- timers -------------------------------------------------------------------------------
 
-    def on_timers(self, now_ms: int) -> list:
+    def fire(self, key: tuple, now_ms: int) -> list:
+        """One of its timers (its kind in TIMER_KINDS) is due: the effects."""
         out: list = []
-        # fire until nothing is due: a timer may reschedule itself for this very instant
-        # (an initial delay of 0 extended by a member that arrived during it)
-        while (key := self.timers.pop_due(now_ms)) is not None:
-            self._fire(key, now_ms, out)
+        self._fire(key, now_ms, out)
         return out
 
     def _fire(self, key: tuple, now_ms: int, out: list) -> None:
         kind, group_id = key[0], key[1]
-        group = self.groups.get(group_id)
+        group = self.group(group_id)
         if group is None or group.state == S.DEAD:
             return
         if kind == "heartbeat":

@@ -32,7 +32,8 @@ from broker.coordinator.assignors import ASSIGNORS
 from broker.controller_channel import ControllerUnavailable
 from broker.coordinator.consumer_group import ConsumerGroupConfig
 from broker.coordinator.coordinator import CoordinatorConfig, GroupCoordinator
-from broker.coordinator.membership import Append, Effect, Emit, GroupConfig, Reply
+from broker.coordinator.effects import Append, Effect, Emit, Reply
+from broker.coordinator.membership import GroupConfig
 from broker.coordinator.offsets import OffsetRecord
 from protocol import messages as m
 from protocol.errors import ErrorCode

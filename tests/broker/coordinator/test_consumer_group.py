@@ -13,7 +13,7 @@ import pytest
 from broker.coordinator.consumer_group import (
     ConsumerGroupConfig, ConsumerGroups, GroupState, HeartbeatRequest, MemberState,
 )
-from broker.coordinator.membership import Append, Reply
+from broker.coordinator.effects import Append, Reply
 from protocol.errors import ErrorCode as E
 
 G = "g"

@@ -9,7 +9,8 @@ import pytest
 
 from broker.coordinator.coordinator import CoordinatorConfig, GroupCoordinator
 from broker.coordinator.group import GroupState, IllegalStateTransition, ClassicGroup
-from broker.coordinator.membership import Append, Emit, GroupConfig, JoinRequest, Reply
+from broker.coordinator.effects import Append, Emit, Reply
+from broker.coordinator.membership import GroupConfig, JoinRequest
 from protocol.consumer_protocol import (
     Assignment, Subscription, decode_assignment, encode_assignment, encode_subscription,
 )

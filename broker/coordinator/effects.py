@@ -1,0 +1,37 @@
+"""What the pure group coordinator asks of its runtime.
+
+Owns: the effect types `Reply`, `Append` and `Emit`, and their union `Effect`. Every
+operation of broker.coordinator (the classic protocol in .membership, the KIP-848 one in
+.consumer_group, offsets and administration in .coordinator) returns a list of them instead
+of doing I/O; broker.coordinator.runtime carries them out in order, so an `Append` is
+written before the `Reply` it guards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Reply:
+    waiter: Any
+    body: dict
+
+
+@dataclass(frozen=True)
+class Append:
+    """Records for the group's __consumer_offsets partition, written before what follows."""
+    group_id: str
+    records: list  # list[OffsetRecord]
+
+
+@dataclass(frozen=True)
+class Emit:
+    type: str
+    fields: dict
+
+
+# CoordinatorRuntime.apply_effects handles every member of this union and refuses anything
+# else.
+Effect = Reply | Append | Emit
