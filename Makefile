@@ -12,6 +12,7 @@
 #   make bench-authorizer  ns per ACL check, indexed against a scan (10 to 10,000 ACLs)
 #   make bench-security  produce/consume over SSL and SASL_SSL against PLAINTEXT, and with 10,000 ACLs
 #   make bench-scale  3,000 partitions: idle cost, latency beside them, creating them, a restart (BENCH_SCALE_ARGS=--quick)
+#   make coverage  the test suite under coverage.py: branch coverage of broker/, client/, protocol/
 #   make soak      run the tests marked `soak`
 #   make chaos     20 seeded 60 s fault runs on three local processes, checked (CHAOS_SEEDS=, CHAOS_ARGS=)
 #   make sim       the whole-cluster simulation over many seeds, summary in sim-out/ (SIM_SEEDS=, SIM_ARGS=)
@@ -41,7 +42,7 @@ DATA_DIR    ?= ./data
 BROKER_ID   ?= 0
 PYTEST_ARGS ?=
 
-.PHONY: help venv sysdeps run certs lint test bench bench-cluster bench-replication bench-authorizer bench-security bench-scale soak clean chaos sim \
+.PHONY: help venv sysdeps run certs lint test coverage bench bench-cluster bench-replication bench-authorizer bench-security bench-scale soak clean chaos sim \
 	chaos-docker \
 	distclean image cluster cluster-down compose-v2 cluster-data cluster-analyze \
 	bench-compose
@@ -105,6 +106,17 @@ lint: venv
 PYTEST_WORKERS ?= 2
 test: venv lint sysdeps
 	$(PY) -m pytest -q $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS)) $(PYTEST_ARGS)
+
+# The same run as `make test` (less the linters) under coverage.py, configured in
+# pyproject.toml: subprocess brokers and the CLI are measured too, Docker's containers not.
+# The report comes even when a test fails; the target then fails with pytest's status.
+coverage: venv sysdeps
+	rm -f .coverage .coverage.* coverage.json
+	@rc=0; $(VENV)/bin/coverage run -m pytest -q -p no:cacheprovider \
+		$(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS)) $(PYTEST_ARGS) || rc=$$?; \
+	$(VENV)/bin/coverage combine -q && $(VENV)/bin/coverage json -q -o coverage.json && \
+	$(PY) scripts/coverage_summary.py coverage.json; \
+	exit $$rc
 
 bench: venv
 	scripts/bench.sh

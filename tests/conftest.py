@@ -9,11 +9,19 @@ virtual time: timeouts of minutes pass in milliseconds of real time.
 
 Tests marked `soak` run only when asked for by marker (`make soak`, `pytest -m soak`): a
 plain `pytest` or `make test` leaves them out.
+
+`-m 'not interop'` starts no broker process. A test that asks for a fixture that starts one
+(`broker`, `shared_broker`, `cluster`, Spark's `broker_data`, ...) is marked `interop` here
+at collection; one that starts a broker some other way (`minibroker serve` or
+`python -m broker serve` in a subprocess, the compose cluster) without the `interop` marker
+fails, in its setup or its call, where it tries.
 """
 
 from __future__ import annotations
 
-from typing import AsyncIterator
+import shlex
+import subprocess
+from typing import Any, AsyncIterator
 
 import pytest
 import trio
@@ -43,6 +51,29 @@ async def inproc(tmp_path) -> AsyncIterator[InProcessBroker]:
         pytest.fail("the inproc fixture runs on virtual time: ask for autojump_clock as well")
     async with in_process_broker(tmp_path / "broker") as broker:
         yield broker
+
+
+# Fixtures that start broker processes, by the module that defines them: a test that asks
+# for one (directly or through another fixture) is an interop test.
+_PROCESS_FIXTURES = {
+    "tests.interop.conftest": {"broker", "make_broker", "shared_broker"},
+    "tests.cluster.conftest": {"cluster", "make_cluster", "_package_cluster"},
+    "tests.spark.conftest": {"broker_data"},
+    "tests.spark.test_jobs_cli": {"group_run"},
+}
+
+
+# the directories of tests that drive broker processes (tests/docker: the compose cluster's)
+_PROCESS_DIRS = ("interop", "cluster", "docker")
+
+
+def _starts_brokers(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    for name, defs in (info.name2fixturedefs.items() if info else ()):
+        module = getattr(defs[-1].func, "__module__", "")
+        if name in _PROCESS_FIXTURES.get(module, ()):
+            return True
+    return False
 
 
 # Under pytest-xdist (`make test` runs two workers) a module's tests stay on one worker (its
@@ -81,7 +112,12 @@ def pytest_xdist_make_scheduler(config, log):
     return WorkUnits(config, log)
 
 
+@pytest.hookimpl(tryfirst=True)  # mark before `-m` deselects by marker
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        below_tests = item.nodeid.split("::", 1)[0].split("/")[1:]
+        if below_tests[:1] and below_tests[0] in _PROCESS_DIRS or _starts_brokers(item):
+            item.add_marker(pytest.mark.interop)
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: see _SHARED_WORKER
         items.sort(key=lambda item: _first_rank(item.nodeid))
     if "soak" in (config.getoption("markexpr") or ""):
@@ -90,3 +126,51 @@ def pytest_collection_modifyitems(config, items):
     if soak:
         config.hook.pytest_deselected(items=soak)
         items[:] = [item for item in items if not item.get_closest_marker("soak")]
+
+
+def _starts_a_broker(args: Any) -> bool:
+    """Whether a command line is `minibroker serve`, `python -m broker serve`, the compose
+    cluster or one of the Makefile's targets that runs a broker."""
+    if isinstance(args, (str, bytes)):
+        argv = shlex.split(args.decode() if isinstance(args, bytes) else args)
+    else:
+        argv = [str(a) for a in args]
+    words = [a.rsplit("/", 1)[-1] for a in argv]
+    entry = {"minibroker", "broker", "tools.cli", "cli.main"}  # the command, or python -m X
+    if entry & set(words) and {"serve", "chaos"} & set(words):  # chaos starts clusters
+        return True
+    if "docker-compose" in words or ("docker" in words and "compose" in words):
+        return "up" in words or "run" in words
+    dry_run = {"-n", "--dry-run", "--just-print"} & set(words)  # make prints, runs nothing
+    return "make" in words and not dry_run and bool({"run", "cluster", "chaos"} & set(words))
+
+
+_current_item: list[pytest.Item] = []
+
+
+def _unmarked_spawn(args: Any) -> None:
+    if not _current_item or not _starts_a_broker(args):
+        return
+    item = _current_item[-1]
+    if not item.get_closest_marker("interop"):
+        pytest.fail(f"{item.nodeid} starts a broker process ({args!r}) but is not marked "
+                    "interop: `-m 'not interop'` must start none", pytrace=False)
+
+
+def pytest_configure(config):
+    original = subprocess.Popen.__init__
+
+    def guarded(self, args, *rest, **kwargs):
+        _unmarked_spawn(args)
+        original(self, args, *rest, **kwargs)
+
+    subprocess.Popen.__init__ = guarded  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _current_item.append(item)
+    try:
+        return (yield)
+    finally:
+        _current_item.pop()

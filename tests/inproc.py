@@ -33,9 +33,11 @@ import trio.testing
 
 from broker.broker import Broker
 from broker.config import BrokerConfig
+from broker.events import read_events
 from broker.server import Server
 from broker.storage import REAL, FileSystem
 from client.connection import stream_opener
+from client.producer.producer import Producer
 from protocol.messages import CREATE_TOPICS, request_body
 
 CREATE_TOPICS_VERSION = 5
@@ -81,6 +83,20 @@ class InProcessBroker:
         assert await self.broker.wait_for_metadata(
             lambda cache: cache.partition_count(name) == partitions
             and self.broker.serves([name]), 10)
+
+    async def produce(self, topic: str, records: list[tuple[int, bytes]],
+                      key: bytes = b"k") -> None:
+        """(partition, value) pairs through our Producer, each acknowledged."""
+        async with Producer(bootstrap_servers=self.bootstrap) as producer:
+            for partition, value in records:
+                await producer.send(topic, value, key=key, partition=partition)
+            await producer.flush()
+
+    def events(self, **match: object) -> list[dict]:
+        """The broker's event log so far, those whose fields equal `match`."""
+        self.broker.events.flush()
+        return [e for e in read_events(self.broker.data_dir)
+                if all(e.get(k) == v for k, v in match.items())]
 
     def describe_group(self, group_id: str) -> dict:
         return self.broker.groups.coordinator.describe(group_id)

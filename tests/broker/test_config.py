@@ -77,6 +77,7 @@ def test_properties_file_and_topic_overrides():
         validate_topic_configs({"retention.ms": "soon"})
 
 
+@pytest.mark.interop  # runs `minibroker serve` as a process
 def test_cli_refuses_a_bad_key_with_one_line_and_status_2(tmp_path):
     done = subprocess.run([sys.executable, "-m", "tools.cli", "serve", "--data-dir",
                            str(tmp_path), "-o", "log.segment.bytes=lots"],

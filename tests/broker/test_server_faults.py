@@ -291,6 +291,7 @@ async def test_a_taken_port_raises_listen_error(tmp_path):
             await serve(broker, install_signal_handlers=False)
 
 
+@pytest.mark.interop  # runs `minibroker serve` as a process
 def test_serve_on_a_taken_port_says_so_in_one_line_and_exits_1(tmp_path):
     """`minibroker serve` as a person runs it: nothing but the one line on stderr (no
     traceback, no start-up log of a node that could never serve), exit status 1."""

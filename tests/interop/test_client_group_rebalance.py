@@ -1,14 +1,9 @@
-"""What a cooperative rebalance looks like to the members, against our broker.
+"""What a cooperative rebalance looks like to the members, against our broker process.
 
-- A member that keeps partitions keeps consuming them through the rebalance. The test holds
-  the rebalance open: the joining member's first on_partitions_assigned blocks, so it cannot
-  rejoin for the follow-up rebalance (KIP-429) that the revoking member starts, and the
-  group stays in PreparingRebalance. Records produced to the kept partitions meanwhile must
-  reach the keeping member while it is still JOINING and the broker still says
-  PreparingRebalance, at the next offsets (its position was not reset), exactly once.
-- A mixed group of our consumers and confluent-kafka (librdkafka) consumers under
-  cooperative-sticky converges to each partition owned once, through a join of ours and a
-  leave of librdkafka's; our members are only ever revoked what moved.
+A mixed group of our consumers and confluent-kafka (librdkafka) consumers under
+cooperative-sticky converges to each partition owned once, through a join of ours and a
+leave of librdkafka's; our members are only ever revoked what moved. A member of ours that
+keeps partitions through a rebalance is tests/client/test_group_rebalance_inproc.py's.
 """
 
 from __future__ import annotations
@@ -16,15 +11,13 @@ from __future__ import annotations
 import pytest
 import trio
 
-from client.admin import AdminClient
-from client.consumer.membership import MemberState
 from client.types import TopicPartition
 from tests.interop.group_helpers import FAST_GROUP, FAST_GROUP_BROKER
 from tests.interop.group_helpers import GroupMember as CKMember
 from tests.interop.group_helpers import (
-    OurMember, Recorder, balanced_cover, partitions_of, polled_in_a_thread, wait_for,
+    OurMember, partitions_of, polled_in_a_thread, wait_for,
 )
-from tests.interop.librdkafka import create_topic, produce
+from tests.interop.librdkafka import create_topic
 from tests.util import unique
 
 DEADLINE_S = 30
@@ -34,89 +27,6 @@ COOPERATIVE = dict(FAST_GROUP, partition_assignment_strategy="cooperative-sticky
 @pytest.fixture
 def broker(make_broker):
     return make_broker(**FAST_GROUP_BROKER)
-
-
-class HoldFirstAssignment(Recorder):
-    """Blocks in its first on_partitions_assigned until `release` is set: meanwhile its
-    member cannot rejoin, so the group's next rebalance stays open."""
-
-    def __init__(self) -> None:
-        super().__init__(cooperative=True)
-        self.held = trio.Event()
-        self.release = trio.Event()
-
-    async def on_partitions_assigned(self, partitions):
-        await super().on_partitions_assigned(partitions)
-        if not self.held.is_set():
-            self.held.set()
-            await self.release.wait()
-
-
-@pytest.mark.parametrize("auto_commit", [False, True], ids=["manual-commit", "auto-commit"])
-async def test_a_member_keeps_consuming_its_kept_partitions_through_the_rebalance(
-        broker, auto_commit):
-    # auto-commit: a commit every 100 ms, made inside getmany, must not wait for the
-    # rebalance either
-    config = dict(COOPERATIVE, enable_auto_commit=auto_commit, auto_commit_interval_ms=100)
-    topic, group = unique("coop-keep"), unique("g")
-    create_topic(broker.bootstrap, topic, 6)
-    everything = partitions_of(topic, 6)
-    first = [(b"k", f"before-{p}-{i}".encode(), None, p) for p in range(6) for i in range(10)]
-    assert len(produce(broker.bootstrap, topic, first)) == 60
-
-    a = OurMember("a", broker.bootstrap, group, [topic], cooperative=True, **config)
-    held = HoldFirstAssignment()
-    # b sends no heartbeat while held: a session long enough for a loaded machine
-    b = OurMember("b", broker.bootstrap, group, [topic], listener=held,
-                  **dict(config, session_timeout_ms=20000))
-    with trio.fail_after(DEADLINE_S):
-        async with AdminClient(bootstrap_servers=broker.bootstrap) as admin, \
-                trio.open_nursery() as nursery:
-            await nursery.start(a.run)
-            await wait_for(lambda: a.stable() and a.assignment() == everything
-                           and len(a.records) == 60, DEADLINE_S, "a alone with all 60 records")
-
-            await nursery.start(b.run)
-            # b holds its (empty) first assignment; a revoked what moves and rejoined
-            await wait_for(lambda: held.held.is_set() and a.group.state is MemberState.JOINING
-                           and a.listener.calls[-1][0] == "assigned"
-                           and len(a.assignment()) == 3,
-                           DEADLINE_S, "a to revoke what moves and rejoin while b is held")
-            kept = a.assignment()
-            moved = everything - kept
-            assert a.listener.calls == [("assigned", frozenset(everything)),
-                                        ("revoked", frozenset(moved)),
-                                        ("assigned", frozenset())]
-
-            async def rebalancing() -> bool:  # a's JoinGroup reached the broker
-                return (await admin.describe_groups([group]))[group].state == \
-                    "PreparingRebalance"
-            await wait_for(rebalancing, DEADLINE_S, "the follow-up rebalance to be open")
-
-            during = [(b"k", f"during-{tp.partition}-{i}".encode(), None, tp.partition)
-                      for tp in sorted(kept) for i in range(10)]
-            assert len(produce(broker.bootstrap, topic, during)) == 30
-            wanted = {v for _, v, _, _ in during}
-            await wait_for(lambda: wanted <= {d.value for d in a.records}, DEADLINE_S,
-                           "a to receive the records produced to its kept partitions")
-            # ... while the rebalance was still open, on both sides
-            assert a.group.state is MemberState.JOINING
-            assert (await admin.describe_groups([group]))[group].state == "PreparingRebalance"
-            assert {d.state for d in a.records if d.value in wanted} == {MemberState.JOINING}
-            # positions went on from 10: each kept partition read once, 0..19, in order
-            for tp in kept:
-                assert a.offsets(tp) == list(range(20)), tp
-
-            held.release.set()
-            await wait_for(lambda: balanced_cover([a, b], everything), DEADLINE_S,
-                           "the follow-up rebalance to hand the moved partitions to b")
-            assert a.assignment() == kept and b.assignment() == moved
-            # the follow-up rebalance revoked nothing more from a
-            assert [c for c in a.listener.calls if c[0] == "revoked"] == [
-                ("revoked", frozenset(moved))]
-            assert not [c for c in held.calls if c[0] != "assigned"]
-            await a.leave()
-            await b.leave()
 
 
 async def test_mixed_group_with_librdkafka_under_cooperative_sticky(broker):

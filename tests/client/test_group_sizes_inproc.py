@@ -1,4 +1,4 @@
-"""Groups of 1 to 10 of our consumers against our broker, under the eager protocol (range,
+"""Groups of 1 to 10 of our consumers against our group_broker, under the eager protocol (range,
 roundrobin) and the cooperative one (cooperative-sticky): members join one at a time up to
 ten, then leave one at a time (the oldest, the leader, first) down to one.
 
@@ -10,8 +10,9 @@ revocation is of everything owned at that moment; cooperative — only the parti
 moved away are revoked (none when a member leaves: the others keep theirs), and only the
 ones that arrived are assigned.
 
-The members are trio tasks of this process; small heartbeat intervals and
-group.initial.rebalance.delay.ms=0 keep a rebalance well under a second.
+The members are trio tasks of this process, and so is the broker (tests/inproc.py, on
+virtual time); small heartbeat intervals and group.initial.rebalance.delay.ms=0 keep a
+rebalance short even so.
 """
 
 from __future__ import annotations
@@ -21,19 +22,13 @@ import trio
 
 from client.admin import AdminClient
 from tests.interop.group_helpers import (
-    FAST_GROUP, FAST_GROUP_BROKER, OurMember, balanced_cover, partitions_of, wait_for,
+    FAST_GROUP, OurMember, balanced_cover, partitions_of, wait_for,
 )
-from tests.interop.librdkafka import create_topic
 from tests.util import unique
 
 PARTITIONS = 12
 MAX_MEMBERS = 10
 STEP_DEADLINE_S = 20
-
-
-@pytest.fixture
-def broker(make_broker):
-    return make_broker(**FAST_GROUP_BROKER)
 
 
 def _snapshot(members: list[OurMember]) -> dict[str, tuple[int, frozenset]]:
@@ -68,14 +63,14 @@ def _check_change(before: dict, members: list[OurMember], cooperative: bool,
 
 
 @pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
-async def test_grow_to_ten_members_and_shrink_to_one(broker, strategy):
+async def test_grow_to_ten_members_and_shrink_to_one(group_broker, autojump_clock, strategy):
     cooperative = strategy == "cooperative-sticky"
     topic, group = unique("sizes"), unique("g")
-    create_topic(broker.bootstrap, topic, PARTITIONS)
+    await group_broker.create_topic(topic, PARTITIONS)
     everything = partitions_of(topic, PARTITIONS)
     members: list[OurMember] = []
 
-    async with AdminClient(bootstrap_servers=broker.bootstrap) as admin, \
+    async with AdminClient(bootstrap_servers=group_broker.bootstrap) as admin, \
             trio.open_nursery() as nursery:
 
         async def settle(change: str) -> None:
@@ -89,7 +84,7 @@ async def test_grow_to_ten_members_and_shrink_to_one(broker, strategy):
 
         for i in range(MAX_MEMBERS):
             before = _snapshot(members)
-            member = OurMember(f"m{i}", broker.bootstrap, group, [topic],
+            member = OurMember(f"m{i}", group_broker.bootstrap, group, [topic],
                                cooperative=cooperative,
                                partition_assignment_strategy=strategy, **FAST_GROUP)
             await nursery.start(member.run)
