@@ -89,6 +89,12 @@ class GroupCoordinator:
                                               timers=self.timers)
         self.owned: set[int] = set()
         self.loading: set[int] = set()
+        # whether the metadata makes this broker the leader of a partition: one it leads
+        # there but has not begun to load (its log still being made, the delta still being
+        # applied) answers COORDINATOR_LOAD_IN_PROGRESS, as Kafka's does, not
+        # NOT_COORDINATOR: FindCoordinator names this broker meanwhile, and librdkafka, told
+        # NOT_COORDINATOR by the coordinator it was just sent to again, never asked again
+        self.leads_in_metadata: Callable[[int], bool] = lambda partition: False
         # the metadata image's topics, set by the runtime (none in pure tests): every
         # topic's partition count by name, and a topic's id from its name and back
         self.topics: Callable[[], dict[str, int]] = dict
@@ -122,7 +128,8 @@ class GroupCoordinator:
         if partition in self.loading:
             return E.COORDINATOR_LOAD_IN_PROGRESS
         if partition not in self.owned:
-            return E.NOT_COORDINATOR
+            return (E.COORDINATOR_LOAD_IN_PROGRESS if self.leads_in_metadata(partition)
+                    else E.NOT_COORDINATOR)
         return E.NONE
 
     # -- membership, after the routing check ---------------------------------------------------

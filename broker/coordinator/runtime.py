@@ -101,6 +101,8 @@ class CoordinatorRuntime:
     def __init__(self, broker):
         self.broker = broker
         self.coordinator = GroupCoordinator(coordinator_config(broker.config))
+        self.coordinator.leads_in_metadata = (
+            lambda index: broker.metadata_cache.leader(OFFSETS_TOPIC, index) == broker.node_id)
         self.coordinator.topics = self._topics
         self.coordinator.topic_id = self._topic_id
         self.coordinator.topic_name = self._topic_name

@@ -467,3 +467,17 @@ def test_unloading_answers_a_member_waiting_in_join_group_with_a_whole_join_body
     assert h.replies[waiter]["error_code"] == E.NOT_COORDINATOR
     assert h.replies[waiter]["member_id"] == member and "protocol_name" in h.replies[waiter]
     assert h.c.timers.next_deadline() is None
+
+
+def test_a_partition_the_metadata_gives_this_broker_but_not_yet_loaded_is_loading():
+    """Between the metadata naming this broker leader of the group's partition (so that
+    FindCoordinator names it) and the load beginning (its log still being made), the
+    group is COORDINATOR_LOAD_IN_PROGRESS, as Kafka answers, not NOT_COORDINATOR: told
+    NOT_COORDINATOR by the broker FindCoordinator had just named again, librdkafka never
+    asked for the group's offsets again (tests/interop/test_metrics.py, under load)."""
+    h = Harness()
+    h.apply(h.c.unload(0, h.now))
+    assert h.c.check(GROUP) == E.NOT_COORDINATOR
+    h.c.leads_in_metadata = lambda partition: partition == 0
+    assert h.c.check(GROUP) == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert h.c.fetch_offsets(GROUP, [("t", 0)])[0] == E.COORDINATOR_LOAD_IN_PROGRESS

@@ -111,7 +111,9 @@ async def test_the_runtime_loads_what_it_leads_and_unloads_what_it_stops_leading
                  if broker.groups.coordinator.partition_for(g) == 0)
     log = PartitionLog.open(str(tmp_path), OFFSETS_TOPIC, 0, topic_log_config(broker.config, {}))
     broker.partitions[(OFFSETS_TOPIC, 0)] = leading(OFFSETS_TOPIC, 0, log)
-    assert (await call(broker, m.JOIN_GROUP, 9, join(group)))["error_code"] == E.NOT_COORDINATOR
+    # the metadata makes this broker the leader, the coordinator has not begun to load it
+    assert (await call(broker, m.JOIN_GROUP, 9, join(group)))["error_code"] \
+        == E.COORDINATOR_LOAD_IN_PROGRESS
 
     broker.groups.on_partition_leadership(0, True)  # before run(): loaded once it runs
     assert (await call(broker, m.JOIN_GROUP, 9, join(group)))["error_code"] \
@@ -123,10 +125,13 @@ async def test_the_runtime_loads_what_it_leads_and_unloads_what_it_stops_leading
         assert body["topics"][0]["partitions"][0]["error_code"] == E.NONE
         assert log.log_end_offset == 1  # the commit is in the log
 
+        # the metadata moves the leadership away, as a broker learns of it
+        broker.groups.coordinator.leads_in_metadata = lambda partition: False
         broker.groups.on_partition_leadership(0, False)
         body = await call(broker, m.OFFSET_FETCH, 7, fetch_offsets(group))
         assert body["error_code"] == E.NOT_COORDINATOR
 
+        broker.groups.coordinator.leads_in_metadata = lambda partition: partition == 0
         broker.groups.on_partition_leadership(0, True)  # leading again: replayed from the log
         await trio.testing.wait_all_tasks_blocked()
         body = await call(broker, m.OFFSET_FETCH, 7, fetch_offsets(group))
