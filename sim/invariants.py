@@ -130,7 +130,7 @@ class Invariants:
                     # what both hold below the HW the follower has reached
                     start = max(p.log.log_start_offset, fp.log.log_start_offset)
                     below = min(p.high_watermark, fp.log.log_end_offset)
-                    if _batches(p, start, below) != _batches(fp, start, below):
+                    if batches_below(p, start, below) != batches_below(fp, start, below):
                         self._violate("replicas-diverge", {
                             "partition": f"{topic}-{index}", "leader": node_id,
                             "follower": follower, "hw": p.high_watermark})
@@ -165,7 +165,7 @@ class Invariants:
                     break
 
 
-def _batches(p: Any, start: int, below: int) -> list[tuple[int, bytes]]:
+def batches_below(p: Any, start: int, below: int) -> list[tuple[int, bytes]]:
     """The partition's batches from `start` whose records all lie below `below`, as
     (base offset, bytes)."""
     out: list[tuple[int, bytes]] = []

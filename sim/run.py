@@ -45,7 +45,7 @@ from protocol.messages.offsets_topic import OffsetKey
 from protocol.records import decode_batches
 from sim.determinism import seeded
 from sim.faults import KINDS, Nemesis, schedule
-from sim.invariants import OBSERVE_S, Invariants
+from sim.invariants import OBSERVE_S, Invariants, batches_below
 from sim.world import World
 
 TOPIC = "sim"
@@ -208,19 +208,14 @@ def _lost_commits(world: World, ops: list[dict[str, Any]]) -> list[Any]:
     if leader is None:
         return [f"{OFFSETS_TOPIC}-{index} has no leader to read"]
     held: set[tuple[int, int]] = set()
-    offset = leader.log.log_start_offset
-    while offset < leader.high_watermark:
-        chunk = leader.log.read(offset, 1 << 20, max_offset=leader.high_watermark)
-        if not chunk:
-            break
-        for header, records in decode_batches(chunk):
-            offset = header.base_offset + header.last_offset_delta + 1
-            for r in records:
-                if r.key is None or r.value is None:
-                    continue
-                key = offsets_topic.decode_key(r.key)
-                if isinstance(key, OffsetKey) and key.group == GROUP and key.topic == TOPIC:
-                    held.add((key.partition, offsets_topic.decode_value(key, r.value).offset))
+    batches = batches_below(leader, leader.log.log_start_offset, leader.high_watermark)
+    for _header, records in decode_batches(b"".join(data for _base, data in batches)):
+        for r in records:
+            if r.key is None or r.value is None:
+                continue
+            key = offsets_topic.decode_key(r.key)
+            if isinstance(key, OffsetKey) and key.group == GROUP and key.topic == TOPIC:
+                held.add((key.partition, offsets_topic.decode_value(key, r.value).offset))
     lost = []
     for op in ops:
         if op["f"] == "commit" and op["type"] == OK:
