@@ -44,7 +44,6 @@ class Invariants:
         self._committed: dict[int, tuple[int, bytes]] = {}
         self._checked_to: dict[int, int] = {}  # node -> committed offsets checked below
         self._nodes_seen: dict[int, Any] = {}  # node -> the RaftNode looked at last
-        self.checks = 0
 
     def _violate(self, name: str, example: Any) -> None:
         found = self.violations[name]
@@ -54,7 +53,6 @@ class Invariants:
             found.append("...")
 
     def observe(self) -> None:
-        self.checks += 1
         for node in self.world.running():
             broker = node.broker
             if broker is None:

@@ -53,7 +53,6 @@ class _Pipe:
         at = max(self.last_at, now + self.net.latency(self.src, self.dst))
         self.last_at = at
         self.queue.append((at, data))
-        self.net.bytes_sent += len(data)
         self.wake()
 
     async def read(self, max_bytes: int | None) -> bytes:
@@ -151,8 +150,6 @@ class Network:
     _isolated: set[str] = field(default_factory=set)
     _pipes: list[_Pipe] = field(default_factory=list)
     _topology: trio.Event = field(default_factory=trio.Event)
-    bytes_sent: int = 0
-    connects: int = 0
 
     # -- the topology's state -------------------------------------------------------------
 
@@ -230,7 +227,6 @@ class Network:
     def dialer(self, owner: str):
         """How `owner` opens a connection (a node's peer channels, a client's connections)."""
         async def dial(host: str, port: int) -> trio.abc.Stream:
-            self.connects += 1
             listener = self.listeners.get((host, port))
             if listener is None:
                 await trio.sleep(self.latency(owner, "?") * 2)

@@ -62,14 +62,12 @@ log = logging.getLogger("minibroker.sim")
 class SimNode:
     node_id: int
     world: World
-    data_dir: Path
     config: BrokerConfig
     disk: SimulatedFileSystem
     broker: Broker | None = None
     scope: trio.CancelScope | None = None
     stopped: trio.Event = field(default_factory=trio.Event)
     _stop: trio.Event = field(default_factory=trio.Event)
-    starts: int = 0
 
     @property
     def name(self) -> str:
@@ -87,7 +85,6 @@ class SimNode:
                         fs=self.disk)
         self.broker = broker
         world.on_broker(self, broker)
-        self.starts += 1
         try:
             with trio.CancelScope() as scope:
                 self.scope = scope
@@ -113,8 +110,8 @@ class SimNode:
             await self.stopped.wait()
 
     def kill(self) -> None:
-        """As kill -9: the node's tasks are cancelled where they stand and its connections
-        break; its files are left as they are."""
+        """As kill -9: the node's tasks are cancelled where they stand, its connections
+        break, and its disk crashes (what was not fsynced is lost)."""
         if self.scope is None:
             return
         self.world.net.down(self.name)
@@ -140,8 +137,7 @@ class World:
         ports = [BASE_PORT + 10 * i for i in range(nodes)]
         voters = ",".join(f"{i}@{HOST}:{p + 1}" for i, p in enumerate(ports))
         self.bootstrap = ",".join(f"{HOST}:{p}" for p in ports)
-        self.nodes = [SimNode(i, self, base_dir / f"node-{i}",
-                              self._config(i, ports[i], voters),
+        self.nodes = [SimNode(i, self, self._config(i, ports[i], voters),
                               SimulatedFileSystem(clock=self.clock)) for i in range(nodes)]
         self.broker_listeners: list[Callable[[SimNode, Broker], None]] = []
 
