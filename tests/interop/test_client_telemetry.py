@@ -54,8 +54,14 @@ def test_librdkafka_pushes_its_metrics_to_a_broker_that_subscribes(make_broker):
     assert consumer_points and all(p.startswith("org.apache.kafka.consumer.")
                                    for p in consumer_points)
     assert all(e["client_instance_id"] for e in events)
-    # a closed consumer says goodbye with a last, terminating push
-    assert any(e["terminating"] for e in events if e["client_id"] == "the-consumer")
+
+    # a closed consumer says goodbye with a last, terminating push; the broker keeps
+    # client_metrics events in its event log's buffer until the next flush, so wait for it
+    def said_goodbye() -> bool:
+        return any(e["terminating"] for e in client_metrics(broker)
+                   if e["client_id"] == "the-consumer")
+    wait_until(said_goodbye, 10, interval_s=0.05,
+               message="the closed consumer's terminating client_metrics push")
 
 
 def test_no_subscription_no_telemetry(make_broker):
