@@ -6,8 +6,12 @@ container of the project. Then the analysis of the cluster, from the volumes `ma
 cluster-down` kept: `make cluster-data` copies the three data directories out and `minibroker
 analyze` reads them as one cluster, showing the kill as every partition under-replicated.
 
-It runs twice: with docker-compose 1.29 and with Compose v2 (`docker compose`, fetched from
-Debian by `make compose-v2`), as the issue asks the file to work with both.
+The whole scenario runs with docker-compose 1.29, the tool the issue pins. Compose v2
+(`docker compose`, fetched from Debian by `make compose-v2`) runs the file's part of it, as
+the issue asks the file to work with both: the cluster up and healthy, every broker seen
+from the host, records written with acks=all and read back, and down leaving nothing. What
+happens after a container's kill is the brokers' doing, not the compose tool's, so it is
+not run a second time.
 
 Marked `docker`: it needs a Docker engine and docker-compose, and it
 fails rather than skips without them (`pytest -m "not docker"` leaves it out on purpose).
@@ -48,21 +52,30 @@ def _compose() -> list[str]:
     return ["docker-compose"]
 
 
-@pytest.fixture(params=["docker-compose", "docker compose"])
-def compose(request, monkeypatch) -> list[str]:
-    """Both compose tools, one run each: docker-compose 1.29 (Debian bookworm's) and Compose v2,
+def _use_compose(tool: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """One compose tool for the test: docker-compose 1.29 (Debian bookworm's) or Compose v2,
     fetched from Debian by `make compose-v2` and found by `docker` through DOCKER_CONFIG. The
     Makefile's COMPOSE follows: it runs `docker compose` where that works."""
-    if request.param == "docker compose":
+    if tool == "docker compose":
         _run("make", "compose-v2")
         monkeypatch.setenv("DOCKER_CONFIG", str(ROOT / "docker" / "build" / "docker-config"))
     else:
         monkeypatch.delenv("DOCKER_CONFIG", raising=False)
         monkeypatch.setenv("COMPOSE", "docker-compose")
-    tool = _compose()
-    version = _run(*tool, "version")
-    assert ("v2." in version or "version 2." in version) == (request.param == "docker compose")
-    return tool
+    argv = _compose()
+    version = _run(*argv, "version")
+    assert ("v2." in version or "version 2." in version) == (tool == "docker compose")
+    return argv
+
+
+@pytest.fixture
+def compose(monkeypatch) -> list[str]:
+    return _use_compose("docker-compose", monkeypatch)
+
+
+@pytest.fixture
+def compose_v2(monkeypatch) -> list[str]:
+    return _use_compose("docker compose", monkeypatch)
 
 
 def _run(*cmd: str, timeout_s: float = 600) -> str:
@@ -175,6 +188,21 @@ def test_the_compose_cluster_keeps_every_acknowledged_record_across_a_kill(compo
         assert len(_project_volumes()) == 3  # kept unless VOLUMES=1
 
         _check_the_analysis(topic, tmp_path)
+    finally:
+        _run("make", "cluster-down", "VOLUMES=1")
+    assert _project_containers() == [] and _project_volumes() == []
+
+
+def test_compose_v2_runs_the_same_file(compose_v2):
+    try:
+        _run("make", "cluster")
+        assert _run(*compose_v2, "ps", "-q", "broker-0", "broker-1", "broker-2").split()
+        for bootstrap in BOOTSTRAPS.values():
+            assert brokers(bootstrap) == BOOTSTRAPS
+        topic = unique("docker-v2")
+        create_topic(BOOTSTRAPS[0], topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})
+        assert _produce(topic, 0) == BATCH
+        assert sorted(_read_all(topic, BATCH)) == list(range(BATCH))
     finally:
         _run("make", "cluster-down", "VOLUMES=1")
     assert _project_containers() == [] and _project_volumes() == []
