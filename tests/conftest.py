@@ -79,23 +79,31 @@ def _starts_brokers(item: pytest.Item) -> bool:
 # Under pytest-xdist (`make test` runs two workers) a module's tests stay on one worker (its
 # module-scoped brokers, its tests that run in order), and so does each of these
 # directories, which share one costly thing: docker's compose project and host ports (and
-# the README's `make run`, which builds in build/ as the image's wheel does), cluster's
-# package-scoped three nodes, spark's JVM. They go out first, the longest first, so that
-# neither worker is left with one of them at the end.
-_SHARED_WORKER = ("docker", "cluster", "spark")
+# the README's `make run`, which builds in build/ as the image's wheel does), spark's JVM.
+# tests/cluster's modules go to either worker, one by one: its package-scoped three nodes
+# then start once on each worker that takes a module asking for them (ports are free ones),
+# which costs seconds where keeping the directory on one worker cost minutes. The costly
+# directories go out first, the longest first, so that neither worker is left with one of
+# them at the end.
+_SHARED_WORKER = ("docker", "spark")
+_FIRST = ("docker", "cluster", "spark")
+
+
+def _directory(nodeid: str) -> str:
+    parts = nodeid.split("::", 1)[0].split("/")[1:]  # below tests/
+    if parts == ["test_readme.py"]:
+        return "docker"
+    return parts[0] if len(parts) > 1 else ""
 
 
 def _work_unit(nodeid: str) -> str:
-    path = nodeid.split("::", 1)[0]
-    parts = path.split("/")[1:]  # below tests/
-    if parts == ["test_readme.py"]:
-        return "docker"
-    return parts[0] if parts and parts[0] in _SHARED_WORKER else path
+    directory = _directory(nodeid)
+    return directory if directory in _SHARED_WORKER else nodeid.split("::", 1)[0]
 
 
 def _first_rank(nodeid: str) -> int:
-    unit = _work_unit(nodeid)
-    return _SHARED_WORKER.index(unit) if unit in _SHARED_WORKER else len(_SHARED_WORKER)
+    directory = _directory(nodeid)
+    return _FIRST.index(directory) if directory in _FIRST else len(_FIRST)
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
