@@ -19,8 +19,10 @@ import trio.testing
 
 from broker.coordinator.offsets import partition_of
 from broker.coordinator.runtime import OFFSETS_TOPIC
+from broker.listeners import parse_listeners
 from broker.partition import Partition
 from client import AdminClient, NewTopic
+from client.connection import open_connection
 from harness.wait import wait_for
 from sim.determinism import seeded
 from sim.world import SimNode, World
@@ -47,6 +49,20 @@ class Scene:
                      name: str = "client") -> Any:
         """`fn(*args)` with its connections through the simulated network."""
         return await self.world.as_client(name, fn, *args)
+
+    async def call(self, node_id: int, api_key: int, body: Any,
+                   version: int | None = None) -> Any:
+        """One request to one node's client listener; the response body."""
+        host, port = self.address(node_id)
+
+        async def call() -> Any:
+            async with open_connection(host, port) as conn:
+                return (await conn.request(api_key, body, version)).body
+        return await self.client(call, name="raw")
+
+    def address(self, node_id: int) -> tuple[str, int]:
+        endpoint = parse_listeners(self.node(node_id).config.listeners)[0]
+        return endpoint.host, endpoint.port
 
     async def wait_for(self, condition: Callable[[], Any], timeout_s: float,
                        what: str) -> Any:
