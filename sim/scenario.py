@@ -116,6 +116,20 @@ class Scene:
         await self.client(create, name="admin")
         await self.wait_full_isr(topic, partitions)
 
+    def active_controller(self) -> int | None:
+        """The node whose Raft node leads the metadata quorum (the newest epoch's)."""
+        leaders = [(n.broker.runtime.node.epoch, n.node_id) for n in self.world.running()
+                   if n.broker is not None and n.broker.runtime is not None
+                   and n.broker.runtime.node.is_leader]
+        return max(leaders)[1] if leaders else None
+
+    def pause(self, node_id: int) -> None:
+        """As SIGSTOP, on the network: the node's connections hold every byte both ways."""
+        self.world.net.pause(self.node(node_id).name)
+
+    def resume(self, node_id: int) -> None:
+        self.world.net.resume(self.node(node_id).name)
+
     def kill(self, node_id: int) -> None:
         """As kill -9: tasks cancelled, connections broken, unsynced bytes lost."""
         self.node(node_id).kill()
