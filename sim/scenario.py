@@ -64,9 +64,10 @@ class Scene:
         endpoint = parse_listeners(self.node(node_id).config.listeners)[0]
         return endpoint.host, endpoint.port
 
-    async def wait_for(self, condition: Callable[[], Any], timeout_s: float,
+    async def wait_for(self, condition: Callable[[], Any | Awaitable[Any]], timeout_s: float,
                        what: str) -> Any:
-        """Until `condition()` is truthy (checked every 50 ms of simulated time)."""
+        """Until `condition()` (plain or async) is truthy, checked every 50 ms of simulated
+        time; harness.wait.WaitTimeout naming `what` after `timeout_s`."""
         return await wait_for(condition, timeout_s, what, interval_s=0.05)
 
     def leader_partition(self, topic: str, index: int) -> Partition | None:
