@@ -83,10 +83,12 @@ def _starts_brokers(item: pytest.Item) -> bool:
 # tests/cluster's modules go to either worker, one by one: its package-scoped three nodes
 # then start once on each worker that takes a module asking for them (ports are free ones),
 # which costs seconds where keeping the directory on one worker cost minutes. The costly
-# directories go out first, the longest first, so that neither worker is left with one of
-# them at the end.
+# directories go out first: pytest-xdist gives each worker one unit to start with, so
+# docker and spark, the two long units, start at once on the two workers, and tests/cluster's
+# modules and then the rest go to whichever worker is free, so that neither worker is left
+# with a long unit at the end.
 _SHARED_WORKER = ("docker", "spark")
-_FIRST = ("docker", "cluster", "spark")
+_FIRST = ("docker", "spark", "cluster")
 
 
 def _directory(nodeid: str) -> str:
