@@ -136,6 +136,9 @@ BROKER_PROPERTIES = _props(
     Prop("metadata.log.max.snapshot.interval.ms", "int", 3600000,
          "Longest time a node waits before it snapshots committed records the latest "
          "snapshot does not hold; 0: only by bytes.", minimum=0),
+    Prop("metadata.max.idle.interval.ms", "int", 500,
+         "How often the active controller appends a NoOpRecord to the metadata log, so "
+         "that it advances while nothing changes (KIP-835); 0: never.", minimum=0),
     Prop("broker.heartbeat.interval.ms", "int", 2000,
          "How often a broker heartbeats to the controller.", minimum=1),
     Prop("broker.session.timeout.ms", "int", 9000,
@@ -397,6 +400,7 @@ class BrokerConfig:
     controller_quorum_retry_backoff_ms = _Typed(int)
     metadata_log_max_record_bytes_between_snapshots = _Typed(int)
     metadata_log_max_snapshot_interval_ms = _Typed(int)
+    metadata_max_idle_interval_ms = _Typed(int)
     broker_heartbeat_interval_ms = _Typed(int)
     broker_session_timeout_ms = _Typed(int)
     min_insync_replicas = _Typed(int)

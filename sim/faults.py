@@ -13,6 +13,16 @@ before the run's healing time:
     pause       a node's connections hold every byte both ways, as a stopped process's
                 would (its own timers still run: see docs/RELIABILITY.md)
     reset       every connection of a node reset at once (no duration)
+    partition-kill  a node cut off from the other nodes both ways; halfway through, at one
+                instant, the cut heals and another node is killed (as `kill`) until the
+                fault ends. The only kind that leaves a voter that missed committed
+                metadata facing a quorum whose leader may be gone, standing at once with
+                the others, which is when a vote's log comparison decides who leads
+    power-loss  a correlated power loss: every node, or a majority of them, crashed at one
+                instant (each disk losing what it had not fsynced, its last write maybe
+                torn), all started again when the fault ends. A kill loses one node's
+                unsynced tail, which the others repair; only a loss of several disks at
+                once shows whether what the quorum acknowledged was on them
 
 Each start and end is recorded in the history as chaos runs record theirs (`fault`
 operations of the `nemesis` process), so the same tools read both.
@@ -28,7 +38,8 @@ import trio
 from harness.chaos.history import INFO, History
 from sim.world import World
 
-KINDS = ("kill", "restart", "partition", "one-way", "isolate", "pause", "reset")
+KINDS = ("kill", "restart", "partition", "one-way", "isolate", "pause", "reset",
+         "partition-kill", "power-loss")
 
 
 @dataclass(frozen=True)
@@ -37,6 +48,9 @@ class Fault:
     target: int  # a node id
     start_s: float
     duration_s: float
+    # the other nodes a power loss takes down with `target`; the node a partition-kill
+    # kills
+    others: tuple[int, ...] = ()
 
 
 def schedule(rng: random.Random, nodes: int, kinds: tuple[str, ...], start_s: float,
@@ -47,7 +61,16 @@ def schedule(rng: random.Random, nodes: int, kinds: tuple[str, ...], start_s: fl
         kind = rng.choice(kinds)
         duration = 0.0 if kind == "reset" else rng.uniform(1, 12)
         duration = min(duration, heal_s - t)
-        faults.append(Fault(kind, rng.randrange(nodes), round(t, 3), round(duration, 3)))
+        target = rng.randrange(nodes)
+        others: tuple[int, ...] = ()
+        if kind == "power-loss":
+            # all of them, or a majority: a quorum that lost power together
+            count = rng.choice((nodes, nodes // 2 + 1))
+            others = tuple(sorted(rng.sample([n for n in range(nodes) if n != target],
+                                             count - 1)))
+        elif kind == "partition-kill":
+            others = (rng.choice([n for n in range(nodes) if n != target]),)
+        faults.append(Fault(kind, target, round(t, 3), round(duration, 3), others))
         t += duration + rng.uniform(1, 8)
     return faults
 
@@ -58,8 +81,10 @@ class Nemesis:
         self.counts: dict[str, int] = {}
 
     def _record(self, fault: Fault, phase: str) -> None:
-        self.h.record("nemesis", INFO, "fault", {"fault": fault.kind, "target": fault.target,
-                                                 "why": "seeded", "phase": phase})
+        value = {"fault": fault.kind, "target": fault.target, "why": "seeded", "phase": phase}
+        if fault.others:
+            value["others"] = list(fault.others)
+        self.h.record("nemesis", INFO, "fault", value)
 
     async def run(self, faults: list[Fault]) -> None:
         for fault in faults:
@@ -67,7 +92,16 @@ class Nemesis:
             self.counts[fault.kind] = self.counts.get(fault.kind, 0) + 1
             self._record(fault, "start")
             await self._start(fault)
-            await trio.sleep(fault.duration_s)
+            if fault.kind == "partition-kill":
+                await trio.sleep(fault.duration_s / 2)
+                self.world.net.heal()  # and, with nothing run in between, the kill
+                killed = self.world.nodes[fault.others[0]]
+                killed.kill()
+                self._record(fault, "kill")
+                await killed.stopped.wait()
+                await trio.sleep(fault.duration_s / 2)
+            else:
+                await trio.sleep(fault.duration_s)
             await self._end(fault)
             self._record(fault, "end")
 
@@ -78,9 +112,15 @@ class Nemesis:
         if f.kind == "kill":
             node.kill()
             await node.stopped.wait()
+        elif f.kind == "power-loss":
+            down = [node, *(world.nodes[n] for n in f.others)]
+            for each in down:  # at one instant: nothing runs between these kills
+                each.kill()
+            for each in down:
+                await each.stopped.wait()
         elif f.kind == "restart":
             await node.stop()
-        elif f.kind == "partition":
+        elif f.kind in ("partition", "partition-kill"):
             for other in others:
                 net.cut(node.name, other)
         elif f.kind == "one-way":
@@ -95,8 +135,9 @@ class Nemesis:
 
     async def _end(self, f: Fault) -> None:
         node = self.world.nodes[f.target]
-        if f.kind in ("kill", "restart"):
-            if not node.running:
-                await node.start()
+        if f.kind in ("kill", "restart", "power-loss", "partition-kill"):
+            for each in (node, *(self.world.nodes[n] for n in f.others)):
+                if not each.running:
+                    await each.start()
         else:
             self.world.net.heal()

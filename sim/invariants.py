@@ -44,6 +44,7 @@ class Invariants:
         self._committed: dict[int, tuple[int, bytes]] = {}
         self._checked_to: dict[int, int] = {}  # node -> committed offsets checked below
         self._nodes_seen: dict[int, Any] = {}  # node -> the RaftNode looked at last
+        self._watched: set[Any] = set()  # the QuorumRuntimes whose commits call us
 
     def _violate(self, name: str, example: Any) -> None:
         found = self.violations[name]
@@ -59,6 +60,7 @@ class Invariants:
                 continue
             runtime = broker.runtime
             if runtime is not None:
+                self._watch_commits(node.node_id, runtime)
                 self._raft_committed(node.node_id, runtime.node)
             if runtime is not None and runtime.node.is_leader:
                 epoch = runtime.node.epoch
@@ -90,6 +92,15 @@ class Invariants:
                                                     "leader_epoch": epoch, "from": before,
                                                     "to": hw})
                 self._hw[hw_key] = hw
+
+    def _watch_commits(self, node_id: int, runtime: Any) -> None:
+        """Also look at the node's metadata log each time it applies a commit: an entry a
+        leader commits and loses with its process a few milliseconds later (kill -9, a
+        power loss) was committed all the same, and 50 ms between looks would miss it."""
+        if runtime not in self._watched:
+            self._watched.add(runtime)
+            runtime.listeners.append(
+                lambda _offset, _records, _image: self._raft_committed(node_id, runtime.node))
 
     def _raft_committed(self, node_id: int, raft: Any) -> None:
         """The entries this node holds committed since the last look, against those seen

@@ -17,9 +17,10 @@ waits), every random choice drawn from the seed (sim.determinism):
    watermark within CATCH_UP_S; the consumers stop; every partition is read whole (the
    history's final reads);
 5. the verdict: the chaos checkers over the history, the invariants at the end,
-   liveness, and every acknowledged offset commit found in the group's __consumer_offsets
-   log (lost-commit); plus a hash of the whole trace (history and the nodes' events), which two
-   runs of one seed must share.
+   liveness, every acknowledged offset commit found in the group's __consumer_offsets
+   log (lost-commit), and no node halted on an error of its own (node-halted); plus a
+   hash of the whole trace (history and the nodes' events), which two runs of one seed
+   must share.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ def run_seed(seed: int, options: Options | None = None) -> Outcome:
 
 
 async def _run(seed: int, options: Options, outcome: Outcome, rng: Any) -> None:
-    world = World(options.nodes, seed)
+    world = World(options.nodes, seed, overrides=node_overrides(options))
     history = History(None, clock=trio.current_time)
     invariants = Invariants(world)
     events: list[dict[str, Any]] = []
@@ -168,6 +169,8 @@ async def _run(seed: int, options: Options, outcome: Outcome, rng: Any) -> None:
         await world.as_client("final", _final_reads, world, history)
         invariants.observe()
         invariants.at_end()
+        if world.halted:
+            outcome.violations["node-halted"] = world.halted[:5]
         lost = _lost_commits(world, history.ops)
         if lost:
             outcome.violations["lost-commit"] = lost
@@ -189,6 +192,18 @@ async def _run(seed: int, options: Options, outcome: Outcome, rng: Any) -> None:
     for item in (*history.ops, *events):
         digest.update(json.dumps(item, sort_keys=True, default=str).encode())
     outcome.trace_hash = digest.hexdigest()
+
+
+def node_overrides(options: Options) -> dict[str, str]:
+    """The nodes' settings a run's faults need. Under a power loss, an acknowledged write
+    survives only on a disk that fsynced it: Kafka's default (no fsync but at a segment
+    roll) leans on replicas failing apart, and loses acks=all writes when every replica
+    loses power together, as documented. A run that cuts the power of several nodes at
+    once asks for the setting under which Kafka promises more, an fsync of every append
+    (log.flush.interval.messages=1) on each replica before it counts toward the HW."""
+    if "power-loss" in options.faults:
+        return {"log.flush.interval.messages": "1"}
+    return {}
 
 
 def fault_rng(seed: int) -> random.Random:

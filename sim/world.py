@@ -7,7 +7,9 @@ and `dial` and the run's clock instead of sockets and the wall clock. A node can
 stopped cleanly (as by SIGTERM: controlled shutdown, then close), killed (as by kill -9:
 its tasks cancelled where they stand, nothing flushed or closed by it, and its disk
 crashed: what it had not fsynced is lost, the last write maybe torn), and started again
-on what its disk kept. Each node's disk is a `broker.storage.SimulatedFileSystem`.
+on what its disk kept. Each node's disk is a `broker.storage.SimulatedFileSystem`. A node
+whose serving ends in an error of its own halts, as its process would: it goes down, the
+error is kept in `World.halted`, and the run goes on.
 
 Clients (sim.workload) run in the same run and reach the nodes through the same network:
 `World.client_context(name)` binds `client.connection.stream_opener` for the tasks
@@ -90,8 +92,18 @@ class SimNode:
                 self.scope = scope
                 broker.open()
                 task_status.started()
-                await serve(broker, install_signal_handlers=False,
-                            listen=world.net.listener(self.name), stop=self._wait_stop)
+                try:
+                    await serve(broker, install_signal_handlers=False,
+                                listen=world.net.listener(self.name), stop=self._wait_stop)
+                except Exception as e:  # noqa: BLE001  the node halts, the run goes on
+                    # a node that stops on a broken promise of its own (a Raft follower
+                    # told to truncate below its high watermark halts, as Kafka's
+                    # fault handler does) is one dead process, not the end of the run
+                    world.halted.append({"node": self.node_id,
+                                         "time": round(trio.current_time(), 3),
+                                         "error": _innermost(e)})
+                    log.warning("%s halted: %s", self.name, _innermost(e))
+                    world.net.down(self.name)
         finally:
             self.scope = None
             self.stopped.set()
@@ -121,6 +133,12 @@ class SimNode:
         self.scope.cancel()
 
 
+def _innermost(e: BaseException) -> str:
+    while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
+        e = e.exceptions[0]
+    return f"{type(e).__name__}: {e}"
+
+
 def _abandoned(reason: str = "") -> None:
     return None
 
@@ -140,6 +158,7 @@ class World:
         self.nodes = [SimNode(i, self, self._config(i, ports[i], voters),
                               SimulatedFileSystem(clock=self.clock)) for i in range(nodes)]
         self.broker_listeners: list[Callable[[SimNode, Broker], None]] = []
+        self.halted: list[dict[str, Any]] = []  # nodes that stopped on an error of their own
 
     def _config(self, node_id: int, port: int, voters: str) -> BrokerConfig:
         data = self.base_dir / f"node-{node_id}"

@@ -56,8 +56,10 @@ from broker.controller.cluster_control import ClusterControlManager
 from broker.controller.controller_result import Batch, ControllerResult, Record
 from broker.controller.image import MetadataImage
 from broker.controller.replication_control import ReplicationControlManager
+from protocol.metadata_records import MetadataRecordType as T
 
 NO_DEADLINE = 2**63 - 1
+NO_OP: Record = (T.NO_OP_RECORD, 0, {})
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,8 @@ class ControllerSettings:
     producer_id_block_size: int = 1000
     max_partitions_per_request: int = 10000
     delete_topic_enable: bool = True
+    # metadata.max.idle.interval.ms (KIP-835): 0 writes no NoOpRecords
+    max_idle_interval_ms: int = 500
 
 
 class QuorumController:
@@ -100,6 +104,7 @@ class QuorumController:
                 settings.leader_imbalance_per_broker_percentage))
         self.cluster = ClusterControlManager(settings.session_timeout_ms, self.replication)
         self._next_rebalance_ms: int | None = None
+        self._next_no_op_ms: int | None = None
 
     # --- the log --------------------------------------------------------------------
 
@@ -114,6 +119,7 @@ class QuorumController:
         self.image = image
         self.cluster.heartbeats.reset()
         self._next_rebalance_ms = None
+        self._next_no_op_ms = None
 
     def activate(self, now_ms: int,
                  legacy: LegacySource | None = None) -> ControllerResult | None:
@@ -123,6 +129,8 @@ class QuorumController:
         self.cluster.heartbeats.reset(self.image.brokers, now_ms)
         self._next_rebalance_ms = (now_ms + s.leader_imbalance_check_interval_ms
                                    if s.auto_leader_rebalance_enable else None)
+        self._next_no_op_ms = (now_ms + s.max_idle_interval_ms
+                               if s.max_idle_interval_ms > 0 else None)
         records = activation.activation_records(self.image, s.node_id, legacy)
         return self._records_result(records, None) if records else None
 
@@ -145,8 +153,16 @@ class QuorumController:
     # --- time -----------------------------------------------------------------------
 
     def tick(self, now_ms: int) -> list[ControllerResult]:
-        """Fence brokers whose session expired (one result each) and, when due, run the
-        automatic preferred leader rebalance."""
+        """Fence brokers whose session expired (one result each), when due run the
+        automatic preferred leader rebalance, and every metadata.max.idle.interval.ms
+        write a NoOpRecord.
+
+        The NoOpRecord is Kafka's (KIP-835, QuorumController's writeNoOpRecord task): the
+        metadata log advances even while nothing changes, so that a broker or standby can
+        tell from its last applied offset's age that it is behind, and a voter cut off
+        for more than the interval holds a log older than the quorum's, which the vote's
+        log comparison then sees. Written whatever else was written meanwhile, as Kafka's
+        periodic task does."""
         results, image = self.cluster.fence_stale_brokers(self.image, now_ms)
         if self._next_rebalance_ms is not None and now_ms >= self._next_rebalance_ms:
             self._next_rebalance_ms = now_ms + self.settings.leader_imbalance_check_interval_ms
@@ -154,6 +170,9 @@ class QuorumController:
             self.replication.balance_partition_leaders(batch)
             if batch.records:
                 results.append(batch.result(None))
+        if self._next_no_op_ms is not None and now_ms >= self._next_no_op_ms:
+            self._next_no_op_ms = now_ms + self.settings.max_idle_interval_ms
+            results.append(ControllerResult((NO_OP,), None))
         return results
 
     def next_deadline(self) -> int:
@@ -161,6 +180,8 @@ class QuorumController:
         deadlines = self.cluster.heartbeats.deadlines(self.image)
         if self._next_rebalance_ms is not None:
             deadlines.append(self._next_rebalance_ms)
+        if self._next_no_op_ms is not None:
+            deadlines.append(self._next_no_op_ms)
         return min(deadlines, default=NO_DEADLINE)
 
     # --- topics and partitions (broker.controller.replication_control) -----------------

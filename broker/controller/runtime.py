@@ -60,6 +60,7 @@ from broker.controller.raft_batches import pack_records, unpack_records
 from broker.controller.raft_log import Snapshot
 from broker.controller.snapshot import encode_snapshot, load_snapshot
 from broker.net.peer import PeerTimeout, PeerUnavailable
+from protocol.metadata_records import MetadataRecordType as T
 from protocol.metadata_records import decode_metadata_record, encode_metadata_record
 
 log = logging.getLogger("minibroker.controller")
@@ -393,7 +394,11 @@ class QuorumRuntime:
             budget -= max(1, len(records))
             if records:
                 self._bytes_since_snapshot += len(entry.record)
-                if self._unsnapshotted_since_ms is None:
+                # the active controller's NoOpRecords (one each idle interval) change
+                # nothing a snapshot would hold: only a change starts the interval's clock
+                # (their bytes count, so the log behind them is still cut)
+                if self._unsnapshotted_since_ms is None and any(
+                        r[0] != T.NO_OP_RECORD for r in records):
                     self._unsnapshotted_since_ms = self.now_ms()
             self.applied_offset = entry.offset + 1
             if self.catching_up:

@@ -39,7 +39,8 @@ def controller_settings(c: BrokerConfig, addresses: NodeAddresses) -> Controller
         unclean_leader_election_enable=c.unclean_leader_election_enable,
         auto_leader_rebalance_enable=c.auto_leader_rebalance_enable,
         leader_imbalance_check_interval_ms=c.leader_imbalance_check_interval_seconds * 1000,
-        leader_imbalance_per_broker_percentage=c.leader_imbalance_per_broker_percentage)
+        leader_imbalance_per_broker_percentage=c.leader_imbalance_per_broker_percentage,
+        max_idle_interval_ms=c.metadata_max_idle_interval_ms)
 
 
 def build_quorum(config: BrokerConfig, addresses: NodeAddresses, legacy: Any,

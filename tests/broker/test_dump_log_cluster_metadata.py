@@ -170,3 +170,14 @@ def test_an_empty_metadata_dir(tmp_path, flag):
     directory.mkdir()
     lines = run_dump(tmp_path, as_json=bool(flag))
     assert len(lines) == 2  # the directory and its (absent) quorum-state
+
+
+def test_the_controllers_no_op_records_are_printed(tmp_path):
+    """The active controller's NoOpRecord (KIP-835), one each idle interval, is an entry of
+    its own like any other: printed with its type and empty data."""
+    directory = tmp_path / "__cluster_metadata-0"
+    with MetadataLogStore.open(directory) as store:
+        store.append([Entry(0, 1, b"", control=True), Entry(1, 1, pack_records([
+            encode_metadata_record(T.NO_OP_RECORD, 0, {})]))])
+    lines = run_dump(tmp_path)
+    assert '|   payload: {"type":"NO_OP_RECORD","version":0,"data":{}}' in lines, lines

@@ -1,7 +1,7 @@
 """Each planted bug (broker.planted) is caught: a checker of the simulation reports it on a
 seed that passes without it. A checker that no bug ever trips proves nothing; the seeds
-here are the first of `minibroker sim --seeds 1-60 --plant NAME --stop-at-first` to catch
-each (docs/RELIABILITY.md has the table)."""
+here are the first of `minibroker sim --seeds 1-200 --duration-s 20 --plant NAME
+--stop-at-first` to catch each (docs/RELIABILITY.md has the table)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,12 @@ from sim.run import Options, run_seed
 CAUGHT = [  # (bug, seed, a checker that must report it)
     ("hw-ignores-isr", 1, "lost"),
     ("no-truncation", 1, "replicas-diverge"),
-    ("commit-before-hw", 14, "lost-commit"),
+    ("commit-before-hw", 4, "lost-commit"),
+    # a stale voter elected: the follower it tells to truncate below its HW halts, and
+    # the entries the others had committed are replaced (a partition-kill)
+    ("vote-without-log-check", 23, "raft-committed-changed"),
+    # every node's unsynced metadata lost together (a power loss of all three)
+    ("metadata-fsync-skipped", 21, "raft-committed-changed"),
 ]
 
 

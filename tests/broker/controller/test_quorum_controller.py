@@ -50,7 +50,8 @@ class Cluster:
 
     def __init__(self, settings: ControllerSettings | None = None, seed: int = 7,
                  legacy: LegacyMetadata | None = None) -> None:
-        self.settings = settings or ControllerSettings(node_id=100, voters=(100,))
+        self.settings = settings or ControllerSettings(node_id=100, voters=(100,),
+                                                       max_idle_interval_ms=0)
         self.controller = QuorumController(self.settings, random.Random(seed))
         self.now = 1_000
         self.offset = 0
@@ -148,6 +149,9 @@ class Cluster:
 def settings(**kw: Any) -> ControllerSettings:
     kw.setdefault("node_id", 100)
     kw.setdefault("voters", (100,))
+    # the NoOpRecords off unless a test is about them: the other timers' deadlines and
+    # what a tick writes are read on their own
+    kw.setdefault("max_idle_interval_ms", 0)
     return ControllerSettings(**kw)
 
 
@@ -833,6 +837,25 @@ def test_auto_rebalance_gives_the_preferred_leaders_back():
     assert leaders(c, "t") == preferred
     assert c.controller.next_deadline() == 3_000
     assert c.tick(3_000) == []  # balanced: nothing to write
+
+
+def test_an_idle_controller_writes_a_no_op_record_every_idle_interval():
+    c = Cluster(settings(max_idle_interval_ms=500, auto_leader_rebalance_enable=False))
+    assert c.controller.next_deadline() == 1_500
+    assert c.tick(1_499) == []
+    before, offset = c.image, c.offset
+    assert c.tick(1_500) == [None]
+    assert c.log[-1] == (T.NO_OP_RECORD, 0, {}) and c.offset == offset + 1
+    assert c.image == before  # a NoOpRecord changes nothing
+    assert c.controller.next_deadline() == 2_000
+    # written whatever else was written meanwhile, as Kafka's periodic task
+    c.start(1)
+    assert c.tick(2_000) == [None] and c.log[-1][0] == T.NO_OP_RECORD
+    # a standby writes none; nor does a controller configured with 0
+    c.controller.reset(c.image)
+    assert c.controller.next_deadline() == NO_DEADLINE
+    off = Cluster(settings(auto_leader_rebalance_enable=False))
+    assert off.controller.next_deadline() == NO_DEADLINE
 
 
 def test_auto_rebalance_respects_the_percentage_and_the_switch():
