@@ -4,9 +4,10 @@ five-node half: a module each, so that pytest-xdist's two workers share the swee
 Each seed: the cluster forms, the workload starts, and one fault of the seed's drawing
 (any kind, on any node) starts within SWEEP_DURATION_S of the topic's creation, over the
 nodes' startup, the group's first rebalance and the first sends; then healing and every
-checker, as `minibroker sim`. Short runs meet fewer faults each than tests/sim/test_seeds.py's, and
-many more of the moments right after startup. Marked soak (`make soak`): the sweep's
-300 seeds take longer than `make test` can give them today (docs/RELIABILITY.md)."""
+checker, as `minibroker sim`. Short runs meet fewer faults each than
+tests/sim/test_seeds.py's, and many more of the moments right after startup. Marked soak
+(`make soak`): the sweep's 300 seeds take longer than `make test` can give them today
+(docs/RELIABILITY.md)."""
 
 from __future__ import annotations
 
