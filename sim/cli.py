@@ -49,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int, default=3, choices=[3, 5])
     parser.add_argument("--duration-s", type=float, default=30.0,
                         help="simulated seconds of faults before healing (30)")
+    parser.add_argument("--quiet-s", type=float, default=5.0,
+                        help="simulated seconds of the workload alone before the first "
+                             "fault may start, 0-3 s later (5)")
     parser.add_argument("--faults", default=",".join(KINDS),
                         help=f"fault kinds, comma-separated, or none ({','.join(KINDS)})")
     parser.add_argument("--producers", type=int, default=2)
@@ -71,7 +74,8 @@ def options_of(args: argparse.Namespace) -> Options:
     unknown = set(faults) - set(KINDS)
     if unknown:
         raise SystemExit(f"minibroker sim: unknown fault kinds {sorted(unknown)}")
-    return Options(nodes=args.nodes, duration_s=args.duration_s, faults=faults,
+    return Options(nodes=args.nodes, duration_s=args.duration_s, quiet_s=args.quiet_s,
+                   faults=faults,
                    producers=args.producers, consumers=args.consumers, rate=args.rate,
                    group_protocol="consumer" if args.workload == "kip848" else "classic")
 
@@ -79,6 +83,8 @@ def options_of(args: argparse.Namespace) -> Options:
 def replay_command(seed: int, args: argparse.Namespace) -> str:
     parts = ["minibroker sim", f"--seeds {seed}", f"--nodes {args.nodes}",
              f"--duration-s {args.duration_s:g}", f"--faults {args.faults or 'none'}"]
+    if args.quiet_s != 5.0:
+        parts.append(f"--quiet-s {args.quiet_s:g}")
     if args.workload != "classic":
         parts.append(f"--workload {args.workload}")
     if args.plant:

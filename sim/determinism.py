@@ -22,6 +22,7 @@ command replays the same schedule.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import time
 import uuid
@@ -29,6 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import trio
+import trio.testing
 from trio._core import _run as trio_run  # the scheduler's own generator and switch
 
 from client import config as client_config
@@ -45,6 +47,31 @@ def simulated_time() -> float:
         return WALL_EPOCH_S + trio.current_time()
     except RuntimeError:
         return _REAL_TIME()
+
+
+def simulated_clock() -> trio.testing.MockClock:
+    """trio's MockClock, autojumping, that never runs on its own (rate 0), reading its
+    virtual time alone: MockClock's own `current_time()` reads the real clock to scale it
+    by the rate, and a run reads the time about fifty times per request. (trio's run loop
+    autojumps only a MockClock, which cannot be subclassed: its instance is given the
+    shortcut.)"""
+    clock = trio.testing.MockClock(autojump_threshold=0)
+
+    def current_time() -> float:
+        return clock._virtual_base
+
+    def deadline_to_sleep_time(deadline: float) -> float:
+        return 0 if deadline <= clock._virtual_base else 999999999
+
+    def autojump() -> None:  # MockClock's, without building the run's statistics
+        deadline = trio_run.GLOBAL_RUN_CONTEXT.runner.deadlines.next_deadline()
+        if clock._virtual_base < deadline < math.inf:
+            clock._virtual_base = deadline
+
+    clock.current_time = current_time  # type: ignore[method-assign]
+    clock._autojump = autojump  # type: ignore[method-assign]
+    clock.deadline_to_sleep_time = deadline_to_sleep_time  # type: ignore[method-assign]
+    return clock
 
 
 @contextmanager

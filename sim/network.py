@@ -20,6 +20,9 @@ real time.
 from __future__ import annotations
 
 import errno
+import heapq
+import itertools
+import math
 import random
 from collections import deque
 from dataclasses import dataclass, field
@@ -33,7 +36,16 @@ JITTER_S = 0.0005
 
 
 class _Pipe:
-    """One direction of one connection: writes queued with their delivery time."""
+    """One direction of one connection: writes queued with their delivery time.
+
+    A reader with nothing due parks (no event, no cancel scope of its own) and is woken
+    by the network's delivery task when its first write falls due, or at once by anything
+    that changes what it may read (a write to an empty pipe, a close, a reset, the
+    topology): one wake-up per delivery, where a timeout per read cost a cancel scope and
+    a cancellation each."""
+
+    __slots__ = ("net", "src", "dst", "queue", "last_at", "eof", "broken", "reader_closed",
+                 "reader", "due")
 
     def __init__(self, net: Network, src: str, dst: str) -> None:
         self.net, self.src, self.dst = net, src, dst
@@ -42,39 +54,59 @@ class _Pipe:
         self.eof = False  # the writer closed: the reader sees b"" once the queue drains
         self.broken = False  # reset: both ends fail
         self.reader_closed = False
-        self.changed = trio.Event()
+        self.reader: trio.lowlevel.Task | None = None  # parked in read()
+        self.due = math.inf  # the delivery time registered with the network
 
     def wake(self) -> None:
-        self.changed.set()
-        self.changed = trio.Event()
+        task = self.reader
+        if task is not None:
+            self.reader = None
+            trio.lowlevel.reschedule(task)
 
     def write(self, data: bytes) -> None:
         now = trio.current_time()
         at = max(self.last_at, now + self.net.latency(self.src, self.dst))
         self.last_at = at
         self.queue.append((at, data))
-        self.wake()
+        if self.reader is not None and len(self.queue) == 1:
+            self._schedule()
+
+    def _schedule(self) -> None:
+        """The parked reader woken when the first write falls due (if it may flow)."""
+        at = self.queue[0][0]
+        if at != self.due and self.net.flows(self.src, self.dst):
+            self.due = at
+            self.net.deliver_at(self, at)
+
+    def _abort(self, _raise_cancel: object) -> trio.lowlevel.Abort:
+        self.reader = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    def take(self, max_bytes: int | None) -> bytes | None:
+        """What the reader gets now (b"": end of stream), or None: it must wait."""
+        if self.broken:
+            raise trio.BrokenResourceError("connection reset by peer")
+        if self.queue:
+            at, data = self.queue[0]
+            if at <= trio.current_time() and self.net.flows(self.src, self.dst):
+                if max_bytes is not None and len(data) > max_bytes:
+                    self.queue[0] = (at, data[max_bytes:])
+                    return data[:max_bytes]
+                self.queue.popleft()
+                return data
+            return None
+        return b"" if self.eof else None
 
     async def read(self, max_bytes: int | None) -> bytes:
+        """Parks until `take` has something: call it when `take` had nothing."""
         while True:
-            if self.broken:
-                raise trio.BrokenResourceError("connection reset by peer")
-            deliverable = self.net.flows(self.src, self.dst)
-            if self.queue and deliverable:
-                at, data = self.queue[0]
-                now = trio.current_time()
-                if at <= now:
-                    if max_bytes is not None and len(data) > max_bytes:
-                        self.queue[0] = (at, data[max_bytes:])
-                        return data[:max_bytes]
-                    self.queue.popleft()
-                    return data
-                with trio.move_on_at(at):
-                    await self.changed.wait()
-                continue
-            if not self.queue and self.eof:
-                return b""
-            await self.changed.wait()
+            self.reader = trio.lowlevel.current_task()
+            if self.queue:
+                self._schedule()
+            await trio.lowlevel.wait_task_rescheduled(self._abort)
+            data = self.take(max_bytes)
+            if data is not None:
+                return data
 
 
 class SimStream(trio.abc.Stream):
@@ -99,8 +131,13 @@ class SimStream(trio.abc.Stream):
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         if self.closed:
             raise trio.ClosedResourceError
-        await trio.lowlevel.checkpoint()
-        return await self.into.read(max_bytes)
+        # one schedule point, as a trio socket's: parking is one, else a yield after
+        await trio.lowlevel.checkpoint_if_cancelled()
+        data = self.into.take(max_bytes)
+        if data is None:
+            return await self.into.read(max_bytes)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return data
 
     async def aclose(self) -> None:
         if not self.closed:
@@ -150,6 +187,36 @@ class Network:
     _isolated: set[str] = field(default_factory=set)
     _pipes: list[_Pipe] = field(default_factory=list)
     _topology: trio.Event = field(default_factory=trio.Event)
+    # (due, n, pipe) of parked readers, woken by one task: one timer for every pipe
+    _deliveries: list[tuple[float, int, _Pipe]] = field(default_factory=list)
+    _numbering: itertools.count = field(default_factory=itertools.count)
+    _timer: trio.CancelScope | None = None
+
+    # -- delivery -------------------------------------------------------------------------
+
+    def deliver_at(self, pipe: _Pipe, at: float) -> None:
+        heapq.heappush(self._deliveries, (at, next(self._numbering), pipe))
+        if self._timer is None:
+            self._timer = trio.CancelScope(deadline=at)
+            trio.lowlevel.spawn_system_task(self._deliver, name="sim.network delivery")
+        elif at < self._timer.deadline:
+            self._timer.deadline = at
+
+    async def _deliver(self) -> None:
+        """Wakes each parked reader when its pipe's first write falls due."""
+        deliveries = self._deliveries
+        while True:
+            assert self._timer is not None
+            with self._timer:
+                await trio.sleep_forever()
+            now = trio.current_time()
+            while deliveries and deliveries[0][0] <= now:
+                at, _, pipe = heapq.heappop(deliveries)
+                if pipe.due == at:  # else a later write's registration replaced it
+                    pipe.due = math.inf
+                    pipe.wake()
+            self._timer = trio.CancelScope(
+                deadline=deliveries[0][0] if deliveries else math.inf)
 
     # -- the topology's state -------------------------------------------------------------
 

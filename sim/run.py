@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import trio
-import trio.testing
 
 from broker.coordinator.offsets import partition_of
 from broker.coordinator.runtime import OFFSETS_TOPIC
@@ -44,7 +43,7 @@ from harness.chaos.workload import Counters, Observer, OurGroupConsumer, OurProd
 from protocol.messages import offsets_topic
 from protocol.messages.offsets_topic import OffsetKey
 from protocol.records import decode_batches
-from sim.determinism import seeded
+from sim.determinism import seeded, simulated_clock
 from sim.faults import KINDS, Nemesis, schedule
 from sim.invariants import OBSERVE_S, Invariants, batches_below
 from sim.world import World
@@ -61,6 +60,7 @@ FINAL_READ_S = 60.0
 class Options:
     nodes: int = 3
     duration_s: float = 60.0  # of simulated time with faults, before healing
+    quiet_s: float = 5.0  # of the workload alone before the faults may start (plus 0-3 s)
     faults: tuple[str, ...] = KINDS
     producers: int = 2
     consumers: int = 2
@@ -93,7 +93,7 @@ def run_seed(seed: int, options: Options | None = None) -> Outcome:
     outcome = Outcome(seed, options)
     started = time.perf_counter()
     with seeded(seed) as rng:
-        clock = trio.testing.MockClock(autojump_threshold=0)
+        clock = simulated_clock()
         trio.run(_run, seed, options, outcome, rng, clock=clock)
     outcome.wall_s = time.perf_counter() - started
     return outcome
@@ -128,7 +128,7 @@ async def _run(seed: int, options: Options, outcome: Outcome, rng: Any) -> None:
         await world.as_client("admin", _create_topic, world)
         heal_at = trio.current_time() + options.duration_s
         faults = schedule(fault_rng(seed), options.nodes, options.faults,
-                          trio.current_time() + 5, heal_at)
+                          trio.current_time() + options.quiet_s, heal_at)
         counters = [Counters() for _ in range(options.producers + options.consumers)]
         producers_stop, consumers_stop = trio.Event(), trio.Event()
         nemesis = Nemesis(world, history)

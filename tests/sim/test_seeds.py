@@ -22,7 +22,9 @@ DURATION_S = 15.0
 def explain(o: Outcome) -> str:
     lines = [f"seed {o.seed} ({o.options.nodes} nodes): replay with "
              f"`minibroker sim --seeds {o.seed} --nodes {o.options.nodes} "
-             f"--duration-s {o.options.duration_s:g}`"]
+             f"--duration-s {o.options.duration_s:g}"
+             + (f" --quiet-s {o.options.quiet_s:g}" if o.options.quiet_s != 5.0 else "")
+             + (" --workload kip848" if o.options.group_protocol == "consumer" else "") + "`"]
     lines += [f"  {name}: {found[:3]}" for name, found in sorted(o.violations.items())]
     return "\n".join(lines)
 
