@@ -100,7 +100,7 @@ def run_seed(seed: int, options: Options | None = None) -> Outcome:
 
 
 async def _run(seed: int, options: Options, outcome: Outcome, rng: Any) -> None:
-    world = World(options.nodes, seed, overrides=node_overrides(options))
+    world = World(options.nodes, seed, overrides=node_overrides(seed, options))
     history = History(None, clock=trio.current_time)
     invariants = Invariants(world)
     events: list[dict[str, Any]] = []
@@ -194,14 +194,21 @@ async def _run(seed: int, options: Options, outcome: Outcome, rng: Any) -> None:
     outcome.trace_hash = digest.hexdigest()
 
 
-def node_overrides(options: Options) -> dict[str, str]:
-    """The nodes' settings a run's faults need. Under a power loss, an acknowledged write
-    survives only on a disk that fsynced it: Kafka's default (no fsync but at a segment
-    roll) leans on replicas failing apart, and loses acks=all writes when every replica
-    loses power together, as documented. A run that cuts the power of several nodes at
-    once asks for the setting under which Kafka promises more, an fsync of every append
-    (log.flush.interval.messages=1) on each replica before it counts toward the HW."""
-    if "power-loss" in options.faults:
+def node_overrides(seed: int, options: Options) -> dict[str, str]:
+    """The nodes' settings the seed's faults need. Under a power loss, an acknowledged
+    write survives only on a disk that fsynced it: Kafka's default (no fsync but at a
+    segment roll) leans on replicas failing apart, and loses acks=all writes when every
+    replica loses power together, as documented. A seed whose schedule cuts the power of
+    several nodes at once asks for the setting under which Kafka promises more, an fsync
+    of every append (log.flush.interval.messages=1) on each replica before it counts
+    toward the HW. The other seeds keep Kafka's default, so that a kill still loses a
+    node's unsynced tail and its recovery from the other replicas is exercised.
+
+    Which kinds a seed brings is known before the run: the schedule's stream is its own
+    (fault_rng), and the kinds it draws do not depend on when the faults start."""
+    planned = schedule(fault_rng(seed), options.nodes, options.faults, options.quiet_s,
+                       options.duration_s)
+    if any(f.kind == "power-loss" for f in planned):
         return {"log.flush.interval.messages": "1"}
     return {}
 
