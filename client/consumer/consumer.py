@@ -689,7 +689,9 @@ class Consumer:
             offsets = self._state.positions()
         if not offsets:
             return
-        await self._offsets().commit_offsets(offsets, self._commit_identity, retry=retry)
+        owns = self._state.is_assigned if self._group is not None else None
+        await self._offsets().commit_offsets(offsets, self._commit_identity, retry=retry,
+                                             owns=owns)
 
     def _commit_identity(self) -> tuple[int, str, str | None]:
         # a member on its way out (close, unsubscribe) commits as itself until it left

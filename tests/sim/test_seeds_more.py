@@ -25,3 +25,15 @@ def test_five_nodes_keep_every_promise_under_the_seeds_faults(seed):
     o = run_seed(seed, Options(nodes=5, duration_s=DURATION_S))
     assert o.ok, explain(o)
     assert o.acked > 0 and o.polled > 0, "the workload did nothing"
+
+
+def test_a_commit_retried_across_a_rebalance_does_not_overwrite_the_new_owner():
+    """Seed 1012 of the short sweep: the group's coordinator is killed while a member's
+    commit of partition 1 waits; the group rebalances on the new coordinator, partition 1
+    goes to the other member, which commits 88; the waiting commit, retried, carried the new
+    generation and was accepted, and the group's committed offset of partition 1 went back
+    to 4 (`group-behind`). The client now fails such a commit with CommitFailedError
+    (client.consumer.coordinator.commit_offsets)."""
+    o = run_seed(1012, Options(nodes=3, duration_s=3.0, quiet_s=0.0))
+    assert o.ok, explain(o)
+    assert o.acked > 0 and o.polled > 0, "the workload did nothing"
