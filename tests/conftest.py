@@ -79,33 +79,23 @@ def _starts_brokers(item: pytest.Item) -> bool:
 # Under pytest-xdist (`make test` runs two workers) a module's tests stay on one worker (its
 # module-scoped brokers, its tests that run in order), and so does each of these
 # directories, which share one costly thing: docker's compose project and host ports (and
-# the README's `make run`, which builds in build/ as the image's wheel does), spark's JVM.
-# tests/cluster's modules go to either worker, one by one: its package-scoped three nodes
-# then start once on each worker that takes a module asking for them (ports are free ones),
-# which costs seconds where keeping the directory on one worker cost minutes. The costly
-# directories go out first: pytest-xdist gives each worker one unit to start with, so
-# docker and spark, the two long units, start at once on the two workers, and tests/cluster's
-# modules and then the rest go to whichever worker is free, so that neither worker is left
-# with a long unit at the end.
-_SHARED_WORKER = ("docker", "spark")
-_FIRST = ("docker", "spark", "cluster")
-
-
-def _directory(nodeid: str) -> str:
-    parts = nodeid.split("::", 1)[0].split("/")[1:]  # below tests/
-    if parts == ["test_readme.py"]:
-        return "docker"
-    return parts[0] if len(parts) > 1 else ""
+# the README's `make run`, which builds in build/ as the image's wheel does), cluster's
+# package-scoped three nodes, spark's JVM. They go out first, the longest first, so that
+# neither worker is left with one of them at the end.
+_SHARED_WORKER = ("docker", "cluster", "spark")
 
 
 def _work_unit(nodeid: str) -> str:
-    directory = _directory(nodeid)
-    return directory if directory in _SHARED_WORKER else nodeid.split("::", 1)[0]
+    path = nodeid.split("::", 1)[0]
+    parts = path.split("/")[1:]  # below tests/
+    if parts == ["test_readme.py"]:
+        return "docker"
+    return parts[0] if parts and parts[0] in _SHARED_WORKER else path
 
 
 def _first_rank(nodeid: str) -> int:
-    directory = _directory(nodeid)
-    return _FIRST.index(directory) if directory in _FIRST else len(_FIRST)
+    unit = _work_unit(nodeid)
+    return _SHARED_WORKER.index(unit) if unit in _SHARED_WORKER else len(_SHARED_WORKER)
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
