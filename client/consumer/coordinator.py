@@ -153,10 +153,10 @@ class ConsumerCoordinator:
         coordinator accepts, for offsets consumed in the old one: for a partition another
         member now owns, that overwrites its newer commit and the group's committed offset
         goes back (found by the simulation, seed 1012 of the short sweep). So when the
-        generation has changed since the first attempt and `owns` says a partition of the
-        commit is no longer this member's, it fails with CommitFailedError, as Java's
-        consumer fails a commit once the group has rebalanced; partitions still owned
-        (a cooperative rebalance, a KIP-848 epoch bump) commit as before."""
+        generation has changed since the commit was asked for and `owns` says a partition
+        of the commit is no longer this member's, it fails with CommitFailedError, as
+        Java's consumer fails a commit once the group has rebalanced; partitions still
+        owned (a cooperative rebalance, a KIP-848 epoch bump) commit as before."""
         entries: dict[TopicPartition, tuple[int, str | None]] = {}
         for tp, value in offsets.items():
             offset, metadata = (value, "") if isinstance(value, int) else value
@@ -166,19 +166,17 @@ class ConsumerCoordinator:
         if not entries:
             return
         group_id = self.group_id
-        first_generation: list[int] = []
+        invoked_in = (identity() if callable(identity) else identity)[0]
 
         async def attempt() -> None:
             generation, member_id, instance_id = (
                 identity() if callable(identity) else identity)
-            if not first_generation:
-                first_generation.append(generation)
-            elif generation != first_generation[0] and owns is not None:
+            if generation != invoked_in and owns is not None:
                 lost = sorted(f"{tp.topic}-{tp.partition}" for tp in entries if not owns(tp))
                 if lost:
                     raise CommitFailedError(
                         f"OffsetCommit for group '{group_id}': the group moved from "
-                        f"generation {first_generation[0]} to {generation} while the commit "
+                        f"generation {invoked_in} to {generation} while the commit "
                         f"waited, and {', '.join(lost)} may be another member's now",
                         ErrorCode.ILLEGAL_GENERATION)
             conn = await self.connection()
