@@ -4,7 +4,7 @@ the nodes' state rather than the processes: `run_scenario(nodes, seed, scenario)
 Owns `run_scenario` and `Scene`, the scenario's view of the world: its nodes (kill,
 restart), where a partition's leadership and ISR stand as the serving leader sees them, and
 clients that reach the nodes through the simulated network. The run is `minibroker sim`'s
-(sim.run): the same `World`, seeded by `seed`, on a MockClock, so a scenario that waits
+(sim.run): the same `World`, seeded by `seed`, on the same simulated clock, so a scenario that waits
 for a condition waits in simulated time and costs what the cluster's work costs, not the
 timeouts it meets. The seeded fault schedule of sim.run is not used: the scenario is the
 nemesis.
@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable
 
 import trio
-import trio.testing
 
 from broker.coordinator.offsets import partition_of
 from broker.coordinator.runtime import OFFSETS_TOPIC
@@ -24,7 +23,7 @@ from broker.partition import Partition
 from client import AdminClient, NewTopic
 from client.connection import open_connection
 from harness.wait import wait_for
-from sim.determinism import seeded
+from sim.determinism import seeded, simulated_clock
 from sim.world import SimNode, World
 
 Scenario = Callable[["Scene"], Awaitable[Any]]
@@ -95,7 +94,7 @@ class Scene:
         def full() -> bool:
             for i in range(partitions):
                 p = self.leader_partition(topic, i)
-                if p is None or set(p.state.replicas) & live - set(p.isr):
+                if p is None or (set(p.state.replicas) & live) - set(p.isr):
                     return False
             return True
         await self.wait_for(full, timeout_s, f"every partition of {topic} led, ISR full")
@@ -161,5 +160,5 @@ def run_scenario(nodes: int, seed: int, scenario: Scenario,
             nursery.cancel_scope.cancel()
 
     with seeded(seed):
-        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+        trio.run(main, clock=simulated_clock())
     return result[0]
