@@ -42,7 +42,7 @@ DATA_DIR    ?= ./data
 BROKER_ID   ?= 0
 PYTEST_ARGS ?=
 
-.PHONY: help venv sysdeps run certs lint test coverage bench bench-cluster bench-replication bench-authorizer bench-security bench-scale soak clean chaos sim \
+.PHONY: help venv sysdeps run certs lint test prepare-test test-image coverage bench bench-cluster bench-replication bench-authorizer bench-security bench-scale soak clean chaos sim \
 	chaos-docker \
 	distclean image cluster cluster-down compose-v2 cluster-data cluster-analyze \
 	bench-compose
@@ -100,12 +100,24 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-# Two pytest-xdist workers: most of the suite waits on brokers and clients, not on a core.
+# Three pytest-xdist workers on two cores: the suite keeps one core busy on average with two
+# workers (it waits on brokers, clients, Docker and elections), docs/TESTING.md.
 # tests/conftest.py keeps each module on one worker, and docker, cluster and spark each on
 # one; PYTEST_WORKERS=0 runs everything in this process.
-PYTEST_WORKERS ?= 2
-test: venv lint sysdeps
+PYTEST_WORKERS ?= 3
+# The venv and the linters on one side, the system packages and then the Docker image on
+# the other, at once: on a fresh machine each side is a minute or two of downloads, and the
+# image would otherwise be built inside the docker tests, on their worker's time.
+test: prepare-test
 	$(PY) -m pytest -q $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS)) $(PYTEST_ARGS)
+
+prepare-test:
+	$(MAKE) --no-print-directory --output-sync=target -j2 lint test-image
+
+# the image the docker tests run, where a Docker engine answers (they build it otherwise)
+test-image: sysdeps
+	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory image; \
+	else echo "test-image: no Docker engine here, no image built"; fi
 
 # The same run as `make test` (less the linters) under coverage.py, configured in
 # pyproject.toml: subprocess brokers and the CLI are measured too, Docker's containers not.
