@@ -7,7 +7,6 @@ import pytest
 from tests.sim.test_sweep_three_nodes import SWEEP_SEEDS, sweep
 
 
-@pytest.mark.soak
 @pytest.mark.parametrize("seed", SWEEP_SEEDS)
 def test_five_nodes_short_seed(seed):
     sweep(seed, 5)
