@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 import trio
 
+from broker import timeouts
 from broker import blocking
 from broker.config import BrokerConfig, ConfigError, topic_log_config, validate_topic_configs
 from broker.controller.image import TOPIC_RESOURCE, MetadataImage, TopicImage
@@ -608,7 +609,7 @@ class Broker:
     async def wait_for_metadata(self, predicate: Callable[[MetadataCache], bool],
                                 timeout_s: float) -> bool:
         """Until the applied metadata satisfies `predicate` (True) or the timeout (False)."""
-        with trio.move_on_after(timeout_s):
+        with timeouts.move_on_after(timeout_s):
             while not predicate(self.metadata_cache):
                 await self._metadata_changed.wait()
             return True

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import trio
 
+from broker import timeouts
 from broker.controller import api
 from broker.controller.runtime import QuorumRuntime
 
@@ -63,7 +64,7 @@ class ControllerChannel:
                     or self._peer is None:
                 await self._wait_for_leader(deadline)
                 continue
-            with trio.move_on_at(deadline):
+            with timeouts.move_on_at(deadline):
                 try:
                     response = await self._ask(leader, api_key, api_version, body, deadline)
                 except Exception as e:  # noqa: BLE001  unreachable: it may have just died
@@ -115,8 +116,8 @@ class ControllerChannel:
         """Until the quorum names a (new) leader, or a short backoff, or the deadline."""
         wait_until = min(deadline, trio.current_time() + RETRY_BACKOFF_S * 4)
         if self.runtime is None:
-            await trio.sleep_until(wait_until)
+            await timeouts.sleep_until(wait_until)
             return
-        with trio.move_on_at(wait_until):
+        with timeouts.move_on_at(wait_until):
             await self.runtime.leader_changed.wait()
         await trio.lowlevel.checkpoint()  # let the new leader's activation run first

@@ -27,6 +27,7 @@ from typing import Any
 
 import trio
 
+from broker import timeouts
 from broker.config import BrokerConfig
 from broker.controller_channel import ControllerChannel, ControllerUnavailable
 from broker.listeners import SECURITY_PROTOCOL_IDS, NodeAddresses
@@ -105,7 +106,7 @@ class BrokerLifecycle:
                 pause = min(interval, 0.05)
             else:
                 pause = interval
-            with trio.move_on_after(pause):
+            with timeouts.move_on_after(pause):
                 await self._heartbeat_now.wait()
             self._heartbeat_now = trio.Event()
 
@@ -157,7 +158,7 @@ class BrokerLifecycle:
             return False
         self.want_shut_down = True
         self._heartbeat_now.set()
-        with trio.move_on_after(self.config.controlled_shutdown_timeout_ms / 1000):
+        with timeouts.move_on_after(self.config.controlled_shutdown_timeout_ms / 1000):
             await self._shut_down_ok.wait()
             return True
         log.warning("controlled shutdown was not confirmed in time; stopping anyway")

@@ -33,6 +33,7 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily, Metric)
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
+from broker import timeouts
 from protocol.messages import FETCH
 
 # the broker (broker.broker.Broker) is typed loosely: it imports this module
@@ -386,7 +387,7 @@ async def handle_http(stream: trio.abc.Stream, scrape: Callable[[], bytes]) -> N
     async with stream:
         head = b""
         try:
-            with trio.move_on_after(REQUEST_TIMEOUT_S):
+            with timeouts.move_on_after(REQUEST_TIMEOUT_S):
                 while b"\r\n\r\n" not in head and b"\n\n" not in head:
                     if len(head) > MAX_REQUEST_HEAD:
                         await stream.send_all(_response(431, b"request head too large\n"))

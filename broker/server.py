@@ -39,6 +39,7 @@ from typing import Any
 
 import trio
 
+from broker import timeouts
 from broker import blocking
 from broker.broker import Broker
 from broker.controller.runtime import QuorumMismatch
@@ -162,7 +163,7 @@ class Server:
         """The server side of TLS; (stream, principal), or None once refused and closed."""
         tls = trio.SSLStream(stream, security.ssl_context, server_side=True)
         reason = ""
-        with trio.move_on_after(min(self.max_idle_s, TLS_HANDSHAKE_TIMEOUT_S)):
+        with timeouts.move_on_after(min(self.max_idle_s, TLS_HANDSHAKE_TIMEOUT_S)):
             try:
                 await tls.do_handshake()
             except trio.BrokenResourceError as e:
@@ -178,7 +179,8 @@ class Server:
 
     async def _serve(self, stream: trio.abc.Stream, conn: ServerConnection,
                      session: _Session) -> None:
-        with trio.CancelScope() as idle:
+        # entered with the node's timeouts, so that a paused node's idle limit waits too
+        with timeouts.move_on_at(math.inf) as idle:
             await self._serve_requests(stream, conn, session, idle)
         if idle.cancel_called:
             self.idle_closed += 1
@@ -195,11 +197,11 @@ class Server:
             # Idle means waiting for bytes with no request in flight, so the deadline runs
             # only around the receive: a long-polling fetch or a slow reader is never idle.
             # (One scope per connection, moved rather than re-made: this is the hot path.)
-            idle.deadline = trio.current_time() + self.max_idle_s
+            timeouts.set_deadline(idle, trio.current_time() + self.max_idle_s)
             data = await stream.receive_some(RECEIVE_SIZE)
             if tls:
                 data = drain_decrypted(stream, data, RECEIVE_SIZE)
-            idle.deadline = math.inf
+            timeouts.set_deadline(idle, math.inf)
             if idle.cancel_called:
                 # the limit passed just as bytes came in: close without reading them, as
                 # Kafka's Selector does, rather than be cancelled halfway through a request
@@ -429,7 +431,7 @@ async def _metrics_events(broker: Broker) -> None:
     if interval_ms <= 0:
         return
     while True:
-        await trio.sleep(interval_ms / 1000)
+        await timeouts.sleep(interval_ms / 1000)
         broker.emit_metrics()
 
 
@@ -442,7 +444,7 @@ async def _housekeeping(broker: Broker) -> None:
     next_clean = now + cleaner_every
     steps = _StorageSteps()
     while True:
-        await trio.sleep(0.5)
+        await timeouts.sleep(0.5)
         broker.events.flush()  # buffered, best effort; flushed often so tools see events promptly
         if broker.log_dirs.offline:
             continue  # a failed directory is left alone until restart, as Kafka does
@@ -591,7 +593,7 @@ async def serve(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED,
                     accepting.cancel_scope.cancel()  # stop accepting; finish what is in flight
                 for listener in listeners:
                     await listener.aclose()
-                with trio.move_on_after(broker.config.shutdown_drain_timeout_ms / 1000):
+                with timeouts.move_on_after(broker.config.shutdown_drain_timeout_ms / 1000):
                     await server.wait_idle()
                 connections.cancel_scope.cancel()
             root.cancel_scope.cancel()

@@ -10,8 +10,9 @@ before the run's healing time:
     partition   a node cut off from the other nodes both ways (clients still reach it)
     one-way     the links from one node to the others cut, the way back kept
     isolate     a node cut off from everyone, clients included
-    pause       a node's connections hold every byte both ways, as a stopped process's
-                would (its own timers still run: see docs/RELIABILITY.md)
+    pause       as SIGSTOP then SIGCONT: the node's connections hold every byte both ways
+                and none of its timers fires; at the end the bytes flow and the timers
+                that came due fire at once
     reset       every connection of a node reset at once (no duration)
     partition-kill  a node cut off from the other nodes both ways; halfway through, at one
                 instant, the cut heals and another node is killed (as `kill`) until the
@@ -129,7 +130,7 @@ class Nemesis:
         elif f.kind == "isolate":
             net.isolate(node.name)
         elif f.kind == "pause":
-            net.pause(node.name)
+            node.pause()
         elif f.kind == "reset":
             net.reset(node.name)
 
@@ -140,4 +141,4 @@ class Nemesis:
                 if not each.running:
                     await each.start()
         else:
-            self.world.net.heal()
+            self.world.heal()

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 
 import trio
 
+from broker import timeouts
+
 CONNECT_TIMEOUT_S = 3.0  # what a dial across a cut waits before it fails (a SYN unanswered)
 # per-link one-way latency (drawn once per link) and per-write jitter, in seconds
 LATENCY_S = (0.0002, 0.002)
@@ -292,20 +294,21 @@ class Network:
         return listen
 
     def dialer(self, owner: str):
-        """How `owner` opens a connection (a node's peer channels, a client's connections)."""
+        """How `owner` opens a connection (a node's peer channels, a client's connections).
+        Its waits are the dialer's own timeouts (broker.timeouts): a paused node's dial
+        waits out the pause where it stands."""
         async def dial(host: str, port: int) -> trio.abc.Stream:
             listener = self.listeners.get((host, port))
             if listener is None:
-                await trio.sleep(self.latency(owner, "?") * 2)
+                await timeouts.sleep(self.latency(owner, "?") * 2)
                 raise OSError(errno.ECONNREFUSED, f"connection to {host}:{port} refused")
             peer = listener.owner
-            deadline = trio.current_time() + CONNECT_TIMEOUT_S
-            while not (self.flows(owner, peer) and self.flows(peer, owner)):
-                if trio.current_time() >= deadline:
-                    raise OSError(errno.ETIMEDOUT, f"connect to {host}:{port} timed out")
-                with trio.move_on_at(deadline):
+            with timeouts.move_on_after(CONNECT_TIMEOUT_S) as syn:
+                while not (self.flows(owner, peer) and self.flows(peer, owner)):
                     await self._topology.wait()
-            await trio.sleep(self.latency(owner, peer) + self.latency(peer, owner))
+            if syn.cancelled_caught:
+                raise OSError(errno.ETIMEDOUT, f"connect to {host}:{port} timed out")
+            await timeouts.sleep(self.latency(owner, peer) + self.latency(peer, owner))
             listener = self.listeners.get((host, port))
             if listener is None:
                 raise OSError(errno.ECONNREFUSED, f"connection to {host}:{port} refused")

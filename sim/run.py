@@ -149,7 +149,7 @@ async def _run(seed: int, options: Options, outcome: Outcome, rng: Any) -> None:
                 clients.start_soon(world.as_client, "observer", observer.run, consumers_stop)
                 await nemesis.run(faults)
                 await trio.sleep_until(heal_at)
-                world.net.heal()
+                world.heal()
                 for node in world.nodes:
                     if not node.running:
                         await node.start()

@@ -124,11 +124,13 @@ class Scene:
         return max(leaders)[1] if leaders else None
 
     def pause(self, node_id: int) -> None:
-        """As SIGSTOP, on the network: the node's connections hold every byte both ways."""
-        self.world.net.pause(self.node(node_id).name)
+        """As SIGSTOP: the node's connections hold every byte both ways and its timers
+        do not fire."""
+        self.node(node_id).pause()
 
     def resume(self, node_id: int) -> None:
-        self.world.net.resume(self.node(node_id).name)
+        """As SIGCONT: the timers that came due while it was paused fire at once."""
+        self.node(node_id).resume()
 
     def kill(self, node_id: int) -> None:
         """As kill -9: tasks cancelled, connections broken, unsynced bytes lost."""

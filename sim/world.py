@@ -6,10 +6,13 @@ controller runtime, replica manager and fetchers, group coordinator) run by
 and `dial` and the run's clock instead of sockets and the wall clock. A node can be
 stopped cleanly (as by SIGTERM: controlled shutdown, then close), killed (as by kill -9:
 its tasks cancelled where they stand, nothing flushed or closed by it, and its disk
-crashed: what it had not fsynced is lost, the last write maybe torn), and started again
-on what its disk kept. Each node's disk is a `broker.storage.SimulatedFileSystem`. A node
-whose serving ends in an error of its own halts, as its process would: it goes down, the
-error is kept in `World.halted`, and the run goes on.
+crashed: what it had not fsynced is lost, the last write maybe torn), started again on
+what its disk kept, and paused (as by SIGSTOP: its network held both ways and none of its
+timers firing, through the node's `broker.timeouts.TimeGate`) and resumed (SIGCONT: the
+timers that came due meanwhile fire at once). Each node's disk is a
+`broker.storage.SimulatedFileSystem`. A node whose serving ends in an error of its own
+halts, as its process would: it goes down, the error is kept in `World.halted`, and the
+run goes on.
 
 Clients (sim.workload) run in the same run and reach the nodes through the same network:
 `World.client_context(name)` binds `client.connection.stream_opener` for the tasks
@@ -28,6 +31,7 @@ import trio
 
 from broker.broker import Broker
 from broker.config import BrokerConfig
+from broker.timeouts import TimeGate, install
 from broker.server import serve
 from broker.storage.simulated import SimulatedFileSystem
 from client.connection import stream_opener
@@ -70,6 +74,9 @@ class SimNode:
     scope: trio.CancelScope | None = None
     stopped: trio.Event = field(default_factory=trio.Event)
     _stop: trio.Event = field(default_factory=trio.Event)
+    # the node's timeouts, held while it is paused; installed in the task its serving
+    # starts from, so every task of the node (and no other) waits on it
+    gate: TimeGate = field(default_factory=TimeGate)
 
     @property
     def name(self) -> str:
@@ -79,8 +86,13 @@ class SimNode:
     def running(self) -> bool:
         return self.scope is not None
 
+    @property
+    def paused(self) -> bool:
+        return self.gate.paused
+
     async def _run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         world = self.world
+        install(self.gate)
         self.stopped = trio.Event()
         self._stop = trio.Event()
         broker = Broker(self.config, clock=world.clock, dial=world.net.dialer(self.name),
@@ -121,12 +133,27 @@ class SimNode:
             self._stop.set()
             await self.stopped.wait()
 
+    def pause(self) -> None:
+        """As SIGSTOP: the node's connections hold every byte both ways and none of its
+        timers fires, until `resume`."""
+        self.world.net.pause(self.name)
+        self.gate.pause()
+
+    def resume(self) -> None:
+        """As SIGCONT: the bytes held flow, and the timers that came due fire at once."""
+        self.world.net.resume(self.name)
+        self.gate.resume()
+
     def kill(self) -> None:
         """As kill -9: the node's tasks are cancelled where they stand, its connections
-        break, and its disk crashes (what was not fsynced is lost)."""
+        break, and its disk crashes (what was not fsynced is lost). A paused node dies
+        too, and the process started after it is not paused."""
         if self.scope is None:
             return
         self.world.net.down(self.name)
+        if self.paused:
+            self.world.net.resume(self.name)
+            self.gate = TimeGate()  # the dying tasks leave the old one
         self.disk.crash(self.world.rng)
         assert self.broker is not None
         self.broker.close = _abandoned  # type: ignore[method-assign]  # a dead process closes nothing
@@ -188,6 +215,13 @@ class World:
         through the network as `name`: a trio task's context is its own copy."""
         stream_opener.set(self.net.dialer(name))
         return await fn(*args)
+
+    def heal(self) -> None:
+        """Every cut healed and every paused node resumed."""
+        self.net.heal()
+        for node in self.nodes:
+            if node.paused:
+                node.gate.resume()
 
     def running(self) -> list[SimNode]:
         return [n for n in self.nodes if n.running]

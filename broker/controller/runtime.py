@@ -49,6 +49,7 @@ from typing import Any, Callable, Protocol
 
 import trio
 
+from broker import timeouts
 from broker.storage import REAL, FileSystem
 from broker import blocking
 from broker.chunking import chunks
@@ -215,7 +216,7 @@ class QuorumRuntime:
                 if self._controller_ticks():
                     assert self.controller is not None
                     deadline = min(deadline, self.controller.next_deadline())
-                with trio.move_on_at(deadline / 1000 if deadline < math.inf else math.inf):
+                with timeouts.move_on_at(deadline / 1000 if deadline < math.inf else math.inf):
                     await self._wakeup.wait()
                 self._wakeup = trio.Event()
                 if self._commit_backlog:
@@ -260,7 +261,7 @@ class QuorumRuntime:
                 else:
                     if leader >= 0:
                         self._apply(self.node.observe_leader(leader, epoch, self.now_ms()))
-            await trio.sleep(OBSERVER_RETRY_S)
+            await timeouts.sleep(OBSERVER_RETRY_S)
 
     def resign(self) -> None:
         """Graceful shutdown of the leader: hand the quorum on before stopping."""
@@ -349,7 +350,7 @@ class QuorumRuntime:
         self._next_inbound += 1
         inbound = self._inbound[cid] = _Inbound(trio.Event())
         self._apply(self.node.receive(source, cid, message, self.now_ms()))
-        with trio.move_on_after(timeout_s):
+        with timeouts.move_on_after(timeout_s):
             await inbound.done.wait()
         self._inbound.pop(cid, None)
         return inbound.response

@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable, assert_never
 
 import trio
 
+from broker import timeouts
 from broker.config import BrokerConfig, ConfigError
 from broker.coordinator.assignors import ASSIGNORS
 from broker.controller_channel import ControllerUnavailable
@@ -188,7 +189,7 @@ class CoordinatorRuntime:
         """Answer once the HW covers `end`; fail the answers if it cannot in time."""
         tp = [(OFFSETS_TOPIC, index)]
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        with trio.move_on_after(self.broker.config.offsets_commit_timeout_ms / 1000):
+        with timeouts.move_on_after(self.broker.config.offsets_commit_timeout_ms / 1000):
             while True:
                 partition = self.broker.partition(OFFSETS_TOPIC, index)
                 if partition is None or not partition.is_leader:
@@ -384,7 +385,7 @@ class CoordinatorRuntime:
                 continue
             delay = (deadline - self.broker.now_ms()) / 1000
             if delay > 0:
-                with trio.move_on_after(delay):
+                with timeouts.move_on_after(delay):
                     await self._timers_changed.wait()
                 continue
             self.apply_effects(self.coordinator.on_timers(self.broker.now_ms()))
@@ -392,5 +393,5 @@ class CoordinatorRuntime:
     async def _expiry_loop(self) -> None:
         interval = self.broker.config.offsets_retention_check_interval_ms / 1000
         while True:
-            await trio.sleep(interval)
+            await timeouts.sleep(interval)
             self.apply_effects(self.coordinator.expire_offsets(self.broker.now_ms()))

@@ -52,6 +52,7 @@ from typing import Any
 
 import trio
 
+from broker import timeouts
 from broker.fetch_session import (FINAL_EPOCH, INVALID_SESSION_ID, CachedPartition,
                                   FetchSession, Key)
 from broker.handlers.common import current_leader, lookup
@@ -194,7 +195,7 @@ async def _wait(ctx: RequestContext, fc: _Context, deadline: float) -> list[Key]
             event = trio.Event()
             session.waker = event.set
             try:
-                with trio.move_on_at(deadline):
+                with timeouts.move_on_at(deadline):
                     await event.wait()
             finally:
                 session.waker = None
@@ -204,7 +205,7 @@ async def _wait(ctx: RequestContext, fc: _Context, deadline: float) -> list[Key]
     by_name = {(p.topic, p.partition): key for key, p in session.partitions.items()
                if p.topic is not None}
     moved: set[tuple[str, int]] = set()
-    with trio.move_on_at(deadline):
+    with timeouts.move_on_at(deadline):
         moved = await ctx.broker.wait_for_data(list(by_name))
     return [by_name[tp] for tp in moved if tp in by_name]
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import trio
 
+from broker import timeouts
 from broker.handlers.common import current_leader, lookup
 from broker.handlers.context import CloseConnection, RequestContext
 from broker.security.acls import AclOperation, ResourceType
@@ -125,7 +126,7 @@ async def _wait_for_replicas(ctx: RequestContext,
             return
         if trio.current_time() >= deadline:
             break
-        with trio.move_on_at(deadline):
+        with timeouts.move_on_at(deadline):
             await broker.wait_for_data([(t, i) for t, i, _, _ in pending])
     for _topic, _index, _end, response in pending:
         response["error_code"] = ErrorCode.REQUEST_TIMED_OUT

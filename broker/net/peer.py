@@ -34,6 +34,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 import trio
 from construct import Container
 
+from broker import timeouts
 from broker.security.tls import drain_decrypted
 from protocol.connection import NEED_DATA, ClientConnection, Response
 from protocol.errors import ProtocolError
@@ -236,7 +237,7 @@ class PeerChannel:
         waiter: _Waiter | None = None
         link: _Link | None = None
         correlation_id = -1
-        with trio.move_on_after(timeout_s):
+        with timeouts.move_on_after(timeout_s):
             try:
                 link = await self._ensure_link()
                 correlation_id, waiter = link.send(api_key, api_version, body)
@@ -282,7 +283,7 @@ class PeerChannel:
     async def _connect(self) -> _Link:
         stream: trio.abc.Stream | None = None
         try:
-            with trio.move_on_after(self.connect_timeout_s):
+            with timeouts.move_on_after(self.connect_timeout_s):
                 stream = await self._opener(self.host, self.port)
         except OSError as e:
             raise self._connect_failed(str(e) or type(e).__name__) from e

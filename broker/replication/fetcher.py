@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from broker import timeouts
 from broker.log.errors import KafkaStorageError
 from broker.net.peer import PeerChannel, PeerUnavailable
 from broker.replication.truncation import epoch_to_request, truncation_offset
@@ -233,7 +234,7 @@ class ReplicaFetcher:
         if self._paused_until > now:
             deadlines.append(self._paused_until)
         self._changed = trio.Event()
-        with trio.move_on_at(min(deadlines) if deadlines else now + 3600):
+        with timeouts.move_on_at(min(deadlines) if deadlines else now + 3600):
             await self._changed.wait()
 
     def _connect(self, nursery: trio.Nursery) -> PeerChannel | None:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from broker import timeouts
 from broker import blocking
 from broker.controller_channel import ControllerUnavailable
 from broker.log.manager import CheckpointError, read_checkpoint, write_checkpoint
@@ -172,7 +173,7 @@ class ReplicaManager:
     async def _isr_expiration_loop(self) -> None:
         period = max(self.broker.config.replica_lag_time_max_ms / 2000, 0.01)
         while True:
-            await trio.sleep(period)
+            await timeouts.sleep(period)
             self.expire_isr(self.broker.now_ms())
 
     async def _alter_partition_loop(self) -> None:
@@ -292,7 +293,7 @@ class ReplicaManager:
             self._nursery.start_soon(self._wake_after, REFUSED_BACKOFF_S)
 
     async def _wake_after(self, seconds: float) -> None:
-        await trio.sleep(seconds)
+        await timeouts.sleep(seconds)
         self._proposed.set()
 
     # -- the high-watermark checkpoint ---------------------------------------------------------
@@ -331,7 +332,7 @@ class ReplicaManager:
         # and fetch for as long as the disk took (p99 spikes of up to a second)
         period = self.broker.config.replica_high_watermark_checkpoint_interval_ms / 1000
         while True:
-            await trio.sleep(period)
+            await timeouts.sleep(period)
             hws = self._changed_hws()
             if hws is not None and await blocking.run_disk(self.broker.fs, self._write, hws):
                 self._checkpointed = hws

@@ -3,7 +3,8 @@ open and nothing answers) must resign without stopping, and come back as a follo
 they resume.
 
 Moved from tests/cluster (SIGSTOP on two processes, and 2 s of real time per fenced
-session): on the simulated network a paused node's connections hold every byte both ways.
+session): a paused simulated node's connections hold every byte both ways, and none of its
+timers fires.
 """
 
 from __future__ import annotations

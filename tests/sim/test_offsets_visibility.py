@@ -8,8 +8,8 @@ Here a follower of the group's __consumer_offsets partition is paused while a co
 for it: OffsetFetch keeps answering the previous offset until the ISR shrinks and the high
 watermark covers the new one, and then answers the new one.
 
-Moved from tests/cluster (SIGSTOP on a process): on the simulated network a paused node's
-connections hold every byte both ways, as a stopped process's do.
+Moved from tests/cluster (SIGSTOP on a process): a paused simulated node's connections hold
+every byte both ways and none of its timers fires, as a stopped process's.
 """
 
 from __future__ import annotations
