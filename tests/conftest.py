@@ -19,6 +19,7 @@ fails, in its setup or its call, where it tries.
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 from typing import Any, AsyncIterator
@@ -85,11 +86,21 @@ def _starts_brokers(item: pytest.Item) -> bool:
 _SHARED_WORKER = ("docker", "cluster", "spark")
 
 
+# The simulation's short-seed sweep (tests/sim/test_sweep_*.py) is minutes of pure CPU in
+# seeds that share nothing: handed out in chunks of this many, the last chunks fill the
+# workers' ends instead of one module holding one worker long after the others are done.
+_SWEEP_CHUNK = 25
+_SWEEP_SEED = re.compile(r"test_sweep_\w+\.py::\w+\[(\d+)\]$")
+
+
 def _work_unit(nodeid: str) -> str:
     path = nodeid.split("::", 1)[0]
     parts = path.split("/")[1:]  # below tests/
     if parts == ["test_readme.py"]:
         return "docker"
+    sweep = _SWEEP_SEED.search(nodeid)
+    if sweep:
+        return f"{path}#{int(sweep.group(1)) // _SWEEP_CHUNK}"
     return parts[0] if parts and parts[0] in _SHARED_WORKER else path
 
 
