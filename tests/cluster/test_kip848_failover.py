@@ -83,8 +83,10 @@ def test_the_group_survives_its_coordinators_kill(make_cluster):
         assert sorted(m.member_epoch for m in after.members) == \
             sorted(m.member_epoch for m in before.members)
 
+        # the killed node's partitions wait for new leaders (its fencing, then librdkafka's
+        # metadata refresh): on a loaded machine that has taken longer than 15 s
         produce(f"{cluster.node(survivor).bootstrap}", topic,
-                [(None, b"after", None, p) for p in range(PARTITIONS)])
+                [(None, b"after", None, p) for p in range(PARTITIONS)], flush_s=60)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and \
                 sum(v.count(b"after") for v in read.values()) < PARTITIONS:

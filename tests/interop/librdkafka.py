@@ -20,8 +20,9 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, **config: str) 
     futures[name].result(timeout=10)
 
 
-def produce(bootstrap: str, topic: str, messages, **config) -> list:
-    """Produce (key, value, headers[, partition]) tuples; returns delivered messages in order."""
+def produce(bootstrap: str, topic: str, messages, flush_s: float = 15, **config) -> list:
+    """Produce (key, value, headers[, partition]) tuples; returns delivered messages in order.
+    `flush_s`: how long every message may take to be delivered."""
     delivered, errors = [], []
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **config})
 
@@ -33,7 +34,7 @@ def produce(bootstrap: str, topic: str, messages, **config) -> list:
         kwargs = {"partition": m[3]} if len(m) > 3 else {}
         producer.produce(topic, value=value, key=key, headers=headers, on_delivery=on_delivery,
                          **kwargs)
-    assert producer.flush(15) == 0
+    assert producer.flush(flush_s) == 0
     assert errors == []
     return delivered
 
