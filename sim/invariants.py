@@ -68,11 +68,6 @@ class Invariants:
                 if other != node.node_id:
                     self._violate("raft-two-leaders", {"epoch": epoch,
                                                        "leaders": [other, node.node_id]})
-            # a node restarted and not yet registered again takes its old leaderships
-            # from its own metadata log, but serves nobody (its listener opens once the
-            # controller unfences it): only a serving node is a leader anyone sees
-            if not broker.lifecycle.unfenced.is_set():
-                continue
             for (topic, index), p in list(broker.partitions.items()):
                 if not p.is_leader:
                     continue
