@@ -9,6 +9,15 @@ made here directly: every change goes through the active controller and comes ba
 committed record. It does no socket I/O (broker.server does) and reads the wall clock only
 through `now_ms`, which tests can replace.
 
+The metadata cache takes every committed entry from the start (the restart's replay
+included, which the heartbeats report); the replicas take none until this process has
+registered and applied its metadata past its registration (BrokerLifecycle's initial
+catch-up). Then the whole image is published to them as one delta
+(`_publish_first_image`, Kafka's first publish of BrokerMetadataPublisher), stray logs
+are deleted, the broker says it is ready to unfence, and from then on each entry is
+published as it commits. So a restarted node never leads at its previous incarnation's
+leader epochs, which its own metadata log names until the controller fences them.
+
 New partitions' logs are made off the event loop once the broker runs (`_log_maker`):
 directories, first segments and ``partition.metadata`` in a worker thread, a batch at a time,
 made durable together (`LogManager.sync_new_logs`), so creating thousands of partitions
@@ -151,6 +160,9 @@ class Broker:
             None, None, config.controller_quorum_request_timeout_ms / 1000 * 5)
         self.lifecycle = BrokerLifecycle(self.config, self.addresses, self.metadata_cache,
                                          self.controller_channel, self.log_dirs)
+        # Kafka's firstPublishFuture: set once the replicas have had their first image
+        self.first_publish = trio.Event()
+        self.lifecycle.catch_up_listeners.append(self._publish_first_image)
         self._producer_ids: range = range(0)
         self._producer_ids_lock = trio.Lock()
         from broker.coordinator.runtime import CoordinatorRuntime
@@ -252,7 +264,9 @@ class Broker:
 
     def apply_metadata(self, offset: int, records: list, image: MetadataImage) -> None:
         """One committed metadata entry: the cache takes the new image, and the local
-        replicas follow it (logs made or deleted, leaderships taken or given up)."""
+        replicas follow it (logs made or deleted, leaderships taken or given up) once
+        their first image has been published (`_publish_first_image`); until then the
+        entry may be the one that completes the initial catch-up, which publishes it."""
         old = self.metadata_cache.image
         self.metadata_cache.image = image
         self.metadata_cache.offset = offset
@@ -277,15 +291,43 @@ class Broker:
                 self._controller_event(record_type, body, old, image)
         if self.legacy is not None and image.topics_by_id and self.legacy.topics:
             self._legacy_migrated()
+        published = self.first_publish.is_set()
         for topic_id in touched:
             before, after = old.topic_by_id(topic_id), image.topic_by_id(topic_id)
             if events:
                 self._topic_event(before, after)
-            self._sync_topic(before, after)
-        for name in config_topics:
-            self._sync_configs(name)
-        if self.runtime is not None and self.runtime.catching_up:
-            self._delete_stray_logs(image)
+            if published:
+                self._sync_topic(before, after)
+        if published:
+            for name in config_topics:
+                self._sync_configs(name)
+        else:
+            self.lifecycle.metadata_applied()  # perhaps past the registration: publishes
+        self._metadata_changed.set()
+        self._metadata_changed = trio.Event()
+
+    def _publish_first_image(self) -> None:
+        """The replicas' first image (Kafka's BrokerMetadataPublisher's first publish): the
+        whole image as one delta from the empty one, once this process has registered and
+        applied its metadata past its registration (BrokerLifecycle's initial catch-up).
+
+        Why not at the restart's catch-up: the log replayed may still name this broker's
+        previous incarnation, unfenced, as leader of its partitions at their old leader
+        epochs, until the controller fences that registration (its session expires, or
+        the new registration finds it still active). Led then, with the HW of the
+        checkpoint, they would sit beside the leaders the others elect meanwhile. By the
+        new registration's entry the old leaderships have moved, or a sole replica's wait
+        leaderless for its unfencing, which elects it at a new leader epoch. Stray logs
+        are judged on this image too (Kafka's initializeManagers)."""
+        image = self.metadata_cache.image
+        log.info("broker %d publishing its first metadata image to its replicas at offset %d "
+                 "(%d topics)", self.node_id, self.metadata_cache.offset,
+                 len(image.topics_by_id))
+        for topic in list(image.topics_by_id.values()):
+            self._sync_topic(None, topic)
+        self._delete_stray_logs(image)
+        self.first_publish.set()
+        self.lifecycle.set_ready_to_unfence()
         self._metadata_changed.set()
         self._metadata_changed = trio.Event()
 
@@ -517,7 +559,7 @@ class Broker:
                 partition.log.config = config
 
     def _delete_stray_logs(self, image: MetadataImage) -> None:
-        """Once the restart's replay is applied: delete the partition logs on disk that the
+        """At the replicas' first image: delete the partition logs on disk that the
         image gives this broker no replica of -- a topic deleted, or a replica moved away,
         while this node was down or before it finished applying the change (Kafka's stray
         logs). Replaying the log entry by entry used to open and delete them on the way;
@@ -593,7 +635,8 @@ class Broker:
         this broker holds no such replica; KafkaStorageError while the disk still refuses."""
         image = self.metadata_cache.topic(topic)
         registration = image.partitions.get(index) if image is not None else None
-        if image is None or registration is None or self.node_id not in registration.replicas:
+        if (image is None or registration is None or self.node_id not in registration.replicas
+                or not self.first_publish.is_set()):
             return None
         if (topic, index) in self.creating:
             return None  # a worker is making it: NOT_LEADER_OR_FOLLOWER until adopted

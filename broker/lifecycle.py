@@ -1,5 +1,6 @@
 """A broker's life with the controller (Kafka's BrokerLifecycleManager): register,
-heartbeat, get unfenced, and at shutdown hand its leaderships over first.
+catch up past the registration, heartbeat, get unfenced, and at shutdown hand its
+leaderships over first.
 
 Owns: `BrokerLifecycle` — BrokerRegistration with a fresh incarnation id per process, then a
 BrokerHeartbeat every broker.heartbeat.interval.ms carrying the metadata offset the broker
@@ -7,6 +8,16 @@ has applied; `unfenced` is set once the controller says the broker is caught up 
 unfenced, which is when the broker opens its client listener. `shutdown()` is controlled
 shutdown: heartbeats with want_shut_down until the controller answers should_shut_down
 (its leaderships have moved) or controlled.shutdown.timeout.ms passes.
+
+The initial catch-up (Kafka's initialCatchUpFuture): `initial_catch_up` is set, and the
+`catch_up_listeners` told, once this process has registered and the metadata it has
+applied reaches past its registration (`caught_up_past_registration`: the broker epoch is
+the offset of its RegisterBrokerRecord). Only then does the broker publish its first image
+to its replicas (broker.broker): until then its metadata log may still name the previous
+incarnation's registration, unfenced and leading, which the controller fences, with its
+leaderships, before it takes the new one. Heartbeats ask to stay fenced (want_fence) until
+the broker says it is ready to unfence (`set_ready_to_unfence`, Kafka's readyToUnfence),
+so the listener never opens on replicas that have seen no image.
 
 A STALE_BROKER_EPOCH answer (the controller lost or replaced our registration, for
 instance after fencing us) makes it register again, with the same incarnation.
@@ -23,7 +34,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 import trio
 
@@ -43,6 +54,13 @@ METADATA_VERSION = ("metadata.version", 1, 21)
 REGISTRATION_VERSION, HEARTBEAT_VERSION = 2, 1
 
 
+def caught_up_past_registration(broker_epoch: int, applied_offset: int) -> bool:
+    """Whether a broker registered at `broker_epoch` (the offset of its RegisterBrokerRecord)
+    has applied that entry: `applied_offset` is the offset after the last entry applied.
+    Kafka's controller answers isCaughtUp on the same comparison of the last applied one."""
+    return 0 <= broker_epoch < applied_offset
+
+
 class BrokerLifecycle:
     def __init__(self, config: BrokerConfig, addresses: NodeAddresses, cache: MetadataCache,
                  channel: ControllerChannel, log_dirs: LogDirFailureChannel | None = None):
@@ -58,6 +76,11 @@ class BrokerLifecycle:
         self.want_shut_down = False
         self._heartbeat_now = trio.Event()
         self._shut_down_ok = trio.Event()
+        # set once, never cleared: a registration lost and made again later (STALE_BROKER_
+        # EPOCH) finds the replicas following the metadata already
+        self.initial_catch_up = trio.Event()
+        self.catch_up_listeners: list[Callable[[], None]] = []
+        self.ready_to_unfence = False
         self.log_dirs = log_dirs
         if log_dirs is not None:
             log_dirs.listeners.append(lambda _reason: self.heartbeat_soon())
@@ -79,13 +102,35 @@ class BrokerLifecycle:
     def _heartbeat(self) -> dict:
         return {"broker_id": self.node_id, "broker_epoch": self.broker_epoch,
                 "current_metadata_offset": self.cache.offset,
-                "want_fence": False, "want_shut_down": self.want_shut_down,
+                "want_fence": not self.ready_to_unfence,
+                "want_shut_down": self.want_shut_down,
                 "offline_log_dirs": (self.log_dirs.offline_dir_ids()
                                      if self.log_dirs is not None else [])}
 
     def heartbeat_soon(self) -> None:
         """Send the next heartbeat (or registration) now rather than at the interval."""
         self._heartbeat_now.set()
+
+    def metadata_applied(self) -> None:
+        """The broker applied more committed metadata to its cache."""
+        self._maybe_caught_up()
+
+    def set_ready_to_unfence(self) -> None:
+        """The broker published its first image to its replicas: heartbeats may now ask
+        to be unfenced."""
+        if not self.ready_to_unfence:
+            self.ready_to_unfence = True
+            self.heartbeat_soon()
+
+    def _maybe_caught_up(self) -> None:
+        if self.initial_catch_up.is_set() or not caught_up_past_registration(
+                self.broker_epoch, self.cache.offset):
+            return
+        log.info("broker %d caught up past its registration at offset %d (metadata "
+                 "applied to offset %d)", self.node_id, self.broker_epoch, self.cache.offset)
+        self.initial_catch_up.set()
+        for listener in self.catch_up_listeners:
+            listener()
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -120,6 +165,8 @@ class BrokerLifecycle:
             log.info("broker %d registered with epoch %d", self.node_id,
                      self.broker_epoch)
             self._heartbeat_now.set()
+            # the registration's entry may be applied here before its answer arrives
+            self._maybe_caught_up()
         elif code == ErrorCode.DUPLICATE_BROKER_REGISTRATION:
             log.error("another process is registered as broker %d; this one stays fenced "
                       "until its session expires", self.node_id)

@@ -19,6 +19,13 @@ adding to `violations` (checker name -> examples):
                           quorum's high watermark
     not-whole             at the end: a partition without a leader, or whose ISR lacks a
                           live replica, once the healing time has passed
+
+The leaders judged are every node's replica that believes it leads, serving clients or
+not (a fenced node, a restarted one not yet unfenced). A restarted node's replicas take
+no leadership before it has registered again and applied its metadata past that
+registration (broker.broker's first publish), so it never leads at its previous
+incarnation's leader epochs, with the HW of its checkpoint, beside the leaders elected
+meanwhile.
 """
 
 from __future__ import annotations
@@ -68,11 +75,6 @@ class Invariants:
                 if other != node.node_id:
                     self._violate("raft-two-leaders", {"epoch": epoch,
                                                        "leaders": [other, node.node_id]})
-            # a node restarted and not yet registered again takes its old leaderships
-            # from its own metadata log, but serves nobody (its listener opens once the
-            # controller unfences it): only a serving node is a leader anyone sees
-            if not broker.lifecycle.unfenced.is_set():
-                continue
             for (topic, index), p in list(broker.partitions.items()):
                 if not p.is_leader:
                     continue

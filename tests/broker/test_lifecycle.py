@@ -1,0 +1,63 @@
+"""BrokerLifecycle's initial catch-up (Kafka's initialCatchUpFuture) and readyToUnfence:
+the catch-up comes once, when the broker is registered and its metadata cache has applied
+the entry of its registration (whose offset is the broker epoch), whichever of the two
+comes last; heartbeats ask to stay fenced until the broker is ready to unfence."""
+
+from __future__ import annotations
+
+from broker.config import BrokerConfig
+from broker.controller_channel import ControllerChannel
+from broker.lifecycle import BrokerLifecycle, caught_up_past_registration
+from broker.listeners import NodeAddresses
+from broker.metadata_cache import MetadataCache
+
+
+def lifecycle(tmp_path) -> tuple[BrokerLifecycle, list[int]]:
+    config = BrokerConfig.load({}, None, **{"broker.id": 1, "log.dirs": str(tmp_path),
+                                            "listeners": "127.0.0.1:0"})
+    cache = MetadataCache("cluster")
+    life = BrokerLifecycle(config, NodeAddresses.resolve(config), cache,
+                           ControllerChannel(None, None, 1.0))
+    told: list[int] = []
+    life.catch_up_listeners.append(lambda: told.append(cache.offset))
+    return life, told
+
+
+def test_caught_up_only_once_the_registrations_entry_is_applied():
+    assert not caught_up_past_registration(-1, 100)  # not registered
+    assert not caught_up_past_registration(40, 40)  # entries below 40 applied, not 40's
+    assert caught_up_past_registration(40, 41)
+    assert caught_up_past_registration(0, 1)
+
+
+def test_the_catch_up_waits_for_the_registration_then_for_its_entry(tmp_path):
+    life, told = lifecycle(tmp_path)
+    life.cache.offset = 500  # a restart's replay applied: no registration of this process
+    life.metadata_applied()
+    assert not told and not life.initial_catch_up.is_set()
+    life.broker_epoch = 520  # registered; its entry not applied here yet
+    life.metadata_applied()
+    life.cache.offset = 520  # the entries below it
+    life.metadata_applied()
+    assert not told
+    life.cache.offset = 521
+    life.metadata_applied()
+    life.cache.offset = 530
+    life.metadata_applied()
+    assert told == [521] and life.initial_catch_up.is_set()
+
+
+def test_a_registration_answered_after_its_entry_was_applied_catches_up_at_once(tmp_path):
+    life, told = lifecycle(tmp_path)
+    life.cache.offset = 600
+    life.broker_epoch = 590  # as _register sets it, then looks
+    life._maybe_caught_up()
+    assert told == [600]
+
+
+def test_heartbeats_ask_to_stay_fenced_until_ready_to_unfence(tmp_path):
+    life, _ = lifecycle(tmp_path)
+    life.broker_epoch = 10
+    assert life._heartbeat()["want_fence"] is True
+    life.set_ready_to_unfence()
+    assert life._heartbeat()["want_fence"] is False
