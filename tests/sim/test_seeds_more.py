@@ -37,3 +37,18 @@ def test_a_commit_retried_across_a_rebalance_does_not_overwrite_the_new_owner():
     o = run_seed(1012, Options(nodes=3, duration_s=3.0, quiet_s=0.0))
     assert o.ok, explain(o)
     assert o.acked > 0 and o.polled > 0, "the workload did nothing"
+
+
+def test_a_restarted_coordinator_writes_nothing_before_it_has_registered_again():
+    """Seed 189 of `minibroker sim --seeds 101-200`: node 1, leader of __consumer_offsets-1
+    at epoch 0, is killed and loses its unsynced tail (its log ends at 59, the others' past
+    it), and restarts within its broker session. It took its old leadership from its own
+    metadata log before registering again, and its group coordinator appended offset 59 at
+    epoch 0: a different record at an offset and epoch the others already held, which no
+    truncation by leader epoch could find, so the replicas diverged below the high
+    watermark (`replicas-diverge`). The replicas now take the first metadata image only
+    once the broker has registered and applied past its registration (broker.lifecycle's
+    initial catch-up), by which time its old leaderships have moved."""
+    o = run_seed(189, Options(nodes=3, duration_s=30.0))
+    assert o.ok, explain(o)
+    assert o.acked > 0 and o.polled > 0, "the workload did nothing"
