@@ -316,8 +316,9 @@ class Broker:
         epochs, until the controller fences that registration (its session expires, or
         the new registration finds it still active). Led then, with the HW of the
         checkpoint, they would sit beside the leaders the others elect meanwhile. By the
-        new registration's entry the old leaderships have moved, or a sole replica's wait
-        leaderless for its unfencing, which elects it at a new leader epoch. Stray logs
+        new registration's entry the old leaderships have moved, or, where this broker was
+        the last of the ISR, wait leaderless for its unfencing, which elects it at a new
+        leader epoch. Stray logs
         are judged on this image too (Kafka's initializeManagers)."""
         image = self.metadata_cache.image
         log.info("broker %d publishing its first metadata image to its replicas at offset %d "
