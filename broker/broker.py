@@ -257,10 +257,14 @@ class Broker:
 
     # -- the metadata publisher -------------------------------------------------------------
 
-    def _on_quorum_leader(self, leader: int, epoch: int) -> None:
-        self.metadata_cache.controller_id = leader
+    def _metadata_changed_now(self) -> None:
+        """Wake every `wait_for_metadata` to look at the metadata again."""
         self._metadata_changed.set()
         self._metadata_changed = trio.Event()
+
+    def _on_quorum_leader(self, leader: int, epoch: int) -> None:
+        self.metadata_cache.controller_id = leader
+        self._metadata_changed_now()
 
     def apply_metadata(self, offset: int, records: list, image: MetadataImage) -> None:
         """One committed metadata entry: the cache takes the new image, and the local
@@ -303,8 +307,7 @@ class Broker:
                 self._sync_configs(name)
         else:
             self.lifecycle.metadata_applied()  # perhaps past the registration: publishes
-        self._metadata_changed.set()
-        self._metadata_changed = trio.Event()
+        self._metadata_changed_now()
 
     def _publish_first_image(self) -> None:
         """The replicas' first image (Kafka's BrokerMetadataPublisher's first publish): the
@@ -318,8 +321,8 @@ class Broker:
         checkpoint, they would sit beside the leaders the others elect meanwhile. By the
         new registration's entry the old leaderships have moved, or, where this broker was
         the last of the ISR, wait leaderless for its unfencing, which elects it at a new
-        leader epoch. Stray logs
-        are judged on this image too (Kafka's initializeManagers)."""
+        leader epoch. Stray logs are judged on this image too (Kafka's
+        initializeManagers)."""
         image = self.metadata_cache.image
         log.info("broker %d publishing its first metadata image to its replicas at offset %d "
                  "(%d topics)", self.node_id, self.metadata_cache.offset,
@@ -329,8 +332,7 @@ class Broker:
         self._delete_stray_logs(image)
         self.first_publish.set()
         self.lifecycle.set_ready_to_unfence()
-        self._metadata_changed.set()
-        self._metadata_changed = trio.Event()
+        self._metadata_changed_now()
 
     def _legacy_migrated(self) -> None:
         assert self.legacy is not None
@@ -542,8 +544,7 @@ class Broker:
             self.creating.pop((topic_name, index), None)
             log.error("cannot make the log of %s-%d (%s); it is unavailable here",
                       topic_name, index, e)
-        self._metadata_changed.set()  # a wait for `serves` looks again
-        self._metadata_changed = trio.Event()
+        self._metadata_changed_now()  # a wait for `serves` looks again
 
     def _topic_log_config(self, name: str) -> LogConfig:
         try:
