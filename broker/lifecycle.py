@@ -52,6 +52,9 @@ log = logging.getLogger("minibroker.lifecycle")
 METADATA_VERSION = ("metadata.version", 1, 21)
 # the first versions with log_dirs and offline_log_dirs
 REGISTRATION_VERSION, HEARTBEAT_VERSION = 2, 1
+# how soon a registration refused as a duplicate is tried again (Kafka backs off from 100 ms
+# up to half the session timeout; a registration is cheap and this one is worth having soon)
+DUPLICATE_RETRY_S = 0.25
 
 
 def caught_up_past_registration(broker_epoch: int, applied_offset: int) -> bool:
@@ -81,6 +84,7 @@ class BrokerLifecycle:
         self.initial_catch_up = trio.Event()
         self.catch_up_listeners: list[Callable[[], None]] = []
         self.ready_to_unfence = False
+        self._registration_refused = False
         self.log_dirs = log_dirs
         if log_dirs is not None:
             log_dirs.listeners.append(lambda _reason: self.heartbeat_soon())
@@ -149,6 +153,11 @@ class BrokerLifecycle:
             if self.broker_epoch >= 0 and (self.fenced or self.want_shut_down):
                 # catching up, or waiting for leaderships to move: ask again soon
                 pause = min(interval, 0.05)
+            elif self.broker_epoch < 0 and self._registration_refused:
+                # our previous incarnation's session (killed, not shut down) runs out at a
+                # moment only the controller knows: a registration is cheap, so ask often
+                # rather than lose up to a heartbeat interval after it expires
+                pause = min(interval, DUPLICATE_RETRY_S)
             else:
                 pause = interval
             with timeouts.move_on_after(pause):
@@ -168,6 +177,7 @@ class BrokerLifecycle:
             # the registration's entry may be applied here before its answer arrives
             self._maybe_caught_up()
         elif code == ErrorCode.DUPLICATE_BROKER_REGISTRATION:
+            self._registration_refused = True
             log.error("another process is registered as broker %d; this one stays fenced "
                       "until its session expires", self.node_id)
         else:

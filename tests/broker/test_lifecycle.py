@@ -61,3 +61,38 @@ def test_heartbeats_ask_to_stay_fenced_until_ready_to_unfence(tmp_path):
     assert life._heartbeat()["want_fence"] is True
     life.set_ready_to_unfence()
     assert life._heartbeat()["want_fence"] is False
+
+
+async def test_a_registration_refused_as_a_duplicate_is_tried_again_soon(tmp_path,
+                                                                        autojump_clock):
+    """A process restarted after kill -9 is refused while its old session lives (the
+    controller alone knows until when): it asks again every DUPLICATE_RETRY_S, not every
+    heartbeat interval (2 s), so it registers within that much of the session's end."""
+    import trio
+
+    from broker.lifecycle import DUPLICATE_RETRY_S
+    from protocol.errors import ErrorCode
+
+    life, _ = lifecycle(tmp_path)
+    session_ends = 3.0
+    asked: list[float] = []
+
+    class Channel:
+        async def forward(self, api_key, version, body):
+            now = trio.current_time()
+            asked.append(now)
+            code = ErrorCode.DUPLICATE_BROKER_REGISTRATION if now < session_ends else 0
+            return {"error_code": int(code), "broker_epoch": 7 if code == 0 else -1,
+                    "is_fenced": True}
+
+    life.channel = Channel()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(life.run)
+        with trio.fail_after(10):
+            while life.broker_epoch < 0:
+                await trio.sleep(0.01)
+        registered_at = asked[[i for i, t in enumerate(asked) if t >= session_ends][0]]
+        nursery.cancel_scope.cancel()
+    assert life.broker_epoch == 7
+    assert registered_at - session_ends <= DUPLICATE_RETRY_S + 1e-9
+    assert len([t for t in asked if t < session_ends]) >= session_ends / DUPLICATE_RETRY_S
