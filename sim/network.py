@@ -148,7 +148,7 @@ class SimStream(trio.abc.Stream):
             self.out.wake()
             self.into.reader_closed = True
             self.into.wake()
-            self.net.connections.discard(self)
+            self.net.connections.pop(self, None)
         await trio.lowlevel.checkpoint()
 
     def reset(self) -> None:
@@ -182,7 +182,9 @@ class Network:
 
     rng: random.Random
     listeners: dict[tuple[str, int], SimListener] = field(default_factory=dict)
-    connections: set[SimStream] = field(default_factory=set)
+    # a dict for its order: a set of streams iterates by address, which differs from one
+    # process to the next, and `reset` would break them (and draw latencies) in that order
+    connections: dict[SimStream, None] = field(default_factory=dict)
     _latency: dict[tuple[str, str], float] = field(default_factory=dict)
     _cut: set[tuple[str, str]] = field(default_factory=set)  # (src, dst) that carry nothing
     _paused: set[str] = field(default_factory=set)
@@ -270,7 +272,7 @@ class Network:
         for stream in list(self.connections):
             if name in (stream.out.src, stream.out.dst):
                 stream.reset()
-                self.connections.discard(stream)
+                self.connections.pop(stream, None)
 
     def down(self, name: str) -> None:
         """`name` is gone: its listeners close, its connections break."""
@@ -315,7 +317,7 @@ class Network:
             there, back = _Pipe(self, owner, peer), _Pipe(self, peer, owner)
             self._pipes += (there, back)
             mine, theirs = SimStream(self, there, back), SimStream(self, back, there)
-            self.connections.update((mine, theirs))
+            self.connections.update(dict.fromkeys((mine, theirs)))
             try:
                 listener.send.send_nowait(theirs)
             except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):

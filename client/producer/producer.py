@@ -103,7 +103,9 @@ class Producer:
         self._topics: set[str] = set()  # handed to the Cluster to track
         self._waiting: dict[str, list[_Waiting]] = {}
         self._waiting_changed = trio.Event()
-        self._pending: set[DeliveryHandle] = set()
+        # a dict for its order (a set of handles iterates by address): closing fails them,
+        # and flush awaits them, in the order they were sent
+        self._pending: dict[DeliveryHandle, None] = {}
         self._buffered = 0
         self._buffer_freed: trio.Event | None = None  # made when a send waits for room
         self._closed = False
@@ -206,7 +208,7 @@ class Producer:
             await self._wait_for_buffer(size)
         self._buffered += size
         handle._size = size
-        self._pending.add(handle)
+        self._pending[handle] = None
         if topic not in self._topics:  # send() is per record: skip the set work after once
             self._topics.add(topic)
             self.cluster.add_topics([topic])
@@ -270,7 +272,7 @@ class Producer:
 
     def _on_done(self, handle: DeliveryHandle) -> None:
         if handle in self._pending:
-            self._pending.discard(handle)
+            del self._pending[handle]
             self._buffered -= handle._size
             freed, self._buffer_freed = self._buffer_freed, None
             if freed is not None:
@@ -282,7 +284,7 @@ class Producer:
         size = 0
         for handle in handles:
             if handle in pending:
-                pending.discard(handle)
+                del pending[handle]
                 size += handle._size
         self._buffered -= size
         freed, self._buffer_freed = self._buffer_freed, None
