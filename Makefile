@@ -15,7 +15,7 @@
 #   make coverage  the test suite under coverage.py: branch coverage of broker/, client/, protocol/
 #   make soak      run the tests marked `soak`
 #   make chaos     20 seeded 60 s fault runs on three local processes, checked (CHAOS_SEEDS=, CHAOS_ARGS=)
-#   make sim       the whole-cluster simulation over many seeds, summary in sim-out/ (SIM_SEEDS=, SIM_ARGS=)
+#   make sim       the whole-cluster simulation over many seeds, summary in sim-out/ (SIM_SEEDS=, SIM_JOBS=, SIM_ARGS=)
 #   make chaos-docker  the same against the compose cluster, network partitions included
 #   make image     the Docker image minibroker:latest (and its base, once) without a registry
 #   make cluster   three brokers in Docker (docker-compose.yml), waiting until all are healthy

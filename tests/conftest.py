@@ -77,7 +77,7 @@ def _starts_brokers(item: pytest.Item) -> bool:
     return False
 
 
-# Under pytest-xdist (`make test` runs three workers) a module's tests stay on one worker (its
+# Under pytest-xdist (`make test` runs four workers) a module's tests stay on one worker (its
 # module-scoped brokers, its tests that run in order), and so does each of these
 # directories, which share one costly thing: docker's compose project and host ports (and
 # the README's `make run`, which builds in build/ as the image's wheel does), cluster's
