@@ -129,6 +129,12 @@ class LogSegment:
         # Unknown for segments loaded from disk until the first roll check sees `now_ms`.
         self.created_ms = created_ms
         self._first_batch_timestamp: int | None = None
+        # (offset, position) where the last `read` ended: every batch before the position
+        # ends below the offset. Fetches are sequential (a follower's or consumer's next
+        # fetch starts where its last ended), so a lookup from there reads one header where
+        # the offset index's entry, up to index.interval.bytes back, meant walking every
+        # small batch since. Forgotten whenever the segment is cut back.
+        self._next_read: tuple[int, int] | None = None
         # Written since the last fsync? Sealed segments are clean, so closing a log with
         # many segments costs fsyncs only for the ones that changed.
         self._dirty = False
@@ -185,6 +191,7 @@ class LogSegment:
         if truncated:
             self.file.truncate(valid_end)
         self.size = valid_end
+        self._next_read = None
         # What was read may sit only in the page cache (a kill -9 keeps it, a power cut
         # would not): it is made durable before the recovery point moves past it. A segment
         # that was empty, indexes included, and still is has nothing to make durable.
@@ -342,6 +349,9 @@ class LogSegment:
     def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose last offset is >= ``offset``."""
         _, position = self.offset_index.lookup(offset)
+        hint = self._next_read
+        if hint is not None and hint[0] <= offset and hint[1] > position:
+            position = hint[1]
         for pos, header in self._walk(max(position, start_position), self.size):
             if header.last_offset >= offset:
                 return pos, header
@@ -369,13 +379,16 @@ class LogSegment:
         # the last stretch (at most ~index.interval.bytes), not over every small batch.
         _, jump = self.offset_index.lookup_position(min(limit, start + max_bytes))
         end = max(start, jump)
+        next_offset = None  # after the last batch taken, when the walk saw it
         for pos, header in self._walk(end, limit):
             batch_end = pos + header.size
             if batch_end - start > max_bytes:
                 if end == start and min_one_message:
-                    end = batch_end
+                    end, next_offset = batch_end, header.last_offset + 1
                 break
-            end = batch_end
+            end, next_offset = batch_end, header.last_offset + 1
+        if next_offset is not None:
+            self._next_read = (next_offset, end)
         return start, end - start
 
     def pread(self, position: int, size: int) -> bytes:
@@ -450,6 +463,7 @@ class LogSegment:
         self.time_index.truncate_to(offset)
         self.file.truncate(position)
         self.size = position
+        self._next_read = None
         self._dirty = True
         self._bytes_since_last_index_entry = 0
         if position == 0:

@@ -1,5 +1,7 @@
 """Property test: any sequence of appends, truncations, retention, clean and crashed
-reopens leaves the log equal to a plain list model (batches by offset, byte-identical)."""
+reopens leaves the log equal to a plain list model (batches by offset, byte-identical),
+and small reads from any offset (which leave each segment a hint of where the next read
+starts) return the model's batches from that offset."""
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -15,6 +17,7 @@ ops = st.lists(st.one_of(
     st.tuples(st.just("delete_records"), st.integers(0, 40), st.just(0)),
     st.tuples(st.just("reopen_clean"), st.just(0), st.just(0)),
     st.tuples(st.just("crash"), st.just(0), st.just(0)),
+    st.tuples(st.just("read"), st.integers(0, 40), st.integers(1, 400)),
 ), max_size=40)
 
 
@@ -52,6 +55,20 @@ def test_log_matches_model(tmp_path_factory, ops, segment_bytes, interval):
             if a <= log.log_end_offset:
                 log.delete_records_before(a)
                 log.apply_retention(now)
+        elif op == "read":
+            if log.log_start_offset <= a < log.log_end_offset:
+                data = log.read(a, b)
+                got_read = [(h.base_offset, h.last_offset, data[pos:pos + h.size])
+                            for pos, h in iter_batch_headers(data)]
+                after = [m for m in model if m[1] >= a]
+                assert got_read and got_read == after[:len(got_read)], (a, b)
+                assert len(got_read) == 1 or len(data) <= b
+            for segment in log.segments:  # the hint never changes an answer
+                for offset in range(segment.base_offset, log.log_end_offset + 2):
+                    hinted = segment.translate_offset(offset)
+                    hint, segment._next_read = segment._next_read, None
+                    assert hinted == segment.translate_offset(offset), offset
+                    segment._next_read = hint
         elif op == "reopen_clean":
             log.close()
             log = PartitionLog.open(d, "t", 0, config, log_start_offset=log.log_start_offset)
@@ -76,4 +93,25 @@ def test_log_matches_model(tmp_path_factory, ops, segment_bytes, interval):
                 got.append((h.base_offset, h.last_offset, data[pos:pos + h.size]))
             off = got[-1][1] + 1
         assert got == visible
+    log.close()
+
+
+def test_a_read_hint_is_forgotten_when_the_segment_is_cut_back(tmp_path):
+    """The hint says where the batch after the last read starts; after a truncation new
+    batches of other sizes sit there, and a hint kept would point into one of them."""
+    log = PartitionLog.open(str(tmp_path), "t", 0, LogConfig(index_interval_bytes=1 << 20))
+    for i in range(5):
+        log.append(bytearray(make_batch(2, ts=1000 + i, value_size=10, seed=i)), now_ms=1000)
+    first = len(log.read(0, 1 << 20)) // 5
+    assert len(log.read(0, first * 3)) == first * 3  # offsets 0-5; the hint: 6 at 3 batches
+    segment = log.segments[-1]
+    assert segment._next_read == (6, first * 3)
+    log.truncate_to(2)
+    assert segment._next_read is None
+    for i in range(3):
+        log.append(bytearray(make_batch(3, ts=2000 + i, value_size=50, seed=i)), now_ms=2000)
+    # offsets 2-4, 5-7, 8-10 now: 6 is inside the second new batch
+    position, header = segment.translate_offset(6)
+    assert (header.base_offset, header.last_offset) == (5, 7)
+    assert [h.base_offset for _, h in iter_batch_headers(log.read(6, 1 << 20))] == [5, 8]
     log.close()
