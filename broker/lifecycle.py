@@ -105,7 +105,11 @@ class BrokerLifecycle:
 
     def _heartbeat(self) -> dict:
         return {"broker_id": self.node_id, "broker_epoch": self.broker_epoch,
-                "current_metadata_offset": self.cache.offset,
+                # Kafka's metadataOffset: the offset of the last entry applied, which the
+                # controller compares with >= to the broker epoch (the offset of the
+                # registration) and to a controlled shutdown's first entry; the cache keeps
+                # the offset after it, which would count an entry not applied yet
+                "current_metadata_offset": self.cache.offset - 1,
                 "want_fence": not self.ready_to_unfence,
                 "want_shut_down": self.want_shut_down,
                 "offline_log_dirs": (self.log_dirs.offline_dir_ids()

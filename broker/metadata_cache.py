@@ -2,8 +2,8 @@
 
 Owns: `MetadataCache` (Kafka's KRaftMetadataCache), the broker's read side of
 `__cluster_metadata`. It holds the image replayed from every committed entry the broker
-has applied, the offset after the last one (what BrokerHeartbeat reports as
-current_metadata_offset), the cluster id and the active controller as the quorum last
+has applied, the offset after the last one (BrokerHeartbeat reports the one before it,
+the last applied, as Kafka's current_metadata_offset), the cluster id and the active controller as the quorum last
 named it. The handlers read only this; nothing here writes, waits or reads a clock.
 """
 

@@ -98,3 +98,16 @@ async def test_a_registration_refused_as_a_duplicate_is_tried_again_soon(tmp_pat
     assert life.broker_epoch == 7
     assert registered_at - session_ends <= DUPLICATE_RETRY_S + 1e-9
     assert len([t for t in asked if t < session_ends]) >= session_ends / DUPLICATE_RETRY_S
+
+
+def test_heartbeats_report_the_last_entry_applied_as_kafka_does(tmp_path):
+    """The controller counts a broker caught up once current_metadata_offset >= its epoch
+    (the offset of its RegisterBrokerRecord), and lets a controlled shutdown finish once
+    every active broker reports >= the shutdown's first entry: the offset must be that of
+    the last entry applied, not the one after it."""
+    life, _ = lifecycle(tmp_path)
+    life.broker_epoch = 40
+    life.cache.offset = 40  # entries 0-39 applied; the registration's, 40, not yet
+    assert life._heartbeat()["current_metadata_offset"] == 39
+    life.cache.offset = 41
+    assert life._heartbeat()["current_metadata_offset"] == 40
