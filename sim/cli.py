@@ -215,7 +215,18 @@ def _outcomes(seeds: list[int], options: Options, args: argparse.Namespace
 
 
 def _slim_run(job: tuple[int, Options]) -> Outcome:
-    return replace(run_seed(*job), history=[], events=[])
+    """What goes back to the parent: no history or events, and the violations' findings
+    as text, since they may hold exceptions that do not unpickle (an exception class
+    whose __init__ takes other arguments than its args; the pool's result thread died of
+    one, and the run hung)."""
+    seed, options = job
+    try:
+        o = run_seed(seed, options)
+    except Exception as e:  # noqa: BLE001 - a harness error is this seed's failure, not the run's
+        return Outcome(seed, options, violations={"harness-error": [repr(e)]})
+    return replace(o, history=[], events=[],
+                   violations={name: [repr(f) for f in found]
+                               for name, found in o.violations.items()})
 
 
 if __name__ == "__main__":
