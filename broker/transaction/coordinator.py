@@ -394,12 +394,12 @@ class TransactionCoordinator:
         self.loading.add(partition)
         self.coordinator_epochs[partition] = coordinator_epoch
 
-    def finish_load(self, partition: int) -> list[TxnEffect]:
+    def finish_load(self, partition: int) -> list[WriteTxnMarkers]:
         """Loaded: serve the partition's ids, and write again the markers of the
         transactions whose decision was taken and not yet completed."""
         self.loading.discard(partition)
         self.owned.add(partition)
-        out: list[TxnEffect] = []
+        out: list[WriteTxnMarkers] = []
         for transactional_id in sorted(self.transactions):
             md = self.transactions[transactional_id]
             if self.partition_for(transactional_id) != partition:

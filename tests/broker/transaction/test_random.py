@@ -43,13 +43,14 @@ def step(rt: Runtime, rng: random.Random, clients: list[dict]) -> None:
         elif body["error_code"] == E.PRODUCER_FENCED:
             client["ident"] = None
     elif action in ("add", "offsets", "end") and ident is not None:
+        pid, epoch = ident
         if action == "add":
-            rt.add(tid, *ident, *rng.sample(PARTITIONS, rng.randint(1, 2)), fail_appends=fail)
+            rt.add(tid, pid, epoch, *rng.sample(PARTITIONS, rng.randint(1, 2)), fail_appends=fail)
         elif action == "offsets":
-            rt.one(rt.coordinator.handle_add_offsets(None, tid, *ident, rng.choice("gh"), rt.now),
-                   fail_appends=fail)
+            rt.one(rt.coordinator.handle_add_offsets(None, tid, pid, epoch, rng.choice("gh"),
+                                                     rt.now), fail_appends=fail)
         else:
-            rt.end(tid, *ident, rng.random() < 0.5, fail_appends=fail)
+            rt.end(tid, pid, epoch, rng.random() < 0.5, fail_appends=fail)
     elif action == "markers" and rt.markers:
         rt.write_markers(rng.randrange(len(rt.markers)))
     elif action == "time":
