@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from protocol import consumer_protocol, metadata_records
-from protocol.messages import APIS, CONTROLLER_APIS, PENDING_APIS, offsets_topic
+from protocol.messages import APIS, CONTROLLER_APIS, PENDING_APIS, offsets_topic, transaction_log
 from protocol.schema import F, Message, Struct, Versions
 
 # ../shared/kafka-spec beside the checkout; a worktree sits one level deeper, so look upward
@@ -42,6 +42,8 @@ DATA_MESSAGES = [
     *((message, "group-coordinator") for pair in offsets_topic.CONSUMER_GROUP_RECORDS.values()
       for message in pair),
     *((record, "metadata") for record in metadata_records.METADATA_RECORDS.values()),
+    (transaction_log.TransactionLogKey, "transaction-coordinator"),
+    (transaction_log.TransactionLogValue, "transaction-coordinator"),
 ]
 
 _NUMERIC = {"int8", "int16", "int32", "int64", "uint16", "uint32"}
@@ -338,3 +340,56 @@ def test_crosscheck_catches_a_wrong_nullable_struct():
     problems: list[str] = []
     _compare(spec["fields"], wrong.fields, range(0, 1), common, wrong.name, problems)
     assert problems == [f"{right.name}.assignment: nullable in v0 is False, Kafka True"]
+
+
+def test_the_transaction_declarations_are_cross_checked():
+    """Issue 25's APIs (pending) and the __transaction_state records go through the check,
+    each at every version Kafka defines as stable, the ones newer than the reference too."""
+    checked = {m.name: (m.versions, folder) for m, folder in _messages()}
+    expected = {"AddPartitionsToTxn": 5, "AddOffsetsToTxn": 4, "EndTxn": 5,
+                "WriteTxnMarkers": 2, "TxnOffsetCommit": 5, "DescribeProducers": 0,
+                "DescribeTransactions": 0, "ListTransactions": 2}
+    for name, high in expected.items():
+        for kind in ("Request", "Response"):
+            versions, folder = checked[name + kind]
+            assert (versions.low, versions.high, folder) == (0, high, "clients"), name + kind
+    spec_files = {p.stem for p in (SPEC_ROOT / "transaction-coordinator").glob("*.json")}
+    assert spec_files == {name for name, (_v, folder) in checked.items()
+                          if folder == "transaction-coordinator"}
+    assert NEWER_SPEC is not None
+    for name in ("EndTxnRequest", "WriteTxnMarkersRequest", "TxnOffsetCommitRequest",
+                 "ListTransactionsRequest"):
+        newer = _read(NEWER_SPEC / f"{name}.json")
+        assert not newer.get("latestVersionUnstable")
+        assert Versions.parse(newer["validVersions"]).high == checked[name][0].high
+
+
+def test_crosscheck_catches_a_wrong_transaction_declaration():
+    """The batched AddPartitionsToTxn v4+ and TransactionLogValue's tagged-only fields (no
+    "versions" in Kafka's JSON) are compared like any other."""
+    from protocol.messages.transactions import AddPartitionsToTxnRequest as right
+    spec = _load(right.name)
+    common = {c["name"]: c["fields"] for c in spec.get("commonStructs", [])}
+    wrong = Message(right.name, api_key=24, valid="0-5", flexible="3+", fields=[
+        F("transactions", [
+            F("transactional_id", "string", "4+"),
+            F("producer_id", "int64", "4+"),
+            F("producer_epoch", "int16", "4+"),
+            F("verify_only", "bool", "5+"),  # Kafka: 4+
+            F("topics", [F("name", "string"), F("partitions", "[]int32")], "4+"),
+        ], "4+"),
+        *right.fields[1:],
+    ])
+    problems: list[str] = []
+    _compare(spec["fields"], wrong.fields, range(0, 6), common, wrong.name, problems)
+    assert problems == [f"{right.name}.transactions.verify_only: present in v4 is False, Kafka True"]
+
+    value = transaction_log.TransactionLogValue
+    spec = _load(value.name, "transaction-coordinator")
+    wrong = Message(value.name, valid="0-1", flexible="1+", fields=[
+        f if f.name != "next_producer_id" else F("next_producer_id", "int64", "1+", tag=3,
+                                                   default=-1)
+        for f in value.fields])
+    problems = []
+    _compare(spec["fields"], wrong.fields, range(0, 2), {}, wrong.name, problems)
+    assert problems == [f"{value.name}.next_producer_id: tag 3, Kafka 1"]
