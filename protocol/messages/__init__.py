@@ -10,8 +10,9 @@ handler table must match it exactly. `CONTROLLER_APIS` holds the KRaft control p
 messages (KIP-595, KIP-631), declared for every version Kafka defines but not served yet, so
 they stay out of ApiVersions: a client that saw them advertised would send them and be
 disconnected. `PENDING_APIS` holds client APIs declared ahead of their handlers (KIP-848's
-consumer group APIs were there until they were served), out of ApiVersions for
-the same reason. An API moves from either to `APIS` in the change that gives it a handler.
+consumer group APIs were there until they were served; the transaction APIs are there now,
+issue 25), out of ApiVersions for the same reason. An API moves from either to `APIS` in
+the change that gives it a handler.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from construct import Container
 
 from protocol.messages import (
     api_versions, cluster, configs, consumer_group, fetch, group, leader_epoch, list_offsets,
-    metadata, offsets, produce, producer_id, quorum, security, telemetry, topics,
+    metadata, offsets, produce, producer_id, quorum, security, telemetry, topics, transactions,
 )
 from protocol.schema import Message
 
@@ -104,7 +105,16 @@ CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
 
 # Client APIs declared, at every version Kafka defines as stable, but not served yet: no
 # handler, not advertised, refused by the client-facing listener like any unknown key.
-PENDING_APIS: dict[int, Api] = {}
+PENDING_APIS: dict[int, Api] = {a.key: a for a in (
+    _api(transactions.AddPartitionsToTxnRequest, transactions.AddPartitionsToTxnResponse),
+    _api(transactions.AddOffsetsToTxnRequest, transactions.AddOffsetsToTxnResponse),
+    _api(transactions.EndTxnRequest, transactions.EndTxnResponse),
+    _api(transactions.WriteTxnMarkersRequest, transactions.WriteTxnMarkersResponse),
+    _api(transactions.TxnOffsetCommitRequest, transactions.TxnOffsetCommitResponse),
+    _api(transactions.DescribeProducersRequest, transactions.DescribeProducersResponse),
+    _api(transactions.DescribeTransactionsRequest, transactions.DescribeTransactionsResponse),
+    _api(transactions.ListTransactionsRequest, transactions.ListTransactionsResponse),
+)}
 assert not APIS.keys() & CONTROLLER_APIS.keys(), "an API is either served or not"
 assert not (APIS.keys() | CONTROLLER_APIS.keys()) & PENDING_APIS.keys(), "an API is in one place"
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from protocol import consumer_protocol, metadata_records
-from protocol.messages import APIS, CONTROLLER_APIS, PENDING_APIS, offsets_topic
+from protocol.messages import APIS, CONTROLLER_APIS, PENDING_APIS, offsets_topic, transaction_log
 from protocol.schema import F, Message, Struct, Versions
 
 # ../shared/kafka-spec beside the checkout; a worktree sits one level deeper, so look upward
@@ -42,6 +42,8 @@ DATA_MESSAGES = [
     *((message, "group-coordinator") for pair in offsets_topic.CONSUMER_GROUP_RECORDS.values()
       for message in pair),
     *((record, "metadata") for record in metadata_records.METADATA_RECORDS.values()),
+    (transaction_log.TransactionLogKey, "transaction-coordinator"),
+    (transaction_log.TransactionLogValue, "transaction-coordinator"),
 ]
 
 _NUMERIC = {"int8", "int16", "int32", "int64", "uint16", "uint32"}
@@ -97,7 +99,7 @@ def _compare(kfields: list, ours: list[F], versions: range, common: dict, path: 
     by_name = {f.name: f for f in ours}
     seen = set()
     for kf in kfields:
-        kv = Versions.parse(kf["versions"])
+        kv = Versions.parse(_field_versions(kf))
         live = [v for v in versions if v in kv]
         if not live:
             continue
@@ -105,7 +107,7 @@ def _compare(kfields: list, ours: list[F], versions: range, common: dict, path: 
         where = f"{path}.{name}"
         of = by_name.get(name)
         if of is None:
-            problems.append(f"{where}: missing (Kafka has it in {kf['versions']})")
+            problems.append(f"{where}: missing (Kafka has it in {_field_versions(kf)})")
             continue
         seen.add(name)
         ktype, knested = _kafka_type(kf, common)
@@ -145,8 +147,20 @@ def _compare(kfields: list, ours: list[F], versions: range, common: dict, path: 
             problems.append(f"{path}: field order in v{v} is {our_order}, Kafka {kafka_order}")
 
 
+def _field_versions(kf: dict) -> str:
+    """A field's versions; a tagged field may give only its taggedVersions (as three of
+    TransactionLogValue's do), which Kafka's generator then takes for both."""
+    return kf["versions"] if "versions" in kf else kf["taggedVersions"]
+
+
+def _claims_unstable(request: dict, version: int) -> bool:
+    """Whether `version` is the newest of an API whose request Kafka marks unstable."""
+    high = Versions.parse(request["validVersions"]).high
+    return bool(request.get("latestVersionUnstable")) and high is not None and version >= high
+
+
 def _positional(kf: dict, version: int) -> bool:
-    return (version in Versions.parse(kf["versions"])
+    return (version in Versions.parse(_field_versions(kf))
             and version not in Versions.parse(kf.get("taggedVersions")))
 
 
@@ -159,8 +173,10 @@ def _messages():
 
 # APIs whose newest version the reference snapshot (October 2024) still marks unstable but
 # Kafka 4.0 (March 2025) released: ConsumerGroupHeartbeat v1 (KIP-848's regular expressions
-# and client-chosen member ids), which librdkafka requires for group.protocol=consumer.
-STABLE_SINCE_THE_SNAPSHOT = {"ConsumerGroupHeartbeat"}
+# and client-chosen member ids), which librdkafka requires for group.protocol=consumer, and
+# EndTxn v5 (KIP-890 part 2: the epoch bumped at every transaction's end). Where the newer
+# copy has the API, it must say so too (_check).
+STABLE_SINCE_THE_SNAPSHOT = {"ConsumerGroupHeartbeat", "EndTxn"}
 
 
 # Versions newer than the reference copy that kafka-python's newer copy lacks too (it ships
@@ -195,12 +211,16 @@ def _check(message: Message, folder: str, spec: dict, versions: range, load) -> 
     kafka_valid = Versions.parse(spec["validVersions"])
     assert all(v in kafka_valid for v in versions), "we claim versions Kafka does not have"
     api_name = message.name.removesuffix("Response").removesuffix("Request")
-    if folder == "clients" and message.api_key is not None and \
-            api_name not in STABLE_SINCE_THE_SNAPSHOT:
+    if folder == "clients" and message.api_key is not None:
         # an API's newest version may be unstable (the flag is on its request): not ours yet
         request = load(api_name + "Request")
-        if request.get("latestVersionUnstable"):
-            assert versions[-1] < Versions.parse(request["validVersions"]).high, \
+        if api_name in STABLE_SINCE_THE_SNAPSHOT:
+            newer = NEWER_SPEC / f"{api_name}Request.json" if NEWER_SPEC else None
+            if newer is not None and newer.is_file():
+                assert not _claims_unstable(_read(newer), versions[-1]), \
+                    "the newer copy calls it unstable too"
+        else:
+            assert not _claims_unstable(request, versions[-1]), \
                 "we claim a version Kafka calls unstable"
     assert spec.get("apiKey") == message.api_key
     flexible = Versions.parse(spec.get("flexibleVersions"))
@@ -320,3 +340,56 @@ def test_crosscheck_catches_a_wrong_nullable_struct():
     problems: list[str] = []
     _compare(spec["fields"], wrong.fields, range(0, 1), common, wrong.name, problems)
     assert problems == [f"{right.name}.assignment: nullable in v0 is False, Kafka True"]
+
+
+def test_the_transaction_declarations_are_cross_checked():
+    """Issue 25's APIs (pending) and the __transaction_state records go through the check,
+    each at every version Kafka defines as stable, the ones newer than the reference too."""
+    checked = {m.name: (m.versions, folder) for m, folder in _messages()}
+    expected = {"AddPartitionsToTxn": 5, "AddOffsetsToTxn": 4, "EndTxn": 5,
+                "WriteTxnMarkers": 2, "TxnOffsetCommit": 5, "DescribeProducers": 0,
+                "DescribeTransactions": 0, "ListTransactions": 2}
+    for name, high in expected.items():
+        for kind in ("Request", "Response"):
+            versions, folder = checked[name + kind]
+            assert (versions.low, versions.high, folder) == (0, high, "clients"), name + kind
+    spec_files = {p.stem for p in (SPEC_ROOT / "transaction-coordinator").glob("*.json")}
+    assert spec_files == {name for name, (_v, folder) in checked.items()
+                          if folder == "transaction-coordinator"}
+    assert NEWER_SPEC is not None
+    for name in ("EndTxnRequest", "WriteTxnMarkersRequest", "TxnOffsetCommitRequest",
+                 "ListTransactionsRequest"):
+        newer = _read(NEWER_SPEC / f"{name}.json")
+        assert not newer.get("latestVersionUnstable")
+        assert Versions.parse(newer["validVersions"]).high == checked[name][0].high
+
+
+def test_crosscheck_catches_a_wrong_transaction_declaration():
+    """The batched AddPartitionsToTxn v4+ and TransactionLogValue's tagged-only fields (no
+    "versions" in Kafka's JSON) are compared like any other."""
+    from protocol.messages.transactions import AddPartitionsToTxnRequest as right
+    spec = _load(right.name)
+    common = {c["name"]: c["fields"] for c in spec.get("commonStructs", [])}
+    wrong = Message(right.name, api_key=24, valid="0-5", flexible="3+", fields=[
+        F("transactions", [
+            F("transactional_id", "string", "4+"),
+            F("producer_id", "int64", "4+"),
+            F("producer_epoch", "int16", "4+"),
+            F("verify_only", "bool", "5+"),  # Kafka: 4+
+            F("topics", [F("name", "string"), F("partitions", "[]int32")], "4+"),
+        ], "4+"),
+        *right.fields[1:],
+    ])
+    problems: list[str] = []
+    _compare(spec["fields"], wrong.fields, range(0, 6), common, wrong.name, problems)
+    assert problems == [f"{right.name}.transactions.verify_only: present in v4 is False, Kafka True"]
+
+    value = transaction_log.TransactionLogValue
+    spec = _load(value.name, "transaction-coordinator")
+    wrong = Message(value.name, valid="0-1", flexible="1+", fields=[
+        f if f.name != "next_producer_id" else F("next_producer_id", "int64", "1+", tag=3,
+                                                   default=-1)
+        for f in value.fields])
+    problems = []
+    _compare(spec["fields"], wrong.fields, range(0, 2), {}, wrong.name, problems)
+    assert problems == [f"{value.name}.next_producer_id: tag 3, Kafka 1"]
