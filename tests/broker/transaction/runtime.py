@@ -77,5 +77,5 @@ class Runtime:
                                                   m.producer_epoch, m.result, self.now))
         return m
 
-    def md(self, tid: str):
+    def metadata(self, tid: str):
         return self.coordinator.transactions[tid]

@@ -42,25 +42,25 @@ def test_a_transaction_from_init_to_its_markers(rt, commit):
     assert (pid, epoch) == (1000, 0)
     rt.now = 100
     assert rt.add("tx", pid, epoch, T0) == E.NONE
-    assert rt.md("tx").txn_start_timestamp == 100
+    assert rt.metadata("tx").txn_start_timestamp == 100
     rt.now = 150
     assert rt.add("tx", pid, epoch, T0, T1) == E.NONE
     assert rt.add_offsets("tx", pid, epoch, "group-a") == E.NONE
     group_tp = (OFFSETS, partition_of("group-a", 50))
-    assert rt.md("tx").topic_partitions == {T0, T1, group_tp}
-    assert rt.md("tx").txn_start_timestamp == 100  # the first partition started it
+    assert rt.metadata("tx").topic_partitions == {T0, T1, group_tp}
+    assert rt.metadata("tx").txn_start_timestamp == 100  # the first partition started it
     rt.now = 200
     assert rt.end("tx", pid, epoch, commit) == {"error_code": E.NONE, "producer_id": pid,
                                                  "producer_epoch": epoch}
     result = TransactionResult(commit)
-    assert rt.md("tx").state == result.prepare_state
+    assert rt.metadata("tx").state == result.prepare_state
     [markers] = rt.markers
     assert (markers.producer_id, markers.producer_epoch, markers.result, markers.partitions,
             markers.coordinator_epoch) == (pid, epoch, result, frozenset({T0, T1, group_tp}),
                                            COORDINATOR_EPOCH)
     rt.now = 250
     rt.write_markers()
-    md = rt.md("tx")
+    md = rt.metadata("tx")
     assert (md.state, md.topic_partitions, md.producer_epoch) == (result.complete_state, set(),
                                                                   epoch)
     assert states(rt) == [S.EMPTY, S.ONGOING, S.ONGOING, S.ONGOING, result.prepare_state,
@@ -68,7 +68,7 @@ def test_a_transaction_from_init_to_its_markers(rt, commit):
     # the next transaction starts from the completed one
     rt.now = 300
     assert rt.add("tx", pid, epoch, T1) == E.NONE
-    assert rt.md("tx").topic_partitions == {T1} and rt.md("tx").txn_start_timestamp == 300
+    assert rt.metadata("tx").topic_partitions == {T1} and rt.metadata("tx").txn_start_timestamp == 300
 
 
 def test_adding_partitions_already_in_the_transaction_writes_nothing(rt):
@@ -82,7 +82,7 @@ def test_a_new_producer_fences_the_old_one_and_aborts_its_transaction(rt):
     pid, old = begin(rt)
     rt.add("tx", pid, old, T0)
     assert rt.init("tx")["error_code"] == E.CONCURRENT_TRANSACTIONS
-    md = rt.md("tx")
+    md = rt.metadata("tx")
     assert (md.state, md.producer_epoch, md.last_producer_epoch) == (S.PREPARE_ABORT, old + 1, -1)
     [markers] = rt.markers
     assert (markers.result, markers.producer_epoch, markers.partitions) == (
@@ -93,7 +93,7 @@ def test_a_new_producer_fences_the_old_one_and_aborts_its_transaction(rt):
     # the new one retries until the abort is complete
     assert rt.init("tx")["error_code"] == E.CONCURRENT_TRANSACTIONS
     rt.write_markers()
-    assert rt.md("tx").state == S.COMPLETE_ABORT
+    assert rt.metadata("tx").state == S.COMPLETE_ABORT
     body = rt.init("tx")
     assert (body["error_code"], body["producer_id"], body["producer_epoch"]) == (
         E.NONE, pid, old + 2)
@@ -177,14 +177,14 @@ def test_no_producer_id_at_hand():
 def test_a_failed_append_changes_nothing_and_the_retry_reuses_the_producer_id(rt):
     body = rt.init("tx", fail_appends=True)
     assert body["error_code"] == E.NOT_COORDINATOR
-    assert rt.md("tx").pending is None and rt.md("tx").producer_epoch == -1
+    assert rt.metadata("tx").pending is None and rt.metadata("tx").producer_epoch == -1
     pid, epoch = begin(rt)
     assert (pid, epoch) == (1000, 0)
     assert rt.add("tx", pid, epoch, T0, fail_appends=True) == E.NOT_COORDINATOR
-    assert rt.md("tx").state == S.EMPTY and rt.md("tx").topic_partitions == set()
+    assert rt.metadata("tx").state == S.EMPTY and rt.metadata("tx").topic_partitions == set()
     assert rt.add("tx", pid, epoch, T0) == E.NONE
     assert rt.end("tx", pid, epoch, True, fail_appends=True)["error_code"] == E.NOT_COORDINATOR
-    assert rt.md("tx").state == S.ONGOING and rt.markers == []
+    assert rt.metadata("tx").state == S.ONGOING and rt.markers == []
 
 
 def test_a_transaction_past_its_timeout_is_aborted_with_an_epoch_bump(rt):
@@ -194,13 +194,13 @@ def test_a_transaction_past_its_timeout_is_aborted_with_an_epoch_bump(rt):
     assert rt.coordinator.abort_timed_out(6_000) == []  # not past it yet
     rt.now = 6_001
     rt.run(rt.coordinator.abort_timed_out(rt.now))
-    md = rt.md("tx")
+    md = rt.metadata("tx")
     assert (md.state, md.producer_epoch) == (S.PREPARE_ABORT, epoch + 1)
     [markers] = rt.markers
     assert (markers.result, markers.producer_epoch) == (TransactionResult.ABORT, epoch + 1)
     assert rt.coordinator.abort_timed_out(100_000) == []  # being aborted already
     rt.write_markers()
-    assert rt.md("tx").state == S.COMPLETE_ABORT
+    assert rt.metadata("tx").state == S.COMPLETE_ABORT
     # the producer learns it was fenced
     assert rt.add("tx", pid, epoch, T0) == E.PRODUCER_FENCED
     assert rt.end("tx", pid, epoch, True)["error_code"] == E.PRODUCER_FENCED
@@ -216,7 +216,7 @@ def test_tick_runs_the_abort_and_the_expiry_on_their_intervals():
     assert c.tick(9_999) == []
     rt.now = 10_000
     rt.run(c.tick(rt.now))
-    assert rt.md("tx").state == S.PREPARE_ABORT and c.next_deadline() == 20_000
+    assert rt.metadata("tx").state == S.PREPARE_ABORT and c.next_deadline() == 20_000
     rt.write_markers()
     rt.run(c.tick(40_000))
     assert "tx" in c.transactions  # idle for 40 s only
@@ -233,7 +233,7 @@ def test_an_idle_transactional_id_expires():
     assert rt.coordinator.expire(999) == []
     effects = rt.coordinator.expire(100_000)
     assert effects == [Append("tx", None)]
-    assert rt.md("tx").pending_state == S.DEAD
+    assert rt.metadata("tx").pending_state == S.DEAD
     assert rt.init("tx")["error_code"] == E.CONCURRENT_TRANSACTIONS  # being removed
     rt.run(effects)
     assert "tx" not in rt.coordinator.transactions and "busy" in rt.coordinator.transactions
@@ -323,7 +323,7 @@ def test_exhausted_epochs_rotate_to_a_new_producer_id(rt):
     body = rt.init("tx", producer_id=pid, producer_epoch=32766)
     new_pid = body["producer_id"]
     assert new_pid != pid and body["producer_epoch"] == 0
-    md = rt.md("tx")
+    md = rt.metadata("tx")
     assert (md.previous_producer_id, md.last_producer_epoch) == (pid, 32766)
     # the rotation's answer was lost: the retry names the old id and gets the same answer
     body = rt.init("tx", producer_id=pid, producer_epoch=32766)
@@ -338,7 +338,7 @@ def test_a_fence_at_the_last_usable_epoch_then_rotates(rt):
     rt.coordinator.replay("tx", TransactionLogValue(pid, -1, -1, 32766, 60_000, S.ONGOING,
                                                     frozenset({T0}), 0, 0), loading=True)
     assert rt.init("tx")["error_code"] == E.CONCURRENT_TRANSACTIONS
-    assert rt.md("tx").producer_epoch == 32767
+    assert rt.metadata("tx").producer_epoch == 32767
     rt.write_markers()
     body = rt.init("tx")
     assert body["producer_id"] != pid and body["producer_epoch"] == 0
