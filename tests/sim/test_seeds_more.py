@@ -39,6 +39,18 @@ def test_a_commit_retried_across_a_rebalance_does_not_overwrite_the_new_owner():
     assert o.acked > 0 and o.polled > 0, "the workload did nothing"
 
 
+def test_a_client_started_while_no_node_answers_starts_again():
+    """Seed 2453 of `make sim` (10,000 short seeds): a power loss of two nodes as the
+    consumer starts, and the third node's connections reset: no bootstrap server answers,
+    our Consumer fails fast at start (as aiokafka's start()), and the run ended with the
+    client's error instead of a verdict. The workload's clients now start again, as an
+    application's supervisor would (harness.chaos.workload.started)."""
+    o = run_seed(2453, Options(nodes=3, duration_s=3.0, quiet_s=0.0))
+    assert o.ok, explain(o)
+    assert o.faults == {"power-loss": 1}
+    assert o.acked > 0 and o.polled > 0, "the workload did nothing"
+
+
 def test_a_restarted_coordinator_writes_nothing_before_it_has_registered_again():
     """Seed 189 of `minibroker sim --seeds 101-200`: node 1, leader of __consumer_offsets-1
     at epoch 0, is killed and loses its unsynced tail (its log ends at 59, the others' past
