@@ -175,6 +175,8 @@ def test_a_non_transactional_batch_inside_a_transaction_is_refused():
     p = Partition()
     p.produce(1)
     assert p.produce(1, transactional=False) == ErrorCode.INVALID_TXN_STATE
+    p.seq[1] = 0  # nor is one of a new epoch: only a marker ends the transaction
+    assert p.produce(1, epoch=1, transactional=False) == ErrorCode.INVALID_TXN_STATE
     p.end(1)
     assert p.produce(1, transactional=False) == ErrorCode.NONE
 

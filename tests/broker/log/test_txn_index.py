@@ -135,7 +135,7 @@ def test_load_refuses_entries_outside_the_segment_or_out_of_order_or_too_new():
     fs.open(PATH).pwrite(B.encode() + A.encode(), 0)
     with pytest.raises(CorruptIndexError):
         TransactionIndex(PATH, 100, fs=fs).load()
-    fs.open(PATH).pwrite(struct.pack(">h", 1), 0)
+    fs.open(PATH).pwrite(A.encode() + struct.pack(">h", 1) + B.encode()[2:], 0)
     with pytest.raises(CorruptIndexError):
         TransactionIndex(PATH, 100, fs=fs).load()
 
