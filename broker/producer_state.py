@@ -115,7 +115,7 @@ class TxnMetadata:
 def end_txn_marker_of(batch, pos: int = 0) -> EndTransactionMarker | None:
     """The end-transaction marker a control batch carries in its first record, or None for
     a control batch the cleaner emptied. Control batches are one small record and are the
-    only batches whose records the producer state reads (ARCHITECTURE §3).
+    only batches whose records the producer state reads (docs/ARCHITECTURE.md §3).
 
     Raises InvalidRecordError for a control record that is no transaction marker, and
     CorruptRecordError for a batch that does not decode."""
