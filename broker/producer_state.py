@@ -23,7 +23,10 @@ The transaction rules (ProducerAppendInfo, ProducerStateManager):
   first offset (`currentTxnFirstOffset`); a non-transactional batch while one is open is
   INVALID_TXN_STATE;
 - an end-transaction marker (a control batch) with an epoch older than the producer's is
-  INVALID_PRODUCER_EPOCH; a newer one is accepted and bumps the epoch (markers of
+  INVALID_PRODUCER_EPOCH, and one whose coordinator epoch is older than that of the
+  producer's last marker is TRANSACTION_COORDINATOR_FENCED (a zombie coordinator; a
+  follower copying the leader's log appends it anyway, as Kafka's replication origin
+  does, so only the leader checks); a newer one is accepted and bumps the epoch (markers of
   transaction versions 0 and 1, the ones our coordinator writes). It ends the producer's
   transaction and returns its `CompletedTxn`, or None when none was open (Kafka writes
   such a marker and completes nothing);
@@ -34,8 +37,7 @@ The transaction rules (ProducerAppendInfo, ProducerStateManager):
 - LSO = min(first unstable offset, high watermark);
 - a producer with an open transaction never expires.
 
-Not modelled: the coordinator-epoch fence (a marker from an older coordinator is
-TRANSACTION_COORDINATOR_FENCED in Kafka; protocol/errors.py has no code 52 yet), the
+Not modelled: the
 stricter epoch rule of transaction version 2, and snapshots (the partition replays its
 log instead).
 """
@@ -177,12 +179,20 @@ class ProducerStateManager:
 
     # --- end-transaction markers -------------------------------------------------------
 
-    def check_marker(self, producer_id: int, producer_epoch: int) -> ErrorCode:
+    def check_marker(self, producer_id: int, producer_epoch: int,
+                     coordinator_epoch: int) -> ErrorCode:
         """May this producer's marker be written? Epochs of transaction versions 0 and 1:
-        the marker's may be the producer's or newer, never older."""
+        the marker's may be the producer's or newer, never older. Nor may its coordinator
+        epoch be older than the last marker's: a coordinator that lost its
+        __transaction_state partition and has not yet learnt it must not end a transaction
+        its successor already ended (checked after the producer epoch, as Kafka does)."""
         entry = self.producers.get(producer_id)
-        if entry is not None and producer_epoch < entry.epoch:
+        if entry is None:
+            return ErrorCode.NONE
+        if producer_epoch < entry.epoch:
             return ErrorCode.INVALID_PRODUCER_EPOCH
+        if coordinator_epoch < entry.coordinator_epoch:
+            return ErrorCode.TRANSACTION_COORDINATOR_FENCED
         return ErrorCode.NONE
 
     def append_marker(self, producer_id: int, producer_epoch: int,
@@ -210,7 +220,12 @@ class ProducerStateManager:
         """`check` or `check_marker` for a batch, by its header (and, for a control batch,
         its marker: `end_txn_marker_of`)."""
         if header.is_control:
-            return SequenceCheck(self.check_marker(header.producer_id, header.producer_epoch))
+            if marker is None:  # emptied by the cleaner: there is nothing to fence
+                return SequenceCheck(self.check_marker(header.producer_id,
+                                                       header.producer_epoch,
+                                                       NO_COORDINATOR_EPOCH))
+            return SequenceCheck(self.check_marker(header.producer_id, header.producer_epoch,
+                                                   marker.coordinator_epoch))
         return self.check(header.producer_id, header.producer_epoch, header.base_sequence,
                           header.records_count, is_transactional=header.is_transactional)
 

@@ -3,6 +3,7 @@ manner of Kafka's kafka-dump-log.sh (DumpLogSegments).
 
     minibroker dump-log DIR/orders-0/00000000000000000000.log --print-data-log
     minibroker dump-log DIR/__consumer_offsets-7 --offsets-decoder
+    minibroker dump-log DIR/__transaction_state-3 --transaction-log-decoder
     minibroker dump-log DIR/orders-0 --json
     minibroker dump-log --cluster-metadata DIR
 
@@ -10,6 +11,10 @@ PATH is a ``.log`` segment or a partition directory (then each of its segments, 
 order). One line per batch; with ``--print-data-log`` one ``|`` line per record under it;
 ``--offsets-decoder`` (implies ``--print-data-log``) shows __consumer_offsets keys and
 values readably and decodes the consumer protocol's subscriptions and assignments;
+``--transaction-log-decoder`` (implies ``--print-data-log``) shows __transaction_state keys
+and values (Kafka's ``transaction_metadata::transactionalId=T`` /
+``producerId:P,producerEpoch:E,state=Ongoing,partitions=[...],...``); a control batch's
+record is shown as its end-transaction marker, ``endTxnMarker: COMMIT coordinatorEpoch: N``;
 ``--json`` prints one JSON object per file, batch, record and problem instead.
 
 ``--cluster-metadata`` reads the KRaft metadata log (Kafka's --cluster-metadata-decoder):
@@ -46,8 +51,10 @@ from broker.log.file_records import (
 )
 from protocol.codecs import Codec
 from protocol.consumer_protocol import decode_assignment, decode_subscription, partition_names
+from protocol.control_records import ControlRecordType, decode_control_type, decode_end_txn_marker
 from protocol.errors import DecodeError
-from protocol.messages import offsets_topic
+from protocol.messages import offsets_topic, transaction_log
+from protocol.record_errors import InvalidRecordError
 from protocol.metadata_records import decode_metadata_record
 from protocol.record_errors import CorruptRecordError
 from protocol.records import (
@@ -57,9 +64,6 @@ from protocol.records import (
 __all__ = ["dump", "main", "segment_files"]
 
 _INT32_MAX = 2**31 - 1
-_CONTROL_KEY = struct.Struct(">hh")
-_END_TXN_VALUE = struct.Struct(">hi")
-_CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
 
 
 # One error for every path that cannot be dumped: the reader's (no such file, no segments)
@@ -255,6 +259,55 @@ def decode_offsets_record(offset: int, key: bytes | None, value: bytes | None
             {"key": key_json, "payload": payload})
 
 
+# --- __transaction_state -----------------------------------------------------------
+
+def decode_transaction_log_record(offset: int, key: bytes | None, value: bytes | None
+                                  ) -> tuple[str | None, str | None, dict]:
+    """(key text, payload text, JSON fields) of one __transaction_state record, as Kafka's
+    TransactionLog.formatRecordKeyAndValue prints it: ``transaction_metadata::
+    transactionalId=T`` / ``producerId:P,producerEpoch:E,state=S,partitions=[t-0,...],
+    txnLastUpdateTimestamp=MS,txnTimeoutMs=MS``, ``<DELETE>`` for a tombstone (an expired
+    id), ``unknown::version=V`` for a key version we do not know."""
+    if key is None:
+        msg = f"Error at offset {offset}, skipping. The record has no key."
+        return msg, None, {"error": msg}
+    try:
+        tid = transaction_log.decode_key(key)
+    except Exception as e:  # noqa: BLE001 - a bad record is reported, not fatal
+        msg = f"Error at offset {offset}, skipping. {e}"
+        return msg, None, {"error": msg}
+    if tid is None:
+        version = struct.unpack_from(">h", key)[0]
+        return f"unknown::version={version}", None, {"key": {"type": "unknown",
+                                                             "version": version}}
+    key_text = f"transaction_metadata::transactionalId={tid}"
+    key_json = {"type": "transaction_metadata", "transactionalId": tid}
+    try:
+        v = transaction_log.decode_value(value)
+        state = None if v is None else transaction_log.TransactionState(v.transaction_status)
+    except Exception as e:  # noqa: BLE001
+        msg = f"Error at offset {offset}, skipping. {e}"
+        return key_text, f"<{msg}>", {"key": key_json, "error": msg}
+    if v is None or state is None:
+        return key_text, "<DELETE>", {"key": key_json, "payload": None}
+    partitions = sorted(f"{tp.topic}-{p}" for tp in (v.transaction_partitions or [])
+                        for p in tp.partition_ids)
+    text = (f"producerId:{v.producer_id},producerEpoch:{v.producer_epoch},"
+            f"state={state.kafka_name},partitions=[{','.join(partitions)}],"
+            f"txnLastUpdateTimestamp={v.transaction_last_update_timestamp_ms},"
+            f"txnTimeoutMs={v.transaction_timeout_ms}")
+    payload = {
+        "producerId": v.producer_id, "previousProducerId": v.get("previous_producer_id", -1),
+        "nextProducerId": v.get("next_producer_id", -1), "producerEpoch": v.producer_epoch,
+        "state": state.kafka_name, "partitions": partitions,
+        "txnTimeoutMs": v.transaction_timeout_ms,
+        "txnStartTimestamp": v.transaction_start_timestamp_ms,
+        "txnLastUpdateTimestamp": v.transaction_last_update_timestamp_ms,
+        "clientTransactionVersion": v.get("client_transaction_version", 0),
+    }
+    return key_text, text, {"key": key_json, "payload": payload}
+
+
 # --- __cluster_metadata --------------------------------------------------------------
 
 def _camel(name: str) -> str:
@@ -318,11 +371,12 @@ def metadata_paths(path: str | os.PathLike) -> tuple[Path | None, list[Path]]:
 
 class _Printer:
     def __init__(self, out: TextIO, as_json: bool, print_data: bool, offsets: bool,
-                 cluster_metadata: bool = False):
+                 cluster_metadata: bool = False, transaction_log: bool = False):
         self.out = out
         self.as_json = as_json
-        self.print_data = print_data or offsets
+        self.print_data = print_data or offsets or transaction_log
         self.offsets = offsets
+        self.transaction_log = transaction_log
         self.cluster_metadata = cluster_metadata
 
     def emit(self, obj: dict) -> None:
@@ -459,6 +513,9 @@ class _Printer:
             extra: dict = {"control": control}
         elif self.offsets:
             key_text, payload_text, extra = decode_offsets_record(r.offset, r.key, r.value)
+        elif self.transaction_log:
+            key_text, payload_text, extra = decode_transaction_log_record(r.offset, r.key,
+                                                                          r.value)
         else:
             key_text, payload_text = _text(r.key), _text(r.value)
             extra = {"key": key_text, "payload": payload_text}
@@ -489,26 +546,31 @@ class _Printer:
 
 
 def _control_marker(key: bytes | None, value: bytes | None) -> str:
-    """Kafka's text for an end-transaction marker, or the control type id."""
-    if key is None or len(key) < _CONTROL_KEY.size:
+    """Kafka's text for an end-transaction marker (DumpLogSegments), or the control type:
+    its name (the KRaft quorum's own types), its number when unknown, UNKNOWN when the key
+    does not decode."""
+    try:
+        ctype = decode_control_type(key)
+    except InvalidRecordError:
         return "controlType: UNKNOWN"
-    _, ctype = _CONTROL_KEY.unpack_from(key)
-    name = _CONTROL_TYPES.get(ctype)
-    if name is None:
-        return f"controlType: UNKNOWN({ctype})"
-    epoch = "?"
-    if value is not None and len(value) >= _END_TXN_VALUE.size:
-        epoch = _END_TXN_VALUE.unpack_from(value)[1]
-    return f"endTxnMarker: {name} coordinatorEpoch: {epoch}"
+    if ctype not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+        name = ctype.name if isinstance(ctype, ControlRecordType) else f"UNKNOWN({ctype})"
+        return f"controlType: {name}"
+    try:
+        marker = decode_end_txn_marker(key, value)
+    except InvalidRecordError:
+        return f"endTxnMarker: {ControlRecordType(ctype).name} coordinatorEpoch: ?"
+    return f"endTxnMarker: {marker.type.name} coordinatorEpoch: {marker.coordinator_epoch}"
 
 
 def dump(paths: list[str | os.PathLike], *, print_data_log: bool = False,
          offsets_decoder: bool = False, as_json: bool = False, cluster_metadata: bool = False,
-         out: TextIO | None = None) -> None:
+         transaction_log_decoder: bool = False, out: TextIO | None = None) -> None:
     """Dump every segment the paths name to `out` (stdout). Raises DumpError for a path
     that cannot be dumped at all; what is wrong inside a segment is printed."""
     out = sys.stdout if out is None else out
-    printer = _Printer(out, as_json, print_data_log, offsets_decoder, cluster_metadata)
+    printer = _Printer(out, as_json, print_data_log, offsets_decoder, cluster_metadata,
+                       transaction_log_decoder)
     if not cluster_metadata:
         _dump_files(printer, [f for p in paths for f in segment_files(p)])
         return
@@ -545,6 +607,8 @@ def add_arguments(parser) -> None:
                              "payload)")
     parser.add_argument("--offsets-decoder", action="store_true",
                         help="decode __consumer_offsets records (implies --print-data-log)")
+    parser.add_argument("--transaction-log-decoder", action="store_true",
+                        help="decode __transaction_state records (implies --print-data-log)")
     parser.add_argument("--json", action="store_true",
                         help="one JSON object per file, batch, record and problem")
     parser.add_argument("--cluster-metadata", action="store_true",
@@ -557,7 +621,8 @@ def main(args) -> int:
     try:
         dump(args.paths, print_data_log=args.print_data_log,
              offsets_decoder=args.offsets_decoder, as_json=args.json,
-             cluster_metadata=args.cluster_metadata)
+             cluster_metadata=args.cluster_metadata,
+             transaction_log_decoder=args.transaction_log_decoder)
     except DumpError as e:
         print(f"minibroker dump-log: {e}", file=sys.stderr)
         return 1

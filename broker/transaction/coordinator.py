@@ -57,9 +57,26 @@ OFFSETS_TOPIC = "__consumer_offsets"
 _PRODUCER_FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2}
 
 
+# The request versions from which a client knows TRANSACTION_ABORTABLE (KIP-890): Produce
+# and TxnOffsetCommit, the two requests whose partitions a leader verifies.
+_TRANSACTION_ABORTABLE_SINCE = {0: 11, 28: 4}
+
+
 def error_for_version(error: ErrorCode, api_key: int, version: int) -> ErrorCode:
     if error == E.PRODUCER_FENCED and version < _PRODUCER_FENCED_SINCE.get(api_key, 0):
         return E.INVALID_PRODUCER_EPOCH
+    return error
+
+
+def verification_error_for_version(error: ErrorCode, api_key: int, version: int) -> ErrorCode:
+    """What a partition leader answers a Produce or TxnOffsetCommit whose partition
+    `verify_partitions` did not verify, as Kafka's AddPartitionsToTxnManager maps it: a
+    fenced producer hears INVALID_PRODUCER_EPOCH (what producers expect there, whatever
+    the version), and a client too old for TRANSACTION_ABORTABLE hears INVALID_TXN_STATE."""
+    if error == E.PRODUCER_FENCED:
+        return E.INVALID_PRODUCER_EPOCH
+    if error == E.TRANSACTION_ABORTABLE and version < _TRANSACTION_ABORTABLE_SINCE[api_key]:
+        return E.INVALID_TXN_STATE
     return error
 
 
@@ -235,8 +252,9 @@ class TransactionCoordinator:
         before it appends a transactional batch. Reads only: the pending state is not
         consulted, as in Kafka (partitions join the metadata when their record is replayed
         and leave it when the transaction completes). A partition not in the transaction is
-        INVALID_TXN_STATE (Kafka 3.6's answer; Kafka 3.8 answers TRANSACTION_ABORTABLE,
-        which protocol.errors does not declare yet)."""
+        TRANSACTION_ABORTABLE, as from Kafka 3.8 (3.6 answered INVALID_TXN_STATE): the
+        leader turns it back into INVALID_TXN_STATE for a client that does not know it
+        (`verification_error_for_version`)."""
         wanted = list(partitions)
         error = self._producer_error(transactional_id, producer_id, producer_epoch)
         if error == E.NONE and self.transactions[transactional_id].state in (S.PREPARE_COMMIT,
@@ -245,7 +263,8 @@ class TransactionCoordinator:
         if error != E.NONE:
             return {tp: error for tp in wanted}
         md = self.transactions[transactional_id]
-        return {tp: E.NONE if tp in md.topic_partitions else E.INVALID_TXN_STATE for tp in wanted}
+        return {tp: E.NONE if tp in md.topic_partitions else E.TRANSACTION_ABORTABLE
+                for tp in wanted}
 
     # -- EndTxn and the markers -----------------------------------------------------------------
 

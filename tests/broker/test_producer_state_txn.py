@@ -160,6 +160,26 @@ def test_a_marker_with_an_older_epoch_is_refused_and_a_newer_one_bumps_the_epoch
     assert p.produce(1, epoch=3) == ErrorCode.INVALID_PRODUCER_EPOCH  # the zombie is fenced
 
 
+def test_a_marker_from_an_older_coordinator_epoch_is_fenced():
+    p = Partition()
+    p.produce(1, epoch=1)
+    assert p.end(1, epoch=1, commit=True, coordinator_epoch=5)[0] == ErrorCode.NONE
+    p.produce(1, epoch=1)                                    # offset 2
+    # a zombie coordinator (epoch 4) tries to end the next transaction: refused, not written
+    error, completed = p.end(1, epoch=1, commit=False, coordinator_epoch=4)
+    assert error == ErrorCode.TRANSACTION_COORDINATOR_FENCED and completed is None
+    assert p.leo == 3 and p.state.producers[1].current_txn_first_offset == 2
+    assert p.state.producers[1].coordinator_epoch == 5
+    # an older producer epoch is reported first, as Kafka checks it first
+    assert p.end(1, epoch=0, coordinator_epoch=4)[0] == ErrorCode.INVALID_PRODUCER_EPOCH
+    # the same coordinator epoch ends it; a newer one is then recorded
+    error, completed = p.end(1, epoch=1, commit=True, coordinator_epoch=5)
+    assert error == ErrorCode.NONE and completed == CompletedTxn(1, 2, 3, is_aborted=False)
+    assert p.end(1, epoch=1, commit=False, coordinator_epoch=6)[0] == ErrorCode.NONE
+    assert p.state.producers[1].coordinator_epoch == 6
+    assert p.end(1, epoch=1, coordinator_epoch=5)[0] == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+
 def test_a_marker_with_no_open_transaction_is_written_and_completes_nothing():
     p = Partition()
     error, completed = p.end(5, epoch=2, commit=False)      # a producer never seen

@@ -7,6 +7,7 @@ from broker.coordinator.effects import Reply
 from broker.coordinator.offsets import partition_of
 from broker.transaction.coordinator import (
     TransactionConfig, TransactionCoordinator, error_for_version,
+    verification_error_for_version,
 )
 from broker.transaction.effects import Append
 from broker.transaction.records import TransactionLogValue
@@ -300,9 +301,9 @@ def test_replay_refuses_a_record_it_did_not_prepare(rt):
 def test_verify_partitions(rt):
     pid, epoch = begin(rt)
     verify = rt.coordinator.verify_partitions
-    assert verify("tx", pid, epoch, [T0]) == {T0: E.INVALID_TXN_STATE}  # Empty
+    assert verify("tx", pid, epoch, [T0]) == {T0: E.TRANSACTION_ABORTABLE}  # Empty
     rt.add("tx", pid, epoch, T0)
-    assert verify("tx", pid, epoch, [T0, T1]) == {T0: E.NONE, T1: E.INVALID_TXN_STATE}
+    assert verify("tx", pid, epoch, [T0, T1]) == {T0: E.NONE, T1: E.TRANSACTION_ABORTABLE}
     assert verify("tx", pid, epoch + 1, [T0]) == {T0: E.PRODUCER_FENCED}
     assert verify("tx", pid + 1, epoch, [T0]) == {T0: E.INVALID_PRODUCER_ID_MAPPING}
     assert verify("nobody", pid, epoch, [T0]) == {T0: E.INVALID_PRODUCER_ID_MAPPING}
@@ -310,7 +311,18 @@ def test_verify_partitions(rt):
     rt.end("tx", pid, epoch, True)
     assert verify("tx", pid, epoch, [T0]) == {T0: E.CONCURRENT_TRANSACTIONS}
     rt.write_markers()
-    assert verify("tx", pid, epoch, [T0]) == {T0: E.INVALID_TXN_STATE}  # no longer in one
+    assert verify("tx", pid, epoch, [T0]) == {T0: E.TRANSACTION_ABORTABLE}  # no longer in one
+
+
+def test_a_verification_failure_as_the_produce_or_txn_offset_commit_client_hears_it():
+    PRODUCE, TXN_OFFSET_COMMIT = 0, 28
+    for api, first in ((PRODUCE, 11), (TXN_OFFSET_COMMIT, 4)):
+        mapped = verification_error_for_version
+        assert mapped(E.TRANSACTION_ABORTABLE, api, first) == E.TRANSACTION_ABORTABLE
+        assert mapped(E.TRANSACTION_ABORTABLE, api, first - 1) == E.INVALID_TXN_STATE
+        # producers expect INVALID_PRODUCER_EPOCH when verification finds them fenced
+        assert mapped(E.PRODUCER_FENCED, api, first) == E.INVALID_PRODUCER_EPOCH
+        assert mapped(E.CONCURRENT_TRANSACTIONS, api, 0) == E.CONCURRENT_TRANSACTIONS
 
 
 def test_exhausted_epochs_rotate_to_a_new_producer_id(rt):
