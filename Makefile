@@ -180,8 +180,8 @@ chaos: venv
 # sim/: the whole cluster in one deterministic process per seed (docs/RELIABILITY.md);
 # a failing seed prints the command that replays it. By default 10,000 short seeds (one
 # fault from the topic's creation on, as make test's sweep), one process per core: about
-# 45 minutes on two cores. SIM_ARGS="--duration-s 30 --quiet-s 5" runs the long seeds,
-# several faults each, about ten times as long.
+# 35 minutes on two cores. SIM_ARGS="--duration-s 30 --quiet-s 5" runs the long seeds,
+# several faults each, about five times as long.
 SIM_SEEDS ?= 1-10000
 SIM_OUT   ?= sim-out
 SIM_JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
