@@ -64,3 +64,14 @@ def test_a_restarted_coordinator_writes_nothing_before_it_has_registered_again()
     o = run_seed(189, Options(nodes=3, duration_s=30.0))
     assert o.ok, explain(o)
     assert o.acked > 0 and o.polled > 0, "the workload did nothing"
+
+
+@pytest.mark.xfail(strict=True, reason="finding 7 (docs/RELIABILITY.md), open: KIP-966's case")
+def test_the_last_isr_member_re_elected_after_losing_its_tail_loses_nothing():
+    """Seed 601 of the long seeds: sim-2's ISR is down to its leader, node 1, which is
+    killed and comes back without its unsynced tail; fenced as the last ISR member it keeps
+    its place, registers again and is re-elected, and the other replicas truncate to it:
+    acknowledged sends and commits are lost. Strict: once KIP-966's eligible leader
+    replicas fix it, this passes and the marker must go."""
+    o = run_seed(601, Options(nodes=3, duration_s=30.0))
+    assert o.ok, explain(o)
