@@ -194,6 +194,12 @@ def _assignment_json(protocol_type: str, data: bytes) -> Any:
             "userData": None if a.user_data is None else a.user_data.hex()}
 
 
+def _skipped(offset: int, reason: str) -> tuple[str, None, dict]:
+    """An internal topic's record that does not decode: Kafka's decoders' text for it."""
+    msg = f"Error at offset {offset}, skipping. {reason}"
+    return msg, None, {"error": msg}
+
+
 def decode_offsets_record(offset: int, key: bytes | None, value: bytes | None
                           ) -> tuple[str | None, str | None, dict]:
     """(key text, payload text, JSON fields) of one __consumer_offsets record.
@@ -203,13 +209,11 @@ def decode_offsets_record(offset: int, key: bytes | None, value: bytes | None
     ``<DELETE>`` for a tombstone. A payload text of None prints no payload.
     """
     if key is None:
-        msg = f"Error at offset {offset}, skipping. The record has no key."
-        return msg, None, {"error": msg}
+        return _skipped(offset, "The record has no key.")
     try:
         k = offsets_topic.decode_key(key)
     except Exception as e:  # noqa: BLE001 - a bad record is reported, not fatal
-        msg = f"Error at offset {offset}, skipping. {e}"
-        return msg, None, {"error": msg}
+        return _skipped(offset, str(e))
     if k is None:
         version = struct.unpack_from(">h", key)[0]
         msg = f"Unknown record type {version} at offset {offset}, skipping."
@@ -269,13 +273,11 @@ def decode_transaction_log_record(offset: int, key: bytes | None, value: bytes |
     txnLastUpdateTimestamp=MS,txnTimeoutMs=MS``, ``<DELETE>`` for a tombstone (an expired
     id), ``unknown::version=V`` for a key version we do not know."""
     if key is None:
-        msg = f"Error at offset {offset}, skipping. The record has no key."
-        return msg, None, {"error": msg}
+        return _skipped(offset, "The record has no key.")
     try:
         tid = transaction_log.decode_key(key)
     except Exception as e:  # noqa: BLE001 - a bad record is reported, not fatal
-        msg = f"Error at offset {offset}, skipping. {e}"
-        return msg, None, {"error": msg}
+        return _skipped(offset, str(e))
     if tid is None:
         version = struct.unpack_from(">h", key)[0]
         return f"unknown::version={version}", None, {"key": {"type": "unknown",
@@ -288,7 +290,7 @@ def decode_transaction_log_record(offset: int, key: bytes | None, value: bytes |
     except Exception as e:  # noqa: BLE001
         msg = f"Error at offset {offset}, skipping. {e}"
         return key_text, f"<{msg}>", {"key": key_json, "error": msg}
-    if v is None or state is None:
+    if v is None or state is None:  # a tombstone (state is None only then)
         return key_text, "<DELETE>", {"key": key_json, "payload": None}
     partitions = sorted(f"{tp.topic}-{p}" for tp in (v.transaction_partitions or [])
                         for p in tp.partition_ids)
