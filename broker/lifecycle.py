@@ -173,6 +173,7 @@ class BrokerLifecycle:
                                       request_body(BROKER_REGISTRATION, REGISTRATION_VERSION,
                                                    self._registration()))
         code = ErrorCode(response.get("error_code", 0))
+        self._registration_refused = code == ErrorCode.DUPLICATE_BROKER_REGISTRATION
         if code == ErrorCode.NONE:
             self.broker_epoch = response["broker_epoch"]
             log.info("broker %d registered with epoch %d", self.node_id,
@@ -181,7 +182,6 @@ class BrokerLifecycle:
             # the registration's entry may be applied here before its answer arrives
             self._maybe_caught_up()
         elif code == ErrorCode.DUPLICATE_BROKER_REGISTRATION:
-            self._registration_refused = True
             log.error("another process is registered as broker %d; this one stays fenced "
                       "until its session expires", self.node_id)
         else:
