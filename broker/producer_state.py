@@ -220,12 +220,11 @@ class ProducerStateManager:
         """`check` or `check_marker` for a batch, by its header (and, for a control batch,
         its marker: `end_txn_marker_of`)."""
         if header.is_control:
-            if marker is None:  # emptied by the cleaner: there is nothing to fence
-                return SequenceCheck(self.check_marker(header.producer_id,
-                                                       header.producer_epoch,
-                                                       NO_COORDINATOR_EPOCH))
+            # a control batch the cleaner emptied has no coordinator epoch to fence
+            coordinator_epoch = (NO_COORDINATOR_EPOCH if marker is None
+                                 else marker.coordinator_epoch)
             return SequenceCheck(self.check_marker(header.producer_id, header.producer_epoch,
-                                                   marker.coordinator_epoch))
+                                                   coordinator_epoch))
         return self.check(header.producer_id, header.producer_epoch, header.base_sequence,
                           header.records_count, is_transactional=header.is_transactional)
 
