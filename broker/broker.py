@@ -165,8 +165,8 @@ class Broker:
         self.lifecycle.catch_up_listeners.append(self._publish_first_image)
         self._producer_ids: range = range(0)
         self._producer_ids_lock = trio.Lock()
-        from broker.coordinator.runtime import CoordinatorRuntime
-        self.groups = CoordinatorRuntime(self)
+        from broker.coordinator.group_runtime import GroupRuntime
+        self.groups = GroupRuntime(self)
         self.replicas = ReplicaManager(self)
         self._checkpointed_hws: dict[tuple[str, int], int] = {}
         self.started_ms = self.now_ms()

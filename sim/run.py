@@ -35,7 +35,7 @@ from typing import Any
 import trio
 
 from broker.coordinator.offsets import partition_of
-from broker.coordinator.runtime import OFFSETS_TOPIC
+from broker.coordinator.group_runtime import OFFSETS_TOPIC
 from client import AdminClient, Consumer, NewTopic, TopicPartition
 from harness.chaos import checker
 from harness.chaos.history import OK, History

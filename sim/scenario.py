@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable
 import trio
 
 from broker.coordinator.offsets import partition_of
-from broker.coordinator.runtime import OFFSETS_TOPIC
+from broker.coordinator.group_runtime import OFFSETS_TOPIC
 from broker.listeners import parse_listeners
 from broker.partition import Partition
 from client import AdminClient, NewTopic

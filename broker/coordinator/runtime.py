@@ -1,51 +1,46 @@
-"""The trio side of the group coordinator: waiting requests, timers, records on disk.
+"""The trio side of a coordinator hosted on an internal topic: waiting requests, timers,
+records on disk, leadership. One runtime for every coordinator of the family, as Kafka 4's
+coordinator-common CoordinatorRuntime hosts the group and share coordinators.
 
-Owns: `CoordinatorRuntime`, which carries out the effects the pure GroupCoordinator returns
-(append records to __consumer_offsets, then replay them; answer waiting requests; write
-events), sleeps until the next coordinator timer, expires old offsets, asks the controller
-for __consumer_offsets on first need (`ensure_offsets_topic`), and follows this broker's
-leadership of its partitions (`on_partition_leadership`): a partition it comes to lead is
-loaded in the background (its groups answer COORDINATOR_LOAD_IN_PROGRESS until then), one it
-stops leading is unloaded (its groups answer NOT_COORDINATOR, and members waiting in a
-rebalance are told so at once).
+Owns: `CoordinatorRuntime`, the machinery shared by broker.coordinator.group_runtime (the
+group coordinator on __consumer_offsets) and broker.transaction.runtime (the transaction
+coordinator on __transaction_state): it carries out the effects a pure coordinator returns
+(append records to the coordinator's partition; answer waiting requests; write events),
+sleeps until the coordinator's next timer, asks the controller for the internal topic on
+first need (`ensure_topic`), and follows this broker's leadership of its partitions
+(`on_partition_leadership`): a partition it comes to lead is loaded in the background (its
+keys answer COORDINATOR_LOAD_IN_PROGRESS until then), one it stops leading is unloaded
+(NOT_COORDINATOR from then on). A subclass says what its coordinator's records are, how
+they are replayed, and what its own effects do (the hooks at the end of the class).
 
 An answer that depends on records is released only after those records are committed:
-effects run in order, an Append precedes the Reply it guards, and the replies after an
+effects run in order, an append precedes the Reply it guards, and the replies after an
 append wait until the partition's high watermark covers it (every in-sync replica holds
-it, as Kafka's coordinator appends with acks=all), up to offsets.commit.timeout.ms. A
-commit that cannot be replicated in time answers COORDINATOR_NOT_AVAILABLE, and one whose
-leadership moved while it waited NOT_COORDINATOR (Kafka's mapping of those produce errors),
-so the client retries and no commit is acknowledged that a coordinator failover could lose.
+it, as Kafka's coordinators append with acks=all), up to `commit_timeout_ms`. A write that
+cannot be replicated in time answers COORDINATOR_NOT_AVAILABLE, and one whose leadership
+moved while it waited NOT_COORDINATOR (Kafka's mapping of those produce errors), so the
+client retries and nothing is acknowledged that a coordinator failover could lose.
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
-from collections import deque
-from typing import Any, Callable, Iterable, assert_never
+from typing import Any, Callable, Iterable
 
 import trio
 
-from broker import timeouts
-from broker.config import BrokerConfig, ConfigError
-from broker.coordinator.assignors import ASSIGNORS
+from broker import planted, timeouts
 from broker.controller_channel import ControllerUnavailable
-from broker.coordinator.consumer_group import ConsumerGroupConfig
-from broker.coordinator.coordinator import CoordinatorConfig, GroupCoordinator
-from broker.coordinator.effects import Append, Effect, Emit, Reply
-from broker.coordinator.membership import GroupConfig
-from broker.coordinator.offsets import OffsetRecord
+from broker.coordinator.effects import Emit, Reply
 from protocol import messages as m
 from protocol.errors import ErrorCode
+from protocol.batch_header import BatchHeader
 from protocol.records import Record, decode_batches, encode_batch, parse_batch_header
-from broker import planted
 
 log = logging.getLogger("minibroker.coordinator")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_CHUNK_BYTES = 1 << 20
-OFFSETS_TOPIC_WAIT_S = 2.0  # FindCoordinator's wait for a new __consumer_offsets; clients retry
+TOPIC_WAIT_S = 2.0  # FindCoordinator's wait for a new internal topic; clients retry
 CREATE_TOPICS_VERSION = 7
 
 
@@ -70,255 +65,214 @@ class Waiter:
             self.event.set()
 
 
-def _assignor_name(value: str) -> str:
-    """group.consumer.assignors names an assignor as Kafka does, by class name, or by its
-    short name (uniform, range)."""
-    name = value.strip().rsplit(".", 1)[-1].removesuffix("Assignor").lower()
-    if name not in ASSIGNORS:
-        raise ConfigError(f"invalid value {value!r} for group.consumer.assignors: one of "
-                          f"{', '.join(ASSIGNORS)} (or Kafka's UniformAssignor, RangeAssignor)")
-    return name
+class AppendFailed(Exception):
+    """Records that did not reach the coordinator's log, with the error to answer."""
 
-
-def coordinator_config(broker_config: BrokerConfig) -> CoordinatorConfig:
-    c = broker_config
-    return CoordinatorConfig(
-        num_partitions=c.offsets_topic_num_partitions,
-        offsets_retention_ms=c.offsets_retention_minutes * 60_000,
-        offset_metadata_max_bytes=c.offset_metadata_max_bytes,
-        group=GroupConfig(
-            min_session_timeout_ms=c.group_min_session_timeout_ms,
-            max_session_timeout_ms=c.group_max_session_timeout_ms,
-            initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
-            max_size=c.group_max_size),
-        consumer_group=ConsumerGroupConfig(
-            session_timeout_ms=c.group_consumer_session_timeout_ms,
-            heartbeat_interval_ms=c.group_consumer_heartbeat_interval_ms,
-            assignors=tuple(_assignor_name(a) for a in c.group_consumer_assignors),
-            max_size=c.group_consumer_max_size))
+    def __init__(self, error: ErrorCode):
+        super().__init__(error.name)
+        self.error = error
 
 
 class CoordinatorRuntime:
+    """Hosts one pure coordinator (`self.coordinator`) on the partitions of `topic`."""
+
+    topic: str
+    coordinator: Any  # the pure coordinator: partition_for, owned, loading, next_deadline
+
     def __init__(self, broker):
         self.broker = broker
-        self.coordinator = GroupCoordinator(coordinator_config(broker.config))
-        self.coordinator.leads_in_metadata = (
-            lambda index: broker.metadata_cache.leader(OFFSETS_TOPIC, index) == broker.node_id)
-        self.coordinator.topics = self._topics
-        self.coordinator.topic_id = self._topic_id
-        self.coordinator.topic_name = self._topic_name
-        self.coordinator.consumer_groups.group_configs = broker.metadata_cache.group_configs
         self._timers_changed = trio.Event()
         self._nursery: trio.Nursery | None = None
         # partition -> the load under way; a newer one (or an unload) makes an older stop
         self._loads: dict[int, object] = {}
         self._pending_loads: list[tuple[int, object]] = []  # asked for before run() started
         self._creating: trio.Event | None = None  # set when a CreateTopics in flight ends
-        # partition -> offset records appended but not yet below the high watermark, with
-        # the log offset each ends at: replayed into the cache only once committed
-        self._uncommitted_offsets: dict[int, deque[tuple[int, OffsetRecord]]] = {}
-
-    def _topics(self) -> dict[str, int]:
-        """The metadata image's topics for consumer groups' assignments: name -> partition
-        count."""
-        image = self.broker.metadata_cache.image
-        return {t.name: len(t.partitions) for t in image.topics_by_id.values()}
-
-    def _topic_id(self, name: str) -> uuid.UUID | None:
-        topic = self.broker.metadata_cache.topic(name)
-        return topic.topic_id if topic is not None else None
-
-    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
-        topic = self.broker.metadata_cache.topic_by_id(topic_id)
-        return topic.name if topic is not None else None
 
     # -- requests -----------------------------------------------------------------------------
 
-    async def call(self, operation: Callable[..., list[Effect]], *args: Any) -> Waiter:
+    async def call(self, operation: Callable[..., list], *args: Any) -> Waiter:
         """Run one coordinator operation for a request and wait for its answer."""
         waiter = Waiter()
-        self._replay_committed_offsets()
+        self.before_operation()
         self.apply_effects(operation(waiter, *args, self.broker.now_ms()))
         await waiter.event.wait()
         return waiter
 
-    def apply_effects(self, effects: Iterable[Effect]) -> ErrorCode:
+    def apply_effects(self, effects: Iterable[Any]) -> ErrorCode:
         """Carry out effects in order; return the error that kept records from the log, or
-        NONE. Once an append fails, the replies after it carry that error instead; while an
-        append is not yet below the high watermark, the replies after it wait for it."""
+        NONE. Once an append fails, what follows it is told that error (a Reply carries
+        it); while an append is not yet below the high watermark, what follows waits for it
+        (`after_commit`)."""
         failed = ErrorCode.NONE
         uncommitted: tuple[int, int] | None = None  # (partition, end offset) to wait for
-        deferred: list[tuple[Waiter, Any]] = []
+        deferred: list[Callable[[ErrorCode], None]] = []
         for effect in effects:
-            match effect:
-                case Append():
-                    if not failed:
-                        failed, end = self._append(effect)
-                        if end is not None:
-                            uncommitted = end
-                case Reply(waiter=waiter, body=body):
-                    if failed:
-                        waiter.fail(failed)  # never acknowledge what is not in the log
-                    elif uncommitted is not None and not self._committed(*uncommitted):
-                        deferred.append((waiter, body))
-                    else:
-                        waiter.resolve(body)
-                case Emit(type=type_, fields=fields):
-                    self.broker.events.emit(type_, **fields)
-                case _:
-                    # an effect the coordinator learnt to return and this runtime did not
-                    assert_never(effect)
+            if isinstance(effect, Reply):
+                waiter, body = effect.waiter, effect.body
+                if failed:
+                    waiter.fail(failed)  # never acknowledge what is not in the log
+                elif uncommitted is not None and not self._committed(*uncommitted):
+                    deferred.append(lambda error, w=waiter, b=body:
+                                    w.fail(error) if error else w.resolve(b))
+                else:
+                    waiter.resolve(body)
+            elif isinstance(effect, Emit):
+                self.broker.events.emit(effect.type, **effect.fields)
+            elif (target := self.records_of(effect)) is not None:
+                if not target[1]:
+                    continue  # nothing to write
+                if failed:
+                    self.append_failed(effect)
+                    continue
+                try:
+                    index, end = self._append(*target)
+                except AppendFailed as e:
+                    failed = e.error
+                    self.append_failed(effect)
+                    continue
+                self.appended(effect, index, end)
+                self._replay_committed(index)
+                uncommitted = (index, end)
+            else:
+                # an effect of the subclass's own (e.g. markers to write): it runs once
+                # what came before it is committed, with the error that stopped it if any
+                self.carry_out(effect, failed, uncommitted)
         if deferred:
             assert uncommitted is not None
             if self._nursery is None:
-                for waiter, _body in deferred:
-                    waiter.fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                for then in deferred:
+                    then(ErrorCode.COORDINATOR_NOT_AVAILABLE)
             else:
-                self._nursery.start_soon(self._reply_when_committed, *uncommitted, deferred)
+                self._nursery.start_soon(self._after_commit, *uncommitted, deferred)
         self._timers_changed.set()
         return failed
 
     def _committed(self, index: int, end: int) -> bool:
-        partition = self.broker.partition(OFFSETS_TOPIC, index)
+        partition = self.broker.partition(self.topic, index)
         if planted.on("commit-before-hw"):
             return partition is not None
         return partition is not None and partition.high_watermark >= end
 
-    async def _reply_when_committed(self, index: int, end: int,
-                                    deferred: list[tuple[Waiter, Any]]) -> None:
-        """Answer once the HW covers `end`; fail the answers if it cannot in time."""
-        tp = [(OFFSETS_TOPIC, index)]
-        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        with timeouts.move_on_after(self.broker.config.offsets_commit_timeout_ms / 1000):
+    async def wait_committed(self, index: int, end: int,
+                             timeout_s: float | None) -> ErrorCode:
+        """NONE once the HW of partition `index` covers `end`; NOT_COORDINATOR as soon as
+        this broker no longer leads it; COORDINATOR_NOT_AVAILABLE after `timeout_s` (None:
+        no limit but the leadership)."""
+        tp = [(self.topic, index)]
+        with timeouts.move_on_after(timeout_s if timeout_s is not None else float("inf")):
             while True:
-                partition = self.broker.partition(OFFSETS_TOPIC, index)
+                partition = self.broker.partition(self.topic, index)
                 if partition is None or not partition.is_leader:
-                    error = ErrorCode.NOT_COORDINATOR
-                    break
-                if partition.high_watermark >= end:
-                    self._replay_committed_offsets(index)
-                    for waiter, body in deferred:
-                        waiter.resolve(body)
-                    return
+                    return ErrorCode.NOT_COORDINATOR
+                if self._committed(index, end):
+                    self._replay_committed(index)
+                    return ErrorCode.NONE
                 await self.broker.wait_for_data(tp)
-        for waiter, _body in deferred:
-            waiter.fail(error)
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
 
-    def _append(self, effect: Append) -> tuple[ErrorCode, tuple[int, int] | None]:
-        """Append the records; the error, and where the append ends (to wait for)."""
-        if not effect.records:
-            return ErrorCode.NONE, None
-        index = self.coordinator.partition_for(effect.group_id)
-        partition = self.broker.partition(OFFSETS_TOPIC, index)
+    async def _after_commit(self, index: int, end: int,
+                            deferred: list[Callable[[ErrorCode], None]]) -> None:
+        error = await self.wait_committed(index, end, self.commit_timeout_ms / 1000)
+        for then in deferred:
+            then(error)
+
+    def _append(self, index: int, records: list[tuple[bytes, bytes | None]]) -> tuple[int, int]:
+        """Append key/value records to partition `index`; (index, the offset after them)."""
+        partition = self.broker.partition(self.topic, index)
         if partition is None or not partition.is_leader or self.broker.log_dirs.offline:
             # leadership moved while the request waited, or is about to: its log failed
-            return ErrorCode.NOT_COORDINATOR, None
+            raise AppendFailed(ErrorCode.NOT_COORDINATOR)
         if partition.under_min_isr():
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None  # acks=all would be refused
+            raise AppendFailed(ErrorCode.COORDINATOR_NOT_AVAILABLE)  # acks=all is refused
         now = self.broker.now_ms()
-        batch = bytearray(encode_batch([Record(i, now, r.key, r.value, [])
-                                        for i, r in enumerate(effect.records)]))
+        batch = bytearray(encode_batch([Record(i, now, key, value, [])
+                                        for i, (key, value) in enumerate(records)]))
         result = partition.append_batch(batch, parse_batch_header(batch), now)
         if result.error != ErrorCode.NONE:
-            log.error("cannot append to %s-%d: %s", OFFSETS_TOPIC, index, result.error.name)
-            return ErrorCode.NOT_COORDINATOR, None
-        end = result.last_offset + 1
-        for record in effect.records:
-            if record.entry is not None:
-                self._uncommitted_offsets.setdefault(index, deque()).append((end, record))
-            else:
-                self.coordinator.replay_record(record, now)
-        self._replay_committed_offsets(index)
-        self.broker.notify_data_arrived(OFFSETS_TOPIC, index)
-        return ErrorCode.NONE, (index, end)
+            log.error("cannot append to %s-%d: %s", self.topic, index, result.error.name)
+            raise AppendFailed(ErrorCode.NOT_COORDINATOR)
+        self.broker.notify_data_arrived(self.topic, index)
+        return index, result.last_offset + 1
 
-    def _replay_committed_offsets(self, index: int | None = None) -> None:
-        """Replay the offset records the high watermark now covers (of one partition, or
-        of all). Until then OffsetFetch does not see them: a commit that is still only in
-        the leader's log may be truncated away by the next leader, and an offset read from
-        it would then go backwards (a chaos run saw exactly that, a paused follower in the
-        ISR holding the HW back). Kafka's coordinator runtime likewise answers reads from
-        the last committed state. A commit whose answer timed out is replayed here once the
-        HW covers it after all, as it will be by any later leader's load."""
-        for i in ([index] if index is not None else list(self._uncommitted_offsets)):
-            queue = self._uncommitted_offsets.get(i)
-            partition = self.broker.partition(OFFSETS_TOPIC, i)
-            if not queue or partition is None:
-                continue
-            hw = partition.high_watermark
-            while queue and queue[0][0] <= hw:
-                self.coordinator.replay_record(queue.popleft()[1], self.broker.now_ms())
-            if not queue:
-                del self._uncommitted_offsets[i]
+    def _replay_committed(self, index: int | None = None) -> None:
+        partition = None if index is None else self.broker.partition(self.topic, index)
+        if index is None or partition is not None:
+            self.on_committed(index, partition.high_watermark if partition else None)
 
-    # -- __consumer_offsets ---------------------------------------------------------------------
+    # -- the internal topic ---------------------------------------------------------------------
 
-    async def ensure_offsets_topic(self) -> bool:
-        """Whether __consumer_offsets exists, asking the controller to create it first if it
-        does not (as Kafka does on first need): compacted, internal, with
-        offsets.topic.num.partitions partitions; the controller caps the replication factor at
-        the live brokers. Waits briefly for the new topic to reach this broker's image; False
-        means not yet (clients retry COORDINATOR_NOT_AVAILABLE)."""
+    async def ensure_topic(self) -> bool:
+        """Whether the coordinator's topic exists, asking the controller to create it first
+        if it does not (as Kafka does on first need): compacted, internal, with
+        `num_partitions` partitions; the controller caps the replication factor at the live
+        brokers. Waits briefly for the new topic to reach this broker's image; False means
+        not yet (clients retry COORDINATOR_NOT_AVAILABLE)."""
         def exists(cache) -> bool:
-            return cache.topic(OFFSETS_TOPIC) is not None
+            return cache.topic(self.topic) is not None
 
         if exists(self.broker.metadata_cache):
             return True
         if self._creating is None:  # one CreateTopics at a time; later callers wait on it
             self._creating = trio.Event()
             try:
-                if not await self._create_offsets_topic():
+                if not await self._create_topic():
                     return False  # refused or unanswered: nothing is coming to wait for
             finally:
                 self._creating.set()
                 self._creating = None
         # and, as after any CreateTopics, until this broker's replicas of it have their logs
         return await self.broker.wait_for_metadata(
-            lambda cache: exists(cache) and self.broker.serves([OFFSETS_TOPIC]),
-            OFFSETS_TOPIC_WAIT_S)
+            lambda cache: exists(cache) and self.broker.serves([self.topic]), TOPIC_WAIT_S)
 
-    async def _create_offsets_topic(self) -> bool:
+    async def _create_topic(self) -> bool:
         """Ask the controller for the topic; False when it was neither created nor there."""
-        config = self.broker.config
         request = {
             "topics": [{
-                "name": OFFSETS_TOPIC, "num_partitions": self.coordinator.config.num_partitions,
+                "name": self.topic, "num_partitions": self.num_partitions,
                 "replication_factor": -1, "assignments": [],
-                "configs": [{"name": "cleanup.policy", "value": "compact"},
-                            {"name": "segment.bytes",
-                             "value": str(config.offsets_topic_segment_bytes)}],
+                "configs": [{"name": k, "value": v} for k, v in self.topic_configs().items()],
             }],
-            "timeout_ms": int(OFFSETS_TOPIC_WAIT_S * 1000), "validate_only": False,
+            "timeout_ms": int(TOPIC_WAIT_S * 1000), "validate_only": False,
         }
         body = m.request_body(m.CREATE_TOPICS, CREATE_TOPICS_VERSION, request)
         try:
             response = await self.broker.controller_channel.forward(
                 m.CREATE_TOPICS, CREATE_TOPICS_VERSION, body)
         except ControllerUnavailable:
-            log.warning("cannot create %s: no controller answered", OFFSETS_TOPIC)
+            log.warning("cannot create %s: no controller answered", self.topic)
             return False
         created = True
         for t in response["topics"]:
             if t["error_code"] not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-                log.warning("cannot create %s: %s %s", OFFSETS_TOPIC,
+                log.warning("cannot create %s: %s %s", self.topic,
                             ErrorCode(t["error_code"]).name, t.get("error_message"))
                 created = False
         return created
 
-    # -- leadership of __consumer_offsets partitions -------------------------------------------
+    def coordinator_node(self, key: str) -> tuple[ErrorCode, int, str]:
+        """FindCoordinator's answer for `key` once the topic exists: the leader of the key's
+        partition (error, node id, message)."""
+        index = self.coordinator.partition_for(key)
+        leader = self.broker.metadata_cache.leader(self.topic, index)
+        if leader < 0:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, f"{self.topic}-{index} has no leader"
+        return ErrorCode.NONE, leader, ""
+
+    # -- leadership of the topic's partitions -------------------------------------------------
 
     def on_partition_leadership(self, index: int, leader: bool) -> None:
-        """This broker became (or stopped being) the leader of __consumer_offsets-`index`,
-        whose local log exists. Called by the broker as it applies a metadata delta."""
-        if not 0 <= index < self.coordinator.config.num_partitions:
-            # a topic made with another partition count: no group routes here
-            log.warning("%s-%d is beyond offsets.topic.num.partitions=%d: not served",
-                        OFFSETS_TOPIC, index, self.coordinator.config.num_partitions)
+        """This broker became (or stopped being) the leader of partition `index` of the
+        topic, whose local log exists. Called by the broker as it applies a metadata delta."""
+        if not 0 <= index < self.num_partitions:
+            # a topic made with another partition count: no key routes here
+            log.warning("%s-%d is beyond the %d partitions configured: not served",
+                        self.topic, index, self.num_partitions)
             return
         if leader:
             if index in self.coordinator.owned or index in self.coordinator.loading:
                 return
-            self.coordinator.begin_load(index)
+            partition = self.broker.partition(self.topic, index)
+            self.begin_load(index, partition.leader_epoch if partition is not None else 0)
             token = self._loads[index] = object()
             if self._nursery is None:
                 self._pending_loads.append((index, token))
@@ -326,17 +280,16 @@ class CoordinatorRuntime:
                 self._nursery.start_soon(self._load, index, token)
         else:
             self._loads.pop(index, None)  # a load under way stops at its next chunk
-            self._uncommitted_offsets.pop(index, None)  # the next leader decides them
-            self.apply_effects(self.coordinator.unload(index, self.broker.now_ms()))
+            self.apply_effects(self.unload(index, self.broker.now_ms()))
 
     async def _load(self, index: int, token: object) -> None:
         """Replay a partition's records in log order: the state they describe is the state."""
-        partition = self.broker.partition(OFFSETS_TOPIC, index)
+        partition = self.broker.partition(self.topic, index)
         if partition is None:
-            log.error("cannot load %s-%d: no local log", OFFSETS_TOPIC, index)
+            log.error("cannot load %s-%d: no local log", self.topic, index)
             return
-        # up to the log end, as Kafka's GroupMetadataManager loads: a new leader's log is
-        # never truncated, so what lies above its high watermark will be committed
+        # up to the log end, as Kafka's coordinators load: a new leader's log is never
+        # truncated, so what lies above its high watermark will be committed
         end = partition.log_end_offset
         offset, records = partition.log_start_offset, 0
         started = trio.current_time()
@@ -346,11 +299,7 @@ class CoordinatorRuntime:
                 break
             now = self.broker.now_ms()
             for header, batch in decode_batches(data):
-                for record in batch:
-                    if record.key is None:
-                        continue  # every coordinator record has a key: nothing to replay
-                    self.coordinator.replay(record.key, record.value, now, loading=True)
-                    records += 1
+                records += self.replay_batch(header, batch, now)
                 offset = header.last_offset + 1
             await trio.lowlevel.checkpoint()  # let other connections in while a big partition loads
             if self._loads.get(index) is not token:
@@ -358,10 +307,9 @@ class CoordinatorRuntime:
         if self._loads.get(index) is not token:
             return
         del self._loads[index]
-        self.coordinator.finish_load(index, self.broker.now_ms())
-        self._timers_changed.set()  # loaded members' session timers are new
+        self.apply_effects(self.finish_load(index, self.broker.now_ms()))
         if records:
-            log.info("loaded %s-%d: %d records in %.3fs", OFFSETS_TOPIC, index, records,
+            log.info("loaded %s-%d: %d records in %.3fs", self.topic, index, records,
                      trio.current_time() - started)
 
     # -- background work ------------------------------------------------------------------------
@@ -373,8 +321,16 @@ class CoordinatorRuntime:
                 nursery.start_soon(self._load, index, token)
             self._pending_loads.clear()
             nursery.start_soon(self._timer_loop)
-            nursery.start_soon(self._expiry_loop)
+            for task in self.background_tasks():
+                nursery.start_soon(task)
             task_status.started()
+
+    def start_soon(self, fn: Callable[..., Any], *args: Any) -> bool:
+        """Run `fn` in the runtime's nursery; False before run() has started it."""
+        if self._nursery is None:
+            return False
+        self._nursery.start_soon(fn, *args)
+        return True
 
     async def _timer_loop(self) -> None:
         while True:
@@ -388,10 +344,61 @@ class CoordinatorRuntime:
                 with timeouts.move_on_after(delay):
                     await self._timers_changed.wait()
                 continue
-            self.apply_effects(self.coordinator.on_timers(self.broker.now_ms()))
+            self.apply_effects(self.on_timers(self.broker.now_ms()))
 
-    async def _expiry_loop(self) -> None:
-        interval = self.broker.config.offsets_retention_check_interval_ms / 1000
-        while True:
-            await timeouts.sleep(interval)
-            self.apply_effects(self.coordinator.expire_offsets(self.broker.now_ms()))
+    # -- what a hosted coordinator says -------------------------------------------------------
+
+    @property
+    def num_partitions(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def commit_timeout_ms(self) -> int:
+        """How long a reply waits for its records to be committed."""
+        raise NotImplementedError
+
+    def topic_configs(self) -> dict[str, str]:
+        """The configs the topic is created with."""
+        raise NotImplementedError
+
+    def records_of(self, effect: Any) -> tuple[int, list[tuple[bytes, bytes | None]]] | None:
+        """For an effect that appends: its partition and its records' keys and values."""
+        raise NotImplementedError
+
+    def appended(self, effect: Any, index: int, end: int) -> None:
+        """The effect's records are in the leader's log, ending before offset `end`."""
+
+    def append_failed(self, effect: Any) -> None:
+        """The effect's records did not reach the log (nor will they)."""
+
+    def on_committed(self, index: int | None, high_watermark: int | None) -> None:
+        """The HW of partition `index` (None: of every partition) may have moved."""
+
+    def before_operation(self) -> None:
+        """Called before each request's operation runs."""
+
+    def carry_out(self, effect: Any, failed: ErrorCode,
+                  uncommitted: tuple[int, int] | None) -> None:
+        """An effect of the coordinator's own, after the appends before it: `failed` is the
+        error that kept one of them from the log, `uncommitted` the (partition, end) still
+        to be committed."""
+        raise TypeError(f"{type(self).__name__} cannot carry out {effect!r}")
+
+    def begin_load(self, index: int, leader_epoch: int) -> None:
+        raise NotImplementedError
+
+    def replay_batch(self, header: BatchHeader, records: list[Record], now_ms: int) -> int:
+        """Replay one batch of the log while loading; how many records it replayed."""
+        raise NotImplementedError
+
+    def finish_load(self, index: int, now_ms: int) -> list:
+        raise NotImplementedError
+
+    def unload(self, index: int, now_ms: int) -> list:
+        raise NotImplementedError
+
+    def on_timers(self, now_ms: int) -> list:
+        raise NotImplementedError
+
+    def background_tasks(self) -> list[Callable[[], Any]]:
+        return []

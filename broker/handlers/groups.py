@@ -26,7 +26,7 @@ its own, with the request's one key type.
 from __future__ import annotations
 
 from broker.coordinator.membership import JoinRequest, group_id_error, join_error, sync_body
-from broker.coordinator.runtime import OFFSETS_TOPIC, Waiter
+from broker.coordinator.group_runtime import OFFSETS_TOPIC, Waiter
 from broker.handlers.context import RequestContext
 from broker.security.acls import AclOperation, ResourceType
 from broker.security.authorize import authorize_cluster, authorize_group, enabled, unauthorized

@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 
 from broker.controller_channel import ControllerUnavailable
-from broker.coordinator.runtime import OFFSETS_TOPIC
+from broker.coordinator.group_runtime import OFFSETS_TOPIC
 from broker.handlers.common import forward
 from broker.handlers.context import RequestContext
 from broker.metadata_cache import MetadataCache, is_internal

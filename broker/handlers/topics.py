@@ -27,7 +27,7 @@ import trio
 
 from broker.config import ConfigError, validate_topic_configs
 from broker.controller_channel import ControllerUnavailable
-from broker.coordinator.runtime import OFFSETS_TOPIC
+from broker.coordinator.group_runtime import OFFSETS_TOPIC
 from broker.handlers.configs import topic_config_entries, topic_overrides
 from broker.handlers.common import forward
 from broker.handlers.context import RequestContext

@@ -17,7 +17,7 @@ from __future__ import annotations
 import trio
 
 from broker.coordinator.offsets import partition_of
-from broker.coordinator.runtime import OFFSETS_TOPIC
+from broker.coordinator.group_runtime import OFFSETS_TOPIC
 from client import Consumer, TopicPartition
 from sim.scenario import Scene, run_scenario
 

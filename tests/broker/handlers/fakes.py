@@ -20,7 +20,7 @@ import trio
 from broker.config import BrokerConfig
 from broker.controller.image import TOPIC_RESOURCE, MetadataImage
 from broker.controller_channel import ControllerUnavailable
-from broker.coordinator.runtime import CoordinatorRuntime
+from broker.coordinator.group_runtime import GroupRuntime
 from broker.fetch_session import FetchSessionCache
 from broker.handlers import HANDLERS
 from broker.handlers.context import RequestContext
@@ -130,7 +130,7 @@ class FakeBroker:
         self.emitted: list[tuple[str, dict]] = []
         self.events = SimpleNamespace(emit=lambda type_, **fields: self.emitted.append(
             (type_, fields)))
-        self.groups = CoordinatorRuntime(self)
+        self.groups = GroupRuntime(self)
         self.now = 1_000_000
         self.fetch_sessions = FetchSessionCache()
 

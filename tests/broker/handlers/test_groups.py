@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 from broker.config import topic_log_config
-from broker.coordinator.runtime import OFFSETS_TOPIC
+from broker.coordinator.group_runtime import OFFSETS_TOPIC
 from broker.log.log import PartitionLog
 from broker.partition import Partition
 from protocol import messages as m
