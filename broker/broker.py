@@ -59,7 +59,7 @@ from broker.metrics import BrokerMetrics, figures
 from broker.telemetry import ClientTelemetry
 from broker.metadata import (LEGACY_FILE, LegacyMetadata, cluster_id_for_voters,
                              load_cluster_id, load_directory_id)
-from broker.metadata_cache import OFFSETS_TOPIC, MetadataCache
+from broker.metadata_cache import MetadataCache
 from broker.partition import Partition
 from broker.storage import REAL, FileSystem
 from broker.replication.leader_epochs import LeaderEpochCache, new_log_cache, open_cache
@@ -166,7 +166,12 @@ class Broker:
         self._producer_ids: range = range(0)
         self._producer_ids_lock = trio.Lock()
         from broker.coordinator.group_runtime import GroupRuntime
+        from broker.transaction.runtime import TransactionRuntime
         self.groups = GroupRuntime(self)
+        self.transactions = TransactionRuntime(self)
+        # internal topic -> the coordinator hosted on its partitions
+        self.coordinators = {self.groups.topic: self.groups,
+                             self.transactions.topic: self.transactions}
         self.replicas = ReplicaManager(self)
         self._checkpointed_hws: dict[tuple[str, int], int] = {}
         self.started_ms = self.now_ms()
@@ -237,6 +242,7 @@ class Broker:
             await nursery.start(self._log_maker)
         await nursery.start(self.runtime.run)
         await nursery.start(self.groups.run)
+        await nursery.start(self.transactions.run)
         if self.addresses.is_broker:
             await nursery.start(self.replicas.run)
             await nursery.start(self.lifecycle.run)
@@ -433,9 +439,10 @@ class Broker:
         # each one after, until the follower is back in the ISR (fetch.py's rejoining).
         if local.is_leader != was_leader or local.leader_epoch != epoch or local.isr != isr:
             self.notify_data_arrived(topic, local.index)  # waiters see the new leadership
-        if topic == OFFSETS_TOPIC and (local.is_leader != was_leader
-                                       or (local.is_leader and fresh)):
-            self.groups.on_partition_leadership(local.index, local.is_leader)
+        coordinator = self.coordinators.get(topic)
+        if coordinator is not None and (local.is_leader != was_leader
+                                        or (local.is_leader and fresh)):
+            coordinator.on_partition_leadership(local.index, local.is_leader)
 
     # -- new partitions' logs, made off the event loop ------------------------------------
 
@@ -619,8 +626,8 @@ class Broker:
         for index in indexes:
             partition = self.partitions.pop((topic, index), None)
             self.replicas.forget(topic, index)
-            if topic == OFFSETS_TOPIC and partition is not None and partition.is_leader:
-                self.groups.on_partition_leadership(index, False)
+            if topic in self.coordinators and partition is not None and partition.is_leader:
+                self.coordinators[topic].on_partition_leadership(index, False)
             try:
                 self.logs.delete_partition(topic, index)
             except OSError as e:
@@ -647,8 +654,8 @@ class Broker:
         except OSError as e:
             raise KafkaStorageError(f"cannot open the log of {topic}-{index}: {e}") from e
         self.replicas.apply_registration(partition, registration, self.now_ms())
-        if topic == OFFSETS_TOPIC and partition.is_leader:
-            self.groups.on_partition_leadership(index, True)
+        if topic in self.coordinators and partition.is_leader:
+            self.coordinators[topic].on_partition_leadership(index, True)
         return partition
 
     async def wait_for_metadata(self, predicate: Callable[[MetadataCache], bool],

@@ -245,6 +245,24 @@ BROKER_PROPERTIES = _props(
          minimum=1),
     Prop("offsets.topic.segment.bytes", "int", 104857600, "Segment size of __consumer_offsets.",
          minimum=1),
+    Prop("transaction.state.log.num.partitions", "int", 50,
+         "Partitions of __transaction_state.", minimum=1),
+    Prop("transaction.state.log.replication.factor", "int", 3,
+         "Replication of __transaction_state (capped by the controllers, as for "
+         "__consumer_offsets).", minimum=1),
+    Prop("transaction.state.log.min.isr", "int", 2,
+         "min.insync.replicas of __transaction_state (capped by its replication factor).",
+         minimum=1),
+    Prop("transaction.state.log.segment.bytes", "int", 104857600,
+         "Segment size of __transaction_state.", minimum=1),
+    Prop("transaction.max.timeout.ms", "int", 900000,
+         "Longest transaction timeout a producer may ask for.", minimum=1),
+    Prop("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000,
+         "How often transactions open past their timeout are aborted.", minimum=1),
+    Prop("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000,
+         "How often expired transactional ids are removed.", minimum=1),
+    Prop("transactional.id.expiration.ms", "int", 604800000,
+         "Idle time before a transactional id is forgotten.", minimum=1),
     Prop("offsets.retention.minutes", "int", 10080, "How long committed offsets are kept.",
          minimum=1),
     Prop("offsets.retention.check.interval.ms", "long", 600000,
@@ -442,6 +460,14 @@ class BrokerConfig:
     offsets_topic_replication_factor = _Typed(int)
     offsets_topic_segment_bytes = _Typed(int)
     offsets_retention_minutes = _Typed(int)
+    transaction_state_log_num_partitions = _Typed(int)
+    transaction_state_log_replication_factor = _Typed(int)
+    transaction_state_log_min_isr = _Typed(int)
+    transaction_state_log_segment_bytes = _Typed(int)
+    transaction_max_timeout_ms = _Typed(int)
+    transaction_abort_timed_out_transaction_cleanup_interval_ms = _Typed(int)
+    transaction_remove_expired_transaction_cleanup_interval_ms = _Typed(int)
+    transactional_id_expiration_ms = _Typed(int)
     offsets_retention_check_interval_ms = _Typed(int)
     offset_metadata_max_bytes = _Typed(int)
     group_min_session_timeout_ms = _Typed(int)

@@ -17,7 +17,8 @@ from broker.controller.election import NO_LEADER, PartitionRegistration
 from broker.controller.image import BrokerEndpoint, BrokerRegistration, MetadataImage, TopicImage
 
 OFFSETS_TOPIC = "__consumer_offsets"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 @dataclass

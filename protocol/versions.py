@@ -21,11 +21,15 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from protocol.messages import APIS, FETCH, Api
+from protocol.messages import APIS, END_TXN, FETCH, Api
 
 # The highest version the client-facing broker serves (and our client speaks) where the
 # declaration goes further: the one place such a cap is written.
-CLIENT_FACING_MAX: dict[int, int] = {}
+CLIENT_FACING_MAX: dict[int, int] = {
+    # v5 is KIP-890 part 2's (transaction.version 2: an epoch bump per transaction); the
+    # transaction coordinator speaks transactions V1 (docs/TRANSACTIONS.md)
+    END_TXN: 4,
+}
 
 # The highest version our client speaks where it is below what the broker serves.
 OUR_CLIENT_MAX: dict[int, int] = {

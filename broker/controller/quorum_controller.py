@@ -71,6 +71,7 @@ class ControllerSettings:
     default_num_partitions: int = 1
     default_replication_factor: int = 1
     offsets_topic_replication_factor: int = 3
+    transaction_state_replication_factor: int = 3  # transaction.state.log.replication.factor
     session_timeout_ms: int = 9000  # broker.session.timeout.ms
     heartbeat_interval_ms: int = 2000
     unclean_leader_election_enable: bool = False
@@ -97,6 +98,8 @@ class QuorumController:
             default_replication_factor=settings.default_replication_factor,
             offsets_topic_replication_factor=min(settings.offsets_topic_replication_factor,
                                                  len(settings.voters)),
+            transaction_state_replication_factor=min(
+                settings.transaction_state_replication_factor, len(settings.voters)),
             max_partitions_per_request=settings.max_partitions_per_request,
             delete_topic_enable=settings.delete_topic_enable,
             unclean_leader_election_enable=settings.unclean_leader_election_enable,

@@ -45,6 +45,10 @@ from protocol.metadata_records import MetadataRecordType as T
 from protocol.names import topic_name_error
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+# the coordinators' own logs: deleting one would lose every group's offsets or every
+# transaction's state, so no client may
+COORDINATOR_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 UNCLEAN_CONFIG = "unclean.leader.election.enable"
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -71,6 +75,7 @@ class ReplicationControlManager:
 
     def __init__(self, rng: random.Random, *, default_num_partitions: int,
                  default_replication_factor: int, offsets_topic_replication_factor: int,
+                 transaction_state_replication_factor: int = 3,
                  max_partitions_per_request: int, delete_topic_enable: bool,
                  unclean_leader_election_enable: bool,
                  leader_imbalance_per_broker_percentage: int) -> None:
@@ -79,6 +84,7 @@ class ReplicationControlManager:
         self.default_replication_factor = default_replication_factor
         # already capped by the number of voters
         self.offsets_topic_replication_factor = offsets_topic_replication_factor
+        self.transaction_state_replication_factor = transaction_state_replication_factor
         self.max_partitions_per_request = max_partitions_per_request
         self.delete_topic_enable = delete_topic_enable
         self.unclean_leader_election_enable = unclean_leader_election_enable
@@ -160,6 +166,8 @@ class ReplicationControlManager:
             rf = self.default_replication_factor
             if t.name == OFFSETS_TOPIC:
                 rf = self.offsets_topic_replication_factor
+            elif t.name == TRANSACTION_STATE_TOPIC:
+                rf = self.transaction_state_replication_factor
         if partitions <= 0:
             raise PlacementError(ErrorCode.INVALID_PARTITIONS,
                                  f"Number of partitions was set to an invalid non-positive "
@@ -235,9 +243,7 @@ class ReplicationControlManager:
                 out.update(error(ErrorCode.UNKNOWN_TOPIC_ID if by_id
                                  else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  "This server does not host this topic."))
-            elif topic.name == OFFSETS_TOPIC:
-                # the group coordinator's own log: deleting it would lose every group's
-                # offsets, so no client may, as the single-node broker refused it too
+            elif topic.name in COORDINATOR_TOPICS:
                 out.update(error(ErrorCode.INVALID_REQUEST,
                                  f"Topic {topic.name} is an internal topic and cannot be "
                                  "deleted."))

@@ -73,6 +73,15 @@ class AppendFailed(Exception):
         self.error = error
 
 
+def _answer_later(waiter: Waiter, body: Any) -> Callable[[ErrorCode], None]:
+    def then(error: ErrorCode) -> None:
+        if error:
+            waiter.fail(error)
+        else:
+            waiter.resolve(body)
+    return then
+
+
 class CoordinatorRuntime:
     """Hosts one pure coordinator (`self.coordinator`) on the partitions of `topic`."""
 
@@ -112,8 +121,7 @@ class CoordinatorRuntime:
                 if failed:
                     waiter.fail(failed)  # never acknowledge what is not in the log
                 elif uncommitted is not None and not self._committed(*uncommitted):
-                    deferred.append(lambda error, w=waiter, b=body:
-                                    w.fail(error) if error else w.resolve(b))
+                    deferred.append(_answer_later(waiter, body))
                 else:
                     waiter.resolve(body)
             elif isinstance(effect, Emit):

@@ -11,29 +11,26 @@ image names it: FindCoordinator answers with that broker's endpoint on the clien
 creating __consumer_offsets first if need be, and COORDINATOR_NOT_AVAILABLE while the topic
 is not there yet or the partition has no leader. A group request reaching a broker that does
 not lead the group's partition gets NOT_COORDINATOR from the coordinator's routing check.
+A transaction key (type 1) is found the same way on __transaction_state (DESCRIBE on the
+TRANSACTIONAL_ID when ACLs are on).
 
-There is no transaction coordinator yet, and a client must learn that at once rather than
-retry until its timeout: a transaction key is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-with the message TRANSACTIONS_UNSUPPORTED. No truthful code does it: librdkafka retries
-every FindCoordinator error but that one and CLUSTER_AUTHORIZATION_FAILED, and
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED is also the one aiokafka and kafka-python treat as
-fatal there (docs/BROKER.md, "What is not supported answers at once"). A share-group key (2,
-KIP-932) or any other type is INVALID_REQUEST, as Kafka answers a share key below v6 and, at
-v6, on a broker without a share coordinator. From v4 every key of the batch is answered on
-its own, with the request's one key type.
+A share-group key (2, KIP-932) or any other type is INVALID_REQUEST, as Kafka answers a
+share key below v6 and, at v6, on a broker without a share coordinator. From v4 every key
+of the batch is answered on its own, with the request's one key type.
 """
 
 from __future__ import annotations
 
 from broker.coordinator.membership import JoinRequest, group_id_error, join_error, sync_body
-from broker.coordinator.group_runtime import OFFSETS_TOPIC, Waiter
+from broker.coordinator.group_runtime import Waiter
 from broker.handlers.context import RequestContext
 from broker.security.acls import AclOperation, ResourceType
-from broker.security.authorize import authorize_cluster, authorize_group, enabled, unauthorized
+from broker.security.authorize import (
+    authorize, authorize_cluster, authorize_group, enabled, unauthorized,
+)
 from protocol.errors import ErrorCode
 
 GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2
-TRANSACTIONS_UNSUPPORTED = "transactions are not supported by this broker yet"
 JOIN_REQUIRES_KNOWN_MEMBER_ID = 4  # KIP-394: JoinGroup v4+ gets MEMBER_ID_REQUIRED first
 NULLABLE_PROTOCOL_NAME = 7
 
@@ -50,9 +47,15 @@ async def _coordinator_entry(ctx: RequestContext, key: str, key_type: int) -> di
     out = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.NONE,
            "error_message": None}
     if key_type == TRANSACTION_KEY:
-        out.update(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                   error_message=TRANSACTIONS_UNSUPPORTED)
-        return out
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+            out.update(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                       error_message="Transactional Id authorization failed.")
+            return out
+        if not key:
+            out.update(error_code=ErrorCode.INVALID_REQUEST,
+                       error_message="a transactional id must not be empty")
+            return out
+        return await _located(ctx, broker.transactions, key, out)
     if key_type != GROUP_KEY:
         what = "share groups are" if key_type == SHARE_KEY else f"key type {key_type} is"
         out.update(error_code=ErrorCode.INVALID_REQUEST,
@@ -66,17 +69,22 @@ async def _coordinator_entry(ctx: RequestContext, key: str, key_type: int) -> di
     if error != ErrorCode.NONE:
         out.update(error_code=error, error_message="invalid group id")
         return out
-    if not await broker.groups.ensure_offsets_topic():
+    return await _located(ctx, broker.groups, key, out)
+
+
+async def _located(ctx: RequestContext, runtime, key: str, out: dict) -> dict:
+    """`out` with the coordinator of `key` on `runtime`'s internal topic (made first if
+    need be), or why there is none yet."""
+    if not await runtime.ensure_topic():
         out.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                   error_message=f"{OFFSETS_TOPIC} is being created")
+                   error_message=f"{runtime.topic} is being created")
         return out
-    cache = broker.metadata_cache
-    index = broker.groups.coordinator.partition_for(key)
-    leader = cache.leader(OFFSETS_TOPIC, index)
-    endpoint = cache.endpoint(leader, ctx.listener_name) if leader >= 0 else None
+    error, leader, message = runtime.coordinator_node(key)
+    endpoint = (ctx.broker.metadata_cache.endpoint(leader, ctx.listener_name)
+                if error == ErrorCode.NONE else None)
     if endpoint is None:
         out.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                   error_message=f"{OFFSETS_TOPIC}-{index} has no leader")
+                   error_message=message or f"node {leader} has no {ctx.listener_name}")
         return out
     out.update(node_id=leader, host=endpoint.host, port=endpoint.port)
     return out

@@ -4,15 +4,14 @@ A producer id is never reused, across restarts and brokers: the active controlle
 them out (`broker.allocate_producer_id`, blocks committed to the metadata log by
 AllocateProducerIds); when no controller answers, COORDINATOR_NOT_AVAILABLE, which clients
 retry. A request that names its current id and epoch (v3+, KIP-360) gets the epoch bumped.
-Transactions are not supported: a transactional id is refused with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients report as fatal rather than retrying.
-Clients rarely get this far: FindCoordinator refuses a transaction key first, with the same
-code and a message that says why (broker.handlers.groups).
+A request with a transactional id goes to the transaction coordinator
+(broker.handlers.transactions).
 """
 
 from __future__ import annotations
 
 from broker.controller_channel import ControllerUnavailable
+from broker.handlers import transactions
 from broker.handlers.context import RequestContext
 from broker.security.acls import AclOperation
 from broker.security.authorize import authorize_any_topic, authorize_cluster, enabled
@@ -26,8 +25,7 @@ async def handle(ctx: RequestContext) -> dict:
     out = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": -1,
            "producer_epoch": -1}
     if body.transactional_id is not None:
-        out["error_code"] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        return out
+        return await transactions.init_producer_id(ctx)
     # an idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic
     if enabled(ctx) and not authorize_cluster(ctx, AclOperation.IDEMPOTENT_WRITE,
                                               log_denied=False) \

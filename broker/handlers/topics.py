@@ -27,11 +27,10 @@ import trio
 
 from broker.config import ConfigError, validate_topic_configs
 from broker.controller_channel import ControllerUnavailable
-from broker.coordinator.group_runtime import OFFSETS_TOPIC
 from broker.handlers.configs import topic_config_entries, topic_overrides
 from broker.handlers.common import forward
 from broker.handlers.context import RequestContext
-from broker.metadata_cache import MetadataCache
+from broker.metadata_cache import INTERNAL_TOPICS, MetadataCache
 from broker.security.acls import AclOperation, ResourceType
 from broker.security.authorize import authorize_cluster, authorize_topic, enabled, unauthorized
 from protocol import messages as m
@@ -159,9 +158,9 @@ async def handle_create_topics(ctx: RequestContext) -> dict:
 def _local_refusal(ctx: RequestContext, name: str | None) -> dict | None:
     if not ctx.broker.config.delete_topic_enable:
         return _error(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-    if name == OFFSETS_TOPIC:
-        # the group coordinator's own log: deleting it would lose every group's offsets
-        # and leave the coordinator without partitions to serve. Kafka's TopicCommand
+    if name in INTERNAL_TOPICS:
+        # a coordinator's own log: deleting it would lose every group's offsets or every
+        # transaction's state, and leave the coordinator without partitions to serve. Kafka's TopicCommand
         # refuses internal topics; the broker refuses too, so no client can do it.
         return _error(ErrorCode.INVALID_REQUEST,
                       f"Topic {name} is an internal topic and cannot be deleted.")

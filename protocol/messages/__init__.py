@@ -89,6 +89,9 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(telemetry.PushTelemetryRequest, telemetry.PushTelemetryResponse),
     _api(telemetry.ListClientMetricsResourcesRequest,
          telemetry.ListClientMetricsResourcesResponse),
+    _api(transactions.AddPartitionsToTxnRequest, transactions.AddPartitionsToTxnResponse),
+    _api(transactions.AddOffsetsToTxnRequest, transactions.AddOffsetsToTxnResponse),
+    _api(transactions.EndTxnRequest, transactions.EndTxnResponse),
 )}
 
 CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
@@ -106,9 +109,6 @@ CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
 # Client APIs declared, at every version Kafka defines as stable, but not served yet: no
 # handler, not advertised, refused by the client-facing listener like any unknown key.
 PENDING_APIS: dict[int, Api] = {a.key: a for a in (
-    _api(transactions.AddPartitionsToTxnRequest, transactions.AddPartitionsToTxnResponse),
-    _api(transactions.AddOffsetsToTxnRequest, transactions.AddOffsetsToTxnResponse),
-    _api(transactions.EndTxnRequest, transactions.EndTxnResponse),
     _api(transactions.WriteTxnMarkersRequest, transactions.WriteTxnMarkersResponse),
     _api(transactions.TxnOffsetCommitRequest, transactions.TxnOffsetCommitResponse),
     _api(transactions.DescribeProducersRequest, transactions.DescribeProducersResponse),
@@ -175,6 +175,14 @@ DESCRIBE_TOPIC_PARTITIONS = _key(metadata.DescribeTopicPartitionsRequest)
 GET_TELEMETRY_SUBSCRIPTIONS = _key(telemetry.GetTelemetrySubscriptionsRequest)
 PUSH_TELEMETRY = _key(telemetry.PushTelemetryRequest)
 LIST_CLIENT_METRICS_RESOURCES = _key(telemetry.ListClientMetricsResourcesRequest)
+ADD_PARTITIONS_TO_TXN = _key(transactions.AddPartitionsToTxnRequest)
+ADD_OFFSETS_TO_TXN = _key(transactions.AddOffsetsToTxnRequest)
+END_TXN = _key(transactions.EndTxnRequest)
+WRITE_TXN_MARKERS = _key(transactions.WriteTxnMarkersRequest)
+TXN_OFFSET_COMMIT = _key(transactions.TxnOffsetCommitRequest)
+DESCRIBE_PRODUCERS = _key(transactions.DescribeProducersRequest)
+DESCRIBE_TRANSACTIONS = _key(transactions.DescribeTransactionsRequest)
+LIST_TRANSACTIONS = _key(transactions.ListTransactionsRequest)
 
 
 def request_body(api_key: int, version: int, body: dict) -> Container:

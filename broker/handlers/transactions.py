@@ -1,0 +1,165 @@
+"""The transaction APIs of the transaction coordinator: InitProducerId with a transactional
+id, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn.
+
+Owns: unpacking those requests, their authorization (WRITE on the TRANSACTIONAL_ID, and on
+each topic added; READ on the group of AddOffsetsToTxn), the per-partition checks Kafka's
+KafkaApis makes before the coordinator is asked, and the error codes each request version
+knows (broker.transaction.coordinator decides everything else; broker.transaction.runtime
+writes its records and waits for them to be committed).
+
+AddPartitionsToTxn v4+ is the form brokers send: several transactions at once, and with
+`verify_only` a partition leader's question of KIP-890 part 1 (is this partition in the
+producer's ongoing transaction?), answered from the coordinator's state without writing.
+It needs CLUSTER_ACTION on the cluster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.handlers.context import RequestContext
+from broker.security.acls import AclOperation, ResourceType
+from broker.security.authorize import authorize, authorize_cluster, authorize_group
+from broker.transaction.coordinator import error_for_version
+from protocol import messages as m
+from protocol.errors import ErrorCode
+
+E = ErrorCode
+
+
+def _allowed_txn(ctx: RequestContext, operation: AclOperation, transactional_id: str) -> bool:
+    return authorize(ctx, operation, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
+def _answer(waiter, fallback: dict) -> dict:
+    if waiter.error != E.NONE:
+        return dict(fallback, error_code=waiter.error)
+    return dict(waiter.body)
+
+
+# -- InitProducerId with a transactional id ----------------------------------------------------
+
+async def init_producer_id(ctx: RequestContext) -> dict:
+    """InitProducerId for a transactional producer (broker.handlers.producer_id hands the
+    others their ids)."""
+    b = ctx.body
+    out: dict[str, Any] = {"throttle_time_ms": 0, "error_code": E.NONE, "producer_id": -1,
+                           "producer_epoch": -1}
+    if not _allowed_txn(ctx, AclOperation.WRITE, b.transactional_id):
+        out["error_code"] = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return out
+    runtime = ctx.broker.transactions
+    if not await runtime.ensure_producer_id():
+        out["error_code"] = E.COORDINATOR_NOT_AVAILABLE
+        return out
+    waiter = await runtime.call(runtime.coordinator.handle_init_producer_id, b.transactional_id,
+                                b.transaction_timeout_ms, b.get("producer_id", -1),
+                                b.get("producer_epoch", -1))
+    out.update(_answer(waiter, out))
+    out["error_code"] = error_for_version(E(out["error_code"]), m.INIT_PRODUCER_ID, ctx.version)
+    return out
+
+
+# -- AddPartitionsToTxn --------------------------------------------------------------------------
+
+def _partition_errors(ctx: RequestContext, partitions: list[tuple[str, int]]
+                      ) -> dict[tuple[str, int], E]:
+    """Kafka's checks before the coordinator: topics the principal may not write are
+    TOPIC_AUTHORIZATION_FAILED, partitions the cluster does not have
+    UNKNOWN_TOPIC_OR_PARTITION, and when any partition fails so, the others are
+    OPERATION_NOT_ATTEMPTED. Empty when all may go on."""
+    errors: dict[tuple[str, int], E] = {}
+    cache = ctx.broker.metadata_cache
+    for topic, index in partitions:
+        if not authorize(ctx, AclOperation.WRITE, ResourceType.TOPIC, topic):
+            errors[(topic, index)] = E.TOPIC_AUTHORIZATION_FAILED
+        elif cache.image.partition(topic, index) is None:
+            errors[(topic, index)] = E.UNKNOWN_TOPIC_OR_PARTITION
+    if errors:
+        for tp in partitions:
+            errors.setdefault(tp, E.OPERATION_NOT_ATTEMPTED)
+    return errors
+
+
+def _flatten(topics) -> list[tuple[str, int]]:
+    return list(dict.fromkeys((t.name, i) for t in topics for i in t.partitions))
+
+
+def _topic_results(errors: dict[tuple[str, int], E]) -> list[dict]:
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, index), error in errors.items():
+        by_topic.setdefault(topic, []).append({"partition_index": index,
+                                               "partition_error_code": error})
+    return [{"name": t, "results_by_partition": rs} for t, rs in by_topic.items()]
+
+
+async def _add_partitions(ctx: RequestContext, transactional_id: str, producer_id: int,
+                          producer_epoch: int, topics, verify_only: bool,
+                          version: int) -> dict[tuple[str, int], E]:
+    partitions = _flatten(topics)
+    errors = _partition_errors(ctx, partitions)
+    if errors:
+        return errors
+    runtime = ctx.broker.transactions
+    if verify_only:
+        return dict(runtime.coordinator.verify_partitions(transactional_id, producer_id,
+                                                          producer_epoch, partitions))
+    waiter = await runtime.call(runtime.coordinator.handle_add_partitions, transactional_id,
+                                producer_id, producer_epoch, partitions)
+    error = waiter.error if waiter.error != E.NONE else E(waiter.body["error_code"])
+    error = error_for_version(error, m.ADD_PARTITIONS_TO_TXN, version)
+    return {tp: error for tp in partitions}
+
+
+async def handle_add_partitions(ctx: RequestContext) -> dict:
+    b = ctx.body
+    if ctx.version <= 3:
+        if not _allowed_txn(ctx, AclOperation.WRITE, b.v3_and_below_transactional_id):
+            errors = {tp: E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                      for tp in _flatten(b.v3_and_below_topics)}
+        else:
+            errors = await _add_partitions(
+                ctx, b.v3_and_below_transactional_id, b.v3_and_below_producer_id,
+                b.v3_and_below_producer_epoch, b.v3_and_below_topics, False, ctx.version)
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topic_results(errors)}
+    if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+        return {"throttle_time_ms": 0, "error_code": E.CLUSTER_AUTHORIZATION_FAILED,
+                "results_by_transaction": []}
+    results = []
+    for txn in b.transactions:
+        errors = await _add_partitions(ctx, txn.transactional_id, txn.producer_id,
+                                       txn.producer_epoch, txn.topics, txn.verify_only,
+                                       ctx.version)
+        results.append({"transactional_id": txn.transactional_id,
+                        "topic_results": _topic_results(errors)})
+    return {"throttle_time_ms": 0, "error_code": E.NONE, "results_by_transaction": results}
+
+
+# -- AddOffsetsToTxn, EndTxn --------------------------------------------------------------------
+
+async def handle_add_offsets(ctx: RequestContext) -> dict:
+    b = ctx.body
+    out = {"throttle_time_ms": 0, "error_code": E.NONE}
+    if not _allowed_txn(ctx, AclOperation.WRITE, b.transactional_id):
+        return dict(out, error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not authorize_group(ctx, AclOperation.READ, b.group_id):
+        return dict(out, error_code=E.GROUP_AUTHORIZATION_FAILED)
+    runtime = ctx.broker.transactions
+    waiter = await runtime.call(runtime.coordinator.handle_add_offsets, b.transactional_id,
+                                b.producer_id, b.producer_epoch, b.group_id)
+    error = waiter.error if waiter.error != E.NONE else E(waiter.body["error_code"])
+    return dict(out, error_code=error_for_version(error, m.ADD_OFFSETS_TO_TXN, ctx.version))
+
+
+async def handle_end_txn(ctx: RequestContext) -> dict:
+    b = ctx.body
+    out: dict[str, Any] = {"throttle_time_ms": 0, "error_code": E.NONE, "producer_id": -1,
+                           "producer_epoch": -1}
+    if not _allowed_txn(ctx, AclOperation.WRITE, b.transactional_id):
+        return dict(out, error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    runtime = ctx.broker.transactions
+    waiter = await runtime.call(runtime.coordinator.handle_end_txn, b.transactional_id,
+                                b.producer_id, b.producer_epoch, b.committed)
+    out.update(_answer(waiter, out))
+    out["error_code"] = error_for_version(E(out["error_code"]), m.END_TXN, ctx.version)
+    return out

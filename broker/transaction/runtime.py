@@ -1,0 +1,200 @@
+"""The transaction coordinator hosted on __transaction_state.
+
+Owns: `TransactionRuntime`, broker.coordinator.runtime's CoordinatorRuntime for the pure
+TransactionCoordinator (broker.transaction.coordinator): its records are Kafka's
+TransactionLogKey/TransactionLogValue, its topic is created with the transaction.state.log.*
+settings (min.insync.replicas capped by the replication factor the controller can give,
+so a single broker serves transactions as it does groups), producer ids come from the
+blocks the controller hands this broker, and it carries out the coordinator's
+`WriteTxnMarkers` effects with broker.transaction.markers.
+
+A transition's record is replayed into the coordinator as soon as it is in the leader's
+log (the pending state refuses any other transition meanwhile), and the answer waits for
+the high watermark, as for groups. Markers are written only once the PrepareCommit or
+PrepareAbort record before them is committed, however long that takes while this broker
+leads the partition: a decision a failover could lose must never reach a partition, or one
+transaction could end committed in one partition and aborted in another. A coordinator that
+loses the partition stops writing; the next one loads the record and writes the markers
+again (`finish_load`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import trio
+
+from broker.coordinator.runtime import CoordinatorRuntime
+from broker.transaction.coordinator import TransactionConfig, TransactionCoordinator
+from broker.transaction.effects import Append, WriteTxnMarkers
+from broker.transaction.markers import MarkerWriter
+from broker.transaction.records import decode_value, encode_value
+from protocol.batch_header import BatchHeader
+from protocol.errors import DecodeError, ErrorCode
+from protocol.messages import transaction_log
+from protocol.records import Record
+
+log = logging.getLogger("minibroker.transaction")
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+APPEND_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms, which its coordinator waits for acks
+
+
+def transaction_config(c) -> TransactionConfig:
+    return TransactionConfig(
+        transaction_max_timeout_ms=c.transaction_max_timeout_ms,
+        transactional_id_expiration_ms=c.transactional_id_expiration_ms,
+        abort_timed_out_transaction_cleanup_interval_ms=(
+            c.transaction_abort_timed_out_transaction_cleanup_interval_ms),
+        remove_expired_transaction_cleanup_interval_ms=(
+            c.transaction_remove_expired_transaction_cleanup_interval_ms),
+        num_partitions=c.transaction_state_log_num_partitions,
+        offsets_topic_num_partitions=c.offsets_topic_num_partitions)
+
+
+class TransactionRuntime(CoordinatorRuntime):
+    topic = TRANSACTION_STATE_TOPIC
+
+    def __init__(self, broker):
+        super().__init__(broker)
+        self.coordinator = TransactionCoordinator(transaction_config(broker.config),
+                                                  self._take_producer_id)
+        self._producer_ids: range = range(0)
+        self._markers: MarkerWriter | None = None
+
+    # -- producer ids --------------------------------------------------------------------------
+
+    def _take_producer_id(self) -> int | None:
+        if not self._producer_ids:
+            return None
+        pid = self._producer_ids[0]
+        self._producer_ids = self._producer_ids[1:]
+        return pid
+
+    async def ensure_producer_id(self) -> bool:
+        """A producer id is at hand for the next InitProducerId (the pure coordinator takes
+        ids synchronously); False when no controller answered."""
+        if self._producer_ids:
+            return True
+        from broker.controller_channel import ControllerUnavailable
+        try:
+            pid = await self.broker.allocate_producer_id()
+        except ControllerUnavailable:
+            return False
+        if not self._producer_ids:
+            self._producer_ids = range(pid, pid + 1)
+        return True
+
+    # -- CoordinatorRuntime's hooks -------------------------------------------------------------
+
+    @property
+    def num_partitions(self) -> int:
+        return self.coordinator.config.num_partitions
+
+    @property
+    def commit_timeout_ms(self) -> int:
+        return APPEND_TIMEOUT_MS
+
+    def topic_configs(self) -> dict[str, str]:
+        c = self.broker.config
+        brokers = max(1, len(self.broker.metadata_cache.image.brokers))
+        min_isr = min(c.transaction_state_log_min_isr, c.transaction_state_log_replication_factor,
+                      brokers)
+        return {"cleanup.policy": "compact",
+                "segment.bytes": str(c.transaction_state_log_segment_bytes),
+                "min.insync.replicas": str(min_isr),
+                "unclean.leader.election.enable": "false",
+                "compression.type": "uncompressed"}
+
+    def records_of(self, effect: Any) -> tuple[int, list[tuple[bytes, bytes | None]]] | None:
+        if not isinstance(effect, Append):
+            return None
+        return (self.coordinator.partition_for(effect.transactional_id),
+                [(transaction_log.encode_key(effect.transactional_id),
+                  encode_value(effect.value))])
+
+    def appended(self, effect: Any, index: int, end: int) -> None:
+        self.coordinator.replay(effect.transactional_id, effect.value)
+
+    def append_failed(self, effect: Any) -> None:
+        self.coordinator.append_failed(effect.transactional_id)
+
+    def carry_out(self, effect: Any, failed: ErrorCode,
+                  uncommitted: tuple[int, int] | None) -> None:
+        if not isinstance(effect, WriteTxnMarkers):
+            super().carry_out(effect, failed, uncommitted)
+            return
+        if failed:
+            return  # the decision is not in the log: the transition was taken back
+        if not self.start_soon(self._write_markers, effect, uncommitted):
+            log.warning("markers of %r not written: the runtime is not running",
+                        effect.transactional_id)
+
+    async def _write_markers(self, effect: WriteTxnMarkers,
+                             uncommitted: tuple[int, int] | None) -> None:
+        if uncommitted is not None and await self.wait_committed(*uncommitted, None):
+            return  # the partition moved before the decision was committed
+        index = self.coordinator.partition_for(effect.transactional_id)
+
+        def still_coordinator() -> bool:
+            return (index in self.coordinator.owned
+                    and self.coordinator.coordinator_epochs.get(index) == effect.coordinator_epoch)
+
+        assert self._markers is not None
+        started = trio.current_time()
+        if not await self._markers.write(effect, still_coordinator):
+            return
+        self.broker.events.emit(
+            "txn_markers_written", transactional_id=effect.transactional_id,
+            producer_id=effect.producer_id, producer_epoch=effect.producer_epoch,
+            result=effect.result.name, partitions=len(effect.partitions),
+            duration_ms=round((trio.current_time() - started) * 1000, 3))
+        if still_coordinator():
+            self.apply_effects(self.coordinator.markers_written(
+                effect.transactional_id, effect.producer_id, effect.producer_epoch,
+                effect.result, self.broker.now_ms()))
+
+    def begin_load(self, index: int, leader_epoch: int) -> None:
+        self.coordinator.begin_load(index, leader_epoch)
+
+    def replay_batch(self, header: BatchHeader, records: list[Record], now_ms: int) -> int:
+        replayed = 0
+        for record in records:
+            if record.key is None:
+                continue
+            try:
+                transactional_id = transaction_log.decode_key(record.key)
+                value = decode_value(record.value)
+            except (DecodeError, ValueError) as e:
+                log.error("%s: record at offset %d does not decode (%s): skipped",
+                          TRANSACTION_STATE_TOPIC, record.offset, e)
+                continue
+            if transactional_id is None:
+                continue  # a key version Kafka would skip too
+            self.coordinator.replay(transactional_id, value, loading=True)
+            replayed += 1
+        return replayed
+
+    def finish_load(self, index: int, now_ms: int) -> list:
+        return list(self.coordinator.finish_load(index))
+
+    def unload(self, index: int, now_ms: int) -> list:
+        self.coordinator.unload(index)
+        return []
+
+    def on_timers(self, now_ms: int) -> list:
+        return self.coordinator.tick(now_ms)
+
+    def background_tasks(self) -> list:
+        return [self._hold_marker_writer]
+
+    async def _hold_marker_writer(self) -> None:
+        async with trio.open_nursery() as nursery:
+            self._markers = MarkerWriter(self.broker, nursery)
+            self.apply_effects(self.coordinator.tick(self.broker.now_ms()))  # schedules timers
+            try:
+                await trio.sleep_forever()
+            finally:
+                with trio.CancelScope(shield=True):
+                    await self._markers.aclose()
