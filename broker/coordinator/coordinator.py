@@ -284,6 +284,42 @@ class GroupCoordinator:
         out.append(Reply(waiter, errors))
         return out
 
+    def txn_commit_error(self, group_id: str, generation: int, member_id: str,
+                         group_instance_id: str | None) -> ErrorCode:
+        """Kafka's checks of a TxnOffsetCommit (KIP-447): a request without a member and
+        generation (before v3) is not checked against the group; one with them must be
+        the group's current member and generation, as an OffsetCommit's."""
+        error = self.check(group_id, allow_empty=True)
+        if error != E.NONE:
+            return error
+        if generation < 0 and not member_id:
+            group = self.membership.group(group_id)
+            return E.COORDINATOR_NOT_AVAILABLE if group is not None and \
+                group.state == S.DEAD else E.NONE
+        return self.commit_error(group_id, generation, member_id, group_instance_id)
+
+    def txn_commit(self, waiter: Any, group_id: str, producer_id: int, producer_epoch: int,
+                   generation: int, member_id: str, group_instance_id: str | None,
+                   offsets: list[tuple[str, int, int, int, str | None]], now_ms: int) -> list:
+        """TxnOffsetCommit: the offsets are written in the producer's transaction and count
+        only once its COMMIT marker reaches this partition (`complete_txn`)."""
+        error = self.txn_commit_error(group_id, generation, member_id, group_instance_id)
+        if error == E.REBALANCE_IN_PROGRESS:
+            error = E.NONE  # Kafka lets a transactional commit through a rebalance
+        if error != E.NONE:
+            return [Reply(waiter, {(t, p): error for t, p, *_ in offsets})]
+        if group_id not in self.groups:  # as a standalone commit, it creates the group
+            self.groups[group_id] = ClassicGroup(group_id, state_timestamp_ms=now_ms)
+        records, errors = self.offsets.prepare_commit(group_id, offsets, now_ms)
+        out: list = []
+        if records:
+            out.append(Append(group_id, records, producer_id, producer_epoch))
+        out.append(Emit("txn_offset_commit", {
+            "group": group_id, "producer_id": producer_id,
+            "offsets": [f"{t}-{p}={o}" for t, p, o, *_ in offsets if errors[(t, p)] == E.NONE]}))
+        out.append(Reply(waiter, errors))
+        return out
+
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
                       member_id: str | None = None, member_epoch: int = -1):
         """(error, {(topic, partition): CommittedOffset | None}). OffsetFetch v9 may name a

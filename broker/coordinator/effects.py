@@ -21,9 +21,13 @@ class Reply:
 
 @dataclass(frozen=True)
 class Append:
-    """Records for the group's __consumer_offsets partition, written before what follows."""
+    """Records for the group's __consumer_offsets partition, written before what follows.
+    A TxnOffsetCommit's records are written in a transactional batch of its producer
+    (`producer_id` >= 0), which the transaction's marker commits or aborts."""
     group_id: str
     records: list  # list[OffsetRecord]
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 from broker import timeouts
@@ -32,6 +33,8 @@ from broker.coordinator.membership import GroupConfig
 from broker.coordinator.offsets import OffsetRecord
 from broker.coordinator.runtime import CoordinatorRuntime, Waiter
 from protocol.batch_header import BatchHeader
+from protocol.control_records import decode_end_txn_marker
+from protocol.record_errors import InvalidRecordError
 from protocol.records import Record
 
 __all__ = ["GroupRuntime", "OFFSETS_TOPIC", "Waiter", "coordinator_config"]
@@ -69,6 +72,20 @@ def coordinator_config(broker_config: BrokerConfig) -> CoordinatorConfig:
             max_size=c.group_consumer_max_size))
 
 
+@dataclass(frozen=True)
+class _TxnRecord:
+    """A TxnOffsetCommit's record, pending in its producer's transaction once committed."""
+    producer_id: int
+    record: OffsetRecord
+
+
+@dataclass(frozen=True)
+class _TxnEnd:
+    """A transaction's marker on this partition: its pending offsets count or go."""
+    producer_id: int
+    commit: bool
+
+
 class GroupRuntime(CoordinatorRuntime):
     topic = OFFSETS_TOPIC
 
@@ -83,7 +100,8 @@ class GroupRuntime(CoordinatorRuntime):
         self.coordinator.consumer_groups.group_configs = broker.metadata_cache.group_configs
         # partition -> offset records appended but not yet below the high watermark, with
         # the log offset each ends at: replayed into the cache only once committed
-        self._uncommitted_offsets: dict[int, deque[tuple[int, OffsetRecord]]] = {}
+        self._uncommitted_offsets: dict[
+            int, deque[tuple[int, OffsetRecord | _TxnRecord | _TxnEnd]]] = {}
 
     async def ensure_offsets_topic(self) -> bool:
         return await self.ensure_topic()
@@ -122,10 +140,20 @@ class GroupRuntime(CoordinatorRuntime):
         return (self.coordinator.partition_for(effect.group_id),
                 [(r.key, r.value) for r in effect.records])
 
+    def producer_of(self, effect: Any) -> tuple[int, int] | None:
+        if isinstance(effect, Append) and effect.producer_id >= 0:
+            return (effect.producer_id, effect.producer_epoch)
+        return None
+
     def appended(self, effect: Any, index: int, end: int) -> None:
         now = self.broker.now_ms()
         for record in effect.records:
-            if record.entry is not None:
+            if effect.producer_id >= 0:
+                # pending until the marker: its own order in the queue keeps it after
+                # the commits before it and before the marker's completion
+                self._uncommitted_offsets.setdefault(index, deque()).append(
+                    (end, _TxnRecord(effect.producer_id, record)))
+            elif record.entry is not None:
                 self._uncommitted_offsets.setdefault(index, deque()).append((end, record))
             else:
                 self.coordinator.replay_record(record, now)
@@ -141,21 +169,52 @@ class GroupRuntime(CoordinatorRuntime):
                 continue
             hw = partition.high_watermark
             while queue and queue[0][0] <= hw:
-                self.coordinator.replay_record(queue.popleft()[1], self.broker.now_ms())
+                self._replay(queue.popleft()[1])
             if not queue:
                 del self._uncommitted_offsets[i]
+
+    def _replay(self, entry: OffsetRecord | _TxnRecord | _TxnEnd) -> None:
+        offsets = self.coordinator.offsets
+        if isinstance(entry, _TxnRecord):
+            offsets.replay_txn_record(entry.producer_id, entry.record)
+        elif isinstance(entry, _TxnEnd):
+            offsets.complete_txn(entry.producer_id, entry.commit)
+        else:
+            self.coordinator.replay_record(entry, self.broker.now_ms())
+
+    def complete_transaction(self, index: int, producer_id: int, producer_epoch: int,
+                             commit: bool) -> None:
+        """A transaction's marker was just appended to __consumer_offsets-`index` (by the
+        WriteTxnMarkers handler): its offsets count (COMMIT) or go (ABORT) once the HW
+        covers the marker, in log order with the commits around it."""
+        partition = self.broker.partition(OFFSETS_TOPIC, index)
+        if partition is None:
+            return
+        self._uncommitted_offsets.setdefault(index, deque()).append(
+            (partition.log_end_offset, _TxnEnd(producer_id, commit)))
+        self.on_committed(index, partition.high_watermark)
 
     def begin_load(self, index: int, leader_epoch: int) -> None:
         self.coordinator.begin_load(index)
 
     def replay_batch(self, header: BatchHeader, records: list[Record], now_ms: int) -> int:
         if header.is_control:
+            for record in records[:1]:
+                try:
+                    marker = decode_end_txn_marker(record.key, record.value)
+                except InvalidRecordError:
+                    continue  # not an end-transaction marker: nothing to complete
+                self.coordinator.offsets.complete_txn(header.producer_id, marker.committed)
             return 0
         replayed = 0
         for record in records:
             if record.key is None:
                 continue  # every coordinator record has a key: nothing to replay
-            self.coordinator.replay(record.key, record.value, now_ms, loading=True)
+            if header.is_transactional:
+                self.coordinator.offsets.replay_txn_record(
+                    header.producer_id, OffsetRecord(record.key, record.value))
+            else:
+                self.coordinator.replay(record.key, record.value, now_ms, loading=True)
             replayed += 1
         return replayed
 

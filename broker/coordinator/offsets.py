@@ -110,6 +110,9 @@ class OffsetStore:
     def __init__(self, max_metadata_size: int = DEFAULT_MAX_METADATA_SIZE) -> None:
         self.max_metadata_size = max_metadata_size
         self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        # producer id -> group -> partition -> offset: TxnOffsetCommits in the log whose
+        # transaction has not ended yet (Kafka's pendingTransactionalOffsetCommits)
+        self._pending_txn: dict[int, dict[str, dict[TopicPartition, CommittedOffset | None]]] = {}
 
     # -- writes: return records, never change the cache ---------------------------------
 
@@ -257,15 +260,53 @@ class OffsetStore:
         if value is None:
             self._set(key.group, tp, None)
             return
+        self._set(key.group, tp, self._committed_of(key, value))
+
+    @staticmethod
+    def _committed_of(key: OffsetKey, value: bytes) -> CommittedOffset:
         v = offsets_topic.decode_value(key, value)
-        self._set(key.group, tp, CommittedOffset(
+        return CommittedOffset(
             offset=v.offset,
             # absent before OffsetCommitValue v3; the expire timestamp exists in v1 only
             leader_epoch=v.get("leader_epoch", NO_LEADER_EPOCH),
             metadata=v.metadata,
             commit_timestamp_ms=v.commit_timestamp,
             expire_timestamp_ms=v.get("expire_timestamp", NO_EXPIRE_TIMESTAMP),
-        ))
+        )
+
+    # -- transactional offsets (TxnOffsetCommit, KIP-98) ---------------------------------
+
+    def replay_txn_record(self, producer_id: int, record: OffsetRecord) -> None:
+        """A TxnOffsetCommit's record is in the log: pending until its transaction's marker
+        (`complete_txn`), invisible to OffsetFetch until then."""
+        if record.entry is not None:
+            group, topic, partition, committed = record.entry
+        else:
+            decoded = offsets_topic.decode_key(record.key)
+            if not isinstance(decoded, OffsetKey):
+                return
+            group, topic, partition = decoded.group, decoded.topic, decoded.partition
+            committed = None if record.value is None else self._committed_of(decoded,
+                                                                             record.value)
+        self._pending_txn.setdefault(producer_id, {}).setdefault(group, {})[
+            (topic, partition)] = committed
+
+    def complete_txn(self, producer_id: int, commit: bool) -> None:
+        """The producer's transaction ended: its pending offsets become the committed ones
+        (COMMIT) or are dropped (ABORT)."""
+        pending = self._pending_txn.pop(producer_id, {})
+        if not commit:
+            return
+        for group, offsets in pending.items():
+            for tp, committed in offsets.items():
+                self._set(group, tp, committed)
+
+    def has_pending_txn(self, group: str, partitions: Iterable[TopicPartition] | None) -> bool:
+        """Whether a transaction not yet ended holds offsets of these partitions (None: of
+        any) for the group: OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT."""
+        wanted = None if partitions is None else set(partitions)
+        return any(wanted is None or wanted & pending[group].keys()
+                   for pending in self._pending_txn.values() if group in pending)
 
     # -- reads --------------------------------------------------------------------------
 
@@ -289,6 +330,9 @@ class OffsetStore:
         of the groups themselves: the new leader replays the same records)."""
         for group in [g for g in self._offsets if belongs(g)]:
             del self._offsets[group]
+        for pending in self._pending_txn.values():
+            for group in [g for g in pending if belongs(g)]:
+                del pending[group]
 
     def groups(self) -> set[str]:
         """Groups with at least one committed offset."""

@@ -39,6 +39,7 @@ from protocol.records import Record, decode_batches, encode_batch, parse_batch_h
 
 log = logging.getLogger("minibroker.coordinator")
 
+COORDINATOR = "coordinator"  # the append origin that skips the sequence checks, as Kafka's
 LOAD_CHUNK_BYTES = 1 << 20
 TOPIC_WAIT_S = 2.0  # FindCoordinator's wait for a new internal topic; clients retry
 CREATE_TOPICS_VERSION = 7
@@ -133,7 +134,7 @@ class CoordinatorRuntime:
                     self.append_failed(effect)
                     continue
                 try:
-                    index, end = self._append(*target)
+                    index, end = self._append(*target, self.producer_of(effect))
                 except AppendFailed as e:
                     failed = e.error
                     self.append_failed(effect)
@@ -184,8 +185,10 @@ class CoordinatorRuntime:
         for then in deferred:
             then(error)
 
-    def _append(self, index: int, records: list[tuple[bytes, bytes | None]]) -> tuple[int, int]:
-        """Append key/value records to partition `index`; (index, the offset after them)."""
+    def _append(self, index: int, records: list[tuple[bytes, bytes | None]],
+                producer: tuple[int, int] | None = None) -> tuple[int, int]:
+        """Append key/value records to partition `index`, in a transactional batch of
+        `producer` (id, epoch) when given; (index, the offset after them)."""
         partition = self.broker.partition(self.topic, index)
         if partition is None or not partition.is_leader or self.broker.log_dirs.offline:
             # leadership moved while the request waited, or is about to: its log failed
@@ -193,9 +196,12 @@ class CoordinatorRuntime:
         if partition.under_min_isr():
             raise AppendFailed(ErrorCode.COORDINATOR_NOT_AVAILABLE)  # acks=all is refused
         now = self.broker.now_ms()
+        txn: dict[str, Any] = {} if producer is None else {
+            "producer_id": producer[0], "producer_epoch": producer[1], "is_transactional": True}
         batch = bytearray(encode_batch([Record(i, now, key, value, [])
-                                        for i, (key, value) in enumerate(records)]))
-        result = partition.append_batch(batch, parse_batch_header(batch), now)
+                                        for i, (key, value) in enumerate(records)], **txn))
+        result = partition.append_batch(batch, parse_batch_header(batch), now,
+                                        **({} if producer is None else {"origin": COORDINATOR}))
         if result.error != ErrorCode.NONE:
             log.error("cannot append to %s-%d: %s", self.topic, index, result.error.name)
             raise AppendFailed(ErrorCode.NOT_COORDINATOR)
@@ -372,6 +378,10 @@ class CoordinatorRuntime:
     def records_of(self, effect: Any) -> tuple[int, list[tuple[bytes, bytes | None]]] | None:
         """For an effect that appends: its partition and its records' keys and values."""
         raise NotImplementedError
+
+    def producer_of(self, effect: Any) -> tuple[int, int] | None:
+        """For an effect whose records belong to a producer's transaction: (id, epoch)."""
+        return None
 
     def appended(self, effect: Any, index: int, end: int) -> None:
         """The effect's records are in the leader's log, ending before offset `end`."""

@@ -58,6 +58,7 @@ HANDLERS: dict[int, Handler] = {
     m.ADD_PARTITIONS_TO_TXN: transactions.handle_add_partitions,
     m.ADD_OFFSETS_TO_TXN: transactions.handle_add_offsets,
     m.END_TXN: transactions.handle_end_txn,
+    m.TXN_OFFSET_COMMIT: transactions.handle_txn_offset_commit,
 }
 
 assert HANDLERS.keys() == m.APIS.keys(), "every declared API needs a handler, and no more"

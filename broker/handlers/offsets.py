@@ -46,7 +46,7 @@ async def handle_offset_commit(ctx: RequestContext) -> dict:
 
 
 def _fetch_group(ctx: RequestContext, group_id: str, topics, member_id: str | None = None,
-                 member_epoch: int = -1) -> tuple[ErrorCode, list]:
+                 member_epoch: int = -1, require_stable: bool = False) -> tuple[ErrorCode, list]:
     """The group's error and its topics; the error is repeated in every partition only
     where the version has no group-level error code to carry it (before v2). v9 names a
     consumer group's member and epoch, which must be current."""
@@ -78,9 +78,17 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics, member_id: str | No
                               (t for t, _ in committed), log_denied=False)
         committed = {k: v for k, v in committed.items() if k[0] not in hidden}
     partition_error = error if ctx.version < GROUP_ERROR_IN_BODY else ErrorCode.NONE
+    offsets = ctx.broker.groups.coordinator.offsets
     by_topic: dict[str, list] = {}
     for topic, partition in (wanted if wanted is not None else sorted(committed)):
         offset = committed.get((topic, partition))
+        if require_stable and offsets.has_pending_txn(group_id, [(topic, partition)]):
+            # KIP-447: a transaction that will move this offset has not ended yet
+            by_topic.setdefault(topic, []).append({
+                "partition_index": partition, "committed_offset": INVALID_OFFSET,
+                "committed_leader_epoch": -1, "metadata": "",
+                "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT})
+            continue
         by_topic.setdefault(topic, []).append({
             "partition_index": partition,
             "committed_offset": offset.offset if offset else INVALID_OFFSET,
@@ -97,10 +105,12 @@ async def handle_offset_fetch(ctx: RequestContext) -> dict:
         groups = []
         for g in body.groups:
             error, topics = _fetch_group(ctx, g.group_id, g.topics, g.get("member_id"),
-                                         g.get("member_epoch", -1))
+                                         g.get("member_epoch", -1),
+                                         body.get("require_stable", False))
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
-    error, topics = _fetch_group(ctx, body.group_id, body.topics)
+    error, topics = _fetch_group(ctx, body.group_id, body.topics,
+                                 require_stable=body.get("require_stable", False))
     return {"throttle_time_ms": 0, "topics": topics, "error_code": error}
 
 

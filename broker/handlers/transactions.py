@@ -163,3 +163,43 @@ async def handle_end_txn(ctx: RequestContext) -> dict:
     out.update(_answer(waiter, out))
     out["error_code"] = error_for_version(E(out["error_code"]), m.END_TXN, ctx.version)
     return out
+
+
+# -- TxnOffsetCommit (on the group coordinator) --------------------------------------------------
+
+async def handle_txn_offset_commit(ctx: RequestContext) -> dict:
+    """TxnOffsetCommit, sent to the group's coordinator: the consumed offsets join the
+    producer's transaction (READ on the group and the topics, WRITE on the transactional
+    id), and count once its COMMIT marker reaches __consumer_offsets."""
+    b = ctx.body
+    wanted = [(t.name, p.partition_index) for t in b.topics for p in t.partitions]
+    errors: dict[tuple[str, int], E] = {}
+    if not _allowed_txn(ctx, AclOperation.WRITE, b.transactional_id):
+        errors = {tp: E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in wanted}
+    elif not authorize_group(ctx, AclOperation.READ, b.group_id):
+        errors = {tp: E.GROUP_AUTHORIZATION_FAILED for tp in wanted}
+    else:
+        for t in b.topics:
+            if not authorize(ctx, AclOperation.READ, ResourceType.TOPIC, t.name):
+                errors.update({(t.name, p.partition_index): E.TOPIC_AUTHORIZATION_FAILED
+                               for p in t.partitions})
+            elif ctx.broker.metadata_cache.topic(t.name) is None:
+                errors.update({(t.name, p.partition_index): E.UNKNOWN_TOPIC_OR_PARTITION
+                               for p in t.partitions})
+    offsets = [(t.name, p.partition_index, p.committed_offset,
+                p.get("committed_leader_epoch", -1), p.committed_metadata)
+               for t in b.topics for p in t.partitions
+               if (t.name, p.partition_index) not in errors]
+    if offsets:
+        runtime = ctx.broker.groups
+        waiter = await runtime.call(
+            runtime.coordinator.txn_commit, b.group_id, b.producer_id, b.producer_epoch,
+            b.get("generation_id", -1), b.get("member_id", ""), b.get("group_instance_id"),
+            offsets)
+        errors.update(waiter.body if waiter.error == E.NONE else {
+            (t, p): waiter.error for t, p, *_ in offsets})
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t.name, "partitions": [
+            {"partition_index": p.partition_index,
+             "error_code": errors[(t.name, p.partition_index)]} for p in t.partitions]}
+        for t in b.topics]}

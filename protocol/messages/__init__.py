@@ -92,6 +92,7 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(transactions.AddPartitionsToTxnRequest, transactions.AddPartitionsToTxnResponse),
     _api(transactions.AddOffsetsToTxnRequest, transactions.AddOffsetsToTxnResponse),
     _api(transactions.EndTxnRequest, transactions.EndTxnResponse),
+    _api(transactions.TxnOffsetCommitRequest, transactions.TxnOffsetCommitResponse),
 )}
 
 CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
@@ -110,7 +111,6 @@ CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
 # handler, not advertised, refused by the client-facing listener like any unknown key.
 PENDING_APIS: dict[int, Api] = {a.key: a for a in (
     _api(transactions.WriteTxnMarkersRequest, transactions.WriteTxnMarkersResponse),
-    _api(transactions.TxnOffsetCommitRequest, transactions.TxnOffsetCommitResponse),
     _api(transactions.DescribeProducersRequest, transactions.DescribeProducersResponse),
     _api(transactions.DescribeTransactionsRequest, transactions.DescribeTransactionsResponse),
     _api(transactions.ListTransactionsRequest, transactions.ListTransactionsResponse),
