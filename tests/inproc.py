@@ -46,7 +46,8 @@ __all__ = ["InProcessBroker", "TEST_DEFAULTS", "in_process_broker"]
 
 # Kafka's own integration tests use one __consumer_offsets partition too: creating fifty
 # costs about fifty directory fsyncs, most of an in-process test's real time
-TEST_DEFAULTS = {"offsets.topic.num.partitions": "1"}
+TEST_DEFAULTS = {"offsets.topic.num.partitions": "1",
+                 "transaction.state.log.num.partitions": "1"}
 
 
 @dataclass
@@ -121,6 +122,8 @@ async def in_process_broker(data_dir: Path | str, *, fs: FileSystem = REAL, clos
             await broker.start(nursery)
             await broker.lifecycle.unfenced.wait()
             inproc = InProcessBroker(broker, Server(broker), nursery)
+            # the transaction coordinator reaches partition leaders (itself) this way
+            broker.inter_broker_opener = inproc.open_stream
             token = stream_opener.set(inproc.open_stream)
             try:
                 yield inproc

@@ -104,8 +104,7 @@ class TransactionRuntime(CoordinatorRuntime):
         return {"cleanup.policy": "compact",
                 "segment.bytes": str(c.transaction_state_log_segment_bytes),
                 "min.insync.replicas": str(min_isr),
-                "unclean.leader.election.enable": "false",
-                "compression.type": "uncompressed"}
+                "unclean.leader.election.enable": "false"}
 
     def records_of(self, effect: Any) -> tuple[int, list[tuple[bytes, bytes | None]]] | None:
         if not isinstance(effect, Append):

@@ -1,0 +1,144 @@
+"""The transaction coordinator served by an in-process broker: FindCoordinator key type 1
+creates __transaction_state, InitProducerId with a transactional id hands out ids and
+fences, the requests of a transaction are checked, and the state survives a restart (the
+coordinator reloads its partition)."""
+
+from __future__ import annotations
+
+import trio
+
+from broker.storage import REAL
+from client.connection import BrokerConnection
+from protocol.errors import ErrorCode
+from protocol.messages import (
+    ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, END_TXN, FIND_COORDINATOR, INIT_PRODUCER_ID,
+)
+from tests.inproc import in_process_broker
+
+E = ErrorCode
+TXN = "txn-1"
+
+
+async def _connect(nursery, inproc) -> BrokerConnection:
+    conn = BrokerConnection(inproc.broker.advertised.host, inproc.broker.advertised.port)
+    await conn.open(nursery)
+    return conn
+
+
+async def _init(conn, transactional_id=TXN, producer_id=-1, producer_epoch=-1):
+    resp = await conn.request(INIT_PRODUCER_ID, {
+        "transactional_id": transactional_id, "transaction_timeout_ms": 60_000,
+        "producer_id": producer_id, "producer_epoch": producer_epoch})
+    return resp.body
+
+
+async def _ready(conn) -> None:
+    """FindCoordinator until the coordinator has loaded (clients retry the same way)."""
+    with trio.fail_after(30):
+        while True:
+            resp = await conn.request(FIND_COORDINATOR, {"key": TXN, "key_type": 1,
+                                                         "coordinator_keys": [TXN]})
+            (entry,) = resp.body.coordinators
+            if entry.error_code == E.NONE:
+                body = await _init(conn, "probe")
+                if body.error_code == E.NONE:
+                    return
+            await trio.sleep(0.1)
+
+
+async def _add(conn, producer_id, epoch, topic="t", partitions=(0,)):
+    resp = await conn.request(ADD_PARTITIONS_TO_TXN, {
+        "v3_and_below_transactional_id": TXN, "v3_and_below_producer_id": producer_id,
+        "v3_and_below_producer_epoch": epoch,
+        "v3_and_below_topics": [{"name": topic, "partitions": list(partitions)}]}, version=3)
+    return {(t.name, r.partition_index): ErrorCode(r.partition_error_code)
+            for t in resp.body.results_by_topic_v3_and_below for r in t.results_by_partition}
+
+
+async def _end(conn, producer_id, epoch, committed=True):
+    resp = await conn.request(END_TXN, {"transactional_id": TXN, "producer_id": producer_id,
+                                        "producer_epoch": epoch, "committed": committed})
+    return ErrorCode(resp.body.error_code)
+
+
+async def test_find_coordinator_creates_the_transaction_log_and_answers_with_this_broker(
+        inproc, autojump_clock):
+    async with trio.open_nursery() as nursery:
+        conn = await _connect(nursery, inproc)
+        await _ready(conn)
+        resp = await conn.request(FIND_COORDINATOR, {"key": TXN, "key_type": 1,
+                                                     "coordinator_keys": [TXN]})
+        (entry,) = resp.body.coordinators
+        assert (entry.error_code, entry.node_id) == (E.NONE, inproc.broker.node_id)
+        topic = inproc.broker.metadata_cache.topic("__transaction_state")
+        assert topic is not None and len(topic.partitions) == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_second_init_fences_the_first_producer(inproc, autojump_clock):
+    await inproc.create_topic("t", 1)
+    async with trio.open_nursery() as nursery:
+        conn = await _connect(nursery, inproc)
+        await _ready(conn)
+        first = await _init(conn)
+        assert first.error_code == E.NONE and first.producer_epoch == 0
+        second = await _init(conn)
+        assert (second.producer_id, second.producer_epoch) == (first.producer_id, 1)
+        # the first producer's epoch is stale now
+        assert await _add(conn, first.producer_id, 0) == {("t", 0): E.PRODUCER_FENCED}
+        assert await _add(conn, second.producer_id, 1) == {("t", 0): E.NONE}
+        nursery.cancel_scope.cancel()
+
+
+async def test_bad_requests_answer_kafkas_codes_and_change_nothing(inproc, autojump_clock):
+    await inproc.create_topic("t", 1)
+    async with trio.open_nursery() as nursery:
+        conn = await _connect(nursery, inproc)
+        await _ready(conn)
+        ids = await _init(conn)
+        pid, epoch = ids.producer_id, ids.producer_epoch
+        # nothing open: neither commit nor abort
+        assert await _end(conn, pid, epoch) == E.INVALID_TXN_STATE
+        # a producer id the coordinator did not hand out for this id
+        assert await _add(conn, pid + 1000, epoch) == {("t", 0): E.INVALID_PRODUCER_ID_MAPPING}
+        # a partition that does not exist, beside one that does: the other is not attempted
+        assert await _add(conn, pid, epoch, "t", (0, 7)) == {
+            ("t", 7): E.UNKNOWN_TOPIC_OR_PARTITION, ("t", 0): E.OPERATION_NOT_ATTEMPTED}
+        resp = await conn.request(ADD_OFFSETS_TO_TXN, {
+            "transactional_id": TXN, "producer_id": pid, "producer_epoch": epoch + 5,
+            "group_id": "g"})
+        assert resp.body.error_code == E.PRODUCER_FENCED
+        # a timeout past transaction.max.timeout.ms
+        resp = await conn.request(INIT_PRODUCER_ID, {
+            "transactional_id": TXN, "transaction_timeout_ms": 900_001, "producer_id": -1,
+            "producer_epoch": -1})
+        assert resp.body.error_code == E.INVALID_TRANSACTION_TIMEOUT
+        # and after all of it the transaction is still empty and usable
+        md = inproc.broker.transactions.coordinator.transactions[TXN]
+        assert (md.producer_id, md.producer_epoch, md.state.value) == (pid, epoch, "Empty")
+        assert await _add(conn, pid, epoch) == {("t", 0): E.NONE}
+        assert inproc.broker.transactions.coordinator.transactions[TXN].state.value == "Ongoing"
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_coordinator_reloads_its_transactions_after_a_restart(tmp_path, autojump_clock):
+    async with in_process_broker(tmp_path, fs=REAL) as inproc:
+        await inproc.create_topic("t", 1)
+        async with trio.open_nursery() as nursery:
+            conn = await _connect(nursery, inproc)
+            await _ready(conn)
+            ids = await _init(conn)
+            assert await _add(conn, ids.producer_id, ids.producer_epoch) == {("t", 0): E.NONE}
+            nursery.cancel_scope.cancel()
+    async with in_process_broker(tmp_path, fs=REAL) as inproc:
+        async with trio.open_nursery() as nursery:
+            conn = await _connect(nursery, inproc)
+            await _ready(conn)
+            md = inproc.broker.transactions.coordinator.transactions[TXN]
+            assert (md.producer_id, md.producer_epoch, md.state.value) == (
+                ids.producer_id, ids.producer_epoch, "Ongoing")
+            assert md.topic_partitions == {("t", 0)}
+            # a new producer with the same id aborts the reloaded transaction first
+            again = await _init(conn)
+            assert again.error_code == E.CONCURRENT_TRANSACTIONS
+            nursery.cancel_scope.cancel()
