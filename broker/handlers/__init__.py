@@ -59,6 +59,8 @@ HANDLERS: dict[int, Handler] = {
     m.ADD_OFFSETS_TO_TXN: transactions.handle_add_offsets,
     m.END_TXN: transactions.handle_end_txn,
     m.TXN_OFFSET_COMMIT: transactions.handle_txn_offset_commit,
+    m.DESCRIBE_TRANSACTIONS: transactions.handle_describe_transactions,
+    m.LIST_TRANSACTIONS: transactions.handle_list_transactions,
 }
 
 assert HANDLERS.keys() == m.APIS.keys(), "every declared API needs a handler, and no more"

@@ -1,5 +1,6 @@
 """The transaction APIs of the transaction coordinator: InitProducerId with a transactional
-id, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn.
+id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions and ListTransactions;
+and TxnOffsetCommit, which the group coordinator serves.
 
 Owns: unpacking those requests, their authorization (WRITE on the TRANSACTIONAL_ID, and on
 each topic added; READ on the group of AddOffsetsToTxn), the per-partition checks Kafka's
@@ -21,6 +22,7 @@ from broker.handlers.context import RequestContext
 from broker.security.acls import AclOperation, ResourceType
 from broker.security.authorize import authorize, authorize_cluster, authorize_group
 from broker.transaction.coordinator import error_for_version
+from broker.transaction.describe import describe_transaction, list_transactions
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
@@ -203,3 +205,28 @@ async def handle_txn_offset_commit(ctx: RequestContext) -> dict:
             {"partition_index": p.partition_index,
              "error_code": errors[(t.name, p.partition_index)]} for p in t.partitions]}
         for t in b.topics]}
+
+
+# -- DescribeTransactions, ListTransactions ----------------------------------------------------
+
+async def handle_describe_transactions(ctx: RequestContext) -> dict:
+    coordinator = ctx.broker.transactions.coordinator
+    states = []
+    for transactional_id in ctx.body.transactional_ids:
+        if not _allowed_txn(ctx, AclOperation.DESCRIBE, transactional_id):
+            states.append(dict(describe_transaction(coordinator, ""),
+                               transactional_id=transactional_id,
+                               error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+        else:
+            states.append(describe_transaction(coordinator, transactional_id))
+    return {"throttle_time_ms": 0, "transaction_states": states}
+
+
+async def handle_list_transactions(ctx: RequestContext) -> dict:
+    b = ctx.body
+    body = list_transactions(
+        ctx.broker.transactions.coordinator, b.state_filters, b.producer_id_filters,
+        b.get("duration_filter", -1), b.get("transactional_id_pattern"), ctx.broker.now_ms(),
+        visible=lambda tid: authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                      tid, log_denied=False))
+    return {"throttle_time_ms": 0, **body}

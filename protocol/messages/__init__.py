@@ -93,6 +93,8 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(transactions.AddOffsetsToTxnRequest, transactions.AddOffsetsToTxnResponse),
     _api(transactions.EndTxnRequest, transactions.EndTxnResponse),
     _api(transactions.TxnOffsetCommitRequest, transactions.TxnOffsetCommitResponse),
+    _api(transactions.DescribeTransactionsRequest, transactions.DescribeTransactionsResponse),
+    _api(transactions.ListTransactionsRequest, transactions.ListTransactionsResponse),
 )}
 
 CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
@@ -112,8 +114,6 @@ CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
 PENDING_APIS: dict[int, Api] = {a.key: a for a in (
     _api(transactions.WriteTxnMarkersRequest, transactions.WriteTxnMarkersResponse),
     _api(transactions.DescribeProducersRequest, transactions.DescribeProducersResponse),
-    _api(transactions.DescribeTransactionsRequest, transactions.DescribeTransactionsResponse),
-    _api(transactions.ListTransactionsRequest, transactions.ListTransactionsResponse),
 )}
 assert not APIS.keys() & CONTROLLER_APIS.keys(), "an API is either served or not"
 assert not (APIS.keys() | CONTROLLER_APIS.keys()) & PENDING_APIS.keys(), "an API is in one place"

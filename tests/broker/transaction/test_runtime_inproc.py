@@ -11,7 +11,8 @@ from broker.storage import REAL
 from client.connection import BrokerConnection
 from protocol.errors import ErrorCode
 from protocol.messages import (
-    ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, END_TXN, FIND_COORDINATOR, INIT_PRODUCER_ID,
+    ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, DESCRIBE_TRANSACTIONS, END_TXN, FIND_COORDINATOR,
+    INIT_PRODUCER_ID, LIST_TRANSACTIONS,
 )
 from tests.inproc import in_process_broker
 
@@ -142,3 +143,37 @@ async def test_the_coordinator_reloads_its_transactions_after_a_restart(tmp_path
             again = await _init(conn)
             assert again.error_code == E.CONCURRENT_TRANSACTIONS
             nursery.cancel_scope.cancel()
+
+
+async def test_describe_and_list_transactions_show_an_open_transaction(inproc, autojump_clock):
+    await inproc.create_topic("t", 2)
+    async with trio.open_nursery() as nursery:
+        conn = await _connect(nursery, inproc)
+        await _ready(conn)
+        ids = await _init(conn)
+        assert await _add(conn, ids.producer_id, 0, "t", (1, 0)) == {
+            ("t", 1): E.NONE, ("t", 0): E.NONE}
+        resp = await conn.request(DESCRIBE_TRANSACTIONS, {"transactional_ids": [TXN, "nope"]})
+        mine, unknown = resp.body.transaction_states
+        assert (mine.error_code, mine.transaction_state, mine.producer_id) == (
+            E.NONE, "Ongoing", ids.producer_id)
+        assert [(t.topic, list(t.partitions)) for t in mine.topics] == [("t", [0, 1])]
+        assert unknown.error_code == E.TRANSACTIONAL_ID_NOT_FOUND
+
+        async def listed(**filters):
+            body = {"state_filters": [], "producer_id_filters": [], "duration_filter": -1,
+                    "transactional_id_pattern": None, **filters}
+            resp = await conn.request(LIST_TRANSACTIONS, body)
+            return resp.body, {s.transactional_id: s.transaction_state
+                               for s in resp.body.transaction_states}
+
+        _, every = await listed()
+        assert every == {TXN: "Ongoing", "probe": "Empty"}
+        assert (await listed(state_filters=["Ongoing"]))[1] == {TXN: "Ongoing"}
+        body, found = await listed(state_filters=["Sleeping"])
+        assert (list(body.unknown_state_filters), found) == (["Sleeping"], {})
+        assert (await listed(producer_id_filters=[ids.producer_id]))[1] == {TXN: "Ongoing"}
+        assert (await listed(transactional_id_pattern="pro.*"))[1] == {"probe": "Empty"}
+        assert (await listed(transactional_id_pattern="("))[0].error_code == \
+            E.INVALID_REGULAR_EXPRESSION
+        nursery.cancel_scope.cancel()
