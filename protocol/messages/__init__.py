@@ -126,7 +126,7 @@ ALL_APIS: dict[int, Api] = {**APIS, **CONTROLLER_APIS, **PENDING_APIS}
 # Kafka's names for the api keys, so that handlers and logs can say what they mean. Each is
 # read off its declaration, so a key is written down once (a test checks every name is the
 # declaration's name in Kafka's SCREAMING_SNAKE form, as in ApiKeys.java, for APIS and
-# CONTROLLER_APIS; a PENDING_APIS key gets its name with its handler).
+# CONTROLLER_APIS and PENDING_APIS).
 PRODUCE = _key(produce.ProduceRequest)
 FETCH = _key(fetch.FetchRequest)
 LIST_OFFSETS = _key(list_offsets.ListOffsetsRequest)

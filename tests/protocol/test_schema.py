@@ -175,7 +175,8 @@ def test_api_key_names_are_the_declarations_names_in_kafkas_form():
     constants = {name: value for name, value in vars(messages).items()
                  if re.fullmatch(r"[A-Z][A-Z_]+", name) and isinstance(value, int)}
     expected = {re.sub(r"(?<!^)(?=[A-Z])", "_", api.name).upper(): key
-                for key, api in [*messages.APIS.items(), *messages.CONTROLLER_APIS.items()]}
+                for key, api in [*messages.APIS.items(), *messages.CONTROLLER_APIS.items(),
+                                 *messages.PENDING_APIS.items()]}
     assert constants == expected
     assert constants["VOTE"] == 52 and constants["BROKER_HEARTBEAT"] == 63
     assert constants["OFFSET_FOR_LEADER_EPOCH"] == 23 and constants["PRODUCE"] == 0

@@ -56,20 +56,10 @@ async def test_no_coordinator_without_the_topic_or_a_leader(autojump_clock):
     assert broker.controller_channel.requests == []  # the topic exists: nothing to create
 
 
-async def test_transaction_and_share_keys_are_refused_at_once_with_a_reason(autojump_clock):
+async def test_share_and_unknown_keys_are_refused_at_once_with_a_reason(autojump_clock):
     # no coordinator for them: the answer must not be one a client retries until its
     # timeout (COORDINATOR_NOT_AVAILABLE), and nothing is created for it
     broker = FakeBroker([*register(0), *register(1), *offsets_topic([0, 1])], config=CONFIG)
-    body = await call(broker, m.FIND_COORDINATOR, 4, {"key_type": 1,
-                                                      "coordinator_keys": ["tx-a", "tx-b"]})
-    assert [(c["key"], c["error_code"], c["node_id"], c["error_message"])
-            for c in body["coordinators"]] == [
-        (k, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1,
-         "transactions are not supported by this broker yet") for k in ("tx-a", "tx-b")]
-    body = await call(broker, m.FIND_COORDINATOR, 1, {"key": "tx-a", "key_type": 1})
-    assert (body["error_code"], body["error_message"]) == (
-        E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-        "transactions are not supported by this broker yet")
     for key_type, reason in ((2, "share groups are"), (7, "key type 7 is")):
         body = await call(broker, m.FIND_COORDINATOR, 3, {"key": "s", "key_type": key_type})
         assert (body["error_code"], body["error_message"]) == (
