@@ -25,6 +25,7 @@ from typing import Any
 
 import trio
 
+from broker import timeouts
 from broker.coordinator.runtime import CoordinatorRuntime
 from broker.transaction.coordinator import TransactionConfig, TransactionCoordinator
 from broker.transaction.effects import Append, WriteTxnMarkers
@@ -38,6 +39,7 @@ from protocol.records import Record
 log = logging.getLogger("minibroker.transaction")
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+COMPLETE_RETRY_S = 0.1
 APPEND_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms, which its coordinator waits for acks
 
 
@@ -149,10 +151,15 @@ class TransactionRuntime(CoordinatorRuntime):
             producer_id=effect.producer_id, producer_epoch=effect.producer_epoch,
             result=effect.result.name, partitions=len(effect.partitions),
             duration_ms=round((trio.current_time() - started) * 1000, 3))
-        if still_coordinator():
-            self.apply_effects(self.coordinator.markers_written(
+        # the Complete record: retried while the ISR is too small to take it, as Kafka
+        # retries it; a coordinator that moved leaves it to the next one's load
+        while still_coordinator():
+            error = self.apply_effects(self.coordinator.markers_written(
                 effect.transactional_id, effect.producer_id, effect.producer_epoch,
                 effect.result, self.broker.now_ms()))
+            if error != ErrorCode.COORDINATOR_NOT_AVAILABLE:
+                return
+            await timeouts.sleep(COMPLETE_RETRY_S)
 
     def begin_load(self, index: int, leader_epoch: int) -> None:
         self.coordinator.begin_load(index, leader_epoch)
