@@ -105,6 +105,17 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
                     "group_instance_id": "string", "reason": "string"},
     "offset_commit": {"group": "string", "generation": "long", "member": "string",
                       "offsets": "array<string>"},
+    # transactions: a TxnOffsetCommit (pending until its marker), each transition the
+    # transaction coordinator writes to __transaction_state (state is Kafka's name:
+    # Ongoing, PrepareCommit, CompleteAbort...; start_ms the transaction's start), and a
+    # transaction's markers all written (result COMMIT or ABORT)
+    "txn_offset_commit": {"group": "string", "producer_id": "long", "offsets": "array<string>"},
+    "txn_state": {"transactional_id": "string", "producer_id": "long", "producer_epoch": "long",
+                  "state": "string", "partitions": "array<string>", "start_ms": "long",
+                  "timeout_ms": "long"},
+    "txn_markers_written": {"transactional_id": "string", "producer_id": "long",
+                            "producer_epoch": "long", "result": "string", "partitions": "long",
+                            "duration_ms": "double"},
     # KIP-848 consumer groups: a member's assignment each time it changes (what it holds,
     # and what it is asked to give up), and members leaving or fenced
     "consumer_group_assignment": {"group": "string", "member": "string",

@@ -117,6 +117,14 @@ class TransactionRuntime(CoordinatorRuntime):
 
     def appended(self, effect: Any, index: int, end: int) -> None:
         self.coordinator.replay(effect.transactional_id, effect.value)
+        v = effect.value
+        if v is not None:
+            self.broker.events.emit(
+                "txn_state", transactional_id=effect.transactional_id,
+                producer_id=v.producer_id, producer_epoch=v.producer_epoch,
+                state=v.transaction_status.value,
+                partitions=[f"{t}-{p}" for t, p in sorted(v.transaction_partitions)],
+                start_ms=v.transaction_start_timestamp_ms, timeout_ms=v.transaction_timeout_ms)
 
     def append_failed(self, effect: Any) -> None:
         self.coordinator.append_failed(effect.transactional_id)
