@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from broker.handlers import (
     acls, api_versions, cluster, configs, consumer_group, fetch, groups, leader_epoch, list_offsets,
-    metadata, offsets, produce, producer_id, sasl, scram, telemetry, topics,
+    metadata, offsets, produce, producer_id, sasl, scram, telemetry, topics, txn_markers,
 )
 from broker.handlers.context import Handler
 from protocol import messages as m
@@ -55,6 +55,7 @@ HANDLERS: dict[int, Handler] = {
     m.GET_TELEMETRY_SUBSCRIPTIONS: telemetry.handle_get_subscriptions,
     m.PUSH_TELEMETRY: telemetry.handle_push,
     m.LIST_CLIENT_METRICS_RESOURCES: telemetry.handle_list_resources,
+    m.WRITE_TXN_MARKERS: txn_markers.handle,
 }
 
 assert HANDLERS.keys() == m.APIS.keys(), "every declared API needs a handler, and no more"

@@ -487,6 +487,11 @@ class PartitionLog:
                 break
         return found
 
+    def has_aborted_txns_from(self, offset: int) -> bool:
+        """Whether a segment from the one holding `offset` on indexes an aborted
+        transaction (most logs have none: their read_committed reads skip the search)."""
+        return any(len(seg.txn_index) for seg in self.segments[self._segment_index(offset):])
+
     def txn_index_stale_from(self) -> int | None:
         """The base offset of the first segment whose .txnindex may miss entries (see
         LogSegment.txn_index_stale), or None."""

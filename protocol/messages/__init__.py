@@ -89,6 +89,7 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(telemetry.PushTelemetryRequest, telemetry.PushTelemetryResponse),
     _api(telemetry.ListClientMetricsResourcesRequest,
          telemetry.ListClientMetricsResourcesResponse),
+    _api(transactions.WriteTxnMarkersRequest, transactions.WriteTxnMarkersResponse),
 )}
 
 CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
@@ -109,7 +110,6 @@ PENDING_APIS: dict[int, Api] = {a.key: a for a in (
     _api(transactions.AddPartitionsToTxnRequest, transactions.AddPartitionsToTxnResponse),
     _api(transactions.AddOffsetsToTxnRequest, transactions.AddOffsetsToTxnResponse),
     _api(transactions.EndTxnRequest, transactions.EndTxnResponse),
-    _api(transactions.WriteTxnMarkersRequest, transactions.WriteTxnMarkersResponse),
     _api(transactions.TxnOffsetCommitRequest, transactions.TxnOffsetCommitResponse),
     _api(transactions.DescribeProducersRequest, transactions.DescribeProducersResponse),
     _api(transactions.DescribeTransactionsRequest, transactions.DescribeTransactionsResponse),
@@ -175,6 +175,7 @@ DESCRIBE_TOPIC_PARTITIONS = _key(metadata.DescribeTopicPartitionsRequest)
 GET_TELEMETRY_SUBSCRIPTIONS = _key(telemetry.GetTelemetrySubscriptionsRequest)
 PUSH_TELEMETRY = _key(telemetry.PushTelemetryRequest)
 LIST_CLIENT_METRICS_RESOURCES = _key(telemetry.ListClientMetricsResourcesRequest)
+WRITE_TXN_MARKERS = _key(transactions.WriteTxnMarkersRequest)
 
 
 def request_body(api_key: int, version: int, body: dict) -> Container:
