@@ -415,6 +415,7 @@ class Partition:
             self._take_snapshot(active.base_offset)
         plog.mark_txn_indexes_rebuilt()
         plog.on_roll = self._take_snapshot
+        plog.last_stable_offset = lambda: self.last_stable_offset
 
 
 def _marker_of(data: bytes | bytearray | memoryview, pos: int) -> EndTransactionMarker | None:

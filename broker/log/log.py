@@ -145,6 +145,9 @@ class PartitionLog:
         # Told the new active segment's base offset after every roll, before anything is
         # appended to it: the partition snapshots its producer state there.
         self.on_roll: Callable[[int], None] | None = None
+        # The partition's last stable offset, when a partition owns this log: the log
+        # cleaner never goes past it (an open transaction's batches stay as written).
+        self.last_stable_offset: Callable[[], int] | None = None
 
     # ------------------------------------------------------------------ loading
 

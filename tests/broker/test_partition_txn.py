@@ -262,3 +262,25 @@ def test_garbage_files_do_not_stop_a_partition(tmp_path, kind):
         f.write(b"\xff" * 77)
     again = leader(open_log(tmp_path, LogConfig()))
     assert aborted(again) == [AbortedTxn(7, 0, 1, 2)]
+
+
+def test_a_cleaner_swap_finished_at_start_has_its_txnindex_rebuilt(tmp_path):
+    """A crash after the cleaner renamed its output .swap: the loader finishes the swap and
+    drops the swap's indexes, the .txnindex with them; the partition re-indexes it."""
+    plog = open_log(tmp_path)
+    p, client = leader(plog), Producer()
+    client.send(p, 7)                                           # 0
+    end(p, 7, commit=False)                                     # 1
+    for _ in range(12):
+        client.send(p, 8, 2, transactional=False)
+    assert len(plog.segments) > 2
+    plog.close()
+    stem = os.path.join(str(tmp_path), f"{0:020d}")
+    with open(stem + ".log", "rb") as src, open(stem + ".log.swap", "wb") as dst:
+        dst.write(src.read())  # the cleaner's output: here the same batches
+    with open(stem + ".txnindex.swap", "wb") as f:
+        f.write(b"torn")
+    reopened = open_log(tmp_path)
+    assert reopened.segments[0].txn_index_stale
+    assert not os.path.exists(stem + ".txnindex")
+    assert aborted(leader(reopened)) == [AbortedTxn(7, 0, 1, 2)]
