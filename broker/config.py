@@ -234,6 +234,9 @@ BROKER_PROPERTIES = _props(
          minimum=1),
     Prop("offsets.commit.timeout.ms", "int", 5000,
          "Longest an offset commit waits for __consumer_offsets replicas.", minimum=1),
+    Prop("request.timeout.ms", "int", 30000,
+         "Longest a transaction marker (WriteTxnMarkers) waits for the ISR to hold it.",
+         minimum=0),
     Prop("replica.selector.class", "str", None,
          "KIP-392: org.apache.kafka.common.replica.RackAwareReplicaSelector lets consumers "
          "with client.rack fetch from a replica in their rack."),
@@ -434,6 +437,7 @@ class BrokerConfig:
     min_incremental_fetch_session_eviction_ms = _Typed(int)
     replica_high_watermark_checkpoint_interval_ms = _Typed(int)
     offsets_commit_timeout_ms = _Typed(int)
+    request_timeout_ms = _Typed(int)
     unclean_leader_election_enable = _Typed(bool)
     auto_leader_rebalance_enable = _Typed(bool)
     leader_imbalance_check_interval_seconds = _Typed(int)

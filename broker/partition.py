@@ -1,15 +1,27 @@
 """One partition this broker holds a replica of: its log, its leader epochs, its
-replication state (leader or follower, ISR, high watermark) and its producer state.
+replication state (leader or follower, ISR, high watermark) and its producer state, with
+the transactions open in it and its last stable offset.
 
 Owns: `Partition.append_batch` (the produce path as leader, after request validation:
-idempotence check, offset assignment, leader epoch, append; a write the file system refuses
-answers KAFKA_STORAGE_ERROR and is reported to `on_storage_failure`, the log directory's
-failure channel, broker/log_dirs.py), `append_as_follower` (batches fetched from the leader, their
-offsets and epochs kept), `truncate_to` (a follower whose log diverged), `read` through
-`log`, and the role changes the metadata asks for (`make_leader`, `make_follower`,
-`update_isr`). The rules of the HW and the ISR are broker.replication.state's; the leader
-epochs are broker.replication.leader_epochs'. Record batches stay opaque: only their
-61-byte headers are read.
+idempotence and transaction checks, offset assignment, leader epoch, append; a write the
+file system refuses answers KAFKA_STORAGE_ERROR and is reported to `on_storage_failure`,
+the log directory's failure channel, broker/log_dirs.py), `append_control_batch` (a
+transaction's COMMIT or ABORT marker, as WriteTxnMarkers asks), `last_stable_offset`,
+`append_as_follower` (batches fetched from the leader, their offsets and epochs kept),
+`truncate_to` (a follower whose log diverged), `read` through `log`, and the role changes
+the metadata asks for (`make_leader`, `make_follower`, `update_isr`). The rules of the HW
+and the ISR are broker.replication.state's; the leader epochs are
+broker.replication.leader_epochs'; the producer and transaction rules
+broker.producer_state's. Record batches stay opaque: only their 61-byte headers are read,
+and the one record of a control batch (a marker).
+
+Transactions follow Kafka's UnifiedLog: a marker that aborts a transaction is indexed in
+the .txnindex of its segment with the LSO it leaves, then the transaction completes, and
+it stays unstable until the HW passes the marker. The producer state survives a restart
+through snapshots (broker/log/producer_snapshots.py) written at every roll: a start loads
+the newest at or before the active segment and replays the log from there, which finds
+the transactions still open wherever they began and re-indexes the aborted transactions of
+segments whose .txnindex recovery could not vouch for (`LogSegment.txn_index_stale`).
 """
 
 from __future__ import annotations
@@ -20,13 +32,23 @@ from dataclasses import dataclass
 
 from broker.log.errors import KafkaStorageError, LogError
 from broker.log.log import PartitionLog
-from broker.producer_state import ProducerStateManager
+from broker.log.producer_snapshots import (
+    delete_snapshots, list_snapshots, read_snapshot, remove_unfinished, write_snapshot,
+)
+from broker.log.txn_index import AbortedTxn
+from broker.producer_state import CorruptSnapshotError, ProducerStateManager, end_txn_marker_of
 from broker.replication.leader_epochs import LeaderEpochCache
 from broker.replication.state import FetchUpdate, PartitionState
+from protocol.control_records import EndTransactionMarker, end_txn_marker_batch
 from protocol.errors import ErrorCode
-from protocol.records import BatchHeader, iter_batch_headers
+from protocol.record_errors import RecordError
+from protocol.records import BatchHeader, iter_batch_headers, parse_batch_header
 
 log = logging.getLogger("minibroker.partition")
+
+
+# who wrote a batch, as Kafka's AppendOrigin: a client, or a coordinator in a producer's name
+CLIENT, COORDINATOR = "client", "coordinator"
 
 
 class StaleLeaderEpoch(Exception):
@@ -136,10 +158,53 @@ class Partition:
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
-    def append_batch(self, batch: bytearray, header: BatchHeader, now_ms: int) -> AppendResult:
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: what a read_committed consumer may read up to, min(the first offset of
+        the oldest transaction not yet decided or whose marker the HW has not passed, the
+        HW) (Kafka's UnifiedLog.lastStableOffset). Derived from the HW each time it is
+        read, so it follows every move of the HW, whichever path moved it."""
+        hw = self.state.high_watermark
+        producers = self.producers
+        if not producers.ongoing_txns and not producers.unreplicated_txns:
+            return hw
+        producers.on_high_watermark_updated(hw)
+        return producers.last_stable_offset(hw)
+
+    def append_batch(self, batch: bytearray, header: BatchHeader, now_ms: int,
+                     origin: str = CLIENT) -> AppendResult:
+        """A producer's batch, validated by the caller: the idempotence and transaction
+        checks, then the append as leader. A transactional batch opens its producer's
+        transaction here, which holds the LSO at its first offset until its marker.
+        Origin COORDINATOR is the group coordinator writing a TxnOffsetCommit in the
+        producer's name (Kafka's AppendOrigin.COORDINATOR): its epoch is checked, not its
+        sequence, which the client never numbered."""
+        return self._append_as_leader(batch, header, now_ms, origin=origin)
+
+    def append_control_batch(self, producer_id: int, producer_epoch: int,
+                             coordinator_epoch: int, commit: bool, now_ms: int) -> AppendResult:
+        """Write the COMMIT or ABORT marker that ends this producer's transaction here
+        (WriteTxnMarkers; Kafka's appendRecordsToLeader with AppendOrigin.COORDINATOR),
+        as leader only (NOT_LEADER_OR_FOLLOWER otherwise). Refused with
+        INVALID_PRODUCER_EPOCH for an epoch older than the producer's, and with
+        TRANSACTION_COORDINATOR_FENCED for a coordinator epoch older than its last
+        marker's. An ABORT is recorded in the .txnindex with the LSO of that moment; the
+        transaction stays unstable until the HW passes the marker. A producer with no
+        open transaction gets its marker too, completing nothing (as in Kafka)."""
+        if not self.is_leader:
+            return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        marker = EndTransactionMarker(commit, coordinator_epoch)
+        batch = bytearray(end_txn_marker_batch(marker, producer_id=producer_id,
+                                               producer_epoch=producer_epoch,
+                                               timestamp_ms=now_ms))
+        return self._append_as_leader(batch, parse_batch_header(batch), now_ms, marker)
+
+    def _append_as_leader(self, batch: bytearray, header: BatchHeader, now_ms: int,
+                          marker: EndTransactionMarker | None = None, *,
+                          origin: str = CLIENT) -> AppendResult:
         if header.producer_id >= 0:
-            check = self.producers.check(header.producer_id, header.producer_epoch,
-                                         header.base_sequence, header.records_count)
+            check = (self.producers.check_batch(header, marker) if origin == CLIENT
+                     else self.producers.check_epoch(header.producer_id, header.producer_epoch))
             if check.error != ErrorCode.NONE:
                 return AppendResult(check.error)
             if check.duplicate is not None:
@@ -164,20 +229,62 @@ class Partition:
                         self.index, self.storage_failures)
             self.storage_failures = 0
         if header.producer_id >= 0:
-            self.producers.update(header.producer_id, header.producer_epoch,
-                                  header.base_sequence, header.records_count, base_offset,
-                                  header.max_timestamp, now_ms)
+            try:
+                self._apply_producer_batch(header._replace(base_offset=base_offset), marker,
+                                           now_ms)
+            except OSError as e:
+                # An ABORT whose .txnindex entry the disk refused: read_committed consumers
+                # would take the aborted records for committed ones. Nobody can have read
+                # the marker yet (the HW has not moved), so it goes again, as a failed
+                # append does, and the coordinator retries it.
+                return AppendResult(self._undo_append(base_offset, e))
         if self.epochs.assign(self.leader_epoch, base_offset):
             self.epochs.make_durable()  # only if make_leader had not assigned it (no epoch)
         moved = self.state.on_leader_append(self.log.log_end_offset)
-        return AppendResult(ErrorCode.NONE, base_offset, append_time, self.log.log_start_offset,
-                            last_offset, moved)
+        return AppendResult(ErrorCode.NONE, base_offset, append_time,
+                            self.log.log_start_offset, last_offset, moved)
+
+    def _undo_append(self, base_offset: int, error: OSError) -> ErrorCode:
+        storage = KafkaStorageError(f"{self.topic}-{self.index}: cannot write its aborted-"
+                                    f"transaction index: {error}")
+        self._storage_failed(storage)
+        try:
+            self.log.truncate_to(base_offset)
+            self._rebuild_producer_state()
+        except OSError as e:
+            log.error("%s-%d: cannot take back the marker at offset %d (%s); its aborted "
+                      "transaction is indexed again at the next start", self.topic,
+                      self.index, base_offset, e)
+        return storage.error_code
+
+    def _apply_producer_batch(self, header: BatchHeader, marker: EndTransactionMarker | None,
+                              now_ms: int, *, rebuilding: bool = False) -> None:
+        """A producer's batch now in the log at `header.base_offset`: the producer state
+        follows it, and a marker that ends a transaction completes it, an aborted one
+        recorded in the .txnindex first with the LSO it leaves (Kafka's UnifiedLog.append:
+        updateTxnIndex, then completeTxn). While `rebuilding`, an entry the index holds
+        already is not written again. OSError: the index refused the entry (the
+        transaction is completed all the same: the marker is in the log)."""
+        completed = self.producers.append_batch(header, now_ms, marker)
+        if completed is None:
+            return
+        try:
+            if completed.is_aborted:
+                self.log.append_aborted_txn(
+                    AbortedTxn(completed.producer_id, completed.first_offset,
+                               completed.last_offset,
+                               self.producers.last_stable_offset_of(completed)),
+                    unless_present=rebuilding)
+        finally:
+            self.producers.complete_txn(completed)
 
     def append_as_follower(self, data: bytes | bytearray,
                            now_ms: int) -> tuple[int, int] | None:
         """Batches fetched from the leader, with the leader's offsets and epochs; the
-        producer state and the epoch cache follow them, so this replica can lead next with
-        the same idempotence answers (Kafka's appendAsFollower)."""
+        producer state (its transactions included: a follower that becomes leader knows
+        which are open), the .txnindex and the epoch cache follow them, so this replica
+        can lead next with the same answers (Kafka's appendAsFollower). Markers are
+        appended whatever their epochs, as Kafka's replication origin does."""
         try:
             appended = self.log.append_as_follower(data, now_ms=now_ms)
         except KafkaStorageError as e:
@@ -186,7 +293,7 @@ class Partition:
         if appended is None:
             return None
         last = appended[1]
-        for _pos, header in iter_batch_headers(data):
+        for pos, header in iter_batch_headers(data):
             if header.base_offset < appended[0]:
                 continue
             if header.last_offset > last:
@@ -195,15 +302,22 @@ class Partition:
                 self.epochs.assign(header.partition_leader_epoch, header.base_offset)
                 self.epochs.make_durable()  # an epoch change of the leader's: rare
             if header.producer_id >= 0:
-                self.producers.update(header.producer_id, header.producer_epoch,
-                                      header.base_sequence, header.records_count,
-                                      header.base_offset, header.max_timestamp, now_ms)
+                marker = _marker_of(data, pos) if header.is_control else None
+                try:
+                    self._apply_producer_batch(header, marker, now_ms)
+                except OSError as e:
+                    # the fetcher stops on this partition; a restart indexes it again
+                    storage = KafkaStorageError(f"{self.topic}-{self.index}: cannot write "
+                                                f"its aborted-transaction index: {e}")
+                    self._storage_failed(storage)
+                    raise storage from e
         return appended
 
     def truncate_to(self, offset: int) -> bool:
         """Remove what lies at or past `offset` (a follower diverged from its leader):
         epochs that began there go, the HW cannot stay past the log, and the producer
-        state is rebuilt from what remains (Kafka's UnifiedLog.truncateTo)."""
+        state is rebuilt from what remains (Kafka's UnifiedLog.truncateTo, with
+        ProducerStateManager.truncateAndReload: the snapshots past the new end go)."""
         removed = self.log.truncate_to(offset)
         # even when no batch goes: an epoch this replica began as leader at its log end,
         # with nothing written in it, must not outlive the leadership
@@ -211,7 +325,6 @@ class Partition:
         if not removed:
             return False
         self.state.on_truncation(self.log.log_end_offset)
-        self.producers = ProducerStateManager()
         self._rebuild_producer_state()
         return True
 
@@ -222,6 +335,7 @@ class Partition:
         self.state.on_truncation(offset)
         self.state.high_watermark = offset
         self.producers = ProducerStateManager()
+        self._delete_snapshots(lambda _offset: True)
 
     def _storage_failed(self, error: KafkaStorageError) -> None:
         # One line when a partition starts failing, one when it recovers: a full disk
@@ -233,16 +347,91 @@ class Partition:
         if self.on_storage_failure is not None:
             self.on_storage_failure(str(error))
 
-    def _rebuild_producer_state(self) -> None:
-        """Replay producer batches of the active segment after a restart (headers only).
+    # -- producer state across restarts --------------------------------------------------
 
-        Kafka snapshots producer state at each roll; we rescan the active segment, which holds
-        the batches a producer can still be retrying right after a broker restart. A producer
-        whose last batch lies in an older segment starts afresh (allowed for unknown ids).
-        """
-        for header in self.log.active_segment_headers():
-            if header.producer_id >= 0:
-                self.producers.update(header.producer_id, header.producer_epoch,
-                                      header.base_sequence, header.records_count,
-                                      header.base_offset, header.max_timestamp,
-                                      header.max_timestamp)
+    def _take_snapshot(self, offset: int) -> None:
+        """The log rolled to a segment at `offset`: snapshot the producer state there (what
+        a restart replays from), and forget the snapshots older than the log's first
+        segment. Best effort: a snapshot is a shortcut, and a refused write only makes the
+        next restart replay more."""
+        directory, fs = self.log.directory, self.log.fs
+        try:
+            write_snapshot(directory, offset, self.producers.snapshot_bytes(), fs=fs)
+            first = self.log.segments[0].base_offset
+            delete_snapshots(directory, lambda o: o < first, fs=fs)
+        except OSError as e:
+            log.warning("%s-%d: no producer-state snapshot at offset %d: %s", self.topic,
+                        self.index, offset, e)
+
+    def _delete_snapshots(self, doomed: Callable[[int], bool]) -> None:
+        try:
+            delete_snapshots(self.log.directory, doomed, sync=True, fs=self.log.fs)
+        except OSError as e:
+            log.warning("%s-%d: cannot delete stale producer-state snapshots: %s",
+                        self.topic, self.index, e)
+
+    def _rebuild_producer_state(self) -> None:
+        """The producer state of the log as it is, and the .txnindex entries it lacks:
+        from the newest snapshot at or before the active segment (and before any segment
+        whose .txnindex is stale), replay every batch after it, headers only save for the
+        markers (Kafka's LogLoader and rebuildProducerState). So the transactions still
+        open are known wherever their first batch lies, and the last five batches of each
+        producer in the active segment answer retries as before the restart. With no
+        usable snapshot the replay starts at the log's first segment, and leaves one at
+        the active segment for the next start."""
+        plog = self.log
+        leo = plog.log_end_offset
+        self.producers = ProducerStateManager()
+        try:
+            remove_unfinished(plog.directory, plog.fs)
+        except OSError:
+            pass  # a leftover temporary file costs nothing
+        self._delete_snapshots(lambda o: o > leo)
+        stale = plog.txn_index_stale_from()
+        limit = plog.active.base_offset if stale is None else min(stale, plog.active.base_offset)
+        start = plog.segments[0].base_offset
+        try:
+            snapshots = list_snapshots(plog.directory, plog.fs)
+        except OSError:
+            snapshots = []
+        for offset in reversed(snapshots):
+            if offset > limit or offset > leo:
+                continue
+            try:
+                self.producers.load_snapshot(read_snapshot(plog.directory, offset, plog.fs))
+            except (OSError, CorruptSnapshotError) as e:
+                log.warning("%s-%d: producer-state snapshot at %d unusable (%s); trying an "
+                            "older one", self.topic, self.index, offset, e)
+                continue
+            start = max(offset, start)
+            break
+        active = plog.active
+        snapshot_active = active.base_offset not in snapshots and start < active.base_offset
+        for seg, pos, header in plog.batches_from(start):
+            if snapshot_active and seg is active:
+                self._take_snapshot(active.base_offset)
+                snapshot_active = False
+            if header.producer_id < 0 or header.base_offset < start:
+                continue
+            marker = _marker_of(seg.pread(pos, header.size), 0) if header.is_control else None
+            try:
+                self._apply_producer_batch(header, marker, header.max_timestamp,
+                                           rebuilding=True)
+            except OSError as e:
+                log.error("%s-%d: cannot index the aborted transaction ending at %d (%s); "
+                          "read_committed fetches of it see it as committed until a restart "
+                          "indexes it", self.topic, self.index, header.base_offset, e)
+        if snapshot_active and active.size == 0:
+            self._take_snapshot(active.base_offset)
+        plog.mark_txn_indexes_rebuilt()
+        plog.on_roll = self._take_snapshot
+        plog.last_stable_offset = lambda: self.last_stable_offset
+
+
+def _marker_of(data: bytes | bytearray | memoryview, pos: int) -> EndTransactionMarker | None:
+    """The end-transaction marker of the control batch at `pos`, or None for one emptied by
+    the cleaner or one that does not decode (then it changes no producer state)."""
+    try:
+        return end_txn_marker_of(data, pos)
+    except RecordError:
+        return None

@@ -37,17 +37,26 @@ The transaction rules (ProducerAppendInfo, ProducerStateManager):
 - LSO = min(first unstable offset, high watermark);
 - a producer with an open transaction never expires.
 
-Not modelled: the
-stricter epoch rule of transaction version 2, and snapshots (the partition replays its
-log instead).
+Snapshots (`snapshot_bytes`, `load_snapshot`): Kafka's ProducerSnapshot v1 bytes, so that
+its tools read ours: int16 version 1, uint32 CRC-32C of what follows, int32 count, then per
+producer its id, epoch, last sequence, last data offset, offset delta of its last batch,
+timestamp, coordinator epoch and the first offset of its ongoing transaction (-1: none).
+Only a producer's last batch is kept, as in Kafka; the partition (broker/partition.py)
+writes one when its log rolls and replays the log from the newest one at start-up. A
+snapshot that does not decode or check is `CorruptSnapshotError`.
+
+Not modelled: the stricter epoch rule of transaction version 2.
 """
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from dataclasses import dataclass, field
 
-from protocol.batch_header import NO_PRODUCER_EPOCH, BatchHeader
+from crc32c import crc32c
+
+from protocol.batch_header import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 from protocol.control_records import ControlRecordType, EndTransactionMarker, decode_end_txn_marker
 from protocol.errors import ErrorCode
 from protocol.records import decode_batch
@@ -55,6 +64,17 @@ from protocol.records import decode_batch
 CACHED_BATCHES = 5
 _INT32_MAX = 2**31 - 1
 NO_COORDINATOR_EPOCH = -1
+
+SNAPSHOT_VERSION = 1
+_SNAPSHOT_HEADER = struct.Struct(">hI")  # version, CRC-32C of everything after it
+_SNAPSHOT_COUNT = struct.Struct(">i")
+# producer id, epoch, last sequence, last offset, offset delta, timestamp, coordinator
+# epoch, current transaction's first offset
+_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+
+
+class CorruptSnapshotError(ValueError):
+    """Producer-state snapshot bytes that are not a whole, checked snapshot we can read."""
 
 
 def next_sequence(seq: int, delta: int = 1) -> int:
@@ -155,6 +175,13 @@ class ProducerStateManager:
         if entry.batches and first_seq != next_sequence(entry.batches[-1].last_seq):
             return SequenceCheck(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
         return self._check_txn_state(entry, is_transactional)
+
+    def check_epoch(self, producer_id: int, epoch: int) -> SequenceCheck:
+        """A batch a coordinator writes in the producer's name: only fencing applies."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            return SequenceCheck(ErrorCode.INVALID_PRODUCER_EPOCH)
+        return OK
 
     @staticmethod
     def _check_txn_state(entry: ProducerEntry, is_transactional: bool) -> SequenceCheck:
@@ -288,6 +315,56 @@ class ProducerStateManager:
         """What a read_committed consumer may read up to (UnifiedLog.lastStableOffset)."""
         first_unstable = self.first_unstable_offset()
         return high_watermark if first_unstable is None else min(first_unstable, high_watermark)
+
+    # --- snapshots ---------------------------------------------------------------------
+
+    def snapshot_bytes(self) -> bytes:
+        """The producers as Kafka's ProducerSnapshot v1 (see the module docstring)."""
+        body = bytearray(_SNAPSHOT_COUNT.pack(len(self.producers)))
+        for pid, entry in self.producers.items():
+            last = entry.batches[-1] if entry.batches else None
+            body += _SNAPSHOT_ENTRY.pack(
+                pid, entry.epoch, last.last_seq if last else NO_SEQUENCE,
+                last.last_offset if last else -1,
+                last.last_offset - last.first_offset if last else 0,
+                entry.last_update_ms, entry.coordinator_epoch,
+                -1 if entry.current_txn_first_offset is None else entry.current_txn_first_offset)
+        return _SNAPSHOT_HEADER.pack(SNAPSHOT_VERSION, crc32c(body)) + bytes(body)
+
+    def load_snapshot(self, data: bytes) -> None:
+        """Replace the producers with a snapshot's, their open transactions included
+        (Kafka's loadFromSnapshot); the completed ones are forgotten, as in Kafka: a
+        snapshot is taken below the high watermark. CorruptSnapshotError changes nothing."""
+        if len(data) < _SNAPSHOT_HEADER.size + _SNAPSHOT_COUNT.size:
+            raise CorruptSnapshotError(f"a snapshot of {len(data)} bytes is too short")
+        version, crc = _SNAPSHOT_HEADER.unpack_from(data)
+        if version != SNAPSHOT_VERSION:
+            raise CorruptSnapshotError(f"snapshot version {version}, not {SNAPSHOT_VERSION}")
+        body = memoryview(data)[_SNAPSHOT_HEADER.size:]
+        if crc32c(body) != crc:
+            raise CorruptSnapshotError("snapshot CRC-32C mismatch")
+        (count,) = _SNAPSHOT_COUNT.unpack_from(body)
+        if count < 0 or len(body) != _SNAPSHOT_COUNT.size + count * _SNAPSHOT_ENTRY.size:
+            raise CorruptSnapshotError(f"snapshot of {len(body)} bytes for {count} producers")
+        producers: dict[int, ProducerEntry] = {}
+        ongoing: dict[int, TxnMetadata] = {}
+        for (pid, epoch, last_seq, last_offset, delta, timestamp, coordinator_epoch,
+             txn_first) in _SNAPSHOT_ENTRY.iter_unpack(body[_SNAPSHOT_COUNT.size:]):
+            entry = ProducerEntry(epoch, last_update_ms=timestamp,
+                                  coordinator_epoch=coordinator_epoch,
+                                  current_txn_first_offset=txn_first if txn_first >= 0 else None)
+            if last_offset >= 0:
+                entry.batches.append(BatchMetadata(
+                    next_sequence(last_seq, -delta), last_seq, last_offset - delta,
+                    last_offset, timestamp))
+            if txn_first >= 0:
+                if txn_first in ongoing:
+                    raise CorruptSnapshotError(f"two transactions begin at offset {txn_first}")
+                ongoing[txn_first] = TxnMetadata(pid, txn_first)
+            producers[pid] = entry
+        self.producers = producers
+        self.ongoing_txns = ongoing
+        self.unreplicated_txns = {}
 
     # --- expiry and truncation ---------------------------------------------------------
 

@@ -79,13 +79,6 @@ class _TxnRecord:
     record: OffsetRecord
 
 
-@dataclass(frozen=True)
-class _TxnEnd:
-    """A transaction's marker on this partition: its pending offsets count or go."""
-    producer_id: int
-    commit: bool
-
-
 class GroupRuntime(CoordinatorRuntime):
     topic = OFFSETS_TOPIC
 
@@ -101,7 +94,7 @@ class GroupRuntime(CoordinatorRuntime):
         # partition -> offset records appended but not yet below the high watermark, with
         # the log offset each ends at: replayed into the cache only once committed
         self._uncommitted_offsets: dict[
-            int, deque[tuple[int, OffsetRecord | _TxnRecord | _TxnEnd]]] = {}
+            int, deque[tuple[int, OffsetRecord | _TxnRecord]]] = {}
 
     async def ensure_offsets_topic(self) -> bool:
         return await self.ensure_topic()
@@ -173,26 +166,24 @@ class GroupRuntime(CoordinatorRuntime):
             if not queue:
                 del self._uncommitted_offsets[i]
 
-    def _replay(self, entry: OffsetRecord | _TxnRecord | _TxnEnd) -> None:
-        offsets = self.coordinator.offsets
+    def _replay(self, entry: OffsetRecord | _TxnRecord) -> None:
         if isinstance(entry, _TxnRecord):
-            offsets.replay_txn_record(entry.producer_id, entry.record)
-        elif isinstance(entry, _TxnEnd):
-            offsets.complete_txn(entry.producer_id, entry.commit)
+            self.coordinator.offsets.replay_txn_record(entry.producer_id, entry.record)
         else:
             self.coordinator.replay_record(entry, self.broker.now_ms())
 
     def complete_transaction(self, index: int, producer_id: int, producer_epoch: int,
                              commit: bool) -> None:
-        """A transaction's marker was just appended to __consumer_offsets-`index` (by the
-        WriteTxnMarkers handler): its offsets count (COMMIT) or go (ABORT) once the HW
-        covers the marker, in log order with the commits around it."""
+        """A transaction's marker in __consumer_offsets-`index` is committed (the
+        WriteTxnMarkers handler calls this once the HW covers it): its offsets count
+        (COMMIT) or go (ABORT). What the HW covers is replayed first, so the transaction's
+        own TxnOffsetCommits, which precede its marker, are pending by then; the same
+        producer's next TxnOffsetCommit cannot be in the log yet, since the coordinator
+        refuses the next transaction's partitions until every marker of this one is written."""
         partition = self.broker.partition(OFFSETS_TOPIC, index)
-        if partition is None:
-            return
-        self._uncommitted_offsets.setdefault(index, deque()).append(
-            (partition.log_end_offset, _TxnEnd(producer_id, commit)))
-        self.on_committed(index, partition.high_watermark)
+        if partition is not None:
+            self.on_committed(index, partition.high_watermark)
+        self.coordinator.offsets.complete_txn(producer_id, commit)
 
     def begin_load(self, index: int, leader_epoch: int) -> None:
         self.coordinator.begin_load(index)

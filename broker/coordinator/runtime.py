@@ -32,6 +32,7 @@ import trio
 from broker import planted, timeouts
 from broker.controller_channel import ControllerUnavailable
 from broker.coordinator.effects import Emit, Reply
+from broker.partition import COORDINATOR
 from protocol import messages as m
 from protocol.errors import ErrorCode
 from protocol.batch_header import BatchHeader
@@ -39,7 +40,6 @@ from protocol.records import Record, decode_batches, encode_batch, parse_batch_h
 
 log = logging.getLogger("minibroker.coordinator")
 
-COORDINATOR = "coordinator"  # the append origin that skips the sequence checks, as Kafka's
 LOAD_CHUNK_BYTES = 1 << 20
 TOPIC_WAIT_S = 2.0  # FindCoordinator's wait for a new internal topic; clients retry
 CREATE_TOPICS_VERSION = 7

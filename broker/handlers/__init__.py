@@ -11,6 +11,7 @@ from __future__ import annotations
 from broker.handlers import (
     acls, api_versions, cluster, configs, consumer_group, fetch, groups, leader_epoch, list_offsets,
     metadata, offsets, produce, producer_id, sasl, scram, telemetry, topics, transactions,
+    txn_markers,
 )
 from broker.handlers.context import Handler
 from protocol import messages as m
@@ -61,6 +62,7 @@ HANDLERS: dict[int, Handler] = {
     m.TXN_OFFSET_COMMIT: transactions.handle_txn_offset_commit,
     m.DESCRIBE_TRANSACTIONS: transactions.handle_describe_transactions,
     m.LIST_TRANSACTIONS: transactions.handle_list_transactions,
+    m.WRITE_TXN_MARKERS: txn_markers.handle,
 }
 
 assert HANDLERS.keys() == m.APIS.keys(), "every declared API needs a handler, and no more"

@@ -21,6 +21,16 @@ twice in one request is taken once, the last one named (Kafka's request map).
 A fetch that has fewer than `min_bytes` waits up to `max_wait_ms` for appends; whatever
 wakes it says which partitions moved, and only those are read again.
 
+isolation_level 1 (read_committed, v4+) reads only below the partition's last stable
+offset (broker/partition.py): nothing of a transaction still open, or whose marker the HW
+has not passed, nor anything after its first offset. Such a fetch is answered with the
+aborted transactions (producer id, first offset) that overlap the batches it returns,
+from the .txnindex (Kafka's collectAbortedTransactions), so the consumer drops their
+records; read_uncommitted answers null there. Every answer carries the LSO in
+last_stable_offset, as Kafka's does. The LSO moves only when the HW does (or a marker
+lands that the HW already covers), so the notifications that wake fetches for the HW wake
+read_committed ones too. Followers read up to the log end whatever their isolation level.
+
 From v13 topics are named by id, resolved through the metadata image; an id it does not
 know is UNKNOWN_TOPIC_ID. A follower names itself in `replica_id` (ReplicaState from v15,
 with its broker epoch, which the leader passes on in AlterPartition: KIP-903). Its fetch
@@ -63,6 +73,7 @@ from broker.log.errors import LogError, OffsetOutOfRange
 from broker.replication.selector import (NO_PREFERENCE, RACK_AWARE_SELECTOR, ReplicaView,
                                          preferred_read_replica)
 from protocol.errors import ErrorCode
+from protocol.records import iter_batch_headers
 
 READ_COMMITTED = 1
 SESSION_VERSION = 7  # session id and epoch (KIP-227)
@@ -259,7 +270,7 @@ def _read(ctx: RequestContext, follower: int, fc: _Context, keys: Any, allowed: 
     rack_aware = broker.config.replica_selector_class == RACK_AWARE_SELECTOR
     consumer_may_use_follower = rack_aware and follower < 0 and ctx.version >= RACK_ID_VERSION
     rack = ctx.body.get("rack_id") if consumer_may_use_follower else None
-    aborted: list[dict] | None = [] if ctx.body.isolation_level == READ_COMMITTED else None
+    read_committed = follower < 0 and ctx.body.get("isolation_level", 0) == READ_COMMITTED
     for p in parts:
         key = (p.topic_id if session.uses_topic_ids else p.topic, p.partition)
         earlier = fc.reads.get(key)
@@ -267,8 +278,8 @@ def _read(ctx: RequestContext, follower: int, fc: _Context, keys: Any, allowed: 
             fc.total -= earlier.size
             fc.budget += earlier.size
         read = _read_partition(ctx, follower, p, session.uses_topic_ids, denied,
-                               consumer_may_use_follower, rack, fc.budget, fc.total == 0)
-        read.out["aborted_transactions"] = aborted
+                               consumer_may_use_follower, rack, fc.budget, fc.total == 0,
+                               read_committed)
         fc.budget = max(fc.budget - read.size, 0)
         fc.total += read.size
         fc.answer_now |= (read.error != ErrorCode.NONE
@@ -280,7 +291,7 @@ def _read(ctx: RequestContext, follower: int, fc: _Context, keys: Any, allowed: 
 
 def _read_partition(ctx: RequestContext, follower: int, p: CachedPartition, by_id: bool,
                     denied: frozenset[str], may_use_follower: bool, rack: str | None,
-                    budget: int, first: bool) -> _Read:
+                    budget: int, first: bool, read_committed: bool) -> _Read:
     broker = ctx.broker
     partition = None
     if p.topic is None or by_id and _deleted(broker, p):
@@ -293,11 +304,16 @@ def _read_partition(ctx: RequestContext, follower: int, p: CachedPartition, by_i
     records = b""
     preferred = NO_PREFERENCE
     pending = False
+    aborted: list[dict] | None = [] if read_committed else None
+    lso = partition.last_stable_offset if partition is not None else -1
     if partition is not None and error == ErrorCode.NONE and rack and partition.is_leader:
         preferred = _preferred_replica(broker, partition, rack, p.fetch_offset)
     if partition is not None and error == ErrorCode.NONE and preferred < 0:
         leo = partition.log_end_offset
-        end = leo if follower >= 0 else min(partition.high_watermark, leo)
+        if follower >= 0:
+            end = leo
+        else:
+            end = min(lso if read_committed else partition.high_watermark, leo)
         limit = min(p.max_bytes, budget)
         try:
             if p.fetch_offset > leo:
@@ -305,22 +321,39 @@ def _read_partition(ctx: RequestContext, follower: int, p: CachedPartition, by_i
             if p.fetch_offset < end and (limit > 0 or first):
                 records = partition.log.read(p.fetch_offset, limit, max_offset=end,
                                              min_one_message=first)
+                if read_committed and records:
+                    aborted = _aborted_transactions(partition, p.fetch_offset, records)
             pending = p.fetch_offset < end
         except LogError as e:  # out of range, or a segment damaged under us
             error = e.error_code
         except OSError as e:  # the device failed a read (EIO): Kafka's storage error
             error = ErrorCode.KAFKA_STORAGE_ERROR
             broker.log_dirs.storage_failed(f"{p.topic}-{p.partition}: {e}")
-    out = {
+    out: dict[str, Any] = {
         "partition_index": p.partition, "error_code": error,
         "high_watermark": partition.high_watermark if partition else -1,
-        "last_stable_offset": partition.high_watermark if partition else -1,
+        "last_stable_offset": lso,
         "log_start_offset": partition.log_start_offset if partition else -1,
+        "aborted_transactions": aborted,
         "preferred_read_replica": preferred, "records": records,
     }
     if error in _STALE_LEADER and ctx.version >= CURRENT_LEADER_VERSION and p.topic:
         out["current_leader"] = current_leader(broker, p.topic, p.partition)
     return _Read(out, len(records), error, pending or error != ErrorCode.NONE)
+
+
+def _aborted_transactions(partition, fetch_offset: int, records: bytes) -> list[dict]:
+    """The aborted transactions overlapping the batches read (from the fetch offset to the
+    offset after the last one): walked by their headers only, and only in a partition
+    that has any aborted transaction at all."""
+    plog = partition.log
+    if not plog.has_aborted_txns_from(fetch_offset):
+        return []
+    end = fetch_offset
+    for _pos, header in iter_batch_headers(records):
+        end = header.last_offset + 1
+    return [{"producer_id": t.producer_id, "first_offset": t.first_offset}
+            for t in plog.collect_aborted_txns(fetch_offset, end)]
 
 
 def _deleted(broker, p: CachedPartition) -> bool:

@@ -11,7 +11,10 @@ with the largest MaxTimestamp, read from batch headers only.
 Only the partition's leader answers (broker.handlers.common.lookup): elsewhere
 NOT_LEADER_OR_FOLLOWER, and a stale or future current_leader_epoch is fenced (KIP-320).
 Clients see the log as far as the high watermark: latest is the HW, and a timestamp lookup
-never answers an offset at or past it. From v5, a new leader whose HW has not yet reached
+never answers an offset at or past it. With isolation_level 1 (read_committed, v2+) they
+see it as far as the last stable offset instead, as Kafka's fetchOffsetForTimestamp does:
+latest is the LSO, and a lookup never answers at or past it, so a read_committed consumer
+is never placed inside a transaction still open. From v5, a new leader whose HW has not yet reached
 the start of its leader epoch answers OFFSET_NOT_AVAILABLE, retriable (KIP-207). A
 follower (replica_id >= 0) asking for latest gets the log end offset.
 """
@@ -25,6 +28,7 @@ from broker.security.authorize import authorize_cluster, unauthorized
 from protocol.errors import ErrorCode
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+READ_COMMITTED = 1
 
 
 async def handle(ctx: RequestContext) -> dict:
@@ -89,8 +93,12 @@ def _partition(ctx: RequestContext, topic: str, p) -> dict:
         # answer an offset older than what a consumer may already have read
         out["error_code"] = ErrorCode.OFFSET_NOT_AVAILABLE
         return out
+    # the last offset a consumer of this isolation level may be given (exclusive)
+    fetchable = (partition.last_stable_offset
+                 if ctx.body.get("isolation_level", 0) == READ_COMMITTED
+                 else partition.high_watermark)
     if ts == LATEST:
-        found = (partition.high_watermark, -1)
+        found = (fetchable, -1)
     elif ts == EARLIEST:
         found = (partition.log_start_offset, -1)
     elif ts == MAX_TIMESTAMP:
@@ -104,8 +112,8 @@ def _partition(ctx: RequestContext, topic: str, p) -> dict:
         out["old_style_offsets"] = _legacy_offsets(partition, ts, found,
                                                    p.get("max_num_offsets", 1))
         return out
-    if found is not None and ts not in (LATEST, EARLIEST) and found[0] >= partition.high_watermark:
-        found = None  # not yet committed: a consumer could not read it
+    if found is not None and ts not in (LATEST, EARLIEST) and found[0] >= fetchable:
+        found = None  # not yet committed (or stable): the consumer could not read it
     if found is not None:
         out["offset"], out["timestamp"] = found
         out["leader_epoch"] = partition.leader_epoch

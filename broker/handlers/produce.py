@@ -14,6 +14,13 @@ ISR shrank below it while the batch waited, the answer is NOT_ENOUGH_REPLICAS_AF
 (the batch is in the log and may be read, but the producer must know it is less safe than
 asked). A leadership lost while waiting answers NOT_LEADER_OR_FOLLOWER.
 
+A transactional batch (attributes bit 4) opens its producer's transaction in the partition
+(broker/partition.py): its records stay above the last stable offset, unseen by
+read_committed consumers, until the coordinator's marker ends it. A request carrying one
+must name its transactional id and have WRITE on it, or every partition is answered
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka's handleProduceRequest). A control batch from a
+client is INVALID_RECORD: only the coordinator's WriteTxnMarkers writes markers.
+
 Only the partition's leader accepts a batch: elsewhere the answer is NOT_LEADER_OR_FOLLOWER
 (UNKNOWN_TOPIC_OR_PARTITION if the metadata image has no such partition), and from v10 it
 carries the leader the image names and that broker's endpoint (KIP-951), so the producer can
@@ -22,14 +29,19 @@ go there without a Metadata round trip.
 
 from __future__ import annotations
 
+import struct
+
 import trio
 
 from broker import timeouts
 from broker.handlers.common import current_leader, lookup
 from broker.handlers.context import CloseConnection, RequestContext
 from broker.security.acls import AclOperation, ResourceType
-from broker.security.authorize import unauthorized
+from broker.security.authorize import authorize, unauthorized
 from protocol import records
+from protocol.batch_header import (
+    ATTRIBUTES_POS, BATCH_OVERHEAD, LENGTH_POS, LOG_OVERHEAD, MAGIC, MAGIC_POS, TRANSACTIONAL_MASK,
+)
 from protocol.codecs import Codec
 from protocol.errors import ErrorCode
 from protocol.names import topic_name_error
@@ -57,10 +69,16 @@ async def handle(ctx: RequestContext) -> dict | None:
     responses = []
     denied = unauthorized(ctx, AclOperation.WRITE, ResourceType.TOPIC,
                           (t.name for t in body.topic_data))
+    refused_txn = _has_transactional_records(body) and (
+        body.transactional_id is None
+        or not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                         body.transactional_id))
     for topic_data in body.topic_data:
         partition_responses = []
         for partition_data in topic_data.partition_data:
-            if topic_data.name in denied:
+            if refused_txn:
+                error, result = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
+            elif topic_data.name in denied:
                 error, result = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
             else:
                 error, result = _produce_partition(ctx, topic_data.name, partition_data,
@@ -105,10 +123,17 @@ async def handle(ctx: RequestContext) -> dict | None:
 
 async def _wait_for_replicas(ctx: RequestContext,
                              awaiting: list[tuple[str, int, int, dict]]) -> None:
-    """Hold the answer until the HW covers every batch (Kafka's DelayedProduce), setting the
-    error of each partition that cannot wait any longer."""
-    broker = ctx.broker
-    deadline = trio.current_time() + max(ctx.body.timeout_ms, 0) / 1000
+    await wait_for_replicas(ctx.broker, awaiting, ctx.body.timeout_ms)
+
+
+async def wait_for_replicas(broker, awaiting: list[tuple[str, int, int, dict]],
+                            timeout_ms: int) -> None:
+    """Hold the answer until the HW covers every append (Kafka's DelayedProduce): each of
+    `awaiting` is (topic, partition, the offset after the append, its answer), whose
+    error_code is set for a partition that cannot wait any longer: leadership lost
+    (NOT_LEADER_OR_FOLLOWER), committed with the ISR below min.insync.replicas
+    (NOT_ENOUGH_REPLICAS_AFTER_APPEND), or `timeout_ms` spent (REQUEST_TIMED_OUT)."""
+    deadline = trio.current_time() + max(timeout_ms, 0) / 1000
     pending = list(awaiting)
     while pending:
         still = []
@@ -144,6 +169,22 @@ def _node_endpoints(ctx: RequestContext, broker_ids: set[int]) -> list[dict]:
     return out
 
 
+def _has_transactional_records(body) -> bool:
+    """Whether any partition's first batch says it is transactional (Kafka's
+    RequestUtils.hasTransactionalRecords). Bytes that hold no whole v2 batch header say
+    nothing: the partition's own validation refuses them."""
+    for topic_data in body.topic_data:
+        for data in topic_data.partition_data:
+            raw = data.records or b""
+            if len(raw) < BATCH_OVERHEAD or raw[MAGIC_POS] != MAGIC:
+                continue
+            length = struct.unpack_from(">i", raw, LENGTH_POS)[0]
+            if (LOG_OVERHEAD + length <= len(raw)
+                    and struct.unpack_from(">h", raw, ATTRIBUTES_POS)[0] & TRANSACTIONAL_MASK):
+                return True
+    return False
+
+
 def _has_null_key(batch: bytes) -> bool:
     """Compacted topics need keys; like Kafka, only they pay for decoding the records."""
     try:
@@ -172,8 +213,6 @@ def _produce_partition(ctx: RequestContext, topic: str, data, now_ms: int):
     if header.compression > Codec.ZSTD or (header.compression == Codec.ZSTD
                                            and ctx.version < ZSTD_MIN_PRODUCE_VERSION):
         return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, None
-    if header.is_transactional or body.transactional_id is not None:
-        return ErrorCode.INVALID_TXN_STATE, None  # transactions are not supported
     if partition.log.config.compacts and _has_null_key(data.records):
         return ErrorCode.INVALID_RECORD, None  # compaction keeps the latest value per key
     if body.acks == -1 and partition.under_min_isr():

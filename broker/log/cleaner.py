@@ -14,7 +14,7 @@ A pass, as Kafka's Cleaner.doClean:
    survives if its offset is >= the map's entry for its key (a key absent from the map
    counts as -1: the record is kept) -- Kafka's Cleaner.shouldRetainRecord. Records with a
    null key are dropped (Kafka counts them as invalid: a compacted topic rejects them at
-   produce time with INVALID_RECORD). Control batches are copied as they are.
+   produce time with INVALID_RECORD). Control batches follow the transaction rules below.
 3. Tombstones (null value) follow KIP-534 (Kafka >= 2.8): the first pass that keeps a
    tombstone rewrites its batch with the delete-horizon attribute bit (0x40) set and
    BaseTimestamp = now_ms + delete.retention.ms (record timestamp deltas are re-based on
@@ -30,6 +30,17 @@ A pass, as Kafka's Cleaner.doClean:
    keeps the last batch of each producer as an empty header for idempotence state; we do
    not: producer state is rebuilt from the active segment only, which is never cleaned).
    Offsets never change: the log has gaps afterwards, which reads and indexes handle.
+
+Transactions, as Kafka's Cleaner and CleanedTransactionMetadata: a pass never goes past the
+partition's last stable offset (only segments wholly below it are cleaned), so every
+transaction it meets is decided. The records of aborted transactions (the .txnindex knows
+them) never enter the offset map, where they would hide a committed value of their key,
+and are removed. A marker stays while its transaction still has batches in the log: an
+ABORT marker kept for that keeps its .txnindex entry in the cleaned segment. Once the
+transaction's batches are all gone the marker is removable: the pass that finds it so
+sets its delete horizon as for a tombstone (delete.retention.ms: a consumer that read the
+transaction's records in time still sees the marker), and a pass after the horizon drops
+it.
 
 Output: consecutive segments are grouped into one cleaned segment (named after the first
 one's base offset) while the cleaned bytes plus the next input stay within segment.bytes,
@@ -49,18 +60,22 @@ crash at worst repeats a pass, which is idempotent.
 
 Not done (Kafka has them): a bounded dedupe buffer (the offset map is a dict of the dirty
 section's distinct keys; Kafka caps it with log.cleaner.dedupe.buffer.size and cleans in
-several passes), min/max.compaction.lag.ms, transactional markers and aborted
-transactions (transactions are not supported), cleaner threads and I/O throttling.
+several passes), min/max.compaction.lag.ms, keeping each active producer's last batch
+(Kafka keeps it as an empty batch for its sequence; here the producer-state snapshots
+carry it), cleaner threads and I/O throttling.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+from collections import deque
 from collections.abc import Iterator
 from typing import NamedTuple
 
 from protocol.batch_walk import CORRUPT, TORN, BatchWalk
+from protocol.control_records import ControlRecordType, decode_control_type
+from protocol.record_errors import RecordError
 from protocol.records import (
     ATTRIBUTES_POS,
     DELETE_HORIZON_MASK,
@@ -76,7 +91,8 @@ from protocol.records import (
 from .errors import CorruptSegmentError
 from .loader import CLEANED_SUFFIX, new_segment
 from .log import PartitionLog
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_name
+from .segment import INDEX_SUFFIXES, LOG_SUFFIX, LogSegment, segment_name
+from .txn_index import AbortedTxn
 
 _INT32_MAX = (1 << 31) - 1
 _READ_CHUNK = 1024 * 1024
@@ -125,8 +141,27 @@ def cleanable_bytes(log: PartitionLog, cleaner_checkpoint: int) -> tuple[int, in
     return dirty, total
 
 
+def cleanable_segments(log: PartitionLog) -> tuple[list[LogSegment], int]:
+    """The segments a pass may rewrite, and the offset they end at: the non-active ones
+    wholly below the log's last stable offset (`PartitionLog.last_stable_offset`, when the
+    partition has told the log how to learn it; Kafka's firstUncleanableDirtyOffset)."""
+    segments = log.segments
+    limit = log.active.base_offset
+    if log.last_stable_offset is not None:
+        limit = min(limit, log.last_stable_offset())
+    taken: list[LogSegment] = []
+    end = segments[0].base_offset
+    for i, seg in enumerate(segments[:-1]):
+        next_base = segments[i + 1].base_offset
+        if next_base > limit:
+            break
+        taken.append(seg)
+        end = next_base
+    return taken, end
+
+
 def clean(log: PartitionLog, *, now_ms: int, cleaner_checkpoint: int) -> CleanResult:
-    """Compact ``log``'s non-active segments once (see the module docstring).
+    """Compact ``log``'s non-active segments below its LSO once (see the module docstring).
 
     ``cleaner_checkpoint`` is the partition's first uncleaned offset (0 if never
     cleaned). Raises RecordError (a batch that does not decode) or CorruptSegmentError;
@@ -134,15 +169,15 @@ def clean(log: PartitionLog, *, now_ms: int, cleaner_checkpoint: int) -> CleanRe
     the group being written is discarded and the checkpoint must not advance.
     Must run where the log's other operations run (it replaces segments in place).
     """
-    segments = list(log.segments[:-1])
-    end = log.active.base_offset
+    segments, end = cleanable_segments(log)
     first_dirty = first_dirty_offset(log, cleaner_checkpoint)
     new_checkpoint = max(first_dirty, end)
     bytes_before = sum(s.size for s in segments)
     if not segments:
         return CleanResult(new_checkpoint, 0, 0, 0, 0)
-    offset_map = _build_offset_map(segments, first_dirty, end)
-    cleaner = _Cleaner(log, offset_map, now_ms)
+    offset_map = _build_offset_map(log, segments, first_dirty, end)
+    cleaner = _Cleaner(log, offset_map, now_ms,
+                       _TxnMetadata(_aborted_txns(log, segments[0].base_offset, end)))
     try:
         for i, seg in enumerate(segments):
             next_base = segments[i + 1].base_offset if i + 1 < len(segments) else end
@@ -176,20 +211,83 @@ def _batches(seg: LogSegment) -> Iterator[tuple[BatchHeader, bytes]]:
             f"{seg.log_path}: corrupt batch header at {stop.position}: {stop.problem}")
 
 
-def _build_offset_map(segments: list[LogSegment], start: int, end: int) -> dict[bytes, int]:
-    """key -> latest offset over the records with offsets in [start, end)."""
+def _aborted_txns(log: PartitionLog, start: int, end: int) -> list[AbortedTxn]:
+    """The aborted transactions with batches in [start, end), by first offset."""
+    found = {(t.producer_id, t.first_offset): t for t in log.collect_aborted_txns(start, end)}
+    return sorted(found.values(), key=lambda t: t.first_offset)
+
+
+def _build_offset_map(log: PartitionLog, segments: list[LogSegment], start: int,
+                      end: int) -> dict[bytes, int]:
+    """key -> latest offset over the records with offsets in [start, end), those of aborted
+    transactions left out (they are removed: they must not hide an older value)."""
     offset_map: dict[bytes, int] = {}
+    txns = _TxnMetadata(_aborted_txns(log, start, end))
     for i, seg in enumerate(segments):
         next_base = segments[i + 1].base_offset if i + 1 < len(segments) else end
         if next_base <= start:
             continue  # wholly in the clean section
         for header, data in _batches(seg):
-            if header.last_offset < start or header.is_control:
+            if header.is_control:
+                txns.on_control_batch(header, data)
+                continue
+            if txns.on_data_batch(header) or header.last_offset < start:
                 continue
             for record in decode_batch(data)[1]:
                 if record.key is not None and start <= record.offset < end:
                     offset_map[record.key] = record.offset
     return offset_map
+
+
+class _TxnMetadata:
+    """What a pass knows of the transactions whose batches it meets, in log order (Kafka's
+    CleanedTransactionMetadata): `on_data_batch` says whether a batch belongs to an
+    aborted transaction (then its records go), `on_control_batch` whether a marker's
+    transaction has no batch left (then the marker may go), and `kept_aborted` collects
+    the index entries of the ABORT markers kept because their transaction still has
+    batches."""
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        self._pending = deque(aborted)  # by first offset, not yet reached
+        self._ongoing_aborted: dict[int, list] = {}  # producer -> [txn, batch seen]
+        self._ongoing_committed: set[int] = set()
+        self.kept_aborted: list[AbortedTxn] = []
+
+    def _reach(self, offset: int) -> None:
+        while self._pending and self._pending[0].first_offset <= offset:
+            txn = self._pending.popleft()
+            self._ongoing_aborted.setdefault(txn.producer_id, [txn, False])
+
+    def on_data_batch(self, header: BatchHeader) -> bool:
+        self._reach(header.last_offset)
+        if not header.is_transactional:
+            return False
+        ongoing = self._ongoing_aborted.get(header.producer_id)
+        if ongoing is not None:
+            ongoing[1] = True
+            return True
+        self._ongoing_committed.add(header.producer_id)
+        return False
+
+    def on_control_batch(self, header: BatchHeader, data: bytes) -> bool:
+        self._reach(header.last_offset)
+        try:
+            records = decode_batch(data)[1]
+            kind = decode_control_type(records[0].key) if records else None
+        except (RecordError, IndexError):
+            kind = None
+        if kind == ControlRecordType.ABORT:
+            ongoing = self._ongoing_aborted.pop(header.producer_id, None)
+            if ongoing is not None and ongoing[1]:
+                self.kept_aborted.append(ongoing[0])
+                return False
+            return True
+        if kind == ControlRecordType.COMMIT:
+            if header.producer_id in self._ongoing_committed:
+                self._ongoing_committed.discard(header.producer_id)
+                return False
+            return True
+        return False  # a control batch of another kind, or emptied: kept as it is
 
 
 def _reencode(header: BatchHeader, records: list[Record], delete_horizon: int | None) -> bytes:
@@ -199,7 +297,8 @@ def _reencode(header: BatchHeader, records: list[Record], delete_horizon: int | 
         compression=header.compression, producer_id=header.producer_id,
         producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
         partition_leader_epoch=header.partition_leader_epoch,
-        timestamp_type=header.timestamp_type, is_transactional=header.is_transactional))
+        timestamp_type=header.timestamp_type, is_transactional=header.is_transactional,
+        is_control=header.is_control))
     # encode_batch knows neither the delete-horizon bit nor a LastOffsetDelta beyond the
     # last record: both are inside the CRC, so set them and recompute it.
     attributes = header.attributes | (DELETE_HORIZON_MASK if delete_horizon is not None else 0)
@@ -212,11 +311,13 @@ def _reencode(header: BatchHeader, records: list[Record], delete_horizon: int | 
 class _Cleaner:
     """One pass's state: the group being written and the counters."""
 
-    def __init__(self, log: PartitionLog, offset_map: dict[bytes, int], now_ms: int) -> None:
+    def __init__(self, log: PartitionLog, offset_map: dict[bytes, int], now_ms: int,
+                 txns: _TxnMetadata) -> None:
         self.log = log
         self.config = log.config
         self.offset_map = offset_map
         self.now_ms = now_ms
+        self.txns = txns
         self.records_removed = 0
         self.tombstones_removed = 0
         # The open group: its cleaned segment and, per member, whether it produced output
@@ -294,7 +395,7 @@ class _Cleaner:
 
     def _new_output(self, base_offset: int) -> LogSegment:
         stem = os.path.join(self.log.directory, segment_name(base_offset))
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, *INDEX_SUFFIXES):
             try:
                 self.log.fs.remove(stem + suffix + CLEANED_SUFFIX)  # a failed earlier pass
             except FileNotFoundError:
@@ -315,7 +416,8 @@ class _Cleaner:
     # -------------------------------------------------------------- records
 
     def _clean_into(self, seg: LogSegment, out: LogSegment) -> bool:
-        """Append ``seg``'s surviving batches to ``out``; True if any batch changed."""
+        """Append ``seg``'s surviving batches to ``out``, and the index entries of the ABORT
+        markers kept; True if any batch changed."""
         changed = False
         for header, data in _batches(seg):
             kept = self._filter(header, data)
@@ -323,12 +425,27 @@ class _Cleaner:
                 changed = True
             if kept is not None:
                 out.append(kept, header if kept is data else parse_batch_header(kept, 0))
+            for txn in self.txns.kept_aborted:
+                out.append_aborted_txn(txn)
+            self.txns.kept_aborted.clear()
         return changed
+
+    def _filter_marker(self, header: BatchHeader, data: bytes) -> bytes | None:
+        if not self.txns.on_control_batch(header, data):
+            return data
+        if header.attributes & DELETE_HORIZON_MASK:
+            return None if self.now_ms >= header.base_timestamp else data
+        # its transaction has no batch left: it goes once delete.retention.ms has passed
+        return _reencode(header, decode_batch(data)[1],
+                         self.now_ms + self.config.delete_retention_ms)
 
     def _filter(self, header: BatchHeader, data: bytes) -> bytes | None:
         """The batch to write for ``data``: itself, a re-encoded one, or None (dropped)."""
         if header.is_control:
-            return data
+            return self._filter_marker(header, data)
+        if self.txns.on_data_batch(header):
+            self.records_removed += header.records_count  # an aborted transaction's
+            return None
         records = decode_batch(data)[1]
         horizon = header.base_timestamp if header.attributes & DELETE_HORIZON_MASK else None
         kept: list[Record] = []

@@ -26,7 +26,11 @@ Rules (Kafka's LogLoader; docs/ARCHITECTURE.md §5):
   ``<base>.log.swap`` is complete and is finished here (Kafka's LogLoader): every segment
   whose base offset lies in [base, the swap's next offset) -- the ones it replaces, the
   cleaner guarantees exactly those -- is deleted, the swap renamed into place, and its
-  indexes rebuilt from the .log (index ``*.swap`` files are dropped, as Kafka does).
+  indexes rebuilt from the .log (index ``*.swap`` files are dropped, as Kafka does);
+* a segment's .txnindex cannot be rebuilt from its .log alone (its entries carry the LSO
+  the producer state had): a recovered segment, or a swap finished here, keeps what it can
+  and is marked `txn_index_stale`, and the partition replays its producer state over it
+  (broker/partition.py).
 """
 
 from __future__ import annotations
@@ -46,8 +50,8 @@ from .errors import CorruptSegmentError
 from .index import CorruptIndexError
 from .segment import DELETED_SUFFIX, LogSegment
 
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
-_SWAP_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)\.swap$")
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
+_SWAP_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)\.swap$")
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 
@@ -119,17 +123,18 @@ def _swap_next_offset(path: str, base_offset: int, fs: FileSystem) -> int:
     return next_offset
 
 
-def complete_swaps(directory: str, fs: FileSystem = REAL) -> int:
-    """Finish cleaner swaps a crash interrupted (see the module docstring); returns how
-    many ``.log.swap`` files were completed."""
+def complete_swaps(directory: str, fs: FileSystem = REAL) -> list[int]:
+    """Finish cleaner swaps a crash interrupted (see the module docstring); returns the
+    base offsets of the ``.log.swap`` files completed. Their .txnindex, like their other
+    indexes, is dropped: the caller marks it stale, for the partition to rebuild."""
     swaps: dict[int, dict[str, str]] = {}
     for name in fs.listdir(directory):
         m = _SWAP_FILE.match(name)
         if m:
             swaps.setdefault(int(m.group(1)), {})[m.group(2)] = os.path.join(directory, name)
-    completed = 0
+    completed = []
     for base, files in sorted(swaps.items()):
-        for kind in ("index", "timeindex"):
+        for kind in ("index", "timeindex", "txnindex"):
             if kind in files:
                 fs.remove(files[kind])  # rebuilt from the .log, or the swap is undone
         if "log" not in files:
@@ -140,18 +145,18 @@ def complete_swaps(directory: str, fs: FileSystem = REAL) -> int:
             if m and base <= int(m.group(1)) < end:
                 fs.remove(os.path.join(directory, name))
         fs.rename(files["log"], files["log"][:-len(SWAP_SUFFIX)])
-        completed += 1
+        completed.append(base)
     if swaps:
         fsync_dir(directory, fs)
     return completed
 
 
-def scan_directory(directory: str, fs: FileSystem = REAL) -> list[int]:
+def scan_directory(directory: str, fs: FileSystem = REAL) -> tuple[list[int], list[int]]:
     """Base offsets of the segments on disk, after completing interrupted cleaner swaps
     (``*.swap``) and removing leftovers of interrupted deletes (``*.deleted``), cleaner
-    output (``*.cleaned``) and orphan index files.
+    output (``*.cleaned``) and orphan index files; and the bases of the swaps completed.
     """
-    complete_swaps(directory, fs)
+    swapped = complete_swaps(directory, fs)
     logs: set[int] = set()
     indexes: list[tuple[int, str]] = []
     for name in fs.listdir(directory):
@@ -169,7 +174,7 @@ def scan_directory(directory: str, fs: FileSystem = REAL) -> list[int]:
     for base, path in indexes:
         if base not in logs:
             fs.remove(path)
-    return sorted(logs)
+    return sorted(logs), swapped
 
 
 def load_segments(directory: str, topic: str, partition: int, config: LogConfig, *,
@@ -183,8 +188,11 @@ def load_segments(directory: str, topic: str, partition: int, config: LogConfig,
     """
     started = time.monotonic()  # only to report how long recovery took
     fs.makedirs(directory)
-    bases = scan_directory(directory, fs)
+    bases, swapped = scan_directory(directory, fs)
     segments = [new_segment(directory, base, config, now_ms, fs=fs) for base in bases]
+    for seg in segments:
+        # a swap finished here lost its .txnindex with its other indexes
+        seg.txn_index_stale = seg.base_offset in swapped
     recovered = deleted = truncated = 0
     i = 0
     while i < len(segments):

@@ -68,12 +68,12 @@ from .loader import (
     new_segment,
 )
 from .segment import (
-    INDEX_SUFFIX,
+    INDEX_SUFFIXES,
     LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
     LogSegment,
     OffsetAndTimestamp,
 )
+from .txn_index import AbortedTxn
 
 EventSink = Callable[..., None]
 
@@ -142,6 +142,12 @@ class PartitionLog:
         self._pending_deletes: list[list[Any]] = []
         self.recovery_report: RecoveryReport | None = None
         self.unsynced: list[str] = []  # see `open(sync=False)`
+        # Told the new active segment's base offset after every roll, before anything is
+        # appended to it: the partition snapshots its producer state there.
+        self.on_roll: Callable[[int], None] | None = None
+        # The partition's last stable offset, when a partition owns this log: the log
+        # cleaner never goes past it (an open transaction's batches stay as written).
+        self.last_stable_offset: Callable[[], int] | None = None
 
     # ------------------------------------------------------------------ loading
 
@@ -339,7 +345,7 @@ class PartitionLog:
             old.on_become_inactive()
         # Stale files at the new name (left by an earlier truncation) must not be reused.
         stale = os.path.join(self.directory, f"{new_base:020d}")
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, *INDEX_SUFFIXES):
             if self.fs.exists(stale + suffix):
                 self.fs.remove(stale + suffix)
         seg = self._new_segment(new_base, created_ms=now_ms)
@@ -357,6 +363,8 @@ class PartitionLog:
         self.recovery_point = max(self.recovery_point, new_base)
         if old.size:
             self._emit("segment_roll", base_offset=new_base)
+        if self.on_roll is not None:
+            self.on_roll(new_base)
         return seg
 
     # ------------------------------------------------------------------ reading
@@ -419,10 +427,21 @@ class PartitionLog:
         return OffsetAndTimestamp(best.offset_of_max_timestamp, best.max_timestamp)
 
     def active_segment_headers(self) -> Iterator[BatchHeader]:
-        """Headers of the active segment's batches, oldest first (for rebuilding producer
-        state after a restart; records are not read)."""
+        """Headers of the active segment's batches, oldest first (records are not read)."""
         for _pos, header in self.active.headers():
             yield header
+
+    def batches_from(self, offset: int) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
+        """(segment, position, header) of every batch whose last offset is at or past
+        `offset`, oldest first, by their headers (for replaying producer state: the
+        caller reads a batch's bytes with `segment.pread` only where it must)."""
+        first = self._segment_index(offset)
+        for seg in self.segments[first:]:
+            found = seg.translate_offset(offset)
+            if found is None:
+                continue  # nothing at or past the offset here (a gap, or an empty segment)
+            for pos, header in seg.walk_from(found[0]):
+                yield seg, pos, header
 
     def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
         """ListOffsets by time (Kafka's fetchOffsetByTimestamp).
@@ -445,6 +464,45 @@ class PartitionLog:
                 if found is not None:
                     return found
         return None
+
+    # ------------------------------------------------------------------ aborted transactions
+
+    def append_aborted_txn(self, txn: AbortedTxn, *, unless_present: bool = False) -> None:
+        """Record an aborted transaction in the .txnindex of the segment holding its ABORT
+        marker (`txn.last_offset`, appended already); `unless_present`: not if that index
+        already reaches its marker (a replay over entries kept). OSError: not recorded."""
+        seg = self.segments[self._segment_index(txn.last_offset)]
+        last = seg.txn_index.last_offset
+        if unless_present and last is not None and last >= txn.last_offset:
+            return
+        seg.append_aborted_txn(txn)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper_bound_offset), for a
+        read_committed Fetch (Kafka's LocalLog.collectAbortedTransactions): from the segment
+        holding the fetch offset onward, until an entry's LSO shows no later segment can
+        hold one (TransactionIndex.collect_aborted)."""
+        found: list[AbortedTxn] = []
+        for seg in self.segments[self._segment_index(fetch_offset):]:
+            result = seg.collect_aborted_txns(fetch_offset, upper_bound_offset)
+            found.extend(result.aborted)
+            if result.is_complete:
+                break
+        return found
+
+    def has_aborted_txns_from(self, offset: int) -> bool:
+        """Whether a segment from the one holding `offset` on indexes an aborted
+        transaction (most logs have none: their read_committed reads skip the search)."""
+        return any(len(seg.txn_index) for seg in self.segments[self._segment_index(offset):])
+
+    def txn_index_stale_from(self) -> int | None:
+        """The base offset of the first segment whose .txnindex may miss entries (see
+        LogSegment.txn_index_stale), or None."""
+        return next((s.base_offset for s in self.segments if s.txn_index_stale), None)
+
+    def mark_txn_indexes_rebuilt(self) -> None:
+        for seg in self.segments:
+            seg.txn_index_stale = False
 
     # ------------------------------------------------------------------ truncation
 

@@ -1,10 +1,18 @@
-"""One log segment: a .log file of whole RecordBatch v2 batches plus its two sparse indexes.
+"""One log segment: a .log file of whole RecordBatch v2 batches plus its two sparse indexes
+and its aborted-transaction index.
 
-Owns: the files ``<20-digit base offset>.log/.index/.timeindex`` of one segment (Kafka's
-LogSegment): appending batches (and deciding when to add index entries), locating the
-batch that contains an offset or the first batch at/after a timestamp, reading byte ranges
-of whole batches, recovery (re-scan + CRC check + index rebuild + truncation of the first
-invalid byte onward), truncation, and the segment's roll conditions.
+Owns: the files ``<20-digit base offset>.log/.index/.timeindex/.txnindex`` of one segment
+(Kafka's LogSegment): appending batches (and deciding when to add index entries), locating
+the batch that contains an offset or the first batch at/after a timestamp, reading byte
+ranges of whole batches, recovery (re-scan + CRC check + index rebuild + truncation of the
+first invalid byte onward), truncation, and the segment's roll conditions.
+
+The .txnindex (broker/log/txn_index.py) holds the aborted transactions whose ABORT marker
+lies in this segment. Its entries carry the LSO at the time of the marker, which only the
+partition's producer state knows, so the segment cannot rebuild it from its own bytes:
+recovery keeps the entries below the recovered end and marks the index `txn_index_stale`
+for the partition to re-derive the rest by replaying its producer state (Kafka's
+LogSegment.recover does the same with the ProducerStateManager it is handed).
 
 Batches are opaque here: only the 61-byte batch header is ever parsed (runs of batches
 through protocol/batch_walk, which also says where a torn or corrupt tail starts),
@@ -38,10 +46,13 @@ from broker.storage import REAL, FileHandle, FileSystem
 
 from .errors import CorruptSegmentError
 from .index import CorruptIndexError, OffsetIndex, TimeIndex
+from .txn_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 DELETED_SUFFIX = ".deleted"
 
 HEADER_SIZE = BATCH_OVERHEAD  # the 61-byte RecordBatch v2 header (docs/PROTOCOL.md §3)
@@ -116,6 +127,9 @@ class LogSegment:
             except BaseException:
                 self.offset_index.close()
                 raise
+            # opened lazily: most segments never hold an aborted transaction
+            self.txn_index = TransactionIndex(stem + TXN_INDEX_SUFFIX + file_suffix,
+                                              base_offset, fs=fs)
         except BaseException:
             # e.g. a roll into a directory that became unwritable: leak no descriptor; the
             # empty .log left behind is replaced when the roll is retried
@@ -141,6 +155,10 @@ class LogSegment:
         # A failed append was undone in memory but the files could not be cut back yet;
         # the next append cuts them first.
         self._torn = False
+        # Entries may be missing from the .txnindex (recovery re-read the .log, a cleaner
+        # swap was finished at start-up, or the file did not pass its check): the
+        # partition replays its producer state over this segment to add them.
+        self.txn_index_stale = False
 
     # ------------------------------------------------------------------ loading / recovery
 
@@ -151,6 +169,7 @@ class LogSegment:
             raise CorruptIndexError(f"index files of {self.log_path} are missing")
         self.offset_index.load(self.size)
         self.time_index.load()
+        self.load_txn_index()
         # After a clean close the time index's last entry is the segment's max timestamp
         # (close and roll append it), as in Kafka's LogSegment.
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
@@ -198,7 +217,19 @@ class LogSegment:
         self._dirty = file_size > 0 or had_index_entries
         # Kafka's recover() ends by recording the final max timestamp in the time index.
         self._seal_max_timestamp()
+        self.load_txn_index()
+        self.txn_index.truncate_to(next_offset)
+        self.txn_index_stale = True
         return truncated
+
+    def load_txn_index(self) -> None:
+        """Read the .txnindex (absent: none aborted here). One that fails its check is
+        emptied and marked stale, for the partition's producer-state replay to rebuild."""
+        try:
+            self.txn_index.load()
+        except CorruptIndexError:
+            self.txn_index.reset()
+            self.txn_index_stale = True
 
     def read_next_offset(self) -> int:
         """The offset after this segment's last batch (its share of the LEO).
@@ -277,6 +308,15 @@ class LogSegment:
             self._bytes_since_last_index_entry += header.size
         self.file.pwrite(data, base)
         self.size += len(data)
+
+    def append_aborted_txn(self, txn: AbortedTxn) -> None:
+        """Record an aborted transaction whose ABORT marker is in this segment (after the
+        marker itself was appended). On OSError the entry is not recorded."""
+        self._dirty = True
+        self.txn_index.append(txn)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
+        return self.txn_index.collect_aborted(fetch_offset, upper_bound_offset)
 
     def _index_batch(self, header: BatchHeader, position: int) -> None:
         # Kafka's LogSegment.append: track the max timestamp (and the last offset of the
@@ -438,6 +478,10 @@ class LogSegment:
         """(position, header) of every batch in the segment."""
         return self._walk(0, self.size)
 
+    def walk_from(self, position: int) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of every batch from the one at `position` to the end."""
+        return self._walk(position, self.size)
+
     def _walk(self, position: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
         """Yield (position, header) of each complete batch in [position, end), reading
         headers in chunks. Stops at the first batch that does not end by ``end``; raises
@@ -461,6 +505,7 @@ class LogSegment:
         removed = self.size - position
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.file.truncate(position)
         self.size = position
         self._next_read = None
@@ -505,7 +550,8 @@ class LogSegment:
         """The open files a flush fsyncs ([] when nothing was written since the last)."""
         if self._file is None or not self._dirty:
             return []
-        return [f for f in (self._file, self.offset_index.open_file, self.time_index.open_file)
+        return [f for f in (self._file, self.offset_index.open_file, self.time_index.open_file,
+                            self.txn_index.open_file)
                 if f is not None]
 
     def flush(self) -> None:
@@ -515,6 +561,7 @@ class LogSegment:
         self._file.fsync()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
         self._dirty = False
 
     @property
@@ -543,9 +590,14 @@ class LogSegment:
             self._file = None
             self.offset_index.close()
             self.time_index.close()
+            self.txn_index.close()
 
     def paths(self) -> list[str]:
-        return [self.log_path, self.offset_index.path, self.time_index.path]
+        """The segment's files: the .txnindex only when there is one (most have none)."""
+        paths = [self.log_path, self.offset_index.path, self.time_index.path]
+        if self.txn_index.open_file is not None or self._fs.exists(self.txn_index.path):
+            paths.append(self.txn_index.path)
+        return paths
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename the three files from ``...<old_suffix>`` to ``...<new_suffix>`` (Kafka's
@@ -559,6 +611,7 @@ class LogSegment:
 
         self.offset_index.rename(renamed(self.offset_index.path))
         self.time_index.rename(renamed(self.time_index.path))
+        self.txn_index.rename(renamed(self.txn_index.path))
         new_log_path = renamed(self.log_path)
         self._fs.rename(self.log_path, new_log_path)
         self.log_path = new_log_path
@@ -571,6 +624,7 @@ class LogSegment:
             self._file = None
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         renamed = []
         for path in self.paths():
             try:
@@ -587,6 +641,7 @@ class LogSegment:
             self._file = None
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         try:
             self._fs.remove(self.log_path)
         except FileNotFoundError:

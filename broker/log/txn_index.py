@@ -108,6 +108,11 @@ class TransactionIndex:
             self._file = self._fs.open(self.path)
         return self._file
 
+    @property
+    def open_file(self) -> FileHandle | None:
+        """The handle, or None when the file was never opened (or is closed)."""
+        return self._file
+
     def __len__(self) -> int:
         return len(self._txns)
 

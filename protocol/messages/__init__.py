@@ -95,6 +95,7 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(transactions.TxnOffsetCommitRequest, transactions.TxnOffsetCommitResponse),
     _api(transactions.DescribeTransactionsRequest, transactions.DescribeTransactionsResponse),
     _api(transactions.ListTransactionsRequest, transactions.ListTransactionsResponse),
+    _api(transactions.WriteTxnMarkersRequest, transactions.WriteTxnMarkersResponse),
 )}
 
 CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
@@ -112,7 +113,6 @@ CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
 # Client APIs declared, at every version Kafka defines as stable, but not served yet: no
 # handler, not advertised, refused by the client-facing listener like any unknown key.
 PENDING_APIS: dict[int, Api] = {a.key: a for a in (
-    _api(transactions.WriteTxnMarkersRequest, transactions.WriteTxnMarkersResponse),
     _api(transactions.DescribeProducersRequest, transactions.DescribeProducersResponse),
 )}
 assert not APIS.keys() & CONTROLLER_APIS.keys(), "an API is either served or not"

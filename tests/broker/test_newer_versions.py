@@ -32,6 +32,9 @@ async def _connect(nursery: trio.Nursery, inproc: InProcessBroker) -> BrokerConn
     return conn
 
 
+READ_COMMITTED = 1
+
+
 def _batch(n: int, first_ts: int = TS, **kw) -> bytes:
     return encode_batch([Record(i, first_ts + 10 * i, None, b"v%d" % i, []) for i in range(n)],
                         **kw)
@@ -48,9 +51,10 @@ async def _produce(conn: BrokerConnection, version: int, topic: str, data: bytes
     return p
 
 
-async def _list_offsets(conn: BrokerConnection, version: int, topic: str, timestamp: int):
+async def _list_offsets(conn: BrokerConnection, version: int, topic: str, timestamp: int,
+                        isolation_level: int = 0):
     resp = await conn.request(LIST_OFFSETS, {
-        "replica_id": -1, "isolation_level": 0, "timeout_ms": 30_000, "topics": [
+        "replica_id": -1, "isolation_level": isolation_level, "timeout_ms": 30_000, "topics": [
             {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
                                             "timestamp": timestamp}]}]}, version)
     [t] = resp.body.topics
@@ -69,7 +73,7 @@ def test_the_newer_versions_are_what_the_broker_advertises_and_our_client_speaks
     assert versions.pick_version(LIST_OFFSETS, 0, 11) == 10
 
 
-async def test_produce_v11_and_v12_append_as_v10_does_and_v12_brings_no_transactions(
+async def test_produce_v11_and_v12_append_as_v10_does_and_a_transactional_batch_waits(
         inproc, autojump_clock):
     await inproc.create_topic("p12", 1)
     async with background_nursery() as nursery:
@@ -77,14 +81,14 @@ async def test_produce_v11_and_v12_append_as_v10_does_and_v12_brings_no_transact
         answers = [await _produce(conn, v, "p12", _batch(2)) for v in (10, 11, 12)]
         assert [(p.error_code, p.base_offset, p.log_start_offset) for p in answers] == [
             (E.NONE, 0, 0), (E.NONE, 2, 0), (E.NONE, 4, 0)]
-        # v12 lets a transactional producer skip AddPartitionsToTxn on a broker with the
-        # transaction protocol v2; there is no transaction coordinator here, so a
-        # transactional batch is still refused and nothing is appended
-        refused = await _produce(conn, 12, "p12", _batch(1, producer_id=7, producer_epoch=0,
-                                                         base_sequence=0, is_transactional=True),
-                                 transactional_id="tx")
-        assert refused.error_code == E.INVALID_TXN_STATE
-        assert await _list_offsets(conn, 10, "p12", LATEST) == (E.NONE, 6, -1, 0)
+        # a transactional batch is appended and opens its transaction: read_committed
+        # consumers are told the log ends before it until a marker ends it
+        appended = await _produce(conn, 12, "p12", _batch(1, producer_id=7, producer_epoch=0,
+                                                          base_sequence=0, is_transactional=True),
+                                  transactional_id="tx")
+        assert (appended.error_code, appended.base_offset) == (E.NONE, 6)
+        assert await _list_offsets(conn, 10, "p12", LATEST) == (E.NONE, 7, -1, 0)
+        assert await _list_offsets(conn, 10, "p12", LATEST, READ_COMMITTED) == (E.NONE, 6, -1, 0)
 
 
 async def test_list_offsets_v8_to_v10_answer_the_tiered_lookups_as_kafka_without_tiering(

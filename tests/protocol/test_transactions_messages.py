@@ -47,8 +47,8 @@ def _cases():
 
 # --- the registry -------------------------------------------------------------------------
 
-SERVED = {ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT, DESCRIBE_TRANSACTIONS,
-          LIST_TRANSACTIONS}
+SERVED = {ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT, WRITE_MARKERS,
+          DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS}
 
 
 def test_the_transaction_apis_are_declared_and_the_served_ones_advertised():
@@ -66,6 +66,7 @@ def test_the_transaction_apis_are_declared_and_the_served_ones_advertised():
     # EndTxn v5 is transaction.version 2's (an epoch bump per transaction): not served
     assert advertised[END_TXN] == 4 and versions.implemented(END_TXN) == (0, 4)
     assert all(versions.implemented(key) is None for key in TXN_APIS.keys() - SERVED)
+    assert versions.implemented(WRITE_MARKERS) == (0, 2)
 
 
 # --- realistic bodies ---------------------------------------------------------------------
