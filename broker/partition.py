@@ -76,6 +76,7 @@ class Partition:
         self.state = PartitionState(node_id)
         self.epochs = epochs if epochs is not None else LeaderEpochCache()
         self.producers = ProducerStateManager()
+        self._verifications: dict[int, object] = {}  # producer id -> KIP-890 guard
         self.storage_failures = 0  # appends refused by the file system since the last success
         self.on_storage_failure = on_storage_failure  # told why, at each refused append
         self._rebuild_producer_state()
@@ -171,14 +172,35 @@ class Partition:
         producers.on_high_watermark_updated(hw)
         return producers.last_stable_offset(hw)
 
+    # -- KIP-890 part 1: a transaction's first batch here, verified first ---------------
+
+    def needs_verification(self, producer_id: int) -> bool:
+        """Whether a transactional batch of this producer would open a transaction here
+        (none is open), and so must be verified with its coordinator first."""
+        entry = self.producers.producers.get(producer_id)
+        return entry is None or entry.current_txn_first_offset is None
+
+    def start_verification(self, producer_id: int) -> object:
+        """The guard of a verification about to be asked for (Kafka's VerificationGuard):
+        the append that follows must present it, and a marker written meanwhile for the
+        producer withdraws it, so a verification answered for a transaction that has since
+        ended cannot open a new, hanging one."""
+        return self._verifications.setdefault(producer_id, object())
+
     def append_batch(self, batch: bytearray, header: BatchHeader, now_ms: int,
-                     origin: str = CLIENT) -> AppendResult:
+                     origin: str = CLIENT, verification: object | None = None) -> AppendResult:
         """A producer's batch, validated by the caller: the idempotence and transaction
         checks, then the append as leader. A transactional batch opens its producer's
         transaction here, which holds the LSO at its first offset until its marker.
         Origin COORDINATOR is the group coordinator writing a TxnOffsetCommit in the
         producer's name (Kafka's AppendOrigin.COORDINATOR): its epoch is checked, not its
-        sequence, which the client never numbered."""
+        sequence, which the client never numbered. `verification`, when given, is the
+        guard of `start_verification` for a transaction's first batch here: withdrawn
+        meanwhile, the batch is INVALID_TXN_STATE."""
+        if (verification is not None and header.is_transactional
+                and self.needs_verification(header.producer_id)
+                and self._verifications.get(header.producer_id) is not verification):
+            return AppendResult(ErrorCode.INVALID_TXN_STATE)
         return self._append_as_leader(batch, header, now_ms, origin=origin)
 
     def append_control_batch(self, producer_id: int, producer_epoch: int,
@@ -265,6 +287,8 @@ class Partition:
         updateTxnIndex, then completeTxn). While `rebuilding`, an entry the index holds
         already is not written again. OSError: the index refused the entry (the
         transaction is completed all the same: the marker is in the log)."""
+        if marker is not None:
+            self._verifications.pop(header.producer_id, None)
         completed = self.producers.append_batch(header, now_ms, marker)
         if completed is None:
             return

@@ -19,7 +19,12 @@ A transactional batch (attributes bit 4) opens its producer's transaction in the
 read_committed consumers, until the coordinator's marker ends it. A request carrying one
 must name its transactional id and have WRITE on it, or every partition is answered
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka's handleProduceRequest). A control batch from a
-client is INVALID_RECORD: only the coordinator's WriteTxnMarkers writes markers.
+client is INVALID_RECORD: only the coordinator's WriteTxnMarkers writes markers. A batch that
+would open its producer's transaction in a partition is first verified with the
+transaction coordinator (KIP-890 part 1, `_verify_first_batches`): a partition the
+transaction never added, or a late write from a transaction that has ended, is refused
+(TRANSACTION_ABORTABLE from Produce v11, INVALID_TXN_STATE before), so it cannot leave a
+hanging transaction that holds the LSO back for ever.
 
 Only the partition's leader accepts a batch: elsewhere the answer is NOT_LEADER_OR_FOLLOWER
 (UNKNOWN_TOPIC_OR_PARTITION if the metadata image has no such partition), and from v10 it
@@ -44,6 +49,8 @@ from protocol.batch_header import (
 )
 from protocol.codecs import Codec
 from protocol.errors import ErrorCode
+from protocol.messages import PRODUCE
+from broker.transaction.coordinator import verification_error_for_version
 from protocol.names import topic_name_error
 from protocol.record_errors import (
     CorruptRecordError, InvalidRecordError, RecordError, RecordTooLargeError,
@@ -73,16 +80,23 @@ async def handle(ctx: RequestContext) -> dict | None:
         body.transactional_id is None
         or not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
                          body.transactional_id))
+    verified: dict[tuple[str, int], tuple[ErrorCode, object | None]] = {}
+    if not refused_txn and body.transactional_id is not None:
+        verified = await _verify_first_batches(ctx, denied)
+        now_ms = ctx.broker.now_ms()  # the coordinator may have taken a while
     for topic_data in body.topic_data:
         partition_responses = []
         for partition_data in topic_data.partition_data:
+            tp = (topic_data.name, partition_data.index)
             if refused_txn:
                 error, result = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
             elif topic_data.name in denied:
                 error, result = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
+            elif tp in verified and verified[tp][0] != ErrorCode.NONE:
+                error, result = verified[tp][0], None
             else:
                 error, result = _produce_partition(ctx, topic_data.name, partition_data,
-                                                   now_ms)
+                                                   now_ms, verified.get(tp, (None, None))[1])
             if error != ErrorCode.NONE:
                 ctx.broker.metrics.failed_produce_requests += 1
             response = {
@@ -194,7 +208,49 @@ def _has_null_key(batch: bytes) -> bool:
     return any(r.key is None for r in batch_records)
 
 
-def _produce_partition(ctx: RequestContext, topic: str, data, now_ms: int):
+async def _verify_first_batches(ctx: RequestContext, denied: frozenset[str]
+                                ) -> dict[tuple[str, int], tuple[ErrorCode, object | None]]:
+    """KIP-890 part 1: the partitions whose batch would open its producer's transaction
+    here are verified with the transaction coordinator before anything is appended, so a
+    late or stray transactional write (its transaction already ended, or never added this
+    partition) is refused rather than left open for ever, holding the LSO. Each gets the
+    coordinator's answer, mapped for the request's version, and, when it may go on, the
+    guard its append presents."""
+    body, broker = ctx.body, ctx.broker
+    first: dict[tuple[str, int], object] = {}
+    producer: tuple[int, int] | None = None
+    for topic_data in body.topic_data:
+        if topic_data.name in denied:
+            continue
+        for data in topic_data.partition_data:
+            header = _transactional_header(data.records)
+            partition = broker.partition(topic_data.name, data.index)
+            if header is None or partition is None or not partition.is_leader:
+                continue  # the partition's own checks answer it
+            if partition.needs_verification(header.producer_id):
+                producer = (header.producer_id, header.producer_epoch)
+                first[(topic_data.name, data.index)] = partition.start_verification(
+                    header.producer_id)
+    if not first or producer is None:
+        return {}
+    answers = await broker.transactions.verify_partitions(
+        body.transactional_id, producer[0], producer[1], list(first))
+    return {tp: (verification_error_for_version(answers.get(tp, ErrorCode.NONE), PRODUCE,
+                                                ctx.version), guard)
+            for tp, guard in first.items()}
+
+
+def _transactional_header(raw: bytes | None):
+    """The header of a partition's first batch when it is a transactional data batch."""
+    try:
+        header = records.parse_batch_header(raw or b"")
+    except RecordError:
+        return None
+    return header if header.is_transactional and not header.is_control else None
+
+
+def _produce_partition(ctx: RequestContext, topic: str, data, now_ms: int,
+                       verification: object | None = None):
     body, broker = ctx.body, ctx.broker
     if body.acks not in (-1, 0, 1):
         return ErrorCode.INVALID_REQUIRED_ACKS, None
@@ -218,7 +274,8 @@ def _produce_partition(ctx: RequestContext, topic: str, data, now_ms: int):
     if body.acks == -1 and partition.under_min_isr():
         return ErrorCode.NOT_ENOUGH_REPLICAS, None
     # the caller wakes this partition's waiters (fetches, acks=all) after the whole request
-    result = partition.append_batch(bytearray(data.records), header, now_ms)
+    result = partition.append_batch(bytearray(data.records), header, now_ms,
+                                    verification=verification)
     if result.error != ErrorCode.NONE:
         return result.error, None
     broker.metrics.produced(topic, header.records_count, len(data.records))

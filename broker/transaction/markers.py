@@ -26,7 +26,8 @@ from typing import Callable
 
 import trio
 
-from broker.net.peer import PeerChannel, PeerUnavailable
+from broker.net.broker_channels import BrokerChannels
+from broker.net.peer import PeerUnavailable
 from broker.transaction.effects import WriteTxnMarkers
 from broker.transaction.state import TopicPartition, TransactionResult
 from protocol import messages as m
@@ -54,24 +55,9 @@ def marker_request(effect: WriteTxnMarkers, partitions: list[TopicPartition]) ->
 
 
 class MarkerWriter:
-    def __init__(self, broker, nursery: trio.Nursery):
+    def __init__(self, broker, channels: BrokerChannels):
         self.broker = broker
-        self._nursery = nursery
-        self._channels: dict[tuple[str, int], PeerChannel] = {}
-
-    def _channel(self, node_id: int) -> PeerChannel | None:
-        endpoint = self.broker.metadata_cache.endpoint(node_id,
-                                                       self.broker.addresses.inter_broker)
-        if endpoint is None:
-            return None
-        address = (endpoint.host, endpoint.port)
-        channel = self._channels.get(address)
-        if channel is None:
-            channel = self._channels[address] = PeerChannel(
-                endpoint.host, endpoint.port, self._nursery,
-                client_id=f"txn-marker-writer-{self.broker.node_id}",
-                opener=self.broker.inter_broker_opener)
-        return channel
+        self._channels = channels
 
     async def write(self, effect: WriteTxnMarkers,
                     still_coordinator: Callable[[], bool]) -> bool:
@@ -117,7 +103,7 @@ class MarkerWriter:
 
     async def _send(self, leader: int, effect: WriteTxnMarkers,
                     tps: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
-        channel = self._channel(leader)
+        channel = self._channels.get(leader)
         if channel is None:
             return {}
         body = m.request_body(m.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
@@ -138,8 +124,3 @@ class MarkerWriter:
                         log.debug("marker of %r on %s-%d: %s", effect.transactional_id,
                                   topic["name"], p["partition_index"], error.name)
         return out
-
-    async def aclose(self) -> None:
-        for channel in self._channels.values():
-            await channel.aclose()
-        self._channels.clear()

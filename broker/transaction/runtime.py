@@ -29,10 +29,13 @@ from broker import timeouts
 from broker.coordinator.runtime import CoordinatorRuntime
 from broker.transaction.coordinator import TransactionConfig, TransactionCoordinator
 from broker.transaction.effects import Append, WriteTxnMarkers
+from broker.net.broker_channels import BrokerChannels
+from broker.net.peer import PeerUnavailable
 from broker.transaction.markers import MarkerWriter
 from broker.transaction.records import decode_value, encode_value
 from protocol.batch_header import BatchHeader
 from protocol.errors import DecodeError, ErrorCode
+from protocol import messages as m
 from protocol.messages import transaction_log
 from protocol.records import Record
 
@@ -40,6 +43,11 @@ log = logging.getLogger("minibroker.transaction")
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 COMPLETE_RETRY_S = 0.1
+VERIFY_VERSION = 4  # AddPartitionsToTxn's broker form
+VERIFY_TIMEOUT_S = 10.0
+_RETRIABLE_VERIFICATION = {e: ErrorCode.NOT_ENOUGH_REPLICAS for e in (
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS)}
 APPEND_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms, which its coordinator waits for acks
 
 
@@ -64,6 +72,7 @@ class TransactionRuntime(CoordinatorRuntime):
                                                   self._take_producer_id)
         self._producer_ids: range = range(0)
         self._markers: MarkerWriter | None = None
+        self._channels: BrokerChannels | None = None
 
     # -- producer ids --------------------------------------------------------------------------
 
@@ -201,14 +210,67 @@ class TransactionRuntime(CoordinatorRuntime):
         return self.coordinator.tick(now_ms)
 
     def background_tasks(self) -> list:
-        return [self._hold_marker_writer]
+        return [self._hold_channels]
 
-    async def _hold_marker_writer(self) -> None:
+    async def _hold_channels(self) -> None:
         async with trio.open_nursery() as nursery:
-            self._markers = MarkerWriter(self.broker, nursery)
+            self._channels = BrokerChannels(self.broker, nursery,
+                                            f"txn-coordinator-{self.broker.node_id}")
+            self._markers = MarkerWriter(self.broker, self._channels)
             self.apply_effects(self.coordinator.tick(self.broker.now_ms()))  # schedules timers
             try:
                 await trio.sleep_forever()
             finally:
                 with trio.CancelScope(shield=True):
-                    await self._markers.aclose()
+                    await self._channels.aclose()
+
+    # -- KIP-890 part 1: a partition leader's question ----------------------------------------
+
+    async def verify_partitions(self, transactional_id: str, producer_id: int,
+                                producer_epoch: int, partitions: list[tuple[str, int]]
+                                ) -> dict[tuple[str, int], ErrorCode]:
+        """Ask the transactional id's coordinator whether these partitions are in the
+        producer's ongoing transaction (AddPartitionsToTxn v4, verify_only), before this
+        leader appends the transaction's first batch to them: this broker's own coordinator
+        is asked directly. An answer that only says "not now" (no coordinator, loading,
+        concurrent transactions, no answer) is NOT_ENOUGH_REPLICAS, which every producer
+        retries, as Kafka's AddPartitionsToTxnManager maps it."""
+        index = self.coordinator.partition_for(transactional_id)
+        leader = self.broker.metadata_cache.leader(TRANSACTION_STATE_TOPIC, index)
+        errors: dict[tuple[str, int], ErrorCode]
+        if leader == self.broker.node_id:
+            errors = self.coordinator.verify_partitions(transactional_id, producer_id,
+                                                        producer_epoch, partitions)
+        else:
+            errors = await self._verify_remotely(leader, transactional_id, producer_id,
+                                                 producer_epoch, partitions)
+        return {tp: _RETRIABLE_VERIFICATION.get(e, e) for tp, e in errors.items()}
+
+    async def _verify_remotely(self, leader: int, transactional_id: str, producer_id: int,
+                               producer_epoch: int, partitions: list[tuple[str, int]]
+                               ) -> dict[tuple[str, int], ErrorCode]:
+        unavailable = {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in partitions}
+        channel = self._channels.get(leader) if leader >= 0 and self._channels else None
+        if channel is None:
+            return unavailable
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in partitions:
+            by_topic.setdefault(topic, []).append(p)
+        body = m.request_body(m.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, {"transactions": [{
+            "transactional_id": transactional_id, "producer_id": producer_id,
+            "producer_epoch": producer_epoch, "verify_only": True,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}]})
+        try:
+            response = await channel.request(m.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, body,
+                                             VERIFY_TIMEOUT_S)
+        except PeerUnavailable:
+            return unavailable
+        if response["error_code"]:
+            return {tp: ErrorCode(response["error_code"]) for tp in partitions}
+        out = dict(unavailable)
+        for txn in response["results_by_transaction"]:
+            for topic in txn["topic_results"]:
+                for r in topic["results_by_partition"]:
+                    out[(topic["name"], r["partition_index"])] = ErrorCode(
+                        r["partition_error_code"])
+        return out

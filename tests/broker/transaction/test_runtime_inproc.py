@@ -12,8 +12,9 @@ from client.connection import BrokerConnection
 from protocol.errors import ErrorCode
 from protocol.messages import (
     ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, DESCRIBE_TRANSACTIONS, END_TXN, FIND_COORDINATOR,
-    INIT_PRODUCER_ID, LIST_TRANSACTIONS,
+    INIT_PRODUCER_ID, LIST_TRANSACTIONS, PRODUCE,
 )
+from protocol.records import Record, encode_batch, parse_batch_header
 from tests.inproc import in_process_broker
 
 E = ErrorCode
@@ -177,3 +178,61 @@ async def test_describe_and_list_transactions_show_an_open_transaction(inproc, a
         assert (await listed(transactional_id_pattern="("))[0].error_code == \
             E.INVALID_REGULAR_EXPRESSION
         nursery.cancel_scope.cancel()
+
+
+async def _produce_txn(conn, pid, epoch, seq, value, version=None):
+    batch = encode_batch([Record(0, 1_000, None, value, [])], producer_id=pid,
+                         producer_epoch=epoch, base_sequence=seq, is_transactional=True)
+    resp = await conn.request(PRODUCE, {
+        "transactional_id": TXN, "acks": -1, "timeout_ms": 5000, "topic_data": [
+            {"name": "t", "partition_data": [{"index": 0, "records": batch}]}]},
+        version=version)
+    return ErrorCode(resp.body.responses[0].partition_responses[0].error_code)
+
+
+async def test_kip890_a_partition_never_added_or_a_late_write_is_refused(inproc, autojump_clock):
+    await inproc.create_topic("t", 1)
+    async with trio.open_nursery() as nursery:
+        conn = await _connect(nursery, inproc)
+        await _ready(conn)
+        ids = await _init(conn)
+        pid, epoch = ids.producer_id, ids.producer_epoch
+        partition = inproc.broker.partition("t", 0)
+        # never added to the transaction: refused, nothing written, the LSO not held
+        assert await _produce_txn(conn, pid, epoch, 0, b"stray") == E.TRANSACTION_ABORTABLE
+        assert await _produce_txn(conn, pid, epoch, 0, b"stray", version=9) == \
+            E.INVALID_TXN_STATE
+        assert partition.log_end_offset == 0
+        # added: accepted; committed: the markers end it
+        assert await _add(conn, pid, epoch) == {("t", 0): E.NONE}
+        assert await _produce_txn(conn, pid, epoch, 0, b"kept") == E.NONE
+        assert partition.last_stable_offset == 0  # held by the open transaction
+        assert await _end(conn, pid, epoch) == E.NONE
+        coordinator = inproc.broker.transactions.coordinator
+        with trio.fail_after(10):
+            while coordinator.transactions[TXN].state.value != "CompleteCommit":
+                await trio.sleep(0.01)
+        assert partition.last_stable_offset == partition.high_watermark == 2  # data + marker
+        # a retry of the committed transaction's write arriving late: no new transaction
+        assert await _produce_txn(conn, pid, epoch, 1, b"late") == E.TRANSACTION_ABORTABLE
+        assert partition.log_end_offset == 2
+        assert partition.last_stable_offset == 2
+        nursery.cancel_scope.cancel()
+
+
+async def test_kip890_a_guard_withdrawn_by_a_marker_refuses_the_append(inproc, autojump_clock):
+    """The race KIP-890 closes: verified, then the transaction ended (its marker written)
+    before the append; the append must not open a transaction."""
+    await inproc.create_topic("t", 1)
+    partition = inproc.broker.partition("t", 0)
+    guard = partition.start_verification(7)
+    result = partition.append_control_batch(7, 0, 0, True, 1_000)  # the marker, meanwhile
+    assert result.error == E.NONE
+    batch = bytearray(encode_batch([Record(0, 1_000, None, b"late", [])], producer_id=7,
+                                   producer_epoch=0, base_sequence=0, is_transactional=True))
+    late = partition.append_batch(batch, parse_batch_header(batch), 1_000, verification=guard)
+    assert late.error == E.INVALID_TXN_STATE
+    assert partition.log_end_offset == 1
+    fresh = partition.start_verification(7)
+    assert partition.append_batch(batch, parse_batch_header(batch), 1_000,
+                                  verification=fresh).error == E.NONE
