@@ -211,7 +211,7 @@ async def test_kip890_a_partition_never_added_or_a_late_write_is_refused(inproc,
         coordinator = inproc.broker.transactions.coordinator
         with trio.fail_after(10):
             while coordinator.transactions[TXN].state.value != "CompleteCommit":
-                await trio.sleep(0.01)
+                await inproc.broker.wait_for_data([("__transaction_state", 0)])
         assert partition.last_stable_offset == partition.high_watermark == 2  # data + marker
         # a retry of the committed transaction's write arriving late: no new transaction
         assert await _produce_txn(conn, pid, epoch, 1, b"late") == E.TRANSACTION_ABORTABLE
