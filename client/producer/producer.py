@@ -566,6 +566,9 @@ class Producer:
         of the transaction. Allowed after an abortable error; a FatalTransactionError is
         raised again."""
         txn, transactions = self._transactional()
+        if txn.state is TransactionState.INITIALIZING and txn.epoch_bump_required:
+            await transactions.bump_epoch()  # what the last abort did not finish
+            return
         txn.begin_abort()
         self._fail_waiting(TransactionAbortedError())
         await self.flush()  # the sender fails what is queued; in-flight requests come back

@@ -200,6 +200,10 @@ class TransactionManager:
         if self.state is S.IN_TRANSACTION:
             raise IllegalStateError(f"transactional id {self.transactional_id!r}: a "
                                     "transaction is already open (begin_transaction twice)")
+        if self.state is S.INITIALIZING and self.epoch_bump_required:
+            raise IllegalStateError(f"transactional id {self.transactional_id!r}: the last "
+                                    "abort did not get its new epoch: call "
+                                    "abort_transaction() again")
         if self.state is not S.READY:
             raise IllegalStateError(f"transactional id {self.transactional_id!r}: cannot "
                                     f"begin a transaction while {self.state.value}")
