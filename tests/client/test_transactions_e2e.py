@@ -47,10 +47,12 @@ async def _read_to_end(consumer: Consumer, tps: list[TopicPartition]) -> list:
     consumer.assign(tps)
     ends = await consumer.end_offsets(tps)
     got: list = []
-    while any(await consumer.position(tp) < ends[tp] for tp in tps):
+    while True:
+        positions = {tp: await consumer.position(tp) for tp in tps}
+        if all(positions[tp] >= ends[tp] for tp in tps):
+            return got
         for records in (await consumer.getmany(timeout_ms=200)).values():
             got += records
-    return got
 
 
 async def test_committed_records_are_read_committed_and_flagged_transactional(
