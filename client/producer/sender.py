@@ -30,9 +30,10 @@ A transactional producer's sender (`txn`, `transactions` set) gets no producer i
 transaction (AddPartitionsToTxn, every new partition waiting at that moment in one request)
 before the partition's first batch is sent, and flags its batches transactional. While the
 transaction can only be aborted, is being aborted, or the producer is fenced, queued
-batches fail (with the error that caused it, or TransactionAbortedError) instead of being
-sent, and an answer that would be retried fails the batch: abort_transaction waits for
-what is in flight, not for retries. A fenced answer (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH)
+batches fail instead of being sent (TransactionAbortableError caused by the first
+failure, the fatal error, or TransactionAbortedError: `TransactionManager.drop_error`),
+and an answer that would be retried fails the batch: abort_transaction waits for what is
+in flight, not for retries. A fenced answer (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH)
 is ProducerFencedError, and like TRANSACTIONAL_ID_AUTHORIZATION_FAILED ends the producer;
 any other failure only the transaction (OUT_OF_ORDER_SEQUENCE_NUMBER and
 UNKNOWN_PRODUCER_ID included: the epoch is bumped after the abort).
@@ -48,7 +49,7 @@ import trio
 from client.cluster import Cluster
 from client.config import INT32_MAX, ProducerConfig
 from client.connection import ConnectionPool
-from client.errors import KafkaError, KafkaTimeoutError, TransactionAbortedError, for_code
+from client.errors import KafkaError, KafkaTimeoutError, for_code
 from client.producer.accumulator import ProducerBatch, RecordAccumulator
 from client.producer.transaction_manager import TransactionManager, error_for
 from client.producer.transactions import Transactions
@@ -252,7 +253,7 @@ class Sender:
                     self._fail_batch(batch, self._timeout_error(batch, now), counted=False)
                 txn = self.txn
                 if txn is not None and txn.dropping:
-                    error = txn.last_error or TransactionAbortedError()
+                    error = txn.drop_error()
                     for batch in self.acc.abort_all():
                         self._fail_batch(batch, error.clone(), counted=False)
                 if self.fatal is not None:

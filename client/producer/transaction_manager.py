@@ -39,7 +39,8 @@ import enum
 from typing import Iterable
 
 from client.errors import (
-    CommitFailedError, FatalTransactionError, IllegalStateError, KafkaError, for_code,
+    CommitFailedError, FatalTransactionError, IllegalStateError, KafkaError,
+    TransactionAbortedError, for_code,
 )
 from client.types import TopicPartition
 from protocol.errors import ErrorCode
@@ -294,6 +295,16 @@ class TransactionManager:
         """Whether queued records are to be failed rather than sent: the transaction is
         being aborted or can only be aborted, or the producer is fenced."""
         return self.state in (S.ABORTABLE_ERROR, S.ABORTING_TRANSACTION, S.FATAL_ERROR)
+
+    def drop_error(self) -> KafkaError:
+        """What a record dropped unsent while `dropping` fails with: the fatal error, the
+        TransactionAbortableError caused by the first failure, or TransactionAbortedError
+        (aborted by the application)."""
+        if self.state is S.FATAL_ERROR and self.last_error is not None:
+            return self.last_error
+        if self.state is S.ABORTABLE_ERROR and self.last_error is not None:
+            return self.abortable_exception()
+        return TransactionAbortedError()
 
     @property
     def may_add(self) -> bool:

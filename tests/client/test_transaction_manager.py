@@ -89,7 +89,11 @@ def test_a_failed_record_makes_the_transaction_abortable_until_it_is_aborted():
         with pytest.raises(errors.TransactionAbortableError) as raised:
             call()
         assert raised.value.__cause__ is cause and "abort_transaction" in str(raised.value)
+    # what is still queued fails as abortable, caused by the first failure
+    dropped = txn.drop_error()
+    assert isinstance(dropped, errors.TransactionAbortableError) and dropped.__cause__ is cause
     assert txn.begin_abort() is False and txn.state is S.ABORTING_TRANSACTION
+    assert isinstance(txn.drop_error(), errors.TransactionAbortedError)
     txn.complete()
     assert txn.state is S.READY and txn.last_error is None
     txn.begin()  # the producer goes on
