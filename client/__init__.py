@@ -1,7 +1,7 @@
 """minibroker's Kafka client library, on trio.
 
 Public names: `TopicPartition`, `AdminClient` (with `NewTopic`), `Producer` (with
-`RecordMetadata`), `Consumer` (with `ConsumerRecord` and `ConsumerRebalanceListener`;
+`RecordMetadata`; transactional with `transactional_id=`), `Consumer` (with `ConsumerRecord` and `ConsumerRebalanceListener`;
 assign() or subscribe() with eager or cooperative rebalancing; `OffsetAndTimestamp` and
 `ConsumerGroupMetadata` are what its offsets_for_times and group_metadata return) and the
 `errors` module

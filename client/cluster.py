@@ -3,7 +3,8 @@
 Owns: `ClusterMetadata` (the cache itself, pure: it is updated from a Metadata response body
 and the time of the update, and answers lookups), the value types it holds
 (`TopicMetadata`, `PartitionMetadata`), and `Cluster` (the trio side: sends Metadata through
-the ConnectionPool, keeps the pool's node addresses current, and decides when to refresh).
+the ConnectionPool, keeps the pool's node addresses current, and decides when to refresh),
+and `find_coordinator` (FindCoordinator for a group or a transactional id).
 
 A refresh happens
 - on demand: `await cluster.refresh()` (concurrent calls share one request when a refresh
@@ -351,26 +352,37 @@ class Cluster:
         raise last
 
 
+GROUP_KEY = 0  # FindCoordinator key types
+TRANSACTION_KEY = 1
+
+
 async def find_group_coordinator(pool, group_id: str):
     """FindCoordinator for a group (key type 0) on the least-loaded node (Java's lookupCoordinator);
     returns (node id, connection to it). Errors come back typed (client.errors)."""
+    return await find_coordinator(pool, group_id, GROUP_KEY)
+
+
+async def find_coordinator(pool, key: str, key_type: int):
+    """FindCoordinator for a group (key type 0) or a transactional id (1) on the
+    least-loaded node; returns (node id, connection to it). Errors come back typed."""
+    kind = "group" if key_type == GROUP_KEY else "transactional id"
     conn = await pool.least_loaded()
     version = conn.version_for(FIND_COORDINATOR)
     resp = await conn.request(FIND_COORDINATOR, {
-        "key": group_id, "key_type": 0, "coordinator_keys": [group_id]}, version)
+        "key": key, "key_type": key_type, "coordinator_keys": [key]}, version)
     body = resp.body
     if version >= 4:  # the batched form
-        c = next((c for c in body.coordinators if c.key == group_id), None)
+        c = next((c for c in body.coordinators if c.key == key), None)
         if c is None:
             raise for_code(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                           f"FindCoordinator named no coordinator for '{group_id}'")
+                           f"FindCoordinator named no coordinator for {kind} '{key}'")
         code, node_id, host, port = c.error_code, c.node_id, c.host, c.port
         message = c.get("error_message")
     else:
         code, node_id, host, port = body.error_code, body.node_id, body.host, body.port
         message = body.get("error_message")
     if code != ErrorCode.NONE:
-        raise for_code(code, message or f"FindCoordinator for group '{group_id}'")
+        raise for_code(code, message or f"FindCoordinator for {kind} '{key}'")
     if node_id not in pool.nodes:
         pool.update_nodes({**pool.nodes, node_id: (host, port)})
     return node_id, await pool.get(node_id)

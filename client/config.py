@@ -263,6 +263,11 @@ class ProducerConfig(ClientConfig):
       conflicts (acks != all, retries == 0, max_in_flight_requests_per_connection > 5),
       in which case it quietly becomes False; set True explicitly with a conflicting
       setting it is a ValueError, as Java's ConfigException.
+    - `transactional_id`: makes the producer transactional (client/producer/
+      transaction_manager.py), which implies idempotence: unset, enable_idempotence
+      becomes True, and False or a conflicting setting is a ValueError, as Java's.
+      `transaction_timeout_ms` (60000, Java's) is how long the coordinator lets one of its
+      transactions stay open before aborting it.
     """
 
     acks: int = field(default=-1, metadata={"check": _check_acks})
@@ -285,6 +290,8 @@ class ProducerConfig(ClientConfig):
     # the object; returns bytes); a None key or value stays None
     key_serializer: Callable[[Any], bytes] | None = callable_field()
     value_serializer: Callable[[Any], bytes] | None = callable_field()
+    transactional_id: str | None = str_field(None, nullable=True)
+    transaction_timeout_ms: int = int_field(60000, low=1)
 
     _client_id_prefix = "producer"
 
@@ -297,6 +304,15 @@ class ProducerConfig(ClientConfig):
             conflicts.append("retries=0 (idempotence needs retries > 0)")
         if self.max_in_flight_requests_per_connection > 5:
             conflicts.append("max_in_flight_requests_per_connection > 5")
+        if self.transactional_id is not None:
+            if not self.transactional_id:
+                raise ValueError("transactional_id must not be empty")
+            if self.enable_idempotence is False:
+                raise ValueError("transactional_id needs enable_idempotence (a transactional "
+                                 "producer is idempotent)")
+            if conflicts:
+                raise ValueError("transactional_id needs idempotence, which conflicts with "
+                                 + ", ".join(conflicts))
         if self.enable_idempotence is None:
             object.__setattr__(self, "enable_idempotence", not conflicts)
         elif self.enable_idempotence and conflicts:

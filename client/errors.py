@@ -17,6 +17,22 @@ right one, and the client-side failures that have no code of their own on the wi
   cannot complete because the member is out of the group's generation (max_poll_interval_ms
   exceeded, its session lost): its partitions may be another member's by now.
 
+The transactional producer's three kinds of failure (client/producer/transaction_manager.py):
+
+- `FatalTransactionError`: the producer cannot go on and must be closed. The classes of
+  PRODUCER_FENCED (`ProducerFencedError`: another producer with the same transactional id
+  started), TRANSACTIONAL_ID_AUTHORIZATION_FAILED and INVALID_PRODUCER_ID_MAPPING are its
+  subclasses, as Java's ProducerFencedException and TransactionalIdAuthorizationException
+  are fatal there.
+- `TransactionAbortableError` (TRANSACTION_ABORTABLE's class): the transaction must be
+  aborted, and then the producer goes on; raised by commit_transaction and send after a
+  record of the transaction failed, with that failure as its `__cause__`.
+- `IllegalStateError` (an InvalidTxnStateError; Java's IllegalStateException,
+  kafka-python's name): a call the transaction's state does not allow, as
+  begin_transaction twice, commit_transaction without one, send outside one.
+  `TransactionAbortedError` (an OperationNotAttemptedError; Java's
+  TransactionAbortedException) fails the records abort_transaction dropped unsent.
+
 `.retriable` says which errors the client retries on its own (a lost connection, a leader
 or coordinator that moved, a timeout) and which reach the application: the consumer's
 getmany and iteration never raise a retriable error.
@@ -37,7 +53,8 @@ from protocol.errors import ErrorCode
 __all__ = [
     "ErrorCode", "KafkaError", "KafkaConnectionError", "NoBrokersAvailable",
     "KafkaTimeoutError", "IncompatibleBrokerVersion", "CommitFailedError", "for_code",
-    "error_class",
+    "error_class", "FatalTransactionError", "IllegalStateError", "TransactionAbortedError",
+    "FATAL_TRANSACTION_CODES",
 ]
 
 
@@ -73,6 +90,24 @@ class KafkaError(Exception):
         return self.code.refresh_metadata
 
 
+class FatalTransactionError(KafkaError):
+    """The transactional producer cannot go on (fenced by a newer producer with its
+    transactional id, not authorized for it, its producer id unknown to the coordinator):
+    every later call raises it again; close the producer. Never retriable."""
+
+    @property
+    def retriable(self) -> bool:
+        return False
+
+
+# the codes whose classes are FatalTransactionErrors (INVALID_PRODUCER_EPOCH is not: an
+# idempotent producer recovers from it with a new epoch, and the transactional producer
+# raises ProducerFencedError for it, as Java's TransactionManager does)
+FATAL_TRANSACTION_CODES = frozenset({ErrorCode.PRODUCER_FENCED,
+                                     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                     ErrorCode.INVALID_PRODUCER_ID_MAPPING})
+
+
 def _class_name(code: ErrorCode) -> str:
     words = code.name.removesuffix("_EXCEPTION").removesuffix("_ERROR").split("_")
     return "".join(w.capitalize() for w in words) + "Error"
@@ -86,12 +121,13 @@ for _code in ErrorCode:
     if _code is ErrorCode.NONE:
         continue
     _name = _class_name(_code)
-    _cls = type(_name, (KafkaError,), {"code": _code, "__module__": __name__,
+    _base = FatalTransactionError if _code in FATAL_TRANSACTION_CODES else KafkaError
+    _cls = type(_name, (_base,), {"code": _code, "__module__": __name__,
                                        "__doc__": f"Kafka error {int(_code)} {_code.name}."})
     _BY_CODE[_code] = _cls
     globals()[_name] = _cls
     __all__.append(_name)
-del _code, _name, _cls
+del _code, _name, _cls, _base
 
 
 def error_class(code: int | ErrorCode) -> type[KafkaError]:
@@ -148,3 +184,25 @@ class CommitFailedError(KafkaError):
     @property
     def retriable(self) -> bool:
         return False
+
+
+class IllegalStateError(_BY_CODE[ErrorCode.INVALID_TXN_STATE]):  # type: ignore[misc,valid-type]
+    """A call the transactional producer's state does not allow (Java's
+    IllegalStateException): begin_transaction inside a transaction, commit or abort
+    outside one, send outside one, a transactional call on a producer without a
+    transactional_id. Nothing was sent. Not retriable."""
+
+    def __init__(self, message: str):
+        super().__init__(ErrorCode.INVALID_TXN_STATE, message)
+
+    @property
+    def retriable(self) -> bool:
+        return False
+
+
+class TransactionAbortedError(_BY_CODE[ErrorCode.OPERATION_NOT_ATTEMPTED]):  # type: ignore[misc,valid-type]
+    """A record of a transaction that was aborted before the record was sent (Java's
+    TransactionAbortedException): it was never written."""
+
+    def __init__(self, message: str = "the transaction was aborted before the record was sent"):
+        super().__init__(ErrorCode.OPERATION_NOT_ATTEMPTED, message)

@@ -19,11 +19,14 @@ from protocol.messages import OFFSET_FETCH
 
 
 async def offset_fetch(conn: BrokerConnection, group_id: str,
-                       topics: list[dict[str, Any]] | None
+                       topics: list[dict[str, Any]] | None, *, require_stable: bool = False
                        ) -> dict[TopicPartition, int | None]:
     """The committed offsets of `topics` ([{"name", "partition_indexes"}], or None for all,
     which needs v2+) for the group, by the coordinator `conn`. A group-level or
-    partition-level error is raised as its KafkaError (GROUP_ID_NOT_FOUND included)."""
+    partition-level error is raised as its KafkaError (GROUP_ID_NOT_FOUND included).
+    `require_stable` (v7+, KIP-447; a read_committed consumer's) makes the coordinator
+    answer UNSTABLE_OFFSET_COMMIT (retriable) while a transaction holds offsets of a
+    partition asked for, rather than the offset committed before it."""
     version = conn.version_for(OFFSET_FETCH)
     if topics is None and version < 2:
         raise for_code(ErrorCode.UNSUPPORTED_VERSION,
@@ -31,7 +34,7 @@ async def offset_fetch(conn: BrokerConnection, group_id: str,
     resp = await conn.request(OFFSET_FETCH, {
         "group_id": group_id, "topics": topics,
         "groups": [{"group_id": group_id, "topics": topics}],
-        "require_stable": False}, version)
+        "require_stable": require_stable}, version)
     body = resp.body
     if version >= 8:
         g = next((g for g in body.groups if g.group_id == group_id), None)

@@ -7,7 +7,8 @@ Kafka's ConsumerConfig names (dots -> underscores) and Kafka's defaults:
 
 What the consumer uses today (assign mode): group_id (committed offsets only),
 auto_offset_reset, fetch_min_bytes, fetch_max_wait_ms, fetch_max_bytes,
-max_partition_fetch_bytes, max_poll_records, isolation_level (read_uncommitted only),
+max_partition_fetch_bytes, max_poll_records, isolation_level (read_uncommitted, or
+read_committed: client/consumer/isolation.py),
 default_api_timeout_ms, client_rack. The group-membership settings (session_timeout_ms,
 heartbeat_interval_ms, max_poll_interval_ms, partition_assignment_strategy,
 group_instance_id, enable_auto_commit, auto_commit_interval_ms) are accepted and checked
@@ -69,7 +70,8 @@ class ConsumerConfig(ClientConfig):
     # is JoinGroup/SyncGroup with partition_assignment_strategy, as before
     group_protocol: str = choice_field("classic", ["classic", "consumer"])
     group_remote_assignor: str | None = str_field(None, nullable=True)
-    isolation_level: str = choice_field("read_uncommitted", ["read_uncommitted"])
+    isolation_level: str = choice_field("read_uncommitted",
+                                        ["read_uncommitted", "read_committed"])
     default_api_timeout_ms: int = int_field(60000)
     # closing: the final commit, the revocation and the LeaveGroup together get at most
     # close_timeout_ms (Java's close() default); when the close comes from a cancellation

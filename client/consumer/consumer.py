@@ -61,7 +61,12 @@ it drains anything, so that the Fetch task runs). What is buffered per partition
 bounded by max_poll_records plus one and a half responses (max_partition_fetch_bytes). seek(), a reset and a revocation drop a partition's buffer,
 and the response of a Fetch sent before is discarded for it.
 
-Not yet: read_committed.
+isolation_level="read_committed" (KIP-98) returns only the records of committed
+transactions (and those written outside transactions), and none past the last stable
+offset, the first offset an open transaction may still abort: a transaction left open
+holds its partition back until it ends. The filtering is client/consumer/isolation.py's;
+end_offsets and a 'latest' reset then mean the last stable offset, and committed offsets
+are read stable only (OffsetFetch require_stable).
 """
 
 from __future__ import annotations
@@ -781,8 +786,8 @@ class Consumer:
         return await self.fetcher.list_offsets(_partitions(tps), EARLIEST)
 
     async def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """The log end offset (read_uncommitted: the high watermark) of each partition,
-        the offset the next record written will get."""
+        """The end of each partition as this consumer reads it: the high watermark under
+        read_uncommitted, the last stable offset under read_committed."""
         return await self.fetcher.list_offsets(_partitions(tps), LATEST)
 
     async def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]

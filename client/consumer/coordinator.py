@@ -222,15 +222,20 @@ class ConsumerCoordinator:
     async def fetch_committed(self, tps: Sequence[TopicPartition]
                               ) -> dict[TopicPartition, int | None]:
         """OffsetFetch: the committed offset of each of `tps` (None: nothing committed),
-        retrying until default_api_timeout_ms."""
+        retrying until default_api_timeout_ms (a read_committed consumer's asks for stable
+        offsets only: UNSTABLE_OFFSET_COMMIT is retried)."""
         group_id = self.group_id
         topics: dict[str, list[int]] = {}
         for tp in tps:
             topics.setdefault(tp[0], []).append(tp[1])
         wanted = [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
+        # read_committed: not an offset an open transaction is about to replace (Java's
+        # requireStable); UNSTABLE_OFFSET_COMMIT is retried until the transaction ends
+        stable = self.config.isolation_level == "read_committed"
 
         async def attempt() -> dict[TopicPartition, int | None]:
-            return await offset_fetch(await self.connection(), group_id, wanted)
+            return await offset_fetch(await self.connection(), group_id, wanted,
+                                      require_stable=stable)
 
         return await self._retrying(f"OffsetFetch for group '{group_id}'", attempt)
 

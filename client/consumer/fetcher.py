@@ -44,7 +44,14 @@ resets the partition by auto_offset_reset once its buffer is drained ('none':
 OffsetOutOfRangeError is raised from the next getmany); NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION and the other
 metadata-refreshing codes request a metadata refresh and the partition is fetched again
 later. An error met by a background Fetch is kept and raised from the next getmany
-(`raise_error`). isolation_level is read_uncommitted.
+(`raise_error`).
+
+isolation_level (isolation.py): read_uncommitted (the default) returns every data record
+below the high watermark. read_committed sends Fetch and ListOffsets with isolation level
+1: the leader returns records below the last stable offset only, and the fetcher drops
+the batches of aborted transactions (`committed_batches`, as Java's CompletedFetch);
+prefetching then counts a partition as behind while it is below the last stable offset,
+and a latest reset or end_offsets is the last stable offset.
 
 Fetches to a broker go through an incremental fetch session (KIP-227,
 protocol.fetch_session), as Java's consumer does: a Fetch names only the partitions whose
@@ -65,6 +72,7 @@ import trio
 from client.cluster import Cluster
 from client.connection import ConnectionPool
 from client.consumer.config import ConsumerConfig
+from client.consumer.isolation import READ_COMMITTED, committed_batches, isolation_level
 from client.errors import (
     KafkaConnectionError, KafkaError, KafkaTimeoutError, error_class, for_code,
 )
@@ -82,7 +90,6 @@ __all__ = ["ConsumerRecord", "Fetcher", "NoOffsetForPartitionError", "NoOffsetFo
 FIRST_FETCH_DIVISOR = 8
 EARLIEST = -2  # ListOffsets timestamps
 LATEST = -1
-READ_UNCOMMITTED = 0
 FETCH_SESSION_VERSION = 7  # session id and epoch (KIP-227)
 
 
@@ -125,7 +132,7 @@ NoOffsetForPartition = NoOffsetForPartitionError
 
 class _PartitionState:
     __slots__ = ("position", "paused", "reset", "buffer", "batches", "batched",
-                 "after_buffer", "epoch", "high_watermark", "refill")
+                 "after_buffer", "epoch", "high_watermark", "last_stable_offset", "refill")
 
     def __init__(self) -> None:
         self.position: int | None = None
@@ -143,6 +150,8 @@ class _PartitionState:
         # carries an older epoch and its response is discarded
         self.epoch = 0
         self.high_watermark: int | None = None  # as the last Fetch response said
+        # read_committed only: where what may be read ends, as the last response said
+        self.last_stable_offset: int | None = None
         # fetch again below this many buffered records: half of what the last response
         # brought, so that the next one is on its way while the rest is worked on
         self.refill = 0
@@ -280,7 +289,8 @@ class SubscriptionState:
         """Partitions to fetch now, with the offset to fetch from: unpaused, with a
         position, fewer than `low_water` records buffered (1: an empty buffer), and not in
         `exclude` (a fetch for them is in flight). `behind_only`: only those the last
-        response said have records past the fetch position (below the high watermark)."""
+        response said have records past the fetch position (below the high watermark; under
+        read_committed below the last stable offset)."""
         excluded = set(exclude)
         out = {}
         for tp, s in self._parts.items():
@@ -289,7 +299,8 @@ class SubscriptionState:
                 continue
             offset = s.fetch_position()
             assert offset is not None  # the position is known, checked above
-            if behind_only and (s.high_watermark is None or offset >= s.high_watermark):
+            end = s.high_watermark if s.last_stable_offset is None else s.last_stable_offset
+            if behind_only and (end is None or offset >= end):
                 continue
             out[tp] = offset
         return out
@@ -411,6 +422,7 @@ class Fetcher:
         self._fetch_done = trio.Event()  # set (and replaced) as each Fetch completes
         self._sessions: dict[int, FetchSessionHandler[TopicPartition]] = {}  # by node
         self.error: KafkaError | None = None  # met by a background Fetch, for getmany
+        self.isolation_level = isolation_level(config.isolation_level)
 
     async def _leaders(self, tps: Iterable[TopicPartition]
                        ) -> tuple[dict[int, list[TopicPartition]], list[TopicPartition]]:
@@ -486,7 +498,7 @@ class Fetcher:
                 {"partition_index": tp.partition, "timestamp": timestamp,
                  "max_num_offsets": 1})
         resp = await conn.request(LIST_OFFSETS, {
-            "replica_id": -1, "isolation_level": READ_UNCOMMITTED,
+            "replica_id": -1, "isolation_level": self.isolation_level,
             # v10: how long a broker may spend on a lookup in remote storage, as Java's
             # consumer gives it its request timeout (0 would time such lookups out at once)
             "timeout_ms": self.config.request_timeout_ms,
@@ -639,7 +651,7 @@ class Fetcher:
         body = {
             "cluster_id": None, "replica_id": -1, "max_wait_ms": max_wait_ms,
             "min_bytes": self.config.fetch_min_bytes, "max_bytes": self.config.fetch_max_bytes,
-            "isolation_level": READ_UNCOMMITTED, "session_id": plan.session_id,
+            "isolation_level": self.isolation_level, "session_id": plan.session_id,
             "session_epoch": plan.epoch,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
             "forgotten_topics_data": [{"topic": t, "partitions": ps}
@@ -671,6 +683,9 @@ class Fetcher:
         code = ErrorCode.of(p.error_code)
         if code is ErrorCode.NONE:
             s.high_watermark = p.high_watermark
+            if self.isolation_level == READ_COMMITTED:
+                lso = p.get("last_stable_offset", -1)
+                s.last_stable_offset = lso if lso >= 0 else p.high_watermark
         if code is ErrorCode.OFFSET_OUT_OF_RANGE:
             if s.buffer or s.batches:
                 return  # what is buffered is still good; the error comes back after it
@@ -689,7 +704,12 @@ class Fetcher:
         if not data:
             return
         # headers only: the records are decoded as the application reaches them
-        found, next_offset = row_batches(data, fetch_offset)
+        if self.isolation_level == READ_COMMITTED:
+            found, next_offset = committed_batches(
+                data, fetch_offset, [(a.producer_id, a.first_offset)
+                                     for a in p.get("aborted_transactions") or ()])
+        else:
+            found, next_offset = row_batches(data, fetch_offset)
         if found:
             fetched = 0
             for pos, header in found:

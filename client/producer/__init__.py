@@ -1,5 +1,7 @@
-"""The producer: `Producer` (producer.py), the pure `RecordAccumulator` (accumulator.py) and
-the trio `Sender` (sender.py). Keyed partitioning is client.partitioner's."""
+"""The producer: `Producer` (producer.py), the pure `RecordAccumulator` (accumulator.py),
+the trio `Sender` (sender.py), and for a transactional producer the pure
+`TransactionManager` (transaction_manager.py) and its requests to the coordinators
+(transactions.py). Keyed partitioning is client.partitioner's."""
 
 from client.producer.producer import DeliveryHandle, Producer, RecordMetadata
 

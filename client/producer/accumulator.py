@@ -282,9 +282,12 @@ class RecordAccumulator:
         return expired
 
     def abort_all(self) -> list[ProducerBatch]:
-        """Remove and return every queued batch (closing without delivering)."""
+        """Remove and return every queued batch (closing without delivering, a transaction
+        aborted). A retry among them that carried a sequence leaves a gap: needs_reset."""
         out = [b for q in self.queues.values() for b in q]
         self.queues.clear()
+        if any(self._is_current(b) for b in out):
+            self.needs_reset = True
         return out
 
     # -- idempotence -------------------------------------------------------------------

@@ -32,31 +32,63 @@ partitions_for(topic) waits for the topic's metadata, at most max_block_ms. Leav
 `async with` block normally
 delivers everything queued first (as Java's close()); leaving it with an exception fails
 what is still queued with KafkaError.
+
+Transactions (KIP-98), with `transactional_id=` (which implies idempotence and acks=all):
+
+    async with Producer(bootstrap_servers=..., transactional_id="orders-tx") as producer:
+        async with producer.transaction():       # begin; commit, or abort on an exception
+            await producer.send("orders", b"v")
+            await producer.send_offsets_to_transaction({tp: 42}, consumer.group_metadata())
+
+Entering the `async with` finds the transaction coordinator and gets the producer id and
+epoch (InitProducerId with the transactional id), which fences any older producer of the
+id. begin_transaction() / commit_transaction() / abort_transaction() are Java's calls;
+commit flushes, then ends the transaction (EndTxn) if the coordinator knows of it (a
+partition or offsets were added; an empty transaction needs no request). A record that
+fails inside a transaction makes it abortable: send and commit then raise
+TransactionAbortableError (caused by that failure) until abort_transaction(), which fails
+what is still unsent (TransactionAbortedError), waits for what is in flight and ends the
+transaction; the producer then goes on. ProducerFencedError and the other
+FatalTransactionErrors end the producer: every later call raises them. The states and
+rules are client/producer/transaction_manager.py's; the requests transactions.py's.
+Leaving the `async with` with a transaction open aborts it.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import time
-from contextlib import AsyncExitStack
-from typing import Any, Iterable
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any, AsyncIterator, Iterable, Mapping
 
 import trio
 
 from client.cluster import Cluster
 from client.config import ProducerConfig, check_config
 from client.connection import ConnectionPool, background_nursery
-from client.errors import KafkaError, KafkaTimeoutError, for_code
+from client.errors import (
+    IllegalStateError, KafkaError, KafkaTimeoutError, TransactionAbortedError, error_class,
+    for_code,
+)
 from client.partitioner import partition_for_key
 from client.producer.accumulator import (
     BATCH_OVERHEAD, RECORD_OVERHEAD, RECORD_OVERHEAD_MAX, ProducerBatch, RecordAccumulator,
     record_size,
 )
 from client.producer.sender import DeliveryHandle, RecordMetadata, Sender
-from client.types import TopicPartition
+from client.producer.transaction_manager import TransactionManager, TransactionState
+from client.producer.transactions import Transactions
+from client.types import ConsumerGroupMetadata, TopicPartition
 from protocol.errors import ErrorCode
 
 __all__ = ["Producer", "RecordMetadata", "DeliveryHandle"]
+
+log = logging.getLogger("minibroker.client.producer")
+
+# the states in which leaving the producer aborts the transaction
+_OPEN = (TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR,
+         TransactionState.ABORTING_TRANSACTION)
 
 Headers = Iterable[tuple[str, bytes | None]]
 
@@ -111,6 +143,10 @@ class Producer:
         self._closed = False
         self._serializing = (self.config.key_serializer is not None
                              or self.config.value_serializer is not None)
+        self._txn: TransactionManager | None = (
+            None if self.config.transactional_id is None
+            else TransactionManager(self.config.transactional_id))
+        self._transactions: Transactions | None = None
 
     # -- lifetime ----------------------------------------------------------------------
 
@@ -133,6 +169,10 @@ class Producer:
             await nursery.start(self._cluster.run)
             await nursery.start(self._sender.run)
             nursery.start_soon(self._watch_metadata)
+            if self._txn is not None:
+                self._transactions = Transactions(self.config, pool, self._txn, self._acc)
+                self._sender.txn, self._sender.transactions = self._txn, self._transactions
+                await self._transactions.init()
             self._exit_stack = stack.pop_all()
         return self
 
@@ -143,8 +183,10 @@ class Producer:
 
     async def _stop(self, exc_type, exc, tb) -> bool:
         """The first step of closing: flush (unless leaving on an exception), then fail
-        what is still queued."""
+        what is still queued. A transaction left open is aborted first."""
         try:
+            # as Java's close: bounded by request_timeout_ms
+            await self._abort_quietly(self.config.request_timeout_ms, "on close")
             if exc_type is None:
                 await self.flush()
         finally:
@@ -176,6 +218,8 @@ class Producer:
         (default: now)."""
         if self._sender is None or self._closed:
             raise RuntimeError("the Producer is not open (use `async with`)")
+        if self._txn is not None:
+            self._txn.check_send()  # inside a transaction that may still commit
         if not isinstance(topic, str) or not topic:
             raise TypeError("topic must be a non-empty str")
         if self._serializing:
@@ -271,6 +315,8 @@ class Producer:
         return trio.current_time() * 1000
 
     def _on_done(self, handle: DeliveryHandle) -> None:
+        if self._txn is not None and handle._error is not None:
+            self._txn.record_failed(handle._error)  # the transaction can only abort now
         if handle in self._pending:
             del self._pending[handle]
             self._buffered -= handle._size
@@ -354,6 +400,8 @@ class Producer:
         handle.partition = partition
         batch = acc.append(tps[partition], timestamp, key, value, headers, handle,
                            self._now_ms() if created_ms is None else created_ms, size)
+        if batch.record_count == 1 and self._txn is not None:
+            self._txn.maybe_add_partition(tps[partition])  # before its first batch goes
         if batch.full or batch.record_count == 1:
             self._wakeup()
         return batch
@@ -481,3 +529,144 @@ class Producer:
         text = (f"topic {topic} not present in metadata after {self.config.max_block_ms} ms "
                 "(max_block_ms)")
         raise for_code(code, text) if code is not None else KafkaTimeoutError(text)
+
+    # -- transactions (KIP-98) --------------------------------------------------------------
+
+    def _transactional(self) -> tuple[TransactionManager, Transactions]:
+        if self._txn is None:
+            raise IllegalStateError("a transactional call on a producer without a "
+                                    "transactional_id: Producer(..., transactional_id=...)")
+        if self._transactions is None or self._closed:
+            raise RuntimeError("the Producer is not open (use `async with`)")
+        return self._txn, self._transactions
+
+    def begin_transaction(self) -> None:
+        """Open a transaction: records sent from now on are committed or aborted together.
+        IllegalStateError if one is open already."""
+        txn, _ = self._transactional()
+        txn.begin()
+
+    async def commit_transaction(self) -> None:
+        """Deliver every record of the transaction, then commit it (EndTxn). Raises
+        TransactionAbortableError when a record of it failed (abort_transaction() then),
+        a FatalTransactionError when the producer was fenced; KafkaTimeoutError when the
+        coordinator did not answer within max_block_ms, and calling it again goes on."""
+        txn, transactions = self._transactional()
+        txn.begin_commit()
+        await self.flush()
+        await transactions.wait_for_adds()
+        txn.maybe_fail()  # a record failed while flushing: abortable now
+        if txn.started:
+            await transactions.end(commit=True)
+        txn.complete()
+
+    async def abort_transaction(self) -> None:
+        """Abort the transaction: records not sent yet fail with TransactionAbortedError,
+        those in flight are waited for, and the coordinator is told (EndTxn) if it knows
+        of the transaction. Allowed after an abortable error; a FatalTransactionError is
+        raised again."""
+        txn, transactions = self._transactional()
+        if txn.state is TransactionState.INITIALIZING and txn.epoch_bump_required:
+            await transactions.bump_epoch()  # what the last abort did not finish
+            return
+        txn.begin_abort()
+        self._fail_waiting(TransactionAbortedError())
+        await self.flush()  # the sender fails what is queued; in-flight requests come back
+        await transactions.wait_for_adds()
+        if txn.started:
+            await transactions.end(commit=False)
+        # a batch that carried a sequence and was never acknowledged left a gap: a new
+        # epoch restarts the sequences (KIP-360), before the next transaction
+        txn.epoch_bump_required = self._acc.needs_reset
+        txn.complete()
+        if txn.state is TransactionState.INITIALIZING:
+            await transactions.bump_epoch()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator["Producer"]:
+        """`async with producer.transaction():` begins a transaction, commits it when the
+        block ends normally and aborts it when the block raises, or when the commit
+        raises TransactionAbortableError: no transaction is left open but a fenced one.
+        The block's (or the commit's) exception is what propagates; a failed abort is
+        logged."""
+        self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            await self._abort_quietly(self.config.max_block_ms, "after an error")
+            raise
+        try:
+            await self.commit_transaction()
+        except error_class(ErrorCode.TRANSACTION_ABORTABLE):
+            await self._abort_quietly(self.config.max_block_ms, "after a failed commit")
+            raise
+
+    async def send_offsets_to_transaction(
+            self, offsets: Mapping[TopicPartition, Any],
+            group_id_or_metadata: str | ConsumerGroupMetadata | Any) -> None:
+        """Commit a consumer group's offsets as part of the transaction (consume, process,
+        produce exactly once): `offsets` maps each TopicPartition to the offset of the next
+        record to consume (an int, an (offset, metadata) pair, or an object with .offset and
+        .metadata); the group is `consumer.group_metadata()` (its generation and member id
+        let the coordinator refuse a zombie member) or a group id. The offsets count when
+        the transaction commits and are dropped if it aborts."""
+        txn, transactions = self._transactional()
+        txn.maybe_fail()
+        if txn.state is not TransactionState.IN_TRANSACTION:
+            raise IllegalStateError(
+                f"transactional id {txn.transactional_id!r}: offsets go into an open "
+                f"transaction (call begin_transaction() first; now {txn.state.value})")
+        group = _group_metadata(group_id_or_metadata)
+        entries: dict[TopicPartition, tuple[int, str | None]] = {}
+        for tp, value in offsets.items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                offset, metadata = value, ""
+            elif isinstance(value, tuple):
+                offset, metadata = value
+            else:
+                offset, metadata = value.offset, getattr(value, "metadata", "")
+            if offset < 0:
+                raise ValueError(f"offset must be >= 0, got {offset} for {tp}")
+            entries[TopicPartition(tp[0], tp[1])] = (offset, metadata)
+        if entries:
+            await transactions.send_offsets(entries, group)
+
+    async def _abort_quietly(self, budget_ms: int, why: str) -> None:
+        """Abort an open transaction shielded from a cancellation and bounded by
+        `budget_ms`; a failure is only logged (the coordinator aborts the transaction after
+        transaction_timeout_ms anyway)."""
+        txn = self._txn
+        if txn is None or txn.state not in _OPEN:
+            return
+        with trio.CancelScope(shield=True):
+            with trio.move_on_after(budget_ms / 1000) as scope:
+                try:
+                    await self.abort_transaction()
+                except KafkaError as e:
+                    log.warning("aborting the transaction of %r %s failed: %s",
+                                self.config.transactional_id, why, e)
+            if scope.cancelled_caught:
+                log.warning("aborting the transaction of %r %s took longer than %d ms: left "
+                            "to the coordinator's transaction timeout",
+                            self.config.transactional_id, why, budget_ms)
+
+    def _fail_waiting(self, error: KafkaError) -> None:
+        """Fail the records that wait for their topic's metadata."""
+        for topic in list(self._waiting):
+            for w in self._waiting.pop(topic):
+                w.handle._fail(error.clone())
+
+
+def _group_metadata(value: Any) -> ConsumerGroupMetadata:
+    """A group id, or what Consumer.group_metadata() returns (or any object with its
+    fields, as aiokafka's and Java's), as the ConsumerGroupMetadata TxnOffsetCommit sends."""
+    if isinstance(value, str):
+        if not value:
+            raise ValueError("group id must not be empty")
+        return ConsumerGroupMetadata(value, -1, "", None)
+    try:
+        return ConsumerGroupMetadata(value.group_id, value.generation_id, value.member_id,
+                                     getattr(value, "group_instance_id", None))
+    except AttributeError:
+        raise TypeError(f"expected a group id or a ConsumerGroupMetadata, got "
+                        f"{type(value).__name__}") from None

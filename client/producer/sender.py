@@ -24,6 +24,19 @@ batch of the partition is unacknowledged (the broker lost the sequence); UNKNOWN
 and INVALID_PRODUCER_EPOCH bump the epoch and retry, re-sequenced. Anything else, or
 `retries` used up, fails the batch's handles with the typed error. acks=0 sends the request
 with expect_response=False and resolves the handles with offset -1 once it is queued.
+
+A transactional producer's sender (`txn`, `transactions` set) gets no producer id itself
+(the Producer's InitProducerId with the transactional id did), adds a partition to the
+transaction (AddPartitionsToTxn, every new partition waiting at that moment in one request)
+before the partition's first batch is sent, and flags its batches transactional. While the
+transaction can only be aborted, is being aborted, or the producer is fenced, queued
+batches fail instead of being sent (TransactionAbortableError caused by the first
+failure, the fatal error, or TransactionAbortedError: `TransactionManager.drop_error`),
+and an answer that would be retried fails the batch: abort_transaction waits for what is
+in flight, not for retries. A fenced answer (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH)
+is ProducerFencedError, and like TRANSACTIONAL_ID_AUTHORIZATION_FAILED ends the producer;
+any other failure only the transaction (OUT_OF_ORDER_SEQUENCE_NUMBER and
+UNKNOWN_PRODUCER_ID included: the epoch is bumped after the abort).
 """
 
 from __future__ import annotations
@@ -38,6 +51,8 @@ from client.config import INT32_MAX, ProducerConfig
 from client.connection import ConnectionPool
 from client.errors import KafkaError, KafkaTimeoutError, for_code
 from client.producer.accumulator import ProducerBatch, RecordAccumulator
+from client.producer.transaction_manager import TransactionManager, error_for
+from client.producer.transactions import Transactions
 from protocol.errors import ErrorCode
 from protocol.messages import INIT_PRODUCER_ID, PRODUCE
 from protocol.records import encode_producer_batch
@@ -218,6 +233,10 @@ class Sender:
         # the producer's accounting for a delivered batch's handles, in one call
         self.on_delivered: Callable[[list[DeliveryHandle]], None] | None = None
         self._pid_failures = 0
+        # a transactional producer's: its state and its requests to the coordinators
+        self.txn: TransactionManager | None = None
+        self.transactions: Transactions | None = None
+        self._adding = False  # an AddPartitionsToTxn is under way
 
     def wakeup(self) -> None:
         self._wake.set()
@@ -232,10 +251,17 @@ class Sender:
                 now = self.clock_ms()
                 for batch in self.acc.expire(now):
                     self._fail_batch(batch, self._timeout_error(batch, now), counted=False)
+                txn = self.txn
+                if txn is not None and txn.dropping:
+                    error = txn.drop_error()
+                    for batch in self.acc.abort_all():
+                        self._fail_batch(batch, error.clone(), counted=False)
                 if self.fatal is not None:
                     for batch in self.acc.abort_all():
                         self._fail_batch(batch, self.fatal.clone(), counted=False)
-                if self.config.enable_idempotence and self.fatal is None and (
+                if txn is not None:
+                    self._maybe_add_partitions(nursery)
+                elif self.config.enable_idempotence and self.fatal is None and (
                         self.acc.producer_id < 0 or (self.acc.needs_reset
                                                      and self.acc.in_flight_batches == 0
                                                      and self.acc.queued_batches > 0)):
@@ -255,6 +281,8 @@ class Sender:
             _, next_at = self.acc.ready(now)  # wait for the in-flight ones before a bump
             return next_at
         tps, next_at = self.acc.ready(now)
+        if self.txn is not None:  # a partition's batches wait for it to join the transaction
+            tps = [tp for tp in tps if self.txn.is_send_allowed(tp)]
         by_node: dict[int, list] = {}
         for tp in tps:
             leader = self.cluster.metadata.leader_for(tp.topic, tp.partition)
@@ -301,13 +329,36 @@ class Sender:
         self._pid_failures = 0
         self.acc.reset_producer(resp.body.producer_id, resp.body.producer_epoch)
 
+    # -- transactions ------------------------------------------------------------------
+
+    def _maybe_add_partitions(self, nursery: trio.Nursery) -> None:
+        """AddPartitionsToTxn for the partitions that wait to join the transaction, one
+        request at a time (those that come meanwhile go in the next one)."""
+        txn = self.txn
+        assert txn is not None and self.transactions is not None
+        if self._adding or not txn.may_add or not txn.has_partitions_to_add:
+            return
+        self._adding = True
+        nursery.start_soon(self._add_partitions, txn.take_partitions_to_add())
+
+    async def _add_partitions(self, tps: list) -> None:
+        assert self.transactions is not None
+        try:
+            await self.transactions.add_partitions(tps)
+        except KafkaError:
+            pass  # the TransactionManager has it: the batches fail on the next turn
+        finally:
+            self._adding = False
+            self.wakeup()
+
     # -- one request -------------------------------------------------------------------
 
     def _encode(self, batch: ProducerBatch) -> bytes:
         if batch.encoded is None:
             batch.encoded = encode_producer_batch(
                 batch.records, compression=self.config.codec, producer_id=batch.producer_id,
-                producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence)
+                producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
+                is_transactional=self.txn is not None)
         return batch.encoded
 
     async def _send(self, node: int, batches: list[ProducerBatch], turn: int = -1) -> None:
@@ -318,7 +369,7 @@ class Sender:
             for b in batches:
                 topics.setdefault(b.tp.topic, []).append(
                     {"index": b.tp.partition, "records": self._encode(b)})
-            body = {"transactional_id": None, "acks": acks,
+            body = {"transactional_id": self.config.transactional_id, "acks": acks,
                     "timeout_ms": self.config.request_timeout_ms,
                     "topic_data": [{"name": t, "partition_data": p}
                                    for t, p in topics.items()]}
@@ -367,6 +418,9 @@ class Sender:
         now = self.clock_ms()
         self.cluster.note_error(code)
         retriable = code.retriable
+        if self.txn is not None:
+            self._on_transactional_error(batch, code, error, now)
+            return
         if code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and self.config.enable_idempotence:
             # Java's idempotent producer retries every OUT_OF_ORDER_SEQUENCE_NUMBER: with an
             # earlier batch of the partition still unacknowledged it only has not landed
@@ -384,6 +438,28 @@ class Sender:
                 now < batch.created_ms + self.config.delivery_timeout_ms:
             self.acc.reenqueue(batch, now, error)
         elif retriable and batch.attempts <= self.config.retries:
+            batch.last_error = error
+            self._fail_batch(batch, self._timeout_error(batch, now))
+        else:
+            self._fail_batch(batch, error)
+
+    def _on_transactional_error(self, batch: ProducerBatch, code: ErrorCode,
+                                error: KafkaError, now: float) -> None:
+        """A transactional batch's failed attempt: fenced is fatal, a retriable error is
+        retried while the transaction is open and the delivery timeout allows (an
+        OUT_OF_ORDER_SEQUENCE_NUMBER only while an earlier batch of the partition is
+        unacknowledged), anything else fails the batch and so the transaction."""
+        assert self.txn is not None
+        if code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH):
+            self._fail_batch(batch, error_for("Produce", code, f"{batch.tp.topic}-"
+                                                              f"{batch.tp.partition}"))
+            return
+        retriable = code.retriable or (code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+                                       and self.acc.has_unacked_before(batch))
+        if retriable and not self.txn.dropping and batch.attempts <= self.config.retries \
+                and now < batch.created_ms + self.config.delivery_timeout_ms:
+            self.acc.reenqueue(batch, now, error)
+        elif retriable and not self.txn.dropping:
             batch.last_error = error
             self._fail_batch(batch, self._timeout_error(batch, now))
         else:

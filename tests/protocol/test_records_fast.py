@@ -41,12 +41,15 @@ def test_same_bytes_as_encode_batch(records):
 
 
 @pytest.mark.parametrize("codec", list(Codec))
-def test_same_bytes_with_every_codec_and_the_producer_fields(codec):
+@pytest.mark.parametrize("is_transactional", [False, True])
+def test_same_bytes_with_every_codec_and_the_producer_fields(codec, is_transactional):
     records = [(TS + i % 7, None if i % 3 else b"k%d" % i, b"v" * (i % 300),
                 [("h", b"1")] if i % 5 == 0 else []) for i in range(300)]
     kwargs = dict(compression=codec, producer_id=12345678901, producer_epoch=3,
-                  base_sequence=2**31 - 10)
-    assert encode_producer_batch(records, **kwargs) == reference(records, **kwargs)
+                  base_sequence=2**31 - 10, is_transactional=is_transactional)
+    batch = encode_producer_batch(records, **kwargs)
+    assert batch == reference(records, **kwargs)
+    assert decode_batch(batch)[0].is_transactional is is_transactional
 
 
 def test_offset_deltas_past_the_table():
