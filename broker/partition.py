@@ -46,6 +46,10 @@ from protocol.records import BatchHeader, iter_batch_headers, parse_batch_header
 
 log = logging.getLogger("minibroker.partition")
 
+# where a leader's batch comes from (Kafka's AppendOrigin)
+CLIENT = "client"
+COORDINATOR = "coordinator"
+
 
 class StaleLeaderEpoch(Exception):
     """A leadership at an epoch the partition's log has already passed."""
@@ -167,11 +171,15 @@ class Partition:
         producers.on_high_watermark_updated(hw)
         return producers.last_stable_offset(hw)
 
-    def append_batch(self, batch: bytearray, header: BatchHeader, now_ms: int) -> AppendResult:
+    def append_batch(self, batch: bytearray, header: BatchHeader, now_ms: int, *,
+                     origin: str = CLIENT) -> AppendResult:
         """A producer's batch, validated by the caller: the idempotence and transaction
         checks, then the append as leader. A transactional batch opens its producer's
-        transaction here, which holds the LSO at its first offset until its marker."""
-        return self._append_as_leader(batch, header, now_ms)
+        transaction here, which holds the LSO at its first offset until its marker.
+        `origin=COORDINATOR` (Kafka's AppendOrigin.COORDINATOR: a group coordinator's
+        transactional offset commit, with the producer's id and epoch) skips the sequence
+        checks and de-duplication, keeping the epoch and transaction rules."""
+        return self._append_as_leader(batch, header, now_ms, verify_sequence=origin == CLIENT)
 
     def append_control_batch(self, producer_id: int, producer_epoch: int,
                              coordinator_epoch: int, commit: bool, now_ms: int) -> AppendResult:
@@ -192,9 +200,10 @@ class Partition:
         return self._append_as_leader(batch, parse_batch_header(batch), now_ms, marker)
 
     def _append_as_leader(self, batch: bytearray, header: BatchHeader, now_ms: int,
-                          marker: EndTransactionMarker | None = None) -> AppendResult:
+                          marker: EndTransactionMarker | None = None, *,
+                          verify_sequence: bool = True) -> AppendResult:
         if header.producer_id >= 0:
-            check = self.producers.check_batch(header, marker)
+            check = self.producers.check_batch(header, marker, verify_sequence=verify_sequence)
             if check.error != ErrorCode.NONE:
                 return AppendResult(check.error)
             if check.duplicate is not None:
