@@ -13,8 +13,10 @@ import pytest
 
 from broker.log import LogConfig, LogManager
 from broker.log.producer_snapshots import SNAPSHOT_SUFFIX
+from broker.log.txn_index import AbortedTxn
 from broker.partition import Partition
 from broker.storage import SimulatedFileSystem
+from protocol.errors import ErrorCode
 from protocol.records import Record, encode_batch, parse_batch_header
 
 DATA = "/node-1/data"
@@ -83,3 +85,24 @@ def test_after_a_power_cut_the_partition_knows_what_the_surviving_log_says(seed)
     mgr.close()
     assert restarted == _from_scratch(fs)
     assert restarted[0] or restarted[1]  # the workload left something to know
+
+
+def test_an_abort_whose_index_entry_the_disk_refuses_is_taken_back():
+    """The marker is in the log but its .txnindex entry cannot be written: the marker goes
+    again (KAFKA_STORAGE_ERROR, the coordinator retries), so the log never holds an abort
+    that read_committed consumers would not be told of; once the disk heals it goes in."""
+    fs = SimulatedFileSystem()
+    mgr = LogManager(DATA, CONFIG, fs=fs)
+    mgr.open(now_ms=0)
+    p = _leader(mgr.get_or_create("t", 0))
+    batch = bytearray(encode_batch([Record(0, 1_000, b"k", b"v")], producer_id=5,
+                                   producer_epoch=0, base_sequence=0, is_transactional=True))
+    p.append_batch(batch, parse_batch_header(batch), 0)
+    fault = fs.fail("write", f"{DATA}/t-0/{p.log.active.base_offset:020d}.txnindex")
+    refused = p.append_control_batch(5, 0, 0, False, 0)
+    assert refused.error == ErrorCode.KAFKA_STORAGE_ERROR and fault.hits
+    assert p.log_end_offset == 1 and p.last_stable_offset == 0
+    assert p.producers.producers[5].current_txn_first_offset == 0
+    fs.heal()
+    assert p.append_control_batch(5, 0, 0, False, 0).error == ErrorCode.NONE
+    assert p.log.collect_aborted_txns(0, 2) == [AbortedTxn(5, 0, 1, 2)]
