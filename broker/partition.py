@@ -46,9 +46,9 @@ from protocol.records import BatchHeader, iter_batch_headers, parse_batch_header
 
 log = logging.getLogger("minibroker.partition")
 
-
-# who wrote a batch, as Kafka's AppendOrigin: a client, or a coordinator in a producer's name
-CLIENT, COORDINATOR = "client", "coordinator"
+# where a leader's batch comes from (Kafka's AppendOrigin)
+CLIENT = "client"
+COORDINATOR = "coordinator"
 
 
 class StaleLeaderEpoch(Exception):
@@ -187,21 +187,21 @@ class Partition:
         ended cannot open a new, hanging one."""
         return self._verifications.setdefault(producer_id, object())
 
-    def append_batch(self, batch: bytearray, header: BatchHeader, now_ms: int,
+    def append_batch(self, batch: bytearray, header: BatchHeader, now_ms: int, *,
                      origin: str = CLIENT, verification: object | None = None) -> AppendResult:
         """A producer's batch, validated by the caller: the idempotence and transaction
         checks, then the append as leader. A transactional batch opens its producer's
         transaction here, which holds the LSO at its first offset until its marker.
-        Origin COORDINATOR is the group coordinator writing a TxnOffsetCommit in the
-        producer's name (Kafka's AppendOrigin.COORDINATOR): its epoch is checked, not its
-        sequence, which the client never numbered. `verification`, when given, is the
-        guard of `start_verification` for a transaction's first batch here: withdrawn
-        meanwhile, the batch is INVALID_TXN_STATE."""
+        `origin=COORDINATOR` (Kafka's AppendOrigin.COORDINATOR: a group coordinator's
+        transactional offset commit, with the producer's id and epoch) skips the sequence
+        checks and de-duplication, keeping the epoch and transaction rules. `verification`,
+        when given, is the guard of `start_verification` for a transaction's first batch
+        here: withdrawn meanwhile, the batch is INVALID_TXN_STATE."""
         if (verification is not None and header.is_transactional
                 and self.needs_verification(header.producer_id)
                 and self._verifications.get(header.producer_id) is not verification):
             return AppendResult(ErrorCode.INVALID_TXN_STATE)
-        return self._append_as_leader(batch, header, now_ms, origin=origin)
+        return self._append_as_leader(batch, header, now_ms, verify_sequence=origin == CLIENT)
 
     def append_control_batch(self, producer_id: int, producer_epoch: int,
                              coordinator_epoch: int, commit: bool, now_ms: int) -> AppendResult:
@@ -223,10 +223,9 @@ class Partition:
 
     def _append_as_leader(self, batch: bytearray, header: BatchHeader, now_ms: int,
                           marker: EndTransactionMarker | None = None, *,
-                          origin: str = CLIENT) -> AppendResult:
+                          verify_sequence: bool = True) -> AppendResult:
         if header.producer_id >= 0:
-            check = (self.producers.check_batch(header, marker) if origin == CLIENT
-                     else self.producers.check_epoch(header.producer_id, header.producer_epoch))
+            check = self.producers.check_batch(header, marker, verify_sequence=verify_sequence)
             if check.error != ErrorCode.NONE:
                 return AppendResult(check.error)
             if check.duplicate is not None:

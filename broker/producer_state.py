@@ -158,12 +158,18 @@ class ProducerStateManager:
     # --- data batches ------------------------------------------------------------------
 
     def check(self, producer_id: int, epoch: int, first_seq: int, record_count: int, *,
-              is_transactional: bool = False) -> SequenceCheck:
+              is_transactional: bool = False, verify_sequence: bool = True) -> SequenceCheck:
+        """May this data batch be appended? `verify_sequence=False` for a batch a
+        coordinator writes (Kafka's AppendOrigin.COORDINATOR: transactional offset commits
+        carry no meaningful sequence): only the epoch and transaction rules, no
+        de-duplication."""
         entry = self.producers.get(producer_id)
         if entry is None:
             return OK
         if epoch < entry.epoch:
             return SequenceCheck(ErrorCode.INVALID_PRODUCER_EPOCH)
+        if not verify_sequence:
+            return self._check_txn_state(entry, is_transactional)
         if epoch > entry.epoch:
             if first_seq != 0:
                 return SequenceCheck(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
@@ -175,13 +181,6 @@ class ProducerStateManager:
         if entry.batches and first_seq != next_sequence(entry.batches[-1].last_seq):
             return SequenceCheck(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
         return self._check_txn_state(entry, is_transactional)
-
-    def check_epoch(self, producer_id: int, epoch: int) -> SequenceCheck:
-        """A batch a coordinator writes in the producer's name: only fencing applies."""
-        entry = self.producers.get(producer_id)
-        if entry is not None and epoch < entry.epoch:
-            return SequenceCheck(ErrorCode.INVALID_PRODUCER_EPOCH)
-        return OK
 
     @staticmethod
     def _check_txn_state(entry: ProducerEntry, is_transactional: bool) -> SequenceCheck:
@@ -242,8 +241,8 @@ class ProducerStateManager:
 
     # --- whole batches by their headers ------------------------------------------------
 
-    def check_batch(self, header: BatchHeader,
-                    marker: EndTransactionMarker | None = None) -> SequenceCheck:
+    def check_batch(self, header: BatchHeader, marker: EndTransactionMarker | None = None, *,
+                    verify_sequence: bool = True) -> SequenceCheck:
         """`check` or `check_marker` for a batch, by its header (and, for a control batch,
         its marker: `end_txn_marker_of`)."""
         if header.is_control:
@@ -253,7 +252,8 @@ class ProducerStateManager:
             return SequenceCheck(self.check_marker(header.producer_id, header.producer_epoch,
                                                    coordinator_epoch))
         return self.check(header.producer_id, header.producer_epoch, header.base_sequence,
-                          header.records_count, is_transactional=header.is_transactional)
+                          header.records_count, is_transactional=header.is_transactional,
+                          verify_sequence=verify_sequence)
 
     def append_batch(self, header: BatchHeader, now_ms: int,
                      marker: EndTransactionMarker | None = None) -> CompletedTxn | None:

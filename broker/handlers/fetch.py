@@ -27,8 +27,8 @@ has not passed, nor anything after its first offset. Such a fetch is answered wi
 aborted transactions (producer id, first offset) that overlap the batches it returns,
 from the .txnindex (Kafka's collectAbortedTransactions), so the consumer drops their
 records; read_uncommitted answers null there. Every answer carries the LSO in
-last_stable_offset, as Kafka's does. The LSO moves only when the HW does (or a marker
-lands that the HW already covers), so the notifications that wake fetches for the HW wake
+last_stable_offset, as Kafka's does. The LSO moves only when the HW does (a marker counts
+once the HW passes it), so the notifications that wake fetches for the HW wake
 read_committed ones too. Followers read up to the log end whatever their isolation level.
 
 From v13 topics are named by id, resolved through the metadata image; an id it does not

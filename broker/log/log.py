@@ -4,8 +4,12 @@ Owns (Kafka's UnifiedLog/LocalLog for one partition): offset assignment on appen
 (BaseOffset and PartitionLeaderEpoch rewritten in place; the CRC stays valid), segment
 rolling, reads of whole batches, ListOffsets lookups, truncation (followers), log start
 offset movement (DeleteRecords), retention, and swapping the log cleaner's output in for
-the segments it compacted (`replace_segments`; the cleaning itself is cleaner.py's).
-Loading and crash recovery are loader.py's.
+the segments it compacted (`replace_segments`; the cleaning itself is cleaner.py's), and
+the aborted-transaction indexes of its segments as a whole (`append_aborted_txn` into the
+segment of the marker, `collect_aborted_txns` for a read_committed fetch). Loading and
+crash recovery are loader.py's. The producer state is the partition's
+(broker/partition.py), which hooks in where it must know of the log: `on_roll` (a
+snapshot at each new segment) and `last_stable_offset` (how far the cleaner may go).
 
 It knows the log end offset (LEO), the log start offset and the recovery point (the offset
 up to which everything is fsynced). The high watermark (HW) is *not* the log's: callers own

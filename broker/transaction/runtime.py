@@ -48,7 +48,6 @@ VERIFY_TIMEOUT_S = 10.0
 _RETRIABLE_VERIFICATION = {e: ErrorCode.NOT_ENOUGH_REPLICAS for e in (
     ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS)}
-APPEND_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms, which its coordinator waits for acks
 
 
 def transaction_config(c) -> TransactionConfig:
@@ -105,7 +104,7 @@ class TransactionRuntime(CoordinatorRuntime):
 
     @property
     def commit_timeout_ms(self) -> int:
-        return APPEND_TIMEOUT_MS
+        return self.broker.config.request_timeout_ms  # what Kafka's coordinator waits for acks
 
     def topic_configs(self) -> dict[str, str]:
         c = self.broker.config

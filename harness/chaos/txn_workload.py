@@ -26,11 +26,14 @@ from typing import Any
 import trio
 
 from client import Consumer, Producer, TopicPartition
-from client.errors import TransactionAbortableError
+from client.errors import error_class
 from harness.chaos.history import FAIL, INFO, INVOKE, OK, History
 from harness.chaos.workload import POLL_TIMEOUT_MS, Counters, Settings, started
 
+from protocol.errors import ErrorCode
+
 MAX_RECORDS = 10  # per transaction
+TransactionAbortableError = error_class(ErrorCode.TRANSACTION_ABORTABLE)
 
 
 def sink_of(topic: str) -> str:
@@ -96,9 +99,9 @@ class TxnCopier:
         """One transaction of the polled records; False when its outcome is unknown."""
         tag = f"{self.name}.{self._txns}"
         self._txns += 1
-        outputs = [[tp.partition, output_value(tag, tp.partition, r.offset,
-                                               (r.value or b"").decode())]
-                   for tp, records in batches.items() for r in records]
+        outputs: list[tuple[int, str]] = [
+            (tp.partition, output_value(tag, tp.partition, r.offset, (r.value or b"").decode()))
+            for tp, records in batches.items() for r in records]
         offsets = {tp: records[-1].offset + 1 for tp, records in batches.items()}
         value = {"tag": tag, "outputs": [o for _p, o in outputs],
                  "offsets": {str(tp.partition): o for tp, o in offsets.items()}}

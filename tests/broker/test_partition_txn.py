@@ -12,7 +12,7 @@ import pytest
 from broker.log import LogConfig, PartitionLog
 from broker.log.producer_snapshots import list_snapshots, snapshot_path
 from broker.log.txn_index import AbortedTxn
-from broker.partition import Partition
+from broker.partition import COORDINATOR, Partition
 from protocol.control_records import ControlRecordType, decode_control_type
 from protocol.errors import ErrorCode
 from protocol.records import Record, decode_batches, encode_batch, parse_batch_header
@@ -284,3 +284,25 @@ def test_a_cleaner_swap_finished_at_start_has_its_txnindex_rebuilt(tmp_path):
     assert reopened.segments[0].txn_index_stale
     assert not os.path.exists(stem + ".txnindex")
     assert aborted(leader(reopened)) == [AbortedTxn(7, 0, 1, 2)]
+
+
+def test_a_coordinators_batches_are_not_taken_for_retries(tmp_path):
+    """Transactional offset commits carry the producer's id and epoch with sequence 0 each
+    time (Kafka's group coordinator writes them so): as COORDINATOR origin they are all
+    appended, epochs still fenced, and they belong to the producer's transaction."""
+    p, client = leader(open_log(tmp_path)), Producer()
+    for expected in (0, 1):
+        buf = client.batch(7, seq=0, epoch=2)
+        result = p.append_batch(buf, parse_batch_header(buf), 0, origin=COORDINATOR)
+        assert (result.error, result.base_offset) == (ErrorCode.NONE, expected)
+    stale = client.batch(7, seq=0, epoch=1)
+    assert p.append_batch(stale, parse_batch_header(stale), 0,
+                          origin=COORDINATOR).error == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert p.last_stable_offset == 0
+    assert end(p, 7, commit=True, epoch=2) == (ErrorCode.NONE, 2)
+    assert p.last_stable_offset == 3
+    # a client's batch with the same sequence again is a retry, as before
+    retry = client.batch(8, seq=0)
+    p.append_batch(retry, parse_batch_header(retry), 0)
+    again = p.append_batch(bytearray(retry), parse_batch_header(retry), 0)
+    assert again.base_offset == 3 and p.log_end_offset == 4
