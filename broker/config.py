@@ -266,6 +266,8 @@ BROKER_PROPERTIES = _props(
          "How often expired transactional ids are removed.", minimum=1),
     Prop("transactional.id.expiration.ms", "int", 604800000,
          "Idle time before a transactional id is forgotten.", minimum=1),
+    Prop("transaction.partition.verification.enable", "bool", True,
+         "KIP-890: verify a transaction's first batch in a partition with its coordinator."),
     Prop("offsets.retention.minutes", "int", 10080, "How long committed offsets are kept.",
          minimum=1),
     Prop("offsets.retention.check.interval.ms", "long", 600000,
@@ -472,6 +474,7 @@ class BrokerConfig:
     transaction_abort_timed_out_transaction_cleanup_interval_ms = _Typed(int)
     transaction_remove_expired_transaction_cleanup_interval_ms = _Typed(int)
     transactional_id_expiration_ms = _Typed(int)
+    transaction_partition_verification_enable = _Typed(bool)
     offsets_retention_check_interval_ms = _Typed(int)
     offset_metadata_max_bytes = _Typed(int)
     group_min_session_timeout_ms = _Typed(int)

@@ -47,10 +47,12 @@ def inline_disk_work(request, monkeypatch):
 
 
 @pytest.fixture
-async def inproc(tmp_path) -> AsyncIterator[InProcessBroker]:
+async def inproc(request, tmp_path) -> AsyncIterator[InProcessBroker]:
+    """A module may configure it with ``INPROC_OVERRIDES = {"key": "value"}``."""
     if not isinstance(trio.lowlevel.current_clock(), trio.testing.MockClock):
         pytest.fail("the inproc fixture runs on virtual time: ask for autojump_clock as well")
-    async with in_process_broker(tmp_path / "broker") as broker:
+    overrides = getattr(request.module, "INPROC_OVERRIDES", {})
+    async with in_process_broker(tmp_path / "broker", **overrides) as broker:
         yield broker
 
 

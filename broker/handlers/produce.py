@@ -81,7 +81,8 @@ async def handle(ctx: RequestContext) -> dict | None:
         or not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
                          body.transactional_id))
     verified: dict[tuple[str, int], tuple[ErrorCode, object | None]] = {}
-    if not refused_txn and body.transactional_id is not None:
+    if (not refused_txn and body.transactional_id is not None
+            and ctx.broker.config.transaction_partition_verification_enable):
         verified = await _verify_first_batches(ctx, denied)
         now_ms = ctx.broker.now_ms()  # the coordinator may have taken a while
     for topic_data in body.topic_data:

@@ -1,6 +1,6 @@
 """Real consumers reading transactions the broker process ended itself: transactional
-batches produced and markers written with raw requests (the transaction coordinator is not
-served yet), then librdkafka and kafka-python consume with read_committed, which skips the
+batches produced and markers written with raw requests (no transaction coordinator
+involved: KIP-890's verification is off for this module's broker), then librdkafka and kafka-python consume with read_committed, which skips the
 aborted records by the Fetch answer's aborted_transactions and stops at the last stable
 offset, and with read_uncommitted, which sees everything."""
 
@@ -20,6 +20,8 @@ from tests.interop import raw as raw_api
 from tests.util import unique
 
 pytestmark = pytest.mark.interop
+
+SHARED_BROKER_OVERRIDES = {"transaction.partition.verification.enable": "false"}
 
 
 def _produce(r, topic: str, pid: int, seq: int, *values: bytes,

@@ -24,6 +24,11 @@ from protocol.records import Record, decode_batches, encode_batch
 from tests.broker.handlers.fakes import FakeBroker, call, register, topic
 from tests.inproc import in_process_broker
 
+# the partition side alone: batches of producers no coordinator knows, markers written
+# by hand, so the leaders do not ask a coordinator first (KIP-890)
+INPROC_OVERRIDES = {"transaction.partition.verification.enable": "false"}
+NO_VERIFICATION = INPROC_OVERRIDES
+
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 LATEST = -1
 
@@ -200,7 +205,8 @@ async def test_a_marker_in_the_offsets_topic_is_handed_to_the_group_coordinator(
 
 async def test_a_restarted_broker_knows_open_and_aborted_transactions(tmp_path,
                                                                        autojump_clock):
-    async with in_process_broker(tmp_path, **{"log.segment.bytes": "300"}) as inproc:
+    async with in_process_broker(tmp_path, **{"log.segment.bytes": "300"},
+                                 **NO_VERIFICATION) as inproc:
         broker = inproc.broker
         await inproc.create_topic("t", 1)
         await _produce(broker, _batch(7, 0))                                       # 0
@@ -210,7 +216,7 @@ async def test_a_restarted_broker_knows_open_and_aborted_transactions(tmp_path,
             await _produce(broker, _batch(9, seq, transactional=False),
                            transactional_id=None)
         assert len(broker.partition("t", 0).log.segments) > 2
-    async with in_process_broker(tmp_path) as inproc:
+    async with in_process_broker(tmp_path, **NO_VERIFICATION) as inproc:
         broker = inproc.broker
         assert await broker.wait_for_metadata(lambda cache: broker.serves(["t"]), 10)
         fetched = await _fetch(broker, 0, READ_COMMITTED)
@@ -225,7 +231,7 @@ def _fake_with_partition(tmp_path, *, replicas: tuple[int, ...], isr: tuple[int,
                          log_config: LogConfig | None = None) -> FakeBroker:
     broker = FakeBroker([*register(0), *register(1),
                          *topic("t", uuid.UUID(int=1), [list(replicas)], leaders=[leader],
-                                isr=[list(isr)])], config=config)
+                                isr=[list(isr)])], config={**NO_VERIFICATION, **(config or {})})
     plog = PartitionLog.open(str(tmp_path), "t", 0, log_config or LogConfig())
     partition = Partition("t", 0, plog, node_id=0)
     if leader == 0:
