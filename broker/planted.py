@@ -20,6 +20,9 @@ BUGS = {
                               "committed metadata may lead",
     "metadata-fsync-skipped": "the metadata log's appends are not fsynced before they count: "
                               "a crash loses what the quorum acknowledged",
+    "aborted-transactions-unreported": "a read_committed Fetch answers without the aborted "
+                                       "transactions: readers take aborted records for "
+                                       "committed ones",
 }
 
 ACTIVE: set[str] = set()

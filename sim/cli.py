@@ -63,9 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--producers", type=int, default=2)
     parser.add_argument("--consumers", type=int, default=2)
     parser.add_argument("--rate", type=int, default=20, help="sends a second per producer")
-    parser.add_argument("--workload", default="classic", choices=["classic", "kip848"],
+    parser.add_argument("--workload", default="classic", choices=["classic", "kip848", "txn"],
                         help="the consumers' group protocol: classic (JoinGroup, "
-                             "roundrobin) or kip848 (ConsumerGroupHeartbeat)")
+                             "roundrobin) or kip848 (ConsumerGroupHeartbeat); txn adds two "
+                             "transactional copiers (consume-transform-produce, exactly "
+                             "once) and Jepsen's transactional checkers")
     parser.add_argument("--plant", choices=sorted(planted.BUGS), default=None,
                         help="switch on a planted bug the checkers must catch")
     parser.add_argument("--trace", type=int, default=None, metavar="SEED",
@@ -85,7 +87,8 @@ def options_of(args: argparse.Namespace) -> Options:
     return Options(nodes=args.nodes, duration_s=args.duration_s, quiet_s=args.quiet_s,
                    faults=faults,
                    producers=args.producers, consumers=args.consumers, rate=args.rate,
-                   group_protocol="consumer" if args.workload == "kip848" else "classic")
+                   group_protocol="consumer" if args.workload == "kip848" else "classic",
+                   copiers=2 if args.workload == "txn" else 0)
 
 
 def replay_command(seed: int, args: argparse.Namespace) -> str:

@@ -39,6 +39,8 @@ from broker.coordinator.group_runtime import OFFSETS_TOPIC
 from client import AdminClient, Consumer, NewTopic, TopicPartition
 from harness.chaos import checker
 from harness.chaos.history import OK, History
+from harness.chaos.txn_checker import check_transactions
+from harness.chaos.txn_workload import TxnCopier, sink_of, txn_group_of
 from harness.chaos.workload import Counters, Observer, OurGroupConsumer, OurProducer, Settings
 from protocol.messages import offsets_topic
 from protocol.messages.offsets_topic import OffsetKey
@@ -66,6 +68,7 @@ class Options:
     consumers: int = 2
     rate: int = 20  # sends a second, per producer
     group_protocol: str = "classic"  # the consumers': or "consumer" (KIP-848)
+    copiers: int = 0  # consume-transform-produce copiers, exactly once (transactions)
 
 
 @dataclass
@@ -125,11 +128,14 @@ async def _run(seed: int, options: Options, outcome: Outcome, rng: Any) -> None:
         settings = Settings(world.bootstrap, TOPIC, PARTITIONS, GROUP, options.rate,
                             session_timeout_ms=10000, heartbeat_interval_ms=1000,
                             group_protocol=options.group_protocol)
-        await world.as_client("admin", _create_topic, world)
+        await world.as_client("admin", _create_topic, world, TOPIC)
+        if options.copiers:
+            await world.as_client("admin", _create_topic, world, sink_of(TOPIC))
         heal_at = trio.current_time() + options.duration_s
         faults = schedule(fault_rng(seed), options.nodes, options.faults,
                           trio.current_time() + options.quiet_s, heal_at)
-        counters = [Counters() for _ in range(options.producers + options.consumers)]
+        counters = [Counters() for _ in range(options.producers + options.consumers
+                                              + options.copiers)]
         producers_stop, consumers_stop = trio.Event(), trio.Event()
         nemesis = Nemesis(world, history)
         behind: dict[int, tuple[int, int]] = {}
@@ -143,6 +149,12 @@ async def _run(seed: int, options: Options, outcome: Outcome, rng: Any) -> None:
                     consumer = OurGroupConsumer(f"consumer-{i}", settings, history,
                                                 counters[options.producers + i])
                     clients.start_soon(world.as_client, consumer.name, consumer.run,
+                                       consumers_stop)
+                for i in range(options.copiers):
+                    copier = TxnCopier(f"copier-{i}", settings, history,
+                                       counters[options.producers + options.consumers + i],
+                                       random.Random(f"copier-{seed}-{i}"))
+                    clients.start_soon(world.as_client, copier.name, copier.run,
                                        consumers_stop)
                 observer = Observer(settings, history, counters, lambda: None,
                                     isr_blocks=False)
@@ -158,6 +170,10 @@ async def _run(seed: int, options: Options, outcome: Outcome, rng: Any) -> None:
             if whole:
                 behind = await world.as_client("checker", _caught_up, world,
                                                trio.current_time() + CATCH_UP_S)
+                if options.copiers and not behind:
+                    behind = await world.as_client("checker", _caught_up, world,
+                                                   trio.current_time() + CATCH_UP_S,
+                                                   txn_group_of(GROUP))
             consumers_stop.set()
         if not whole:
             outcome.violations["not-whole"] = [f"{SETTLE_S:g} s after healing: "
@@ -167,6 +183,8 @@ async def _run(seed: int, options: Options, outcome: Outcome, rng: Any) -> None:
                 f"{CATCH_UP_S:g} s after the producers stopped, partition {p}: committed "
                 f"{c}, high watermark {hw}" for p, (c, hw) in sorted(behind.items())]
         await world.as_client("final", _final_reads, world, history)
+        if options.copiers:
+            await world.as_client("final", _final_txn_reads, world, history)
         invariants.observe()
         invariants.at_end()
         if world.halted:
@@ -184,6 +202,9 @@ async def _run(seed: int, options: Options, outcome: Outcome, rng: Any) -> None:
     for name, result in checker.check(history.ops, PARTITIONS).items():
         if name in checker.FAILURES and result.count:
             outcome.violations[name] = result.examples
+    if options.copiers:
+        for name, found in _check_copies(history.ops).items():
+            outcome.violations[name] = found
     for name, found in invariants.violations.items():
         outcome.violations.setdefault(name, []).extend(found)
     outcome.history = history.ops
@@ -254,11 +275,11 @@ async def _observe(invariants: Invariants) -> None:
         invariants.observe()
 
 
-async def _create_topic(world: World) -> None:
+async def _create_topic(world: World, name: str) -> None:
     while True:
         try:
             async with AdminClient(bootstrap_servers=world.bootstrap) as admin:
-                await admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])
+                await admin.create_topics([NewTopic(name, PARTITIONS, 3)])
             return
         except Exception:  # noqa: BLE001  a controller still being elected: ask again
             await trio.sleep(1)
@@ -293,12 +314,13 @@ async def _settle(world: World, deadline: float) -> bool:
     return not _unwhole(world)
 
 
-async def _caught_up(world: World, deadline: float) -> dict[int, tuple[int, int]]:
+async def _caught_up(world: World, deadline: float,
+                     group: str = GROUP) -> dict[int, tuple[int, int]]:
     """Until the group has committed up to every partition's high watermark: what is
     still behind at the deadline (partition -> (committed, HW)), empty when none."""
     tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
     behind: dict[int, tuple[int, int]] = {p: (-1, -1) for p in range(PARTITIONS)}
-    async with Consumer(bootstrap_servers=world.bootstrap, group_id=GROUP,
+    async with Consumer(bootstrap_servers=world.bootstrap, group_id=group,
                         enable_auto_commit=False, request_timeout_ms=5000) as reader:
         while trio.current_time() < deadline:
             with trio.move_on_after(5):
@@ -335,3 +357,52 @@ async def _final_reads(world: World, history: History) -> None:
                     for r in batch.get(tp, []):
                         records.append([r.offset, (r.value or b"").decode()])
                 history.record("final", OK, "read", {"partition": p, "records": records})
+
+
+async def _read_all(world: World, topic: str, isolation: str) -> list[str]:
+    """Every value of `topic` a reader with `isolation` gets, partition by partition, up
+    to the end that isolation level sees (the LSO for read_committed)."""
+    values: list[str] = []
+    async with Consumer(bootstrap_servers=world.bootstrap, enable_auto_commit=False,
+                        isolation_level=isolation, request_timeout_ms=10000) as consumer:
+        for p in range(PARTITIONS):
+            tp = TopicPartition(topic, p)
+            consumer.assign([tp])
+            await consumer.seek_to_beginning(tp)
+            end = (await consumer.end_offsets([tp]))[tp]
+            while await consumer.position(tp) < end:
+                batch = await consumer.getmany(timeout_ms=1000)
+                values += [(r.value or b"").decode() for r in batch.get(tp, [])]
+    return values
+
+
+async def _final_txn_reads(world: World, history: History) -> None:
+    """The sink as a read_committed and a read_uncommitted reader see it, and the copiers'
+    group's committed offsets, for the transactional checkers."""
+    with trio.move_on_after(FINAL_READ_S):
+        committed = await _read_all(world, sink_of(TOPIC), "read_committed")
+        everything = await _read_all(world, sink_of(TOPIC), "read_uncommitted")
+        offsets: dict[str, int] = {}
+        async with Consumer(bootstrap_servers=world.bootstrap, group_id=txn_group_of(GROUP),
+                            enable_auto_commit=False, request_timeout_ms=10000) as reader:
+            for p in range(PARTITIONS):
+                offset = await reader.committed(TopicPartition(TOPIC, p))
+                offsets[str(p)] = -1 if offset is None else offset
+        history.record("final", OK, "txn-read", {"committed": committed,
+                                                 "everything": everything,
+                                                 "offsets": offsets})
+
+
+def _check_copies(ops: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    final = next((op["value"] for op in ops if op["f"] == "txn-read"), None)
+    if final is None:
+        return {"harness-error": ["the sink was not read in time"]}
+    source = {op["value"]["partition"]: {o: v for o, v in op["value"]["records"]}
+              for op in ops if op["f"] == "read" and op["process"] == "final"}
+    offsets = {int(p): o for p, o in final["offsets"].items()}
+    found: dict[str, list[Any]] = dict(check_transactions(
+        ops, final["committed"], final["everything"], offsets, source))
+    unparsed = [v for v in final["everything"] if "|" not in v]
+    if unparsed:
+        found["harness-error"] = [f"sink values not of the copiers: {unparsed[:3]}"]
+    return found

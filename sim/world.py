@@ -46,6 +46,7 @@ BASE_PORT = 19092
 NODE_SETTINGS = {
     "process.roles": "broker,controller",
     "offsets.topic.num.partitions": "3",
+    "transaction.state.log.num.partitions": "3",
     "offsets.topic.replication.factor": "3",
     "default.replication.factor": "3",
     "min.insync.replicas": "2",

@@ -62,7 +62,7 @@ from typing import Any
 
 import trio
 
-from broker import timeouts
+from broker import planted, timeouts
 from broker.fetch_session import (FINAL_EPOCH, INVALID_SESSION_ID, CachedPartition,
                                   FetchSession, Key)
 from broker.handlers.common import current_leader, lookup
@@ -321,7 +321,8 @@ def _read_partition(ctx: RequestContext, follower: int, p: CachedPartition, by_i
             if p.fetch_offset < end and (limit > 0 or first):
                 records = partition.log.read(p.fetch_offset, limit, max_offset=end,
                                              min_one_message=first)
-                if read_committed and records:
+                if read_committed and records and not planted.on(
+                        "aborted-transactions-unreported"):
                     aborted = _aborted_transactions(partition, p.fetch_offset, records)
             pending = p.fetch_offset < end
         except LogError as e:  # out of range, or a segment damaged under us

@@ -19,12 +19,15 @@ CAUGHT = [  # (bug, seed, a checker that must report it)
     ("vote-without-log-check", 23, "raft-committed-changed"),
     # every node's unsynced metadata lost together (a power loss of all three)
     ("metadata-fsync-skipped", 21, "raft-committed-changed"),
+    # the transactional workload's copiers (--workload txn): aborted copies read as committed
+    ("aborted-transactions-unreported", 1, "aborted-read"),
 ]
 
 
 @pytest.mark.parametrize("bug,seed,checker", CAUGHT)
 def test_a_planted_bug_is_caught_by_its_checker(bug, seed, checker):
-    options = Options(nodes=3, duration_s=20.0)
+    options = Options(nodes=3, duration_s=20.0,
+                      copiers=2 if bug == "aborted-transactions-unreported" else 0)
     planted.plant(bug)
     try:
         with_bug = run_seed(seed, options)

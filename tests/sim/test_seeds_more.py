@@ -75,3 +75,16 @@ def test_the_last_isr_member_re_elected_after_losing_its_tail_loses_nothing():
     replicas fix it, this passes and the marker must go."""
     o = run_seed(601, Options(nodes=3, duration_s=30.0))
     assert o.ok, explain(o)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_transactional_copiers_are_exactly_once_under_faults(seed):
+    """--workload txn: two copiers, consume-transform-produce in transactions (a fifth of
+    them aborted on purpose), under the seed's faults; Jepsen's transactional checkers
+    (harness.chaos.txn_checker) find nothing, and transactions did commit."""
+    from harness.chaos.txn_checker import summary
+
+    o = run_seed(seed, Options(nodes=3, duration_s=15.0, copiers=2))
+    assert o.ok, explain(o)
+    outcomes = summary(o.history)
+    assert outcomes["committed"] > 10 and outcomes["aborted"] > 0, outcomes
