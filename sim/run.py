@@ -39,8 +39,8 @@ from broker.coordinator.group_runtime import OFFSETS_TOPIC
 from client import AdminClient, Consumer, NewTopic, TopicPartition
 from harness.chaos import checker
 from harness.chaos.history import OK, History
-from harness.chaos.txn_checker import check_transactions
-from harness.chaos.txn_workload import TxnCopier, sink_of, txn_group_of
+from harness.chaos.txn_checker import check_final
+from harness.chaos.txn_workload import TxnCopier, final_txn_read, sink_of, txn_group_of
 from harness.chaos.workload import Counters, Observer, OurGroupConsumer, OurProducer, Settings
 from protocol.messages import offsets_topic
 from protocol.messages.offsets_topic import OffsetKey
@@ -184,7 +184,8 @@ async def _run(seed: int, options: Options, outcome: Outcome, rng: Any) -> None:
                 f"{c}, high watermark {hw}" for p, (c, hw) in sorted(behind.items())]
         await world.as_client("final", _final_reads, world, history)
         if options.copiers:
-            await world.as_client("final", _final_txn_reads, world, history)
+            await world.as_client("final", final_txn_read, world.bootstrap, TOPIC, PARTITIONS,
+                                  txn_group_of(GROUP), history, FINAL_READ_S)
         invariants.observe()
         invariants.at_end()
         if world.halted:
@@ -203,7 +204,7 @@ async def _run(seed: int, options: Options, outcome: Outcome, rng: Any) -> None:
         if name in checker.FAILURES and result.count:
             outcome.violations[name] = result.examples
     if options.copiers:
-        for name, found in _check_copies(history.ops).items():
+        for name, found in check_final(history.ops).items():
             outcome.violations[name] = found
     for name, found in invariants.violations.items():
         outcome.violations.setdefault(name, []).extend(found)
@@ -358,51 +359,3 @@ async def _final_reads(world: World, history: History) -> None:
                         records.append([r.offset, (r.value or b"").decode()])
                 history.record("final", OK, "read", {"partition": p, "records": records})
 
-
-async def _read_all(world: World, topic: str, isolation: str) -> list[str]:
-    """Every value of `topic` a reader with `isolation` gets, partition by partition, up
-    to the end that isolation level sees (the LSO for read_committed)."""
-    values: list[str] = []
-    async with Consumer(bootstrap_servers=world.bootstrap, enable_auto_commit=False,
-                        isolation_level=isolation, request_timeout_ms=10000) as consumer:
-        for p in range(PARTITIONS):
-            tp = TopicPartition(topic, p)
-            consumer.assign([tp])
-            await consumer.seek_to_beginning(tp)
-            end = (await consumer.end_offsets([tp]))[tp]
-            while await consumer.position(tp) < end:
-                batch = await consumer.getmany(timeout_ms=1000)
-                values += [(r.value or b"").decode() for r in batch.get(tp, [])]
-    return values
-
-
-async def _final_txn_reads(world: World, history: History) -> None:
-    """The sink as a read_committed and a read_uncommitted reader see it, and the copiers'
-    group's committed offsets, for the transactional checkers."""
-    with trio.move_on_after(FINAL_READ_S):
-        committed = await _read_all(world, sink_of(TOPIC), "read_committed")
-        everything = await _read_all(world, sink_of(TOPIC), "read_uncommitted")
-        offsets: dict[str, int] = {}
-        async with Consumer(bootstrap_servers=world.bootstrap, group_id=txn_group_of(GROUP),
-                            enable_auto_commit=False, request_timeout_ms=10000) as reader:
-            for p in range(PARTITIONS):
-                offset = await reader.committed(TopicPartition(TOPIC, p))
-                offsets[str(p)] = -1 if offset is None else offset
-        history.record("final", OK, "txn-read", {"committed": committed,
-                                                 "everything": everything,
-                                                 "offsets": offsets})
-
-
-def _check_copies(ops: list[dict[str, Any]]) -> dict[str, list[Any]]:
-    final = next((op["value"] for op in ops if op["f"] == "txn-read"), None)
-    if final is None:
-        return {"harness-error": ["the sink was not read in time"]}
-    source = {op["value"]["partition"]: {o: v for o, v in op["value"]["records"]}
-              for op in ops if op["f"] == "read" and op["process"] == "final"}
-    offsets = {int(p): o for p, o in final["offsets"].items()}
-    found: dict[str, list[Any]] = dict(check_transactions(
-        ops, final["committed"], final["everything"], offsets, source))
-    unparsed = [v for v in final["everything"] if "|" not in v]
-    if unparsed:
-        found["harness-error"] = [f"sink values not of the copiers: {unparsed[:3]}"]
-    return found

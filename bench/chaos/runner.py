@@ -18,6 +18,7 @@ the failure to settle is itself a result ("stalled"), never a reason to skip the
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
@@ -31,6 +32,8 @@ from harness.chaos import checker
 from harness.chaos.history import OK, History
 from bench.chaos.nemesis import PARTITION_KINDS, Nemesis, schedule
 from bench.chaos.targets import ProcessTarget, Target
+from harness.chaos.txn_checker import TXN_FAILURES, check_final
+from harness.chaos.txn_workload import TxnCopier, final_txn_read, sink_of, txn_group_of
 from harness.chaos.workload import (
     Counters, Observer, OurGroupConsumer, OurProducer, RdkafkaConsumer, RdkafkaProducer,
     Settings, run_in_thread,
@@ -44,6 +47,8 @@ from protocol.messages import DESCRIBE_QUORUM
 
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_PARTITIONS = 50
+# records per transaction of the copier: enough to keep up with both producers' rate
+COPIER_MAX_RECORDS = 2000
 HOST = "127.0.0.1"
 
 # Local processes: faults show within seconds (a broker fenced after 2 s, a lagging
@@ -91,7 +96,7 @@ class RunResult:
     @property
     def failures(self) -> dict[str, int]:
         out = {name: r["count"] for name, r in self.results.items()
-               if name in checker.FAILURES and r["count"]}
+               if (name in checker.FAILURES or name in TXN_FAILURES) and r["count"]}
         if self.stalled:
             out["stalled"] = len(self.stalled)
         return out
@@ -254,9 +259,11 @@ class Run:
                      partitions=cfg.partitions, group=self.group, rate=cfg.rate,
                      session_timeout_ms=10000 if cfg.target == "docker" else 6000)
         async with AdminClient(bootstrap_servers=s.bootstrap) as admin:
-            await admin.create_topics([NewTopic(self.topic, cfg.partitions, 3,
-                                                {"min.insync.replicas": "2"})])
-        if not await trio.to_thread.run_sync(self.wait_healthy, [self.topic], 60.0):
+            await admin.create_topics([NewTopic(name, cfg.partitions, 3,
+                                                {"min.insync.replicas": "2"})
+                                       for name in (self.topic, sink_of(self.topic))])
+        if not await trio.to_thread.run_sync(self.wait_healthy,
+                                             [self.topic, sink_of(self.topic)], 60.0):
             raise RuntimeError(f"{self.topic}'s ISRs never filled: {self.target!r}")
 
         kinds = [k for k in cfg.kinds if self.target.can_partition or k not in PARTITION_KINDS]
@@ -265,6 +272,7 @@ class Run:
                  ", ".join(f"{f.kind}@{f.at_s:.0f}s" for f in faults))
         producer_counters = [Counters(), Counters()]
         consumer_counters = [Counters(), Counters()]
+        copier_counters = Counters()
         producers_stop, consumers_stop, observer_stop = trio.Event(), trio.Event(), trio.Event()
         nemesis = Nemesis(self.target, self.history, self.aimed, self.wait_serving)
         h = self.history
@@ -279,6 +287,11 @@ class Run:
                                consumers_stop)
             nursery.start_soon(run_in_thread,
                                RdkafkaConsumer("c-rdkafka", s, h, consumer_counters[1]),
+                               consumers_stop)
+            # consume-transform-produce in transactions, judged by Jepsen's checkers
+            nursery.start_soon(TxnCopier("copier", s, h, copier_counters,
+                                         random.Random(f"copier-{cfg.seed}"),
+                                         max_records=COPIER_MAX_RECORDS).run,
                                consumers_stop)
             nursery.start_soon(Observer(s, h, producer_counters,
                                         lambda: self.partition_states(self.topic)).run,
@@ -300,11 +313,15 @@ class Run:
             await self._wait_producers_done(producers_done)
             self.log("waiting for the group to commit up to every high watermark")
             await self._wait_group_caught_up(s, cfg.settle_s)
+            self.log("waiting for the copier to commit up to every high watermark")
+            await self._wait_group_caught_up(s, cfg.settle_s, txn_group_of(s.group))
             consumers_stop.set()
             observer_stop.set()
 
         self.log("final read")
         await self._final_read(s)
+        await final_txn_read(s.bootstrap, s.topic, s.partitions, txn_group_of(s.group),
+                             self.history, 120.0)
         await trio.to_thread.run_sync(self.target.stop)
         self.log("comparing replicas")
         copied = await trio.to_thread.run_sync(self.target.copy_data, self.out / "data")
@@ -318,6 +335,14 @@ class Run:
 
         results = {name: asdict(r) for name, r in
                    checker.check(self.history.ops, cfg.partitions).items()}
+        txn_found = check_final(self.history.ops)
+        if "harness-error" in txn_found:
+            self.stalled += txn_found["harness-error"]
+        for name in TXN_FAILURES:
+            results[name] = {"name": name, "count": len(txn_found.get(name, [])),
+                             "examples": txn_found.get(name, []),
+                             "description": "the transactional copier (harness.chaos."
+                                            "txn_checker)"}
         results["replica-divergence"] = {
             "name": "replica-divergence", "count": sum(len(v) for v in divergence.values()),
             "examples": [f"{k}: {p}" for k, v in divergence.items() for p in v][:10],
@@ -337,9 +362,10 @@ class Run:
             return
         self.stalled.append("a producer had not stopped 150 s after it was asked to")
 
-    async def _wait_group_caught_up(self, s: Settings, timeout_s: float) -> None:
+    async def _wait_group_caught_up(self, s: Settings, timeout_s: float,
+                                    group: str | None = None) -> None:
         tps = [TopicPartition(s.topic, p) for p in range(s.partitions)]
-        async with Consumer(bootstrap_servers=s.bootstrap, group_id=s.group,
+        async with Consumer(bootstrap_servers=s.bootstrap, group_id=group or s.group,
                             enable_auto_commit=False, request_timeout_ms=5000) as c:
             with trio.move_on_after(timeout_s):
                 while True:

@@ -112,3 +112,21 @@ def summary(ops: list[dict[str, Any]]) -> dict[str, int]:
     counts = Counter(last.values())
     return {"committed": counts[OK], "aborted": counts[FAIL],
             "unknown": counts[INFO] + counts[INVOKE]}
+
+
+def check_final(ops: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """`check_transactions` over a history holding the final reads: the source's
+    (process "final", f "read", as both harnesses record them) and the sink's
+    (f "txn-read", harness.chaos.txn_workload.final_txn_read)."""
+    final = next((op["value"] for op in ops if op["f"] == "txn-read"), None)
+    if final is None:
+        return {"harness-error": ["the sink was not read in time"]}
+    source = {op["value"]["partition"]: {o: v for o, v in op["value"]["records"]}
+              for op in ops if op["f"] == "read" and op["process"] == "final"}
+    offsets = {int(p): o for p, o in final["offsets"].items()}
+    found: dict[str, list[Any]] = dict(check_transactions(
+        ops, final["committed"], final["everything"], offsets, source))
+    unparsed = [v for v in final["everything"] if "|" not in v]
+    if unparsed:
+        found["harness-error"] = [f"sink values not of the copiers: {unparsed[:3]}"]
+    return found

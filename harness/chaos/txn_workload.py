@@ -32,7 +32,7 @@ from harness.chaos.workload import POLL_TIMEOUT_MS, Counters, Settings, started
 
 from protocol.errors import ErrorCode
 
-MAX_RECORDS = 10  # per transaction
+MAX_RECORDS = 10  # per transaction, by default: the simulation's producers send 40 a second
 TransactionAbortableError = error_class(ErrorCode.TRANSACTION_ABORTABLE)
 
 
@@ -57,9 +57,11 @@ def parse_output(text: str) -> tuple[str, int, int, str]:
 
 class TxnCopier:
     def __init__(self, name: str, s: Settings, history: History, counters: Counters,
-                 rng: random.Random, abort_ratio: float = 0.2) -> None:
+                 rng: random.Random, abort_ratio: float = 0.2,
+                 max_records: int = MAX_RECORDS) -> None:
         self.name, self.s, self.h, self.c = name, s, history, counters
         self.rng = rng
+        self.max_records = max_records
         self.abort_ratio = abort_ratio
         self._txns = 0
 
@@ -88,7 +90,7 @@ class TxnCopier:
             consumer.subscribe([s.topic])
             while not stop.is_set():
                 batches = await consumer.getmany(timeout_ms=POLL_TIMEOUT_MS,
-                                                 max_records=MAX_RECORDS)
+                                                 max_records=self.max_records)
                 if not batches:
                     continue
                 if not await self._transaction(consumer, producer, batches):
@@ -154,3 +156,39 @@ class TxnCopier:
         self.c.acked += len(outputs)
         self.c.commits += 1
         return True
+
+
+async def _read_all(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[str]:
+    """Every value of `topic` a reader with `isolation` gets, partition by partition, up
+    to the end that isolation level sees (the LSO for read_committed)."""
+    values: list[str] = []
+    async with Consumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                        isolation_level=isolation, request_timeout_ms=10000) as consumer:
+        for p in range(partitions):
+            tp = TopicPartition(topic, p)
+            consumer.assign([tp])
+            await consumer.seek_to_beginning(tp)
+            end = (await consumer.end_offsets([tp]))[tp]
+            while await consumer.position(tp) < end:
+                batch = await consumer.getmany(timeout_ms=1000)
+                values += [(r.value or b"").decode() for r in batch.get(tp, [])]
+    return values
+
+
+async def final_txn_read(bootstrap: str, topic: str, partitions: int, group: str,
+                         history: History, timeout_s: float) -> None:
+    """Record (process "final", f "txn-read") the sink as a read_committed and a
+    read_uncommitted reader see it, and the copiers' group's committed offsets of the
+    source, for harness.chaos.txn_checker.check_final."""
+    with trio.move_on_after(timeout_s):
+        committed = await _read_all(bootstrap, sink_of(topic), partitions, "read_committed")
+        everything = await _read_all(bootstrap, sink_of(topic), partitions, "read_uncommitted")
+        offsets: dict[str, int] = {}
+        async with Consumer(bootstrap_servers=bootstrap, group_id=group,
+                            enable_auto_commit=False, request_timeout_ms=10000) as reader:
+            for p in range(partitions):
+                offset = await reader.committed(TopicPartition(topic, p))
+                offsets[str(p)] = -1 if offset is None else offset
+        history.record("final", OK, "txn-read", {"committed": committed,
+                                                 "everything": everything,
+                                                 "offsets": offsets})

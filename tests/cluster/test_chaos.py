@@ -15,6 +15,7 @@ import pytest
 from harness.chaos import checker
 from bench.chaos.cli import main as chaos_main
 from harness.chaos.history import read_history
+from harness.chaos.txn_checker import TXN_FAILURES
 from bench.chaos.nemesis import schedule
 
 pytestmark = pytest.mark.interop
@@ -34,7 +35,8 @@ def test_one_seeded_run_loses_duplicates_and_reorders_nothing(tmp_path, capsys):
     out = capsys.readouterr().out
     summary = json.loads((tmp_path / f"seed-{SEED}" / "summary.json").read_text())
     failures = {name: r for name, r in summary["results"].items()
-                if name in checker.FAILURES + ("replica-divergence",) and r["count"]}
+                if name in checker.FAILURES + TXN_FAILURES + ("replica-divergence",)
+                and r["count"]}
     assert status == 0 and not failures and not summary["stalled"], (
         f"{failures}\n{summary['stalled']}\n{out}")
     # the run did what it says: faults, writes through them, reads and commits
@@ -45,4 +47,8 @@ def test_one_seeded_run_loses_duplicates_and_reorders_nothing(tmp_path, capsys):
     assert set(faults) == {"kill", "pause", "restart"}, faults
     assert any(o["f"] == "commit" and o["type"] == "ok" for o in ops)
     assert {o["process"] for o in ops if o["f"] == "poll"} == {"c-ours", "c-rdkafka"}
+    # the transactional copier committed through the faults, and its checkers ran
+    assert set(TXN_FAILURES) <= summary["results"].keys()
+    assert any(o["f"] == "txn" and o["type"] == "ok" for o in ops)
+    assert any(o["f"] == "txn-read" for o in ops)
     assert f"{SEED}" in out and "1/1 ok" in out
