@@ -74,6 +74,8 @@ class ControllerSettings:
     session_timeout_ms: int = 9000  # broker.session.timeout.ms
     heartbeat_interval_ms: int = 2000
     unclean_leader_election_enable: bool = False
+    # the brokers' min.insync.replicas, for a topic that sets none (KIP-966's ELR)
+    min_insync_replicas: int = 1
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_ms: int = 300000
     leader_imbalance_per_broker_percentage: int = 10
@@ -101,7 +103,8 @@ class QuorumController:
             delete_topic_enable=settings.delete_topic_enable,
             unclean_leader_election_enable=settings.unclean_leader_election_enable,
             leader_imbalance_per_broker_percentage=(
-                settings.leader_imbalance_per_broker_percentage))
+                settings.leader_imbalance_per_broker_percentage),
+            min_insync_replicas=settings.min_insync_replicas)
         self.cluster = ClusterControlManager(settings.session_timeout_ms, self.replication)
         self._next_rebalance_ms: int | None = None
         self._next_no_op_ms: int | None = None
@@ -210,8 +213,8 @@ class QuorumController:
 
     def incremental_alter_configs(self, body: Any, now_ms: int) -> ControllerResult:
         del now_ms
-        return config_control.incremental_alter_configs(self.image, body,
-                                                        self.replication.maybe_elect_unclean)
+        return config_control.incremental_alter_configs(
+            self.image, body, self.replication.topic_configs_altered)
 
     # --- producer ids (broker.controller.producer_id_control) -------------------------
 
