@@ -97,12 +97,17 @@ class ClusterControlManager:
         self.replication = replication
 
     def register_broker(self, image: MetadataImage, body: Any, now_ms: int,
-                        offset: int) -> ControllerResult:
-        """BrokerRegistration; `offset`, the Raft offset of this entry, is the new epoch."""
+                        offset: int, *, own_broker: bool = False) -> ControllerResult:
+        """BrokerRegistration; `offset`, the Raft offset of this entry, is the new epoch.
+        A new incarnation is refused (DUPLICATE_BROKER_REGISTRATION) while the old one's
+        session lasts, unless it names the old one's epoch as its previous_broker_epoch
+        (it shut down cleanly) or is `own_broker`, the broker of this controller's own
+        process, whose earlier incarnation is certainly gone."""
         broker_id = body.broker_id
         existing = image.brokers.get(broker_id)
         previous_epoch = get(body, "previous_broker_epoch", -1)
         if (existing is not None and existing.incarnation_id != body.incarnation_id
+                and not own_broker
                 and self.heartbeats.has_valid_session(image, broker_id, now_ms)
                 and previous_epoch != existing.epoch):
             return ControllerResult((), {

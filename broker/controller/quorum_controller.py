@@ -139,9 +139,12 @@ class QuorumController:
 
     # --- brokers (broker.controller.cluster_control) -----------------------------------
 
-    def register_broker(self, body: Any, now_ms: int, offset: int) -> ControllerResult:
-        """BrokerRegistration; `offset`, the Raft offset of this entry, is the new epoch."""
-        return self.cluster.register_broker(self.image, body, now_ms, offset)
+    def register_broker(self, body: Any, now_ms: int, offset: int, *,
+                        own_broker: bool = False) -> ControllerResult:
+        """BrokerRegistration; `offset`, the Raft offset of this entry, is the new epoch;
+        `own_broker` when the broker of this controller's own process registers."""
+        return self.cluster.register_broker(self.image, body, now_ms, offset,
+                                            own_broker=own_broker)
 
     def broker_heartbeat(self, body: Any, now_ms: int,
                          offset: int | None = None) -> ControllerResult:
