@@ -196,6 +196,7 @@ class Broker:
         self._checkpointed_hws = self.replicas.read_checkpoint()
         fresh = not self.logs.partitions()  # a new data directory has nothing to recover
         self.clean_start = fresh or not self.logs.recovered_uncleanly
+        self.lifecycle.previous_broker_epoch = self.logs.clean_shutdown_broker_epoch
         for r in reports:
             self.events.emit("log_recovery", topic=r.topic, partition=r.partition,
                              truncated_bytes=r.truncated_bytes,
@@ -219,7 +220,8 @@ class Broker:
                 log.error("could not close the metadata log (%s)", e)
         self.replicas.write_checkpoint()
         try:
-            self.logs.close()
+            # the epoch goes into the clean-shutdown marker: the next registration names it
+            self.logs.close(broker_epoch=self.lifecycle.broker_epoch)
         except OSError as e:
             log.error("could not flush the logs at shutdown (%s); the next start recovers "
                       "them as after a crash", e)
@@ -563,9 +565,9 @@ class Broker:
 
     def _sync_configs(self, name: str) -> None:
         config = self._topic_log_config(name)
-        for (topic, _index), partition in self.partitions.items():
-            if topic == name:
-                partition.log.config = config
+        for (topic, index), partition in self.partitions.items():
+            if topic == name and partition.set_config(config):
+                self.notify_data_arrived(topic, index, high_watermark_only=True)
 
     def _delete_stray_logs(self, image: MetadataImage) -> None:
         """At the replicas' first image: delete the partition logs on disk that the

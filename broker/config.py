@@ -202,7 +202,9 @@ BROKER_PROPERTIES = _props(
          minimum=1),
     Prop("log.message.timestamp.type", "str", "CreateTime", "CreateTime or LogAppendTime.",
          choices=("CreateTime", "LogAppendTime"), topic_name="message.timestamp.type"),
-    Prop("min.insync.replicas", "int", 1, "ISR size acks=all needs.", minimum=1,
+    Prop("min.insync.replicas", "int", 1,
+         "ISR size acks=all, and the high watermark's advance, need (at most the replica "
+         "count).", minimum=1,
          topic_name="min.insync.replicas"),
     Prop("compression.type", "str", "producer", "Only 'producer' (keep the producer's codec).",
          choices=("producer",), topic_name="compression.type"),

@@ -22,6 +22,13 @@ so the listener never opens on replicas that have seen no image.
 A STALE_BROKER_EPOCH answer (the controller lost or replaced our registration, for
 instance after fencing us) makes it register again, with the same incarnation.
 
+Every registration names `previous_broker_epoch`: the broker epoch the last clean shutdown
+recorded in the data directory's clean-shutdown marker (broker.log.manager), -1 when the
+last stop was a crash. The controller compares it with the epoch of the registration the
+new incarnation replaces: a mismatch is an unclean shutdown, which costs the broker its
+places in the ISRs and the eligible leader replicas (KIP-966), since it may have lost what
+it had not fsynced.
+
 Log directories (KIP-858): the registration names the data directory's id (all of them,
 failed or not), and every heartbeat names the failed ones (offline_log_dirs); a directory
 going offline sends a heartbeat at once rather than at the next interval, so that its
@@ -50,8 +57,8 @@ from protocol.messages import BROKER_HEARTBEAT, BROKER_REGISTRATION, request_bod
 log = logging.getLogger("minibroker.lifecycle")
 
 METADATA_VERSION = ("metadata.version", 1, 21)
-# the first versions with log_dirs and offline_log_dirs
-REGISTRATION_VERSION, HEARTBEAT_VERSION = 2, 1
+# the first versions with previous_broker_epoch (KIP-966) and offline_log_dirs
+REGISTRATION_VERSION, HEARTBEAT_VERSION = 3, 1
 # how soon a registration refused as a duplicate is tried again (Kafka backs off from 100 ms
 # up to half the session timeout; a registration is cheap and this one is worth having soon)
 DUPLICATE_RETRY_S = 0.25
@@ -74,6 +81,8 @@ class BrokerLifecycle:
         self.channel = channel
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
+        # the epoch the last clean shutdown recorded (LogManager's marker), -1 after a crash
+        self.previous_broker_epoch = -1
         self.fenced = True
         self.unfenced = trio.Event()
         self.want_shut_down = False
@@ -100,7 +109,7 @@ class BrokerLifecycle:
                           "max_supported_version": METADATA_VERSION[2]}],
             "rack": self.config.broker_rack, "is_migrating_zk_broker": False,
             "log_dirs": self.log_dirs.dir_ids() if self.log_dirs is not None else [],
-            "previous_broker_epoch": -1,
+            "previous_broker_epoch": self.previous_broker_epoch,
         }
 
     def _heartbeat(self) -> dict:

@@ -193,7 +193,7 @@ def figures(broker: Broker) -> dict[str, Any]:
         isr, replicas = len(p.isr), len(p.state.replicas)
         if isr < replicas:
             under_replicated += 1
-        min_isr = p.log.config.min_insync_replicas
+        min_isr = p.state.effective_min_isr  # Kafka's gauges use the capped minimum
         if isr < min_isr:
             under_min_isr += 1
         elif isr == min_isr:

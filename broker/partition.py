@@ -30,6 +30,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from broker.log.config import LogConfig
 from broker.log.errors import KafkaStorageError, LogError
 from broker.log.log import PartitionLog
 from broker.log.producer_snapshots import (
@@ -73,7 +74,8 @@ class Partition:
         self.index = index
         self.log = log
         self.node_id = node_id
-        self.state = PartitionState(node_id)
+        self.state = PartitionState(node_id,
+                                    min_insync_replicas=log.config.min_insync_replicas)
         self.epochs = epochs if epochs is not None else LeaderEpochCache()
         self.producers = ProducerStateManager()
         self._verifications: dict[int, object] = {}  # producer id -> KIP-890 guard
@@ -149,7 +151,16 @@ class Partition:
                                             now_ms, broker_epoch)
 
     def under_min_isr(self) -> bool:
-        return self.state.under_min_isr(self.log.config.min_insync_replicas)
+        """The ISR is below min.insync.replicas (capped at the replica count): acks=all
+        is refused, and the HW does not advance."""
+        return self.state.under_min_isr()
+
+    def set_config(self, config: LogConfig) -> bool:
+        """The topic's configs changed. Returns True when the HW moved (a lower
+        min.insync.replicas may let it)."""
+        self.log.config = config
+        return self.state.set_min_insync_replicas(config.min_insync_replicas,
+                                                  self.log.log_end_offset)
 
     @property
     def log_end_offset(self) -> int:

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from construct import Container
-
 from broker.controller.runtime import NotController, QuorumRuntime
 from protocol.errors import ErrorCode
 
@@ -34,7 +32,7 @@ BROKER_APIS = frozenset({BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKE
                          ALLOCATE_PRODUCER_IDS, ALTER_PARTITION})
 
 
-def _operation(api_key: int, body: Any):
+def _operation(api_key: int, body: Any, *, own_broker: bool = False):
     if api_key == CREATE_TOPICS:
         return lambda c, now, _off: c.create_topics(body, now)
     if api_key == DELETE_TOPICS:
@@ -52,7 +50,8 @@ def _operation(api_key: int, body: Any):
     if api_key == ALTER_USER_SCRAM_CREDENTIALS:
         return lambda c, now, _off: c.alter_user_scram_credentials(body, now)
     if api_key == BROKER_REGISTRATION:
-        return lambda c, now, offset: c.register_broker(body, now, offset)
+        return lambda c, now, offset: c.register_broker(body, now, offset,
+                                                        own_broker=own_broker)
     if api_key == BROKER_HEARTBEAT:
         return lambda c, now, _off: c.broker_heartbeat(body, now)
     if api_key == UNREGISTER_BROKER:
@@ -67,17 +66,14 @@ def _operation(api_key: int, body: Any):
 async def handle(runtime: QuorumRuntime, api_key: int, body: Any, *,
                  in_process: bool = False) -> dict:
     """Run one controller API; `in_process` when this node's own broker asks."""
-    if in_process and api_key == BROKER_REGISTRATION and runtime.controller is not None:
-        # The broker of the controller's own process registers: any earlier incarnation of
-        # this node id was an earlier run of this process, so it is certainly gone, and its
-        # unexpired session (a restarted controller gives every broker a fresh one) must not
-        # keep it out (Kafka's previous_broker_epoch, known here without a file).
-        existing = runtime.controller.image.brokers.get(body.broker_id)
-        if existing is not None and body.broker_id == runtime.node.node_id:
-            body = Container(body)
-            body.previous_broker_epoch = existing.epoch
+    # The broker of the controller's own process registers: any earlier incarnation of
+    # this node id was an earlier run of this process, so it is certainly gone, and its
+    # unexpired session (a restarted controller gives every broker a fresh one) must not
+    # keep it out. Whether it stopped cleanly is still its previous_broker_epoch's to say.
+    own_broker = (in_process and api_key == BROKER_REGISTRATION
+                  and body.broker_id == runtime.node.node_id)
     try:
-        response = await runtime.submit(_operation(api_key, body))
+        response = await runtime.submit(_operation(api_key, body, own_broker=own_broker))
     except NotController:
         return not_controller(api_key, body)
     response.setdefault("throttle_time_ms", 0)

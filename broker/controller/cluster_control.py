@@ -10,7 +10,12 @@ metadata offset each broker last reported and the offset at which each controlle
 began. A new active controller (`activate`) gives every registered broker a fresh session,
 as Kafka does, rather than fence brokers whose heartbeats went to the old one.
 
-A broker's epoch is the Raft offset of its registration's entry. Controlled shutdown is
+A broker's epoch is the Raft offset of its registration's entry. A new incarnation whose
+previous_broker_epoch (the epoch its clean shutdown recorded, -1 after a crash) is not
+the epoch of the registration it replaces shut down uncleanly: before its new registration
+it leaves every ISR and eligible leader replica set (KIP-966), whether the old
+registration was fenced already or still live; one that shut down cleanly over a live
+registration leaves the ISRs as a fenced broker does. Controlled shutdown is
 written as a RegisterBrokerRecord that repeats the broker's registration with
 in_controlled_shutdown set: every image then agrees the broker may not lead or join an ISR.
 Log directories (KIP-858) are checked at registration (no reserved id, no duplicate, none
@@ -92,12 +97,17 @@ class ClusterControlManager:
         self.replication = replication
 
     def register_broker(self, image: MetadataImage, body: Any, now_ms: int,
-                        offset: int) -> ControllerResult:
-        """BrokerRegistration; `offset`, the Raft offset of this entry, is the new epoch."""
+                        offset: int, *, own_broker: bool = False) -> ControllerResult:
+        """BrokerRegistration; `offset`, the Raft offset of this entry, is the new epoch.
+        A new incarnation is refused (DUPLICATE_BROKER_REGISTRATION) while the old one's
+        session lasts, unless it names the old one's epoch as its previous_broker_epoch
+        (it shut down cleanly) or is `own_broker`, the broker of this controller's own
+        process, whose earlier incarnation is certainly gone."""
         broker_id = body.broker_id
         existing = image.brokers.get(broker_id)
         previous_epoch = get(body, "previous_broker_epoch", -1)
         if (existing is not None and existing.incarnation_id != body.incarnation_id
+                and not own_broker
                 and self.heartbeats.has_valid_session(image, broker_id, now_ms)
                 and previous_epoch != existing.epoch):
             return ControllerResult((), {
@@ -107,10 +117,17 @@ class ClusterControlManager:
             return ControllerResult((), {"error_code": int(ErrorCode.INVALID_REGISTRATION),
                                          "broker_epoch": -1})
         batch = Batch(image)
-        if existing is not None and existing.active:
-            # the old incarnation went without a clean shutdown: it leads nothing now
-            # (Kafka's handleBrokerUncleanShutdown)
-            self.replication.handle_broker_fenced(batch, broker_id)
+        if existing is not None:
+            if (existing.incarnation_id != body.incarnation_id
+                    and previous_epoch != existing.epoch):
+                # the last incarnation did not record a clean shutdown at that epoch: its
+                # log may have lost what it had not fsynced, so it leaves the ISRs and
+                # the ELRs (Kafka's handleBrokerUncleanShutdown), fenced already or not
+                self.replication.handle_broker_unclean_shutdown(batch, broker_id)
+            elif existing.active:
+                # shut down cleanly without the controller seeing it go: it leads
+                # nothing now (Kafka's handleBrokerShutdown, for a clean one)
+                self.replication.handle_broker_fenced(batch, broker_id)
         batch.add(T.REGISTER_BROKER_RECORD, REGISTER_BROKER_VERSION, {
             "broker_id": broker_id, "incarnation_id": body.incarnation_id,
             "broker_epoch": offset,

@@ -30,9 +30,11 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
 def incremental_alter_configs(image: MetadataImage, body: Any,
-                              topic_altered: Callable[[Batch, str], None]) -> ControllerResult:
-    """IncrementalAlterConfigs; `topic_altered` is called with the batch after a topic's
-    records are added, for what a topic's new configs set off (an unclean election)."""
+                              topic_altered: Callable[[Batch, str, list[str]], None],
+                              ) -> ControllerResult:
+    """IncrementalAlterConfigs; `topic_altered` is called with the batch, the topic and
+    the keys whose value changed after a topic's records are added, for what a topic's new
+    configs set off (an unclean election, its eligible leader replicas cleared)."""
     batch = Batch(image)
     validate_only = bool(get(body, "validate_only", False))
     results = []
@@ -49,7 +51,7 @@ def incremental_alter_configs(image: MetadataImage, body: Any,
                     "resource_type": r.resource_type, "resource_name": r.resource_name,
                     "name": key, "value": value})
             if r.resource_type == TOPIC_RESOURCE:
-                topic_altered(batch, r.resource_name)
+                topic_altered(batch, r.resource_name, [key for key, _ in changes])
         results.append({**error(ErrorCode.NONE), **out})
     return batch.result({"throttle_time_ms": 0, "responses": results})
 

@@ -28,6 +28,9 @@ Record = tuple[int, int, dict]
 # from waiting behind it
 REPLAY_SLICE = 100
 
+# PartitionChangeRecord v2 carries KIP-966's EligibleLeaderReplicas and LastKnownElr
+PARTITION_CHANGE_VERSION = 2
+
 
 @dataclass(frozen=True)
 class ControllerResult:
@@ -89,7 +92,11 @@ class Batch:
             body["replicas"] = list(change.replicas)
         if change.leader_recovery_state != -1:
             body["leader_recovery_state"] = change.leader_recovery_state
-        self.add(T.PARTITION_CHANGE_RECORD, 0, body)
+        if change.elr is not None:
+            body["eligible_leader_replicas"] = list(change.elr)
+        if change.last_known_elr is not None:
+            body["last_known_elr"] = list(change.last_known_elr)
+        self.add(T.PARTITION_CHANGE_RECORD, PARTITION_CHANGE_VERSION, body)
 
     def result(self, response: Any) -> ControllerResult:
         if len(self._pending) <= REPLAY_SLICE:

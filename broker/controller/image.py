@@ -13,7 +13,9 @@ or `replay` over many), after Kafka's `MetadataImage` and the deltas that produc
   `(LOST_DIR,)` says that none is left (see `BrokerRegistration.has_online_dir`);
 - topics (`TopicImage`) by id and by name; PartitionRecord adds or replaces a partition and
   PartitionChangeRecord is merged by `election.PartitionRegistration.merge`, the same rule the
-  controller uses, so that the two cannot drift apart; RemoveTopicRecord drops the topic, its
+  controller uses, so that the two cannot drift apart (both carry KIP-966's eligible leader
+  replicas and last known ELR from version 2; an older record leaves them empty, or
+  unchanged); RemoveTopicRecord drops the topic, its
   partitions and its configs, as Kafka's `MetadataDelta` does;
 - configs per (resource type, resource name), where a null value deletes the key;
 - the next producer id block (ProducerIdsRecord) and feature levels (FeatureLevelRecord, level
@@ -245,7 +247,9 @@ class MetadataImage:
             working[body.partition_id] = PartitionRegistration(
                 replicas=tuple(body.replicas), isr=tuple(body.isr), leader=body.leader,
                 leader_epoch=body.leader_epoch, partition_epoch=body.partition_epoch,
-                leader_recovery_state=LeaderRecoveryState(body.leader_recovery_state))
+                leader_recovery_state=LeaderRecoveryState(body.leader_recovery_state),
+                elr=tuple(body.get("eligible_leader_replicas") or ()),
+                last_known_elr=tuple(body.get("last_known_elr") or ()))
             return
         current = working.get(body.partition_id)
         if current is None:
@@ -256,7 +260,9 @@ class MetadataImage:
             leader=body.leader, replicas=_ints(body.replicas),
             removing_replicas=_ints(body.removing_replicas),
             adding_replicas=_ints(body.adding_replicas),
-            leader_recovery_state=body.leader_recovery_state))
+            leader_recovery_state=body.leader_recovery_state,
+            elr=_ints(body.get("eligible_leader_replicas")),
+            last_known_elr=_ints(body.get("last_known_elr"))))
 
     def _with_partitions(self, partitions: dict[uuid.UUID, dict[int, PartitionRegistration]]
                          ) -> MetadataImage:

@@ -75,6 +75,8 @@ class ControllerSettings:
     session_timeout_ms: int = 9000  # broker.session.timeout.ms
     heartbeat_interval_ms: int = 2000
     unclean_leader_election_enable: bool = False
+    # the brokers' min.insync.replicas, for a topic that sets none (KIP-966's ELR)
+    min_insync_replicas: int = 1
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_ms: int = 300000
     leader_imbalance_per_broker_percentage: int = 10
@@ -104,7 +106,8 @@ class QuorumController:
             delete_topic_enable=settings.delete_topic_enable,
             unclean_leader_election_enable=settings.unclean_leader_election_enable,
             leader_imbalance_per_broker_percentage=(
-                settings.leader_imbalance_per_broker_percentage))
+                settings.leader_imbalance_per_broker_percentage),
+            min_insync_replicas=settings.min_insync_replicas)
         self.cluster = ClusterControlManager(settings.session_timeout_ms, self.replication)
         self._next_rebalance_ms: int | None = None
         self._next_no_op_ms: int | None = None
@@ -139,9 +142,12 @@ class QuorumController:
 
     # --- brokers (broker.controller.cluster_control) -----------------------------------
 
-    def register_broker(self, body: Any, now_ms: int, offset: int) -> ControllerResult:
-        """BrokerRegistration; `offset`, the Raft offset of this entry, is the new epoch."""
-        return self.cluster.register_broker(self.image, body, now_ms, offset)
+    def register_broker(self, body: Any, now_ms: int, offset: int, *,
+                        own_broker: bool = False) -> ControllerResult:
+        """BrokerRegistration; `offset`, the Raft offset of this entry, is the new epoch;
+        `own_broker` when the broker of this controller's own process registers."""
+        return self.cluster.register_broker(self.image, body, now_ms, offset,
+                                            own_broker=own_broker)
 
     def broker_heartbeat(self, body: Any, now_ms: int,
                          offset: int | None = None) -> ControllerResult:
@@ -213,8 +219,8 @@ class QuorumController:
 
     def incremental_alter_configs(self, body: Any, now_ms: int) -> ControllerResult:
         del now_ms
-        return config_control.incremental_alter_configs(self.image, body,
-                                                        self.replication.maybe_elect_unclean)
+        return config_control.incremental_alter_configs(
+            self.image, body, self.replication.topic_configs_altered)
 
     # --- producer ids (broker.controller.producer_id_control) -------------------------
 

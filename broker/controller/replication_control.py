@@ -3,15 +3,21 @@
 Owns `ReplicationControlManager`: CreateTopics, DeleteTopics and CreatePartitions (names,
 configs and replica placement checked, partitions written with their first leader and
 ISR), ElectLeaders (preferred and unclean), AlterPartition (a leader's ISR changes), and
-what a broker's changes of state do to the partitions it holds a place in: fenced,
-shut down uncleanly (a new incarnation registered over a live one), in controlled shutdown,
-unfenced (leaderless partitions it can lead elect it), or left with no log directory
-online (KIP-858, handleDirectoriesOffline: a BrokerRegistrationChangeRecord lists the
-directories left, LOST_DIR when none is, and when none is the broker leaves every ISR and
-leadership by the fencing rule). It also runs the automatic preferred-leader rebalance and
-the unclean election that turning unclean.leader.election.enable on sets off, and decides
-whether unclean election is enabled for a topic (its config, else the cluster-wide dynamic
-default, else the controller's setting).
+what a broker's changes of state do to the partitions it holds a place in: fenced (it
+leaves the ISRs, into the ELRs), registered again after a clean shutdown over a live
+registration (the same), registered again after an unclean shutdown (Kafka's
+handleBrokerUncleanShutdown: it leaves the ISRs and the ELRs, since it lost what it had
+not fsynced), in controlled shutdown, unfenced (leaderless partitions it can lead elect
+it), or left with no log directory online (KIP-858, handleDirectoriesOffline: a
+BrokerRegistrationChangeRecord lists the directories left, LOST_DIR when none is, and when
+none is the broker leaves every ISR and leadership by the fencing rule). It also runs the
+automatic preferred-leader rebalance, the unclean election that turning
+unclean.leader.election.enable on sets off, and the clearing of the eligible leader
+replicas (KIP-966) of a topic whose min.insync.replicas changes; and decides whether
+unclean election is enabled for a topic (its config, else the cluster-wide dynamic
+default, else the controller's setting) and a partition's effective min.insync.replicas
+(the topic's config, else the controller's own setting, which every node's broker shares,
+capped at the partition's replica count: what the leader's HW rule uses).
 
 The election rules themselves are broker.controller.election's, placement
 broker.controller.placement's. Pure: the image comes in (or a Batch, when the change is
@@ -24,7 +30,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -50,10 +56,13 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 # transaction's state, so no client may
 COORDINATOR_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 UNCLEAN_CONFIG = "unclean.leader.election.enable"
+MIN_ISR_CONFIG = "min.insync.replicas"
 ZERO_UUID = uuid.UUID(int=0)
 
 # BrokerRegistrationChangeRecord needs version 2+ for log_dirs
 REGISTRATION_CHANGE_VERSION = 2
+# PartitionRecord v2, whose eligible leader replicas (KIP-966) a new partition leaves empty
+PARTITION_VERSION = 2
 
 # ElectLeaders election types (Kafka's ElectionType)
 PREFERRED_ELECTION, UNCLEAN_ELECTION = 0, 1
@@ -78,7 +87,8 @@ class ReplicationControlManager:
                  transaction_state_replication_factor: int = 3,
                  max_partitions_per_request: int, delete_topic_enable: bool,
                  unclean_leader_election_enable: bool,
-                 leader_imbalance_per_broker_percentage: int) -> None:
+                 leader_imbalance_per_broker_percentage: int,
+                 min_insync_replicas: int = 1) -> None:
         self.rng = rng
         self.default_num_partitions = default_num_partitions
         self.default_replication_factor = default_replication_factor
@@ -89,6 +99,7 @@ class ReplicationControlManager:
         self.delete_topic_enable = delete_topic_enable
         self.unclean_leader_election_enable = unclean_leader_election_enable
         self.leader_imbalance_per_broker_percentage = leader_imbalance_per_broker_percentage
+        self.min_insync_replicas = min_insync_replicas
 
     # --- topics ---------------------------------------------------------------------
 
@@ -211,9 +222,10 @@ class ReplicationControlManager:
             # PartitionRegistration.for_new_partition's rule, without building one of each
             # (thousands of partitions in one request)
             isr = election.new_partition_isr(rs, active)
-            records.append((record_type, 0, {
+            records.append((record_type, PARTITION_VERSION, {
                 "partition_id": first + i, "topic_id": topic_id, "replicas": list(rs),
-                "isr": list(isr), "leader": isr[0], "leader_epoch": 0, "partition_epoch": 0}))
+                "isr": list(isr), "leader": isr[0], "leader_epoch": 0, "partition_epoch": 0,
+                "directories": []}))
         batch.extend(records)  # one replay: a copy of the topic's partitions, not one each
 
     def delete_topics(self, image: MetadataImage, body: Any) -> ControllerResult:
@@ -354,7 +366,9 @@ class ReplicationControlManager:
         if election_type == PREFERRED_ELECTION:
             if partition.leader == partition.preferred_leader:
                 return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
-            change = election.elect_preferred_leader(partition, topic.topic_id, pid, active)
+            change = election.elect_preferred_leader(
+                partition, topic.topic_id, pid, active,
+                min_isr=self._min_isr(batch.image, name, partition))
             if change is None or change.leader != partition.preferred_leader:
                 return (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
                         f"Failed to elect leader for partition {name}-{pid} under strategy "
@@ -363,6 +377,7 @@ class ReplicationControlManager:
             if partition.leader != NO_LEADER and partition.leader in active:
                 return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
             change = election.elect_leader(partition, topic.topic_id, pid, active,
+                                           min_isr=self._min_isr(batch.image, name, partition),
                                            unclean_leader_election_enable=True)
             if change is None or change.leader in (NO_LEADER, NO_LEADER_CHANGE):
                 return (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
@@ -447,7 +462,10 @@ class ReplicationControlManager:
                     r not in active or registration is None
                     or (epoch != -1 and epoch != registration.epoch)):
                 return ErrorCode.INELIGIBLE_REPLICA
-        change = election.change_isr(partition, topic_id, p.partition_index, isr, active)
+        change = election.change_isr(
+            partition, topic_id, p.partition_index, isr, active,
+            min_isr=self._min_isr(batch.image, batch.image.topics_by_id[topic_id].name,
+                                  partition))
         if recovery != partition.leader_recovery_state:
             change = replace(change or election.PartitionChangeRecord(
                 topic_id=topic_id, partition_id=p.partition_index),
@@ -460,24 +478,38 @@ class ReplicationControlManager:
     # --- a broker's changes of state (its own records are ClusterControlManager's) -------
 
     def handle_broker_fenced(self, batch: Batch, broker_id: int) -> None:
-        """Kafka's handleBrokerFenced: the broker's leaderships and ISR places go, before
-        its fence is written. A new incarnation registering over a live one (Kafka's
-        handleBrokerUncleanShutdown) and a broker with no directory left take this path."""
-        self._remove_from_partitions(batch, broker_id, shutdown=False)
+        """Kafka's handleBrokerFenced: the broker's leaderships and ISR places go (into
+        the ELRs), before its fence is written. A new incarnation registering after a clean
+        shutdown over a live one (Kafka's handleBrokerShutdown) and a broker with no
+        directory left take this path."""
+        self._remove_from_partitions(batch, broker_id, election.fence_broker)
 
     def handle_broker_in_controlled_shutdown(self, batch: Batch, broker_id: int) -> None:
         """Kafka's handleBrokerInControlledShutdown: leaderships move to the rest of the
         ISR, after the registration that marks the shutdown."""
-        self._remove_from_partitions(batch, broker_id, shutdown=True)
+        self._remove_from_partitions(batch, broker_id, election.controlled_shutdown)
 
-    def _remove_from_partitions(self, batch: Batch, broker_id: int, *, shutdown: bool) -> None:
+    def handle_broker_unclean_shutdown(self, batch: Batch, broker_id: int) -> None:
+        """Kafka's handleBrokerUncleanShutdown: a new incarnation registers and its last
+        registration's epoch is not the one its clean shutdown recorded, so its log may
+        have lost what it had not fsynced. It leaves every ISR and ELR, and any
+        leadership, before its new registration is written; the old registration may be
+        fenced already or still live."""
+        self._remove_from_partitions(batch, broker_id, election.unclean_shutdown,
+                                     elr_too=True)
+
+    def _remove_from_partitions(self, batch: Batch, broker_id: int,
+                                rule: Callable[..., election.PartitionChangeRecord | None],
+                                *, elr_too: bool = False) -> None:
         active = batch.image.active_broker_ids() - {broker_id}
-        rule = election.controlled_shutdown if shutdown else election.fence_broker
         for topic in list(batch.image.topics_by_id.values()):
             unclean = self._unclean_enabled(batch.image, topic.name)
             for pid, partition in sorted(topic.partitions.items()):
-                if broker_id in partition.isr or partition.leader == broker_id:
+                if (broker_id in partition.isr or partition.leader == broker_id
+                        or (elr_too and broker_id in partition.elr)):
                     batch.change(rule(partition, topic.topic_id, pid, broker_id, active,
+                                      min_isr=self._min_isr(batch.image, topic.name,
+                                                            partition),
                                       unclean_leader_election_enable=unclean))
 
     def handle_directories_offline(self, batch: Batch, broker: BrokerRegistration,
@@ -498,7 +530,8 @@ class ReplicationControlManager:
 
     def handle_broker_unfenced(self, batch: Batch, broker_id: int) -> None:
         """Kafka's handleBrokerUnfenced: after its unfence is written, leaderless
-        partitions the broker can lead elect it."""
+        partitions the broker can lead elect it (from their ISR, else their ELR, else as
+        their last known leader)."""
         active = batch.image.active_broker_ids()
         for topic in list(batch.image.topics_by_id.values()):
             unclean = self._unclean_enabled(batch.image, topic.name)
@@ -506,9 +539,27 @@ class ReplicationControlManager:
                 if partition.leader == NO_LEADER and broker_id in partition.replicas:
                     batch.change(election.elect_leader(
                         partition, topic.topic_id, pid, active,
+                        min_isr=self._min_isr(batch.image, topic.name, partition),
                         unclean_leader_election_enable=unclean))
 
     # --- elections the controller starts itself -----------------------------------------
+
+    def topic_configs_altered(self, batch: Batch, topic_name: str,
+                              keys: Collection[str]) -> None:
+        """What a topic's new configs (`keys` changed) set off, after their records."""
+        if MIN_ISR_CONFIG in keys:
+            self.clear_elrs(batch, topic_name)
+        self.maybe_elect_unclean(batch, topic_name)
+
+    def clear_elrs(self, batch: Batch, topic_name: str) -> None:
+        """A new min.insync.replicas: the topic's eligible leader replicas were kept by
+        the old one's HW rule, so they are forgotten, as Kafka 4 does (its
+        ClearElrRecord); the next change of each partition computes them afresh."""
+        topic = batch.image.topic(topic_name)
+        if topic is None:
+            return
+        for pid, partition in sorted(topic.partitions.items()):
+            batch.change(election.clear_elr(partition, topic.topic_id, pid))
 
     def maybe_elect_unclean(self, batch: Batch, topic_name: str) -> None:
         """Turning unclean.leader.election.enable on elects leaders for the topic's
@@ -519,8 +570,10 @@ class ReplicationControlManager:
         active = batch.image.active_broker_ids()
         for pid, partition in sorted(topic.partitions.items()):
             if partition.leader == NO_LEADER:
-                batch.change(election.elect_leader(partition, topic.topic_id, pid, active,
-                                                   unclean_leader_election_enable=True))
+                batch.change(election.elect_leader(
+                    partition, topic.topic_id, pid, active,
+                    min_isr=self._min_isr(batch.image, topic_name, partition),
+                    unclean_leader_election_enable=True))
 
     def balance_partition_leaders(self, batch: Batch) -> None:
         """Kafka's checkAndTriggerAutoLeaderRebalance: a broker that is the preferred
@@ -540,8 +593,23 @@ class ReplicationControlManager:
                 continue
             for topic_id, pid, partition in not_led:
                 if election.preferred_leader_imbalanced(partition, active):
+                    name = image.topics_by_id[topic_id].name
                     batch.change(election.elect_preferred_leader(
-                        partition, topic_id, pid, active))
+                        partition, topic_id, pid, active,
+                        min_isr=self._min_isr(image, name, partition)))
+
+    def _min_isr(self, image: MetadataImage, topic: str,
+                 partition: PartitionRegistration) -> int:
+        """The partition's effective min.insync.replicas: the topic's config, else this
+        controller's setting, at most its replica count (Kafka's getTopicEffectiveMinIsr,
+        and the cap the leader's HW rule applies). Not the cluster-wide dynamic default:
+        the brokers' HW rule does not read it, and the ELR is only sound when both agree."""
+        value = image.topic_configs(topic).get(MIN_ISR_CONFIG)
+        try:
+            min_isr = int(value) if value is not None else self.min_insync_replicas
+        except ValueError:  # validated when set: a newer version's value
+            min_isr = self.min_insync_replicas
+        return max(1, min(min_isr, len(partition.replicas)))
 
     def _unclean_enabled(self, image: MetadataImage, topic: str) -> bool:
         """unclean.leader.election.enable: the topic's config, else the cluster-wide

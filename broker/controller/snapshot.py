@@ -31,6 +31,9 @@ METADATA_VERSION = "metadata.version"
 # the versions the controller writes (cluster_control's REGISTER_BROKER_VERSION: v3
 # carries log_dirs, v1 in_controlled_shutdown)
 REGISTER_BROKER_VERSION = 3
+# PartitionRecord v2 carries KIP-966's eligible leader replicas and last known ELR (v1's
+# directories stay empty: replicas are not assigned to directories)
+PARTITION_VERSION = 2
 
 
 def image_records(image: MetadataImage) -> Iterator[tuple[int, int, dict]]:
@@ -49,11 +52,15 @@ def image_records(image: MetadataImage) -> Iterator[tuple[int, int, dict]]:
     for topic in sorted(image.topics_by_id.values(), key=lambda t: t.name):
         yield T.TOPIC_RECORD, 0, {"name": topic.name, "topic_id": topic.topic_id}
         for partition_id, p in sorted(topic.partitions.items()):
-            yield T.PARTITION_RECORD, 0, {
+            yield T.PARTITION_RECORD, PARTITION_VERSION, {
                 "partition_id": partition_id, "topic_id": topic.topic_id,
                 "replicas": list(p.replicas), "isr": list(p.isr), "leader": p.leader,
                 "leader_recovery_state": int(p.leader_recovery_state),
-                "leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch}
+                "leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch,
+                "directories": [],
+                # tagged fields, left out when empty (null reads back as empty)
+                "eligible_leader_replicas": list(p.elr) or None,
+                "last_known_elr": list(p.last_known_elr) or None}
     for (resource_type, resource_name), entries in sorted(image.configs.items()):
         for name, value in sorted(entries.items()):
             yield T.CONFIG_RECORD, 0, {"resource_type": resource_type,

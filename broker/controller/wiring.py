@@ -38,6 +38,7 @@ def controller_settings(c: BrokerConfig, addresses: NodeAddresses) -> Controller
         session_timeout_ms=c.broker_session_timeout_ms,
         heartbeat_interval_ms=c.broker_heartbeat_interval_ms,
         unclean_leader_election_enable=c.unclean_leader_election_enable,
+        min_insync_replicas=c.min_insync_replicas,
         auto_leader_rebalance_enable=c.auto_leader_rebalance_enable,
         leader_imbalance_check_interval_ms=c.leader_imbalance_check_interval_seconds * 1000,
         leader_imbalance_per_broker_percentage=c.leader_imbalance_per_broker_percentage,

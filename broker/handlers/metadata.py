@@ -28,7 +28,8 @@ DescribeTopicPartitionsRequestHandler serves it: topics in name order from the c
 most response_partition_limit partitions (capped at Kafka's default
 max.request.partition.size.limit, 2000) and a next_cursor where the page stopped; every topic
 when the list is empty (leaving out, silently, what the principal may not describe).
-Eligible leader replicas (KIP-966's ELR) are not kept here, so both ELR lists are empty.
+Each partition carries its eligible leader replicas and last known ELR (KIP-966) as the
+metadata image holds them.
 """
 
 from __future__ import annotations
@@ -283,5 +284,6 @@ def _described_partition(cache: MetadataCache, index: int, p) -> dict:
     # no error for a partition without a leader (leader_id -1), unlike Metadata: Kafka's
     return {"error_code": ErrorCode.NONE, "partition_index": index, "leader_id": p.leader,
             "leader_epoch": p.leader_epoch, "replica_nodes": list(p.replicas),
-            "isr_nodes": list(p.isr), "eligible_leader_replicas": [], "last_known_elr": [],
+            "isr_nodes": list(p.isr), "eligible_leader_replicas": list(p.elr),
+            "last_known_elr": list(p.last_known_elr),
             "offline_replicas": cache.offline_replicas(p)}

@@ -13,7 +13,11 @@ unflushed segments when the marker was missing; ``recovery_threads`` logs at a t
 fsyncs issued together once all are loaded, before the checkpoints move past them -- and a
 `RecoveryReport` is returned for each partition where something had to be recovered.
 `close` flushes everything, writes the checkpoints, then the marker, so its presence
-promises all three are durable.
+promises all three are durable. The marker holds the broker epoch the broker had when it
+shut down, as Kafka's CleanShutdownFileHandler writes it (``{"version":0,"brokerEpoch":N}``):
+the next registration names it as previous_broker_epoch, which is how the controller tells
+a clean restart from an unclean one (KIP-966). `clean_shutdown_broker_epoch` is -1 when
+there was no marker, or an empty one (an older version's).
 
 Topic deletion renames each partition directory to ``<topic>-<partition>.<uuid>-delete``
 (Kafka's name), fsyncs the data dir, then removes it. The rename makes deletion atomic
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
+import json
 import os
 import time
 import uuid
@@ -54,6 +59,16 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 PARTITION_METADATA_FILE = "partition.metadata"
 DELETE_DIR_SUFFIX = "-delete"
 _CHECKPOINT_VERSION = 0
+
+
+def _marker_broker_epoch(data: bytes) -> int:
+    """The broker epoch a clean-shutdown marker names; -1 for an empty marker (written
+    before markers held one) or one that does not parse."""
+    try:
+        epoch = json.loads(data.decode("utf-8"))["brokerEpoch"]
+    except (ValueError, KeyError, TypeError):
+        return -1
+    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else -1
 
 
 class CheckpointError(ValueError):
@@ -159,6 +174,7 @@ class LogManager:
         self._on_event = on_event or _no_event
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self.had_clean_shutdown: bool | None = None
+        self.clean_shutdown_broker_epoch = -1  # from the marker `open` found
         # Problems start-up worked around (a malformed checkpoint), for the broker to log.
         self.warnings: list[str] = []
         # Cleaner checkpoints, read on first use; partitions whose cleaning failed are
@@ -183,6 +199,7 @@ class LogManager:
         marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
         clean = fs.exists(marker)
         if clean:
+            self.clean_shutdown_broker_epoch = _marker_broker_epoch(read_file(marker, fs=fs))
             fs.remove(marker)
             fsync_dir(self.data_dir, fs)
         self.had_clean_shutdown = clean
@@ -447,10 +464,12 @@ class LogManager:
         event loop, through `checkpoints` and `write_checkpoints`)."""
         self.write_checkpoints(self.checkpoints())
 
-    def close(self) -> None:
-        """Clean shutdown: flush and close every log, checkpoint, then write the marker.
-        If a log cannot be flushed (OSError) every log is still closed, no marker is
-        written -- the next start recovers what was not flushed -- and the error raised."""
+    def close(self, broker_epoch: int = -1) -> None:
+        """Clean shutdown: flush and close every log, checkpoint, then write the marker,
+        naming `broker_epoch` (the broker's registration, -1 for none). If a log cannot
+        be flushed (OSError) every log is still closed, no marker is written -- the next
+        start recovers what was not flushed, and registers as after a crash -- and the
+        error raised."""
         failed: OSError | None = None
         for log in self._logs.values():
             try:
@@ -461,11 +480,7 @@ class LogManager:
             self._logs.clear()
             raise failed
         self.checkpoint()
-        marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
-        f = self.fs.open(marker)
-        try:
-            f.fsync()
-        finally:
-            f.close()
-        fsync_dir(self.data_dir, self.fs)
+        write_atomically(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE),
+                         json.dumps({"version": 0, "brokerEpoch": broker_epoch},
+                                    separators=(",", ":")), fs=self.fs)
         self._logs.clear()

@@ -11,8 +11,14 @@ The rules, with their triggers and edge cases:
 **The high watermark** (HW) is the offset below which every record is on every member of
 the ISR. As leader: HW = min(leader LEO, LEO of each follower in the *maximal* ISR), and it
 never goes down while this broker leads. It is recomputed when the leader appends (with
-only itself in the ISR the HW follows the LEO at once), when a follower's fetch reports a
-new LEO, and when the ISR changes. The maximal ISR is the committed ISR plus a replica
+only itself in the ISR and a minimum of one, the HW follows the LEO at once), when a
+follower's fetch reports a new LEO, and when the ISR changes. It does not advance while
+the committed ISR is below the effective min.insync.replicas (the topic's, capped at the
+replica count: Kafka's effectiveMinIsr, so a single replica still advances it): Kafka's
+"strict min ISR" rule (KAFKA-15583), on which KIP-966's eligible leader replicas rest. A
+replica that leaves the ISR while the ISR is below the minimum holds every record below
+the HW, since the HW stopped there, so the controller may elect it (broker.controller.
+election). The maximal ISR is the committed ISR plus a replica
 whose expansion is in flight: the HW waits for a joining replica as soon as the leader
 has asked for it, because the controller may commit it at any moment, and a shrink counts
 only once committed, because until then the controller still holds the larger ISR and
@@ -97,6 +103,7 @@ class PartitionState:
     leader_epoch_start_offset: int = UNKNOWN_OFFSET  # the LEO when this leadership began
     pending: PendingIsrChange | None = None
     followers: dict[int, ReplicaProgress] = field(default_factory=dict)
+    min_insync_replicas: int = 1  # the topic's min.insync.replicas
 
     # -- roles ---------------------------------------------------------------------------
 
@@ -169,8 +176,9 @@ class PartitionState:
         return self.isr
 
     def maybe_increment_high_watermark(self, log_end_offset: int) -> bool:
-        """As leader: raise the HW to the least LEO over the maximal ISR, never lower it."""
-        if not self.is_leader:
+        """As leader: raise the HW to the least LEO over the maximal ISR, never lower it;
+        not at all while the committed ISR is below the effective min.insync.replicas."""
+        if not self.is_leader or self.under_min_isr():
             return False
         low = log_end_offset
         for r in (() if planted.on("hw-ignores-isr") else self.maximal_isr):
@@ -314,5 +322,18 @@ class PartitionState:
             self.isr = isr
             self.partition_epoch = partition_epoch
 
-    def under_min_isr(self, min_insync_replicas: int) -> bool:
-        return len(self.isr) < min_insync_replicas
+    @property
+    def effective_min_isr(self) -> int:
+        """min.insync.replicas, at most the replica count (Kafka's effectiveMinIsr)."""
+        return min(self.min_insync_replicas, max(len(self.replicas), 1))
+
+    def under_min_isr(self) -> bool:
+        """The committed ISR is below the effective min.insync.replicas: acks=all produces
+        are refused and the HW stays where it is."""
+        return len(self.isr) < self.effective_min_isr
+
+    def set_min_insync_replicas(self, min_insync_replicas: int, log_end_offset: int) -> bool:
+        """The topic's min.insync.replicas changed. Returns True when the HW moved (a
+        lower minimum may let it)."""
+        self.min_insync_replicas = min_insync_replicas
+        return self.maybe_increment_high_watermark(log_end_offset)

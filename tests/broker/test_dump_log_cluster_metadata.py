@@ -73,12 +73,18 @@ def test_a_data_dir_dumps_quorum_state_snapshots_and_entries(tmp_path):
         f'"topicId":"{TOPIC_ID_B64}","replicas":[1,2],"isr":[1],"removingReplicas":[],'
         '"addingReplicas":[],"leader":1,"leaderEpoch":-1,"partitionEpoch":-1,'
         '"leaderRecoveryState":0}}']
+    # the snapshot writes the partition at the version the controller writes (v2: KIP-966's
+    # eligible leader replicas, none here)
+    snapshot_orders = [orders[0], orders[1].replace('"version":0', '"version":2').replace(
+        '"leaderRecoveryState":0}}',
+        '"directories":[],"leaderRecoveryState":0,"eligibleLeaderReplicas":null,'
+        '"lastKnownElr":null}}')]
     assert lines[:7] == [
         f"Dumping {directory}",
         "Quorum state: leaderEpoch: 3 leaderId: 1 votedId: 1 voters: [1, 2, 3]",
         f"Snapshot {SNAPSHOT}: endOffset: 2 epoch: 1 size: {len(snapshot_data())} "
         "isvalid: true",
-        *orders,  # the snapshot's records: the image they rebuild
+        *snapshot_orders,  # the snapshot's records: the image they rebuild
         f"Dumping {directory / SEGMENT}",
         "Log starting offset: 0",
     ]

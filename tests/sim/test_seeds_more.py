@@ -66,13 +66,14 @@ def test_a_restarted_coordinator_writes_nothing_before_it_has_registered_again()
     assert o.acked > 0 and o.polled > 0, "the workload did nothing"
 
 
-@pytest.mark.xfail(strict=True, reason="finding 7 (docs/RELIABILITY.md), open: KIP-966's case")
 def test_the_last_isr_member_re_elected_after_losing_its_tail_loses_nothing():
-    """Seed 601 of the long seeds: sim-2's ISR is down to its leader, node 1, which is
-    killed and comes back without its unsynced tail; fenced as the last ISR member it keeps
-    its place, registers again and is re-elected, and the other replicas truncate to it:
-    acknowledged sends and commits are lost. Strict: once KIP-966's eligible leader
-    replicas fix it, this passes and the marker must go."""
+    """Seed 601 of the long seeds, finding 7 (docs/RELIABILITY.md): sim-2's ISR came down
+    to its leader, node 1, which was killed and came back without its unsynced tail;
+    fenced as the last ISR member it kept its place, registered again and was re-elected,
+    and the other replicas truncated to it: acknowledged sends and commits were lost.
+    KIP-966's eligible leader replicas fixed it: the HW stops below min.insync.replicas,
+    the replica that leaves the ISR then stays eligible, and a registration after an
+    unclean shutdown takes the broker out of the ISR and the ELR."""
     o = run_seed(601, Options(nodes=3, duration_s=30.0))
     assert o.ok, explain(o)
 

@@ -165,6 +165,35 @@ def test_a_leader_change_bumps_both_epochs_and_an_isr_change_only_the_partition_
     assert image.partition("orders", 1) == PartitionRegistration((1, 2, 0), (1, 2, 0), 1)
 
 
+def test_eligible_leader_replicas_replay_from_both_partition_records():
+    image = replay(cluster_records())
+    # a change naming no ELR leaves it; an empty list empties it
+    image = replay([wire(T.PARTITION_CHANGE_RECORD, topic_id=ORDERS, partition_id=0, isr=[],
+                         leader=NO_LEADER, eligible_leader_replicas=[0, 1],
+                         last_known_elr=[0])], image)
+    p0 = image.partition("orders", 0)
+    assert (p0.isr, p0.elr, p0.last_known_elr, p0.partition_epoch) == ((), (0, 1), (0,), 1)
+    image = replay([wire(T.PARTITION_CHANGE_RECORD, topic_id=ORDERS, partition_id=0,
+                         isr=[1], leader=1)], image)
+    assert image.partition("orders", 0).elr == (0, 1)
+    image = replay([wire(T.PARTITION_CHANGE_RECORD, topic_id=ORDERS, partition_id=0,
+                         eligible_leader_replicas=[], last_known_elr=[])], image)
+    p0 = image.partition("orders", 0)
+    assert (p0.isr, p0.elr, p0.last_known_elr) == ((1,), (), ())
+    # a PartitionRecord carries them (tagged, v2); an older one has none
+    image = replay([wire(T.PARTITION_RECORD, partition_id=3, topic_id=ORDERS,
+                         replicas=[0, 1, 2], isr=[2], leader=2, leader_epoch=4,
+                         partition_epoch=7, directories=[], eligible_leader_replicas=[1],
+                         last_known_elr=None),
+                    encode_metadata_record(T.PARTITION_RECORD, 0, {
+                        "partition_id": 4, "topic_id": ORDERS, "replicas": [0], "isr": [0],
+                        "leader": 0, "leader_epoch": 0, "partition_epoch": 0})], image)
+    assert (image.partition("orders", 3).elr,
+            image.partition("orders", 3).last_known_elr) == ((1,), ())
+    assert (image.partition("orders", 4).elr,
+            image.partition("orders", 4).last_known_elr) == ((), ())
+
+
 def test_config_set_overwrite_and_delete():
     image = replay(cluster_records())
     image = replay([

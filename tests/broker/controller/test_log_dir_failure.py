@@ -92,13 +92,13 @@ def test_a_broker_without_directories_cannot_have_them_taken_offline():
     assert leaders(c, "t") == {0: 1}
 
 
-def test_the_last_isr_member_keeps_its_place_but_the_partition_goes_offline():
+def test_the_last_isr_member_stays_eligible_but_the_partition_goes_offline():
     c = DirCluster()
     c.start(1, 2)
     c.create("solo", assignments=[[1]])
     c.dir_failed(1)
     solo = c.partition("solo", 0)
-    assert solo.leader == NO_LEADER and solo.isr == (1,)
+    assert (solo.leader, solo.isr, solo.elr) == (NO_LEADER, (), (1,))
 
 
 def test_a_broker_with_a_failed_directory_is_not_picked_until_it_registers_again():

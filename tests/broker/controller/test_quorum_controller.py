@@ -254,6 +254,125 @@ def test_a_new_incarnation_of_a_live_broker_loses_its_leaderships():
         assert c.partition("t", pid).isr == (2,)
 
 
+def test_an_isr_shrink_below_min_isr_keeps_the_replica_leaving_eligible():
+    """Finding 7 (docs/RELIABILITY.md): the ISR shrinks to its leader alone, below
+    min.insync.replicas; the leader dies and loses its unsynced tail. The replica that
+    left last holds every record below the HW (which stopped there): it is elected, and
+    the dead leader, registering after its unclean shutdown, is no longer eligible."""
+    c = Cluster(settings(auto_leader_rebalance_enable=False, min_insync_replicas=2))
+    c.start(1, 2, 3)
+    c.create("t", assignments=[[1, 2, 3]])
+    alter_partition(c, 1, "t", 0, [1, 2])
+    assert (c.partition("t", 0).isr, c.partition("t", 0).elr) == ((1, 2), ())
+    alter_partition(c, 1, "t", 0, [1])
+    assert (c.partition("t", 0).isr, c.partition("t", 0).elr) == ((1,), (2,))
+    # broker 1 is killed: its session runs out
+    c.now += SESSION
+    for b in (2, 3):
+        c.heartbeat(b)
+    c.tick(c.now)
+    p = c.partition("t", 0)
+    assert (p.leader, p.isr, p.elr, p.leader_recovery_state) == \
+        (2, (2,), (1,), LeaderRecoveryState.RECOVERED)
+    # it comes back without its unsynced tail: out of the ELR before it registers
+    assert c.register(1, generation=1)["error_code"] == 0
+    assert (c.partition("t", 0).leader, c.partition("t", 0).elr) == (2, ())
+    c.heartbeat(1)
+    assert c.partition("t", 0).leader == 2
+    assert c.standby_image() == c.image
+
+
+def test_an_unclean_restart_of_the_last_eligible_replica_is_an_unclean_election():
+    """The last ISR member, fenced, waits in the ELR. Back after a clean shutdown (its
+    registration names the epoch its shutdown recorded) it leads cleanly; back after a
+    crash it is out of the ELR, and, no replica being eligible, is elected as the last
+    known leader, uncleanly (RECOVERING)."""
+    for clean in (True, False):
+        c = Cluster(settings(auto_leader_rebalance_enable=False))
+        c.start(1, 2)
+        c.create("t", assignments=[[1, 2]])
+        c.heartbeat(2, want_fence=True)
+        c.heartbeat(2)  # back, but out of the ISR
+        c.now += SESSION
+        c.heartbeat(2)
+        c.tick(c.now)  # broker 1's session ran out
+        offline = c.partition("t", 0)
+        assert (offline.leader, offline.isr, offline.elr, offline.last_known_elr) == \
+            (NO_LEADER, (), (1,), (1,))
+        epoch = c.image.brokers[1].epoch
+        assert c.register(1, generation=1,
+                          previous_epoch=epoch if clean else -1)["error_code"] == 0
+        waiting = c.partition("t", 0)
+        assert (waiting.leader, waiting.elr, waiting.last_known_elr) == \
+            (NO_LEADER, (1,) if clean else (), (1,))
+        c.heartbeat(1)
+        back = c.partition("t", 0)
+        assert (back.leader, back.isr, back.elr, back.last_known_elr) == (1, (1,), (), ())
+        assert back.leader_recovery_state == (
+            LeaderRecoveryState.RECOVERED if clean else LeaderRecoveryState.RECOVERING)
+        assert c.standby_image() == c.image
+
+
+def test_a_clean_restart_over_a_live_registration_is_a_fence_not_an_unclean_shutdown():
+    c = Cluster(settings(auto_leader_rebalance_enable=False))
+    c.start(1, 2)
+    c.create("t", assignments=[[1, 2]])
+    c.heartbeat(2, want_fence=True)
+    c.heartbeat(2)
+    epoch = c.image.brokers[1].epoch
+    assert c.register(1, generation=1, previous_epoch=epoch)["error_code"] == 0
+    p = c.partition("t", 0)
+    assert (p.leader, p.isr, p.elr) == (NO_LEADER, (), (1,))  # eligible still
+    # the same, after a crash: out of the ISR and not eligible
+    d = Cluster(settings(auto_leader_rebalance_enable=False))
+    d.start(1, 2)
+    d.create("t", assignments=[[1, 2]])
+    d.heartbeat(2, want_fence=True)
+    d.heartbeat(2)
+    d.now += SESSION
+    d.heartbeat(2)
+    assert d.register(1, generation=1)["error_code"] == 0
+    p = d.partition("t", 0)
+    assert (p.leader, p.isr, p.elr) == (NO_LEADER, (), ())
+
+
+def test_a_new_min_insync_replicas_clears_the_eligible_leader_replicas():
+    c = Cluster(settings(auto_leader_rebalance_enable=False, min_insync_replicas=2))
+    c.start(1, 2, 3)
+    c.create("t", assignments=[[1, 2, 3]])
+    c.create("u", assignments=[[1, 2, 3]])
+    for name in ("t", "u"):
+        alter_partition(c, 1, name, 0, [1])
+        assert c.partition(name, 0).elr == (2, 3)
+    # another config of the topic leaves them
+    c.alter_configs(TOPIC_RESOURCE, "t", [("retention.ms", SET, "1000")])
+    assert c.partition("t", 0).elr == (2, 3)
+    before = c.partition("t", 0)
+    c.alter_configs(TOPIC_RESOURCE, "t", [("min.insync.replicas", SET, "1")])
+    after = c.partition("t", 0)
+    assert (after.elr, after.isr, after.leader) == ((), (1,), 1)
+    assert after.partition_epoch == before.partition_epoch + 1
+    assert c.partition("u", 0).elr == (2, 3)  # another topic's stay
+    # the topic's min.insync.replicas is what the rules read from then on
+    c.alter_configs(TOPIC_RESOURCE, "u", [("min.insync.replicas", SET, "3")])
+    assert c.partition("u", 0).elr == ()
+    alter_partition(c, 1, "u", 0, [1, 2])
+    assert c.partition("u", 0).elr == ()  # 3, cleared, is not eligible again by itself
+    alter_partition(c, 1, "u", 0, [1])
+    assert c.partition("u", 0).elr == (2,)  # below three, 2 leaves into the ELR
+    assert c.standby_image() == c.image
+
+
+def test_min_insync_replicas_is_capped_at_the_replica_count():
+    c = Cluster(settings(auto_leader_rebalance_enable=False, min_insync_replicas=3))
+    c.start(1, 2)
+    c.create("t", assignments=[[1, 2]])
+    alter_partition(c, 1, "t", 0, [1, 2])
+    assert c.partition("t", 0).elr == ()  # two members reach min(3, 2)
+    alter_partition(c, 1, "t", 0, [1])
+    assert c.partition("t", 0).elr == (2,)
+
+
 def test_heartbeat_with_an_unknown_broker_or_a_stale_epoch_is_refused():
     c = Cluster()
     c.register(1)
@@ -317,7 +436,7 @@ def test_heartbeats_keep_the_session_and_expiry_fences_moving_leadership():
     assert c.tick(start + SESSION + 1) == []  # a fenced broker is not fenced again
 
 
-def test_fencing_every_isr_member_leaves_the_partition_offline_keeping_the_last_member():
+def test_fencing_every_isr_member_leaves_the_partition_offline_the_last_one_eligible():
     c = Cluster()
     c.start(1, 2)
     c.create("t", 1, 2)
@@ -326,15 +445,20 @@ def test_fencing_every_isr_member_leaves_the_partition_offline_keeping_the_last_
     assert c.partition("t", 0).leader == second and c.partition("t", 0).isr == (second,)
     c.heartbeat(second, want_fence=True)
     offline = c.partition("t", 0)
-    assert offline.leader == NO_LEADER and offline.isr == (second,)
-    # the first broker comes back: it is not in the ISR, so the partition stays offline
+    # the last member leaves the ISR for the ELR (KIP-966), and is the last known leader
+    assert (offline.leader, offline.isr, offline.elr, offline.last_known_elr) == \
+        (NO_LEADER, (), (second,), (second,))
+    # the first broker comes back: it is in neither, so the partition stays offline
     c.heartbeat(first)
     assert c.partition("t", 0).leader == NO_LEADER
-    # the last ISR member comes back and leads again at once (handleBrokerUnfenced)
+    # the eligible replica comes back and leads again at once (handleBrokerUnfenced)
     epoch_before = c.partition("t", 0).leader_epoch
     c.heartbeat(second)
     back = c.partition("t", 0)
     assert back.leader == second and back.leader_epoch == epoch_before + 1
+    assert (back.isr, back.elr, back.last_known_elr) == ((second,), (), ())
+    assert back.leader_recovery_state == LeaderRecoveryState.RECOVERED
+    assert c.standby_image() == c.image
 
 
 def test_a_restarted_broker_recovers_its_offline_partitions_after_registering_again():
@@ -381,7 +505,7 @@ def test_controlled_shutdown_of_the_only_isr_member_takes_the_partition_offline(
     c.create("t", 1, 1)
     assert c.heartbeat(1, want_shut_down=True)["should_shut_down"] is False
     assert c.partition("t", 0).leader == NO_LEADER
-    assert c.partition("t", 0).isr == (1,)
+    assert (c.partition("t", 0).isr, c.partition("t", 0).elr) == ((), (1,))
     assert c.heartbeat(1, want_shut_down=True)["should_shut_down"] is True
 
 
@@ -774,10 +898,11 @@ def unclean_setup(c: Cluster) -> None:
 def test_unclean_election_by_request():
     c = Cluster()
     unclean_setup(c)
-    assert c.partition("t", 0).leader == NO_LEADER and c.partition("t", 0).isr == (1,)
+    offline = c.partition("t", 0)
+    assert (offline.leader, offline.isr, offline.elr) == (NO_LEADER, (), (1,))
     assert c.elect(1, {"t": [0]}) == {("t", 0): 0}
     p = c.partition("t", 0)
-    assert p.leader == 2 and p.isr == (2,)
+    assert p.leader == 2 and p.isr == (2,) and p.elr == ()
     assert p.leader_recovery_state == LeaderRecoveryState.RECOVERING
     assert c.elect(1, {"t": [0]}) == {("t", 0): ErrorCode.ELECTION_NOT_NEEDED}
 
@@ -1075,14 +1200,19 @@ def check_invariants(c: Cluster) -> None:
     for topic in c.image.topics_by_id.values():
         for pid, p in topic.partitions.items():
             where = f"{topic.name}-{pid} {p}"
-            assert p.isr and set(p.isr) <= set(p.replicas), where
+            assert set(p.isr) <= set(p.replicas) and set(p.elr) <= set(p.replicas), where
+            assert not set(p.isr) & set(p.elr), where
             if p.leader == NO_LEADER:
-                # offline only while no ISR member may lead
+                # offline only while no ISR member, nor with the ISR empty an ELR member,
+                # may lead
                 assert not set(p.isr) & active, where
+                assert p.isr or not set(p.elr) & active, where
             else:
                 assert p.leader in p.isr and p.leader in active, where
-            # a broker that may not lead stays in an ISR only as its last member
-            assert all(r in active for r in p.isr) or len(p.isr) == 1, where
+            # min.insync.replicas is 1: the ELR is kept only while the ISR is empty
+            assert not p.elr or not p.isr, where
+            # a broker that may not lead leaves the ISRs
+            assert all(r in active for r in p.isr), where
     assert c.standby_image() == c.image
 
 
@@ -1104,9 +1234,12 @@ def test_random_operations_keep_the_partition_invariants(seed):
         elif op == 1 and registered is not None:
             c.heartbeat(b, want_fence=rnd.random() < 0.2, want_shut_down=rnd.random() < 0.1)
         elif op == 2:
+            previous = -1
             if registered is not None and rnd.random() < 0.5:
                 generation[b] += 1
-            c.register(b, generation=generation[b])
+                if rnd.random() < 0.5:  # after a clean shutdown
+                    previous = registered.epoch
+            c.register(b, generation=generation[b], previous_epoch=previous)
         elif op == 3:
             c.create(rnd.choice(names), rnd.randint(1, 4), rnd.randint(1, 3))
         elif op == 4:

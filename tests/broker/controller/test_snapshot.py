@@ -19,7 +19,8 @@ from protocol.metadata_records import decode_metadata_record, encode_metadata_re
 from protocol.record_errors import CorruptRecordError
 from tests.broker.controller.test_image import cluster_records, replay
 
-VERSIONS = {T.REGISTER_BROKER_RECORD: 3, T.BROKER_REGISTRATION_CHANGE_RECORD: 2}
+VERSIONS = {T.REGISTER_BROKER_RECORD: 3, T.BROKER_REGISTRATION_CHANGE_RECORD: 2,
+            T.PARTITION_RECORD: 2, T.PARTITION_CHANGE_RECORD: 2}
 
 
 def record(kind: T, **body) -> tuple:
@@ -110,13 +111,19 @@ def histories(draw) -> list[tuple]:
                                   leader=draw(st.sampled_from(replicas + [-1])),
                                   leader_recovery_state=draw(st.sampled_from([0, 1])),
                                   leader_epoch=draw(st.integers(0, 50)),
-                                  partition_epoch=draw(st.integers(0, 50))))
+                                  partition_epoch=draw(st.integers(0, 50)),
+                                  directories=[],
+                                  eligible_leader_replicas=draw(st.none() | st.just(replicas[1:])),
+                                  last_known_elr=draw(st.none() | st.just(replicas[:1]))))
             elif kind == "pchange" and partitions:
                 out.append(record(T.PARTITION_CHANGE_RECORD,
                                   partition_id=draw(st.sampled_from(sorted(partitions))),
                                   topic_id=topic_id, isr=replicas[:1],
                                   leader=draw(st.sampled_from(replicas + [-1, -2])),
-                                  replicas=draw(st.none() | st.just(replicas))))
+                                  replicas=draw(st.none() | st.just(replicas)),
+                                  eligible_leader_replicas=draw(
+                                      st.none() | st.just(replicas[1:]) | st.just([])),
+                                  last_known_elr=draw(st.none() | st.just(replicas[:1]))))
             elif kind == "remove":
                 del topics[topic_id]
                 out.append(record(T.REMOVE_TOPIC_RECORD, topic_id=topic_id))

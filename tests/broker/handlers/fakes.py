@@ -59,13 +59,17 @@ def register(broker_id: int, *, rack: str | None = None, fenced: bool = False) -
 
 def topic(name: str, topic_id: uuid.UUID, replicas: list[list[int]], *,
           leaders: list[int] | None = None, epochs: list[int] | None = None,
-          isr: list[list[int]] | None = None, configs: dict[str, str] | None = None) -> list:
+          isr: list[list[int]] | None = None, configs: dict[str, str] | None = None,
+          elr: list[list[int]] | None = None,
+          last_known_elr: list[list[int]] | None = None) -> list:
     out = [record(T.TOPIC_RECORD, name=name, topic_id=topic_id)]
     for i, rs in enumerate(replicas):
         out.append(record(T.PARTITION_RECORD, partition_id=i, topic_id=topic_id, replicas=rs,
                           isr=isr[i] if isr else rs,
                           leader=leaders[i] if leaders else rs[0],
-                          leader_epoch=epochs[i] if epochs else 0, partition_epoch=0))
+                          leader_epoch=epochs[i] if epochs else 0, partition_epoch=0,
+                          eligible_leader_replicas=elr[i] if elr else None,
+                          last_known_elr=last_known_elr[i] if last_known_elr else None))
     for key, value in (configs or {}).items():
         out.append(record(T.CONFIG_RECORD, resource_type=TOPIC_RESOURCE, resource_name=name,
                           name=key, value=value))

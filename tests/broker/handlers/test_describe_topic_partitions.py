@@ -15,11 +15,12 @@ A, B, C = uuid.UUID(int=1), uuid.UUID(int=2), uuid.UUID(int=3)
 
 
 def broker() -> FakeBroker:
-    """b has 3 partitions, a 2 (the second leaderless, its replica 2 fenced), c 1."""
+    """b has 3 partitions, a 2 (the second leaderless: its last leader, replica 2, is
+    fenced, and replica 1 is an eligible leader replica out of the empty ISR), c 1."""
     return FakeBroker([*register(0), *register(1), *register(2, fenced=True),
                        *topic("b", B, [[0, 1], [1, 0], [0, 1]]),
                        *topic("a", A, [[0, 1], [2, 1]], leaders=[0, NO_LEADER], epochs=[4, 7],
-                              isr=[[0, 1], [1]]),
+                              isr=[[0, 1], []], elr=[[], [1]], last_known_elr=[[], [2]]),
                        *topic("c", C, [[1]])])
 
 
@@ -57,7 +58,7 @@ async def test_a_partition_reads_like_metadatas_but_a_missing_leader_is_no_error
              p["replica_nodes"], p["isr_nodes"], p["eligible_leader_replicas"],
              p["last_known_elr"], p["offline_replicas"]) for p in t["partitions"]] == [
         (E.NONE, 0, 0, 4, [0, 1], [0, 1], [], [], []),
-        (E.NONE, 1, NO_LEADER, 7, [2, 1], [1], [], [], [2])]
+        (E.NONE, 1, NO_LEADER, 7, [2, 1], [], [1], [2], [2])]
 
 
 async def test_named_topics_unknown_and_invalid_ones_and_the_cursor_among_them():

@@ -1,6 +1,7 @@
 """Crash recovery (Kafka's LogLoader): torn tails, junk, corrupt CRCs, lost indexes,
 and the clean-shutdown marker that makes all of it unnecessary."""
 
+import json
 import os
 import random
 
@@ -217,6 +218,33 @@ def test_clean_marker_skips_recovery(tmp_path):
     # (which holds offsets >= the recovery point) is re-scanned.
     assert [(r.segments_recovered, r.truncated_bytes) for r in reports] == [(1, 0)]
     mgr.close()
+
+
+def test_the_clean_marker_names_the_broker_epoch_of_the_shutdown(tmp_path):
+    """KIP-966: the next registration's previous_broker_epoch, as Kafka's
+    CleanShutdownFileHandler writes it; -1 after a crash, or for an older empty marker."""
+    mgr, _ = write_log(tmp_path, 2, CONFIG)
+    assert mgr.clean_shutdown_broker_epoch == -1  # a new directory
+    mgr.close(broker_epoch=42)
+    with open(os.path.join(tmp_path, CLEAN_SHUTDOWN_FILE)) as f:
+        assert json.load(f) == {"version": 0, "brokerEpoch": 42}
+    mgr, _, _ = reopen(tmp_path, CONFIG)
+    assert mgr.clean_shutdown_broker_epoch == 42
+    simulate_crash(mgr)
+    mgr, _, _ = reopen(tmp_path, CONFIG)
+    assert mgr.clean_shutdown_broker_epoch == -1 and mgr.had_clean_shutdown is False
+    mgr.close()  # never registered
+    mgr, _, _ = reopen(tmp_path, CONFIG)
+    assert mgr.clean_shutdown_broker_epoch == -1 and mgr.had_clean_shutdown is True
+    mgr.close()
+    for content in (b"", b"{", b'{"version":0}', b'{"brokerEpoch":"7"}', b"[1]"):
+        with open(os.path.join(tmp_path, CLEAN_SHUTDOWN_FILE), "wb") as f:
+            f.write(content)
+        mgr, reports, _ = reopen(tmp_path, CONFIG)
+        # still a clean shutdown for the logs: only the epoch is unknown
+        assert (mgr.clean_shutdown_broker_epoch, mgr.had_clean_shutdown, reports) == \
+            (-1, True, []), content
+        mgr.close()
 
 
 def test_unclean_without_checkpoint_recovers_every_segment(tmp_path):

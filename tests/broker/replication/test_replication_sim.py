@@ -323,7 +323,7 @@ class Sim:
         self.trace: list[str] = []
         self.counts: dict[str, int] = {}
         for b in self.brokers:
-            b.state = state_class(b.id)
+            b.state = state_class(b.id, min_insync_replicas=rules.min_insync_replicas)
             self.apply_metadata(b, len(self.controller.history) - 1)
 
     # -- bookkeeping -----------------------------------------------------------------------
@@ -385,7 +385,7 @@ class Sim:
             if not b.state.is_leader:
                 continue  # NOT_LEADER_OR_FOLLOWER
             if b.state.high_watermark >= end:
-                if not b.state.under_min_isr(self.rules.min_insync_replicas):
+                if not b.state.under_min_isr():
                     self.acked += 1
             else:
                 still.append(end)
@@ -565,7 +565,7 @@ class Sim:
 
     def produce(self, b: Broker, n: int) -> None:
         """An acks=all produce of `n` records to `b`, which believes it leads."""
-        if b.state.under_min_isr(self.rules.min_insync_replicas):
+        if b.state.under_min_isr():
             return  # NOT_ENOUGH_REPLICAS
         records = list(range(self.next_record, self.next_record + n))
         self.next_record += n
@@ -676,7 +676,7 @@ class Sim:
         b.incarnation = self.controller.register(b.id)
         b.epochs = LeaderEpochCache(entries_from_headers(
             (epoch, offset) for offset, (epoch, _rid) in enumerate(b.log)))
-        b.state = self.state_class(b.id)
+        b.state = self.state_class(b.id, min_insync_replicas=self.rules.min_insync_replicas)
         b.state.restore_high_watermark(b.checkpointed_hw, b.leo)
         b.session = None
         b.waiting_acks = []

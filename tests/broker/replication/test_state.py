@@ -20,9 +20,9 @@ REPLICAS = (1, 2, 3)
 
 def leader(isr: tuple[int, ...] = REPLICAS, *, leo: int = 0, hw: int = 0, now: int = 0,
            leader_epoch: int = 5, partition_epoch: int = 7,
-           replicas: tuple[int, ...] = REPLICAS) -> PartitionState:
+           replicas: tuple[int, ...] = REPLICAS, min_isr: int = 1) -> PartitionState:
     """Broker 1 leading the partition from `leader_epoch`, its log ending at `leo`."""
-    state = PartitionState(node_id=1, high_watermark=hw)
+    state = PartitionState(node_id=1, high_watermark=hw, min_insync_replicas=min_isr)
     state.become_leader(leader_epoch=leader_epoch, partition_epoch=partition_epoch,
                         replicas=replicas, isr=isr, log_end_offset=leo, now_ms=now)
     return state
@@ -107,6 +107,53 @@ def test_a_leader_alone_in_the_isr_moves_the_high_watermark_with_its_log_end():
     assert state.high_watermark == 3
     assert state.on_leader_append(4)
     assert state.high_watermark == 4
+
+
+def test_the_high_watermark_stays_while_the_isr_is_below_min_insync_replicas():
+    """KIP-966's strict min ISR rule (Kafka's maybeIncrementLeaderHW, KAFKA-15583): a
+    replica leaving the ISR while it is below the minimum holds everything below the HW,
+    so the controller may elect it."""
+    state = leader(leo=10, min_isr=2)
+    caught_up(state, 10)
+    assert state.high_watermark == 10
+    # the ISR shrinks to the leader alone: appends and fetches no longer move the HW
+    assert not state.update_metadata(partition_epoch=8, replicas=REPLICAS, isr=(1,),
+                                     log_end_offset=10)
+    assert not state.on_leader_append(15)
+    # 2 catches up: it is proposed back, but a pending expansion does not count: the
+    # controller has not committed it
+    update = state.on_follower_fetch(2, 15, 15, 1)
+    assert update is not None and update.expand is not None
+    assert state.under_min_isr() and state.high_watermark == 10
+    # committed, the ISR is back at the minimum and the HW moves
+    assert state.on_alter_partition_result(update.expand, error=False, leader_epoch=5,
+                                           partition_epoch=9, isr=(1, 2),
+                                           log_end_offset=15)
+    assert state.high_watermark == 15
+
+
+def test_a_new_leader_alone_below_min_insync_replicas_keeps_its_high_watermark():
+    # elected from the ELR, it is the ISR alone: the HW waits for a second member
+    state = PartitionState(node_id=1, high_watermark=6, min_insync_replicas=2)
+    assert not state.become_leader(leader_epoch=3, partition_epoch=3, replicas=REPLICAS,
+                                   isr=(1,), log_end_offset=9, now_ms=0)
+    assert not state.on_leader_append(12)
+    assert state.high_watermark == 6
+
+
+def test_a_single_replica_moves_the_high_watermark_whatever_the_minimum():
+    # min.insync.replicas is capped at the replica count: RF 1 always has its minimum
+    state = leader(isr=(1,), leo=3, replicas=(1,), min_isr=2)
+    assert state.high_watermark == 3
+    assert state.on_leader_append(4) and state.high_watermark == 4
+
+
+def test_a_lower_min_insync_replicas_lets_the_high_watermark_move():
+    state = leader(isr=(1,), leo=7, min_isr=2)
+    assert state.high_watermark == 0
+    assert state.set_min_insync_replicas(1, 7) and state.high_watermark == 7
+    assert not state.set_min_insync_replicas(3, 9)  # a higher one stops it again
+    assert not state.on_leader_append(9) and state.high_watermark == 7
 
 
 def test_a_new_leader_keeps_the_high_watermark_it_knew_as_follower():
@@ -642,7 +689,10 @@ def test_an_offline_partition_has_no_leader():
 
 
 @pytest.mark.parametrize("isr, min_isr, under", [((1, 2, 3), 2, False), ((1, 2), 2, False),
-                                                 ((1,), 2, True), ((1,), 1, False)])
-def test_under_min_isr_compares_the_committed_isr(isr, min_isr, under):
-    state = leader(isr=isr, leo=0)
-    assert state.under_min_isr(min_isr) is under
+                                                 ((1,), 2, True), ((1,), 1, False),
+                                                 ((1, 2, 3), 4, False), ((1, 2), 4, True)])
+def test_under_min_isr_compares_the_committed_isr_with_the_capped_minimum(isr, min_isr, under):
+    # a minimum above the replica count counts as the replica count (Kafka's
+    # effectiveMinIsr)
+    state = leader(isr=isr, leo=0, min_isr=min_isr)
+    assert state.under_min_isr() is under

@@ -45,6 +45,7 @@ async def test_a_broker_keeps_everything_on_its_own_disk_and_restarts_from_it(au
     async with in_process_broker(DATA, fs=fs) as inproc:
         await inproc.create_topic("orders", 1)
         await _produce(inproc, "orders", [b"one", b"two", b"three"])
+        epoch = inproc.broker.lifecycle.broker_epoch
     assert _nothing_on_the_real_disk()
     kinds = [e["type"] for e in read_events(DATA, fs=fs)]
     assert kinds[0] == "broker_start" and kinds[-1] == "broker_stop" and "topic_create" in kinds
@@ -54,10 +55,16 @@ async def test_a_broker_keeps_everything_on_its_own_disk_and_restarts_from_it(au
     fs.crash(random.Random(3))  # a clean shutdown made all of it durable
     async with in_process_broker(DATA, fs=fs) as inproc:
         assert inproc.broker.clean_start
+        # the registration names the epoch the clean shutdown recorded (KIP-966): the
+        # controller takes the restart for a clean one and elects the broker from the
+        # partition's eligible leader replicas, a clean election
+        assert epoch >= 0 and inproc.broker.lifecycle.previous_broker_epoch == epoch
         assert await inproc.broker.wait_for_metadata(
             lambda cache: inproc.broker.serves(["orders"]), 10)
         log = inproc.broker.logs.get("orders", 0)
         assert log is not None and log.log_end_offset == 3
+        partition = inproc.broker.metadata_cache.partition("orders", 0)
+        assert partition is not None and partition.leader_recovery_state == 0
     assert _nothing_on_the_real_disk()
 
 
@@ -74,8 +81,13 @@ async def test_after_a_power_cut_the_broker_keeps_its_metadata_and_whole_batches
     fs.crash(random.Random(seed))
     async with in_process_broker(DATA, fs=fs) as inproc:
         assert not inproc.broker.clean_start
+        assert inproc.broker.lifecycle.previous_broker_epoch == -1
         assert await inproc.broker.wait_for_metadata(
             lambda cache: inproc.broker.serves(["orders"]), 10)
+        # an unclean shutdown took it out of the ELR: the only replica is elected as the
+        # last known leader, uncleanly
+        partition = inproc.broker.metadata_cache.partition("orders", 0)
+        assert partition is not None and partition.leader_recovery_state == 1
         log = inproc.broker.logs.get("orders", 0)
         assert log is not None and 0 <= log.log_end_offset <= 3
         survived = log.log_end_offset
