@@ -19,6 +19,8 @@
                                            tree beside the generated codec (bench.codec)
     minibroker bench scale ...             thousands of partitions: idle cost, latency beside
                                            them, creating them, a restart (bench.scale)
+    minibroker bench transactions ...      transactional produce beside idempotent, commit
+                                           latency, read_committed (bench.transactions)
 
 The benchmarks drive other clients and draw charts: they need the `bench` extra. Owns the
 dispatch (`run`) and which of the extra's modules the chosen benchmark imports
@@ -35,7 +37,8 @@ _MODULES = {"groups": "bench.groups", "client": "bench.clients", "rebalance": "b
             "cluster": "bench.cluster", "replication": "bench.replication",
             "compose": "bench.compose", "authorizer": "bench.authorizer",
             "security": "bench.security", "metadata-restart": "bench.metadata_restart",
-            "codec": "bench.codec", "scale": "bench.scale"}
+            "codec": "bench.codec", "scale": "bench.scale",
+            "transactions": "bench.transactions"}
 
 
 def _option(argv: list[str], name: str) -> str | None:

@@ -137,7 +137,7 @@ def consume_rate(setup: Setup, topic: str, isolation: str) -> tuple[float, int]:
                                   "isolation.level": isolation, "enable.auto.commit": False,
                                   "enable.partition.eof": True, "fetch.wait.max.ms": 100})
     consumer.assign([setup.ck.TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    read, ends = 0, set()
+    read, ends = 0, set[int]()
     started = time.perf_counter()
     deadline = time.monotonic() + 300
     try:
