@@ -8,8 +8,8 @@ INVALID_TOPIC_EXCEPTION, a topic the principal may not READ is TOPIC_AUTHORIZATI
 (Kafka asks READ, not DESCRIBE: the producer ids and offsets are the topic's data), one the
 image does not know UNKNOWN_TOPIC_OR_PARTITION; per partition, `common.lookup`'s errors
 (NOT_LEADER_OR_FOLLOWER for a partition with no replica here, KAFKA_STORAGE_ERROR, ...).
-Any replica answers, leader or follower, as in Kafka: the admin client asks the leader
-unless told which broker to ask.
+Any replica answers, leader or follower (while some broker leads the partition), as in
+Kafka: the admin client asks the leader unless told which broker to ask.
 
 Each producer is reported from broker.producer_state: its epoch, the last sequence of its
 last batch (-1 when only a marker is known), the time of its last append, the coordinator
