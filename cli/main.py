@@ -5,9 +5,9 @@ foreground, broker.main), `bench` (benchmarks, bench.cli), `analyze` (the Spark 
 tools.analyze), `chaos` (the fault harness, bench.chaos.cli), `sim` (the whole-cluster
 simulation, sim.cli), `dump-log` (tools.dump_log),
 `acls` (tools.acls), `groups` (tools.groups), `topics` (tools.topics), `configs`
-(tools.configs), `cluster` and `metadata-quorum` (tools.cluster), `produce` and `consume`
-(console producer and consumer on the client library), and the one-line failure when an
-optional dependency is missing (cli.extras). It is the top of the import graph: it may
+(tools.configs), `transactions` (tools.transactions), `cluster` and `metadata-quorum`
+(tools.cluster), `produce` and `consume` (console producer and consumer on the client
+library), and the one-line failure when an optional dependency is missing (cli.extras). It is the top of the import graph: it may
 import every package, and none imports it, so tools/ and bench/ never need each other for
 the command line's sake. Like Kafka's `tools` module, it is a client of the broker and
 lives apart from it.
@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
         passthrough.add_argument("rest", nargs=argparse.REMAINDER)
         passthrough.set_defaults(func=lambda a, run=run: run(a.rest))
 
-    from tools import acls, cluster, configs, consume, dump_log, groups, produce, topics, users
+    from tools import (acls, cluster, configs, consume, dump_log, groups, produce, topics,
+                       transactions, users)
     for name, tool, description in (
             ("acls", acls, "add, remove and list ACLs (kafka-acls)"),
             ("dump-log", dump_log, "print the batches and records of log segments"),
@@ -60,7 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
             ("consume", consume, "print a topic's records, one per line "
                                  "(kafka-console-consumer)"),
             ("users", users, "add, delete and describe users' SCRAM credentials "
-                             "(kafka-configs --entity-type users)")):
+                             "(kafka-configs --entity-type users)"),
+            ("transactions", transactions, "list and describe transactions and producers, "
+                                           "find and abort hanging transactions "
+                                           "(kafka-transactions)")):
         command = sub.add_parser(name, help=description)
         tool.add_arguments(command)
         command.set_defaults(func=tool.main)

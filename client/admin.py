@@ -4,7 +4,8 @@ Owns: `AdminClient` and the plain dataclasses it takes and returns (`NewTopic`,
 `CreatedTopic`, `TopicListing`, `TopicDescription`, `PartitionInfo`, `ConfigResource`,
 `ConfigEntry`, `GroupListing`, `GroupDescription`, `MemberDescription`,
 `ConsumerGroupDescription`, `ConsumerGroupMemberDescription`, `ClusterDescription`,
-`QuorumInfo`, `ReplicaState`, `AclBinding`, `AclBindingFilter`).
+`QuorumInfo`, `ReplicaState`, `AclBinding`, `AclBindingFilter`, `TransactionListing`,
+`TransactionDescription`, `ProducerState`).
 
     async with AdminClient(bootstrap_servers="127.0.0.1:9092") as admin:
         await admin.create_topics({"orders": 3})          # or [NewTopic("orders", 3, 1)]
@@ -26,6 +27,10 @@ Owns: `AdminClient` and the plain dataclasses it takes and returns (`NewTopic`,
         await admin.create_acls([AclBinding(2, "orders", 3, "User:alice", "*", 3, 3)])
         await admin.describe_acls(AclBindingFilter(resource_type=2))  # [AclBinding]
         await admin.delete_acls([AclBindingFilter(principal="User:alice")])  # what went
+        await admin.list_transactions(state_filters=["Ongoing"])  # [TransactionListing]
+        await admin.describe_transactions(["checkout-1"])  # {id: TransactionDescription}
+        await admin.describe_producers([TopicPartition("orders", 0)])  # {tp: [ProducerState]}
+        await admin.abort_transaction("orders", 0, producer_id, producer_epoch, coord_epoch)
 
 Kafka errors come back as the typed exceptions of client.errors (TopicAlreadyExistsError,
 UnknownTopicOrPartitionError, ...). When a call names several topics, every topic is
@@ -44,7 +49,10 @@ ListOffsets to each partition's leader, the ACL calls to the controller Metadata
 connection and of a broker to that broker, IncrementalAlterConfigs to the least-loaded
 connection (the broker forwards it to the active controller), DescribeCluster and DescribeQuorum to the
 least-loaded connection (a broker answers DescribeQuorum from the active controller, as
-Kafka's Admin.describeMetadataQuorum expects).
+Kafka's Admin.describeMetadataQuorum expects). ListTransactions goes to every broker,
+DescribeTransactions to each transactional id's coordinator (FindCoordinator key type 1),
+DescribeProducers and the ABORT marker of abort_transaction (WriteTxnMarkers) to each
+partition's leader.
 """
 
 from __future__ import annotations
@@ -55,10 +63,11 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, ClassVar, Iterable, Mapping, Sequence, TypeVar
 
-from client.cluster import Cluster, find_group_coordinator
+from client.cluster import (Cluster, ClusterMetadata, TRANSACTION_KEY, find_coordinator,
+                            find_group_coordinator)
 from client.config import AdminConfig, check_config
 from client.connection import BrokerConnection, ConnectionPool
-from client.errors import KafkaError, for_code
+from client.errors import IncompatibleBrokerVersion, KafkaError, for_code
 from client.offset_fetch import offset_fetch
 from client.retry import retry_until_deadline
 from client.types import Node, TopicPartition
@@ -67,16 +76,18 @@ from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
     ALTER_USER_SCRAM_CREDENTIALS, CONSUMER_GROUP_DESCRIBE, CREATE_ACLS, CREATE_PARTITIONS,
     CREATE_TOPICS, DELETE_ACLS, DELETE_GROUPS, DELETE_TOPICS, DESCRIBE_ACLS, DESCRIBE_CLUSTER,
-    DESCRIBE_CONFIGS, DESCRIBE_GROUPS, DESCRIBE_QUORUM, DESCRIBE_USER_SCRAM_CREDENTIALS,
-    INCREMENTAL_ALTER_CONFIGS, LIST_GROUPS, LIST_OFFSETS, OFFSET_COMMIT, OFFSET_DELETE,
+    DESCRIBE_CONFIGS, DESCRIBE_GROUPS, DESCRIBE_PRODUCERS, DESCRIBE_QUORUM, DESCRIBE_TRANSACTIONS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS, INCREMENTAL_ALTER_CONFIGS, LIST_GROUPS, LIST_OFFSETS,
+    LIST_TRANSACTIONS, OFFSET_COMMIT, OFFSET_DELETE, WRITE_TXN_MARKERS,
 )
 from protocol.primitives import ZERO_UUID
 from protocol.sasl import SCRAM_BY_ID, SCRAM_MECHANISMS
 
 __all__ = ["AclBinding", "AclBindingFilter", "AdminClient", "AlterConfigOp", "ClusterDescription", "ConfigEntry", "ConfigResource", "CreatedTopic",
            "ConsumerGroupDescription", "ConsumerGroupMemberDescription", "GroupDescription", "GroupListing", "MemberDescription", "NewTopic", "PartitionInfo",
-           "QuorumInfo", "ReplicaState", "ScramCredentialInfo", "TopicDescription",
-           "TopicListing", "UserScramCredentialDeletion", "UserScramCredentialUpsertion"]
+           "ProducerState", "QuorumInfo", "ReplicaState", "ScramCredentialInfo", "TopicDescription",
+           "TopicListing", "TransactionDescription", "TransactionListing",
+           "UserScramCredentialDeletion", "UserScramCredentialUpsertion"]
 
 T = TypeVar("T")
 
@@ -279,6 +290,48 @@ class QuorumInfo:
         if leader is None:
             return 0
         return max(0, leader.log_end_offset - replica.log_end_offset)
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    """A transaction as ListTransactions lists it (Kafka's TransactionListing), with the
+    node id of the broker that coordinates it."""
+
+    transactional_id: str
+    producer_id: int
+    state: str  # Kafka's TransactionState name: "Empty", "Ongoing", "PrepareCommit", ...
+    coordinator: int
+
+
+@dataclass(frozen=True)
+class TransactionDescription:
+    """A transactional id's state on its coordinator, from DescribeTransactions (Kafka's
+    TransactionDescription): the partitions of its ongoing transaction, or those whose
+    markers are still being written."""
+
+    transactional_id: str
+    coordinator: int
+    state: str
+    producer_id: int
+    producer_epoch: int
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int | None  # None: no transaction started
+    topic_partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    """A producer as a partition's replica remembers it, from DescribeProducers (Kafka's
+    ProducerState): the last sequence it wrote (-1: none), when it last wrote, the epoch of
+    the last coordinator whose marker reached the partition (None: none yet) and the first
+    offset of its open transaction there (None: none open)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int | None
+    current_transaction_start_offset: int | None
 
 
 # -- the client -------------------------------------------------------------------------
@@ -967,6 +1020,180 @@ class AdminClient:
 
         await self._retrying("AlterUserScramCredentials", attempt, timeout_ms)
 
+    # -- transactions ------------------------------------------------------------------
+
+    async def list_transactions(self, *, state_filters: Iterable[str] = (),
+                                producer_id_filters: Iterable[int] = (),
+                                duration_filter_ms: int = -1,
+                                transactional_id_pattern: str | None = None,
+                                timeout_ms: int | None = None) -> list[TransactionListing]:
+        """The transactions every broker coordinates (ListTransactions to each, merged, as
+        Kafka's Admin.listTransactions), sorted by transactional id. The filters are Kafka's
+        ListTransactionsOptions: state names ("Ongoing", ...), producer ids, running at
+        least `duration_filter_ms` (needs ListTransactions v1), a regular expression the
+        whole id matches (v2); IncompatibleBrokerVersion when a broker cannot take one
+        given."""
+        states, producer_ids = list(state_filters), list(producer_id_filters)
+        metadata = await self._retrying("Metadata", self.cluster.maybe_refresh, timeout_ms)
+        found: dict[str, TransactionListing] = {}
+        for node_id in sorted(metadata.brokers):
+            async def attempt(node_id: int = node_id) -> Any:
+                conn = await self.pool.get(node_id)
+                version = conn.version_for(LIST_TRANSACTIONS)
+                if ((duration_filter_ms >= 0 and version < 1)
+                        or (transactional_id_pattern and version < 2)):
+                    raise IncompatibleBrokerVersion(
+                        f"ListTransactions v{version} on node {node_id} cannot filter by "
+                        f"{'duration' if duration_filter_ms >= 0 else 'transactional id'}")
+                resp = await conn.request(LIST_TRANSACTIONS, {
+                    "state_filters": states, "producer_id_filters": producer_ids,
+                    "duration_filter": duration_filter_ms,
+                    "transactional_id_pattern": transactional_id_pattern or None}, version)
+                if resp.body.error_code != ErrorCode.NONE:
+                    raise for_code(resp.body.error_code, f"ListTransactions on node {node_id}")
+                return resp.body
+
+            body = await self._retrying(f"ListTransactions on node {node_id}", attempt,
+                                        timeout_ms)
+            for s in body.transaction_states:
+                found[s.transactional_id] = TransactionListing(
+                    s.transactional_id, s.producer_id, s.transaction_state, node_id)
+        return [found[t] for t in sorted(found)]
+
+    async def describe_transactions(self, transactional_ids: Iterable[str], *,
+                                    timeout_ms: int | None = None
+                                    ) -> dict[str, TransactionDescription]:
+        """Each transactional id's state on its coordinator (FindCoordinator key type 1,
+        then DescribeTransactions), by id, in order; TransactionalIdNotFoundError for an id
+        the coordinator does not know."""
+        out: dict[str, TransactionDescription] = {}
+        for transactional_id in dict.fromkeys(transactional_ids):
+            async def attempt(tid: str = transactional_id) -> TransactionDescription:
+                node_id, conn = await find_coordinator(self.pool, tid, TRANSACTION_KEY)
+                resp = await conn.request(DESCRIBE_TRANSACTIONS, {"transactional_ids": [tid]})
+                s = next((s for s in resp.body.transaction_states
+                          if s.transactional_id == tid), None)
+                if s is None:
+                    raise for_code(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                   f"DescribeTransactions did not describe '{tid}'")
+                if s.error_code != ErrorCode.NONE:
+                    raise for_code(s.error_code, f"transactional id '{tid}'")
+                return TransactionDescription(
+                    tid, node_id, s.transaction_state, s.producer_id, s.producer_epoch,
+                    s.transaction_timeout_ms,
+                    s.transaction_start_time_ms if s.transaction_start_time_ms >= 0 else None,
+                    tuple(sorted(TopicPartition(t.topic, p)
+                                 for t in s.topics for p in t.partitions)))
+
+            out[transactional_id] = await self._retrying(
+                f"DescribeTransactions({transactional_id})", attempt, timeout_ms)
+        return out
+
+    async def describe_producers(self, partitions: Iterable[TopicPartition], *,
+                                 broker_id: int | None = None, timeout_ms: int | None = None
+                                 ) -> dict[TopicPartition, list[ProducerState]]:
+        """The producers each partition remembers (DescribeProducers, KIP-664), asked of its
+        leader, or of the replica on `broker_id` (Kafka's DescribeProducersOptions.brokerId:
+        there NOT_LEADER_OR_FOLLOWER, no replica, is raised rather than retried). By
+        partition, in order; the first partition that fails raises."""
+        wanted = list(dict.fromkeys(TopicPartition(t, p) for t, p in partitions))
+        remaining = set(wanted)
+        found: dict[TopicPartition, list[ProducerState]] = {}
+        failed: dict[TopicPartition, KafkaError] = {}
+
+        async def attempt() -> None:
+            metadata = await self.cluster.maybe_refresh()
+            if broker_id is not None and broker_id not in metadata.brokers:
+                raise for_code(ErrorCode.BROKER_NOT_AVAILABLE,
+                               f"broker {broker_id} is not in the cluster metadata")
+            by_node: dict[int, list[TopicPartition]] = {}
+            retry: KafkaError | None = None
+            for tp in wanted:
+                if tp not in remaining:
+                    continue
+                node = broker_id
+                if node is None:
+                    error, node = _leader_or_error(metadata, tp)
+                    if error is not None:
+                        if _should_retry(error):
+                            retry = retry or error
+                        else:
+                            failed[tp] = error
+                            remaining.discard(tp)
+                        continue
+                assert node is not None
+                by_node.setdefault(node, []).append(tp)
+            for node, tps in sorted(by_node.items()):
+                conn = await self.pool.get(node)
+                topics: dict[str, list[int]] = {}
+                for tp in tps:
+                    topics.setdefault(tp.topic, []).append(tp.partition)
+                resp = await conn.request(DESCRIBE_PRODUCERS, {"topics": [
+                    {"name": t, "partition_indexes": ps} for t, ps in topics.items()]})
+                for t in resp.body.topics:
+                    for p in t.partitions:
+                        tp = TopicPartition(t.name, p.partition_index)
+                        if tp not in remaining:
+                            continue
+                        code = ErrorCode.of(p.error_code)
+                        if code is not ErrorCode.NONE:
+                            error = for_code(code, p.get("error_message")
+                                             or f"DescribeProducers {tp.topic}-{tp.partition} "
+                                                f"on node {node}")
+                            if _should_retry(error) and not (
+                                    broker_id is not None
+                                    and code is ErrorCode.NOT_LEADER_OR_FOLLOWER):
+                                retry = retry or error
+                                continue
+                            failed[tp] = error
+                        else:
+                            found[tp] = [_producer_state(s) for s in p.active_producers]
+                        remaining.discard(tp)
+            if remaining:
+                raise retry or for_code(ErrorCode.LEADER_NOT_AVAILABLE,
+                                        f"no answer for {len(remaining)} partitions")
+
+        await self._retrying("DescribeProducers", attempt, timeout_ms)
+        for tp in wanted:
+            if tp in failed:
+                raise failed[tp]
+        return {tp: found[tp] for tp in wanted}
+
+    async def abort_transaction(self, topic: str, partition: int, producer_id: int,
+                                producer_epoch: int, coordinator_epoch: int, *,
+                                timeout_ms: int | None = None) -> None:
+        """Write an ABORT marker for this producer's transaction in one partition, on its
+        leader (WriteTxnMarkers, as Kafka's Admin.abortTransaction does): how an operator
+        ends a hanging transaction that holds the partition's last stable offset back. The
+        principal needs CLUSTER_ACTION. The leader refuses an epoch older than the
+        producer's (InvalidProducerEpochError) and a coordinator epoch older than its last
+        marker's (TransactionCoordinatorFencedError)."""
+        tp = TopicPartition(topic, partition)
+        what = (f"ABORT marker of producer {producer_id} (epoch {producer_epoch}, coordinator "
+                f"epoch {coordinator_epoch}) in {topic}-{partition}")
+
+        async def attempt() -> None:
+            metadata = await self.cluster.maybe_refresh()
+            error, leader = _leader_or_error(metadata, tp)
+            if error is not None:
+                raise error
+            assert leader is not None
+            conn = await self.pool.get(leader)
+            resp = await conn.request(WRITE_TXN_MARKERS, {"markers": [{
+                "producer_id": producer_id, "producer_epoch": producer_epoch,
+                "transaction_result": False, "coordinator_epoch": coordinator_epoch,
+                "topics": [{"name": topic, "partition_indexes": [partition]}]}]})
+            answers = [(m.producer_id, t.name, p.partition_index, p.error_code)
+                       for m in resp.body.markers for t in m.topics for p in t.partitions]
+            if len(answers) != 1 or answers[0][:3] != (producer_id, topic, partition):
+                raise for_code(ErrorCode.UNKNOWN_SERVER_ERROR,
+                               f"WriteTxnMarkers answered {answers} for the {what}")
+            code = ErrorCode.of(answers[0][3])
+            if code is not ErrorCode.NONE:
+                raise for_code(code, what)
+
+        await self._retrying("WriteTxnMarkers", attempt, timeout_ms)
+
     def _op_timeout(self, timeout_ms: int | None) -> int:
         """The broker-side timeout_ms of topic operations."""
         return self.config.request_timeout_ms if timeout_ms is None else timeout_ms
@@ -1045,6 +1272,30 @@ class UserScramCredentialDeletion:
 
 def _should_retry(error: KafkaError) -> bool:
     return error.retriable and error.code not in _NOT_RETRIED
+
+
+def _leader_or_error(metadata: ClusterMetadata, tp: TopicPartition
+                     ) -> tuple[KafkaError | None, int | None]:
+    """The partition's leader, or the error to raise instead: the topic's own error, or
+    UNKNOWN_TOPIC_OR_PARTITION, for a topic or partition the metadata does not have;
+    LEADER_NOT_AVAILABLE (retriable) while it has no leader."""
+    if tp.topic not in metadata.topics:
+        code = metadata.topic_errors.get(tp.topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return for_code(code, f"topic '{tp.topic}'"), None
+    if tp.partition not in (metadata.partitions_for(tp.topic) or ()):
+        return for_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        f"topic '{tp.topic}' has no partition {tp.partition}"), None
+    leader = metadata.leader_for(tp.topic, tp.partition)
+    if leader is None:
+        return for_code(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp.topic}-{tp.partition}"), None
+    return None, leader
+
+
+def _producer_state(s: Any) -> ProducerState:
+    return ProducerState(s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp,
+                         s.coordinator_epoch if s.coordinator_epoch >= 0 else None,
+                         s.current_txn_start_offset if s.current_txn_start_offset >= 0
+                         else None)
 
 
 def _raise_first(order: Iterable[Any], failed: dict[str, KafkaError]) -> None:

@@ -9,9 +9,9 @@ Kafka error codes inside the body; a handler raises only on our own bugs.
 from __future__ import annotations
 
 from broker.handlers import (
-    acls, api_versions, cluster, configs, consumer_group, fetch, groups, leader_epoch, list_offsets,
-    metadata, offsets, produce, producer_id, sasl, scram, telemetry, topics, transactions,
-    txn_markers,
+    acls, api_versions, cluster, configs, consumer_group, describe_producers, fetch, groups,
+    leader_epoch, list_offsets, metadata, offsets, produce, producer_id, sasl, scram, telemetry,
+    topics, transactions, txn_markers,
 )
 from broker.handlers.context import Handler
 from protocol import messages as m
@@ -63,6 +63,7 @@ HANDLERS: dict[int, Handler] = {
     m.DESCRIBE_TRANSACTIONS: transactions.handle_describe_transactions,
     m.LIST_TRANSACTIONS: transactions.handle_list_transactions,
     m.WRITE_TXN_MARKERS: txn_markers.handle,
+    m.DESCRIBE_PRODUCERS: describe_producers.handle,
 }
 
 assert HANDLERS.keys() == m.APIS.keys(), "every declared API needs a handler, and no more"

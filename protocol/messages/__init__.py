@@ -10,8 +10,8 @@ handler table must match it exactly. `CONTROLLER_APIS` holds the KRaft control p
 messages (KIP-595, KIP-631), declared for every version Kafka defines but not served yet, so
 they stay out of ApiVersions: a client that saw them advertised would send them and be
 disconnected. `PENDING_APIS` holds client APIs declared ahead of their handlers (KIP-848's
-consumer group APIs were there until they were served; the transaction APIs are there now,
-issue 25), out of ApiVersions for the same reason. An API moves from either to `APIS` in
+consumer group APIs, then the transaction APIs of issue 25, were there until they were
+served; none is now), out of ApiVersions for the same reason. An API moves from either to `APIS` in
 the change that gives it a handler.
 """
 
@@ -96,6 +96,7 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(transactions.DescribeTransactionsRequest, transactions.DescribeTransactionsResponse),
     _api(transactions.ListTransactionsRequest, transactions.ListTransactionsResponse),
     _api(transactions.WriteTxnMarkersRequest, transactions.WriteTxnMarkersResponse),
+    _api(transactions.DescribeProducersRequest, transactions.DescribeProducersResponse),
 )}
 
 CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
@@ -112,9 +113,7 @@ CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
 
 # Client APIs declared, at every version Kafka defines as stable, but not served yet: no
 # handler, not advertised, refused by the client-facing listener like any unknown key.
-PENDING_APIS: dict[int, Api] = {a.key: a for a in (
-    _api(transactions.DescribeProducersRequest, transactions.DescribeProducersResponse),
-)}
+PENDING_APIS: dict[int, Api] = {}
 assert not APIS.keys() & CONTROLLER_APIS.keys(), "an API is either served or not"
 assert not (APIS.keys() | CONTROLLER_APIS.keys()) & PENDING_APIS.keys(), "an API is in one place"
 

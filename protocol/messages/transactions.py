@@ -3,8 +3,8 @@ AddOffsetsToTxn (25), EndTxn (26), WriteTxnMarkers (27), TxnOffsetCommit (28),
 DescribeProducers (61), DescribeTransactions (65) and ListTransactions (66).
 
 Owns these eight APIs' request and response declarations, at every version Kafka defines as
-stable. They are declared ahead of their handlers (issue 25): each sits in `PENDING_APIS`,
-not served and not advertised, until its handler moves it to `APIS` (WriteTxnMarkers has).
+stable. All eight are served (broker/handlers/transactions.py, txn_markers.py and
+describe_producers.py).
 
 Three of them changed shape along the way, which is why the names below differ by version:
 

@@ -48,7 +48,7 @@ def _cases():
 # --- the registry -------------------------------------------------------------------------
 
 SERVED = {ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT, WRITE_MARKERS,
-          DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS}
+          DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS}
 
 
 def test_the_transaction_apis_are_declared_and_the_served_ones_advertised():
