@@ -170,18 +170,21 @@ def commit_latencies(setup: Setup, topic: str, samples: int) -> tuple[list[float
         client.append((time.perf_counter() - started) * 1000)
     # the CompleteCommit of the last one is written after its answer: wait for it
     def broker_side() -> list[float] | None:
-        prepared: dict[int, int] = {}
+        # one producer's transactions follow one another: each CompleteCommit closes the
+        # PrepareCommit before it (the coordinator's events are in its log's order)
+        prepared: float | None = None
         done: list[float] = []
         for data_dir in setup.data_dirs:
             for e in read_events(data_dir):
                 if e.get("type") != "txn_state" or e.get("transactional_id") != transactional_id:
                     continue
-                key = e["producer_epoch"] * 0 + e["start_ms"]
                 if e["state"] == "PrepareCommit":
-                    prepared[key] = e["ts"]
-                elif e["state"] == "CompleteCommit" and key in prepared:
-                    done.append(float(e["ts"] - prepared[key]))
+                    prepared = e["ts"]
+                elif e["state"] == "CompleteCommit" and prepared is not None:
+                    done.append(float(e["ts"] - prepared))
+                    prepared = None
         return done if len(done) >= samples else None
+
     return wait_for(broker_side, 30, f"{samples} CompleteCommit events"), client
 
 
