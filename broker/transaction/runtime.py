@@ -132,7 +132,7 @@ class TransactionRuntime(CoordinatorRuntime):
                 "txn_state", transactional_id=effect.transactional_id,
                 producer_id=v.producer_id, producer_epoch=v.producer_epoch,
                 state=v.transaction_status.value,
-                partitions=[f"{t}-{p}" for t, p in sorted(v.transaction_partitions)],
+                topic_partitions=[f"{t}-{p}" for t, p in sorted(v.transaction_partitions)],
                 start_ms=v.transaction_start_timestamp_ms, timeout_ms=v.transaction_timeout_ms)
 
     def append_failed(self, effect: Any) -> None:
