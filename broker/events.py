@@ -107,12 +107,14 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
                       "offsets": "array<string>"},
     # transactions: a TxnOffsetCommit (pending until its marker), each transition the
     # transaction coordinator writes to __transaction_state (state is Kafka's name:
-    # Ongoing, PrepareCommit, CompleteAbort...; start_ms the transaction's start), and a
-    # transaction's markers all written (result COMMIT or ABORT)
+    # Ongoing, PrepareCommit, CompleteAbort...; start_ms the transaction's start; log_offset
+    # the record's offset there, which orders one id's states when they share a ms), and a
+    # transaction's markers all written (result COMMIT or ABORT); topic_partitions, not
+    # partitions, which other events declare as a count (one column per name in spark_jobs)
     "txn_offset_commit": {"group": "string", "producer_id": "long", "offsets": "array<string>"},
     "txn_state": {"transactional_id": "string", "producer_id": "long", "producer_epoch": "long",
-                  "state": "string", "partitions": "array<string>", "start_ms": "long",
-                  "timeout_ms": "long"},
+                  "state": "string", "topic_partitions": "array<string>", "start_ms": "long",
+                  "timeout_ms": "long", "log_offset": "long"},
     "txn_markers_written": {"transactional_id": "string", "producer_id": "long",
                             "producer_epoch": "long", "result": "string", "partitions": "long",
                             "duration_ms": "double"},

@@ -2,7 +2,8 @@
 
 Owns: finding the segment files under a data directory (`find_segments`), or under several
 brokers' data directories with each partition read from one replica
-(`find_replica_segments`, `log_end_offset`), cutting a segment
+(`find_replica_segments`, `log_end_offset`), the aborted transactions their .txnindex files
+list (`iter_aborted_txns`, decoded by protocol/aborted_txn.py), cutting a segment
 into byte ranges on batch boundaries from the headers alone (`split_segment`), and turning
 one byte range into rows, record by record or batch by batch (`iter_column_chunks`,
 `iter_rows`). Walking batch headers is protocol/batch_walk.py's and decoding
@@ -34,7 +35,7 @@ from protocol.records import BATCH_OVERHEAD, BatchHeader, batch_crc_ok, decode_b
 __all__ = [
     "RECORD_COLUMNS", "BATCH_COLUMNS", "DEFAULT_SPLIT_BYTES", "SegmentFile", "ByteRange",
     "find_segments", "find_replica_segments", "log_end_offset", "split_segment",
-    "segment_ranges", "LogPath",
+    "segment_ranges", "LogPath", "ABORTED_TXN_COLUMNS", "iter_aborted_txns",
     "ColumnChunk", "iter_column_chunks", "iter_rows",
 ]
 
@@ -191,6 +192,34 @@ def find_replica_segments(data_dirs: Sequence[str | os.PathLike],
         else:
             out.extend(replicas[0])
     return out
+
+
+# --- aborted transactions (.txnindex) -------------------------------------------------
+
+ABORTED_TXN_COLUMNS = ("topic", "partition", "producer_id", "first_offset", "last_offset",
+                       "last_stable_offset", "segment")
+
+
+def iter_aborted_txns(segments: Iterable[SegmentFile]) -> Iterator[dict]:
+    """The entries of the .txnindex beside each segment (ABORTED_TXN_COLUMNS; `segment` is
+    the .log's path), in segment and marker order. Most segments have no such file. As for
+    batches, damage is not raised: a torn last entry is left out, and a file of a newer
+    entry version than the broker's decoder knows is skipped whole."""
+    from protocol.aborted_txn import NewerAbortedTxnVersion, decode_aborted_txns
+
+    for s in segments:
+        try:
+            raw = Path(s.path).with_suffix(".txnindex").read_bytes()
+        except FileNotFoundError:
+            continue
+        try:
+            entries = decode_aborted_txns(raw)
+        except NewerAbortedTxnVersion:
+            continue
+        for e in entries:
+            yield {"topic": s.topic, "partition": s.partition, "producer_id": e.producer_id,
+                   "first_offset": e.first_offset, "last_offset": e.last_offset,
+                   "last_stable_offset": e.last_stable_offset, "segment": s.path}
 
 
 # --- splitting ---------------------------------------------------------------------

@@ -2,7 +2,7 @@
 the jobs.
 
 Owns: the schema constants (RECORDS_SCHEMA, BATCHES_SCHEMA, OFFSET_COMMITS_SCHEMA,
-GROUP_METADATA_SCHEMA, EVENTS_SCHEMA, CONSUMER_EVENTS_SCHEMA), `schema_of` (the one mapping
+GROUP_METADATA_SCHEMA, ABORTED_TXNS_SCHEMA, EVENTS_SCHEMA, CONSUMER_EVENTS_SCHEMA), `schema_of` (the one mapping
 from the event schemas' declared JSON types, broker.events and consumer_events, to Spark
 types), and the functions that load each table from a broker's data directory (or a
 rebalance bench's output directory).
@@ -30,9 +30,9 @@ from broker.events import COMMON_FIELDS, EVENT_TYPES
 
 __all__ = [
     "RECORDS_SCHEMA", "BATCHES_SCHEMA", "OFFSET_COMMITS_SCHEMA", "GROUP_METADATA_SCHEMA",
-    "EVENTS_SCHEMA", "CONSUMER_EVENTS_SCHEMA", "OFFSETS_TOPIC", "DATA_SOURCE",
+    "ABORTED_TXNS_SCHEMA", "EVENTS_SCHEMA", "CONSUMER_EVENTS_SCHEMA", "OFFSETS_TOPIC", "DATA_SOURCE",
     "schema_of", "records", "batches", "offset_commits", "group_metadata", "events",
-    "consumer_events", "LOCAL_READ_BYTES", "needs_data_source",
+    "consumer_events", "aborted_txns", "LOCAL_READ_BYTES", "needs_data_source",
 ]
 
 DATA_SOURCE = "minibroker-log"
@@ -135,6 +135,18 @@ GROUP_METADATA_SCHEMA = StructType([
     _f("record_timestamp", LongType(), False),
     _f("log_offset", LongType(), False),
     _f("offsets_partition", IntegerType(), False),
+])
+
+# one row per entry of the partitions' .txnindex files: an aborted transaction whose ABORT
+# marker is in that segment (broker/log/txn_index.py)
+ABORTED_TXNS_SCHEMA = StructType([
+    _f("topic", StringType(), False),
+    _f("partition", IntegerType(), False),
+    _f("producer_id", LongType(), False),
+    _f("first_offset", LongType(), False),
+    _f("last_offset", LongType(), False),       # the ABORT marker's offset
+    _f("last_stable_offset", LongType(), False),
+    _f("segment", StringType(), False),         # the .log the .txnindex belongs to
 ])
 
 _DECLARED_TYPES: dict[str, DataType] = {
@@ -361,6 +373,23 @@ def group_metadata(spark, data_dir):
     __consumer_offsets."""
     from .offsets_topic import GROUP_METADATA
     return _offsets_table(spark, data_dir, GROUP_METADATA, GROUP_METADATA_SCHEMA)
+
+
+def aborted_txns(spark, data_dir):
+    """ABORTED_TXNS_SCHEMA: the entries of the .txnindex files beside the segments under
+    data_dir (of the replica each partition is read from, for several data directories).
+    Read here, in the driver: an entry is one aborted transaction, 34 bytes."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from .segments import find_segments, iter_aborted_txns
+
+    rows = list(iter_aborted_txns(find_segments(data_dir)))
+    if not rows:
+        return _empty(spark, ABORTED_TXNS_SCHEMA)
+    arrow_schema = to_arrow_schema(ABORTED_TXNS_SCHEMA)
+    return spark.createDataFrame(pa.Table.from_pylist(rows, schema=arrow_schema),
+                                 ABORTED_TXNS_SCHEMA)
 
 
 def _json_lines(spark, directory: Path | list[Path], schema: StructType):

@@ -70,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
         prog=PROG, description="Spark analysis of a minibroker data directory (or of every "
         "broker's of a cluster, as one): consumer lag "
         "and Burrow status, rebalances and pauses, throughput and skew, request latency, ISR "
-        "health. Tables (Parquet + CSV), PNG charts and OUT/report.html (docs/ANALYSIS.md).")
+        "health, authentication failures, broker metrics, transactions. Tables (Parquet + CSV), PNG charts and OUT/report.html (docs/ANALYSIS.md).")
     p.add_argument("--data-dir", action="extend", nargs="+", metavar="DIR",
                    dest="data_dirs", default=[],
                    help="the broker's data directory (log.dirs); for a cluster, every "

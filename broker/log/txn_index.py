@@ -1,12 +1,9 @@
 """The aborted-transaction index of a segment (.txnindex).
 
-Owns: `AbortedTxn` (one entry), `TransactionIndex` (a segment's entries, their file and the
-search a read_committed Fetch makes), and the file format, Kafka's byte for byte so that
-``kafka-dump-log.sh`` reads it:
-
-* ``.txnindex``  entries of int16 version (0), int64 producer id, int64 first offset,
-  int64 last offset (the ABORT marker's), int64 last stable offset (the LSO once the
-  transaction was complete); 34 bytes, big-endian, in the order of the markers.
+Owns: `TransactionIndex` (a segment's entries, their file and the search a read_committed
+Fetch makes). The file is Kafka's byte for byte, so that ``kafka-dump-log.sh`` reads it:
+``AbortedTxn`` entries (protocol/aborted_txn.py: one entry's 34 bytes) in the order of the
+markers.
 
 An entry lives in the index of the segment holding its marker, though its transaction may
 begin in an earlier segment; its LSO says how far back: no transaction still open at the
@@ -21,49 +18,31 @@ search then never reads the disk. Every byte goes through broker/storage.
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from broker.log.index import CorruptIndexError
 from broker.storage import REAL, FileHandle, FileSystem
+from protocol.aborted_txn import (
+    CURRENT_VERSION,
+    ENTRY_SIZE,
+    AbortedTxn,
+    NewerAbortedTxnVersion,
+    encode_aborted_txns,
+)
+from protocol.aborted_txn import decode_aborted_txns as _decode
 
-_ENTRY = struct.Struct(">hqqqq")
-ENTRY_SIZE = _ENTRY.size  # 34
-CURRENT_VERSION = 0
-
-
-@dataclass(frozen=True, slots=True)
-class AbortedTxn:
-    """An aborted transaction: what Fetch returns in aborted_transactions (the producer id
-    and first offset) and what the search needs (its marker's offset and the LSO)."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int
-    last_stable_offset: int
-    version: int = CURRENT_VERSION
-
-    def encode(self) -> bytes:
-        return _ENTRY.pack(self.version, self.producer_id, self.first_offset,
-                           self.last_offset, self.last_stable_offset)
-
-
-def encode_aborted_txns(txns: Iterable[AbortedTxn]) -> bytes:
-    return b"".join(txn.encode() for txn in txns)
+__all__ = ["CURRENT_VERSION", "ENTRY_SIZE", "AbortedTxn", "TransactionIndex",
+           "TxnIndexSearchResult", "decode_aborted_txns", "encode_aborted_txns"]
 
 
 def decode_aborted_txns(raw: bytes) -> list[AbortedTxn]:
-    """The whole entries in `raw`; a torn last one is left out. An entry of a newer version
-    than ours is CorruptIndexError: its fields may not mean what we read."""
-    txns = []
-    for version, producer_id, first, last, lso in _ENTRY.iter_unpack(
-            raw[:len(raw) - len(raw) % ENTRY_SIZE]):
-        if version > CURRENT_VERSION:
-            raise CorruptIndexError(f"aborted transaction entry of version {version}, "
-                                    f"newer than {CURRENT_VERSION}")
-        txns.append(AbortedTxn(producer_id, first, last, lso, version))
-    return txns
+    """The whole entries in `raw` (protocol/aborted_txn.py); a torn last one is left out.
+    An entry of a newer version than ours is CorruptIndexError: its fields may not mean
+    what we read."""
+    try:
+        return _decode(raw)
+    except NewerAbortedTxnVersion as e:
+        raise CorruptIndexError(str(e)) from None
 
 
 @dataclass(frozen=True, slots=True)

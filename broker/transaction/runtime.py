@@ -131,8 +131,9 @@ class TransactionRuntime(CoordinatorRuntime):
                 "txn_state", transactional_id=effect.transactional_id,
                 producer_id=v.producer_id, producer_epoch=v.producer_epoch,
                 state=v.transaction_status.value,
-                partitions=[f"{t}-{p}" for t, p in sorted(v.transaction_partitions)],
-                start_ms=v.transaction_start_timestamp_ms, timeout_ms=v.transaction_timeout_ms)
+                topic_partitions=[f"{t}-{p}" for t, p in sorted(v.transaction_partitions)],
+                start_ms=v.transaction_start_timestamp_ms, timeout_ms=v.transaction_timeout_ms,
+                log_offset=end - 1)  # the one record records_of gave
 
     def append_failed(self, effect: Any) -> None:
         self.coordinator.append_failed(effect.transactional_id)

@@ -20,7 +20,8 @@ from typing import Any, Iterable, Mapping
 __all__ = ["EXTRA_JOBS", "JOBS", "Context", "JobResult", "frame", "load_job", "lookup", "ms_to_text"]
 
 # Order matters only for the report: the lag job first, it answers "is anyone behind?".
-JOBS = ("lag", "rebalances", "throughput", "latency", "isr", "auth", "metrics")
+JOBS = ("lag", "rebalances", "throughput", "latency", "isr", "auth", "metrics",
+        "transactions")
 # Jobs over inputs other than a data directory, run when those are given: `chaos` charts
 # `minibroker chaos` histories (--chaos).
 EXTRA_JOBS = ("chaos",)
@@ -81,7 +82,8 @@ class Context:
         return path
 
     def table(self, spark, name: str):
-        """batches | records | offset_commits | group_metadata | events | consumer_events."""
+        """batches | records | offset_commits | group_metadata | aborted_txns | events |
+        consumer_events."""
         with self._lock:
             return self._table(spark, name)
 
@@ -145,13 +147,14 @@ class Context:
                 ends += [v for v in row if v is not None]
         return (int(min(ends)), int(max(ends))) if ends else None
 
-    def records(self, spark, columns: Iterable[str]):
-        """The records table with only `columns` (and topic and partition): a full scan of
-        the log, so neither cached nor shared; each job reads just what it uses."""
+    def records(self, spark, columns: Iterable[str], topics: Iterable[str] | None = None):
+        """The records table with only `columns` (and topic and partition), of `topics`
+        only if given: a full scan of (those topics') log, so neither cached nor shared;
+        each job reads just what it uses."""
         from spark_jobs import tables
         with self._lock:
             self._data_source(spark)
-        return tables.records(spark, self._source(), columns=columns)
+        return tables.records(spark, self._source(), topics=topics, columns=columns)
 
     def release(self) -> None:
         for df in self._loaded.values():

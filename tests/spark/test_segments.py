@@ -247,3 +247,26 @@ def test_a_subset_of_columns_gives_those_columns_of_the_same_rows(
     assert any(r["crc_valid"] is False for r in full)
     with pytest.raises(ValueError, match="no column"):
         _chunk_rows(whole(seg), level, ("nonsense",))
+
+
+def test_aborted_txns_are_read_from_each_segments_txnindex(tmp_path):
+    from protocol.aborted_txn import AbortedTxn, encode_aborted_txns
+    from spark_jobs.segments import iter_aborted_txns
+
+    first, second = AbortedTxn(7, 0, 4, 5), AbortedTxn(9, 6, 11, 12)
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+    for base in (0, 10):
+        (partition / f"{base:020d}.log").write_bytes(b"")
+    (partition / f"{0:020d}.txnindex").write_bytes(first.encode())
+    # a torn last entry (a crash mid-append) is left out
+    (partition / f"{10:020d}.txnindex").write_bytes(second.encode() + b"\0" * 5)
+    # an index of a newer entry version is skipped whole: its fields may mean otherwise
+    newer = tmp_path / "u-1"
+    newer.mkdir()
+    (newer / f"{0:020d}.log").write_bytes(b"")
+    (newer / f"{0:020d}.txnindex").write_bytes(
+        encode_aborted_txns([AbortedTxn(1, 0, 1, 2, version=1)]))
+    got = [(r["topic"], r["partition"], r["producer_id"], r["first_offset"], r["last_offset"],
+            r["last_stable_offset"]) for r in iter_aborted_txns(find_segments(tmp_path))]
+    assert got == [("t", 0, 7, 0, 4, 5), ("t", 0, 9, 6, 11, 12)]
