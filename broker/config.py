@@ -242,6 +242,9 @@ BROKER_PROPERTIES = _props(
     Prop("replica.selector.class", "str", None,
          "KIP-392: org.apache.kafka.common.replica.RackAwareReplicaSelector lets consumers "
          "with client.rack fetch from a replica in their rack."),
+    Prop("producer.id.expiration.check.interval.ms", "int", 600000,
+         "How often producer state idle past producer.id.expiration.ms is removed.",
+         minimum=1),
     Prop("producer.id.expiration.ms", "int", 86400000, "Idle time before producer state goes.",
          minimum=1),
     Prop("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.",
@@ -442,6 +445,8 @@ class BrokerConfig:
     replica_high_watermark_checkpoint_interval_ms = _Typed(int)
     offsets_commit_timeout_ms = _Typed(int)
     request_timeout_ms = _Typed(int)
+    producer_id_expiration_ms = _Typed(int)
+    producer_id_expiration_check_interval_ms = _Typed(int)
     unclean_leader_election_enable = _Typed(bool)
     auto_leader_rebalance_enable = _Typed(bool)
     leader_imbalance_check_interval_seconds = _Typed(int)

@@ -176,6 +176,20 @@ class ReplicaManager:
             await timeouts.sleep(period)
             self.expire_isr(self.broker.now_ms())
 
+    def expire_producers(self, now_ms: int) -> int:
+        """Kafka's PeriodicProducerExpirationCheck: every replica here forgets the producers
+        idle longer than producer.id.expiration.ms, except those with a transaction open
+        (broker.producer_state). How many went."""
+        expiration = self.broker.config.producer_id_expiration_ms
+        return sum(len(partition.producers.expire(now_ms, expiration))
+                   for partition in list(self.broker.partitions.values()))
+
+    async def _producer_expiration_loop(self) -> None:
+        period = self.broker.config.producer_id_expiration_check_interval_ms / 1000
+        while True:
+            await timeouts.sleep(period)
+            self.expire_producers(self.broker.now_ms())
+
     async def _alter_partition_loop(self) -> None:
         while True:
             await self._proposed.wait()
@@ -344,6 +358,7 @@ class ReplicaManager:
             self._nursery = nursery
             await nursery.start(self.fetchers.run)
             nursery.start_soon(self._isr_expiration_loop)
+            nursery.start_soon(self._producer_expiration_loop)
             nursery.start_soon(self._alter_partition_loop)
             nursery.start_soon(self._checkpoint_loop)
             task_status.started()
