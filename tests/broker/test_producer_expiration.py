@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import trio
 
+from harness.wait import wait_for
 from protocol.records import Record, encode_batch, parse_batch_header
 from tests.inproc import in_process_broker
 
@@ -28,9 +29,8 @@ async def test_idle_producers_expire_but_not_an_open_transaction(tmp_path, autoj
             batch = _batch(pid, transactional=transactional)
             assert partition.append_batch(batch, parse_batch_header(batch), now).error == 0
         started = trio.current_time()
-        with trio.fail_after(120):  # virtual seconds
-            while 1 in partition.producers.producers:
-                await trio.sleep(0.5)  # a tick of the mock clock, not a wait for a task
+        await wait_for(lambda: 1 not in partition.producers.producers, 120,
+                       "producer 1 expired", interval_s=0.5)
         # gone once idle for producer.id.expiration.ms, at the first check after it
         assert 60 <= trio.current_time() - started <= 62
         assert set(partition.producers.producers) == {2}  # its transaction holds the LSO
