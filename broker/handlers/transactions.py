@@ -27,6 +27,9 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 E = ErrorCode
+# how long a successful EndTxn waits for the transaction's markers before it answers
+# (TransactionRuntime.wait_completed): well within every client's request timeout
+END_TXN_COMPLETION_WAIT_S = 5.0
 
 
 def _allowed_txn(ctx: RequestContext, operation: AclOperation, transactional_id: str) -> bool:
@@ -163,6 +166,8 @@ async def handle_end_txn(ctx: RequestContext) -> dict:
     waiter = await runtime.call(runtime.coordinator.handle_end_txn, b.transactional_id,
                                 b.producer_id, b.producer_epoch, b.committed)
     out.update(_answer(waiter, out))
+    if out["error_code"] == E.NONE:
+        await runtime.wait_completed(b.transactional_id, END_TXN_COMPLETION_WAIT_S)
     out["error_code"] = error_for_version(E(out["error_code"]), m.END_TXN, ctx.version)
     return out
 

@@ -33,6 +33,7 @@ from broker.net.broker_channels import BrokerChannels
 from broker.net.peer import PeerUnavailable
 from broker.transaction.markers import MarkerWriter
 from broker.transaction.records import decode_value, encode_value
+from broker.transaction.state import TransactionState
 from protocol.batch_header import BatchHeader
 from protocol.errors import DecodeError, ErrorCode
 from protocol import messages as m
@@ -72,6 +73,8 @@ class TransactionRuntime(CoordinatorRuntime):
         self._producer_ids: range = range(0)
         self._markers: MarkerWriter | None = None
         self._channels: BrokerChannels | None = None
+        # transactional id -> set when its transaction completes (or leaves this broker)
+        self._completed: dict[str, trio.Event] = {}
 
     # -- producer ids --------------------------------------------------------------------------
 
@@ -126,6 +129,11 @@ class TransactionRuntime(CoordinatorRuntime):
     def appended(self, effect: Any, index: int, end: int) -> None:
         self.coordinator.replay(effect.transactional_id, effect.value)
         v = effect.value
+        if v is None or v.transaction_status in (TransactionState.COMPLETE_COMMIT,
+                                                 TransactionState.COMPLETE_ABORT):
+            done = self._completed.pop(effect.transactional_id, None)
+            if done is not None:
+                done.set()
         if v is not None:
             self.broker.events.emit(
                 "txn_state", transactional_id=effect.transactional_id,
@@ -204,7 +212,26 @@ class TransactionRuntime(CoordinatorRuntime):
 
     def unload(self, index: int, now_ms: int) -> list:
         self.coordinator.unload(index)
+        for transactional_id in [t for t in self._completed
+                                 if self.coordinator.partition_for(t) == index]:
+            self._completed.pop(transactional_id).set()
         return []
+
+    async def wait_completed(self, transactional_id: str, timeout_s: float) -> None:
+        """Until the transaction being ended completes here (every marker written), this
+        broker stops coordinating it, or `timeout_s` passes. EndTxn waits this long
+        before it answers: a producer told at once (when the decision is durable, as
+        Kafka's transactions V1 answer) meets CONCURRENT_TRANSACTIONS at its next
+        transaction's first AddPartitionsToTxn while the markers are written, and waits
+        out its client's retry backoff; told once they are written, it goes straight on,
+        and a read_committed reader sees what commit_transaction() returned from."""
+        md = self.coordinator.transactions.get(transactional_id)
+        if md is None or md.state not in (TransactionState.PREPARE_COMMIT,
+                                          TransactionState.PREPARE_ABORT):
+            return
+        done = self._completed.setdefault(transactional_id, trio.Event())
+        with trio.move_on_after(timeout_s):
+            await done.wait()
 
     def on_timers(self, now_ms: int) -> list:
         return self.coordinator.tick(now_ms)

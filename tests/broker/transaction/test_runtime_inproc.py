@@ -236,3 +236,24 @@ async def test_kip890_a_guard_withdrawn_by_a_marker_refuses_the_append(inproc, a
     fresh = partition.start_verification(7)
     assert partition.append_batch(batch, parse_batch_header(batch), 1_000,
                                   verification=fresh).error == E.NONE
+
+
+async def test_end_txn_answers_once_every_marker_is_written(inproc, autojump_clock):
+    """So the producer's next transaction is not refused CONCURRENT_TRANSACTIONS while the
+    markers are written, and a read_committed reader sees the commit at once."""
+    await inproc.create_topic("t", 1)
+    async with trio.open_nursery() as nursery:
+        conn = await _connect(nursery, inproc)
+        await _ready(conn)
+        ids = await _init(conn)
+        pid, epoch = ids.producer_id, ids.producer_epoch
+        assert await _add(conn, pid, epoch) == {("t", 0): E.NONE}
+        assert await _produce_txn(conn, pid, epoch, 0, b"v") == E.NONE
+        assert await _end(conn, pid, epoch) == E.NONE
+        coordinator = inproc.broker.transactions.coordinator
+        assert coordinator.transactions[TXN].state.value == "CompleteCommit"
+        partition = inproc.broker.partition("t", 0)
+        assert partition.last_stable_offset == partition.high_watermark == 2
+        # the next transaction starts straight away
+        assert await _add(conn, pid, epoch) == {("t", 0): E.NONE}
+        nursery.cancel_scope.cancel()
