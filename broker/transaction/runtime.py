@@ -217,21 +217,18 @@ class TransactionRuntime(CoordinatorRuntime):
             self._completed.pop(transactional_id).set()
         return []
 
-    async def wait_completed(self, transactional_id: str, timeout_s: float) -> None:
-        """Until the transaction being ended completes here (every marker written), this
-        broker stops coordinating it, or `timeout_s` passes. EndTxn waits this long
-        before it answers: a producer told at once (when the decision is durable, as
-        Kafka's transactions V1 answer) meets CONCURRENT_TRANSACTIONS at its next
-        transaction's first AddPartitionsToTxn while the markers are written, and waits
-        out its client's retry backoff; told once they are written, it goes straight on,
-        and a read_committed reader sees what commit_transaction() returned from."""
+    async def wait_completed(self, transactional_id: str, timeout_s: float) -> bool:
+        """Whether there was a transaction of this id being ended (its markers being
+        written) to wait for: then until it completes here, this broker stops coordinating
+        it, or `timeout_s` passes (broker.handlers.transactions asks again after it)."""
         md = self.coordinator.transactions.get(transactional_id)
         if md is None or md.state not in (TransactionState.PREPARE_COMMIT,
                                           TransactionState.PREPARE_ABORT):
-            return
+            return False
         done = self._completed.setdefault(transactional_id, trio.Event())
         with trio.move_on_after(timeout_s):
             await done.wait()
+        return True
 
     def on_timers(self, now_ms: int) -> list:
         return self.coordinator.tick(now_ms)

@@ -5,6 +5,8 @@ coordinator reloads its partition)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import trio
 
 from broker.storage import REAL
@@ -238,22 +240,31 @@ async def test_kip890_a_guard_withdrawn_by_a_marker_refuses_the_append(inproc, a
                                   verification=fresh).error == E.NONE
 
 
-async def test_end_txn_answers_once_every_marker_is_written(inproc, autojump_clock):
-    """So the producer's next transaction is not refused CONCURRENT_TRANSACTIONS while the
-    markers are written, and a read_committed reader sees the commit at once."""
-    await inproc.create_topic("t", 1)
-    async with trio.open_nursery() as nursery:
-        conn = await _connect(nursery, inproc)
-        await _ready(conn)
-        ids = await _init(conn)
-        pid, epoch = ids.producer_id, ids.producer_epoch
-        assert await _add(conn, pid, epoch) == {("t", 0): E.NONE}
-        assert await _produce_txn(conn, pid, epoch, 0, b"v") == E.NONE
-        assert await _end(conn, pid, epoch) == E.NONE
-        coordinator = inproc.broker.transactions.coordinator
-        assert coordinator.transactions[TXN].state.value == "CompleteCommit"
-        partition = inproc.broker.partition("t", 0)
-        assert partition.last_stable_offset == partition.high_watermark == 2
-        # the next transaction starts straight away
-        assert await _add(conn, pid, epoch) == {("t", 0): E.NONE}
-        nursery.cancel_scope.cancel()
+async def test_adding_to_the_next_transaction_waits_for_the_last_ones_markers(autojump_clock):
+    """The coordinator answers CONCURRENT_TRANSACTIONS while the previous transaction's
+    markers are written; the handler waits for them and asks once more, so the producer is
+    not left to its retry backoff. Without a transaction being ended, it does not wait."""
+    from broker.handlers.transactions import _call_once_markers_written
+
+    class Runtime:
+        def __init__(self, answers, ending):
+            self.answers, self.ending, self.calls, self.waited = list(answers), ending, 0, 0
+
+        async def call(self, operation, *args):
+            self.calls += 1
+            return SimpleNamespace(error=E.NONE, body={"error_code": self.answers.pop(0)})
+
+        async def wait_completed(self, transactional_id, timeout_s):
+            self.waited += 1
+            return self.ending
+
+    waited = Runtime([E.CONCURRENT_TRANSACTIONS, E.NONE], ending=True)
+    assert await _call_once_markers_written(waited, TXN, None) == E.NONE
+    assert (waited.calls, waited.waited) == (2, 1)
+    nothing_ending = Runtime([E.CONCURRENT_TRANSACTIONS], ending=False)
+    assert await _call_once_markers_written(nothing_ending, TXN, None) == \
+        E.CONCURRENT_TRANSACTIONS
+    assert nothing_ending.calls == 1
+    fenced = Runtime([E.PRODUCER_FENCED], ending=True)
+    assert await _call_once_markers_written(fenced, TXN, None) == E.PRODUCER_FENCED
+    assert fenced.waited == 0
