@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import resource
-from typing import Callable, Container, Sequence, TypeVar
+import time
+from typing import Any, Callable, Container, Sequence, TypeVar
 
 from harness.wait import WaitTimeout, wait_until
 
@@ -145,6 +146,22 @@ def confluent_kafka_modules():
             "confluent-kafka is not installed; pip install 'minibroker[bench]'"
         ) from e
     return confluent_kafka, admin
+
+
+def join_group_once(ck: Any, bootstrap: str, topic: str, group: str) -> None:
+    """A consumer group joins once and leaves: its coordinator creates __consumer_offsets
+    on first need, so a benchmark takes its figures beside it (RF 3 on a cluster)."""
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                            "session.timeout.ms": 10000})
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 120
+        while not consumer.assignment():
+            if time.monotonic() > deadline:
+                raise BenchError("the consumer group got no assignment in 120 s")
+            consumer.poll(0.2)
+    finally:
+        consumer.close()
 
 
 def table_lines(header: Sequence[str], rows: Sequence[Sequence[str]],

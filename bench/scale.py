@@ -59,7 +59,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bench.cluster import Cluster, Node, wait_for
-from bench.common import BenchError, confluent_kafka_modules, process_tree_cpu_seconds, table_lines
+from bench.common import (BenchError, confluent_kafka_modules, join_group_once,
+                          process_tree_cpu_seconds, table_lines)
 from bench.replication import produce, running_peer, send_paced, tansu_binary
 from harness.ports import free_port
 from harness.cluster import partitions, quorum
@@ -353,19 +354,8 @@ class Cells:
 
     def offsets_topic(self) -> None:
         """A consumer group joins once: the coordinator creates __consumer_offsets."""
-        topic = self.fresh(1)
-        consumer = self.ck.Consumer({"bootstrap.servers": self.s.bootstrap,
-                                     "group.id": f"scale-{uuid.uuid4().hex[:6]}",
-                                     "session.timeout.ms": 10000})
-        try:
-            consumer.subscribe([topic])
-            deadline = time.monotonic() + 120
-            while not consumer.assignment():
-                if time.monotonic() > deadline:
-                    raise BenchError("the consumer group got no assignment in 120 s")
-                consumer.poll(0.2)
-        finally:
-            consumer.close()
+        join_group_once(self.ck, self.s.bootstrap, self.fresh(1),
+                        f"scale-{uuid.uuid4().hex[:6]}")
 
     def idle(self) -> None:
         """Every ISR full (or SETTLE_TIMEOUT_S), then CPU and RSS per node."""

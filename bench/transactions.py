@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cluster import Bench, Cluster, Node, report_failure, wait_for
-from bench.common import BenchError, confluent_kafka_modules, table_lines
+from bench.common import BenchError, confluent_kafka_modules, join_group_once, table_lines
 from broker.events import read_events
 from harness.ports import free_port
 
@@ -86,17 +86,7 @@ class Setup:
         """__consumer_offsets (a group joins) and __transaction_state (a transactional
         producer starts), before any clock: every figure is taken beside both."""
         topic = self.topic()
-        consumer = self.ck.Consumer({"bootstrap.servers": self.bootstrap,
-                                     "group.id": f"bench-{uuid.uuid4().hex[:6]}"})
-        try:
-            consumer.subscribe([topic])
-            deadline = time.monotonic() + 120
-            while not consumer.assignment():
-                if time.monotonic() > deadline:
-                    raise BenchError("the consumer group got no assignment in 120 s")
-                consumer.poll(0.2)
-        finally:
-            consumer.close()
+        join_group_once(self.ck, self.bootstrap, topic, f"bench-{uuid.uuid4().hex[:6]}")
         producer = self.producer(**{"transactional.id": f"warm-{uuid.uuid4().hex[:6]}"})
         producer.init_transactions(120)
         producer.begin_transaction()

@@ -7,9 +7,22 @@ from __future__ import annotations
 
 from harness.cluster import FORM_TIMEOUT_S, HOST, START_TIMEOUT_S, Cluster, ClusterNode
 from harness.ports import free_port
+from harness.raw import call
+from protocol import messages as m
 
 __all__ = ["FAST", "FORM_TIMEOUT_S", "HOST", "START_TIMEOUT_S", "Cluster", "ClusterNode",
-           "free_port"]
+           "coordinator_of", "free_port"]
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+
+def coordinator_of(cluster: Cluster, key: str, key_type: int = GROUP_KEY) -> int:
+    """The node a running node names as the coordinator of a group or transactional id
+    (FindCoordinator v3)."""
+    body = call(cluster.running()[0].port, m.FIND_COORDINATOR, 3,
+                {"key": key, "key_type": key_type})
+    assert body["error_code"] == 0, body
+    return body["node_id"]
 
 # Settings that make faults show in a test's time rather than Kafka's defaults' (a fenced
 # broker after 9 s): what the fast cluster fixture runs with.

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer
 
 from harness.raw import call
 from protocol import messages as m
-from tests.cluster.harness import FAST
+from tests.cluster.harness import FAST, coordinator_of
 from tests.cluster.test_replication import create
 from tests.interop.librdkafka import produce
 from tests.util import unique, wait_until
@@ -22,13 +22,6 @@ from tests.util import unique, wait_until
 pytestmark = pytest.mark.interop
 
 PARTITIONS = 6
-
-
-def _coordinator(cluster, group: str) -> int:
-    node = cluster.running()[0]
-    body = call(node.port, m.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
-    assert body["error_code"] == 0, body
-    return body["node_id"]
 
 
 def _describe(cluster, node_id: int, group: str):
@@ -65,7 +58,7 @@ def test_the_group_survives_its_coordinators_kill(make_cluster):
             poll_all()
             return sorted(len(c.assignment()) for c in members) == [3, 3]
         wait_until(split, 60, interval_s=0.001, message="a 3/3 split")
-        coordinator = _coordinator(cluster, group)
+        coordinator = coordinator_of(cluster, group)
         before = _describe(cluster, coordinator, group)
         assert before.error_code == 0 and len(before.members) == 2
         assignments = [set(c.assignment()) for c in members]
@@ -73,9 +66,9 @@ def test_the_group_survives_its_coordinators_kill(make_cluster):
 
         cluster.kill(coordinator)
         survivor = next(n.node_id for n in cluster.running())
-        wait_until(lambda: _coordinator(cluster, group) != coordinator, 30,
+        wait_until(lambda: coordinator_of(cluster, group) != coordinator, 30,
                    message="a new coordinator for the group")
-        new = _coordinator(cluster, group)
+        new = coordinator_of(cluster, group)
         after = wait_until(lambda: (d := _describe(cluster, new, group)).error_code == 0
                            and len(d.members) == 2 and d, 30, interval_s=0.1,
                            message="the group loaded by the new coordinator")

@@ -11,9 +11,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from harness.raw import call
-from protocol import messages as m
-from tests.cluster.harness import FAST
+from tests.cluster.harness import FAST, TRANSACTION_KEY, coordinator_of
 from tests.cluster.test_replication import create
 from tests.util import unique, wait_until
 
@@ -21,13 +19,6 @@ pytestmark = pytest.mark.interop
 
 PARTITIONS = 3
 RECORDS = 30
-
-
-def _coordinator(cluster, transactional_id: str) -> int:
-    node = cluster.running()[0]
-    body = call(node.port, m.FIND_COORDINATOR, 3, {"key": transactional_id, "key_type": 1})
-    assert body["error_code"] == 0, body
-    return body["node_id"]
 
 
 def test_a_transaction_commits_after_its_coordinators_kill(make_cluster):
@@ -43,9 +34,10 @@ def test_a_transaction_commits_after_its_coordinators_kill(make_cluster):
         producer.produce(topic, value, partition=i % PARTITIONS)
     assert producer.flush(60) == 0
 
-    coordinator = _coordinator(cluster, transactional_id)
+    coordinator = coordinator_of(cluster, transactional_id, TRANSACTION_KEY)
     cluster.kill(coordinator)
-    wait_until(lambda: _coordinator(cluster, transactional_id) != coordinator, 30,
+    wait_until(lambda: coordinator_of(cluster, transactional_id, TRANSACTION_KEY)
+               != coordinator, 30,
                message="a new transaction coordinator", ignore_exceptions=(AssertionError,))
     producer.commit_transaction(60)
 
