@@ -262,7 +262,12 @@ def test_codec_round_trips_across_clients(shared_broker, codec, producer):
     # the producer really used the codec, in more than one batch, as stored by the broker
     batches = stored_batches(shared_broker, topic)
     assert len(batches) > 1, f"{producer} wrote {len(batches)} batch(es)"
-    assert {b.compression for b in batches} == {CODEC_IDS[codec]}
+    # librdkafka (kcat, confluent-kafka) sends a batch that compression would not shrink
+    # uncompressed (rdkafka_msgset_writer.c), as a batch of a record or two can be when
+    # the machine is loaded: every batch is the codec's or none, and most are the codec's
+    codecs = [b.compression for b in batches]
+    assert set(codecs) <= {CODEC_IDS[codec], Codec.NONE}, codecs
+    assert codecs.count(CODEC_IDS[codec]) > len(codecs) // 2, codecs
     assert sum(b.records_count for b in batches) == N
 
     timestamps = {}
