@@ -65,6 +65,17 @@ class Waiter:
             self.error = error
             self.event.set()
 
+    def answer(self, fallback: dict) -> Any:
+        """The coordinator's answer, or `fallback` with the error that stopped its records
+        reaching the log."""
+        if self.error != ErrorCode.NONE:
+            return dict(fallback, error_code=self.error)
+        return self.body
+
+    def error_code(self) -> ErrorCode:
+        """The answer's one error code: the append's failure, else the body's."""
+        return self.error if self.error != ErrorCode.NONE else ErrorCode(self.body["error_code"])
+
 
 class AppendFailed(Exception):
     """Records that did not reach the coordinator's log, with the error to answer."""

@@ -22,7 +22,6 @@ of the batch is answered on its own, with the request's one key type.
 from __future__ import annotations
 
 from broker.coordinator.membership import JoinRequest, group_id_error, join_error, sync_body
-from broker.coordinator.group_runtime import Waiter
 from broker.handlers.context import RequestContext
 from broker.security.acls import AclOperation, ResourceType
 from broker.security.authorize import (
@@ -33,13 +32,6 @@ from protocol.errors import ErrorCode
 GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2
 JOIN_REQUIRES_KNOWN_MEMBER_ID = 4  # KIP-394: JoinGroup v4+ gets MEMBER_ID_REQUIRED first
 NULLABLE_PROTOCOL_NAME = 7
-
-
-def _answer(waiter: Waiter, fallback: dict) -> dict:
-    """The coordinator's answer, or the error that stopped its records reaching the log."""
-    if waiter.error != ErrorCode.NONE:
-        return dict(fallback, error_code=waiter.error)
-    return waiter.body
 
 
 async def _coordinator_entry(ctx: RequestContext, key: str, key_type: int) -> dict:
@@ -123,7 +115,7 @@ async def handle_join_group(ctx: RequestContext) -> dict:
         reason=b.get("reason"))
     coordinator = ctx.broker.groups.coordinator
     waiter = await ctx.broker.groups.call(coordinator.join, request)
-    body = {"throttle_time_ms": 0, **_answer(waiter, join_error(ErrorCode.NONE, b.member_id))}
+    body = {"throttle_time_ms": 0, **waiter.answer(join_error(ErrorCode.NONE, b.member_id))}
     if ctx.version < NULLABLE_PROTOCOL_NAME and body["protocol_name"] is None:
         body["protocol_name"] = ""  # before v7 an error reply carries an empty name, not null
     return body
@@ -138,7 +130,7 @@ async def handle_sync_group(ctx: RequestContext) -> dict:
     waiter = await ctx.broker.groups.call(
         coordinator.sync, b.group_id, b.generation_id, b.member_id, b.get("group_instance_id"),
         b.get("protocol_type"), b.get("protocol_name"), assignments)
-    return _answer(waiter, sync_body(ErrorCode.NONE))
+    return waiter.answer(sync_body(ErrorCode.NONE))
 
 
 async def handle_heartbeat(ctx: RequestContext) -> dict:
@@ -148,7 +140,7 @@ async def handle_heartbeat(ctx: RequestContext) -> dict:
     coordinator = ctx.broker.groups.coordinator
     waiter = await ctx.broker.groups.call(coordinator.heartbeat, b.group_id, b.generation_id,
                                           b.member_id, b.get("group_instance_id"))
-    return _answer(waiter, {"throttle_time_ms": 0})
+    return waiter.answer({"throttle_time_ms": 0})
 
 
 async def handle_leave_group(ctx: RequestContext) -> dict:
@@ -161,7 +153,7 @@ async def handle_leave_group(ctx: RequestContext) -> dict:
         identities = [(b.member_id, None)]
     coordinator = ctx.broker.groups.coordinator
     waiter = await ctx.broker.groups.call(coordinator.leave, b.group_id, identities)
-    body = _answer(waiter, {"throttle_time_ms": 0, "members": []})
+    body = waiter.answer({"throttle_time_ms": 0, "members": []})
     if ctx.version < 3 and body.get("members"):
         # v0-2 name one member, and its error is the response's error
         body["error_code"] = body["error_code"] or body["members"][0]["error_code"]

@@ -37,12 +37,6 @@ def _allowed_txn(ctx: RequestContext, operation: AclOperation, transactional_id:
     return authorize(ctx, operation, ResourceType.TRANSACTIONAL_ID, transactional_id)
 
 
-def _answer(waiter, fallback: dict) -> dict:
-    if waiter.error != E.NONE:
-        return dict(fallback, error_code=waiter.error)
-    return dict(waiter.body)
-
-
 # -- InitProducerId with a transactional id ----------------------------------------------------
 
 async def init_producer_id(ctx: RequestContext) -> dict:
@@ -61,7 +55,7 @@ async def init_producer_id(ctx: RequestContext) -> dict:
     waiter = await runtime.call(runtime.coordinator.handle_init_producer_id, b.transactional_id,
                                 b.transaction_timeout_ms, b.get("producer_id", -1),
                                 b.get("producer_epoch", -1))
-    out.update(_answer(waiter, out))
+    out.update(waiter.answer(out))
     out["error_code"] = error_for_version(E(out["error_code"]), m.INIT_PRODUCER_ID, ctx.version)
     return out
 
@@ -77,11 +71,11 @@ async def _call_once_markers_written(runtime, transactional_id: str, operation,
     the markers of the last, and a client told to retry waits out its backoff (librdkafka
     made 14% of its idempotent rate on the three-node cluster that way)."""
     waiter = await runtime.call(operation, *args)
-    error = waiter.error if waiter.error != E.NONE else E(waiter.body["error_code"])
+    error = waiter.error_code()
     if error == E.CONCURRENT_TRANSACTIONS and await runtime.wait_completed(
             transactional_id, COMPLETION_WAIT_S):
         waiter = await runtime.call(operation, *args)
-        error = waiter.error if waiter.error != E.NONE else E(waiter.body["error_code"])
+        error = waiter.error_code()
     return error
 
 
@@ -183,7 +177,7 @@ async def handle_end_txn(ctx: RequestContext) -> dict:
     runtime = ctx.broker.transactions
     waiter = await runtime.call(runtime.coordinator.handle_end_txn, b.transactional_id,
                                 b.producer_id, b.producer_epoch, b.committed)
-    out.update(_answer(waiter, out))
+    out.update(waiter.answer(out))
     out["error_code"] = error_for_version(E(out["error_code"]), m.END_TXN, ctx.version)
     return out
 

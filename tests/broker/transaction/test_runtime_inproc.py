@@ -5,10 +5,10 @@ coordinator reloads its partition)."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import trio
 
+from broker.coordinator.runtime import Waiter
 from broker.storage import REAL
 from client.connection import BrokerConnection
 from protocol.errors import ErrorCode
@@ -252,7 +252,9 @@ async def test_adding_to_the_next_transaction_waits_for_the_last_ones_markers(au
 
         async def call(self, operation, *args):
             self.calls += 1
-            return SimpleNamespace(error=E.NONE, body={"error_code": self.answers.pop(0)})
+            waiter = Waiter()
+            waiter.resolve({"error_code": self.answers.pop(0)})
+            return waiter
 
         async def wait_completed(self, transactional_id, timeout_s):
             self.waited += 1
