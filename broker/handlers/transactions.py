@@ -28,7 +28,7 @@ from protocol.errors import ErrorCode
 
 E = ErrorCode
 # how long the next transaction's AddPartitionsToTxn or AddOffsetsToTxn waits for the
-# previous one's markers before it answers CONCURRENT_TRANSACTIONS (wait_completed): well
+# previous one's markers before it answers CONCURRENT_TRANSACTIONS (call_when_completed): well
 # within every client's request timeout
 COMPLETION_WAIT_S = 5.0
 
@@ -65,18 +65,17 @@ async def init_producer_id(ctx: RequestContext) -> dict:
 async def _call_once_markers_written(runtime, transactional_id: str, operation,
                                      *args: Any) -> ErrorCode:
     """The coordinator's answer to adding to a transaction; one that finds the previous
-    transaction's markers still being written waits for them (wait_completed) and asks
-    again, rather than answer CONCURRENT_TRANSACTIONS: Kafka's transactions V1 answer
-    EndTxn once the decision is durable, so a producer's next transaction always meets
-    the markers of the last, and a client told to retry waits out its backoff (librdkafka
-    made 14% of its idempotent rate on the three-node cluster that way)."""
+    transaction's markers still being written is parked until they are
+    (call_when_completed) and asked again then, rather than answer CONCURRENT_TRANSACTIONS:
+    Kafka's transactions V1 answer EndTxn once the decision is durable, so a producer's
+    next transaction always meets the markers of the last, and a client told to retry
+    waits out its backoff (librdkafka made 14% of its idempotent rate on the three-node
+    cluster that way)."""
     waiter = await runtime.call(operation, *args)
-    error = waiter.error_code()
-    if error == E.CONCURRENT_TRANSACTIONS and await runtime.wait_completed(
-            transactional_id, COMPLETION_WAIT_S):
-        waiter = await runtime.call(operation, *args)
-        error = waiter.error_code()
-    return error
+    if waiter.error_code() == E.CONCURRENT_TRANSACTIONS:
+        waiter = await runtime.call_when_completed(
+            transactional_id, COMPLETION_WAIT_S, operation, *args) or waiter
+    return waiter.error_code()
 
 
 def _partition_errors(ctx: RequestContext, partitions: list[tuple[str, int]]

@@ -26,7 +26,7 @@ from typing import Any
 import trio
 
 from broker import timeouts
-from broker.coordinator.runtime import CoordinatorRuntime
+from broker.coordinator.runtime import CoordinatorRuntime, Waiter
 from broker.transaction.coordinator import TransactionConfig, TransactionCoordinator
 from broker.transaction.effects import Append, WriteTxnMarkers
 from broker.net.broker_channels import BrokerChannels
@@ -72,9 +72,16 @@ class TransactionRuntime(CoordinatorRuntime):
                                                   self._take_producer_id)
         self._producer_ids: range = range(0)
         self._markers: MarkerWriter | None = None
+        # how markers for partitions this broker leads are written in process: the
+        # node's wiring (broker.server.serve) hands over the WriteTxnMarkers handler's own
+        # function; without it they go through this broker's listener like the others
+        self.local_markers: Any = None
         self._channels: BrokerChannels | None = None
-        # transactional id -> set when its transaction completes (or leaves this broker)
-        self._completed: dict[str, trio.Event] = {}
+        # transactional id -> requests parked until its transaction completes: each
+        # (waiter, operation, args) runs right after the Complete record is appended
+        self._parked: dict[str, list[tuple[Waiter, Any, tuple]]] = {}
+        self._completions: list[str] = []  # ids whose parked requests may now run
+        self._depth = 0  # apply_effects calls under way (parked requests run at the outermost)
 
     # -- producer ids --------------------------------------------------------------------------
 
@@ -131,9 +138,7 @@ class TransactionRuntime(CoordinatorRuntime):
         v = effect.value
         if v is None or v.transaction_status in (TransactionState.COMPLETE_COMMIT,
                                                  TransactionState.COMPLETE_ABORT):
-            done = self._completed.pop(effect.transactional_id, None)
-            if done is not None:
-                done.set()
+            self._completions.append(effect.transactional_id)
         if v is not None:
             self.broker.events.emit(
                 "txn_state", transactional_id=effect.transactional_id,
@@ -212,23 +217,50 @@ class TransactionRuntime(CoordinatorRuntime):
 
     def unload(self, index: int, now_ms: int) -> list:
         self.coordinator.unload(index)
-        for transactional_id in [t for t in self._completed
-                                 if self.coordinator.partition_for(t) == index]:
-            self._completed.pop(transactional_id).set()
+        # parked requests are answered now (NOT_COORDINATOR, by the coordinator that
+        # no longer owns them) by apply_effects
+        self._completions.extend(t for t in self._parked
+                                 if self.coordinator.partition_for(t) == index)
         return []
 
-    async def wait_completed(self, transactional_id: str, timeout_s: float) -> bool:
-        """Whether there was a transaction of this id being ended (its markers being
-        written) to wait for: then until it completes here, this broker stops coordinating
-        it, or `timeout_s` passes (broker.handlers.transactions asks again after it)."""
+    def apply_effects(self, effects) -> ErrorCode:
+        self._depth += 1
+        try:
+            error = super().apply_effects(effects)
+        finally:
+            self._depth -= 1
+        while self._depth == 0 and self._completions:
+            for waiter, operation, args in self._parked.pop(self._completions.pop(0), []):
+                self.before_operation()
+                self.apply_effects(operation(waiter, *args, self.broker.now_ms()))
+        return error
+
+    async def call_when_completed(self, transactional_id: str, timeout_s: float,
+                                  operation: Any, *args: Any) -> Waiter | None:
+        """Run `operation` as `call` does, once the transaction of this id that is being
+        ended (its markers being written) completes: in the same step as its Complete
+        record, so that the next transaction's record follows it into the log before a
+        follower's fetch can take the one without the other, and both are replicated in
+        one round. None when no transaction of this id is being ended. After `timeout_s`
+        without completion the operation runs anyway (and answers what it answers then)."""
         md = self.coordinator.transactions.get(transactional_id)
         if md is None or md.state not in (TransactionState.PREPARE_COMMIT,
                                           TransactionState.PREPARE_ABORT):
-            return False
-        done = self._completed.setdefault(transactional_id, trio.Event())
+            return None
+        waiter = Waiter()
+        entry = (waiter, operation, args)
+        parked = self._parked.setdefault(transactional_id, [])
+        parked.append(entry)
         with trio.move_on_after(timeout_s):
-            await done.wait()
-        return True
+            await waiter.event.wait()
+            return waiter
+        if entry not in parked:  # it ran and waits for its records to be committed
+            await waiter.event.wait()
+            return waiter
+        parked.remove(entry)
+        if not parked:
+            self._parked.pop(transactional_id, None)
+        return await self.call(operation, *args)
 
     def on_timers(self, now_ms: int) -> list:
         return self.coordinator.tick(now_ms)
@@ -240,7 +272,7 @@ class TransactionRuntime(CoordinatorRuntime):
         async with trio.open_nursery() as nursery:
             self._channels = BrokerChannels(self.broker, nursery,
                                             f"txn-coordinator-{self.broker.node_id}")
-            self._markers = MarkerWriter(self.broker, self._channels)
+            self._markers = MarkerWriter(self.broker, self._channels, self.local_markers)
             self.apply_effects(self.coordinator.tick(self.broker.now_ms()))  # schedules timers
             try:
                 await trio.sleep_forever()

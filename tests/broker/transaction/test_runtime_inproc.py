@@ -242,13 +242,14 @@ async def test_kip890_a_guard_withdrawn_by_a_marker_refuses_the_append(inproc, a
 
 async def test_adding_to_the_next_transaction_waits_for_the_last_ones_markers(autojump_clock):
     """The coordinator answers CONCURRENT_TRANSACTIONS while the previous transaction's
-    markers are written; the handler waits for them and asks once more, so the producer is
-    not left to its retry backoff. Without a transaction being ended, it does not wait."""
+    markers are written; the handler parks the request until they are and answers what the
+    coordinator says then, so the producer is not left to its retry backoff. Without a
+    transaction being ended, it does not wait."""
     from broker.handlers.transactions import _call_once_markers_written
 
     class Runtime:
         def __init__(self, answers, ending):
-            self.answers, self.ending, self.calls, self.waited = list(answers), ending, 0, 0
+            self.answers, self.ending, self.calls, self.parked = list(answers), ending, 0, 0
 
         async def call(self, operation, *args):
             self.calls += 1
@@ -256,17 +257,76 @@ async def test_adding_to_the_next_transaction_waits_for_the_last_ones_markers(au
             waiter.resolve({"error_code": self.answers.pop(0)})
             return waiter
 
-        async def wait_completed(self, transactional_id, timeout_s):
-            self.waited += 1
-            return self.ending
+        async def call_when_completed(self, transactional_id, timeout_s, operation, *args):
+            self.parked += 1
+            return await self.call(operation, *args) if self.ending else None
 
     waited = Runtime([E.CONCURRENT_TRANSACTIONS, E.NONE], ending=True)
     assert await _call_once_markers_written(waited, TXN, None) == E.NONE
-    assert (waited.calls, waited.waited) == (2, 1)
+    assert (waited.calls, waited.parked) == (2, 1)
     nothing_ending = Runtime([E.CONCURRENT_TRANSACTIONS], ending=False)
     assert await _call_once_markers_written(nothing_ending, TXN, None) == \
         E.CONCURRENT_TRANSACTIONS
     assert nothing_ending.calls == 1
     fenced = Runtime([E.PRODUCER_FENCED], ending=True)
     assert await _call_once_markers_written(fenced, TXN, None) == E.PRODUCER_FENCED
-    assert fenced.waited == 0
+    assert fenced.parked == 0
+
+
+async def test_the_next_transactions_add_is_parked_and_follows_the_complete_record(
+        inproc, autojump_clock, monkeypatch):
+    """An AddPartitionsToTxn that meets the last transaction's markers being written is
+    not answered until they are; then it runs in the same step as the Complete record, so
+    its Ongoing record is the very next one in the log, appended before any other task
+    (a follower's fetch among them) can run."""
+    from broker.transaction.markers import MarkerWriter
+
+    await inproc.create_topic("t", 1)
+    release = trio.Event()
+    write = MarkerWriter.write
+
+    async def held_write(self, effect, still_coordinator):
+        await release.wait()
+        return await write(self, effect, still_coordinator)
+
+    monkeypatch.setattr(MarkerWriter, "write", held_write)
+    async with trio.open_nursery() as nursery:
+        conn = await _connect(nursery, inproc)
+        await _ready(conn)
+        ids = await _init(conn)
+        pid, epoch = ids.producer_id, ids.producer_epoch
+        assert await _add(conn, pid, epoch) == {("t", 0): E.NONE}
+        assert await _end(conn, pid, epoch) == E.NONE  # PrepareCommit; markers held
+        answers = []
+
+        async def add_next():
+            answers.append(await _add(conn, pid, epoch))
+
+        nursery.start_soon(add_next)
+        await trio.testing.wait_all_tasks_blocked()
+        await trio.sleep(1)
+        assert answers == []  # parked, not told CONCURRENT_TRANSACTIONS
+        state_log = inproc.broker.partition("__transaction_state", 0)
+        before = state_log.log_end_offset
+        runtime = inproc.broker.transactions
+        after_complete = []  # the log's end once the step that wrote CompleteCommit is over
+        apply_effects = runtime.apply_effects
+
+        def apply_and_look(effects):
+            effects = list(effects)
+            error = apply_effects(effects)
+            if any(getattr(getattr(e, "value", None), "transaction_status", None) is not None
+                   and e.value.transaction_status.value == "CompleteCommit" for e in effects):
+                after_complete.append(state_log.log_end_offset)
+            return error
+
+        monkeypatch.setattr(runtime, "apply_effects", apply_and_look)
+        release.set()
+        with trio.fail_after(10):
+            while not answers:
+                await trio.sleep(0.01)
+        assert answers == [{("t", 0): E.NONE}]
+        assert state_log.log_end_offset == before + 2  # CompleteCommit, then Ongoing
+        assert after_complete == [before + 2]  # the Ongoing record went in the same step
+        assert runtime.coordinator.transactions[TXN].state.value == "Ongoing"
+        nursery.cancel_scope.cancel()
