@@ -44,6 +44,7 @@ from broker import blocking
 from broker.broker import Broker
 from broker.controller.runtime import QuorumMismatch
 from broker.handlers import HANDLERS
+from broker.handlers.txn_markers import write_markers
 from broker.handlers.controller import CONTROLLER_HANDLERS, CONTROLLER_LISTENER_APIS
 from broker.handlers.context import ANONYMOUS, CloseConnection, RequestContext
 from broker.log.log import fsync_plans
@@ -103,6 +104,10 @@ class Server:
         # the data plane (client listener) counts the record bytes it sends (BytesOut);
         # the controller listener's Raft fetches carry the metadata log, not topics
         self.counts_bytes = apis is None
+        if handlers is None:
+            # the data plane's WriteTxnMarkers, for the markers this broker's own
+            # transaction coordinator writes to partitions it leads
+            broker.transactions.local_markers = write_markers
         self._api_names = {key: api.name for key, api in self.apis.items()}
         self.sampler = RequestSampler(broker.config.events_request_sample_per_second)
         max_idle_ms = broker.config.connections_max_idle_ms

@@ -44,15 +44,21 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 
 async def handle(ctx: RequestContext) -> dict:
-    broker = ctx.broker
     allowed = (authorize_cluster(ctx, AclOperation.ALTER, log_denied=False)
                or authorize_cluster(ctx, AclOperation.CLUSTER_ACTION))
+    return await write_markers(ctx.broker, ctx.body.markers, allowed)
+
+
+async def write_markers(broker, markers, allowed: bool = True) -> dict:
+    """Append and replicate the markers of a WriteTxnMarkers request body's `markers`;
+    the response body. Also called directly by this broker's own transaction coordinator
+    for the partitions it leads (broker.transaction.markers)."""
     now_ms = broker.now_ms()
     # producer id -> topic -> partition -> its answer (error_code set as it is known)
     answers: dict[int, dict[str, dict[int, dict]]] = {}
     awaiting: list[tuple[str, int, int, dict]] = []
     offsets: list[tuple[int, Any, dict]] = []  # __consumer_offsets markers appended
-    for marker in ctx.body.markers:
+    for marker in markers:
         topics = answers.setdefault(marker.producer_id, {})
         for t in marker.topics:
             partitions = topics.setdefault(t.name, {})
@@ -62,7 +68,7 @@ async def handle(ctx: RequestContext) -> dict:
                 if not allowed:
                     answer["error_code"] = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
                     continue
-                error, end = _append(ctx, t.name, index, marker, now_ms)
+                error, end = _append(broker, t.name, index, marker, now_ms)
                 answer["error_code"] = error
                 if error == ErrorCode.NONE:
                     awaiting.append((t.name, index, end, answer))
@@ -74,7 +80,7 @@ async def handle(ctx: RequestContext) -> dict:
         await wait_for_replicas(broker, awaiting, broker.config.request_timeout_ms)
     for index, marker, answer in offsets:
         if answer["error_code"] == ErrorCode.NONE:
-            answer["error_code"] = await _complete_offsets(ctx, index, marker)
+            answer["error_code"] = _complete_offsets(broker, index, marker)
     return {"throttle_time_ms": 0, "markers": [
         {"producer_id": producer_id, "topics": [
             {"name": name, "partitions": list(partitions.values())}
@@ -82,10 +88,9 @@ async def handle(ctx: RequestContext) -> dict:
         for producer_id, topics in answers.items()]}
 
 
-def _append(ctx: RequestContext, topic: str, index: int, marker: Any,
+def _append(broker, topic: str, index: int, marker: Any,
             now_ms: int) -> tuple[ErrorCode, int]:
     """Append one marker as leader: its error, and the offset after it (to wait for)."""
-    broker = ctx.broker
     partition, error = lookup(broker, topic, index)
     if error == ErrorCode.NOT_LEADER_OR_FOLLOWER and broker.partition(topic, index) is None:
         error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # no replica here at all
@@ -99,10 +104,10 @@ def _append(ctx: RequestContext, topic: str, index: int, marker: Any,
     return result.error, result.last_offset + 1
 
 
-async def _complete_offsets(ctx: RequestContext, index: int, marker: Any) -> ErrorCode:
+def _complete_offsets(broker, index: int, marker: Any) -> ErrorCode:
     """Hand a marker acknowledged in __consumer_offsets to the group coordinator."""
     try:
-        ctx.broker.groups.complete_transaction(index, marker.producer_id, marker.producer_epoch,
+        broker.groups.complete_transaction(index, marker.producer_id, marker.producer_epoch,
                                                marker.transaction_result)
     except Exception:  # noqa: BLE001  one partition's failure, as Kafka answers it
         log.exception("the group coordinator could not complete producer %d's transaction "

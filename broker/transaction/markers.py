@@ -2,9 +2,11 @@
 
 Owns: `MarkerWriter`, our counterpart of Kafka's TransactionMarkerChannelManager: for one
 `WriteTxnMarkers` effect of the transaction coordinator it sends a WriteTxnMarkers request
-to the leader of each partition of the transaction, over the inter-broker listener (to
-this broker too, through its own listener, so one path serves every leader), and retries
-what did not succeed until every partition has its marker. A leader answers once the
+to the leader of each partition of the transaction, over the inter-broker listener, and
+retries what did not succeed until every partition has its marker. The partitions this
+broker leads itself are written in process, by the function that serves the request
+(broker.handlers.txn_markers.write_markers, handed over by the node's wiring), so both
+paths append and answer alike. A leader answers once the
 marker is replicated to its ISR (acks=all), so a marker once acknowledged survives a
 leader change.
 
@@ -22,7 +24,7 @@ coordinator has written markers: it owns the transaction now).
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Any, Awaitable, Callable
 
 import trio
 
@@ -54,10 +56,14 @@ def marker_request(effect: WriteTxnMarkers, partitions: list[TopicPartition]) ->
         "coordinator_epoch": effect.coordinator_epoch}]}
 
 
+LocalWriter = Callable[[Any, Any], Awaitable[dict]]  # (broker, request markers) -> response
+
+
 class MarkerWriter:
-    def __init__(self, broker, channels: BrokerChannels):
+    def __init__(self, broker, channels: BrokerChannels, local: LocalWriter | None = None):
         self.broker = broker
         self._channels = channels
+        self._local = local
 
     async def write(self, effect: WriteTxnMarkers,
                     still_coordinator: Callable[[], bool]) -> bool:
@@ -103,17 +109,23 @@ class MarkerWriter:
 
     async def _send(self, leader: int, effect: WriteTxnMarkers,
                     tps: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
-        channel = self._channels.get(leader)
-        if channel is None:
-            return {}
         body = m.request_body(m.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
                               marker_request(effect, tps))
-        try:
-            response = await channel.request(m.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
-                                             body, REQUEST_TIMEOUT_S)
-        except PeerUnavailable as e:
-            log.debug("markers of %r to node %d: %s", effect.transactional_id, leader, e)
-            return {}
+        if leader == self.broker.node_id and self._local is not None:
+            # this broker leads them: append here, without a round trip through its own
+            # listener (the marker is on the path of the producer's next transaction)
+            response = await self._local(self.broker, body.markers)
+        else:
+            channel = self._channels.get(leader)
+            if channel is None:
+                return {}
+            try:
+                response = await channel.request(m.WRITE_TXN_MARKERS,
+                                                 WRITE_TXN_MARKERS_VERSION, body,
+                                                 REQUEST_TIMEOUT_S)
+            except PeerUnavailable as e:
+                log.debug("markers of %r to node %d: %s", effect.transactional_id, leader, e)
+                return {}
         out: dict[TopicPartition, ErrorCode] = {}
         for marker in response["markers"]:
             for topic in marker["topics"]:
