@@ -298,9 +298,11 @@ async def test_the_next_transactions_add_is_parked_and_follows_the_complete_reco
         assert await _add(conn, pid, epoch) == {("t", 0): E.NONE}
         assert await _end(conn, pid, epoch) == E.NONE  # PrepareCommit; markers held
         answers = []
+        answered = trio.Event()
 
         async def add_next():
             answers.append(await _add(conn, pid, epoch))
+            answered.set()
 
         nursery.start_soon(add_next)
         await trio.testing.wait_all_tasks_blocked()
@@ -323,8 +325,7 @@ async def test_the_next_transactions_add_is_parked_and_follows_the_complete_reco
         monkeypatch.setattr(runtime, "apply_effects", apply_and_look)
         release.set()
         with trio.fail_after(10):
-            while not answers:
-                await trio.sleep(0.01)
+            await answered.wait()
         assert answers == [{("t", 0): E.NONE}]
         assert state_log.log_end_offset == before + 2  # CompleteCommit, then Ongoing
         assert after_complete == [before + 2]  # the Ongoing record went in the same step
