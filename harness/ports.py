@@ -11,7 +11,7 @@ __all__ = ["free_port"]
 # (a cluster's client and controller ports, then a test's metrics.port), and the kernel
 # may offer a port again as soon as the probe socket closes: one test got its node's
 # controller port back as that node's metrics.port, and the node could not start.
-_RECENT = collections.deque(maxlen=4096)
+_RECENT: collections.deque[int] = collections.deque(maxlen=4096)
 _TRIES = 64
 
 
