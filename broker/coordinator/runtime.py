@@ -111,15 +111,19 @@ class CoordinatorRuntime:
 
     # -- requests -----------------------------------------------------------------------------
 
-    async def call(self, operation: Callable[..., list], *args: Any) -> Waiter:
-        """Run one coordinator operation for a request and wait for its answer."""
+    async def call(self, operation: Callable[..., list], *args: Any,
+                   verification: object | None = None) -> Waiter:
+        """Run one coordinator operation for a request and wait for its answer.
+        `verification` is the KIP-890 guard (Partition.start_verification) its
+        transactional append presents, when that append was verified first."""
         waiter = Waiter()
         self.before_operation()
-        self.apply_effects(operation(waiter, *args, self.broker.now_ms()))
+        self.apply_effects(operation(waiter, *args, self.broker.now_ms()), verification)
         await waiter.event.wait()
         return waiter
 
-    def apply_effects(self, effects: Iterable[Any]) -> ErrorCode:
+    def apply_effects(self, effects: Iterable[Any],
+                      verification: object | None = None) -> ErrorCode:
         """Carry out effects in order; return the error that kept records from the log, or
         NONE. Once an append fails, what follows it is told that error (a Reply carries
         it); while an append is not yet below the high watermark, what follows waits for it
@@ -145,7 +149,8 @@ class CoordinatorRuntime:
                     self.append_failed(effect)
                     continue
                 try:
-                    index, end = self._append(*target, self.producer_of(effect))
+                    index, end = self._append(*target, self.producer_of(effect),
+                                              verification)
                 except AppendFailed as e:
                     failed = e.error
                     self.append_failed(effect)
@@ -197,9 +202,11 @@ class CoordinatorRuntime:
             then(error)
 
     def _append(self, index: int, records: list[tuple[bytes, bytes | None]],
-                producer: tuple[int, int] | None = None) -> tuple[int, int]:
+                producer: tuple[int, int] | None = None,
+                verification: object | None = None) -> tuple[int, int]:
         """Append key/value records to partition `index`, in a transactional batch of
-        `producer` (id, epoch) when given; (index, the offset after them)."""
+        `producer` (id, epoch) when given, presenting its KIP-890 `verification` guard;
+        (index, the offset after them)."""
         partition = self.broker.partition(self.topic, index)
         if partition is None or not partition.is_leader or self.broker.log_dirs.offline:
             # leadership moved while the request waited, or is about to: its log failed
@@ -211,8 +218,13 @@ class CoordinatorRuntime:
             "producer_id": producer[0], "producer_epoch": producer[1], "is_transactional": True}
         batch = bytearray(encode_batch([Record(i, now, key, value, [])
                                         for i, (key, value) in enumerate(records)], **txn))
-        result = partition.append_batch(batch, parse_batch_header(batch), now,
-                                        **({} if producer is None else {"origin": COORDINATOR}))
+        result = partition.append_batch(
+            batch, parse_batch_header(batch), now,
+            **({} if producer is None else {"origin": COORDINATOR,
+                                            "verification": verification}))
+        if result.error == ErrorCode.INVALID_TXN_STATE and producer is not None:
+            # the transaction ended since it was verified (its marker withdrew the guard)
+            raise AppendFailed(ErrorCode.INVALID_TXN_STATE)
         if result.error != ErrorCode.NONE:
             log.error("cannot append to %s-%d: %s", self.topic, index, result.error.name)
             raise AppendFailed(ErrorCode.NOT_COORDINATOR)

@@ -21,7 +21,7 @@ from typing import Any
 from broker.handlers.context import RequestContext
 from broker.security.acls import AclOperation, ResourceType
 from broker.security.authorize import authorize, authorize_cluster, authorize_group
-from broker.transaction.coordinator import error_for_version
+from broker.transaction.coordinator import error_for_version, verification_error_for_version
 from broker.transaction.describe import describe_transaction, list_transactions
 from protocol import messages as m
 from protocol.errors import ErrorCode
@@ -208,17 +208,44 @@ async def handle_txn_offset_commit(ctx: RequestContext) -> dict:
                if (t.name, p.partition_index) not in errors]
     if offsets:
         runtime = ctx.broker.groups
-        waiter = await runtime.call(
-            runtime.coordinator.txn_commit, b.group_id, b.producer_id, b.producer_epoch,
-            b.get("generation_id", -1), b.get("member_id", ""), b.get("group_instance_id"),
-            offsets)
-        errors.update(waiter.body if waiter.error == E.NONE else {
-            (t, p): waiter.error for t, p, *_ in offsets})
+        error, guard = await _verify_offsets_partition(ctx)
+        if error != E.NONE:
+            errors.update({(t, p): error for t, p, *_ in offsets})
+        else:
+            waiter = await runtime.call(
+                runtime.coordinator.txn_commit, b.group_id, b.producer_id, b.producer_epoch,
+                b.get("generation_id", -1), b.get("member_id", ""),
+                b.get("group_instance_id"), offsets, verification=guard)
+            errors.update(waiter.body if waiter.error == E.NONE else {
+                (t, p): waiter.error for t, p, *_ in offsets})
     return {"throttle_time_ms": 0, "topics": [
         {"name": t.name, "partitions": [
             {"partition_index": p.partition_index,
              "error_code": errors[(t.name, p.partition_index)]} for p in t.partitions]}
         for t in b.topics]}
+
+
+async def _verify_offsets_partition(ctx: RequestContext) -> tuple[E, object | None]:
+    """KIP-890 part 1 for TxnOffsetCommit, as for Produce: when these offsets would open
+    the producer's transaction in the group's __consumer_offsets partition, the
+    transaction coordinator is asked first whether AddOffsetsToTxn added that partition to
+    the producer's ongoing transaction, so a late or stray commit (its transaction ended,
+    or the partition never added) is refused rather than left hanging there, holding the
+    partition's LSO. (error, the guard the append presents)."""
+    b, broker = ctx.body, ctx.broker
+    if not broker.config.transaction_partition_verification_enable:
+        return E.NONE, None
+    offsets_topic = broker.groups.topic
+    index = broker.groups.coordinator.partition_for(b.group_id)
+    partition = broker.partition(offsets_topic, index)
+    if partition is None or not partition.is_leader or \
+            not partition.needs_verification(b.producer_id):
+        return E.NONE, None  # not coordinating the group (it answers that), or verified
+    guard = partition.start_verification(b.producer_id)
+    answers = await broker.transactions.verify_partitions(
+        b.transactional_id, b.producer_id, b.producer_epoch, [(offsets_topic, index)])
+    error = answers.get((offsets_topic, index), E.NONE)
+    return verification_error_for_version(error, m.TXN_OFFSET_COMMIT, ctx.version), guard
 
 
 # -- DescribeTransactions, ListTransactions ----------------------------------------------------

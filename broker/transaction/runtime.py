@@ -223,10 +223,10 @@ class TransactionRuntime(CoordinatorRuntime):
                                  if self.coordinator.partition_for(t) == index)
         return []
 
-    def apply_effects(self, effects) -> ErrorCode:
+    def apply_effects(self, effects, verification: object | None = None) -> ErrorCode:
         self._depth += 1
         try:
-            error = super().apply_effects(effects)
+            error = super().apply_effects(effects, verification)
         finally:
             self._depth -= 1
         while self._depth == 0 and self._completions:

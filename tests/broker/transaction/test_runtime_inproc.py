@@ -14,7 +14,7 @@ from client.connection import BrokerConnection
 from protocol.errors import ErrorCode
 from protocol.messages import (
     ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, DESCRIBE_TRANSACTIONS, END_TXN, FIND_COORDINATOR,
-    INIT_PRODUCER_ID, LIST_TRANSACTIONS, PRODUCE,
+    INIT_PRODUCER_ID, LIST_TRANSACTIONS, PRODUCE, TXN_OFFSET_COMMIT,
 )
 from protocol.records import Record, encode_batch, parse_batch_header
 from tests.inproc import in_process_broker
@@ -314,9 +314,9 @@ async def test_the_next_transactions_add_is_parked_and_follows_the_complete_reco
         after_complete = []  # the log's end once the step that wrote CompleteCommit is over
         apply_effects = runtime.apply_effects
 
-        def apply_and_look(effects):
+        def apply_and_look(effects, *rest):
             effects = list(effects)
-            error = apply_effects(effects)
+            error = apply_effects(effects, *rest)
             if any(getattr(getattr(e, "value", None), "transaction_status", None) is not None
                    and e.value.transaction_status.value == "CompleteCommit" for e in effects):
                 after_complete.append(state_log.log_end_offset)
@@ -330,4 +330,71 @@ async def test_the_next_transactions_add_is_parked_and_follows_the_complete_reco
         assert state_log.log_end_offset == before + 2  # CompleteCommit, then Ongoing
         assert after_complete == [before + 2]  # the Ongoing record went in the same step
         assert runtime.coordinator.transactions[TXN].state.value == "Ongoing"
+        nursery.cancel_scope.cancel()
+
+
+async def _group_ready(conn, group: str) -> None:
+    """FindCoordinator (key type 0) until __consumer_offsets is there and loaded."""
+    with trio.fail_after(30):
+        while True:
+            resp = await conn.request(FIND_COORDINATOR, {"key": group, "key_type": 0,
+                                                         "coordinator_keys": [group]})
+            (entry,) = resp.body.coordinators
+            if entry.error_code == E.NONE:
+                return
+            await trio.sleep(0.1)
+
+
+async def _txn_offset_commit(conn, group, pid, epoch, offset, version=None):
+    resp = await conn.request(TXN_OFFSET_COMMIT, {
+        "transactional_id": TXN, "group_id": group, "producer_id": pid,
+        "producer_epoch": epoch, "generation_id": -1, "member_id": "",
+        "group_instance_id": None,
+        "topics": [{"name": "t", "partitions": [{
+            "partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
+            "committed_metadata": ""}]}]}, version=version)
+    ((topic,),) = [resp.body.topics]
+    (partition,) = topic.partitions
+    return ErrorCode(partition.error_code)
+
+
+async def test_kip890_a_txn_offset_commit_is_verified_like_a_produce(inproc, autojump_clock):
+    """Offsets for a transaction that never added the group's partition (no
+    AddOffsetsToTxn), or whose transaction has ended, are refused before anything reaches
+    __consumer_offsets, so no transaction hangs there holding its LSO; added, they go in."""
+    group = "g-verified"
+    await inproc.create_topic("t", 1)
+    async with trio.open_nursery() as nursery:
+        conn = await _connect(nursery, inproc)
+        await _ready(conn)
+        await _group_ready(conn, group)
+        ids = await _init(conn)
+        pid, epoch = ids.producer_id, ids.producer_epoch
+        runtime = inproc.broker.groups
+        offsets = inproc.broker.partition(runtime.topic,
+                                          runtime.coordinator.partition_for(group))
+        before = offsets.log_end_offset
+        # never added: refused, in the form the client's version knows
+        assert await _txn_offset_commit(conn, group, pid, epoch, 5) == E.TRANSACTION_ABORTABLE
+        assert await _txn_offset_commit(conn, group, pid, epoch, 5, version=3) == \
+            E.INVALID_TXN_STATE
+        assert offsets.log_end_offset == before
+        assert offsets.last_stable_offset == offsets.high_watermark
+        # added with AddOffsetsToTxn: accepted, and committed by the marker
+        resp = await conn.request(ADD_OFFSETS_TO_TXN, {
+            "transactional_id": TXN, "producer_id": pid, "producer_epoch": epoch,
+            "group_id": group})
+        assert resp.body.error_code == E.NONE
+        assert await _txn_offset_commit(conn, group, pid, epoch, 5) == E.NONE
+        assert offsets.log_end_offset == before + 1
+        assert await _end(conn, pid, epoch) == E.NONE
+        coordinator = inproc.broker.transactions.coordinator
+        with trio.fail_after(10):
+            while coordinator.transactions[TXN].state.value != "CompleteCommit":
+                await inproc.broker.wait_for_data([("__transaction_state", 0)])
+        end = offsets.log_end_offset  # the offsets record and the marker
+        # a late retry of the ended transaction's commit: refused, nothing new is open
+        assert await _txn_offset_commit(conn, group, pid, epoch, 9) == E.TRANSACTION_ABORTABLE
+        assert offsets.log_end_offset == end
+        assert offsets.last_stable_offset == offsets.high_watermark == end
         nursery.cancel_scope.cancel()
