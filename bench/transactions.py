@@ -3,13 +3,17 @@ and on a local three-node cluster (bench.cluster's, the issue's pinned command, 
 __consumer_offsets and __transaction_state at RF 3), in one run:
 
     minibroker bench transactions [--records 200000] [--txn-records 1000]
-        [--commit-samples 300] [--runs 3] [--no-cluster] [--json FILE]
+        [--commit-samples 300] [--producers 3] [--runs 3] [--no-cluster] [--json FILE]
 
 1. produce: librdkafka (confluent-kafka, 100 B values, linger.ms=5) writes --records
    records to a fresh topic of 3 partitions (RF 3 and min.insync.replicas=2 on the
    cluster), first as an idempotent acks=all producer, then as a transactional one that
    commits every --txn-records records. The issue asks the transactional rate to be at
-   least 70% of the idempotent one on one broker, 50% on the cluster.
+   least 70% of the idempotent one on one broker, 50% on the cluster. Then the same with
+   --producers producers at once (each its share of the records, the transactional ones
+   each with its own transactional.id, as an application's instances or Kafka Streams'
+   threads run): one transactional producer waits out its transaction's round trips with
+   the machine idle, several fill that time.
 2. commit latency, EndTxn to every marker written: --commit-samples small transactions
    (one record in each partition), one after another; for each, the time from the
    coordinator's PrepareCommit record to its CompleteCommit record, which it writes once
@@ -32,6 +36,7 @@ import json
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -68,6 +73,7 @@ class Setup:
         self.where, self.bootstrap, self.data_dirs, self.rf = where, bootstrap, data_dirs, rf
         self.ck, self.admin_mod = confluent_kafka_modules()
         self.bench = bench
+        self.warm_topic = ""  # internal_topics() makes it
 
     def topic(self) -> str:
         name = f"bench-txn-{uuid.uuid4().hex[:8]}"
@@ -85,7 +91,7 @@ class Setup:
     def internal_topics(self) -> None:
         """__consumer_offsets (a group joins) and __transaction_state (a transactional
         producer starts), before any clock: every figure is taken beside both."""
-        topic = self.topic()
+        topic = self.warm_topic = self.topic()
         join_group_once(self.ck, self.bootstrap, topic, f"bench-{uuid.uuid4().hex[:6]}")
         producer = self.producer(**{"transactional.id": f"warm-{uuid.uuid4().hex[:6]}"})
         producer.init_transactions(120)
@@ -94,12 +100,59 @@ class Setup:
         producer.commit_transaction(60)
 
 
-def produce_rate(setup: Setup, topic: str, records: int, txn_records: int | None) -> float:
-    extra = {} if txn_records is None else {"transactional.id": f"bench-{uuid.uuid4().hex}"}
-    producer = setup.producer(**extra)
-    if txn_records is not None:
-        producer.init_transactions(60)
+def produce_rate(setup: Setup, topic: str, records: int, txn_records: int | None,
+                 producers: int = 1) -> float:
+    """Records a second written by `producers` producers at once (threads: librdkafka
+    releases the GIL while it waits), each writing its share of `records` to every
+    partition; transactional ones commit every `txn_records`. The clock starts once every
+    producer is made (and, transactional, has its producer id)."""
+    share = records // producers
+    ready = threading.Barrier(producers + 1)
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        try:
+            extra = ({} if txn_records is None
+                     else {"transactional.id": f"bench-{uuid.uuid4().hex}"})
+            producer = setup.producer(**extra)
+            if txn_records is not None:
+                producer.init_transactions(60)
+            else:
+                # librdkafka asks for an idempotent producer's id in the background and,
+                # with no broker connection up yet, asks again only 500 ms later: records
+                # wait for it. One record elsewhere, acknowledged, has the id in hand, as
+                # init_transactions() has it for a transactional producer.
+                producer.produce(setup.warm_topic, VALUE, partition=0)
+                if producer.flush(60):
+                    raise BenchError(f"{setup.where}: no producer id after 60 s")
+            producer.list_topics(topic, timeout=30)  # the topic's leaders, before the clock
+        except BaseException as e:  # noqa: BLE001  re-raised in the caller's thread
+            errors.append(e)
+            ready.abort()
+            return
+        try:
+            ready.wait()
+            _produce(setup, producer, topic, share, txn_records)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=one) for _ in range(producers)]
+    for t in threads:
+        t.start()
+    try:
+        ready.wait()
+    except threading.BrokenBarrierError:
+        pass
     started = time.perf_counter()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return share * producers / (time.perf_counter() - started)
+
+
+def _produce(setup: Setup, producer, topic: str, records: int,
+             txn_records: int | None) -> None:
     sent = 0
     while sent < records:
         if txn_records is not None:
@@ -117,7 +170,6 @@ def produce_rate(setup: Setup, topic: str, records: int, txn_records: int | None
             producer.commit_transaction(60)
     if producer.flush(120):
         raise BenchError(f"{setup.where}: records of {topic} unacknowledged after 120 s")
-    return records / (time.perf_counter() - started)
 
 
 def consume_rate(setup: Setup, topic: str, isolation: str) -> tuple[float, int]:
@@ -215,6 +267,13 @@ def measure(setup: Setup, args: argparse.Namespace, table: Table) -> None:
         table.add("idempotent acks=all", setup.where, "rec/s", idem)
         table.add(f"transactional, {args.txn_records} per txn", setup.where, "rec/s", txn)
         table.add("txn/idempotent", setup.where, "%", 100 * txn / idem)
+        if args.producers > 1:
+            n = args.producers
+            idem_n = produce_rate(setup, setup.topic(), args.records, None, n)
+            txn_n = produce_rate(setup, setup.topic(), args.records, args.txn_records, n)
+            table.add(f"idempotent acks=all, {n} producers", setup.where, "rec/s", idem_n)
+            table.add(f"transactional, {n} producers", setup.where, "rec/s", txn_n)
+            table.add(f"txn/idempotent, {n} producers", setup.where, "%", 100 * txn_n / idem_n)
         broker, client = commit_latencies(setup, commit_topic, args.commit_samples)
         table.add("commit p50", setup.where, "ms", _pct(broker, 0.5))
         table.add("commit p99", setup.where, "ms", _pct(broker, 0.99))
@@ -240,6 +299,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--txn-records", type=int, default=1000)
     parser.add_argument("--commit-samples", type=int, default=300)
+    parser.add_argument("--producers", type=int, default=3,
+                        help="also measure this many producers at once (1: skip)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-cluster", action="store_true", help="one broker only")
     parser.add_argument("--json", default=None, help="also write the figures here")
