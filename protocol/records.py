@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 # The header layout is batch_header.py's; these names stay importable from here.
 from .batch_header import (  # noqa: F401
@@ -456,17 +456,23 @@ def decode_rows(buf, cls: type, topic: str, partition: int, min_offset: int = 0,
     return rows, next_offset
 
 
-def row_batches(buf, min_offset: int = 0) -> tuple[list[tuple[int, BatchHeader]], int]:
+def row_batches(buf, min_offset: int = 0,
+                keep: Callable[[int, BatchHeader], bool] | None = None
+                ) -> tuple[list[tuple[int, BatchHeader]], int]:
     """The (position, header) of every complete batch in `buf` that may hold records at
     or after `min_offset` (not a control batch, last offset not below it), and the offset
     after the last batch, control ones included (`min_offset` when there is none). Reads
-    headers only; raises CorruptRecordError for one it cannot trust."""
+    headers only; raises CorruptRecordError for one it cannot trust. `keep`, when given,
+    sees every batch in order, control ones too, and drops those it answers False for (a
+    read_committed consumer's aborted transactions)."""
     found: list[tuple[int, BatchHeader]] = []
     next_offset = min_offset
     for pos, header in iter_batch_headers(buf):
         last = header.last_offset + 1
         if last > next_offset:
             next_offset = last
+        if keep is not None and not keep(pos, header):
+            continue
         if last > min_offset and not header.attributes & CONTROL_MASK:
             found.append((pos, header))
     return found, next_offset

@@ -34,7 +34,7 @@ import heapq
 from typing import Any, Iterable
 
 from protocol.control_records import ControlRecordType, decode_control_type
-from protocol.records import BatchHeader, RecordError, decode_batch, iter_batch_headers
+from protocol.records import BatchHeader, RecordError, decode_batch, row_batches
 
 __all__ = ["READ_COMMITTED", "READ_UNCOMMITTED", "committed_batches", "isolation_level"]
 
@@ -67,21 +67,15 @@ def committed_batches(buf: Any, min_offset: int,
     pending = [(first, pid) for pid, first in aborted_transactions or ()]
     heapq.heapify(pending)
     aborted: set[int] = set()
-    found: list[tuple[int, BatchHeader]] = []
-    next_offset = min_offset
-    for pos, header in iter_batch_headers(buf):
-        last = header.last_offset + 1
-        if last > next_offset:
-            next_offset = last
-        control = header.is_control
-        if header.producer_id >= 0:
-            while pending and pending[0][0] <= header.last_offset:
-                aborted.add(heapq.heappop(pending)[1])
-            if control and header.producer_id in aborted and _is_abort_marker(buf, pos):
-                aborted.discard(header.producer_id)
-                continue
-            if header.is_transactional and header.producer_id in aborted:
-                continue
-        if last > min_offset and not control:
-            found.append((pos, header))
-    return found, next_offset
+
+    def keep(pos: int, header: BatchHeader) -> bool:
+        if header.producer_id < 0:
+            return True
+        while pending and pending[0][0] <= header.last_offset:
+            aborted.add(heapq.heappop(pending)[1])
+        if header.is_control and header.producer_id in aborted and _is_abort_marker(buf, pos):
+            aborted.discard(header.producer_id)  # its aborted transaction ends here
+            return False
+        return not (header.is_transactional and header.producer_id in aborted)
+
+    return row_batches(buf, min_offset, keep)
