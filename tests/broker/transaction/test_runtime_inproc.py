@@ -36,18 +36,27 @@ async def _init(conn, transactional_id=TXN, producer_id=-1, producer_epoch=-1):
     return resp.body
 
 
-async def _ready(conn) -> None:
-    """FindCoordinator until the coordinator has loaded (clients retry the same way)."""
+async def _coordinator_found(conn, key: str, key_type: int) -> None:
+    """FindCoordinator until it answers (the internal topic made and loaded), as clients
+    retry it."""
     with trio.fail_after(30):
         while True:
-            resp = await conn.request(FIND_COORDINATOR, {"key": TXN, "key_type": 1,
-                                                         "coordinator_keys": [TXN]})
+            resp = await conn.request(FIND_COORDINATOR, {"key": key, "key_type": key_type,
+                                                         "coordinator_keys": [key]})
             (entry,) = resp.body.coordinators
             if entry.error_code == E.NONE:
-                body = await _init(conn, "probe")
-                if body.error_code == E.NONE:
-                    return
+                return
             await trio.sleep(0.1)
+
+
+async def _ready(conn) -> None:
+    """The transaction coordinator found and answering InitProducerId."""
+    await _coordinator_found(conn, TXN, 1)
+    with trio.fail_after(30):
+        while True:
+            if (await _init(conn, "probe")).error_code == E.NONE:
+                return
+            await trio.sleep(0.1)  # a client's retry backoff
 
 
 async def _add(conn, producer_id, epoch, topic="t", partitions=(0,)):
@@ -333,18 +342,6 @@ async def test_the_next_transactions_add_is_parked_and_follows_the_complete_reco
         nursery.cancel_scope.cancel()
 
 
-async def _group_ready(conn, group: str) -> None:
-    """FindCoordinator (key type 0) until __consumer_offsets is there and loaded."""
-    with trio.fail_after(30):
-        while True:
-            resp = await conn.request(FIND_COORDINATOR, {"key": group, "key_type": 0,
-                                                         "coordinator_keys": [group]})
-            (entry,) = resp.body.coordinators
-            if entry.error_code == E.NONE:
-                return
-            await trio.sleep(0.1)
-
-
 async def _txn_offset_commit(conn, group, pid, epoch, offset, version=None):
     resp = await conn.request(TXN_OFFSET_COMMIT, {
         "transactional_id": TXN, "group_id": group, "producer_id": pid,
@@ -367,7 +364,7 @@ async def test_kip890_a_txn_offset_commit_is_verified_like_a_produce(inproc, aut
     async with trio.open_nursery() as nursery:
         conn = await _connect(nursery, inproc)
         await _ready(conn)
-        await _group_ready(conn, group)
+        await _coordinator_found(conn, group, 0)
         ids = await _init(conn)
         pid, epoch = ids.producer_id, ids.producer_epoch
         runtime = inproc.broker.groups
