@@ -187,8 +187,11 @@ def _produce(setup: Setup, producer, topic: str, records: int,
         raise BenchError(f"{setup.where}: records of {topic} unacknowledged after 120 s")
 
 
-def consume_rate(setup: Setup, topic: str, isolation: str) -> tuple[float, int]:
-    """(records/s, records read) reading the topic whole from the start."""
+def consume_rate(setup: Setup, topic: str, isolation: str, expected: int
+                 ) -> tuple[float, int]:
+    """(records/s, records read) reading the topic whole from the start: until `expected`
+    records are read, or every partition's end is reached with fewer (the caller then
+    fails the run)."""
     consumer = setup.ck.Consumer({"bootstrap.servers": setup.bootstrap,
                                   "group.id": f"bench-{uuid.uuid4().hex[:6]}",
                                   "isolation.level": isolation, "enable.auto.commit": False,
@@ -199,8 +202,10 @@ def consume_rate(setup: Setup, topic: str, isolation: str) -> tuple[float, int]:
         consumer.assign([setup.ck.TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
         started = time.perf_counter()
         deadline = time.monotonic() + 300
-        while len(ends) < PARTITIONS and time.monotonic() < deadline:
-            for msg in consumer.consume(10000, 0.5):
+        while read < expected and len(ends) < PARTITIONS and time.monotonic() < deadline:
+            # never more than are left: consume() returns once it has num_messages, or at
+            # its timeout, so a last short batch waited out the whole 0.5 s in the clock
+            for msg in consumer.consume(min(10000, expected - read), 0.5):
                 if msg.error():
                     ends.add(msg.partition())
                 else:
@@ -295,9 +300,10 @@ def measure(setup: Setup, args: argparse.Namespace, table: Table) -> None:
         table.add("commit p99", setup.where, "ms", _pct(broker, 0.99))
         table.add("commit_transaction() p50", setup.where, "ms", _pct(client, 0.5))
         table.add("commit_transaction() p99", setup.where, "ms", _pct(client, 0.99))
-        committed, n_committed = consume_rate(setup, txn_topic, "read_committed")
-        uncommitted, n_all = consume_rate(setup, txn_topic, "read_uncommitted")
-        if n_committed != args.records + WARM_RECORDS or n_all != n_committed:
+        expected = args.records + WARM_RECORDS
+        committed, n_committed = consume_rate(setup, txn_topic, "read_committed", expected)
+        uncommitted, n_all = consume_rate(setup, txn_topic, "read_uncommitted", expected)
+        if n_committed != expected or n_all != expected:
             raise BenchError(f"{setup.where}: read {n_committed} committed and {n_all} in "
                              f"all of {args.records} records and {WARM_RECORDS} warm-up ones")
         table.add("read_committed", setup.where, "rec/s", committed)
