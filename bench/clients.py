@@ -12,9 +12,14 @@ Owns the client benchmark, in two halves run one after the other in the same pro
   the figure includes the join). Each client reads the topic once per `--consume-api`:
   `getmany` (a batch per call: getmany / poll / consume(num_messages)) and `iter` (one
   record per step: `async for`, kafka-python's iterator, confluent-kafka's poll()). Timing
-  starts just before the first poll and stops when the last record arrived. One untimed
-  read (confluent-kafka) warms the broker first, so that the order of the clients does
-  not favour the later ones.
+  starts just before the first poll and stops when the last record arrived. In assign
+  mode every client has the topic's metadata and a connection to each partition's leader
+  before that (it asks each leader for the earliest offsets, untimed), so that the figure
+  is the rate of reading, not of starting up: librdkafka, whose consumer does that work in
+  the background after assign(), otherwise spent 500 ms of every timed read waiting (an
+  offset asked for before its partition's leader is known is asked again 500 ms later).
+  One untimed read (confluent-kafka) warms the broker first, so that the order of the
+  clients does not favour the later ones.
 
 Every client runs with its own defaults but for the settings named here. The records/s
 are printed as each run ends, and side by side in a table at the end. Figures are
@@ -30,6 +35,8 @@ import uuid
 from typing import Callable
 
 import trio
+
+from bench.common import warm_up_consumer
 
 POLL_TIMEOUT_S = 1.0
 CONSUME_DEADLINE_S = 300.0
@@ -170,7 +177,9 @@ def _consume_ours(args, topic: str, expected: int, api: str) -> float:
         consumer = Consumer(topic, **config) if "group_id" in config else Consumer(**config)
         async with consumer:
             if args.consume_mode == "assign":
-                consumer.assign([TopicPartition(topic, p) for p in range(args.partitions)])
+                tps = [TopicPartition(topic, p) for p in range(args.partitions)]
+                consumer.assign(tps)
+                await consumer.beginning_offsets(tps)  # metadata, leaders' connections
             with trio.fail_after(CONSUME_DEADLINE_S):
                 return await _read_async(consumer, expected, api)
     return trio.run(run)
@@ -186,7 +195,9 @@ def _consume_aiokafka(args, topic: str, expected: int, api: str) -> float:
         await consumer.start()
         try:
             if args.consume_mode == "assign":
-                consumer.assign([TopicPartition(topic, p) for p in range(args.partitions)])
+                tps = [TopicPartition(topic, p) for p in range(args.partitions)]
+                consumer.assign(tps)
+                await consumer.beginning_offsets(tps)  # metadata, leaders' connections
             return await asyncio.wait_for(_read_async(consumer, expected, api),
                                           CONSUME_DEADLINE_S)
         finally:
@@ -194,14 +205,14 @@ def _consume_aiokafka(args, topic: str, expected: int, api: str) -> float:
     return asyncio.run(run())
 
 
-def _timed_count(client: str, expected: int, poll: Callable[[], int]) -> float:
-    """Seconds until `poll` (one poll of a blocking client; it returns how many records
-    it got) has returned `expected` records in all."""
+def _timed_count(client: str, expected: int, poll: Callable[[int], int]) -> float:
+    """Seconds until `poll` (one poll of a blocking client, given how many records are
+    still to come; it returns how many it got) has returned `expected` records in all."""
     count = 0
     started = time.perf_counter()
     deadline = started + CONSUME_DEADLINE_S
     while count < expected and time.perf_counter() < deadline:
-        count += poll()
+        count += poll(expected - count)
     elapsed = time.perf_counter() - started
     if count < expected:
         raise BenchClientError(f"{client} read {count} of {expected} records")
@@ -217,7 +228,9 @@ def _consume_kafka_python(args, topic: str, expected: int, api: str) -> float:
         consumer = KafkaConsumer(topic, **config)
     else:
         consumer = KafkaConsumer(**config)
-        consumer.assign([TopicPartition(topic, p) for p in range(args.partitions)])
+        tps = [TopicPartition(topic, p) for p in range(args.partitions)]
+        consumer.assign(tps)
+        consumer.beginning_offsets(tps)  # metadata, leaders' connections
 
     def iterate() -> int:
         count = 0
@@ -228,8 +241,8 @@ def _consume_kafka_python(args, topic: str, expected: int, api: str) -> float:
         return count
     try:
         if api == "iter":
-            return _timed_count("kafka-python", expected, iterate)
-        return _timed_count("kafka-python", expected, lambda: sum(
+            return _timed_count("kafka-python", expected, lambda _left: iterate())
+        return _timed_count("kafka-python", expected, lambda _left: sum(
             len(records) for records in
             consumer.poll(timeout_ms=int(POLL_TIMEOUT_S * 1000)).values()))
     finally:
@@ -237,25 +250,28 @@ def _consume_kafka_python(args, topic: str, expected: int, api: str) -> float:
 
 
 def _consume_confluent(args, topic: str, expected: int, api: str) -> float:
+    import confluent_kafka
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     consumer = Consumer({"bootstrap.servers": args.bootstrap,
                          "group.id": f"bench-{uuid.uuid4().hex[:6]}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
                          "enable.partition.eof": False})
-    if args.consume_mode == "group":
-        consumer.subscribe([topic])
-    else:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)
-                         for p in range(args.partitions)])
-    def poll_one() -> int:
+    def poll_one(_left: int) -> int:
         message = consumer.poll(POLL_TIMEOUT_S)
         return message is not None and message.error() is None
     try:
+        if args.consume_mode == "group":
+            consumer.subscribe([topic])
+        else:
+            warm_up_consumer(confluent_kafka, consumer, topic, args.partitions, 30)
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)
+                             for p in range(args.partitions)])
         if api == "iter":
             return _timed_count("confluent-kafka", expected, poll_one)
-        return _timed_count("confluent-kafka", expected, lambda: sum(
+        # never more than are left: consume() waits for all num_messages, or the timeout
+        return _timed_count("confluent-kafka", expected, lambda left: sum(
             message.error() is None for message in
-            consumer.consume(num_messages=10_000, timeout=POLL_TIMEOUT_S)))
+            consumer.consume(num_messages=min(10_000, left), timeout=POLL_TIMEOUT_S)))
     finally:
         consumer.close()
 

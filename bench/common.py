@@ -1,6 +1,7 @@
 """What every benchmark shares: the error that voids a figure, waiting on a condition
 (harness.wait's, failing with that error), CPU accounting from /proc, the optional
-confluent-kafka import, and the aligned text table the figures are printed in.
+confluent-kafka import, a librdkafka client's warm-up before a clock starts, and the
+aligned text table the figures are printed in.
 
 CPU seconds are read for a whole process tree (the broker and any children) so that a
 broker's figure includes work it hands to helper processes; the client's own CPU comes
@@ -162,6 +163,39 @@ def join_group_once(ck: Any, bootstrap: str, topic: str, group: str) -> None:
             consumer.poll(0.2)
     finally:
         consumer.close()
+
+
+def warm_up_producer(producer: Any, topic: str, partitions: int, value: bytes,
+                      timeout_s: float) -> None:
+    """One record to each partition of `topic`, acknowledged, before a producer's clock
+    starts; the topic's metadata first. All of this is start-up, not the rate measured:
+    librdkafka (2.16) drops its bootstrap connection once it has the metadata and connects
+    to a partition's leader only when it first has records for it (about 1 ms on loopback,
+    13 ms with SASL_SSL's handshakes); an idempotent producer asks for its producer id in
+    the background and, with no connection up yet, again only 500 ms later; and on a
+    replicated topic made less than about 500 ms before, the first acks=all records wait
+    for a follower's parked fetch to return (replica.fetch.wait.max.ms) before its next
+    one names the new partition (440-490 ms measured on three local nodes)."""
+    producer.list_topics(topic, timeout=timeout_s)
+    for partition in range(partitions):
+        producer.produce(topic, value, partition=partition)
+    if producer.flush(timeout_s):
+        raise BenchError(f"the warm-up records to {topic} were not acknowledged in "
+                         f"{timeout_s:g}s")
+
+
+def warm_up_consumer(ck: Any, consumer: Any, topic: str, partitions: int,
+                      timeout_s: float) -> None:
+    """The topic's metadata and a connection to each partition's leader (a ListOffsets
+    to each), before a consumer's clock starts. A partition assigned at OFFSET_BEGINNING
+    before librdkafka knows its leader waits 500 ms for its next try at the offset
+    (rd_kafka_toppar_offset_request's back-off), and a clock started with the Consumer
+    counted those 500 ms."""
+    consumer.list_topics(topic, timeout=timeout_s)
+    for partition in range(partitions):  # ListOffsets to each leader: its connection
+        if consumer.get_watermark_offsets(ck.TopicPartition(topic, partition),
+                                          timeout=timeout_s) is None:
+            raise BenchError(f"no watermarks of {topic}[{partition}] in {timeout_s:g}s")
 
 
 def table_lines(header: Sequence[str], rows: Sequence[Sequence[str]],
