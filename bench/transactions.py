@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -352,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         single.kill()
         if cluster is not None:
             cluster.stop()
+    shutil.rmtree(base, ignore_errors=True)  # kept only when a run failed, for its logs
     print(f"transactions: {args.records:,} records of 100 B, {args.txn_records} per "
           f"transaction, {PARTITIONS} partitions; median of {args.runs} runs")
     print("\n".join(table.lines()))
