@@ -14,6 +14,11 @@ at the group's committed offset, else the earliest offset with --from-beginning
 (auto.offset.reset=earliest), else the latest. --partition and --offset cannot be used with
 --group (exit 2), as in Kafka.
 
+SIGINT (Ctrl-C) and SIGTERM end the command as kafka-console-consumer's shutdown hook does:
+the reading stops, "Processed a total of N messages" is printed, the positions are committed
+and the member leaves its group (--group), and the exit status is 0. A second signal exits
+at once (status 128 + the signal's number) without waiting for the commit or the leave.
+
 Without --group every partition of the topic (or only --partition P) is assigned, nothing
 is committed, and each starts at --offset O (earliest, latest or a number; needs
 --partition), else the earliest with --from-beginning, else the latest.
@@ -33,12 +38,14 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import sys
-from typing import Any, BinaryIO, TextIO
+from contextlib import contextmanager
+from typing import Any, AsyncIterator, BinaryIO, Iterator, TextIO
 
 import trio
 
-__all__ = ["add_arguments", "main", "format_record"]
+__all__ = ["add_arguments", "main", "format_record", "Interrupt"]
 
 DESCRIPTION = ("Print a topic's records, one per line (kafka-console-consumer). With --group "
                "the command joins the group, reads the partitions it is assigned and "
@@ -120,8 +127,56 @@ async def _partitions(bootstrap: str, topic: str) -> list[int]:
     return [p.partition for p in description.partitions]
 
 
-async def consume(args: argparse.Namespace, out: BinaryIO, err: TextIO) -> int:
-    """Run the command; `out` gets the records as UTF-8 lines.
+class Interrupt:
+    """What SIGINT and SIGTERM do to a running command (module docstring): the first cancels
+    the block of work under way (`interruptible()`: finding the topic, then the reading),
+    at the next checkpoint of the task that runs it; a second exits the process at once.
+
+    The signals are taken with trio.open_signal_receiver (`watch`), not as trio's default
+    KeyboardInterrupt: that one is raised at whatever bytecode is running when the signal
+    arrives, in whichever task. In a background task of the Consumer it ended the command
+    with a traceback and status 1 instead of the final commit; inside trio's own
+    Nursery.start_soon (not protected from it) it left a child registered but never
+    scheduled, and the Consumer's close then waited for it forever (the console consumer
+    that did not exit after Ctrl-C, right after a rebalance, when it is busiest)."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None  # the first signal's number
+        self._scopes: set[trio.CancelScope] = set()
+
+    @contextmanager
+    def interruptible(self) -> Iterator[None]:
+        """A block the first signal cancels (at once if it came before the block)."""
+        with trio.CancelScope() as scope:
+            self._scopes.add(scope)
+            try:
+                if self.received is not None:
+                    scope.cancel()
+                yield
+            finally:
+                self._scopes.discard(scope)
+
+    def interrupt(self, signum: int) -> None:
+        """The first signal: cancel whatever is interruptible now, and what comes later."""
+        self.received = signum
+        for scope in self._scopes:
+            scope.cancel()
+
+    async def watch(self, signals: AsyncIterator[int], err: TextIO) -> None:
+        async for signum in signals:
+            if self.received is None:
+                self.interrupt(signum)
+                continue
+            print(f"minibroker consume: {signal.Signals(signum).name} again: exiting "
+                  "without waiting for the final commit", file=err)
+            err.flush()
+            os._exit(128 + signum)
+
+
+async def consume(args: argparse.Namespace, out: BinaryIO, err: TextIO,
+                  interrupt: Interrupt | None = None) -> int:
+    """Run the command; `out` gets the records as UTF-8 lines. `interrupt` (main() makes
+    one that the signals trigger) stops the topic's lookup or the reading early.
 
     --timeout-ms bounds everything from the start: looking the topic up and the first
     positions count as time without a record, so an unreachable broker ends the command
@@ -133,8 +188,12 @@ async def consume(args: argparse.Namespace, out: BinaryIO, err: TextIO) -> int:
     offset = _check_args(args)
     idle_s = math.inf if args.timeout_ms is None else args.timeout_ms / 1000
     deadline = trio.current_time() + idle_s  # moves on with every record
-    with trio.move_on_at(deadline) as lookup:
+    interrupt = interrupt if interrupt is not None else Interrupt()
+    with interrupt.interruptible(), trio.move_on_at(deadline) as lookup:
         partitions = await _partitions(args.bootstrap_server, args.topic)
+    if interrupt.received is not None:
+        print("Processed a total of 0 messages", file=err)
+        return 0
     if lookup.cancelled_caught:
         raise ToolError(f"no answer from {args.bootstrap_server} within --timeout-ms "
                         f"{args.timeout_ms} ms")
@@ -162,31 +221,31 @@ async def consume(args: argparse.Namespace, out: BinaryIO, err: TextIO) -> int:
         if args.group is None:
             consumer.assign(tps)
         try:
-            # cancelling only these: getmany is not cut short (it may be holding records
-            # it has taken from the buffers), it is given what is left of the time
-            with trio.move_on_at(deadline):
-                if offset == "earliest":
-                    await consumer.seek_to_beginning(*tps)
-                elif offset == "latest":
-                    await consumer.seek_to_end(*tps)
-            if isinstance(offset, int):
-                consumer.seek(tps[0], offset)
-            while args.max_messages is None or total < args.max_messages:
-                left_ms = (deadline - trio.current_time()) * 1000
-                if left_ms <= 0:
-                    break
-                wait_ms = max(1, int(min(POLL_MS, left_ms)))
-                left = None if args.max_messages is None else args.max_messages - total
-                batches = await consumer.getmany(timeout_ms=wait_ms, max_records=left)
-                lines = [format_record(r, args.print_key, args.key_separator)
-                         for records in batches.values() for r in records]
-                if lines:
-                    out.write("".join(line + "\n" for line in lines).encode("utf-8"))
-                    out.flush()
-                    total += len(lines)
-                    deadline = trio.current_time() + idle_s
-        except KeyboardInterrupt:
-            pass
+            # A signal cancels getmany, which loses no record to it: the records it takes
+            # from the buffers are returned without a checkpoint in between.
+            with interrupt.interruptible():
+                # the deadline cancels only these: getmany is given what is left of the time
+                with trio.move_on_at(deadline):
+                    if offset == "earliest":
+                        await consumer.seek_to_beginning(*tps)
+                    elif offset == "latest":
+                        await consumer.seek_to_end(*tps)
+                if isinstance(offset, int):
+                    consumer.seek(tps[0], offset)
+                while args.max_messages is None or total < args.max_messages:
+                    left_ms = (deadline - trio.current_time()) * 1000
+                    if left_ms <= 0:
+                        break
+                    wait_ms = max(1, int(min(POLL_MS, left_ms)))
+                    left = None if args.max_messages is None else args.max_messages - total
+                    batches = await consumer.getmany(timeout_ms=wait_ms, max_records=left)
+                    lines = [format_record(r, args.print_key, args.key_separator)
+                             for records in batches.values() for r in records]
+                    if lines:
+                        out.write("".join(line + "\n" for line in lines).encode("utf-8"))
+                        out.flush()
+                        total += len(lines)
+                        deadline = trio.current_time() + idle_s
         finally:
             print(f"Processed a total of {total} messages", file=err)
             if args.group is not None:
@@ -206,12 +265,23 @@ async def consume(args: argparse.Namespace, out: BinaryIO, err: TextIO) -> int:
     return 0
 
 
+async def _consume_until_signalled(args: argparse.Namespace, out: BinaryIO,
+                                   err: TextIO) -> int:
+    from client.connection import background_nursery
+
+    interrupt = Interrupt()
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with background_nursery() as nursery:
+            nursery.start_soon(interrupt.watch, signals, err)
+            return await consume(args, out, err, interrupt)
+
+
 def main(args: argparse.Namespace) -> int:
     from client.errors import KafkaError
     from tools.admin_session import ToolError, one_line
 
     try:
-        return trio.run(consume, args, sys.stdout.buffer, sys.stderr)
+        return trio.run(_consume_until_signalled, args, sys.stdout.buffer, sys.stderr)
     except ValueError as e:
         print(f"minibroker consume: {e}", file=sys.stderr)
         return 2

@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -336,6 +337,79 @@ def test_console_consumer_group_member_commits_and_reset_to_earliest(shared_brok
         assert sorted(seen) == [(0, 0), (0, 1), (0, 2), (0, 3)]
     finally:
         c.close()
+
+
+def console_member_to_files(bootstrap: str, topic: str, group: str, directory: Path
+                            ) -> tuple[subprocess.Popen, Path, Path]:
+    """console_member with its stdout and stderr in files, to be read while it runs."""
+    out, err = directory / f"{group}.out", directory / f"{group}.err"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        member = subprocess.Popen(
+            [sys.executable, "-m", "tools.cli", "consume", topic, "--bootstrap-server",
+             bootstrap, "--group", group, "--from-beginning"],
+            cwd=REPO_ROOT, stdout=stdout, stderr=stderr, text=True)
+    return member, out, err
+
+
+def lines_in(path: Path) -> list[str]:
+    return path.read_text().splitlines()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM],
+                         ids=["SIGINT", "SIGTERM"])
+def test_console_consumer_commits_and_leaves_on_sigint_and_sigterm(shared_broker, tmp_path,
+                                                                  signum):
+    # kafka-console-consumer's shutdown hook runs on either: the last positions are
+    # committed and the member leaves the group at once (not after session.timeout.ms)
+    bs = shared_broker.bootstrap
+    topic, group = unique("gc-signal"), unique("gc-signalled")
+    create_topic(bs, topic, 2)
+    produce(bs, topic, {0: 2, 1: 3})
+    member, out, err = console_member_to_files(bs, topic, group, tmp_path)
+    try:
+        wait_until(lambda: len(lines_in(out)) == 5, WAIT_S, interval_s=0.1,
+                   message="consume --group to print all five records")
+        member.send_signal(signum)
+        assert member.wait(timeout=60) == 0, err.read_text()
+    finally:
+        if member.poll() is None:
+            member.kill()
+            member.wait()
+    assert sorted(lines_in(out)) == ["0-0", "0-1", "1-0", "1-1", "1-2"]
+    assert lines_in(err) == ["Processed a total of 5 messages"]
+    assert committed(bs, group) == {"0": "2", "1": "3"}
+    left = groups(bs, "describe", group, "--members")
+    assert (left.returncode, left.stdout) == (0, "")
+    assert left.stderr == f"\nConsumer group '{group}' has no active members.\n"
+
+
+def test_a_second_signal_exits_at_once_without_the_final_commit(make_broker, tmp_path):
+    broker = make_broker(**SHARED_BROKER_OVERRIDES)
+    bs = broker.bootstrap
+    topic, group = unique("gc-twice"), unique("gc-impatient")
+    create_topic(bs, topic, 1)
+    produce(bs, topic, {0: 2})
+    member, out, err = console_member_to_files(bs, topic, group, tmp_path)
+    try:
+        wait_until(lambda: len(lines_in(out)) == 2, WAIT_S, interval_s=0.1,
+                   message="consume --group to print both records")
+        broker.proc.send_signal(signal.SIGSTOP)  # the final commit gets no answer now
+        try:
+            member.send_signal(signal.SIGINT)
+            wait_until(lambda: "Processed a total of 2 messages" in lines_in(err), WAIT_S,
+                       interval_s=0.1, message="the first SIGINT to stop the reading")
+            member.send_signal(signal.SIGINT)
+            # well within the final commit's own bound (60 s), which it does not wait for
+            assert member.wait(timeout=WAIT_S) == 128 + signal.SIGINT, err.read_text()
+        finally:
+            broker.proc.send_signal(signal.SIGCONT)
+    finally:
+        if member.poll() is None:
+            member.kill()
+            member.wait()
+    assert lines_in(err) == ["Processed a total of 2 messages",
+                             "minibroker consume: SIGINT again: exiting without waiting for "
+                             "the final commit"]
 
 
 def test_delete_offsets_and_delete_group(shared_broker):

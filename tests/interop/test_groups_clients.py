@@ -5,6 +5,7 @@ mixing kafka-python and librdkafka members under the range assignor."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import pytest
@@ -156,22 +157,53 @@ def test_aiokafka_group_resumes_from_committed_offsets(shared_broker):
 # -- one group, two client libraries ---------------------------------------------------------------
 
 class KafkaPythonMember:
-    """A kafka-python consumer that the pump can poll next to librdkafka members."""
+    """A kafka-python consumer that polls without pause in a thread of its own, next to the
+    librdkafka members the pump polls in turn.
+
+    Why not in turn with them: kafka-python 3.0.12 (and its main branch still) finishes a
+    JoinGroup + SyncGroup on its I/O thread, but applies the result only inside a poll()
+    that is waiting for it; a poll() that finds it already finished sends a new JoinGroup
+    and drops the finished one, assignment and all (join_group_async restarts a done
+    _join_task). A leader's JoinGroup in a Stable group starts a rebalance, in Kafka as
+    here, and an eager librdkafka member rejoins only from its own poll(): with both
+    polled by one thread, once a join outlasted kafka-python's 50 ms turn (a loaded
+    machine) every later join completed during librdkafka's turn and was dropped, a new
+    generation each time, and the group never settled. Polled continuously, a poll() is
+    waiting when the join completes.
+
+    The consumer is touched by the polling thread only until close(); `owned` is what its
+    assignment was after the last poll."""
+
+    POLL_MS = 500  # returns at once with records; a join completes within it
 
     def __init__(self, consumer: KafkaConsumer, name: str):
         self.consumer = consumer
         self.name = name
         self.messages: list = []
+        self.owned: set[tuple[str, int]] = set()
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"poll-{name}", daemon=True)
+        self._thread.start()
 
-    def poll(self, timeout: float = 0.05) -> None:
-        for records in self.consumer.poll(timeout_ms=int(timeout * 1000)).values():
-            self.messages.extend(records)
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                for records in self.consumer.poll(timeout_ms=self.POLL_MS).values():
+                    self.messages.extend(records)
+                self.owned = {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+        except BaseException as e:  # the test sees it at its next poll()
+            self.error = e
 
-    @property
-    def owned(self) -> set[tuple[str, int]]:
-        return {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+    def poll(self, timeout: float = 0.0) -> None:
+        """Nothing to poll (the thread does): raise what stopped the thread, if anything."""
+        if self.error is not None:
+            raise self.error
 
     def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.POLL_MS / 1000 + 30)
+        assert not self._thread.is_alive(), f"{self.name}'s poll() did not return"
         self.consumer.close()
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import signal
 from datetime import datetime, timezone
 
 import pytest
@@ -270,6 +271,51 @@ async def test_console_consumer_with_a_group_is_a_member_and_commits(inproc, aut
         nursery.cancel_scope.cancel()
     assert sorted(out.getvalue().decode().splitlines()) == [
         "0-0", "0-1", "0-2", "1-0", "1-1", "1-2"]
+
+
+async def test_an_interrupt_after_a_rebalance_ends_the_console_consumer_cleanly(
+        inproc, autojump_clock):
+    # what the first SIGINT or SIGTERM does (main() wires them to an Interrupt): right after
+    # a second member came and went, the reading stops, the positions are committed, the
+    # member leaves and consume() returns 0
+    bs = inproc.bootstrap
+    await inproc.create_topic("t", 2)
+    await _produce(bs, "t", {0: 3, 1: 2})
+    out, err = io.BytesIO(), io.StringIO()
+    interrupt = consume.Interrupt()
+    status: list[int] = []
+
+    async def console_consumer() -> None:
+        status.append(await consume.consume(_consume_args(bs, "t", "g"), out, err, interrupt))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(console_consumer)
+        async with open_admin(bs, timeout_ms=10_000, client_id="interrupt-test") as admin:
+            async def members() -> list:
+                return (await admin.describe_groups(["g"]))["g"].members
+            await wait_for(lambda: len(out.getvalue().splitlines()) == 5, 30,
+                           "consume --group to print all five records")
+            async with Consumer("t", bootstrap_servers=bs, group_id="g") as other:
+                async def shared() -> bool:
+                    await other.getmany(timeout_ms=100)
+                    return len(await members()) == 2 and len(other.assignment()) == 1
+                await wait_for(shared, 60, "a second member to take a partition")
+            interrupt.interrupt(signal.SIGINT)  # the group rebalances after the leave now
+            await wait_for(lambda: status, 60, "consume() to return after the interrupt")
+            assert status == [0]
+            assert err.getvalue().splitlines()[-1] == "Processed a total of 5 messages"
+            assert await admin.list_consumer_group_offsets("g") == {T0: 3, T1: 2}
+            assert len(await members()) == 0  # it left: the group is empty at once
+
+
+async def test_an_interrupt_before_the_topic_is_found_ends_the_console_consumer(
+        inproc, autojump_clock):
+    interrupt = consume.Interrupt()
+    interrupt.interrupt(signal.SIGTERM)
+    out, err = io.BytesIO(), io.StringIO()
+    assert await consume.consume(_consume_args(inproc.bootstrap, "t", "g"), out, err,
+                                 interrupt) == 0
+    assert (out.getvalue(), err.getvalue()) == (b"", "Processed a total of 0 messages\n")
 
 
 async def test_reset_to_datetime_finds_the_first_record_at_or_after_it(inproc, autojump_clock):
