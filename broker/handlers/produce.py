@@ -218,7 +218,7 @@ async def _verify_first_batches(ctx: RequestContext, denied: frozenset[str]
     coordinator's answer, mapped for the request's version, and, when it may go on, the
     guard its append presents."""
     body, broker = ctx.body, ctx.broker
-    first: dict[tuple[str, int], object] = {}
+    candidates: list[tuple[tuple[str, int], object]] = []
     producer: tuple[int, int] | None = None
     for topic_data in body.topic_data:
         if topic_data.name in denied:
@@ -228,17 +228,14 @@ async def _verify_first_batches(ctx: RequestContext, denied: frozenset[str]
             partition = broker.partition(topic_data.name, data.index)
             if header is None or partition is None or not partition.is_leader:
                 continue  # the partition's own checks answer it
-            if partition.needs_verification(header.producer_id):
-                producer = (header.producer_id, header.producer_epoch)
-                first[(topic_data.name, data.index)] = partition.start_verification(
-                    header.producer_id)
-    if not first or producer is None:
+            producer = (header.producer_id, header.producer_epoch)
+            candidates.append(((topic_data.name, data.index), partition))
+    if producer is None:
         return {}
-    answers = await broker.transactions.verify_partitions(
-        body.transactional_id, producer[0], producer[1], list(first))
-    return {tp: (verification_error_for_version(answers.get(tp, ErrorCode.NONE), PRODUCE,
-                                                ctx.version), guard)
-            for tp, guard in first.items()}
+    verified = await broker.transactions.verify_first_appends(
+        body.transactional_id, producer[0], producer[1], candidates)
+    return {tp: (verification_error_for_version(error, PRODUCE, ctx.version), guard)
+            for tp, (error, guard) in verified.items()}
 
 
 def _transactional_header(raw: bytes | None):

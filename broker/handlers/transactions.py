@@ -235,16 +235,15 @@ async def _verify_offsets_partition(ctx: RequestContext) -> tuple[E, object | No
     b, broker = ctx.body, ctx.broker
     if not broker.config.transaction_partition_verification_enable:
         return E.NONE, None
-    offsets_topic = broker.groups.topic
-    index = broker.groups.coordinator.partition_for(b.group_id)
-    partition = broker.partition(offsets_topic, index)
-    if partition is None or not partition.is_leader or \
-            not partition.needs_verification(b.producer_id):
-        return E.NONE, None  # not coordinating the group (it answers that), or verified
-    guard = partition.start_verification(b.producer_id)
-    answers = await broker.transactions.verify_partitions(
-        b.transactional_id, b.producer_id, b.producer_epoch, [(offsets_topic, index)])
-    error = answers.get((offsets_topic, index), E.NONE)
+    tp = (broker.groups.topic, broker.groups.coordinator.partition_for(b.group_id))
+    partition = broker.partition(*tp)
+    if partition is None or not partition.is_leader:
+        return E.NONE, None  # not coordinating the group: the coordinator answers that
+    verified = await broker.transactions.verify_first_appends(
+        b.transactional_id, b.producer_id, b.producer_epoch, [(tp, partition)])
+    if tp not in verified:
+        return E.NONE, None  # the transaction is open there already
+    error, guard = verified[tp]
     return verification_error_for_version(error, m.TXN_OFFSET_COMMIT, ctx.version), guard
 
 

@@ -5,7 +5,7 @@ Owns: `MarkerWriter`, our counterpart of Kafka's TransactionMarkerChannelManager
 to the leader of each partition of the transaction, over the inter-broker listener, and
 retries what did not succeed until every partition has its marker. The partitions this
 broker leads itself are written in process, by the function that serves the request
-(broker.handlers.txn_markers.write_markers, handed over by the node's wiring), so both
+(broker.handlers.txn_markers.write_markers, handed over by broker.server.Server), so both
 paths append and answer alike. A leader answers once the
 marker is replicated to its ISR (acks=all), so a marker once acknowledged survives a
 leader change.
@@ -60,10 +60,11 @@ LocalWriter = Callable[[Any, Any], Awaitable[dict]]  # (broker, request markers)
 
 
 class MarkerWriter:
-    def __init__(self, broker, channels: BrokerChannels, local: LocalWriter | None = None):
+    def __init__(self, broker, channels: BrokerChannels,
+                 local: Callable[[], LocalWriter | None] = lambda: None):
         self.broker = broker
         self._channels = channels
-        self._local = local
+        self._local = local  # the in-process writer, when the wiring has given one
 
     async def write(self, effect: WriteTxnMarkers,
                     still_coordinator: Callable[[], bool]) -> bool:
@@ -111,10 +112,11 @@ class MarkerWriter:
                     tps: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         body = m.request_body(m.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
                               marker_request(effect, tps))
-        if leader == self.broker.node_id and self._local is not None:
+        local = self._local() if leader == self.broker.node_id else None
+        if local is not None:
             # this broker leads them: append here, without a round trip through its own
             # listener (the marker is on the path of the producer's next transaction)
-            response = await self._local(self.broker, body.markers)
+            response = await local(self.broker, body.markers)
         else:
             channel = self._channels.get(leader)
             if channel is None:

@@ -21,7 +21,7 @@ again (`finish_load`).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Iterable
 
 import trio
 
@@ -31,7 +31,7 @@ from broker.transaction.coordinator import TransactionConfig, TransactionCoordin
 from broker.transaction.effects import Append, WriteTxnMarkers
 from broker.net.broker_channels import BrokerChannels
 from broker.net.peer import PeerUnavailable
-from broker.transaction.markers import MarkerWriter
+from broker.transaction.markers import LocalWriter, MarkerWriter
 from broker.transaction.records import decode_value, encode_value
 from broker.transaction.state import TransactionState
 from protocol.batch_header import BatchHeader
@@ -72,10 +72,11 @@ class TransactionRuntime(CoordinatorRuntime):
                                                   self._take_producer_id)
         self._producer_ids: range = range(0)
         self._markers: MarkerWriter | None = None
-        # how markers for partitions this broker leads are written in process: the
-        # node's wiring (broker.server.serve) hands over the WriteTxnMarkers handler's own
-        # function; without it they go through this broker's listener like the others
-        self.local_markers: Any = None
+        # how markers for partitions this broker leads are written in process: the data
+        # plane's Server hands over the WriteTxnMarkers handler's own function (whenever
+        # it is made, before or after this runtime starts); without it they go through
+        # this broker's listener like the others
+        self.local_markers: LocalWriter | None = None
         self._channels: BrokerChannels | None = None
         # transactional id -> requests parked until its transaction completes: each
         # (waiter, operation, args) runs right after the Complete record is appended
@@ -272,7 +273,7 @@ class TransactionRuntime(CoordinatorRuntime):
         async with trio.open_nursery() as nursery:
             self._channels = BrokerChannels(self.broker, nursery,
                                             f"txn-coordinator-{self.broker.node_id}")
-            self._markers = MarkerWriter(self.broker, self._channels, self.local_markers)
+            self._markers = MarkerWriter(self.broker, self._channels, lambda: self.local_markers)
             self.apply_effects(self.coordinator.tick(self.broker.now_ms()))  # schedules timers
             try:
                 await trio.sleep_forever()
@@ -301,6 +302,24 @@ class TransactionRuntime(CoordinatorRuntime):
             errors = await self._verify_remotely(leader, transactional_id, producer_id,
                                                  producer_epoch, partitions)
         return {tp: _RETRIABLE_VERIFICATION.get(e, e) for tp, e in errors.items()}
+
+    async def verify_first_appends(self, transactional_id: str, producer_id: int,
+                                   producer_epoch: int, partitions: Iterable[tuple[Any, Any]]
+                                   ) -> dict[tuple[str, int], tuple[ErrorCode, object]]:
+        """KIP-890 part 1 for a leader about to append a producer's transactional batch
+        to these (topic-partition, Partition) pairs, a Produce's or a TxnOffsetCommit's:
+        those where the batch would open the producer's transaction get a guard
+        (Partition.start_verification) and are verified with the coordinator
+        (`verify_partitions`); each maps to (the coordinator's answer, the guard its append
+        presents). Partitions with the transaction already open here are left out."""
+        guards = {tp: partition.start_verification(producer_id)
+                  for tp, partition in partitions
+                  if partition.needs_verification(producer_id)}
+        if not guards:
+            return {}
+        answers = await self.verify_partitions(transactional_id, producer_id, producer_epoch,
+                                               list(guards))
+        return {tp: (answers.get(tp, ErrorCode.NONE), guard) for tp, guard in guards.items()}
 
     async def _verify_remotely(self, leader: int, transactional_id: str, producer_id: int,
                                producer_epoch: int, partitions: list[tuple[str, int]]
