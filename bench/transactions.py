@@ -134,13 +134,10 @@ def produce_rate(setup: Setup, topic: str, records: int, txn_records: int | None
             if txn_records is not None:
                 producer.init_transactions(60)
             else:
-                # librdkafka asks for an idempotent producer's id in the background and,
-                # with no broker connection up yet, asks again only 500 ms later: records
-                # wait for it. One record elsewhere, acknowledged, has the id in hand, as
-                # init_transactions() has it for a transactional producer.
-                producer.produce(setup.warm_topic, VALUE, partition=0)
-                if producer.flush(60):
-                    raise BenchError(f"{setup.where}: no producer id after 60 s")
+                # an idempotent producer's id, as init_transactions() has it for a
+                # transactional one: one acknowledged record elsewhere (warm_up_producer
+                # says why), so that the measured topic holds only what is measured
+                warm_up_producer(producer, setup.warm_topic, 1, VALUE, 60)
             producer.list_topics(topic, timeout=30)  # the topic's leaders, before the clock
         except BaseException as e:  # noqa: BLE001  re-raised in the caller's thread
             errors.append(e)
