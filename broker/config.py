@@ -30,6 +30,7 @@ class Prop:
     minimum: int | None = None
     choices: tuple[str, ...] | None = None
     topic_name: str | None = None  # the topic-level property this broker default feeds
+    maximum: int | None = None
 
     def parse(self, raw: Any) -> Any:
         value = raw
@@ -55,6 +56,8 @@ class Prop:
             raise ConfigError(f"invalid value {raw!r} for {self.name}: out of int32 range")
         if self.minimum is not None and value is not None and value < self.minimum:
             raise ConfigError(f"invalid value {raw!r} for {self.name}: must be >= {self.minimum}")
+        if self.maximum is not None and value is not None and value > self.maximum:
+            raise ConfigError(f"invalid value {raw!r} for {self.name}: must be <= {self.maximum}")
         if self.choices is not None and value not in self.choices:
             raise ConfigError(f"invalid value {raw!r} for {self.name}: one of {', '.join(self.choices)}")
         return value
@@ -294,6 +297,44 @@ BROKER_PROPERTIES = _props(
          "The server-side assignors of consumer groups; the first is the default.",),
     Prop("group.consumer.max.size", "int", 2**31 - 1,
          "Most members a consumer group may have.", minimum=1),
+    # KIP-932 share groups: Kafka 4.1's GroupCoordinatorConfig and ShareGroupConfig
+    Prop("group.share.enable", "bool", True,
+         "Whether share groups (KIP-932) are served: ShareGroupHeartbeat and its kin."),
+    Prop("group.share.heartbeat.interval.ms", "int", 5000,
+         "How often members of a share group heartbeat.", minimum=1),
+    Prop("group.share.min.heartbeat.interval.ms", "int", 5000,
+         "The least group.share.heartbeat.interval.ms may be.", minimum=1),
+    Prop("group.share.max.heartbeat.interval.ms", "int", 15000,
+         "The most group.share.heartbeat.interval.ms may be.", minimum=1),
+    Prop("group.share.session.timeout.ms", "int", 45000,
+         "How long a share group member may go without a heartbeat.", minimum=1),
+    Prop("group.share.min.session.timeout.ms", "int", 45000,
+         "The least group.share.session.timeout.ms may be.", minimum=1),
+    Prop("group.share.max.session.timeout.ms", "int", 60000,
+         "The most group.share.session.timeout.ms may be.", minimum=1),
+    Prop("group.share.max.size", "int", 200, "Most members a share group may have.",
+         minimum=1, maximum=1000),
+    Prop("group.share.record.lock.duration.ms", "int", 30000,
+         "How long a share consumer holds a record it acquired before it is released.",
+         minimum=1000, maximum=3600000),
+    Prop("group.share.min.record.lock.duration.ms", "int", 15000,
+         "The least group.share.record.lock.duration.ms may be.",
+         minimum=1000, maximum=30000),
+    Prop("group.share.max.record.lock.duration.ms", "int", 60000,
+         "The most group.share.record.lock.duration.ms may be.",
+         minimum=30000, maximum=3600000),
+    Prop("group.share.delivery.count.limit", "int", 5,
+         "Deliveries of a record to share consumers before it is archived.",
+         minimum=2, maximum=10),
+    Prop("group.share.partition.max.record.locks", "int", 2000,
+         "Records of one share-partition that may be acquired at once.",
+         minimum=100, maximum=10000),
+    Prop("share.coordinator.state.topic.num.partitions", "int", 50,
+         "Partitions of __share_group_state.", minimum=1),
+    Prop("share.coordinator.state.topic.replication.factor", "int", 3,
+         "Replication of __share_group_state.", minimum=1),
+    Prop("share.coordinator.state.topic.min.isr", "int", 2,
+         "min.insync.replicas of __share_group_state.", minimum=1),
     Prop("events.segment.bytes", "long", 64 * 1024 * 1024,
          "minibroker: event log file size before rotation.", minimum=1024),
     Prop("events.retention.files", "int", 20, "minibroker: event log files kept.", minimum=1),
@@ -492,6 +533,22 @@ class BrokerConfig:
     group_consumer_session_timeout_ms = _Typed(int)
     group_consumer_assignors = _Typed(tuple)
     group_consumer_max_size = _Typed(int)
+    group_share_enable = _Typed(bool)
+    group_share_heartbeat_interval_ms = _Typed(int)
+    group_share_min_heartbeat_interval_ms = _Typed(int)
+    group_share_max_heartbeat_interval_ms = _Typed(int)
+    group_share_session_timeout_ms = _Typed(int)
+    group_share_min_session_timeout_ms = _Typed(int)
+    group_share_max_session_timeout_ms = _Typed(int)
+    group_share_max_size = _Typed(int)
+    group_share_record_lock_duration_ms = _Typed(int)
+    group_share_min_record_lock_duration_ms = _Typed(int)
+    group_share_max_record_lock_duration_ms = _Typed(int)
+    group_share_delivery_count_limit = _Typed(int)
+    group_share_partition_max_record_locks = _Typed(int)
+    share_coordinator_state_topic_num_partitions = _Typed(int)
+    share_coordinator_state_topic_replication_factor = _Typed(int)
+    share_coordinator_state_topic_min_isr = _Typed(int)
     events_segment_bytes = _Typed(int)
     events_retention_files = _Typed(int)
     events_request_sample_per_second = _Typed(int)
@@ -531,6 +588,7 @@ class BrokerConfig:
                 raise ConfigError(f"unknown config key {key!r}")
             values[key] = prop.parse(value)
         _resolve_node_id(raw, values)
+        _check_share_group_bounds(values)
         roles = values["process.roles"]
         if not roles or set(roles) - {"broker", "controller"}:
             raise ConfigError(f"invalid value {','.join(roles)!r} for process.roles: "
@@ -574,6 +632,31 @@ class BrokerConfig:
 LISTENER_PREFIX = "listener.name."
 SECURITY_PREFIXES = ("ssl.", "sasl.")
 JAAS_SUFFIX = ".sasl.jaas.config"
+
+
+# (value, least, most): each share group setting must lie within its own min and max, as
+# Kafka's GroupCoordinatorConfig and ShareGroupConfig require at start-up
+_SHARE_GROUP_BOUNDS = (
+    ("group.share.heartbeat.interval.ms", "group.share.min.heartbeat.interval.ms",
+     "group.share.max.heartbeat.interval.ms"),
+    ("group.share.session.timeout.ms", "group.share.min.session.timeout.ms",
+     "group.share.max.session.timeout.ms"),
+    ("group.share.record.lock.duration.ms", "group.share.min.record.lock.duration.ms",
+     "group.share.max.record.lock.duration.ms"),
+)
+
+
+def _check_share_group_bounds(values: Mapping[str, Any]) -> None:
+    for name, least, most in _SHARE_GROUP_BOUNDS:
+        if values[most] < values[least]:
+            raise ConfigError(f"{most} must be greater than or equal to {least}")
+        if not values[least] <= values[name] <= values[most]:
+            raise ConfigError(f"{name} must be greater than or equal to {least} and less "
+                              f"than or equal to {most}")
+    interval = values["group.share.heartbeat.interval.ms"]
+    if interval >= values["group.share.session.timeout.ms"]:
+        raise ConfigError("group.share.heartbeat.interval.ms must be less than "
+                          "group.share.session.timeout.ms")
 
 
 def _listener_property(key: str, value: Any) -> tuple[str, str, Any]:

@@ -126,6 +126,14 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
                                   "pending_revocation": "array<string>"},
     "consumer_group_leave": {"group": "string", "member": "string", "static": "boolean"},
     "consumer_group_fenced": {"group": "string", "member": "string", "reason": "string"},
+    # KIP-932 share groups: members joining, their assignment each time it changes, members
+    # leaving or fenced, and an empty group deleted
+    "share_group_join": {"group": "string", "member": "string", "group_epoch": "long"},
+    "share_group_assignment": {"group": "string", "member": "string", "member_epoch": "long",
+                               "assigned": "array<string>"},
+    "share_group_leave": {"group": "string", "member": "string"},
+    "share_group_fenced": {"group": "string", "member": "string", "reason": "string"},
+    "share_group_deleted": {"group": "string"},
     # replication: leader_change is written by the active controller's node as each
     # committed PartitionChangeRecord moves a leadership; isr_change by the partition's
     # leader when the controller commits its AlterPartition; log_truncation by a follower

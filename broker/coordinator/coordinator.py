@@ -1,14 +1,15 @@
 """The group coordinator of one broker: which groups it owns, their membership and offsets.
 
 Owns: `GroupCoordinator`, the pure facade the handlers call. It keeps the one map of groups
-(`groups`: ClassicGroup or ConsumerGroup by id, as Kafka's GroupMetadataManager) and the one
-timer service both protocols' machines share, and turns "a group of the other type" into
+(`groups`: ClassicGroup, ConsumerGroup or ShareGroup by id, as Kafka's GroupMetadataManager)
+and the one timer service the protocols' machines share, and turns "a group of another type" into
 Kafka's errors with a type check on that map. It routes a group to its __consumer_offsets
 partition (Utils.abs(hashCode) % partitions), refuses groups whose partition this broker
 does not lead (NOT_COORDINATOR) or is still loading (COORDINATOR_LOAD_IN_PROGRESS), applies
 OffsetCommit's generation and member checks, builds the GroupMetadata records, and replays
 records — both those it wrote and, at load, those on disk. Classic membership lives in
-broker.coordinator.membership, KIP-848 groups in .consumer_group, offsets in .offsets.
+broker.coordinator.membership, KIP-848 groups in .consumer_group, KIP-932 share groups in
+.share_group, offsets in .offsets.
 
 Which partitions are led here is the only thing replication will change: `begin_load` /
 `finish_load` / `unload` are called when this broker gains or loses a partition's leadership.
@@ -21,7 +22,7 @@ from typing import Any, Callable, Iterable
 
 import uuid
 
-from broker.coordinator import cg_records, consumer_group, membership
+from broker.coordinator import cg_records, consumer_group, membership, share_group, share_records
 from broker.coordinator.consumer_group import (
     ConsumerGroup, ConsumerGroupConfig, ConsumerGroups, HeartbeatRequest, heartbeat_error,
 )
@@ -31,15 +32,19 @@ from broker.coordinator.membership import (
     GroupConfig, JoinRequest, Membership, group_id_error, join_error, sync_body,
 )
 from broker.coordinator.offsets import OffsetRecord, OffsetStore, partition_of
+from broker.coordinator.share_group import (
+    ShareGroup, ShareGroupConfig, ShareGroups, ShareHeartbeatRequest, share_heartbeat_error,
+)
 from broker.coordinator.timers import TimerService
 from protocol.consumer_protocol import decode_assignment, decode_subscription, partition_names
 from protocol.errors import DecodeError, ErrorCode
 from protocol.messages import offsets_topic
-from protocol.messages.offsets_topic import ConsumerGroupKey, GroupKey, OffsetKey
+from protocol.messages.offsets_topic import ConsumerGroupKey, GroupKey, OffsetKey, ShareGroupKey
 
 E = ErrorCode
 S = GroupState
 CONSUMER = "consumer"
+SHARE = "share"
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ class CoordinatorConfig:
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
     group: GroupConfig = field(default_factory=GroupConfig)
     consumer_group: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)
+    share_group: ShareGroupConfig = field(default_factory=ShareGroupConfig)
 
 
 def _partitions_named(protocol_type: str, assignment: bytes) -> list[str]:
@@ -87,6 +93,8 @@ class GroupCoordinator:
         self.offsets = OffsetStore(config.offset_metadata_max_bytes)
         self.consumer_groups = ConsumerGroups(config.consumer_group, groups=self.groups,
                                               timers=self.timers)
+        self.share_groups = ShareGroups(config.share_group, groups=self.groups,
+                                        timers=self.timers)
         self.owned: set[int] = set()
         self.loading: set[int] = set()
         # whether the metadata makes this broker the leader of a partition: one it leads
@@ -108,6 +116,11 @@ class GroupCoordinator:
     def _encoded(self, effects: list) -> list:
         """The consumer-group machine's Appends with its records as Kafka's bytes."""
         return [Append(e.group_id, [cg_records.encode(r, self.topic_id) for r in e.records])
+                if isinstance(e, Append) else e for e in effects]
+
+    def _share_encoded(self, effects: list) -> list:
+        """The share-group machine's Appends with its records as Kafka's bytes."""
+        return [Append(e.group_id, [share_records.encode(r, self.topic_id) for r in e.records])
                 if isinstance(e, Append) else e for e in effects]
 
     # -- routing ------------------------------------------------------------------------------
@@ -139,6 +152,9 @@ class GroupCoordinator:
         if error != E.NONE:
             return [Reply(waiter, join_error(error, req.member_id))]
         group = self.groups.get(req.group_id)
+        if isinstance(group, ShareGroup):
+            # Kafka converts between classic and consumer groups only, never share groups
+            return [Reply(waiter, join_error(E.INCONSISTENT_GROUP_PROTOCOL, req.member_id))]
         if isinstance(group, ConsumerGroup):
             if group.members:
                 # Kafka 4.0 can seat a classic member in a consumer group (its migration
@@ -154,6 +170,10 @@ class GroupCoordinator:
         if error != E.NONE:
             return [Reply(waiter, heartbeat_error(error, None, req.member_id))]
         classic = self.groups.get(req.group_id)
+        if isinstance(classic, ShareGroup):
+            return [Reply(waiter, heartbeat_error(
+                E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.",
+                req.member_id))]
         if isinstance(classic, ClassicGroup):
             if classic.members or classic.state not in (S.EMPTY, S.DEAD):
                 return [Reply(waiter, heartbeat_error(
@@ -192,6 +212,42 @@ class GroupCoordinator:
                         for m in group.members.values()])
         return body
 
+    # -- KIP-932 share groups ------------------------------------------------------------------
+
+    def share_group_heartbeat(self, waiter: Any, req: ShareHeartbeatRequest,
+                              now_ms: int) -> list:
+        if not self.config.share_group.enabled:
+            return [Reply(waiter, share_heartbeat_error(
+                E.UNSUPPORTED_VERSION, "Share groups are not enabled (group.share.enable).",
+                req.member_id))]
+        error = self.check(req.group_id)
+        if error != E.NONE:
+            return [Reply(waiter, share_heartbeat_error(error, None, req.member_id))]
+        return self._share_encoded(self.share_groups.heartbeat(waiter, req, now_ms,
+                                                               self.topics()))
+
+    def share_group_describe(self, group_id: str) -> dict:
+        """ShareGroupDescribe's entry for one group (topics by name; the handler adds
+        their ids)."""
+        error = self.check(group_id)
+        if error == E.NONE and self.share_groups.group(group_id) is not None:
+            return self.share_groups.describe(group_id)
+        body: dict[str, Any] = {"error_code": error, "error_message": None, "group_id": group_id,
+                                "group_state": "Dead", "group_epoch": -1,
+                                "assignment_epoch": -1, "assignor_name": "", "members": [],
+                                "authorized_operations": -2**31}
+        if error == E.NONE:
+            message = (f"Group {group_id} is not a share group." if group_id in self.groups
+                       else f"Group {group_id} not found.")
+            body.update(error_code=E.GROUP_ID_NOT_FOUND, error_message=message)
+        return body
+
+    def share_group_member_epoch(self, group_id: str, member_id: str) -> int | None:
+        """The epoch of a member of a share group this coordinator holds, or None: for a
+        share-partition leader in this process that wants to know whether a member is
+        still one."""
+        return self.share_groups.member_epoch(group_id, member_id)
+
     def sync(self, waiter: Any, group_id: str, generation: int, member_id: str,
              group_instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
              assignments: dict[str, bytes], now_ms: int) -> list:
@@ -228,6 +284,8 @@ class GroupCoordinator:
                 out += self.membership.fire(key, now_ms)
             elif key[0] in consumer_group.TIMER_KINDS:
                 out += self._encoded(self.consumer_groups.on_timer(key, now_ms))
+            elif key[0] in share_group.TIMER_KINDS:
+                out += self._share_encoded(self.share_groups.on_timer(key, now_ms))
             else:
                 raise AssertionError(f"a timer neither protocol keeps: {key!r}")
         return out
@@ -242,6 +300,8 @@ class GroupCoordinator:
             return error
         if isinstance(self.groups.get(group_id), ConsumerGroup):
             return self.consumer_groups.commit_error(group_id, member_id, generation)
+        if isinstance(self.groups.get(group_id), ShareGroup):
+            return E.GROUP_ID_NOT_FOUND  # a share group keeps no committed offsets
         group = self.membership.group(group_id)
         if group is None:
             # a group that does not use Kafka for membership may still store offsets
@@ -369,7 +429,7 @@ class GroupCoordinator:
         body: dict[str, Any] = {"error_code": error, "error_message": None, "group_id": group_id,
                 "group_state": S.DEAD.value, "protocol_type": "", "protocol_data": "",
                 "members": [], "authorized_operations": -2**31}
-        if error == E.NONE and isinstance(self.groups.get(group_id), ConsumerGroup):
+        if error == E.NONE and isinstance(self.groups.get(group_id), (ConsumerGroup, ShareGroup)):
             # Kafka 4.0 (KIP-1043): DescribeGroups describes classic groups only
             body.update(error_code=E.GROUP_ID_NOT_FOUND,
                         error_message=f"Group {group_id} is not a classic group.")
@@ -400,6 +460,8 @@ class GroupCoordinator:
                 if group.state == S.DEAD:
                     continue  # deleted, its tombstone not replayed yet
                 protocol_type = group.protocol_type or CONSUMER
+            elif isinstance(group, ShareGroup):
+                protocol_type = SHARE  # Kafka's ShareGroup.PROTOCOL_TYPE
             else:
                 protocol_type = CONSUMER
             group_type = group.group_type if group is not None else GroupType.CLASSIC
@@ -411,6 +473,15 @@ class GroupCoordinator:
         error = self.check(group_id, allow_empty=True)
         if error != E.NONE:
             return error, []
+        share = self.share_groups.group(group_id)
+        if share is not None:
+            if share.members:
+                return E.NON_EMPTY_GROUP, []
+            records = self.offsets.delete_group(group_id)
+            records += [share_records.encode(r, self.topic_id)
+                        for r in self.share_groups.delete(group_id)]
+            return E.NONE, [Append(group_id, records),
+                            Emit("share_group_deleted", {"group": group_id})]
         consumer_group = self.consumer_groups.group(group_id)
         if consumer_group is not None:
             if consumer_group.members:
@@ -490,12 +561,20 @@ class GroupCoordinator:
         """Apply one __consumer_offsets record: offsets always; a group record rebuilds the
         group only while loading (a live group already is what its record says), and a group
         tombstone removes it."""
-        decoded = offsets_topic.decode_key(key, kip848=True)
+        decoded = offsets_topic.decode_key(key, kip848=True, kip932=True)
         if isinstance(decoded, OffsetKey):
             self.offsets.replay_offset(decoded, value)
             return
         if decoded is None:
-            return  # a record type this broker does not know (share groups): skipped
+            return  # a record type this broker does not know: skipped
+        if isinstance(decoded, ShareGroupKey):
+            # as for a consumer group: a live share group already is what it wrote
+            if loading:
+                share_record = share_records.decode(
+                    decoded, offsets_topic.decode_value(decoded, value), self.topic_name)
+                if share_record is not None:
+                    self.share_groups.replay(share_record)
+            return
         if isinstance(decoded, ConsumerGroupKey):
             # a live consumer group already is what it wrote; a load rebuilds it
             if loading:
@@ -541,6 +620,8 @@ class GroupCoordinator:
         here = [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]
         self.consumer_groups.finish_load(
             [g.group_id for g in here if isinstance(g, ConsumerGroup)], now_ms)
+        self.share_groups.finish_load(
+            [g.group_id for g in here if isinstance(g, ShareGroup)], now_ms, self.topics())
         for group in here:
             if isinstance(group, ClassicGroup):
                 for member in group.members.values():
@@ -554,6 +635,7 @@ class GroupCoordinator:
         out: list = []
         here = [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]
         self.consumer_groups.unload([g.group_id for g in here if isinstance(g, ConsumerGroup)])
+        self.share_groups.unload([g.group_id for g in here if isinstance(g, ShareGroup)])
         for group in here:
             if not isinstance(group, ClassicGroup):
                 continue

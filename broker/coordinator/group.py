@@ -34,6 +34,7 @@ class GroupType(enum.Enum):
     """Which protocol a group speaks: ListGroups' GroupsType, Kafka's Group.GroupType."""
     CLASSIC = "classic"
     CONSUMER = "consumer"
+    SHARE = "share"
 
 
 class Group(Protocol):

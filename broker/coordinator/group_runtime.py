@@ -1,9 +1,11 @@
 """The group coordinator hosted on __consumer_offsets.
 
 Owns: `GroupRuntime`, broker.coordinator.runtime's CoordinatorRuntime for the pure
-GroupCoordinator (classic and KIP-848 groups, offsets): its records are the group and
-offset records of broker.coordinator.cg_records, its configs Kafka's offsets.topic.* and
-group.*, and it expires old offsets on offsets.retention.check.interval.ms.
+GroupCoordinator (classic, KIP-848 and KIP-932 share groups, offsets): its records are the
+group and offset records of broker.coordinator.cg_records and .share_records, its configs
+Kafka's offsets.topic.*, group.* and group.share.*, and it expires old offsets on
+offsets.retention.check.interval.ms. `share_group_listeners` are told when a share group
+member leaves or is fenced (`ShareMemberGone`), once its records are written.
 
 Offset records are replayed into the coordinator only once the high watermark covers them.
 Until then OffsetFetch does not see them: a commit that is still only in the leader's log
@@ -21,17 +23,19 @@ import logging
 import uuid
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from broker import timeouts
 from broker.config import BrokerConfig, ConfigError
 from broker.coordinator.assignors import ASSIGNORS
 from broker.coordinator.consumer_group import ConsumerGroupConfig
 from broker.coordinator.coordinator import CoordinatorConfig, GroupCoordinator
-from broker.coordinator.effects import Append
+from broker.coordinator.effects import Append, ShareMemberGone
 from broker.coordinator.membership import GroupConfig
 from broker.coordinator.offsets import OffsetRecord
 from broker.coordinator.runtime import CoordinatorRuntime, Waiter
+from broker.coordinator.share_group import ShareGroupConfig
+from protocol.errors import ErrorCode
 from protocol.batch_header import BatchHeader
 from protocol.control_records import decode_end_txn_marker
 from protocol.record_errors import InvalidRecordError
@@ -69,7 +73,12 @@ def coordinator_config(broker_config: BrokerConfig) -> CoordinatorConfig:
             session_timeout_ms=c.group_consumer_session_timeout_ms,
             heartbeat_interval_ms=c.group_consumer_heartbeat_interval_ms,
             assignors=tuple(_assignor_name(a) for a in c.group_consumer_assignors),
-            max_size=c.group_consumer_max_size))
+            max_size=c.group_consumer_max_size),
+        share_group=ShareGroupConfig(
+            enabled=c.group_share_enable,
+            session_timeout_ms=c.group_share_session_timeout_ms,
+            heartbeat_interval_ms=c.group_share_heartbeat_interval_ms,
+            max_size=c.group_share_max_size))
 
 
 @dataclass(frozen=True)
@@ -91,6 +100,9 @@ class GroupRuntime(CoordinatorRuntime):
         self.coordinator.topic_id = self._topic_id
         self.coordinator.topic_name = self._topic_name
         self.coordinator.consumer_groups.group_configs = broker.metadata_cache.group_configs
+        # called (group id, member id, reason) when a share group member leaves or is
+        # fenced: how share-partition leaders here learn to release what it acquired
+        self.share_group_listeners: list[Callable[[str, str, str], None]] = []
         # partition -> offset records appended but not yet below the high watermark, with
         # the log offset each ends at: replayed into the cache only once committed
         self._uncommitted_offsets: dict[
@@ -126,6 +138,16 @@ class GroupRuntime(CoordinatorRuntime):
     def topic_configs(self) -> dict[str, str]:
         return {"cleanup.policy": "compact",
                 "segment.bytes": str(self.broker.config.offsets_topic_segment_bytes)}
+
+    def carry_out(self, effect: Any, failed: ErrorCode,
+                  uncommitted: tuple[int, int] | None) -> None:
+        if not isinstance(effect, ShareMemberGone):
+            super().carry_out(effect, failed, uncommitted)
+            return
+        # the member is gone from the group whether or not its tombstones were written: a
+        # failed append leaves the coordinator's view ahead of the log, which a load fixes
+        for listener in list(self.share_group_listeners):
+            listener(effect.group_id, effect.member_id, effect.reason)
 
     def records_of(self, effect: Any) -> tuple[int, list[tuple[bytes, bytes | None]]] | None:
         if not isinstance(effect, Append):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from broker.handlers import (
     acls, api_versions, cluster, configs, consumer_group, describe_producers, fetch, groups,
-    leader_epoch, list_offsets, metadata, offsets, produce, producer_id, sasl, scram, telemetry,
-    topics, transactions, txn_markers,
+    leader_epoch, list_offsets, metadata, offsets, produce, producer_id, sasl, scram,
+    share_group, telemetry, topics, transactions, txn_markers,
 )
 from broker.handlers.context import Handler
 from protocol import messages as m
@@ -64,6 +64,8 @@ HANDLERS: dict[int, Handler] = {
     m.LIST_TRANSACTIONS: transactions.handle_list_transactions,
     m.WRITE_TXN_MARKERS: txn_markers.handle,
     m.DESCRIBE_PRODUCERS: describe_producers.handle,
+    m.SHARE_GROUP_HEARTBEAT: share_group.handle_heartbeat,
+    m.SHARE_GROUP_DESCRIBE: share_group.handle_describe,
 }
 
 assert HANDLERS.keys() == m.APIS.keys(), "every declared API needs a handler, and no more"

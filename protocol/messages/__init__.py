@@ -23,7 +23,8 @@ from construct import Container
 
 from protocol.messages import (
     api_versions, cluster, configs, consumer_group, fetch, group, leader_epoch, list_offsets,
-    metadata, offsets, produce, producer_id, quorum, security, telemetry, topics, transactions,
+    metadata, offsets, produce, producer_id, quorum, security, share_group, telemetry, topics,
+    transactions,
 )
 from protocol.schema import Message
 
@@ -97,6 +98,8 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(transactions.ListTransactionsRequest, transactions.ListTransactionsResponse),
     _api(transactions.WriteTxnMarkersRequest, transactions.WriteTxnMarkersResponse),
     _api(transactions.DescribeProducersRequest, transactions.DescribeProducersResponse),
+    _api(share_group.ShareGroupHeartbeatRequest, share_group.ShareGroupHeartbeatResponse),
+    _api(share_group.ShareGroupDescribeRequest, share_group.ShareGroupDescribeResponse),
 )}
 
 CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
@@ -182,6 +185,8 @@ TXN_OFFSET_COMMIT = _key(transactions.TxnOffsetCommitRequest)
 DESCRIBE_PRODUCERS = _key(transactions.DescribeProducersRequest)
 DESCRIBE_TRANSACTIONS = _key(transactions.DescribeTransactionsRequest)
 LIST_TRANSACTIONS = _key(transactions.ListTransactionsRequest)
+SHARE_GROUP_HEARTBEAT = _key(share_group.ShareGroupHeartbeatRequest)
+SHARE_GROUP_DESCRIBE = _key(share_group.ShareGroupDescribeRequest)
 
 
 def request_body(api_key: int, version: int, body: dict) -> Container:

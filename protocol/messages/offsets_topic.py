@@ -1,16 +1,18 @@
 """The records of __consumer_offsets, in Kafka's own key and value formats (docs/PROTOCOL.md §4).
 
-Owns: the declarations of OffsetCommitKey/Value, GroupMetadataKey/Value and the KIP-848
-consumer group records (ConsumerGroup*Key/Value, record types 3-8), and the functions that
+Owns: the declarations of OffsetCommitKey/Value, GroupMetadataKey/Value, the KIP-848
+consumer group records (ConsumerGroup*Key/Value, record types 3-8) and the KIP-932 share
+group records (ShareGroup*Key/Value, types 9-15), and the functions that
 turn them into record keys and values and back. A key starts with an int16 that is really
-the record type (0/1 offset commit, 2 group metadata, 3-8 a consumer group's, 9 and up share
-groups' and newer ones); a value starts with its int16 version; a null value is a tombstone.
+the record type (0/1 offset commit, 2 group metadata, 3-8 a consumer group's, 9-15 a share
+group's, 16 and up newer ones); a value starts with its int16 version; a null value is a tombstone.
 Kafka writes OffsetCommitKey v1 / OffsetCommitValue v3 and GroupMetadataValue v3, and v0 of
 every consumer group value; so do we.
 
 `decode_key` returns None for a record type its caller does not know, and the consumer group
 types are among those unless the caller asks for them (`kip848=True`, then a
-`ConsumerGroupKey`): readers written for offsets and classic groups keep skipping them.
+`ConsumerGroupKey`), and so are the share group types unless it asks with `kip932=True`
+(a `ShareGroupKey`): readers written for offsets and classic groups keep skipping them.
 """
 
 from __future__ import annotations
@@ -188,6 +190,106 @@ CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = ConsumerGroupTargetAssignmentMemberKey
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = ConsumerGroupCurrentMemberAssignmentKey.versions.low
 CONSUMER_GROUP_VALUE_VERSION = 0
 
+# The KIP-932 share group records (types 9-15). As for the consumer group records, a key's
+# one valid version is its record type (Kafka 4.1's files call it the record's "apiKey").
+
+def _share_key(name: str, record_type: int, member: bool = False) -> Message:
+    v = str(record_type)
+    fields = [F("group_id", "string", v)]
+    if member:
+        fields.append(F("member_id", "string", v))
+    return Message(name, valid=v, flexible="none", fields=fields)
+
+
+def _topic_partitions(with_name: bool = False) -> list[F]:
+    return [F("topic_id", "uuid"), *([F("topic_name", "string")] if with_name else []),
+            F("partitions", "[]int32")]
+
+
+ShareGroupPartitionMetadataKey = _share_key("ShareGroupPartitionMetadataKey", 9)
+ShareGroupPartitionMetadataValue = Message(
+    "ShareGroupPartitionMetadataValue", valid="0", flexible="0+", fields=[
+        F("topics", [
+            F("topic_id", "uuid"),
+            F("topic_name", "string"),
+            F("num_partitions", "int32"),
+            F("partition_metadata", [
+                F("partition", "int32"),
+                F("racks", "[]string"),
+            ]),
+        ]),
+    ])
+
+ShareGroupMemberMetadataKey = _share_key("ShareGroupMemberMetadataKey", 10, member=True)
+ShareGroupMemberMetadataValue = Message(
+    "ShareGroupMemberMetadataValue", valid="0", flexible="0+", fields=[
+        F("rack_id", "string", nullable="0+"),
+        F("client_id", "string"),
+        F("client_host", "string"),
+        F("subscribed_topic_names", "[]string"),
+    ])
+
+ShareGroupMetadataKey = _share_key("ShareGroupMetadataKey", 11)
+ShareGroupMetadataValue = Message(
+    "ShareGroupMetadataValue", valid="0", flexible="0+", fields=[
+        F("epoch", "int32"),
+    ])
+
+ShareGroupTargetAssignmentMetadataKey = _share_key("ShareGroupTargetAssignmentMetadataKey", 12)
+ShareGroupTargetAssignmentMetadataValue = Message(
+    "ShareGroupTargetAssignmentMetadataValue", valid="0", flexible="0+", fields=[
+        F("assignment_epoch", "int32"),
+    ])
+
+ShareGroupTargetAssignmentMemberKey = _share_key(
+    "ShareGroupTargetAssignmentMemberKey", 13, member=True)
+ShareGroupTargetAssignmentMemberValue = Message(
+    "ShareGroupTargetAssignmentMemberValue", valid="0", flexible="0+", fields=[
+        F("topic_partitions", _topic_partitions()),
+    ])
+
+ShareGroupCurrentMemberAssignmentKey = _share_key(
+    "ShareGroupCurrentMemberAssignmentKey", 14, member=True)
+ShareGroupCurrentMemberAssignmentValue = Message(
+    "ShareGroupCurrentMemberAssignmentValue", valid="0", flexible="0+", fields=[
+        F("member_epoch", "int32"),
+        F("previous_member_epoch", "int32"),
+        F("state", "int8"),  # Kafka's MemberState: a share member is always STABLE (0)
+        F("assigned_partitions", _topic_partitions()),
+    ])
+
+# which topic-partitions the share coordinator holds state for (InitializeShareGroupState
+# done), and which it is deleting: written by the share-partition side, not by membership
+ShareGroupStatePartitionMetadataKey = _share_key("ShareGroupStatePartitionMetadataKey", 15)
+ShareGroupStatePartitionMetadataValue = Message(
+    "ShareGroupStatePartitionMetadataValue", valid="0", flexible="0+", fields=[
+        F("initialized_topics", _topic_partitions(with_name=True)),
+        F("deleting_topics", [
+            F("topic_id", "uuid"),
+            F("topic_name", "string"),
+        ]),
+    ])
+
+SHARE_GROUP_RECORDS: dict[int, tuple[Message, Message]] = {
+    key.versions.low: (key, value) for key, value in (
+        (ShareGroupPartitionMetadataKey, ShareGroupPartitionMetadataValue),
+        (ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue),
+        (ShareGroupMetadataKey, ShareGroupMetadataValue),
+        (ShareGroupTargetAssignmentMetadataKey, ShareGroupTargetAssignmentMetadataValue),
+        (ShareGroupTargetAssignmentMemberKey, ShareGroupTargetAssignmentMemberValue),
+        (ShareGroupCurrentMemberAssignmentKey, ShareGroupCurrentMemberAssignmentValue),
+        (ShareGroupStatePartitionMetadataKey, ShareGroupStatePartitionMetadataValue),
+    )}
+
+SHARE_GROUP_PARTITION_METADATA = ShareGroupPartitionMetadataKey.versions.low  # 9
+SHARE_GROUP_MEMBER_METADATA = ShareGroupMemberMetadataKey.versions.low  # 10
+SHARE_GROUP_METADATA = ShareGroupMetadataKey.versions.low  # 11
+SHARE_GROUP_TARGET_ASSIGNMENT_METADATA = ShareGroupTargetAssignmentMetadataKey.versions.low  # 12
+SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER = ShareGroupTargetAssignmentMemberKey.versions.low  # 13
+SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT = ShareGroupCurrentMemberAssignmentKey.versions.low  # 14
+SHARE_GROUP_STATE_PARTITION_METADATA = ShareGroupStatePartitionMetadataKey.versions.low  # 15
+SHARE_GROUP_VALUE_VERSION = 0
+
 OFFSET_COMMIT_KEY_VERSION = 1
 OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_KEY_VERSION = 2
@@ -224,7 +326,22 @@ class ConsumerGroupKey:
         return CONSUMER_GROUP_RECORDS[self.type][0].name.removesuffix("Key")
 
 
-AnyKey = OffsetKey | GroupKey | ConsumerGroupKey
+@dataclass(frozen=True)
+class ShareGroupKey:
+    """The key of a KIP-932 share group record: `type` is one of SHARE_GROUP_RECORDS;
+    `member_id` is None for the group-wide records (types 9, 11, 12 and 15)."""
+
+    type: int
+    group: str
+    member_id: str | None = None
+
+    @property
+    def record(self) -> str:
+        """Kafka's name for the record, e.g. ShareGroupMemberMetadata."""
+        return SHARE_GROUP_RECORDS[self.type][0].name.removesuffix("Key")
+
+
+AnyKey = OffsetKey | GroupKey | ConsumerGroupKey | ShareGroupKey
 
 
 def _versioned(message: Message, version: int, body: Any) -> bytes:
@@ -324,18 +441,34 @@ def encode_consumer_group_current_member_assignment_value(value: Mapping[str, An
     return _consumer_group_value(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, value)
 
 
+def encode_share_group_key(key: ShareGroupKey) -> bytes:
+    """Any share group record's key (with a None value, its tombstone's)."""
+    message = SHARE_GROUP_RECORDS[key.type][0]
+    body = {"group_id": key.group}
+    if key.member_id is not None:
+        body["member_id"] = key.member_id
+    return _versioned(message, key.type, body)
+
+
+def encode_share_group_value(record_type: int, value: Mapping[str, Any]) -> bytes:
+    """A share group record's value, `value` as that type's value declaration has it."""
+    return _versioned(SHARE_GROUP_RECORDS[record_type][1], SHARE_GROUP_VALUE_VERSION, value)
+
+
 def _parse(message: Message, data: bytes, version: int) -> Container:
     """The body after the int16 version; trailing bytes are refused (Message.parse)."""
     return message.parse(data[2:], version)
 
 
 @overload
-def decode_key(data: bytes, *, kip848: Literal[False] = False) -> OffsetKey | GroupKey | None: ...
+def decode_key(data: bytes, *, kip848: Literal[False] = False,
+               kip932: Literal[False] = False) -> OffsetKey | GroupKey | None: ...
 @overload
-def decode_key(data: bytes, *, kip848: bool) -> AnyKey | None: ...
-def decode_key(data: bytes, *, kip848: bool = False) -> AnyKey | None:
+def decode_key(data: bytes, *, kip848: bool, kip932: bool = False) -> AnyKey | None: ...
+def decode_key(data: bytes, *, kip848: bool = False, kip932: bool = False) -> AnyKey | None:
     """The key's record type decides its layout; None for types we do not know, which are
-    the consumer group ones (3-8) too unless `kip848` (then a ConsumerGroupKey)."""
+    the consumer group ones (3-8) too unless `kip848` (then a ConsumerGroupKey), and the
+    share group ones (9-15) unless `kip932` (then a ShareGroupKey)."""
     if len(data) < 2:
         raise DecodeError("__consumer_offsets key shorter than its version")
     (version,) = _I16.unpack_from(data)
@@ -347,6 +480,9 @@ def decode_key(data: bytes, *, kip848: bool = False) -> AnyKey | None:
     if kip848 and version in CONSUMER_GROUP_RECORDS:
         k = _parse(CONSUMER_GROUP_RECORDS[version][0], data, version)
         return ConsumerGroupKey(version, k.group_id, k.get("member_id"))
+    if kip932 and version in SHARE_GROUP_RECORDS:
+        k = _parse(SHARE_GROUP_RECORDS[version][0], data, version)
+        return ShareGroupKey(version, k.group_id, k.get("member_id"))
     return None
 
 
@@ -368,6 +504,8 @@ def decode_value(key: AnyKey, data: bytes | None) -> Container | None:
         message = OffsetCommitValue
     elif isinstance(key, GroupKey):
         message = GroupMetadataValue
+    elif isinstance(key, ShareGroupKey):
+        message = SHARE_GROUP_RECORDS[key.type][1]
     else:
         message = CONSUMER_GROUP_RECORDS[key.type][1]
     if not 0 <= version <= message.versions.high:

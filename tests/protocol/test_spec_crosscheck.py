@@ -41,6 +41,8 @@ DATA_MESSAGES = [
     (offsets_topic.GroupMetadataValue, "group-coordinator"),
     *((message, "group-coordinator") for pair in offsets_topic.CONSUMER_GROUP_RECORDS.values()
       for message in pair),
+    *((message, "group-coordinator") for pair in offsets_topic.SHARE_GROUP_RECORDS.values()
+      for message in pair),
     *((record, "metadata") for record in metadata_records.METADATA_RECORDS.values()),
     (transaction_log.TransactionLogKey, "transaction-coordinator"),
     (transaction_log.TransactionLogValue, "transaction-coordinator"),
@@ -175,8 +177,12 @@ def _messages():
 # Kafka 4.0 (March 2025) released: ConsumerGroupHeartbeat v1 (KIP-848's regular expressions
 # and client-chosen member ids), which librdkafka requires for group.protocol=consumer, and
 # EndTxn v5 (KIP-890 part 2: the epoch bumped at every transaction's end). Where the newer
-# copy has the API, it must say so too (_check).
-STABLE_SINCE_THE_SNAPSHOT = {"ConsumerGroupHeartbeat", "EndTxn"}
+# copy has the API, it must say so too (_check). And the KIP-932 share group membership
+# APIs, early access (v0) in the snapshot and Kafka 4.0, released in Kafka 4.1 as v1 with
+# v0's fields: v0 is compared with the snapshot field by field; v1 needs a newer copy, which
+# kafka-python's lacks, so protocol/messages/share_group.py says where its fields come from.
+STABLE_SINCE_THE_SNAPSHOT = {"ConsumerGroupHeartbeat", "EndTxn", "ShareGroupHeartbeat",
+                             "ShareGroupDescribe"}
 
 
 # Versions newer than the reference copy that kafka-python's newer copy lacks too (it ships
@@ -325,6 +331,21 @@ def test_the_consumer_group_declarations_are_cross_checked():
     ours = {name for name, (_v, folder) in checked.items()
             if folder == "group-coordinator" and name.startswith("ConsumerGroup")}
     assert ours == spec_files and len(ours) == 12
+
+
+def test_the_share_group_declarations_are_cross_checked():
+    """KIP-932's membership APIs and its seven __consumer_offsets records go through the
+    same check; each record's key version is its Kafka record type (9-15)."""
+    checked = {m.name: (m.versions, folder) for m, folder in _messages()}
+    for name in ("ShareGroupHeartbeat", "ShareGroupDescribe"):
+        assert checked[f"{name}Request"][0].high == 1 and f"{name}Response" in checked
+    spec_files = {p.stem for p in (SPEC_ROOT / "group-coordinator").glob("ShareGroup*.json")}
+    ours = {name for name, (_v, folder) in checked.items()
+            if folder == "group-coordinator" and name.startswith("ShareGroup")}
+    assert ours == spec_files and len(ours) == 14
+    for record_type, (key, _value) in offsets_topic.SHARE_GROUP_RECORDS.items():
+        assert Versions.parse(_load(key.name, "group-coordinator")["validVersions"]).low \
+            == record_type
 
 
 def test_crosscheck_catches_a_wrong_nullable_struct():

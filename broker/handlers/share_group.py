@@ -1,0 +1,67 @@
+"""KIP-932 share group membership APIs: ShareGroupHeartbeat (76) and ShareGroupDescribe (77)
+— translations between the wire, where assignments name topics by id, and the coordinator,
+where they are names (broker.coordinator.share_group decides everything).
+
+ShareGroupHeartbeat needs READ on the group and DESCRIBE on each subscribed topic, as
+Kafka's KafkaApis.handleShareGroupHeartbeatRequest asks; a member id is required from v1
+(the client chooses it), generated at v0.
+"""
+
+from __future__ import annotations
+
+from broker.coordinator.share_group import ShareHeartbeatRequest, share_heartbeat_error
+from broker.handlers.consumer_group import _ids
+from broker.handlers.context import RequestContext
+from broker.security.acls import AclOperation, ResourceType
+from broker.security.authorize import authorize_group, unauthorized
+from protocol.errors import ErrorCode
+
+CLIENT_CHOOSES_MEMBER_ID = 1
+
+
+async def handle_heartbeat(ctx: RequestContext) -> dict:
+    b = ctx.body
+    if not authorize_group(ctx, AclOperation.READ, b.group_id):
+        return share_heartbeat_error(ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                     "Group authorization failed.", b.member_id)
+    denied = unauthorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                          b.subscribed_topic_names or [])
+    if denied:
+        return share_heartbeat_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                     f"Topic authorization failed for {sorted(denied)}.",
+                                     b.member_id)
+    request = ShareHeartbeatRequest(
+        group_id=b.group_id, member_id=b.member_id, member_epoch=b.member_epoch,
+        rack_id=b.rack_id,
+        subscribed_topic_names=(list(b.subscribed_topic_names)
+                                if b.subscribed_topic_names is not None else None),
+        client_id=ctx.request.header.client_id or "",
+        client_host="/" + ctx.peer.rsplit(":", 1)[0],
+        member_id_required=ctx.version >= CLIENT_CHOOSES_MEMBER_ID)
+    runtime = ctx.broker.groups
+    waiter = await runtime.call(runtime.coordinator.share_group_heartbeat, request)
+    if waiter.error != ErrorCode.NONE:
+        # its records could not be written: the member must try again
+        return share_heartbeat_error(waiter.error, None, b.member_id)
+    body = dict(waiter.body)
+    if body.get("assignment") is not None:
+        body["assignment"] = {"topic_partitions": _ids(ctx, body["assignment"])}
+    return body
+
+
+async def handle_describe(ctx: RequestContext) -> dict:
+    coordinator = ctx.broker.groups.coordinator
+    groups = []
+    for group_id in ctx.body.group_ids:
+        if not authorize_group(ctx, AclOperation.DESCRIBE, group_id):
+            groups.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                           "error_message": "Group authorization failed.",
+                           "group_id": group_id, "group_state": "", "group_epoch": -1,
+                           "assignment_epoch": -1, "assignor_name": "", "members": []})
+            continue
+        described = coordinator.share_group_describe(group_id)
+        for member in described["members"]:
+            member["assignment"] = {"topic_partitions": _ids(ctx, member["assignment"],
+                                                             with_names=True)}
+        groups.append(described)
+    return {"throttle_time_ms": 0, "groups": groups}
