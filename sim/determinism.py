@@ -74,6 +74,46 @@ def simulated_clock() -> trio.testing.MockClock:
     return clock
 
 
+class _QuietIO:
+    """The run's I/O manager, polled once every POLL_EVERY batches of the scheduler
+    instead of at each: a simulated run does no real I/O (the network and the disks are
+    simulated, no threads), and trio asked epoll for events, with a timeout of 0, once per
+    batch, about one batch per task step. What still comes through it, trio's own wake-up
+    socket (a Ctrl-C), is seen within POLL_EVERY batches."""
+
+    POLL_EVERY = 64
+
+    def __init__(self, real: object) -> None:
+        self._real = real
+        self._get_events = real.get_events  # type: ignore[attr-defined]
+        self.process_events = real.process_events  # type: ignore[attr-defined]
+        self._batches = itertools.count()
+
+    def get_events(self, timeout: float) -> object:
+        if timeout > 0 or next(self._batches) % self.POLL_EVERY == 0:
+            return self._get_events(timeout)
+        return ()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._real, name)
+
+
+def quiet_io() -> None:
+    """Installs `_QuietIO` in the current run: call from the run's first task."""
+    runner = trio_run.GLOBAL_RUN_CONTEXT.runner
+    if not isinstance(runner.io_manager, _QuietIO):
+        runner.io_manager = _QuietIO(runner.io_manager)
+
+
+class _SchedulerRandom(random.Random):
+    """trio's scheduler's generator: a batch of one task is not shuffled (`shuffle` draws
+    nothing for it either; the call was the cost, at one batch per task step)."""
+
+    def shuffle(self, x: list) -> None:  # type: ignore[override]
+        if len(x) > 1:
+            super().shuffle(x)
+
+
 @contextmanager
 def seeded(seed: int) -> Iterator[random.Random]:
     """The run's root generator; the process-wide sources draw from it meanwhile."""
@@ -88,7 +128,7 @@ def seeded(seed: int) -> Iterator[random.Random]:
 
     saved_state = random.getstate()
     saved_flag = trio_run._ALLOW_DETERMINISTIC_SCHEDULING
-    saved_trio_state = trio_run._r.getstate()
+    saved_trio_random = trio_run._r
     saved_numbers = client_config._client_numbers
     client_config._client_numbers = itertools.count(1)
     random.seed(root.getrandbits(64))
@@ -96,7 +136,7 @@ def seeded(seed: int) -> Iterator[random.Random]:
     uuid.uuid4 = uuid4
     time.time = simulated_time
     trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
-    trio_run._r.seed(root.getrandbits(64))
+    trio_run._r = _SchedulerRandom(root.getrandbits(64))  # type: ignore[misc]
     try:
         yield root
     finally:
@@ -105,5 +145,5 @@ def seeded(seed: int) -> Iterator[random.Random]:
         time.time = _REAL_TIME
         random.setstate(saved_state)
         trio_run._ALLOW_DETERMINISTIC_SCHEDULING = saved_flag  # type: ignore[misc]
-        trio_run._r.setstate(saved_trio_state)
+        trio_run._r = saved_trio_random  # type: ignore[misc]
         client_config._client_numbers = saved_numbers
