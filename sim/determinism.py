@@ -32,6 +32,7 @@ from contextlib import contextmanager
 import trio
 import trio.testing
 from trio._core import _run as trio_run  # the scheduler's own generator and switch
+from trio._core import _instrumentation as trio_instrumentation
 from trio._core._ki import enable_ki_protection
 
 from client import config as client_config
@@ -120,11 +121,31 @@ class _QuietIO:
         return getattr(self._real, name)
 
 
+class _NoInstruments(dict):
+    """The run's instruments while it has none. trio asks `hook in instruments` four times
+    a task step; on its `Instruments` (a UserDict) that is a Python call, on a dict a C
+    one. The first instrument added brings trio's own back."""
+
+    def __init__(self, runner: object) -> None:
+        super().__init__({"_all": {}})  # what trio's holds with no instrument
+        self._runner = runner
+
+    def add_instrument(self, instrument: trio.abc.Instrument) -> None:
+        self._runner.instruments = trio_instrumentation.Instruments(  # type: ignore[attr-defined]
+            [instrument])
+
+    def remove_instrument(self, instrument: trio.abc.Instrument) -> None:
+        raise KeyError(instrument)  # as trio's, for one that was never added
+
+
 def quiet_io() -> None:
-    """Installs `_QuietIO` in the current run: call from the run's first task."""
+    """Installs `_QuietIO` and `_NoInstruments` (when the run has no instrument) in the
+    current run: call from the run's first task."""
     runner = trio_run.GLOBAL_RUN_CONTEXT.runner
     if not isinstance(runner.io_manager, _QuietIO):
         runner.io_manager = _QuietIO(runner.io_manager)
+    if runner.instruments.data == {"_all": {}}:
+        runner.instruments = _NoInstruments(runner)
 
 
 class _SchedulerRandom(random.Random):
