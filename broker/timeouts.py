@@ -43,9 +43,13 @@ class TimeGate:
     def __len__(self) -> int:
         return len(self._wanted)
 
-    def enter(self, scope: trio.CancelScope, deadline: float) -> None:
+    def scope(self, deadline: float, shield: bool) -> trio.CancelScope:
+        """A new scope that wants `deadline`, held off while the gate is paused (made with
+        its deadline, not given it after: a setter's bookkeeping less on a hot path)."""
+        scope = trio.CancelScope(deadline=math.inf if self.paused else deadline,
+                                 shield=shield)
         self._wanted[scope] = deadline
-        scope.deadline = math.inf if self.paused else deadline
+        return scope
 
     def leave(self, scope: trio.CancelScope) -> None:
         self._wanted.pop(scope, None)
@@ -93,8 +97,7 @@ class _Gated:
             deadline = trio.current_time() + self.after
         else:
             deadline = self.at
-        scope = self.scope = trio.CancelScope(shield=self.shield)
-        self.gate.enter(scope, deadline)
+        scope = self.scope = self.gate.scope(deadline, self.shield)
         return scope.__enter__()
 
     def __exit__(self, etype: type[BaseException] | None, exc: BaseException | None,

@@ -32,6 +32,8 @@ from contextlib import contextmanager
 import trio
 import trio.testing
 from trio._core import _run as trio_run  # the scheduler's own generator and switch
+from trio._core import _instrumentation as trio_instrumentation
+from trio._core._ki import enable_ki_protection
 
 from client import config as client_config
 
@@ -75,6 +77,132 @@ def simulated_clock() -> trio.testing.MockClock:
 
 
 @contextmanager
+def clock_shortcut() -> Iterator[None]:
+    """`trio.current_time()` reads the run's MockClock at once while the block lasts:
+    trio's own goes through two more calls (the run's, then the clock's) to the same
+    value, and the nodes, the clients and the network read it about 240,000 times a 30 s
+    seed. Enter it in the run's first task: outside a run `trio.current_time()` must raise
+    again (`simulated_time` falls back to the real clock on that)."""
+    clock = trio.lowlevel.current_clock()
+    assert isinstance(clock, trio.testing.MockClock)
+
+    def current_time() -> float:
+        return clock._virtual_base
+
+    saved = trio.current_time
+    trio.current_time = current_time
+    try:
+        yield
+    finally:
+        trio.current_time = saved
+
+
+class _QuietIO:
+    """The run's I/O manager, polled once every POLL_EVERY batches of the scheduler
+    instead of at each: a simulated run does no real I/O (the network and the disks are
+    simulated, no threads), and trio asked epoll for events, with a timeout of 0, once per
+    batch, about one batch per task step. What still comes through it, trio's own wake-up
+    socket (a Ctrl-C), is seen within POLL_EVERY batches."""
+
+    POLL_EVERY = 64
+
+    def __init__(self, real: object) -> None:
+        self._real = real
+        self._get_events = real.get_events  # type: ignore[attr-defined]
+        self.process_events = real.process_events  # type: ignore[attr-defined]
+        self._batches = itertools.count()
+
+    def get_events(self, timeout: float) -> object:
+        if timeout > 0 or next(self._batches) % self.POLL_EVERY == 0:
+            return self._get_events(timeout)
+        return ()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._real, name)
+
+
+class _NoInstruments(dict):
+    """The run's instruments while it has none. trio asks `hook in instruments` four times
+    a task step; on its `Instruments` (a UserDict) that is a Python call, on a dict a C
+    one. The first instrument added brings trio's own back."""
+
+    def __init__(self, runner: object) -> None:
+        super().__init__({"_all": {}})  # what trio's holds with no instrument
+        self._runner = runner
+
+    def add_instrument(self, instrument: trio.abc.Instrument) -> None:
+        self._runner.instruments = trio_instrumentation.Instruments(  # type: ignore[attr-defined]
+            [instrument])
+
+    def remove_instrument(self, instrument: trio.abc.Instrument) -> None:
+        raise KeyError(instrument)  # as trio's, for one that was never added
+
+
+def quiet_io() -> None:
+    """Installs `_QuietIO` and `_NoInstruments` (when the run has no instrument) in the
+    current run: call from the run's first task."""
+    runner = trio_run.GLOBAL_RUN_CONTEXT.runner
+    if not isinstance(runner.io_manager, _QuietIO):
+        runner.io_manager = _QuietIO(runner.io_manager)
+    if runner.instruments.data == {"_all": {}}:
+        runner.instruments = _NoInstruments(runner)
+
+
+class _SchedulerRandom(random.Random):
+    """trio's scheduler's generator: a batch of one task is not shuffled (`shuffle` draws
+    nothing for it either; the call was the cost, at one batch per task step)."""
+
+    def shuffle(self, x: list) -> None:  # type: ignore[override]
+        if len(x) > 1:
+            super().shuffle(x)
+
+
+class _DeadlineBookkeeping:
+    """trio's `CancelScope._might_change_registered_deadline` (trio 0.35, the venv's), the
+    same steps as a plain context manager where trio's is a generator one: every cancel
+    scope runs it as it is entered and left and as its deadline moves, and a generator
+    context manager costs three more Python calls each time (about 200,000 times a 30 s
+    seed). After the `with` body, the scope's heap entry in the run's deadlines follows
+    its deadline, as trio's does; KeyboardInterrupt-protected as trio's."""
+
+    __slots__ = ("scope",)
+
+    def __init__(self, scope: trio.CancelScope) -> None:
+        self.scope = scope
+
+    def __enter__(self) -> None:
+        return None
+
+    @enable_ki_protection
+    def __exit__(self, *exc_info: object) -> bool:
+        scope = self.scope
+        old = scope._registered_deadline
+        if scope._cancel_status is None or scope._cancel_called:
+            new = math.inf
+        else:
+            new = scope._deadline
+        if old != new:
+            scope._registered_deadline = new
+            runner = trio_run.GLOBAL_RUN_CONTEXT.runner
+            if runner.is_guest:
+                old_next_deadline = runner.deadlines.next_deadline()
+            if old != math.inf:
+                runner.deadlines.remove(old, scope)
+            if new != math.inf:
+                runner.deadlines.add(new, scope)
+            if runner.is_guest and old_next_deadline != runner.deadlines.next_deadline():
+                runner.force_guest_tick_asap()
+        return False
+
+
+_BOOKKEEPING_OF = "0.35.0"  # the trio whose steps _DeadlineBookkeeping repeats
+
+
+def _might_change_registered_deadline(scope: trio.CancelScope) -> _DeadlineBookkeeping:
+    return _DeadlineBookkeeping(scope)
+
+
+@contextmanager
 def seeded(seed: int) -> Iterator[random.Random]:
     """The run's root generator; the process-wide sources draw from it meanwhile."""
     root = _REAL_RANDOM(seed)
@@ -88,7 +216,8 @@ def seeded(seed: int) -> Iterator[random.Random]:
 
     saved_state = random.getstate()
     saved_flag = trio_run._ALLOW_DETERMINISTIC_SCHEDULING
-    saved_trio_state = trio_run._r.getstate()
+    saved_trio_random = trio_run._r
+    saved_bookkeeping = trio_run.CancelScope._might_change_registered_deadline
     saved_numbers = client_config._client_numbers
     client_config._client_numbers = itertools.count(1)
     random.seed(root.getrandbits(64))
@@ -96,7 +225,10 @@ def seeded(seed: int) -> Iterator[random.Random]:
     uuid.uuid4 = uuid4
     time.time = simulated_time
     trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
-    trio_run._r.seed(root.getrandbits(64))
+    trio_run._r = _SchedulerRandom(root.getrandbits(64))  # type: ignore[misc]
+    if trio.__version__ == _BOOKKEEPING_OF:  # another trio keeps its own
+        trio_run.CancelScope._might_change_registered_deadline = (  # type: ignore[method-assign]
+            _might_change_registered_deadline)
     try:
         yield root
     finally:
@@ -105,5 +237,7 @@ def seeded(seed: int) -> Iterator[random.Random]:
         time.time = _REAL_TIME
         random.setstate(saved_state)
         trio_run._ALLOW_DETERMINISTIC_SCHEDULING = saved_flag  # type: ignore[misc]
-        trio_run._r.setstate(saved_trio_state)
+        trio_run._r = saved_trio_random  # type: ignore[misc]
+        trio_run.CancelScope._might_change_registered_deadline = (  # type: ignore[method-assign]
+            saved_bookkeeping)
         client_config._client_numbers = saved_numbers

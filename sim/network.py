@@ -28,6 +28,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import trio
+from trio._core import _run as trio_run  # the run loop's heap of deadlines
 
 from broker import timeouts
 
@@ -41,7 +42,7 @@ class _Pipe:
     """One direction of one connection: writes queued with their delivery time.
 
     A reader with nothing due parks (no event, no cancel scope of its own) and is woken
-    by the network's delivery task when its first write falls due, or at once by anything
+    by the network's delivery timer when its first write falls due, or at once by anything
     that changes what it may read (a write to an empty pipe, a close, a reset, the
     topology): one wake-up per delivery, where a timeout per read cost a cancel scope and
     a cancellation each."""
@@ -109,6 +110,42 @@ class _Pipe:
             data = self.take(max_bytes)
             if data is not None:
                 return data
+
+
+class _RunLoopTimer:
+    """A callback at a time on the run's clock, fired by trio's run loop itself.
+
+    trio's only timer is a cancel scope's deadline, and its run loop fires a deadline by
+    calling the scope's `_cancel` from its heap of deadlines (`Runner.deadlines`); this
+    object sits in that heap as a scope would (the same `_registered_deadline` and
+    `_cancel`, the same bookkeeping of the heap's live entries), so that a delivery costs
+    one callback between two batches of tasks: where a task sleeping in a cancel scope
+    cost a Cancelled raised and caught, a task step and a batch of the scheduler of its
+    own, before the reader it woke could run in the next. Every delivery goes through
+    the one timer, armed at the earliest; the MockClock jumps to it as to any deadline.
+    (trio's internals, pinned by the venv: sim/ only, never the product.)"""
+
+    __slots__ = ("_registered_deadline", "_callback", "_deadlines")
+
+    def __init__(self, callback) -> None:
+        self._registered_deadline = math.inf
+        self._callback = callback
+        self._deadlines = trio_run.GLOBAL_RUN_CONTEXT.runner.deadlines
+
+    def arm(self, at: float) -> None:
+        """Fire at `at`, or earlier if armed earlier already."""
+        old = self._registered_deadline
+        if at < old:
+            if old != math.inf:
+                self._deadlines.remove(old, self)  # its heap entry goes stale
+            self._registered_deadline = at
+            self._deadlines.add(at, self)
+
+    def _cancel(self, _reason: object = None) -> None:
+        """What trio's run loop calls when the deadline passes (popped off its heap)."""
+        self._deadlines.remove(self._registered_deadline, self)
+        self._registered_deadline = math.inf
+        self._callback()
 
 
 class SimStream(trio.abc.Stream):
@@ -191,36 +228,31 @@ class Network:
     _isolated: set[str] = field(default_factory=set)
     _pipes: list[_Pipe] = field(default_factory=list)
     _topology: trio.Event = field(default_factory=trio.Event)
-    # (due, n, pipe) of parked readers, woken by one task: one timer for every pipe
+    # (due, n, pipe) of parked readers, woken by one timer for every pipe
     _deliveries: list[tuple[float, int, _Pipe]] = field(default_factory=list)
     _numbering: itertools.count = field(default_factory=itertools.count)
-    _timer: trio.CancelScope | None = None
+    _timer: _RunLoopTimer | None = None
 
     # -- delivery -------------------------------------------------------------------------
 
     def deliver_at(self, pipe: _Pipe, at: float) -> None:
         heapq.heappush(self._deliveries, (at, next(self._numbering), pipe))
         if self._timer is None:
-            self._timer = trio.CancelScope(deadline=at)
-            trio.lowlevel.spawn_system_task(self._deliver, name="sim.network delivery")
-        elif at < self._timer.deadline:
-            self._timer.deadline = at
+            self._timer = _RunLoopTimer(self._deliver)
+        self._timer.arm(at)
 
-    async def _deliver(self) -> None:
-        """Wakes each parked reader when its pipe's first write falls due."""
+    def _deliver(self) -> None:
+        """Wakes each parked reader whose pipe's first write has fallen due."""
         deliveries = self._deliveries
-        while True:
+        now = trio.current_time()
+        while deliveries and deliveries[0][0] <= now:
+            at, _, pipe = heapq.heappop(deliveries)
+            if pipe.due == at:  # else a later write's registration replaced it
+                pipe.due = math.inf
+                pipe.wake()
+        if deliveries:
             assert self._timer is not None
-            with self._timer:
-                await trio.sleep_forever()
-            now = trio.current_time()
-            while deliveries and deliveries[0][0] <= now:
-                at, _, pipe = heapq.heappop(deliveries)
-                if pipe.due == at:  # else a later write's registration replaced it
-                    pipe.due = math.inf
-                    pipe.wake()
-            self._timer = trio.CancelScope(
-                deadline=deliveries[0][0] if deliveries else math.inf)
+            self._timer.arm(deliveries[0][0])
 
     # -- the topology's state -------------------------------------------------------------
 

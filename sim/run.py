@@ -45,7 +45,7 @@ from harness.chaos.workload import Counters, Observer, OurGroupConsumer, OurProd
 from protocol.messages import offsets_topic
 from protocol.messages.offsets_topic import OffsetKey
 from protocol.records import decode_batches
-from sim.determinism import seeded, simulated_clock
+from sim.determinism import clock_shortcut, quiet_io, seeded, simulated_clock
 from sim.faults import KINDS, Nemesis, schedule
 from sim.invariants import OBSERVE_S, Invariants, batches_below
 from sim.world import World
@@ -103,6 +103,12 @@ def run_seed(seed: int, options: Options | None = None) -> Outcome:
 
 
 async def _run(seed: int, options: Options, outcome: Outcome, rng: Any) -> None:
+    quiet_io()
+    with clock_shortcut():
+        await _workload(seed, options, outcome, rng)
+
+
+async def _workload(seed: int, options: Options, outcome: Outcome, rng: Any) -> None:
     world = World(options.nodes, seed, overrides=node_overrides(seed, options))
     history = History(None, clock=trio.current_time)
     invariants = Invariants(world)

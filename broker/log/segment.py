@@ -60,6 +60,7 @@ _INT32_MAX = (1 << 31) - 1
 # Header walks read this much at a time so a scan over many small batches costs one
 # syscall per chunk, not one per batch. Recovery reads bigger chunks (it reads everything).
 _WALK_CHUNK = 64 * 1024
+_READ_ENDS = 8  # read ends a segment remembers: a few readers per partition
 _RECOVER_CHUNK = 1024 * 1024
 
 
@@ -143,12 +144,14 @@ class LogSegment:
         # Unknown for segments loaded from disk until the first roll check sees `now_ms`.
         self.created_ms = created_ms
         self._first_batch_timestamp: int | None = None
-        # (offset, position) where the last `read` ended: every batch before the position
+        # offset -> position where recent `read`s ended: every batch before the position
         # ends below the offset. Fetches are sequential (a follower's or consumer's next
         # fetch starts where its last ended), so a lookup from there reads one header where
         # the offset index's entry, up to index.interval.bytes back, meant walking every
-        # small batch since. Forgotten whenever the segment is cut back.
-        self._next_read: tuple[int, int] | None = None
+        # small batch since. Several, oldest first: a partition's followers and consumers
+        # read it at their own offsets, and one remembered end served only the last of
+        # them. Forgotten whenever the segment is cut back.
+        self._read_ends: dict[int, int] = {}
         # Written since the last fsync? Sealed segments are clean, so closing a log with
         # many segments costs fsyncs only for the ones that changed.
         self._dirty = False
@@ -210,7 +213,7 @@ class LogSegment:
         if truncated:
             self.file.truncate(valid_end)
         self.size = valid_end
-        self._next_read = None
+        self._read_ends.clear()
         # What was read may sit only in the page cache (a kill -9 keeps it, a power cut
         # would not): it is made durable before the recovery point moves past it. A segment
         # that was empty, indexes included, and still is has nothing to make durable.
@@ -389,9 +392,9 @@ class LogSegment:
     def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose last offset is >= ``offset``."""
         _, position = self.offset_index.lookup(offset)
-        hint = self._next_read
-        if hint is not None and hint[0] <= offset and hint[1] > position:
-            position = hint[1]
+        for end_offset, end in self._read_ends.items():
+            if end_offset <= offset and end > position:
+                position = end
         for pos, header in self._walk(max(position, start_position), self.size):
             if header.last_offset >= offset:
                 return pos, header
@@ -428,7 +431,11 @@ class LogSegment:
                 break
             end, next_offset = batch_end, header.last_offset + 1
         if next_offset is not None:
-            self._next_read = (next_offset, end)
+            ends = self._read_ends
+            ends.pop(next_offset, None)
+            ends[next_offset] = end
+            if len(ends) > _READ_ENDS:
+                del ends[next(iter(ends))]
         return start, end - start
 
     def pread(self, position: int, size: int) -> bytes:
@@ -508,7 +515,7 @@ class LogSegment:
         self.txn_index.truncate_to(offset)
         self.file.truncate(position)
         self.size = position
-        self._next_read = None
+        self._read_ends.clear()
         self._dirty = True
         self._bytes_since_last_index_entry = 0
         if position == 0:

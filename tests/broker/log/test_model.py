@@ -66,9 +66,9 @@ def test_log_matches_model(tmp_path_factory, ops, segment_bytes, interval):
             for segment in log.segments:  # the hint never changes an answer
                 for offset in range(segment.base_offset, log.log_end_offset + 2):
                     hinted = segment.translate_offset(offset)
-                    hint, segment._next_read = segment._next_read, None
+                    hints, segment._read_ends = segment._read_ends, {}
                     assert hinted == segment.translate_offset(offset), offset
-                    segment._next_read = hint
+                    segment._read_ends = hints
         elif op == "reopen_clean":
             log.close()
             log = PartitionLog.open(d, "t", 0, config, log_start_offset=log.log_start_offset)
@@ -105,9 +105,9 @@ def test_a_read_hint_is_forgotten_when_the_segment_is_cut_back(tmp_path):
     first = len(log.read(0, 1 << 20)) // 5
     assert len(log.read(0, first * 3)) == first * 3  # offsets 0-5; the hint: 6 at 3 batches
     segment = log.segments[-1]
-    assert segment._next_read == (6, first * 3)
+    assert segment._read_ends == {10: first * 5, 6: first * 3}  # the whole read, then this
     log.truncate_to(2)
-    assert segment._next_read is None
+    assert segment._read_ends == {}
     for i in range(3):
         log.append(bytearray(make_batch(3, ts=2000 + i, value_size=50, seed=i)), now_ms=2000)
     # offsets 2-4, 5-7, 8-10 now: 6 is inside the second new batch
@@ -115,3 +115,24 @@ def test_a_read_hint_is_forgotten_when_the_segment_is_cut_back(tmp_path):
     assert (header.base_offset, header.last_offset) == (5, 7)
     assert [h.base_offset for _, h in iter_batch_headers(log.read(6, 1 << 20))] == [5, 8]
     log.close()
+
+
+def test_the_read_ends_of_several_readers_are_remembered(tmp_path):
+    """Two followers and a consumer read a partition at their own offsets: each next read
+    starts from where that reader's last ended, not from the index's entry."""
+    log = PartitionLog.open(str(tmp_path), "t", 0, LogConfig(index_interval_bytes=1 << 20))
+    for i in range(10):
+        log.append(bytearray(make_batch(2, ts=1000 + i, value_size=10, seed=i)), now_ms=1000)
+    size = len(log.read(0, 1 << 20)) // 10
+    segment = log.segments[-1]
+    segment._read_ends.clear()
+    assert len(log.read(0, size * 2)) == size * 2  # a consumer: offsets 0-3
+    assert len(log.read(8, size * 3)) == size * 3  # a follower: offsets 8-13
+    assert segment._read_ends == {4: size * 2, 14: size * 7}
+    walked = []
+    walk = segment._walk
+    segment._walk = lambda position, end: walked.append(position) or walk(position, end)
+    position, header = segment.translate_offset(4)  # the consumer's next read
+    assert (position, header.base_offset) == (size * 2, 4) and walked[0] == size * 2
+    position, header = segment.translate_offset(14)  # the follower's
+    assert (position, header.base_offset) == (size * 7, 14) and walked[1] == size * 7
