@@ -143,9 +143,9 @@ def quiet_io() -> None:
     current run: call from the run's first task."""
     runner = trio_run.GLOBAL_RUN_CONTEXT.runner
     if not isinstance(runner.io_manager, _QuietIO):
-        runner.io_manager = _QuietIO(runner.io_manager)
+        runner.io_manager = _QuietIO(runner.io_manager)  # type: ignore[assignment]
     if runner.instruments.data == {"_all": {}}:
-        runner.instruments = _NoInstruments(runner)
+        runner.instruments = _NoInstruments(runner)  # type: ignore[assignment]
 
 
 class _SchedulerRandom(random.Random):
@@ -174,7 +174,7 @@ class _DeadlineBookkeeping:
         return None
 
     @enable_ki_protection
-    def __exit__(self, *exc_info: object) -> bool:
+    def __exit__(self, *exc_info: object) -> None:
         scope = self.scope
         old = scope._registered_deadline
         if scope._cancel_status is None or scope._cancel_called:
@@ -192,7 +192,7 @@ class _DeadlineBookkeeping:
                 runner.deadlines.add(new, scope)
             if runner.is_guest and old_next_deadline != runner.deadlines.next_deadline():
                 runner.force_guest_tick_asap()
-        return False
+        return None
 
 
 _BOOKKEEPING_OF = "0.35.0"  # the trio whose steps _DeadlineBookkeeping repeats
@@ -225,10 +225,10 @@ def seeded(seed: int) -> Iterator[random.Random]:
     uuid.uuid4 = uuid4
     time.time = simulated_time
     trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
-    trio_run._r = _SchedulerRandom(root.getrandbits(64))  # type: ignore[misc]
+    trio_run._r = _SchedulerRandom(root.getrandbits(64))
     if trio.__version__ == _BOOKKEEPING_OF:  # another trio keeps its own
         trio_run.CancelScope._might_change_registered_deadline = (  # type: ignore[method-assign]
-            _might_change_registered_deadline)
+            _might_change_registered_deadline)  # type: ignore[assignment]
     try:
         yield root
     finally:
@@ -237,7 +237,7 @@ def seeded(seed: int) -> Iterator[random.Random]:
         time.time = _REAL_TIME
         random.setstate(saved_state)
         trio_run._ALLOW_DETERMINISTIC_SCHEDULING = saved_flag  # type: ignore[misc]
-        trio_run._r = saved_trio_random  # type: ignore[misc]
+        trio_run._r = saved_trio_random
         trio_run.CancelScope._might_change_registered_deadline = (  # type: ignore[method-assign]
             saved_bookkeeping)
         client_config._client_numbers = saved_numbers

@@ -137,13 +137,13 @@ class _RunLoopTimer:
         old = self._registered_deadline
         if at < old:
             if old != math.inf:
-                self._deadlines.remove(old, self)  # its heap entry goes stale
+                self._deadlines.remove(old, self)  # type: ignore[arg-type]  # stale entry
             self._registered_deadline = at
-            self._deadlines.add(at, self)
+            self._deadlines.add(at, self)  # type: ignore[arg-type]
 
     def _cancel(self, _reason: object = None) -> None:
         """What trio's run loop calls when the deadline passes (popped off its heap)."""
-        self._deadlines.remove(self._registered_deadline, self)
+        self._deadlines.remove(self._registered_deadline, self)  # type: ignore[arg-type]
         self._registered_deadline = math.inf
         self._callback()
 
