@@ -120,8 +120,13 @@ class ErrorCode(enum.IntEnum):
     TELEMETRY_TOO_LARGE = 118
     INVALID_REGISTRATION = 119
     TRANSACTION_ABORTABLE = 120  # KIP-890: the client aborts and goes on, not retries
+    INVALID_RECORD_STATE = 121  # KIP-932 share groups, 121-124 and 133
+    SHARE_SESSION_NOT_FOUND = 122
+    INVALID_SHARE_SESSION_EPOCH = 123
+    FENCED_STATE_EPOCH = 124
     INVALID_VOTER_KEY = 125
     INVALID_REGULAR_EXPRESSION = 128
+    SHARE_SESSION_LIMIT_REACHED = 133
 
     @classmethod
     def of(cls, code: int) -> "ErrorCode":

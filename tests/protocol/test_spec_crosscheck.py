@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from protocol import consumer_protocol, metadata_records
-from protocol.messages import APIS, CONTROLLER_APIS, PENDING_APIS, offsets_topic, transaction_log
+from protocol.messages import (APIS, CONTROLLER_APIS, PENDING_APIS, offsets_topic, share_state,
+                               transaction_log)
 from protocol.schema import F, Message, Struct, Versions
 
 # ../shared/kafka-spec beside the checkout; a worktree sits one level deeper, so look upward
@@ -46,6 +47,10 @@ DATA_MESSAGES = [
     *((record, "metadata") for record in metadata_records.METADATA_RECORDS.values()),
     (transaction_log.TransactionLogKey, "transaction-coordinator"),
     (transaction_log.TransactionLogValue, "transaction-coordinator"),
+    (share_state.ShareSnapshotKey, "share-coordinator"),
+    (share_state.ShareSnapshotValue, "share-coordinator"),
+    (share_state.ShareUpdateKey, "share-coordinator"),
+    (share_state.ShareUpdateValue, "share-coordinator"),
 ]
 
 _NUMERIC = {"int8", "int16", "int32", "int64", "uint16", "uint32"}
@@ -173,6 +178,13 @@ def _messages():
     yield from DATA_MESSAGES
 
 
+# The share groups' data-plane and share-state APIs: v0 as in the snapshot (Kafka 4.0's early
+# access); ShareFetch and ShareAcknowledge v1 (Kafka 4.1) are checked byte by byte against
+# librdkafka's writer and parser in tests/protocol/test_share_messages.py.
+SHARE_DATA_AND_STATE_APIS = {"ShareFetch", "ShareAcknowledge", "InitializeShareGroupState",
+                             "ReadShareGroupState", "WriteShareGroupState",
+                             "DeleteShareGroupState", "ReadShareGroupStateSummary"}
+
 # APIs whose newest version the reference snapshot (October 2024) still marks unstable but
 # Kafka 4.0 (March 2025) released: ConsumerGroupHeartbeat v1 (KIP-848's regular expressions
 # and client-chosen member ids), which librdkafka requires for group.protocol=consumer, and
@@ -182,13 +194,14 @@ def _messages():
 # v0's fields: v0 is compared with the snapshot field by field; v1 needs a newer copy, which
 # kafka-python's lacks, so protocol/messages/share_group.py says where its fields come from.
 STABLE_SINCE_THE_SNAPSHOT = {"ConsumerGroupHeartbeat", "EndTxn", "ShareGroupHeartbeat",
-                             "ShareGroupDescribe"}
+                             "ShareGroupDescribe", *SHARE_DATA_AND_STATE_APIS}
 
 
 # Versions newer than the reference copy that kafka-python's newer copy lacks too (it ships
 # no quorum APIs): checked byte by byte in tests/protocol/test_kraft_messages.py instead.
 # Vote v2 is Kafka 4.0's PreVote (test_vote_v2_adds_pre_vote_after_the_last_offset).
-CHECKED_BY_HAND = {"VoteRequest", "VoteResponse"}
+CHECKED_BY_HAND = {"VoteRequest", "VoteResponse", "ShareFetchRequest", "ShareFetchResponse",
+                   "ShareAcknowledgeRequest", "ShareAcknowledgeResponse"}
 
 
 @pytest.mark.parametrize("message,folder", list(_messages()), ids=lambda m: getattr(m, "name", ""))
