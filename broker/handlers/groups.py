@@ -27,6 +27,7 @@ from broker.security.acls import AclOperation, ResourceType
 from broker.security.authorize import (
     authorize, authorize_cluster, authorize_group, enabled, unauthorized,
 )
+from broker.share_coordinator.state import valid_coordinator_key
 from protocol.errors import ErrorCode
 
 GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2
@@ -48,10 +49,21 @@ async def _coordinator_entry(ctx: RequestContext, key: str, key_type: int) -> di
                        error_message="a transactional id must not be empty")
             return out
         return await _located(ctx, broker.transactions, key, out)
+    if key_type == SHARE_KEY:
+        # a share-partition leader looking for its share coordinator (KIP-932); brokers
+        # only, as Kafka requires CLUSTER_ACTION for it
+        if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+            out.update(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                       error_message="Cluster authorization failed.")
+            return out
+        if not valid_coordinator_key(key):
+            out.update(error_code=ErrorCode.INVALID_REQUEST,
+                       error_message="a share coordinator key is groupId:topicId:partition")
+            return out
+        return await _located(ctx, broker.share_coordinator, key, out)
     if key_type != GROUP_KEY:
-        what = "share groups are" if key_type == SHARE_KEY else f"key type {key_type} is"
         out.update(error_code=ErrorCode.INVALID_REQUEST,
-                   error_message=f"{what} not supported by this broker")
+                   error_message=f"key type {key_type} is not supported by this broker")
         return out
     if not authorize_group(ctx, AclOperation.DESCRIBE, key):
         out.update(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,

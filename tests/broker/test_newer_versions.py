@@ -134,10 +134,10 @@ async def test_find_coordinator_v5_and_v6_answer_each_key_of_a_batch(inproc, aut
             # and a transactional id's, __transaction_state
             assert await find(version, 1, ["t1", "t2"]) == [
                 ("t1", E.NONE, node, None), ("t2", E.NONE, node, None)]
-        # v6 is the version that may name a share group (key type 2): still none served
+        # v6 is the version that may name a share partition (key type 2): its share
+        # coordinator, on __share_group_state
         assert await find(6, 2, ["s1:AAAAAAAAAAAAAAAAAAAAAA:0"]) == [
-            ("s1:AAAAAAAAAAAAAAAAAAAAAA:0", E.INVALID_REQUEST, -1,
-             "share groups are not supported by this broker")]
+            ("s1:AAAAAAAAAAAAAAAAAAAAAA:0", E.NONE, node, None)]
 
 
 async def test_metadata_v13_names_topics_by_id_and_v11_may_not(inproc, autojump_clock):

@@ -35,12 +35,13 @@ def test_idempotent_producers_still_get_a_producer_id(shared_broker):
     assert err is None and msg.offset() == 0
 
 
-def test_a_share_group_key_gets_invalid_request_on_the_same_connection(shared_broker):
+def test_a_malformed_share_coordinator_key_gets_invalid_request_on_the_same_connection(
+        shared_broker):
     with Raw(shared_broker) as raw:
         body = raw.call(FIND_COORDINATOR, 4, {"key_type": 2, "coordinator_keys": ["s"]})
         [entry] = body.coordinators
         assert (entry.error_code, entry.error_message) == (
-            42, "share groups are not supported by this broker")
+            42, "a share coordinator key is groupId:topicId:partition")
         # the connection stays up: a group lookup on it is answered
         body = raw.call(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g"]})
         assert body.coordinators[0].key == "g"

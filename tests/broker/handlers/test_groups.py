@@ -60,10 +60,10 @@ async def test_share_and_unknown_keys_are_refused_at_once_with_a_reason(autojump
     # no coordinator for them: the answer must not be one a client retries until its
     # timeout (COORDINATOR_NOT_AVAILABLE), and nothing is created for it
     broker = FakeBroker([*register(0), *register(1), *offsets_topic([0, 1])], config=CONFIG)
-    for key_type, reason in ((2, "share groups are"), (7, "key type 7 is")):
+    for key_type, reason in ((2, "a share coordinator key is groupId:topicId:partition"),
+                             (7, "key type 7 is not supported by this broker")):
         body = await call(broker, m.FIND_COORDINATOR, 3, {"key": "s", "key_type": key_type})
-        assert (body["error_code"], body["error_message"]) == (
-            E.INVALID_REQUEST, f"{reason} not supported by this broker")
+        assert (body["error_code"], body["error_message"]) == (E.INVALID_REQUEST, reason)
     assert broker.controller_channel.requests == []
 
 
