@@ -167,11 +167,17 @@ class Broker:
         self._producer_ids_lock = trio.Lock()
         from broker.coordinator.group_runtime import GroupRuntime
         from broker.transaction.runtime import TransactionRuntime
+        from broker.share.manager import SharePartitionManager
+        from broker.share_coordinator.runtime import ShareCoordinatorRuntime
         self.groups = GroupRuntime(self)
         self.transactions = TransactionRuntime(self)
+        self.share_coordinator = ShareCoordinatorRuntime(self)
         # internal topic -> the coordinator hosted on its partitions
         self.coordinators = {self.groups.topic: self.groups,
-                             self.transactions.topic: self.transactions}
+                             self.transactions.topic: self.transactions,
+                             self.share_coordinator.topic: self.share_coordinator}
+        # the share partitions this broker leads (KIP-932), and their share sessions
+        self.shares = SharePartitionManager(self)
         self.replicas = ReplicaManager(self)
         self._checkpointed_hws: dict[tuple[str, int], int] = {}
         self.started_ms = self.now_ms()
@@ -245,6 +251,8 @@ class Broker:
         await nursery.start(self.runtime.run)
         await nursery.start(self.groups.run)
         await nursery.start(self.transactions.run)
+        await nursery.start(self.share_coordinator.run)
+        await nursery.start(self.shares.run)
         if self.addresses.is_broker:
             await nursery.start(self.replicas.run)
             await nursery.start(self.lifecycle.run)

@@ -335,6 +335,14 @@ BROKER_PROPERTIES = _props(
          "Replication of __share_group_state.", minimum=1),
     Prop("share.coordinator.state.topic.min.isr", "int", 2,
          "min.insync.replicas of __share_group_state.", minimum=1),
+    Prop("share.coordinator.state.topic.segment.bytes", "int", 104857600,
+         "Segment size of __share_group_state.", minimum=1024),
+    Prop("share.coordinator.snapshot.update.records.per.snapshot", "int", 500,
+         "ShareUpdate records of a share partition between two ShareSnapshots.",
+         minimum=0, maximum=500),
+    Prop("group.share.max.share.sessions", "int", 2000,
+         "Share sessions a broker holds at once; one more is SHARE_SESSION_LIMIT_REACHED.",
+         minimum=1),
     Prop("events.segment.bytes", "long", 64 * 1024 * 1024,
          "minibroker: event log file size before rotation.", minimum=1024),
     Prop("events.retention.files", "int", 20, "minibroker: event log files kept.", minimum=1),
@@ -377,14 +385,31 @@ GROUP_PROPERTIES: dict[str, Prop] = {
     "consumer.heartbeat.interval.ms": Prop(
         "consumer.heartbeat.interval.ms", "int", None,
         "This group's group.consumer.heartbeat.interval.ms.", minimum=1),
+    # KIP-932: a share group's own settings
+    "share.record.lock.duration.ms": Prop(
+        "share.record.lock.duration.ms", "int", None,
+        "This share group's group.share.record.lock.duration.ms.", minimum=1000),
+    "share.auto.offset.reset": Prop(
+        "share.auto.offset.reset", "str", "latest",
+        "Where a share group starts reading a partition it never read: latest, earliest "
+        "or by_duration:<ISO-8601 duration>."),
 }
-GROUP_PROPERTY_DEFAULTS = {name: f"group.{name}" for name in GROUP_PROPERTIES}
+# each group property's broker-wide default, where the broker has one (else the Prop's own)
+GROUP_PROPERTY_DEFAULTS: dict[str, str | None] = {
+    name: f"group.{name}" for name in GROUP_PROPERTIES if f"group.{name}" in BROKER_PROPERTIES}
+GROUP_PROPERTY_DEFAULTS["share.auto.offset.reset"] = None
 
 
 def validate_group_configs(configs: Mapping[str, str | None]) -> dict[str, int]:
     """A group's configs, parsed; ConfigError names the first bad key, or a heartbeat
     interval not below the session timeout (Kafka's GroupConfig check)."""
     parsed = _parse_configs(configs, GROUP_PROPERTIES, "group")
+    if "share.auto.offset.reset" in parsed:
+        from broker.share.offset_reset import parse_auto_offset_reset
+        try:
+            parse_auto_offset_reset(parsed["share.auto.offset.reset"])
+        except ValueError as e:
+            raise ConfigError(f"invalid value for share.auto.offset.reset: {e}") from None
     session = parsed.get("consumer.session.timeout.ms")
     interval = parsed.get("consumer.heartbeat.interval.ms")
     if session is not None and interval is not None and interval >= session:
@@ -549,6 +574,9 @@ class BrokerConfig:
     share_coordinator_state_topic_num_partitions = _Typed(int)
     share_coordinator_state_topic_replication_factor = _Typed(int)
     share_coordinator_state_topic_min_isr = _Typed(int)
+    share_coordinator_state_topic_segment_bytes = _Typed(int)
+    share_coordinator_snapshot_update_records_per_snapshot = _Typed(int)
+    group_share_max_share_sessions = _Typed(int)
     events_segment_bytes = _Typed(int)
     events_retention_files = _Typed(int)
     events_request_sample_per_second = _Typed(int)

@@ -134,6 +134,15 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
     "share_group_leave": {"group": "string", "member": "string"},
     "share_group_fenced": {"group": "string", "member": "string", "reason": "string"},
     "share_group_deleted": {"group": "string"},
+    # a share partition (KIP-932) loaded by its leader, and what became of its records
+    "share_partition_loaded": {"group_id": "string", "topic": "string", "partition": "long",
+                               "start_offset": "long", "in_flight": "long"},
+    "share_lock_expired": {"group_id": "string", "topic": "string", "partition": "long",
+                           "member_id": "string", "first_offset": "long",
+                           "last_offset": "long", "archived": "boolean"},
+    "share_records_archived": {"group_id": "string", "topic": "string", "partition": "long",
+                               "member_id": "string", "first_offset": "long",
+                               "last_offset": "long", "reason": "string"},
     # replication: leader_change is written by the active controller's node as each
     # committed PartitionChangeRecord moves a leadership; isr_change by the partition's
     # leader when the controller commits its AlterPartition; log_truncation by a follower

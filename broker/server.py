@@ -54,7 +54,10 @@ from broker.security.tls import drain_decrypted, principal_from_cert
 from protocol import framing
 from protocol.connection import NEED_DATA, ServerConnection, encode_response
 from protocol.errors import ProtocolError
-from protocol.messages import APIS, FETCH, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from protocol.messages import APIS, FETCH, SASL_AUTHENTICATE, SASL_HANDSHAKE, SHARE_FETCH
+
+# requests that may wait for records: answers queued before one go out first
+_LONG_POLLS = frozenset({FETCH, SHARE_FETCH})
 
 log = logging.getLogger("minibroker.server")
 
@@ -126,6 +129,7 @@ class Server:
         peer = peer or _peer_name(stream)
         security = self.broker.listener_security.get(listener) if listener else None
         self.connections += 1
+        session: _Session | None = None
         try:
             principal = ANONYMOUS
             if security is not None and security.ssl_context is not None:
@@ -153,6 +157,8 @@ class Server:
                                     error=f"internal error: {type(e).__name__}: {e}")
         finally:
             self.connections -= 1
+            if session is not None:
+                self.broker.shares.connection_closed(session)
 
     def auth_failure(self, session: _Session, mechanism: str, reason: str,
                      principal: str = "") -> None:
@@ -233,13 +239,13 @@ class Server:
                 request = conn.next_request()
                 if request is NEED_DATA:
                     break
-                if request.api_key == FETCH and outbox:
+                if request.api_key in _LONG_POLLS and outbox:
                     # a fetch may wait; earlier answers must not wait with it
                     await stream.send_all(b"".join(outbox))
                     outbox.clear()
                 try:
                     response = await self._dispatch(conn, request, peer, listener,
-                                                    session.principal)
+                                                    session.principal, session)
                 except CloseConnection as e:
                     if outbox:  # what was answered before still goes out
                         await stream.send_all(b"".join(outbox))
@@ -292,7 +298,7 @@ class Server:
                 answer = gate.authenticate(body.auth_bytes)
             elif gate.allows_unauthenticated(request.api_key):
                 response = await self._dispatch(conn, request, session.peer, session.listener,
-                                                ANONYMOUS)
+                                                ANONYMOUS, session)
                 if response is not None:
                     outbox.append(response)
                 continue
@@ -316,7 +322,7 @@ class Server:
 
     async def _dispatch(self, conn: ServerConnection, request, peer: str,
                         listener: str | None = None,
-                        principal: str = ANONYMOUS) -> bytes | None:
+                        principal: str = ANONYMOUS, connection: object = None) -> bytes | None:
         started = trio.current_time()  # the run's clock: latencies follow a test's MockClock
         self.in_flight += 1
         self._idle = trio.Event() if self.in_flight == 1 else self._idle
@@ -324,7 +330,7 @@ class Server:
         error = ""
         try:
             body = await self.handlers[request.api_key](
-                RequestContext(self.broker, request, peer, listener, principal))
+                RequestContext(self.broker, request, peer, listener, principal, connection))
             if body is None:  # acks=0 produce: no response at all
                 return None
             if request.api_key == FETCH and self.counts_bytes:

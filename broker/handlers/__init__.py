@@ -11,7 +11,7 @@ from __future__ import annotations
 from broker.handlers import (
     acls, api_versions, cluster, configs, consumer_group, describe_producers, fetch, groups,
     leader_epoch, list_offsets, metadata, offsets, produce, producer_id, sasl, scram,
-    share_group, telemetry, topics, transactions, txn_markers,
+    share_fetch, share_group, share_state, telemetry, topics, transactions, txn_markers,
 )
 from broker.handlers.context import Handler
 from protocol import messages as m
@@ -66,6 +66,13 @@ HANDLERS: dict[int, Handler] = {
     m.DESCRIBE_PRODUCERS: describe_producers.handle,
     m.SHARE_GROUP_HEARTBEAT: share_group.handle_heartbeat,
     m.SHARE_GROUP_DESCRIBE: share_group.handle_describe,
+    m.SHARE_FETCH: share_fetch.handle_share_fetch,
+    m.SHARE_ACKNOWLEDGE: share_fetch.handle_share_acknowledge,
+    m.INITIALIZE_SHARE_GROUP_STATE: share_state.handle_initialize,
+    m.READ_SHARE_GROUP_STATE: share_state.handle_read,
+    m.WRITE_SHARE_GROUP_STATE: share_state.handle_write,
+    m.DELETE_SHARE_GROUP_STATE: share_state.handle_delete,
+    m.READ_SHARE_GROUP_STATE_SUMMARY: share_state.handle_read_summary,
 }
 
 assert HANDLERS.keys() == m.APIS.keys(), "every declared API needs a handler, and no more"

@@ -157,10 +157,14 @@ def _group_entries(broker: Broker, group: str) -> list[dict]:
     entries = []
     for name, prop in sorted(GROUP_PROPERTIES.items()):
         broker_name = GROUP_PROPERTY_DEFAULTS[name]
-        static = broker.config[broker_name]
-        static_source = (DEFAULT_CONFIG if static == BROKER_PROPERTIES[broker_name].default
-                         else STATIC_BROKER_CONFIG)
-        synonyms = [{"name": broker_name, "value": _render(static), "source": static_source}]
+        if broker_name is None:  # no broker-wide setting: Kafka's default
+            synonyms = [{"name": name, "value": _render(prop.default), "source": DEFAULT_CONFIG}]
+        else:
+            static = broker.config[broker_name]
+            static_source = (DEFAULT_CONFIG if static == BROKER_PROPERTIES[broker_name].default
+                             else STATIC_BROKER_CONFIG)
+            synonyms = [{"name": broker_name, "value": _render(static),
+                         "source": static_source}]
         if name in overrides:
             synonyms.insert(0, {"name": name, "value": _render(overrides[name]),
                                 "source": GROUP_CONFIG})

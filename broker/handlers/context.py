@@ -29,6 +29,9 @@ class RequestContext:
     # who the connection authenticated as (SASL, or a TLS client certificate), in Kafka's
     # "User:name" form; User:ANONYMOUS on a PLAINTEXT or SSL listener without one
     principal: str = ANONYMOUS
+    # the connection the request came on (an opaque token): share sessions belong to the
+    # connection that opened them and end when it closes
+    connection: object = None
 
     @property
     def listener_name(self) -> str:

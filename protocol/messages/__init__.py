@@ -23,8 +23,8 @@ from construct import Container
 
 from protocol.messages import (
     api_versions, cluster, configs, consumer_group, fetch, group, leader_epoch, list_offsets,
-    metadata, offsets, produce, producer_id, quorum, security, share_group, telemetry, topics,
-    transactions,
+    metadata, offsets, produce, producer_id, quorum, security, share, share_group, share_state,
+    telemetry, topics, transactions,
 )
 from protocol.schema import Message
 
@@ -100,6 +100,15 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(transactions.DescribeProducersRequest, transactions.DescribeProducersResponse),
     _api(share_group.ShareGroupHeartbeatRequest, share_group.ShareGroupHeartbeatResponse),
     _api(share_group.ShareGroupDescribeRequest, share_group.ShareGroupDescribeResponse),
+    _api(share.ShareFetchRequest, share.ShareFetchResponse),
+    _api(share.ShareAcknowledgeRequest, share.ShareAcknowledgeResponse),
+    _api(share_state.InitializeShareGroupStateRequest,
+         share_state.InitializeShareGroupStateResponse),
+    _api(share_state.ReadShareGroupStateRequest, share_state.ReadShareGroupStateResponse),
+    _api(share_state.WriteShareGroupStateRequest, share_state.WriteShareGroupStateResponse),
+    _api(share_state.DeleteShareGroupStateRequest, share_state.DeleteShareGroupStateResponse),
+    _api(share_state.ReadShareGroupStateSummaryRequest,
+         share_state.ReadShareGroupStateSummaryResponse),
 )}
 
 CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
@@ -187,6 +196,13 @@ DESCRIBE_TRANSACTIONS = _key(transactions.DescribeTransactionsRequest)
 LIST_TRANSACTIONS = _key(transactions.ListTransactionsRequest)
 SHARE_GROUP_HEARTBEAT = _key(share_group.ShareGroupHeartbeatRequest)
 SHARE_GROUP_DESCRIBE = _key(share_group.ShareGroupDescribeRequest)
+SHARE_FETCH = _key(share.ShareFetchRequest)
+SHARE_ACKNOWLEDGE = _key(share.ShareAcknowledgeRequest)
+INITIALIZE_SHARE_GROUP_STATE = _key(share_state.InitializeShareGroupStateRequest)
+READ_SHARE_GROUP_STATE = _key(share_state.ReadShareGroupStateRequest)
+WRITE_SHARE_GROUP_STATE = _key(share_state.WriteShareGroupStateRequest)
+DELETE_SHARE_GROUP_STATE = _key(share_state.DeleteShareGroupStateRequest)
+READ_SHARE_GROUP_STATE_SUMMARY = _key(share_state.ReadShareGroupStateSummaryRequest)
 
 
 def request_body(api_key: int, version: int, body: dict) -> Container:

@@ -1,0 +1,200 @@
+"""Share groups (KIP-932) with librdkafka's share consumer (confluent-kafka's ShareConsumer,
+preview in 2.16) against one broker: members of one group split a partition's records,
+RELEASE redelivers and REJECT archives, a lock that expires hands the record to another
+member, the delivery-count limit archives a record released every time, and what was
+acknowledged before a restart (kill -9 too) is not delivered again.
+
+Every share group here starts at the earliest offset (share.auto.offset.reset set on the
+group with IncrementalAlterConfigs), so records produced before the members join count.
+Waits are conditions with deadlines; consumers are polled from the test's thread."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+from confluent_kafka import ShareConsumer
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                   ResourceType)
+
+from tests.interop.librdkafka import create_topic, produce
+from tests.util import unique
+
+pytestmark = pytest.mark.interop
+
+# short locks, so a silent member's records come back within the test's time
+FAST = {"group.share.min.record.lock.duration.ms": 1000,
+        "group.share.record.lock.duration.ms": 3000,
+        "group.share.delivery.count.limit": 3,
+        "group.share.heartbeat.interval.ms": 5000}
+
+
+@pytest.fixture
+def share_broker(make_broker):
+    return make_broker(**FAST)
+
+
+def start_earliest(bootstrap: str, group: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest",
+                    incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=10)
+
+
+def member(bootstrap: str, group: str, topic: str, explicit: bool = False) -> ShareConsumer:
+    conf = {"bootstrap.servers": bootstrap, "group.id": group}
+    if explicit:
+        conf["share.acknowledgement.mode"] = "explicit"
+    consumer = ShareConsumer(conf)
+    consumer.subscribe([topic])
+    return consumer
+
+
+def poll_until(consumers, done, deadline_s: float = 30.0, on_message=None) -> None:
+    """Poll every consumer in turn until `done()` or the deadline (then fail)."""
+    deadline = time.monotonic() + deadline_s
+    while not done():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        for c in consumers:
+            for msg in c.poll(0.2) or []:
+                if msg.error():
+                    continue
+                on_message(c, msg)
+
+
+def values(n: int) -> list:
+    return [(None, str(i).encode(), None) for i in range(n)]
+
+
+def test_two_members_split_one_partition_without_duplicates(share_broker):
+    topic, group = unique("share"), unique("g")
+    create_topic(share_broker.bootstrap, topic, 1)
+    start_earliest(share_broker.bootstrap, group)
+    produce(share_broker.bootstrap, topic, values(200))
+    a, b = member(share_broker.bootstrap, group, topic), member(share_broker.bootstrap, group, topic)
+    seen: Counter = Counter()
+    by_member: Counter = Counter()
+    try:
+        def got(c, msg):
+            seen[msg.value()] += 1
+            by_member[id(c)] += 1
+        poll_until([a, b], lambda: len(seen) == 200, on_message=got)
+        # the implicit acknowledgements go out with the next polls
+        for _ in range(3):
+            for c in (a, b):
+                for msg in c.poll(0.2) or []:
+                    got(c, msg)
+    finally:
+        a.close()
+        b.close()
+    assert set(seen) == {str(i).encode() for i in range(200)}
+    assert max(seen.values()) == 1, "a record accepted was delivered twice"
+
+
+def test_release_redelivers_and_reject_never(share_broker):
+    topic, group = unique("share"), unique("g")
+    create_topic(share_broker.bootstrap, topic, 1)
+    start_earliest(share_broker.bootstrap, group)
+    produce(share_broker.bootstrap, topic, values(10))
+    c = member(share_broker.bootstrap, group, topic, explicit=True)
+    deliveries: Counter = Counter()
+    try:
+        def ack(consumer, msg):
+            n = int(msg.value())
+            deliveries[n] += 1
+            if n == 3 and deliveries[n] == 1:
+                consumer.acknowledge(msg, ack_type=2)  # RELEASE: back at once
+            elif n == 5:
+                consumer.acknowledge(msg, ack_type=3)  # REJECT: never again
+            else:
+                consumer.acknowledge(msg, ack_type=1)
+            consumer.commit_sync()
+        poll_until([c], lambda: deliveries[3] >= 2 and len(deliveries) == 10, on_message=ack)
+        # nothing more comes: everything is accepted or archived
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            for msg in c.poll(0.2) or []:
+                ack(c, msg)
+    finally:
+        c.close()
+    assert deliveries[3] == 2 and deliveries[5] == 1
+    assert all(deliveries[n] == 1 for n in range(10) if n != 3)
+
+
+def test_a_silent_members_locks_expire_and_another_member_gets_the_records(share_broker):
+    topic, group = unique("share"), unique("g")
+    create_topic(share_broker.bootstrap, topic, 1)
+    start_earliest(share_broker.bootstrap, group)
+    produce(share_broker.bootstrap, topic, values(5))
+    silent = member(share_broker.bootstrap, group, topic, explicit=True)
+    taken: list = []
+    poll_until([silent], lambda: len(taken) == 5, on_message=lambda c, m: taken.append(m.value()))
+    # the silent member acknowledges nothing and stops polling but keeps its connection
+    other = member(share_broker.bootstrap, group, topic)
+    got: set = set()
+    try:
+        poll_until([other], lambda: len(got) == 5, deadline_s=30,
+                   on_message=lambda c, m: got.add(m.value()))
+    finally:
+        other.close()
+        silent.close()
+    assert got == set(taken)
+
+
+def test_the_delivery_count_limit_archives_a_record_released_every_time(share_broker):
+    topic, group = unique("share"), unique("g")
+    create_topic(share_broker.bootstrap, topic, 1)
+    start_earliest(share_broker.bootstrap, group)
+    produce(share_broker.bootstrap, topic, values(1))
+    c = member(share_broker.bootstrap, group, topic, explicit=True)
+    counts: list[int] = []
+    try:
+        def release(consumer, msg):
+            counts.append(msg.delivery_count() if hasattr(msg, "delivery_count") else len(counts) + 1)
+            consumer.acknowledge(msg, ack_type=2)
+            consumer.commit_sync()
+        poll_until([c], lambda: len(counts) >= 3, on_message=release)
+        end = time.monotonic() + 2  # the limit (3) reached: archived, not delivered again
+        while time.monotonic() < end:
+            for msg in c.poll(0.2) or []:
+                release(c, msg)
+    finally:
+        c.close()
+    assert len(counts) == 3
+
+
+@pytest.mark.parametrize("kill", [False, True])
+def test_acknowledged_records_are_not_delivered_again_after_a_restart(share_broker, kill):
+    topic, group = unique("share"), unique("g")
+    create_topic(share_broker.bootstrap, topic, 1)
+    start_earliest(share_broker.bootstrap, group)
+    produce(share_broker.bootstrap, topic, values(20))
+    c = member(share_broker.bootstrap, group, topic, explicit=True)
+    first: list = []
+    try:
+        def ack_half(consumer, msg):
+            if int(msg.value()) < 10:
+                consumer.acknowledge(msg, ack_type=1)
+                first.append(msg.value())
+            else:
+                consumer.acknowledge(msg, ack_type=2)  # released: delivered again later
+            consumer.commit_sync()
+        poll_until([c], lambda: len(first) == 10, on_message=ack_half)
+    finally:
+        c.close()
+    share_broker.restart(kill=kill)
+    again: Counter = Counter()
+    c = member(share_broker.bootstrap, group, topic)
+    try:
+        poll_until([c], lambda: len(again) == 10, deadline_s=60,
+                   on_message=lambda consumer, msg: again.update([msg.value()]))
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            for msg in c.poll(0.2) or []:
+                again.update([msg.value()])
+    finally:
+        c.close()
+    assert set(again) == {str(i).encode() for i in range(10, 20)}
