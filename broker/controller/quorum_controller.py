@@ -72,6 +72,8 @@ class ControllerSettings:
     default_replication_factor: int = 1
     offsets_topic_replication_factor: int = 3
     transaction_state_replication_factor: int = 3  # transaction.state.log.replication.factor
+    # share.coordinator.state.topic.replication.factor
+    share_state_replication_factor: int = 3
     session_timeout_ms: int = 9000  # broker.session.timeout.ms
     heartbeat_interval_ms: int = 2000
     unclean_leader_election_enable: bool = False
@@ -102,6 +104,8 @@ class QuorumController:
                                                  len(settings.voters)),
             transaction_state_replication_factor=min(
                 settings.transaction_state_replication_factor, len(settings.voters)),
+            share_state_replication_factor=min(
+                settings.share_state_replication_factor, len(settings.voters)),
             max_partitions_per_request=settings.max_partitions_per_request,
             delete_topic_enable=settings.delete_topic_enable,
             unclean_leader_election_enable=settings.unclean_leader_election_enable,

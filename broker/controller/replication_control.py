@@ -52,9 +52,11 @@ from protocol.names import topic_name_error
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-# the coordinators' own logs: deleting one would lose every group's offsets or every
-# transaction's state, so no client may
-COORDINATOR_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+SHARE_GROUP_STATE_TOPIC = "__share_group_state"
+# the coordinators' own logs: deleting one would lose every group's offsets, every
+# transaction's state or every share group's acknowledgements, so no client may
+COORDINATOR_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC,
+                                SHARE_GROUP_STATE_TOPIC})
 UNCLEAN_CONFIG = "unclean.leader.election.enable"
 MIN_ISR_CONFIG = "min.insync.replicas"
 ZERO_UUID = uuid.UUID(int=0)
@@ -85,6 +87,7 @@ class ReplicationControlManager:
     def __init__(self, rng: random.Random, *, default_num_partitions: int,
                  default_replication_factor: int, offsets_topic_replication_factor: int,
                  transaction_state_replication_factor: int = 3,
+                 share_state_replication_factor: int = 3,
                  max_partitions_per_request: int, delete_topic_enable: bool,
                  unclean_leader_election_enable: bool,
                  leader_imbalance_per_broker_percentage: int,
@@ -95,6 +98,7 @@ class ReplicationControlManager:
         # already capped by the number of voters
         self.offsets_topic_replication_factor = offsets_topic_replication_factor
         self.transaction_state_replication_factor = transaction_state_replication_factor
+        self.share_state_replication_factor = share_state_replication_factor
         self.max_partitions_per_request = max_partitions_per_request
         self.delete_topic_enable = delete_topic_enable
         self.unclean_leader_election_enable = unclean_leader_election_enable
@@ -179,6 +183,8 @@ class ReplicationControlManager:
                 rf = self.offsets_topic_replication_factor
             elif t.name == TRANSACTION_STATE_TOPIC:
                 rf = self.transaction_state_replication_factor
+            elif t.name == SHARE_GROUP_STATE_TOPIC:
+                rf = self.share_state_replication_factor
         if partitions <= 0:
             raise PlacementError(ErrorCode.INVALID_PARTITIONS,
                                  f"Number of partitions was set to an invalid non-positive "

@@ -35,6 +35,7 @@ def controller_settings(c: BrokerConfig, addresses: NodeAddresses) -> Controller
         default_replication_factor=c.default_replication_factor,
         offsets_topic_replication_factor=c.offsets_topic_replication_factor,
         transaction_state_replication_factor=c.transaction_state_log_replication_factor,
+        share_state_replication_factor=c.share_coordinator_state_topic_replication_factor,
         session_timeout_ms=c.broker_session_timeout_ms,
         heartbeat_interval_ms=c.broker_heartbeat_interval_ms,
         unclean_leader_election_enable=c.unclean_leader_election_enable,

@@ -1,0 +1,93 @@
+"""A share group across a kill -9 in a three-node cluster: what members acknowledged before
+the share coordinator's broker died is never delivered again, and what they released is
+delivered to the group afterwards. The share partition's state lives on __share_group_state
+(replication factor 3); the broker that takes over its partition loads it, and the topic
+partition's (new) leader reads it from there."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+from confluent_kafka import ShareConsumer
+
+from broker.share_coordinator.state import SharePartitionKey
+from tests.cluster.harness import FAST, coordinator_of
+from tests.cluster.test_replication import create
+from tests.interop.librdkafka import produce
+from tests.interop.test_share_groups_librdkafka import start_earliest
+from tests.util import unique, wait_until
+from harness.raw import call
+from protocol import messages as m
+
+pytestmark = pytest.mark.interop
+
+SHARE_KEY = 2
+
+
+def _topic_id(cluster, topic: str):
+    body = call(cluster.running()[0].port, m.METADATA, 12,
+                {"topics": [{"name": topic, "topic_id": None}],
+                 "allow_auto_topic_creation": False,
+                 "include_topic_authorized_operations": False})
+    return body.topics[0].topic_id
+
+
+def test_acknowledged_records_survive_the_share_coordinators_kill(make_cluster):
+    cluster = make_cluster(overrides={**FAST, "group.share.min.record.lock.duration.ms": 1000,
+                                      "group.share.record.lock.duration.ms": 5000})
+    topic, group = unique("share-failover"), unique("workers")
+    create(cluster, topic, 1, min_isr=1)
+    start_earliest(cluster.bootstrap, group)
+    produce(cluster.bootstrap, topic, [(None, str(i).encode(), None) for i in range(20)])
+    accepted: list = []
+    c = ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                       "share.acknowledgement.mode": "explicit"})
+    c.subscribe([topic])
+    try:
+        deadline = time.monotonic() + 60
+        while len(accepted) < 10:
+            assert time.monotonic() < deadline, "the first ten records were not read"
+            for msg in c.poll(0.5) or []:
+                if msg.error():
+                    continue
+                if int(msg.value()) < 10:
+                    c.acknowledge(msg, ack_type=1)
+                    accepted.append(msg.value())
+                else:
+                    c.acknowledge(msg, ack_type=2)
+            c.commit_sync()
+    finally:
+        c.close()
+
+    key = SharePartitionKey(group, _topic_id(cluster, topic), 0).coordinator_key()
+    coordinator = coordinator_of(cluster, key, SHARE_KEY)
+    cluster.kill(coordinator)
+
+    def moved() -> bool:
+        body = call(cluster.running()[0].port, m.FIND_COORDINATOR, 3,
+                    {"key": key, "key_type": SHARE_KEY})
+        return body["error_code"] == 0 and body["node_id"] != coordinator
+    wait_until(moved, 30, interval_s=0.1, message="a new share coordinator")
+
+    again: Counter = Counter()
+    c = ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    c.subscribe([topic])
+    try:
+        deadline = time.monotonic() + 90
+        while len(again) < 10:
+            assert time.monotonic() < deadline, f"only {sorted(again)} came back"
+            for msg in c.poll(0.5) or []:
+                if not msg.error():
+                    again[msg.value()] += 1
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            for msg in c.poll(0.2) or []:
+                if not msg.error():
+                    again[msg.value()] += 1
+    finally:
+        c.close()
+    assert sorted(accepted) == sorted(str(i).encode() for i in range(10))
+    assert set(again) == {str(i).encode() for i in range(10, 20)}, \
+        "an accepted record was delivered again, or a released one was lost"
