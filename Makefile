@@ -13,6 +13,7 @@
 #   make bench-security  produce/consume over SSL and SASL_SSL against PLAINTEXT, and with 10,000 ACLs
 #   make bench-scale  3,000 partitions: idle cost, latency beside them, creating them, a restart (BENCH_SCALE_ARGS=--quick)
 #   make bench-transactions  transactional produce, commit latency, read_committed (BENCH_TRANSACTIONS_ARGS=...)
+#   make bench-share-groups  share consumers on one partition: 1, 2, 4 slow members; fast beside classic
 #   make coverage  the test suite under coverage.py: branch coverage of broker/, client/, protocol/
 #   make soak      run the tests marked `soak`
 #   make chaos     20 seeded 60 s fault runs on three local processes, checked (CHAOS_SEEDS=, CHAOS_ARGS=)
@@ -43,7 +44,7 @@ DATA_DIR    ?= ./data
 BROKER_ID   ?= 0
 PYTEST_ARGS ?=
 
-.PHONY: help venv sysdeps run certs lint test prepare-test test-image coverage bench bench-cluster bench-replication bench-authorizer bench-security bench-scale bench-transactions soak clean chaos sim \
+.PHONY: help venv sysdeps run certs lint test prepare-test test-image coverage bench bench-cluster bench-replication bench-authorizer bench-security bench-scale bench-transactions bench-share-groups soak clean chaos sim \
 	chaos-docker \
 	distclean image cluster cluster-down compose-v2 cluster-data cluster-analyze \
 	bench-compose
@@ -165,6 +166,12 @@ bench-scale: venv
 BENCH_TRANSACTIONS_ARGS ?=
 bench-transactions: venv
 	$(VENV)/bin/minibroker bench transactions $(BENCH_TRANSACTIONS_ARGS)
+
+# bench/share_groups.py: issue 26's figures, share consumers on one partition (docs/BENCHMARKS.md
+# "Share groups"); BENCH_SHARE_GROUPS_ARGS=--runs 1 for a quick one
+BENCH_SHARE_GROUPS_ARGS ?=
+bench-share-groups: venv
+	$(VENV)/bin/minibroker bench share-groups $(BENCH_SHARE_GROUPS_ARGS)
 
 # pytest exits 5 when the marker selects no test: say so and succeed.
 soak: venv

@@ -21,6 +21,9 @@
                                            them, creating them, a restart (bench.scale)
     minibroker bench transactions ...      transactional produce beside idempotent, commit
                                            latency, read_committed (bench.transactions)
+    minibroker bench share-groups ...      share consumers on one partition: 1, 2, 4 slow
+                                           members; one fast beside a classic consumer
+                                           (bench.share_groups)
 
 The benchmarks drive other clients and draw charts: they need the `bench` extra. Owns the
 dispatch (`run`) and which of the extra's modules the chosen benchmark imports
@@ -38,7 +41,7 @@ _MODULES = {"groups": "bench.groups", "client": "bench.clients", "rebalance": "b
             "compose": "bench.compose", "authorizer": "bench.authorizer",
             "security": "bench.security", "metadata-restart": "bench.metadata_restart",
             "codec": "bench.codec", "scale": "bench.scale",
-            "transactions": "bench.transactions"}
+            "transactions": "bench.transactions", "share-groups": "bench.share_groups"}
 
 
 def _option(argv: list[str], name: str) -> str | None:

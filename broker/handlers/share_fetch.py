@@ -65,8 +65,9 @@ class _Answer:
             out = {"partition_index": tp[1], "error_code": E.NONE, "error_message": None,
                    "current_leader": {"leader_id": -1, "leader_epoch": -1}}
             if fetches:
+                # empty records, never null: librdkafka refuses a null record set
                 out.update(acknowledge_error_code=E.NONE, acknowledge_error_message=None,
-                           records=None, acquired_records=[])
+                           records=b"", acquired_records=[])
             self.partitions[tp] = out
         return out
 
@@ -168,10 +169,10 @@ async def handle_share_fetch(ctx: RequestContext) -> dict:
         shares.sessions.close(session)
         await shares.release_session(session)
     else:
+        # v1's MaxRecords 0 is a request that only acknowledges (librdkafka's commit)
         max_records = b.get("max_records", DEFAULT_MAX_RECORDS)
-        if max_records <= 0:
-            max_records = DEFAULT_MAX_RECORDS
-        await _fetch(ctx, answer, session, max_records, b.max_bytes, b.max_wait_ms)
+        if max_records > 0:
+            await _fetch(ctx, answer, session, max_records, b.max_bytes, b.max_wait_ms)
     return {**_top_level(E.NONE, extra), "responses": answer.responses(),
             "node_endpoints": answer.node_endpoints()}
 

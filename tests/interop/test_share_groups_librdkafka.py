@@ -198,3 +198,55 @@ def test_acknowledged_records_are_not_delivered_again_after_a_restart(share_brok
     finally:
         c.close()
     assert set(again) == {str(i).encode() for i in range(10, 20)}
+
+
+# -- bad input, on the wire ------------------------------------------------------------------
+
+def _fetch(raw, group, epoch, topic_id, acks=(), max_records=10, wait_ms=0, forget=()):
+    return raw.call(78, 1, {
+        "group_id": group, "member_id": "m1", "share_session_epoch": epoch,
+        "max_wait_ms": wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
+        "max_records": max_records, "batch_size": max_records,
+        "topics": [{"topic_id": topic_id, "partitions": [{
+            "partition_index": 0, "acknowledgement_batches": [
+                {"first_offset": f, "last_offset": last, "acknowledge_types": types}
+                for f, last, types in acks]}]}],
+        "forgotten_topics_data": [{"topic_id": topic_id, "partitions": list(forget)}]
+        if forget else []})
+
+
+def test_bad_share_requests_answer_kafkas_codes_and_change_nothing(share_broker):
+    from tests.interop.raw import Raw
+    topic, group = unique("share"), unique("g")
+    create_topic(share_broker.bootstrap, topic, 1)
+    start_earliest(share_broker.bootstrap, group)
+    produce(share_broker.bootstrap, topic, values(5))
+    with Raw(share_broker) as raw:
+        meta = raw.call(3, 12, {"topics": [{"name": topic, "topic_id": None}],
+                                "allow_auto_topic_creation": False,
+                                "include_topic_authorized_operations": False})
+        topic_id = meta.topics[0].topic_id
+        # no session yet: epoch 1 and the final epoch are SHARE_SESSION_NOT_FOUND
+        assert _fetch(raw, group, 1, topic_id).error_code == 122
+        # opening a session may not acknowledge
+        assert _fetch(raw, group, 0, topic_id, acks=[(0, 0, [1])]).error_code == 42
+        opened = _fetch(raw, group, 0, topic_id, max_records=3, wait_ms=5000)
+        [p] = opened.responses[0].partitions
+        assert [(a.first_offset, a.last_offset, a.delivery_count)
+                for a in p.acquired_records] == [(0, 2, 1)]
+        # acknowledging what it does not hold, or a malformed range: per-partition codes,
+        # nothing changed
+        bad = _fetch(raw, group, 1, topic_id, acks=[(3, 4, [1])], max_records=0)
+        assert bad.error_code == 0
+        assert bad.responses[0].partitions[0].acknowledge_error_code == 121
+        assert bad.responses[0].partitions[0].records == b""  # empty, never null
+        bad = _fetch(raw, group, 2, topic_id, acks=[(0, 2, [1, 1])], max_records=0)
+        assert bad.responses[0].partitions[0].acknowledge_error_code == 42
+        # a stale epoch ends the session: its records go back, the next open gets them
+        assert _fetch(raw, group, 9, topic_id).error_code == 123
+        again = _fetch(raw, group, 0, topic_id, max_records=10, wait_ms=5000)
+        [p] = again.responses[0].partitions
+        assert [(a.first_offset, a.last_offset, a.delivery_count)
+                for a in p.acquired_records] == [(0, 2, 2), (3, 4, 1)]
+        done = _fetch(raw, group, 1, topic_id, acks=[(0, 4, [1])], max_records=0)
+        assert done.responses[0].partitions[0].acknowledge_error_code == 0
