@@ -108,6 +108,7 @@ class CoordinatorRuntime:
         self._loads: dict[int, object] = {}
         self._pending_loads: list[tuple[int, object]] = []  # asked for before run() started
         self._creating: trio.Event | None = None  # set when a CreateTopics in flight ends
+        self.channels: Any = None  # BrokerChannels, while hold_channels runs
 
     # -- requests -----------------------------------------------------------------------------
 
@@ -443,3 +444,22 @@ class CoordinatorRuntime:
 
     def background_tasks(self) -> list[Callable[[], Any]]:
         return []
+
+    # -- the coordinator's own requests to other brokers -----------------------------------------
+
+    async def hold_channels(self, client_id: str) -> None:
+        """Keep inter-broker channels open (`self.channels`) for as long as the runtime runs,
+        for a coordinator that sends requests of its own (markers, share-state requests);
+        a subclass starts it from background_tasks."""
+        from broker.net.broker_channels import BrokerChannels
+        async with trio.open_nursery() as nursery:
+            self.channels = BrokerChannels(self.broker, nursery, client_id)
+            self.channels_opened()
+            try:
+                await trio.sleep_forever()
+            finally:
+                with trio.CancelScope(shield=True):
+                    await self.channels.aclose()
+
+    def channels_opened(self) -> None:
+        """`self.channels` has just been opened."""

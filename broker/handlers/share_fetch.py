@@ -100,9 +100,19 @@ class _Answer:
         return out
 
 
+# the share coordinator not ready yet (loading, moving, just created): a fetch leaves the
+# partition out and tries again while it waits, since librdkafka takes any error it does
+# not know on a fetched partition for the application's; Kafka's leader likewise answers
+# nothing for a share partition still initializing
+_NOT_YET = frozenset({E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE,
+                      E.NOT_COORDINATOR, E.REQUEST_TIMED_OUT})
+RETRY_LOAD_S = 0.1
+
+
 async def _holder(ctx: RequestContext, answer: _Answer, group_id: str, tp: TopicPartition,
-                  fetches: bool, field: str = "error_code"):
-    """The share partition for `tp`, or None with the error written into the answer."""
+                  fetches: bool, field: str = "error_code", not_yet: set | None = None):
+    """The share partition for `tp`, or None with the error written into the answer (or,
+    given `not_yet`, the partition added to it when its state cannot be loaded yet)."""
     topic = ctx.broker.metadata_cache.topic_by_id(tp[0])
     if topic is None:
         answer.fail(tp, E.UNKNOWN_TOPIC_ID, fetches, field)
@@ -115,7 +125,10 @@ async def _holder(ctx: RequestContext, answer: _Answer, group_id: str, tp: Topic
         return None
     held = await ctx.broker.shares.holder(group_id, topic.name, tp[0], tp[1])
     if isinstance(held, ErrorCode):
-        answer.fail(tp, held, fetches, field)
+        if not_yet is not None and held in _NOT_YET:
+            not_yet.add(tp)
+        else:
+            answer.fail(tp, held, fetches, field)
         return None
     return held
 
@@ -184,8 +197,9 @@ async def _fetch(ctx: RequestContext, answer: _Answer, session: ShareSession,
     deadline = trio.current_time() + max(max_wait_ms, 0) / 1000
     while True:
         held_all = []
+        not_yet: set[TopicPartition] = set()
         for tp in sorted(session.partitions, key=lambda tp: (str(tp[0]), tp[1])):
-            held = await _holder(ctx, answer, session.group_id, tp, True)
+            held = await _holder(ctx, answer, session.group_id, tp, True, not_yet=not_yet)
             if held is not None:
                 held_all.append((tp, held))
         got = 0
@@ -208,12 +222,14 @@ async def _fetch(ctx: RequestContext, answer: _Answer, session: ShareSession,
                 out["error_code"] != E.NONE for out in answer.partitions.values()):
             return
         watched = [(h.topic, h.partition) for _, h in held_all]
-        if not watched:
-            with timeouts.move_on_at(deadline):
+        wake = min(deadline, trio.current_time() + RETRY_LOAD_S) if not_yet else deadline
+        with timeouts.move_on_at(wake):
+            if watched:
+                await broker.wait_for_data(watched)
+            else:
                 await trio.sleep_forever()
+        if not watched and not not_yet:
             return
-        with timeouts.move_on_at(deadline):
-            await broker.wait_for_data(watched)
 
 
 async def handle_share_acknowledge(ctx: RequestContext) -> dict:

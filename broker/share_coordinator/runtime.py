@@ -20,10 +20,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import trio
 
 from broker.coordinator.runtime import CoordinatorRuntime
-from broker.net.broker_channels import BrokerChannels
 from broker.net.peer import PeerUnavailable
 from broker.share_coordinator import records
 from broker.share_coordinator.state import (
@@ -53,7 +51,6 @@ class ShareCoordinatorRuntime(CoordinatorRuntime):
     def __init__(self, broker):
         super().__init__(broker)
         self.coordinator = ShareCoordinator(share_coordinator_config(broker.config))
-        self._channels: BrokerChannels | None = None
 
     # -- CoordinatorRuntime's hooks -------------------------------------------------------------
 
@@ -116,17 +113,7 @@ class ShareCoordinatorRuntime(CoordinatorRuntime):
         return self.coordinator.tick(now_ms)
 
     def background_tasks(self) -> list:
-        return [self._hold_channels]
-
-    async def _hold_channels(self) -> None:
-        async with trio.open_nursery() as nursery:
-            self._channels = BrokerChannels(self.broker, nursery,
-                                            f"share-persister-{self.broker.node_id}")
-            try:
-                await trio.sleep_forever()
-            finally:
-                with trio.CancelScope(shield=True):
-                    await self._channels.aclose()
+        return [lambda: self.hold_channels(f"share-persister-{self.broker.node_id}")]
 
     # -- the persister: what a share-partition leader asks -------------------------------------
 
@@ -167,7 +154,7 @@ class ShareCoordinatorRuntime(CoordinatorRuntime):
         leader = self.broker.metadata_cache.leader(self.topic, index)
         if leader == self.broker.node_id:
             return await self.serve(operation, key, *args)
-        channel = self._channels.get(leader) if leader >= 0 and self._channels else None
+        channel = self.channels.get(leader) if leader >= 0 and self.channels else None
         if channel is None:
             return dict(_UNAVAILABLE)
         version = STATE_API_VERSION

@@ -29,7 +29,6 @@ from broker import timeouts
 from broker.coordinator.runtime import CoordinatorRuntime, Waiter
 from broker.transaction.coordinator import TransactionConfig, TransactionCoordinator
 from broker.transaction.effects import Append, WriteTxnMarkers
-from broker.net.broker_channels import BrokerChannels
 from broker.net.peer import PeerUnavailable
 from broker.transaction.markers import LocalWriter, MarkerWriter
 from broker.transaction.records import decode_value, encode_value
@@ -77,7 +76,6 @@ class TransactionRuntime(CoordinatorRuntime):
         # it is made, before or after this runtime starts); without it they go through
         # this broker's listener like the others
         self.local_markers: LocalWriter | None = None
-        self._channels: BrokerChannels | None = None
         # transactional id -> requests parked until its transaction completes: each
         # (waiter, operation, args) runs right after the Complete record is appended
         self._parked: dict[str, list[tuple[Waiter, Any, tuple]]] = {}
@@ -267,19 +265,11 @@ class TransactionRuntime(CoordinatorRuntime):
         return self.coordinator.tick(now_ms)
 
     def background_tasks(self) -> list:
-        return [self._hold_channels]
+        return [lambda: self.hold_channels(f"txn-coordinator-{self.broker.node_id}")]
 
-    async def _hold_channels(self) -> None:
-        async with trio.open_nursery() as nursery:
-            self._channels = BrokerChannels(self.broker, nursery,
-                                            f"txn-coordinator-{self.broker.node_id}")
-            self._markers = MarkerWriter(self.broker, self._channels, lambda: self.local_markers)
-            self.apply_effects(self.coordinator.tick(self.broker.now_ms()))  # schedules timers
-            try:
-                await trio.sleep_forever()
-            finally:
-                with trio.CancelScope(shield=True):
-                    await self._channels.aclose()
+    def channels_opened(self) -> None:
+        self._markers = MarkerWriter(self.broker, self.channels, lambda: self.local_markers)
+        self.apply_effects(self.coordinator.tick(self.broker.now_ms()))  # schedules timers
 
     # -- KIP-890 part 1: a partition leader's question ----------------------------------------
 
@@ -325,7 +315,7 @@ class TransactionRuntime(CoordinatorRuntime):
                                producer_epoch: int, partitions: list[tuple[str, int]]
                                ) -> dict[tuple[str, int], ErrorCode]:
         unavailable = {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in partitions}
-        channel = self._channels.get(leader) if leader >= 0 and self._channels else None
+        channel = self.channels.get(leader) if leader >= 0 and self.channels else None
         if channel is None:
             return unavailable
         by_topic: dict[str, list[int]] = {}
