@@ -41,6 +41,7 @@ from protocol.batch_walk import BatchWalk
 from protocol.errors import ErrorCode
 
 log = logging.getLogger("minibroker.share")
+READ_START_BYTES = 64 * 1024
 E = ErrorCode
 
 
@@ -156,10 +157,13 @@ class SharePartitionManager:
                 self.drop(held.key)
         return error
 
-    def read_batches(self, held: Holder, max_bytes: int) -> tuple[bytes, list[tuple[int, int]]]:
+    def read_batches(self, held: Holder, max_bytes: int, max_records: int
+                     ) -> tuple[bytes, list[tuple[int, int]]]:
         """The log's bytes from the share partition's fetch offset up to the high
-        watermark (at least one batch), and the (first, last) offsets of the data batches
-        in them."""
+        watermark (at least one batch), enough for `max_records` records and at most
+        `max_bytes`, and the (first, last) offsets of the data batches in them. The read
+        starts small and grows: librdkafka asks for up to fetch.max.bytes (50 MiB) and
+        500 records, and reading the first would cost more than the rest of the fetch."""
         partition = self.broker.partition(held.topic, held.partition)
         if partition is None:
             return b"", []
@@ -167,11 +171,16 @@ class SharePartitionManager:
         end = partition.high_watermark
         if offset >= end:
             return b"", []
-        data = partition.log.read(offset, max(max_bytes, 1), max_offset=end,
-                                  min_one_message=True)
-        batches = [(h.base_offset, h.last_offset) for _pos, h in BatchWalk(data)
-                   if not h.is_control]
-        return data, batches
+        limit = max(max_bytes, 1)
+        size = min(limit, READ_START_BYTES)
+        while True:
+            data = partition.log.read(offset, size, max_offset=end, min_one_message=True)
+            batches = [(h.base_offset, h.last_offset) for _pos, h in BatchWalk(data)
+                       if not h.is_control]
+            covered = batches[-1][1] - offset + 1 if batches else 0
+            if covered >= max_records or len(data) < size or size >= limit:
+                return data, batches
+            size = min(limit, size * 4)
 
     async def acquire(self, held: Holder, member_id: str, max_records: int,
                       max_bytes: int) -> tuple[bytes, list[dict], ErrorCode]:
@@ -179,7 +188,7 @@ class SharePartitionManager:
         async with held.lock:
             if self.holders.get(held.key) is not held:
                 return b"", [], E.NOT_LEADER_OR_FOLLOWER
-            data, batches = self.read_batches(held, max_bytes)
+            data, batches = self.read_batches(held, max_bytes, max_records)
             acquired = held.state.acquire(member_id, self.broker.now_ms(), batches, max_records)
             if not acquired:
                 return b"", [], E.NONE
