@@ -75,6 +75,7 @@ from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
     ALTER_USER_SCRAM_CREDENTIALS, CONSUMER_GROUP_DESCRIBE, CREATE_ACLS, CREATE_PARTITIONS,
+    SHARE_GROUP_DESCRIBE,
     CREATE_TOPICS, DELETE_ACLS, DELETE_GROUPS, DELETE_TOPICS, DESCRIBE_ACLS, DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS, DESCRIBE_GROUPS, DESCRIBE_PRODUCERS, DESCRIBE_QUORUM, DESCRIBE_TRANSACTIONS,
     DESCRIBE_USER_SCRAM_CREDENTIALS, INCREMENTAL_ALTER_CONFIGS, LIST_GROUPS, LIST_OFFSETS,
@@ -223,6 +224,29 @@ class ConsumerGroupDescription:
     assignment_epoch: int
     assignor: str
     members: tuple[ConsumerGroupMemberDescription, ...]
+    coordinator: int
+
+
+@dataclass(frozen=True)
+class ShareGroupMemberDescription:
+    """A member of a KIP-932 share group, as ShareGroupDescribe answers."""
+    member_id: str
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    assignment: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True)
+class ShareGroupDescription:
+    group_id: str
+    state: str  # "Empty", "Stable", "Dead"
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str
+    members: tuple[ShareGroupMemberDescription, ...]
     coordinator: int
 
 
@@ -730,22 +754,37 @@ class AdminClient:
                                        ) -> dict[str, ConsumerGroupDescription]:
         """KIP-848 consumer groups by id (ConsumerGroupDescribe on each one's coordinator):
         GroupIdNotFoundError for a group that does not exist or is a classic group."""
-        out: dict[str, ConsumerGroupDescription] = {}
+        return await self._describe_on_coordinators(
+            "ConsumerGroupDescribe", CONSUMER_GROUP_DESCRIBE, group_ids,
+            _consumer_group_description, timeout_ms)
+
+    async def describe_share_groups(self, group_ids: Iterable[str], *,
+                                    timeout_ms: int | None = None
+                                    ) -> dict[str, ShareGroupDescription]:
+        """KIP-932 share groups by id (ShareGroupDescribe on each one's coordinator):
+        GroupIdNotFoundError for a group that does not exist or is not a share group."""
+        return await self._describe_on_coordinators(
+            "ShareGroupDescribe", SHARE_GROUP_DESCRIBE, group_ids, _share_group_description,
+            timeout_ms)
+
+    async def _describe_on_coordinators(self, name: str, api_key: int,
+                                        group_ids: Iterable[str], parse: Any,
+                                        timeout_ms: int | None) -> dict[str, Any]:
+        out: dict[str, Any] = {}
         for group_id in dict.fromkeys(group_ids):
-            async def attempt(group_id: str = group_id) -> ConsumerGroupDescription:
+            async def attempt(group_id: str = group_id) -> Any:
                 node_id, conn = await self._coordinator(group_id)
-                resp = await conn.request(CONSUMER_GROUP_DESCRIBE, {
+                resp = await conn.request(api_key, {
                     "group_ids": [group_id], "include_authorized_operations": False})
                 g = next((g for g in resp.body.groups if g.group_id == group_id), None)
                 if g is None:
                     raise for_code(ErrorCode.UNKNOWN_SERVER_ERROR,
-                                   f"ConsumerGroupDescribe did not describe '{group_id}'")
+                                   f"{name} did not describe '{group_id}'")
                 if g.error_code != ErrorCode.NONE:
                     raise for_code(g.error_code, g.error_message or f"group '{group_id}'")
-                return _consumer_group_description(g, node_id)
+                return parse(g, node_id)
 
-            out[group_id] = await self._retrying(f"ConsumerGroupDescribe({group_id})",
-                                                 attempt, timeout_ms)
+            out[group_id] = await self._retrying(f"{name}({group_id})", attempt, timeout_ms)
         return out
 
     async def list_consumer_group_offsets(self, group_id: str, *,
@@ -1387,6 +1426,15 @@ def _group_description(g: Any, node_id: int) -> GroupDescription:
 def _topic_partitions(assignment: Any) -> tuple[TopicPartition, ...]:
     return tuple(sorted(TopicPartition(t.topic_name, p)
                         for t in assignment.topic_partitions for p in t.partitions))
+
+
+def _share_group_description(g: Any, node_id: int) -> ShareGroupDescription:
+    return ShareGroupDescription(
+        g.group_id, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name,
+        tuple(ShareGroupMemberDescription(
+            m.member_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
+            tuple(m.subscribed_topic_names), _topic_partitions(m.assignment))
+            for m in g.members), node_id)
 
 
 def _consumer_group_description(g: Any, node_id: int) -> ConsumerGroupDescription:

@@ -250,3 +250,43 @@ def test_bad_share_requests_answer_kafkas_codes_and_change_nothing(share_broker)
                 for a in p.acquired_records] == [(0, 2, 2), (3, 4, 1)]
         done = _fetch(raw, group, 1, topic_id, acks=[(0, 4, [1])], max_records=0)
         assert done.responses[0].partitions[0].acknowledge_error_code == 0
+
+
+def test_the_share_groups_tool_lists_describes_and_deletes(share_broker):
+    import subprocess
+    import sys
+    topic, group = unique("share"), unique("g")
+    create_topic(share_broker.bootstrap, topic, 2)
+    start_earliest(share_broker.bootstrap, group)
+    produce(share_broker.bootstrap, topic, values(1))
+    c = member(share_broker.bootstrap, group, topic)
+
+    def tool(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "cli", "share-groups", *args,
+                               "--bootstrap-server", share_broker.bootstrap],
+                              capture_output=True, text=True, timeout=60)
+    try:
+        poll_until([c], lambda: True)
+        got: list = []
+        poll_until([c], lambda: bool(got), on_message=lambda _c, m: got.append(m))
+        listed = tool("list")
+        assert listed.returncode == 0, listed.stderr
+        assert [line.split() for line in listed.stdout.splitlines()
+                if line.startswith(group)] == [[group, "Stable"]]
+        members = tool("describe", group, "--members")
+        assert members.returncode == 0, members.stderr
+        [row] = [line.split() for line in members.stdout.splitlines()[1:]]
+        assert row[0] == group and row[4] == "2" and row[5] == f"{topic}:0,1"
+        state = tool("describe", group, "--state")
+        assert state.returncode == 0, state.stderr
+        described = state.stdout.splitlines()[1].split()
+        assert (described[0], described[-4], described[-1]) == (group, "Stable", "1"), \
+            state.stdout
+        busy = tool("delete", "--group", group)
+        assert busy.returncode == 1 and "empty" in busy.stderr.lower(), busy.stderr
+    finally:
+        c.close()
+    deadline = time.monotonic() + 30
+    while (gone := tool("delete", "--group", group)).returncode != 0:
+        assert time.monotonic() < deadline, gone.stderr  # the member's leave lands first
+    assert tool("describe", group).returncode == 1
