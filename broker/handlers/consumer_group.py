@@ -65,10 +65,18 @@ async def handle_heartbeat(ctx: RequestContext) -> dict:
         client_id=ctx.request.header.client_id or "",
         client_host="/" + ctx.peer.rsplit(":", 1)[0])
     runtime = ctx.broker.groups
-    waiter = await runtime.call(runtime.coordinator.consumer_group_heartbeat, request)
+    return await heartbeat(ctx, runtime.coordinator.consumer_group_heartbeat, request,
+                           heartbeat_error)
+
+
+async def heartbeat(ctx: RequestContext, operation: Any, request: Any,
+                    error_body: Any) -> dict:
+    """A heartbeat of a group with server-side assignment (KIP-848's, KIP-932's) run on
+    the coordinator: its answer with the assignment's topics by id, or `error_body`'s when
+    its records could not be written (the member must try again)."""
+    waiter = await ctx.broker.groups.call(operation, request)
     if waiter.error != ErrorCode.NONE:
-        # its records could not be written: the member must try again
-        return heartbeat_error(waiter.error, None, b.member_id)
+        return error_body(waiter.error, None, ctx.body.member_id)
     body = dict(waiter.body)
     if body.get("assignment") is not None:
         body["assignment"] = {"topic_partitions": _ids(ctx, body["assignment"])}
@@ -76,7 +84,14 @@ async def handle_heartbeat(ctx: RequestContext) -> dict:
 
 
 async def handle_describe(ctx: RequestContext) -> dict:
-    coordinator = ctx.broker.groups.coordinator
+    return describe(ctx, ctx.broker.groups.coordinator.consumer_group_describe,
+                    ("assignment", "target_assignment"))
+
+
+def describe(ctx: RequestContext, describe_group: Any, assignment_fields: tuple[str, ...]
+             ) -> dict:
+    """ConsumerGroupDescribe or ShareGroupDescribe: each group the principal may describe,
+    with its members' assignments' topics by id and name."""
     groups = []
     for group_id in ctx.body.group_ids:
         if not authorize_group(ctx, AclOperation.DESCRIBE, group_id):
@@ -85,9 +100,9 @@ async def handle_describe(ctx: RequestContext) -> dict:
                            "group_id": group_id, "group_state": "", "group_epoch": -1,
                            "assignment_epoch": -1, "assignor_name": "", "members": []})
             continue
-        described = coordinator.consumer_group_describe(group_id)
+        described = describe_group(group_id)
         for member in described["members"]:
-            for field in ("assignment", "target_assignment"):
+            for field in assignment_fields:
                 member[field] = {"topic_partitions": _ids(ctx, member[field], with_names=True)}
         groups.append(described)
     return {"throttle_time_ms": 0, "groups": groups}

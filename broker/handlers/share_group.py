@@ -10,7 +10,7 @@ Kafka's KafkaApis.handleShareGroupHeartbeatRequest asks; a member id is required
 from __future__ import annotations
 
 from broker.coordinator.share_group import ShareHeartbeatRequest, share_heartbeat_error
-from broker.handlers.consumer_group import _ids
+from broker.handlers.consumer_group import describe, heartbeat
 from broker.handlers.context import RequestContext
 from broker.security.acls import AclOperation, ResourceType
 from broker.security.authorize import authorize_group, unauthorized
@@ -38,30 +38,9 @@ async def handle_heartbeat(ctx: RequestContext) -> dict:
         client_id=ctx.request.header.client_id or "",
         client_host="/" + ctx.peer.rsplit(":", 1)[0],
         member_id_required=ctx.version >= CLIENT_CHOOSES_MEMBER_ID)
-    runtime = ctx.broker.groups
-    waiter = await runtime.call(runtime.coordinator.share_group_heartbeat, request)
-    if waiter.error != ErrorCode.NONE:
-        # its records could not be written: the member must try again
-        return share_heartbeat_error(waiter.error, None, b.member_id)
-    body = dict(waiter.body)
-    if body.get("assignment") is not None:
-        body["assignment"] = {"topic_partitions": _ids(ctx, body["assignment"])}
-    return body
+    return await heartbeat(ctx, ctx.broker.groups.coordinator.share_group_heartbeat, request,
+                           share_heartbeat_error)
 
 
 async def handle_describe(ctx: RequestContext) -> dict:
-    coordinator = ctx.broker.groups.coordinator
-    groups = []
-    for group_id in ctx.body.group_ids:
-        if not authorize_group(ctx, AclOperation.DESCRIBE, group_id):
-            groups.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
-                           "error_message": "Group authorization failed.",
-                           "group_id": group_id, "group_state": "", "group_epoch": -1,
-                           "assignment_epoch": -1, "assignor_name": "", "members": []})
-            continue
-        described = coordinator.share_group_describe(group_id)
-        for member in described["members"]:
-            member["assignment"] = {"topic_partitions": _ids(ctx, member["assignment"],
-                                                             with_names=True)}
-        groups.append(described)
-    return {"throttle_time_ms": 0, "groups": groups}
+    return describe(ctx, ctx.broker.groups.coordinator.share_group_describe, ("assignment",))
