@@ -5,7 +5,8 @@ Owns: `ConsumerGroups`, a pure state machine over `ConsumerGroup`s and their `Gr
 `Append` and `Emit`), the records it writes (`GroupEpoch`, `MemberMetadata`,
 `TargetMember`, `TargetEpoch`, `CurrentAssignment`, `GroupTombstone`: the consumer-group
 records of __consumer_offsets, by topic name; broker.coordinator.cg_records turns them into
-Kafka's bytes) and `replay`, which rebuilds groups from them on load.
+Kafka's bytes) and `replay`, which rebuilds groups from them on load. What it shares with
+share groups is broker.coordinator.server_assigned's.
 
 The rules are Kafka 4.0's group coordinator (GroupMetadataManager.consumerGroupHeartbeat,
 CurrentAssignmentBuilder, TargetAssignmentBuilder):
@@ -53,11 +54,13 @@ from typing import Any, Callable, ClassVar, Mapping
 from broker.coordinator import assignors as server_assignors
 from broker.coordinator.effects import Append, Emit, Reply
 from broker.coordinator.group import Group, GroupType
+from broker.coordinator.server_assigned import (
+    Assignment, HeartbeatRefused, Pairs, ServerAssignedGroup, ServerAssignedGroups, fenced_epoch,
+    frozen, heartbeat_error, thawed, unknown_member)
 from broker.coordinator.timers import TimerService
 from protocol.errors import ErrorCode
 
 E = ErrorCode
-Assignment = dict[str, frozenset[int]]  # topic -> partitions
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -118,7 +121,7 @@ class MemberMetadata:
 class TargetMember:
     group_id: str
     member_id: str
-    partitions: tuple[tuple[str, tuple[int, ...]], ...]
+    partitions: Pairs
 
 
 @dataclass(frozen=True)
@@ -134,8 +137,8 @@ class CurrentAssignment:
     member_epoch: int
     previous_member_epoch: int
     state: int
-    assigned: tuple[tuple[str, tuple[int, ...]], ...]
-    pending_revocation: tuple[tuple[str, tuple[int, ...]], ...]
+    assigned: Pairs
+    pending_revocation: Pairs
 
 
 @dataclass(frozen=True)
@@ -147,14 +150,6 @@ class Tombstone:
 
 
 Record = GroupEpoch | MemberMetadata | TargetMember | TargetEpoch | CurrentAssignment | Tombstone
-
-
-def _frozen(assignment: Mapping[str, frozenset[int]]) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    return tuple((t, tuple(sorted(ps))) for t, ps in sorted(assignment.items()) if ps)
-
-
-def _thawed(pairs: tuple[tuple[str, tuple[int, ...]], ...]) -> Assignment:
-    return {t: frozenset(ps) for t, ps in pairs if ps}
 
 
 # -- the state --------------------------------------------------------------------------------
@@ -186,20 +181,12 @@ class GroupMember:
     def assignment_record(self, group_id: str) -> CurrentAssignment:
         return CurrentAssignment(group_id, self.member_id, self.member_epoch,
                                  self.previous_member_epoch, self.state.value,
-                                 _frozen(self.assigned), _frozen(self.pending_revocation))
+                                 frozen(self.assigned), frozen(self.pending_revocation))
 
 
 @dataclass
-class ConsumerGroup(Group):
+class ConsumerGroup(ServerAssignedGroup[GroupMember]):
     group_type: ClassVar[GroupType] = GroupType.CONSUMER
-    group_id: str
-    group_epoch: int = 0
-    target_epoch: int = 0
-    members: dict[str, GroupMember] = field(default_factory=dict)
-    target: dict[str, Assignment] = field(default_factory=dict)  # member -> its target
-    # topic -> partition count as of the last epoch bump: a change bumps the epoch again
-    subscribed_partitions: dict[str, int] = field(default_factory=dict)
-    dead: bool = False
 
     @property
     def state(self) -> GroupState:
@@ -254,19 +241,6 @@ class HeartbeatRequest:
     client_host: str = ""
 
 
-def heartbeat_error(error: ErrorCode, message: str | None = None, member_id: str = "",
-                    epoch: int = -1) -> dict:
-    return {"throttle_time_ms": 0, "error_code": error, "error_message": message,
-            "member_id": member_id or None, "member_epoch": epoch,
-            "heartbeat_interval_ms": 0, "assignment": None}
-
-
-class HeartbeatRefused(Exception):
-    def __init__(self, error: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error, self.message = error, message
-
-
 def _held_target(group: ConsumerGroup, member: GroupMember) -> dict[str, frozenset[int]]:
     """What the assignor is to keep in place for a member: its last target, less what it
     does not hold yet. Kafka passes the whole last target; a partition targeted but not
@@ -296,7 +270,7 @@ def _owns_any(owned: Assignment | None, revoking: Assignment) -> bool:
 
 
 @dataclass
-class ConsumerGroups:
+class ConsumerGroups(ServerAssignedGroups[ConsumerGroup, Record]):
     config: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)
     # the coordinator's one map and one timer service, shared with the classic machine: it
     # sees only the ConsumerGroups in the map and fires only its own TIMER_KINDS
@@ -306,11 +280,17 @@ class ConsumerGroups:
     # a group's own configs (KIP-848 group configs, from the metadata image): its
     # consumer.session.timeout.ms and consumer.heartbeat.interval.ms win over `config`
     group_configs: Callable[[str], Mapping[str, str]] = lambda group_id: {}
+    group_class: ClassVar[type] = ConsumerGroup
+    timer_kinds: ClassVar[frozenset[str]] = TIMER_KINDS
+    member_record_kinds: ClassVar[tuple[str, str, str]] = (
+        "CurrentAssignment", "TargetMember", "MemberMetadata")
+    group_record_kinds: ClassVar[tuple[str, str]] = ("TargetEpoch", "GroupEpoch")
 
-    def group(self, group_id: str) -> ConsumerGroup | None:
-        """The consumer group of that id; a classic group of that id is none of its own."""
-        group = self.groups.get(group_id)
-        return group if isinstance(group, ConsumerGroup) else None
+    def _epoch_record(self, group_id: str, epoch: int) -> Record:
+        return GroupEpoch(group_id, epoch)
+
+    def _tombstone(self, kind: str, group_id: str, member_id: str | None = None) -> Record:
+        return Tombstone(kind, group_id, member_id)
 
     def _group_setting(self, group_id: str, name: str, default: int) -> int:
         try:
@@ -381,9 +361,7 @@ class ConsumerGroups:
             return self._leave(waiter, group, req, now_ms)
         if group is None or group.dead:
             if req.member_epoch != JOIN_EPOCH:
-                raise HeartbeatRefused(E.UNKNOWN_MEMBER_ID,
-                                       f"Member {req.member_id} is not a member of group "
-                                       f"{req.group_id}.")
+                raise unknown_member(req.member_id, req.group_id)
             group = self.groups[req.group_id] = ConsumerGroup(req.group_id)
         member, bump = self._member_for(group, req, now_ms, records)
         before_assigned = dict(member.assigned)
@@ -414,14 +392,7 @@ class ConsumerGroups:
                 bump = True
         group.members[updated.member_id] = member = updated
 
-        # the subscribed topics' sizes: a topic created, deleted or grown is a new epoch
-        sizes = self._subscribed_sizes(group, topics)
-        if sizes != group.subscribed_partitions:
-            bump = True
-        if bump:
-            group.group_epoch += 1
-            group.subscribed_partitions = sizes
-            records.append(GroupEpoch(group.group_id, group.group_epoch))
+        self._bump_epoch(group, bump, topics, records)
 
         if group.group_epoch > group.target_epoch:
             records += self._compute_target(group, topics)
@@ -488,7 +459,7 @@ class ConsumerGroups:
                     group.target[member_id] = target
                     records.append(taken.metadata_record(group.group_id))
                     records.append(TargetMember(group.group_id, member_id,
-                                                _frozen(group.target[member_id])))
+                                                frozen(group.target[member_id])))
                     records.append(taken.assignment_record(group.group_id))
                     return taken, False
             known = group.members.get(member_id)
@@ -505,37 +476,18 @@ class ConsumerGroups:
             return member, True
         known_member = group.members.get(req.member_id)
         if known_member is None:
-            raise HeartbeatRefused(E.UNKNOWN_MEMBER_ID,
-                                   f"Member {req.member_id} is not a member of group "
-                                   f"{group.group_id}.")
+            raise unknown_member(req.member_id, group.group_id)
         member = known_member
         if req.member_epoch > member.member_epoch:
-            raise HeartbeatRefused(E.FENCED_MEMBER_EPOCH,
-                                   f"The consumer group member has a greater member epoch "
-                                   f"({req.member_epoch}) than the one known by the group "
-                                   f"coordinator ({member.member_epoch}). The member must "
-                                   f"abandon all its partitions and rejoin.")
+            raise fenced_epoch("consumer", req.member_epoch, member.member_epoch)
         if req.member_epoch < member.member_epoch:
             lost_answer = (req.member_epoch == member.previous_member_epoch
                            and req.owned is not None and _subset(req.owned, member.assigned))
             if not lost_answer:
-                raise HeartbeatRefused(E.FENCED_MEMBER_EPOCH,
-                                       f"The consumer group member has a smaller member epoch "
-                                       f"({req.member_epoch}) than the one known by the group "
-                                       f"coordinator ({member.member_epoch}). The member must "
-                                       f"abandon all its partitions and rejoin.")
+                raise fenced_epoch("consumer", req.member_epoch, member.member_epoch)
         return member, False
 
-    def _subscribed_sizes(self, group: ConsumerGroup, topics: Mapping[str, int]
-                          ) -> dict[str, int]:
-        sizes: dict[str, int] = {}
-        for m in group.members.values():
-            for t in self._subscribed(m, topics):
-                sizes[t] = topics[t]
-        return sizes
-
-    @staticmethod
-    def _subscribed(member: GroupMember, topics: Mapping[str, int]) -> set[str]:
+    def _subscribed(self, member: GroupMember, topics: Mapping[str, int]) -> set[str]:
         names = {t for t in member.subscribed_topic_names if t in topics}
         if member.subscribed_topic_regex:
             pattern = re.compile(member.subscribed_topic_regex)
@@ -557,7 +509,7 @@ class ConsumerGroups:
         for mid in group.members:
             target = new_target.get(mid, {})
             if target != group.target.get(mid):
-                records.append(TargetMember(group.group_id, mid, _frozen(target)))
+                records.append(TargetMember(group.group_id, mid, frozen(target)))
         group.target = {mid: new_target.get(mid, {}) for mid in group.members}
         group.target_epoch = group.group_epoch
         records.append(TargetEpoch(group.group_id, group.target_epoch))
@@ -626,9 +578,7 @@ class ConsumerGroups:
         if group is not None and member is None and req.instance_id is not None:
             member = group.static_member(req.instance_id)
         if group is None or member is None:
-            raise HeartbeatRefused(E.UNKNOWN_MEMBER_ID,
-                                   f"Member {req.member_id} is not a member of group "
-                                   f"{req.group_id}.")
+            raise unknown_member(req.member_id, req.group_id)
         reply = Reply(waiter, {"throttle_time_ms": 0, "error_code": E.NONE,
                                "error_message": None, "member_id": member.member_id,
                                "member_epoch": req.member_epoch, "heartbeat_interval_ms": 0,
@@ -651,26 +601,6 @@ class ConsumerGroups:
                 Emit("consumer_group_leave", {"group": group.group_id,
                                               "member": member.member_id, "static": False}),
                 reply]
-
-    def _fence(self, group: ConsumerGroup, member_id: str) -> list[Record]:
-        """Remove a member: its records deleted, and a new group epoch."""
-        records = self._remove_records(group, member_id)
-        self._forget(group, member_id)
-        group.group_epoch += 1
-        records.append(GroupEpoch(group.group_id, group.group_epoch))
-        return records
-
-    @staticmethod
-    def _remove_records(group: ConsumerGroup, member_id: str) -> list[Record]:
-        return [Tombstone("CurrentAssignment", group.group_id, member_id),
-                Tombstone("TargetMember", group.group_id, member_id),
-                Tombstone("MemberMetadata", group.group_id, member_id)]
-
-    def _forget(self, group: ConsumerGroup, member_id: str) -> None:
-        group.members.pop(member_id, None)
-        group.target.pop(member_id, None)
-        for kind in ("session", "revocation"):
-            self.timers.cancel((kind, group.group_id, member_id))
 
     def on_timer(self, key: tuple, now_ms: int) -> list:
         """A session or revocation deadline passed: the member is fenced."""
@@ -714,16 +644,6 @@ class ConsumerGroups:
             return E.STALE_MEMBER_EPOCH
         return E.NONE
 
-    def delete(self, group_id: str) -> list[Record]:
-        group = self.group(group_id)
-        if group is None:
-            return []
-        del self.groups[group_id]
-        for mid in list(group.members):
-            self._forget(group, mid)
-        group.dead = True
-        return [Tombstone("TargetEpoch", group_id), Tombstone("GroupEpoch", group_id)]
-
     # -- replay (loading a __consumer_offsets partition) ----------------------------------
 
     def replay(self, record: Record) -> None:
@@ -732,14 +652,7 @@ class ConsumerGroups:
         gid = record.group_id
         group = self.group(gid)
         if isinstance(record, Tombstone):
-            if group is None:
-                return
-            if record.kind == "GroupEpoch":
-                del self.groups[gid]
-            elif record.member_id is not None and record.kind == "MemberMetadata":
-                group.members.pop(record.member_id, None)
-            elif record.member_id is not None and record.kind == "TargetMember":
-                group.target.pop(record.member_id, None)
+            self._replay_tombstone(group, record.kind, record.member_id)
             return
         if group is None:
             other = self.groups.get(gid)
@@ -753,7 +666,7 @@ class ConsumerGroups:
             case TargetEpoch(epoch=epoch):
                 group.target_epoch = epoch
             case TargetMember(member_id=mid, partitions=parts):
-                group.target[mid] = _thawed(parts)
+                group.target[mid] = thawed(parts)
             case MemberMetadata():
                 old = group.members.get(record.member_id) or GroupMember(record.member_id)
                 group.members[record.member_id] = replace(
@@ -772,8 +685,8 @@ class ConsumerGroups:
                 group.members[record.member_id] = replace(
                     old, member_epoch=record.member_epoch,
                     previous_member_epoch=record.previous_member_epoch, state=state,
-                    assigned=_thawed(record.assigned),
-                    pending_revocation=_thawed(record.pending_revocation))
+                    assigned=thawed(record.assigned),
+                    pending_revocation=thawed(record.pending_revocation))
 
     def finish_load(self, group_ids: list[str], now_ms: int) -> None:
         """After a load: every member gets a full session to heartbeat the new
@@ -786,11 +699,3 @@ class ConsumerGroups:
                 continue
             for m in group.members.values():
                 self._schedule(group, m, now_ms)
-
-    def unload(self, group_ids: list[str]) -> None:
-        for gid in group_ids:
-            group = self.group(gid)
-            if group is not None:
-                del self.groups[gid]
-                for mid in list(group.members):
-                    self._forget(group, mid)

@@ -33,7 +33,7 @@ from broker.coordinator.membership import (
 )
 from broker.coordinator.offsets import OffsetRecord, OffsetStore, partition_of
 from broker.coordinator.share_group import (
-    ShareGroup, ShareGroupConfig, ShareGroups, ShareHeartbeatRequest, share_heartbeat_error,
+    ShareGroup, ShareGroupConfig, ShareGroups, ShareHeartbeatRequest,
 )
 from broker.coordinator.timers import TimerService
 from protocol.consumer_protocol import decode_assignment, decode_subscription, partition_names
@@ -217,12 +217,12 @@ class GroupCoordinator:
     def share_group_heartbeat(self, waiter: Any, req: ShareHeartbeatRequest,
                               now_ms: int) -> list:
         if not self.config.share_group.enabled:
-            return [Reply(waiter, share_heartbeat_error(
+            return [Reply(waiter, heartbeat_error(
                 E.UNSUPPORTED_VERSION, "Share groups are not enabled (group.share.enable).",
                 req.member_id))]
         error = self.check(req.group_id)
         if error != E.NONE:
-            return [Reply(waiter, share_heartbeat_error(error, None, req.member_id))]
+            return [Reply(waiter, heartbeat_error(error, None, req.member_id))]
         return self._share_encoded(self.share_groups.heartbeat(waiter, req, now_ms,
                                                                self.topics()))
 

@@ -6,7 +6,8 @@ passed in as `now_ms`, effects returned as broker.coordinator.effects' `Reply`, 
 writes (`ShareGroupEpoch`, `ShareMemberMetadata`, `ShareTargetMember`, `ShareTargetEpoch`,
 `ShareCurrentAssignment`, `ShareTombstone`: the share group records of __consumer_offsets by
 topic name; broker.coordinator.share_records turns them into Kafka's bytes) and `replay`,
-which rebuilds groups from them on load. Which records a share consumer is handed, and
+which rebuilds groups from them on load (what it shares with consumer groups is
+broker.coordinator.server_assigned's). Which records a share consumer is handed, and
 their acquisition locks, are the share-partition side's, not this module's.
 
 The rules are Kafka 4.1's group coordinator (GroupMetadataManager.shareGroupHeartbeat,
@@ -37,12 +38,13 @@ from typing import Any, Callable, ClassVar, Mapping
 
 from broker.coordinator.effects import Append, Emit, Reply, ShareMemberGone
 from broker.coordinator.group import Group, GroupType
+from broker.coordinator.server_assigned import (
+    Assignment, HeartbeatRefused, Pairs, ServerAssignedGroup, ServerAssignedGroups, fenced_epoch,
+    frozen, heartbeat_error, thawed, unknown_member)
 from broker.coordinator.timers import TimerService
 from protocol.errors import ErrorCode
 
 E = ErrorCode
-Assignment = dict[str, frozenset[int]]  # topic -> partitions
-Pairs = tuple[tuple[str, tuple[int, ...]], ...]
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -118,14 +120,6 @@ class ShareTombstone:
 
 ShareRecord = (ShareGroupEpoch | ShareMemberMetadata | ShareTargetMember | ShareTargetEpoch
                | ShareCurrentAssignment | ShareTombstone)
-
-
-def _frozen(assignment: Mapping[str, frozenset[int]]) -> Pairs:
-    return tuple((t, tuple(sorted(ps))) for t, ps in sorted(assignment.items()) if ps)
-
-
-def _thawed(pairs: Pairs) -> Assignment:
-    return {t: frozenset(ps) for t, ps in pairs if ps}
 
 
 # -- the simple assignor ---------------------------------------------------------------------
@@ -233,20 +227,12 @@ class ShareMember:
 
     def assignment_record(self, group_id: str) -> ShareCurrentAssignment:
         return ShareCurrentAssignment(group_id, self.member_id, self.member_epoch,
-                                      self.previous_member_epoch, _frozen(self.assigned))
+                                      self.previous_member_epoch, frozen(self.assigned))
 
 
 @dataclass
-class ShareGroup(Group):
+class ShareGroup(ServerAssignedGroup[ShareMember]):
     group_type: ClassVar[GroupType] = GroupType.SHARE
-    group_id: str
-    group_epoch: int = 0
-    target_epoch: int = 0
-    members: dict[str, ShareMember] = field(default_factory=dict)
-    target: dict[str, Assignment] = field(default_factory=dict)  # member -> its target
-    # topic -> partition count as of the last epoch bump: a change bumps the epoch again
-    subscribed_partitions: dict[str, int] = field(default_factory=dict)
-    dead: bool = False
 
     @property
     def state(self) -> ShareGroupState:
@@ -275,31 +261,29 @@ class ShareHeartbeatRequest:
     member_id_required: bool = True
 
 
-def share_heartbeat_error(error: ErrorCode, message: str | None = None, member_id: str = "",
-                          epoch: int = -1) -> dict:
-    return {"throttle_time_ms": 0, "error_code": error, "error_message": message,
-            "member_id": member_id or None, "member_epoch": epoch,
-            "heartbeat_interval_ms": 0, "assignment": None}
-
-
-class _Refused(Exception):
-    def __init__(self, error: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error, self.message = error, message
-
-
 @dataclass
-class ShareGroups:
+class ShareGroups(ServerAssignedGroups[ShareGroup, ShareRecord]):
     config: ShareGroupConfig = field(default_factory=ShareGroupConfig)
     # the coordinator's one map and one timer service, shared with the other protocols'
     # machines: it sees only the ShareGroups in the map and fires only its TIMER_KINDS
     groups: dict[str, Group] = field(default_factory=dict)
     timers: TimerService[tuple] = field(default_factory=TimerService)
     new_member_id: Callable[[], str] = lambda: str(uuid.uuid4())
+    group_class: ClassVar[type] = ShareGroup
+    timer_kinds: ClassVar[frozenset[str]] = TIMER_KINDS
+    member_record_kinds: ClassVar[tuple[str, str, str]] = (
+        "ShareCurrentAssignment", "ShareTargetMember", "ShareMemberMetadata")
+    group_record_kinds: ClassVar[tuple[str, str]] = ("ShareTargetEpoch", "ShareGroupEpoch")
 
-    def group(self, group_id: str) -> ShareGroup | None:
-        group = self.groups.get(group_id)
-        return group if isinstance(group, ShareGroup) else None
+    def _epoch_record(self, group_id: str, epoch: int) -> ShareRecord:
+        return ShareGroupEpoch(group_id, epoch)
+
+    def _tombstone(self, kind: str, group_id: str, member_id: str | None = None
+                   ) -> ShareRecord:
+        return ShareTombstone(kind, group_id, member_id)
+
+    def _subscribed(self, member: ShareMember, topics: Mapping[str, int]) -> set[str]:
+        return {t for t in member.subscribed_topic_names if t in topics}
 
     # -- ShareGroupHeartbeat ---------------------------------------------------------------
 
@@ -308,33 +292,36 @@ class ShareGroups:
         """One heartbeat. `topics`: the existing topics' partition counts, by name."""
         try:
             return self._heartbeat(waiter, req, now_ms, topics)
-        except _Refused as e:
-            return [Reply(waiter, share_heartbeat_error(e.error, e.message, req.member_id))]
+        except HeartbeatRefused as e:
+            return [Reply(waiter, heartbeat_error(e.error, e.message, req.member_id))]
 
     def _validate(self, req: ShareHeartbeatRequest) -> None:
         bad = E.INVALID_REQUEST
         if not req.group_id:
-            raise _Refused(bad, "GroupId can't be empty.")
+            raise HeartbeatRefused(bad, "GroupId can't be empty.")
         if req.rack_id is not None and not req.rack_id:
-            raise _Refused(bad, "RackId can't be empty.")
+            raise HeartbeatRefused(bad, "RackId can't be empty.")
         if req.member_epoch > 0 or req.member_epoch == LEAVE_EPOCH:
             if not req.member_id:
-                raise _Refused(bad, "MemberId can't be empty.")
+                raise HeartbeatRefused(bad, "MemberId can't be empty.")
         elif req.member_epoch == JOIN_EPOCH:
             if req.member_id_required and not req.member_id:
-                raise _Refused(bad, "MemberId can't be empty.")
+                raise HeartbeatRefused(bad, "MemberId can't be empty.")
             if not req.subscribed_topic_names:
-                raise _Refused(bad, "SubscribedTopicNames must be set in first request.")
+                raise HeartbeatRefused(bad,
+                                       "SubscribedTopicNames must be set in first request.")
         else:
-            raise _Refused(bad, "MemberEpoch is invalid.")
+            raise HeartbeatRefused(bad, "MemberEpoch is invalid.")
 
     def _group_for(self, group_id: str, create: bool) -> ShareGroup:
         other = self.groups.get(group_id)
         if other is not None and not isinstance(other, ShareGroup):
-            raise _Refused(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+            raise HeartbeatRefused(E.GROUP_ID_NOT_FOUND,
+                                   f"Group {group_id} is not a share group.")
         if other is None or other.dead:
             if not create:
-                raise _Refused(E.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
+                raise HeartbeatRefused(E.GROUP_ID_NOT_FOUND,
+                                       f"Share group {group_id} not found.")
             other = self.groups[group_id] = ShareGroup(group_id)
         return other
 
@@ -347,9 +334,9 @@ class ShareGroups:
         group = self._group_for(req.group_id, create=joining)
         if len(group.members) >= self.config.max_size and (
                 not req.member_id or req.member_id not in group.members):
-            raise _Refused(E.GROUP_MAX_SIZE_REACHED,
-                           f"The share group has reached its maximum capacity of "
-                           f"{self.config.max_size} members.")
+            raise HeartbeatRefused(E.GROUP_MAX_SIZE_REACHED,
+                                   f"The share group has reached its maximum capacity of "
+                                   f"{self.config.max_size} members.")
         records: list[ShareRecord] = []
         bump = False
         if joining:
@@ -379,13 +366,7 @@ class ShareGroups:
                 bump = True
         group.members[updated.member_id] = member = updated
 
-        sizes = self._subscribed_sizes(group, topics)
-        if sizes != group.subscribed_partitions:
-            bump = True
-        if bump:
-            group.group_epoch += 1
-            group.subscribed_partitions = sizes
-            records.append(ShareGroupEpoch(group.group_id, group.group_epoch))
+        self._bump_epoch(group, bump, topics, records)
         if group.group_epoch > group.target_epoch:
             records += self._compute_target(group, topics)
 
@@ -423,27 +404,12 @@ class ShareGroups:
     def _known_member(self, group: ShareGroup, req: ShareHeartbeatRequest) -> ShareMember:
         member = group.members.get(req.member_id)
         if member is None:
-            raise _Refused(E.UNKNOWN_MEMBER_ID,
-                           f"Member {req.member_id} is not a member of group {group.group_id}.")
-        if req.member_epoch > member.member_epoch:
-            raise _Refused(E.FENCED_MEMBER_EPOCH,
-                           f"The share group member has a greater member epoch "
-                           f"({req.member_epoch}) than the one known by the group coordinator "
-                           f"({member.member_epoch}). The member must abandon all its "
-                           f"partitions and rejoin.")
-        if req.member_epoch < member.member_epoch and \
-                req.member_epoch != member.previous_member_epoch:
-            raise _Refused(E.FENCED_MEMBER_EPOCH,
-                           f"The share group member has a smaller member epoch "
-                           f"({req.member_epoch}) than the one known by the group coordinator "
-                           f"({member.member_epoch}). The member must abandon all its "
-                           f"partitions and rejoin.")
+            raise unknown_member(req.member_id, group.group_id)
+        if req.member_epoch > member.member_epoch or (
+                req.member_epoch < member.member_epoch
+                and req.member_epoch != member.previous_member_epoch):
+            raise fenced_epoch("share", req.member_epoch, member.member_epoch)
         return member
-
-    @staticmethod
-    def _subscribed_sizes(group: ShareGroup, topics: Mapping[str, int]) -> dict[str, int]:
-        return {t: topics[t] for m in group.members.values()
-                for t in m.subscribed_topic_names if t in topics}
 
     def _compute_target(self, group: ShareGroup, topics: Mapping[str, int]) -> list[ShareRecord]:
         subscriptions = {m.member_id: frozenset(t for t in m.subscribed_topic_names
@@ -454,7 +420,7 @@ class ShareGroups:
         for mid in group.members:
             target = {t: ps for t, ps in new_target.get(mid, {}).items() if ps}
             if target != group.target.get(mid):
-                records.append(ShareTargetMember(group.group_id, mid, _frozen(target)))
+                records.append(ShareTargetMember(group.group_id, mid, frozen(target)))
             group.target[mid] = target
         group.target_epoch = group.group_epoch
         records.append(ShareTargetEpoch(group.group_id, group.target_epoch))
@@ -465,8 +431,7 @@ class ShareGroups:
     def _leave(self, waiter: Any, req: ShareHeartbeatRequest) -> list:
         group = self._group_for(req.group_id, create=False)
         if req.member_id not in group.members:
-            raise _Refused(E.UNKNOWN_MEMBER_ID,
-                           f"Member {req.member_id} is not a member of group {req.group_id}.")
+            raise unknown_member(req.member_id, req.group_id)
         records = self._fence(group, req.member_id)
         return [Append(group.group_id, records),
                 Emit("share_group_leave", {"group": group.group_id, "member": req.member_id}),
@@ -475,27 +440,6 @@ class ShareGroups:
                                "error_message": None, "member_id": req.member_id,
                                "member_epoch": LEAVE_EPOCH, "heartbeat_interval_ms": 0,
                                "assignment": None})]
-
-    def _fence(self, group: ShareGroup, member_id: str) -> list[ShareRecord]:
-        """Remove a member: its records deleted, and a new group epoch (the others' targets
-        are recomputed when they next heartbeat)."""
-        records = self._remove_records(group, member_id)
-        self._forget(group, member_id)
-        group.group_epoch += 1
-        records.append(ShareGroupEpoch(group.group_id, group.group_epoch))
-        return records
-
-    @staticmethod
-    def _remove_records(group: ShareGroup, member_id: str) -> list[ShareRecord]:
-        # Kafka's order: current assignment, target, then the member's metadata
-        return [ShareTombstone("ShareCurrentAssignment", group.group_id, member_id),
-                ShareTombstone("ShareTargetMember", group.group_id, member_id),
-                ShareTombstone("ShareMemberMetadata", group.group_id, member_id)]
-
-    def _forget(self, group: ShareGroup, member_id: str) -> None:
-        group.members.pop(member_id, None)
-        group.target.pop(member_id, None)
-        self.timers.cancel((SESSION_TIMER, group.group_id, member_id))
 
     def on_timer(self, key: tuple, now_ms: int) -> list:
         """A member's session ran out: it is fenced."""
@@ -533,18 +477,6 @@ class ShareGroups:
         member = group.members.get(member_id) if group is not None else None
         return member.member_epoch if member is not None else None
 
-    def delete(self, group_id: str) -> list[ShareRecord]:
-        """Delete an empty share group (the caller checked it is empty)."""
-        group = self.group(group_id)
-        if group is None:
-            return []
-        del self.groups[group_id]
-        for mid in list(group.members):
-            self._forget(group, mid)
-        group.dead = True
-        return [ShareTombstone("ShareTargetEpoch", group_id),
-                ShareTombstone("ShareGroupEpoch", group_id)]
-
     # -- replay (loading a __consumer_offsets partition) ----------------------------------
 
     def replay(self, record: ShareRecord) -> None:
@@ -552,14 +484,7 @@ class ShareGroups:
         gid = record.group_id
         group = self.group(gid)
         if isinstance(record, ShareTombstone):
-            if group is None:
-                return
-            if record.kind == "ShareGroupEpoch":
-                del self.groups[gid]
-            elif record.member_id is not None and record.kind == "ShareMemberMetadata":
-                group.members.pop(record.member_id, None)
-            elif record.member_id is not None and record.kind == "ShareTargetMember":
-                group.target.pop(record.member_id, None)
+            self._replay_tombstone(group, record.kind, record.member_id)
             return
         if group is None:
             if gid in self.groups:
@@ -571,7 +496,7 @@ class ShareGroups:
             case ShareTargetEpoch(epoch=epoch):
                 group.target_epoch = epoch
             case ShareTargetMember(member_id=mid, partitions=parts):
-                group.target[mid] = _thawed(parts)
+                group.target[mid] = thawed(parts)
             case ShareMemberMetadata():
                 old = group.members.get(record.member_id) or ShareMember(record.member_id)
                 group.members[record.member_id] = replace(
@@ -583,7 +508,7 @@ class ShareGroups:
                 group.members[record.member_id] = replace(
                     old, member_epoch=record.member_epoch,
                     previous_member_epoch=record.previous_member_epoch,
-                    assigned=_thawed(record.assigned))
+                    assigned=thawed(record.assigned))
 
     def finish_load(self, group_ids: list[str], now_ms: int, topics: Mapping[str, int]) -> None:
         """After a load: every member gets a full session to heartbeat the new coordinator.
@@ -598,11 +523,3 @@ class ShareGroups:
             for m in group.members.values():
                 self.timers.schedule((SESSION_TIMER, gid, m.member_id),
                                      now_ms + self.config.session_timeout_ms)
-
-    def unload(self, group_ids: list[str]) -> None:
-        for gid in group_ids:
-            group = self.group(gid)
-            if group is not None:
-                del self.groups[gid]
-                for mid in list(group.members):
-                    self._forget(group, mid)

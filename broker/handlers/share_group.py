@@ -9,7 +9,8 @@ Kafka's KafkaApis.handleShareGroupHeartbeatRequest asks; a member id is required
 
 from __future__ import annotations
 
-from broker.coordinator.share_group import ShareHeartbeatRequest, share_heartbeat_error
+from broker.coordinator.server_assigned import heartbeat_error
+from broker.coordinator.share_group import ShareHeartbeatRequest
 from broker.handlers.consumer_group import describe, heartbeat
 from broker.handlers.context import RequestContext
 from broker.security.acls import AclOperation, ResourceType
@@ -22,12 +23,12 @@ CLIENT_CHOOSES_MEMBER_ID = 1
 async def handle_heartbeat(ctx: RequestContext) -> dict:
     b = ctx.body
     if not authorize_group(ctx, AclOperation.READ, b.group_id):
-        return share_heartbeat_error(ErrorCode.GROUP_AUTHORIZATION_FAILED,
+        return heartbeat_error(ErrorCode.GROUP_AUTHORIZATION_FAILED,
                                      "Group authorization failed.", b.member_id)
     denied = unauthorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
                           b.subscribed_topic_names or [])
     if denied:
-        return share_heartbeat_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        return heartbeat_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                      f"Topic authorization failed for {sorted(denied)}.",
                                      b.member_id)
     request = ShareHeartbeatRequest(
@@ -39,7 +40,7 @@ async def handle_heartbeat(ctx: RequestContext) -> dict:
         client_host="/" + ctx.peer.rsplit(":", 1)[0],
         member_id_required=ctx.version >= CLIENT_CHOOSES_MEMBER_ID)
     return await heartbeat(ctx, ctx.broker.groups.coordinator.share_group_heartbeat, request,
-                           share_heartbeat_error)
+                           heartbeat_error)
 
 
 async def handle_describe(ctx: RequestContext) -> dict:
