@@ -11,16 +11,13 @@ needed: the subscribed topics' sizes are read from the metadata image instead.
 
 from __future__ import annotations
 
-import uuid
-from typing import Any, Callable
+from typing import Any
 
 from broker.coordinator import consumer_group as cg
 from broker.coordinator.offsets import OffsetRecord
+from broker.coordinator.server_assigned import IdOf, NameOf, pairs_by_id, pairs_by_name
 from protocol.messages import offsets_topic as ot
 from protocol.messages.offsets_topic import ConsumerGroupKey
-
-IdOf = Callable[[str], "uuid.UUID | None"]
-NameOf = Callable[[uuid.UUID], "str | None"]
 
 _TYPES: dict[str, int] = {
     "GroupEpoch": ot.CONSUMER_GROUP_METADATA,
@@ -30,24 +27,6 @@ _TYPES: dict[str, int] = {
     "CurrentAssignment": ot.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
 }
 _KINDS = {v: k for k, v in _TYPES.items()}
-
-
-def _by_id(pairs: tuple[tuple[str, tuple[int, ...]], ...], id_of: IdOf) -> list[dict]:
-    out = []
-    for topic, partitions in pairs:
-        topic_id = id_of(topic)
-        if topic_id is not None:  # deleted meanwhile: nothing of it is held any more
-            out.append({"topic_id": topic_id, "partitions": list(partitions)})
-    return out
-
-
-def _by_name(items: Any, name_of: NameOf) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    out = []
-    for item in items or []:
-        name = name_of(item.topic_id)
-        if name is not None:
-            out.append((name, tuple(sorted(item.partitions))))
-    return tuple(sorted(out))
 
 
 def encode(record: cg.Record, id_of: IdOf) -> OffsetRecord:
@@ -65,7 +44,7 @@ def encode(record: cg.Record, id_of: IdOf) -> OffsetRecord:
             return OffsetRecord(
                 ot.encode_consumer_group_target_assignment_member_key(g, m),
                 ot.encode_consumer_group_target_assignment_member_value(
-                    {"topic_partitions": _by_id(parts, id_of)}))
+                    {"topic_partitions": pairs_by_id(parts, id_of)}))
         case cg.CurrentAssignment() as r:
             return OffsetRecord(
                 ot.encode_consumer_group_current_member_assignment_key(r.group_id, r.member_id),
@@ -73,8 +52,8 @@ def encode(record: cg.Record, id_of: IdOf) -> OffsetRecord:
                     "member_epoch": r.member_epoch,
                     "previous_member_epoch": r.previous_member_epoch,
                     "state": r.state,
-                    "assigned_partitions": _by_id(r.assigned, id_of),
-                    "partitions_pending_revocation": _by_id(r.pending_revocation, id_of)}))
+                    "assigned_partitions": pairs_by_id(r.assigned, id_of),
+                    "partitions_pending_revocation": pairs_by_id(r.pending_revocation, id_of)}))
         case cg.MemberMetadata() as m:
             return OffsetRecord(
                 ot.encode_consumer_group_member_metadata_key(m.group_id, m.member_id),
@@ -103,11 +82,11 @@ def decode(key: ConsumerGroupKey, value: Any, name_of: NameOf) -> cg.Record | No
     if kind == "TargetEpoch":
         return cg.TargetEpoch(g, value.assignment_epoch)
     if kind == "TargetMember":
-        return cg.TargetMember(g, m, _by_name(value.topic_partitions, name_of))
+        return cg.TargetMember(g, m, pairs_by_name(value.topic_partitions, name_of))
     if kind == "CurrentAssignment":
         return cg.CurrentAssignment(g, m, value.member_epoch, value.previous_member_epoch,
-                                    value.state, _by_name(value.assigned_partitions, name_of),
-                                    _by_name(value.partitions_pending_revocation, name_of))
+                                    value.state, pairs_by_name(value.assigned_partitions, name_of),
+                                    pairs_by_name(value.partitions_pending_revocation, name_of))
     return cg.MemberMetadata(g, m, value.instance_id, value.rack_id, value.client_id,
                              value.client_host, tuple(value.subscribed_topic_names or ()),
                              value.subscribed_topic_regex, value.server_assignor,

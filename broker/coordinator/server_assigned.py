@@ -8,16 +8,18 @@ protocol: finding a group of the machine's own type in the coordinator's one map
 epoch bump when subscriptions or subscribed topics' sizes change, removing and fencing a
 member, deleting and unloading groups, and replaying tombstones. Also the heartbeat's
 refusal (`HeartbeatRefused`, `heartbeat_error`, whose fields ConsumerGroupHeartbeat and
-ShareGroupHeartbeat responses share) and the `frozen`/`thawed` forms of an assignment
-that the records carry. What differs (reconciliation and revocation, static members,
+ShareGroupHeartbeat responses share), the `frozen`/`thawed` forms of an assignment that
+the records carry, and their topics by id on the log (`pairs_by_id`, `pairs_by_name`, for
+broker.coordinator.cg_records and share_records). What differs (reconciliation and revocation, static members,
 regex subscriptions, the assignors, the records' own types) stays in
 broker.coordinator.consumer_group and broker.coordinator.share_group.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Mapping, TypeVar
+from typing import Any, Callable, ClassVar, Generic, Mapping, TypeVar
 
 from broker.coordinator.group import Group
 from broker.coordinator.timers import TimerService
@@ -36,6 +38,31 @@ def frozen(assignment: Mapping[str, frozenset[int]]) -> Pairs:
 
 def thawed(pairs: Pairs) -> Assignment:
     return {t: frozenset(ps) for t, ps in pairs if ps}
+
+
+# the records' topics are by id on the log: the caller maps through the metadata image
+IdOf = Callable[[str], "uuid.UUID | None"]
+NameOf = Callable[[uuid.UUID], "str | None"]
+
+
+def pairs_by_id(pairs: Pairs, id_of: IdOf) -> list[dict]:
+    """An assignment as a record's topic-partitions field writes it."""
+    out = []
+    for topic, partitions in pairs:
+        topic_id = id_of(topic)
+        if topic_id is not None:  # deleted meanwhile: nothing of it is held any more
+            out.append({"topic_id": topic_id, "partitions": list(partitions)})
+    return out
+
+
+def pairs_by_name(items: Any, name_of: NameOf) -> Pairs:
+    """A record's decoded topic-partitions field, less the topics since deleted."""
+    out = []
+    for item in items or []:
+        name = name_of(item.topic_id)
+        if name is not None:
+            out.append((name, tuple(sorted(item.partitions))))
+    return tuple(sorted(out))
 
 
 def heartbeat_error(error: ErrorCode, message: str | None = None, member_id: str = "",

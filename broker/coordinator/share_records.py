@@ -11,16 +11,13 @@ subscribed topics' sizes come from the metadata image), and ShareGroupStateParti
 
 from __future__ import annotations
 
-import uuid
-from typing import Any, Callable
+from typing import Any
 
 from broker.coordinator import share_group as sg
 from broker.coordinator.offsets import OffsetRecord
+from broker.coordinator.server_assigned import IdOf, NameOf, pairs_by_id, pairs_by_name
 from protocol.messages import offsets_topic as ot
 from protocol.messages.offsets_topic import ShareGroupKey
-
-IdOf = Callable[[str], "uuid.UUID | None"]
-NameOf = Callable[[uuid.UUID], "str | None"]
 
 _TYPES: dict[str, int] = {
     "ShareGroupEpoch": ot.SHARE_GROUP_METADATA,
@@ -30,24 +27,6 @@ _TYPES: dict[str, int] = {
     "ShareCurrentAssignment": ot.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
 }
 _KINDS = {v: k for k, v in _TYPES.items()}
-
-
-def _by_id(pairs: sg.Pairs, id_of: IdOf) -> list[dict]:
-    out = []
-    for topic, partitions in pairs:
-        topic_id = id_of(topic)
-        if topic_id is not None:  # deleted meanwhile: nothing of it is held any more
-            out.append({"topic_id": topic_id, "partitions": list(partitions)})
-    return out
-
-
-def _by_name(items: Any, name_of: NameOf) -> sg.Pairs:
-    out = []
-    for item in items or []:
-        name = name_of(item.topic_id)
-        if name is not None:
-            out.append((name, tuple(sorted(item.partitions))))
-    return tuple(sorted(out))
 
 
 def encode(record: sg.ShareRecord, id_of: IdOf) -> OffsetRecord:
@@ -64,12 +43,12 @@ def encode(record: sg.ShareRecord, id_of: IdOf) -> OffsetRecord:
         case sg.ShareTargetEpoch(epoch=epoch):
             value = {"assignment_epoch": epoch}
         case sg.ShareTargetMember(partitions=parts):
-            value = {"topic_partitions": _by_id(parts, id_of)}
+            value = {"topic_partitions": pairs_by_id(parts, id_of)}
         case sg.ShareCurrentAssignment() as r:
             value = {"member_epoch": r.member_epoch,
                      "previous_member_epoch": r.previous_member_epoch,
                      "state": sg.STABLE_MEMBER_STATE,
-                     "assigned_partitions": _by_id(r.assigned, id_of)}
+                     "assigned_partitions": pairs_by_id(r.assigned, id_of)}
         case sg.ShareMemberMetadata() as m:
             value = {"rack_id": m.rack_id, "client_id": m.client_id,
                      "client_host": m.client_host,
@@ -93,9 +72,9 @@ def decode(key: ShareGroupKey, value: Any, name_of: NameOf) -> sg.ShareRecord | 
     if kind == "ShareTargetEpoch":
         return sg.ShareTargetEpoch(g, value.assignment_epoch)
     if kind == "ShareTargetMember":
-        return sg.ShareTargetMember(g, m, _by_name(value.topic_partitions, name_of))
+        return sg.ShareTargetMember(g, m, pairs_by_name(value.topic_partitions, name_of))
     if kind == "ShareCurrentAssignment":
         return sg.ShareCurrentAssignment(g, m, value.member_epoch, value.previous_member_epoch,
-                                         _by_name(value.assigned_partitions, name_of))
+                                         pairs_by_name(value.assigned_partitions, name_of))
     return sg.ShareMemberMetadata(g, m, value.rack_id, value.client_id, value.client_host,
                                   tuple(value.subscribed_topic_names or ()))
