@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from broker.coordinator.consumer_group import HeartbeatRequest, heartbeat_error
+from broker.coordinator.consumer_group import HeartbeatRequest
+from broker.coordinator.server_assigned import heartbeat_error
 from broker.handlers.context import RequestContext
 from broker.security.acls import AclOperation, ResourceType
 from broker.security.authorize import authorize_group, unauthorized
@@ -42,7 +43,9 @@ def _ids(ctx: RequestContext, assignment: Mapping[str, frozenset[int]],
     return out
 
 
-async def handle_heartbeat(ctx: RequestContext) -> dict:
+def heartbeat_refusal(ctx: RequestContext) -> dict | None:
+    """A heartbeat's authorization (KIP-848's, KIP-932's): READ on the group, DESCRIBE on
+    each subscribed topic; the error answer when either is missing."""
     b = ctx.body
     if not authorize_group(ctx, AclOperation.READ, b.group_id):
         return heartbeat_error(ErrorCode.GROUP_AUTHORIZATION_FAILED,
@@ -53,6 +56,14 @@ async def handle_heartbeat(ctx: RequestContext) -> dict:
         return heartbeat_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                f"Topic authorization failed for {sorted(denied)}.",
                                b.member_id)
+    return None
+
+
+async def handle_heartbeat(ctx: RequestContext) -> dict:
+    refusal = heartbeat_refusal(ctx)
+    if refusal is not None:
+        return refusal
+    b = ctx.body
     request = HeartbeatRequest(
         group_id=b.group_id, member_id=b.member_id, member_epoch=b.member_epoch,
         instance_id=b.instance_id, rack_id=b.rack_id,
@@ -64,19 +75,16 @@ async def handle_heartbeat(ctx: RequestContext) -> dict:
         owned=_names(ctx, b.topic_partitions),
         client_id=ctx.request.header.client_id or "",
         client_host="/" + ctx.peer.rsplit(":", 1)[0])
-    runtime = ctx.broker.groups
-    return await heartbeat(ctx, runtime.coordinator.consumer_group_heartbeat, request,
-                           heartbeat_error)
+    return await heartbeat(ctx, ctx.broker.groups.coordinator.consumer_group_heartbeat, request)
 
 
-async def heartbeat(ctx: RequestContext, operation: Any, request: Any,
-                    error_body: Any) -> dict:
+async def heartbeat(ctx: RequestContext, operation: Any, request: Any) -> dict:
     """A heartbeat of a group with server-side assignment (KIP-848's, KIP-932's) run on
-    the coordinator: its answer with the assignment's topics by id, or `error_body`'s when
+    the coordinator: its answer with the assignment's topics by id, or an error answer when
     its records could not be written (the member must try again)."""
     waiter = await ctx.broker.groups.call(operation, request)
     if waiter.error != ErrorCode.NONE:
-        return error_body(waiter.error, None, ctx.body.member_id)
+        return heartbeat_error(waiter.error, None, ctx.body.member_id)
     body = dict(waiter.body)
     if body.get("assignment") is not None:
         body["assignment"] = {"topic_partitions": _ids(ctx, body["assignment"])}

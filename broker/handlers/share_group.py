@@ -9,28 +9,18 @@ Kafka's KafkaApis.handleShareGroupHeartbeatRequest asks; a member id is required
 
 from __future__ import annotations
 
-from broker.coordinator.server_assigned import heartbeat_error
 from broker.coordinator.share_group import ShareHeartbeatRequest
-from broker.handlers.consumer_group import describe, heartbeat
+from broker.handlers.consumer_group import describe, heartbeat, heartbeat_refusal
 from broker.handlers.context import RequestContext
-from broker.security.acls import AclOperation, ResourceType
-from broker.security.authorize import authorize_group, unauthorized
-from protocol.errors import ErrorCode
 
 CLIENT_CHOOSES_MEMBER_ID = 1
 
 
 async def handle_heartbeat(ctx: RequestContext) -> dict:
+    refusal = heartbeat_refusal(ctx)
+    if refusal is not None:
+        return refusal
     b = ctx.body
-    if not authorize_group(ctx, AclOperation.READ, b.group_id):
-        return heartbeat_error(ErrorCode.GROUP_AUTHORIZATION_FAILED,
-                                     "Group authorization failed.", b.member_id)
-    denied = unauthorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
-                          b.subscribed_topic_names or [])
-    if denied:
-        return heartbeat_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                     f"Topic authorization failed for {sorted(denied)}.",
-                                     b.member_id)
     request = ShareHeartbeatRequest(
         group_id=b.group_id, member_id=b.member_id, member_epoch=b.member_epoch,
         rack_id=b.rack_id,
@@ -39,8 +29,7 @@ async def handle_heartbeat(ctx: RequestContext) -> dict:
         client_id=ctx.request.header.client_id or "",
         client_host="/" + ctx.peer.rsplit(":", 1)[0],
         member_id_required=ctx.version >= CLIENT_CHOOSES_MEMBER_ID)
-    return await heartbeat(ctx, ctx.broker.groups.coordinator.share_group_heartbeat, request,
-                           heartbeat_error)
+    return await heartbeat(ctx, ctx.broker.groups.coordinator.share_group_heartbeat, request)
 
 
 async def handle_describe(ctx: RequestContext) -> dict:
