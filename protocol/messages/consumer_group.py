@@ -50,8 +50,9 @@ ConsumerGroupDescribeRequest = Message(
     ])
 
 
-def _assignment() -> Struct:
-    """Kafka's common struct Assignment: topic partitions by id and name."""
+def assignment_struct() -> Struct:
+    """Kafka's common struct Assignment: topic partitions by id and name (also
+    ShareGroupDescribe's, protocol.messages.share_group)."""
     return Struct([
         F("topic_partitions", [
             F("topic_id", "uuid"),
@@ -81,8 +82,8 @@ ConsumerGroupDescribeResponse = Message(
                 F("client_host", "string"),
                 F("subscribed_topic_names", "[]string"),
                 F("subscribed_topic_regex", "string", nullable="0+"),
-                F("assignment", _assignment()),
-                F("target_assignment", _assignment()),
+                F("assignment", assignment_struct()),
+                F("target_assignment", assignment_struct()),
             ]),
             F("authorized_operations", "int32", default=-2147483648),
         ]),

@@ -12,6 +12,7 @@ SubscribedTopicNames). Kafka's October 2024 definitions, our reference copy, kno
 and still mark it unstable.
 """
 
+from protocol.messages.consumer_group import assignment_struct
 from protocol.schema import F, Message, Struct
 
 ShareGroupHeartbeatRequest = Message(
@@ -63,13 +64,7 @@ ShareGroupDescribeResponse = Message(
                 F("client_id", "string"),
                 F("client_host", "string"),
                 F("subscribed_topic_names", "[]string"),
-                F("assignment", Struct([
-                    F("topic_partitions", [
-                        F("topic_id", "uuid"),
-                        F("topic_name", "string"),
-                        F("partitions", "[]int32"),
-                    ]),
-                ])),
+                F("assignment", assignment_struct()),
             ]),
             F("authorized_operations", "int32", default=-2147483648),
         ]),
