@@ -236,6 +236,7 @@ class SharePartition:
                 taken.append((r.first, r.last, r.count))
                 budget -= r.size()
             i += 1
+        touched = i
         cap = self.config.partition_max_record_locks
         for first, last in batches:  # then new records, past SPEO
             if budget <= 0 or last < self.end_offset:
@@ -251,7 +252,7 @@ class SharePartition:
             budget -= n
             if self.end_offset <= last:
                 break  # stopped inside the batch: at max_records or the cap
-        self._merge(0, len(self._runs))
+        self._merge(0, touched)  # runs past `touched` were only appended, joined as they came
         self._advance()
         return [Acquired(first, last, count) for first, last, count in _joined(taken)]
 
