@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from typing import TypeVar
 
 from broker.share.offset_reset import AutoOffsetReset, parse_auto_offset_reset
 from protocol.errors import ErrorCode
@@ -134,9 +135,12 @@ class _Run:
                 f" member={self.member!r} deadline={self.deadline})")
 
 
-def _joined(ranges: list[tuple[int, int, object]]) -> list[tuple[int, int, object]]:
+K = TypeVar("K")
+
+
+def _joined(ranges: list[tuple[int, int, K]]) -> list[tuple[int, int, K]]:
     """Sorted (first, last, key) ranges with adjacent equal keys joined."""
-    out: list[tuple[int, int, object]] = []
+    out: list[tuple[int, int, K]] = []
     for first, last, key in ranges:
         if out and out[-1][1] == first - 1 and out[-1][2] == key:
             out[-1] = (out[-1][0], last, key)
@@ -277,7 +281,7 @@ class SharePartition:
         if isinstance(plan, ErrorCode):
             return plan
         limit = self.config.delivery_count_limit
-        archived: list[tuple[int, int, object]] = []
+        archived: list[tuple[int, int, str]] = []
         for first, last, kind in plan:
             i, j = self._slice(first, last)
             for r in self._runs[i:j]:
@@ -293,7 +297,7 @@ class SharePartition:
                     if kind == REJECT:
                         archived.append((r.first, r.last, "rejected"))
             self._merge(i, j)
-        self.last_archived = _joined(archived)  # type: ignore[assignment]
+        self.last_archived = _joined(archived)
         self._advance()
         return E.NONE
 
@@ -386,8 +390,8 @@ class SharePartition:
         items = [(r.first, r.last, (AVAILABLE if r.state == ACQUIRED else r.state, r.count))
                  for r in self._runs]
         return self.start_offset, [
-            {"first_offset": first, "last_offset": last, "delivery_state": key[0],  # type: ignore[index]
-             "delivery_count": key[1]} for first, last, key in _joined(items)]  # type: ignore[index]
+            {"first_offset": first, "last_offset": last, "delivery_state": key[0],
+             "delivery_count": key[1]} for first, last, key in _joined(items)]
 
     # -- runs -----------------------------------------------------------------------------------
 
