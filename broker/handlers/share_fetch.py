@@ -176,11 +176,9 @@ async def handle_share_fetch(ctx: RequestContext) -> dict:
     answer = _Answer(ctx)
     await _apply_acknowledgements(ctx, answer, b.group_id, b.member_id, acks, True)
     if forgotten:
-        await shares.release_session(ShareSession(b.group_id, b.member_id, ctx.connection,
-                                                  partitions=set(forgotten)))
+        await shares.release(b.group_id, b.member_id, forgotten)
     if b.share_session_epoch == FINAL_EPOCH:
-        shares.sessions.close(session)
-        await shares.release_session(session)
+        await shares.close_session(session)
     else:
         # v1's MaxRecords 0 is a request that only acknowledges (librdkafka's commit)
         max_records = b.get("max_records", DEFAULT_MAX_RECORDS)
@@ -253,7 +251,6 @@ async def handle_share_acknowledge(ctx: RequestContext) -> dict:
         answer.entry(tp, False)
     await _apply_acknowledgements(ctx, answer, b.group_id, b.member_id, acks, False)
     if b.share_session_epoch == FINAL_EPOCH:
-        shares.sessions.close(session)
-        await shares.release_session(session)
+        await shares.close_session(session)
     return {**_top_level(E.NONE, {}), "responses": answer.responses(),
             "node_endpoints": answer.node_endpoints()}

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
+from typing import Iterable
 
 import trio
 
@@ -217,12 +218,24 @@ class SharePartitionManager:
 
     async def release_session(self, session: ShareSession) -> None:
         """A session ended: the records its member acquired here go back."""
-        for (topic_id, index) in sorted(session.partitions, key=str):
-            held = self.holders.get(SharePartitionKey(session.group_id, topic_id, index))
+        await self.release(session.group_id, session.member_id, session.partitions)
+
+    async def close_session(self, session: ShareSession) -> None:
+        """The member's last request (epoch -1) is done: its session goes, and the
+        records it still holds go back."""
+        self.sessions.close(session)
+        await self.release_session(session)
+
+    async def release(self, group_id: str, member_id: str,
+                      partitions: Iterable[tuple[uuid.UUID, int]]) -> None:
+        """The records a member acquired on these partitions go back (a session that
+        ended, or partitions its ShareFetch forgot)."""
+        for (topic_id, index) in sorted(partitions, key=str):
+            held = self.holders.get(SharePartitionKey(group_id, topic_id, index))
             if held is None:
                 continue
             async with held.lock:
-                if held.state.release_member(session.member_id, self.broker.now_ms()):
+                if held.state.release_member(member_id, self.broker.now_ms()):
                     await self.persist(held)
                     self._records_released(held)
 

@@ -79,22 +79,13 @@ class ShareSessionCache:
                                    last_used_ms=now_ms)
             self.sessions[key] = session
             return Opened(session, ended)
-        if old is None:
-            return Opened(None, [], E.SHARE_SESSION_NOT_FOUND)
-        if epoch == FINAL_EPOCH:
-            if forgotten:
-                return Opened(None, [], E.INVALID_REQUEST)
-            old.last_used_ms = now_ms
-            return Opened(old, [])
-        if epoch != old.epoch:
-            del self.sessions[key]
-            return Opened(None, [old], E.INVALID_SHARE_SESSION_EPOCH)
-        old.partitions.update(named)
-        old.partitions.difference_update(forgotten)
-        old.epoch = _next_epoch(old.epoch)
-        old.connection = connection
-        old.last_used_ms = now_ms
-        return Opened(old, [])
+        if old is not None and epoch == FINAL_EPOCH and forgotten:
+            return Opened(None, [], E.INVALID_REQUEST)
+        opened = self._continue(old, epoch, connection, now_ms)
+        if opened.session is not None and epoch != FINAL_EPOCH:
+            opened.session.partitions.update(named)
+            opened.session.partitions.difference_update(forgotten)
+        return opened
 
     def acknowledge_only(self, group_id: str, member_id: str, epoch: int,
                          now_ms: int) -> Opened:
@@ -102,16 +93,23 @@ class ShareSessionCache:
         one (epoch 0 is INVALID_SHARE_SESSION_EPOCH) and names no partitions."""
         if epoch == INITIAL_EPOCH:
             return Opened(None, [], E.INVALID_SHARE_SESSION_EPOCH)
-        old = self.sessions.get((group_id, member_id))
+        return self._continue(self.sessions.get((group_id, member_id)), epoch, None, now_ms)
+
+    def _continue(self, old: ShareSession | None, epoch: int, connection: object | None,
+                  now_ms: int) -> Opened:
+        """A request with epoch n > 0 or -1 in session `old`: SHARE_SESSION_NOT_FOUND
+        without one; a wrong n ends it (INVALID_SHARE_SESSION_EPOCH); else it is used now
+        and, for n, its epoch moves on (and it follows the request's connection, when
+        given)."""
         if old is None:
             return Opened(None, [], E.SHARE_SESSION_NOT_FOUND)
-        if epoch == FINAL_EPOCH:
-            old.last_used_ms = now_ms
-            return Opened(old, [])
-        if epoch != old.epoch:
-            del self.sessions[(group_id, member_id)]
-            return Opened(None, [old], E.INVALID_SHARE_SESSION_EPOCH)
-        old.epoch = _next_epoch(old.epoch)
+        if epoch != FINAL_EPOCH:
+            if epoch != old.epoch:
+                del self.sessions[(old.group_id, old.member_id)]
+                return Opened(None, [old], E.INVALID_SHARE_SESSION_EPOCH)
+            old.epoch = _next_epoch(old.epoch)
+            if connection is not None:
+                old.connection = connection
         old.last_used_ms = now_ms
         return Opened(old, [])
 
