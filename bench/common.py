@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import resource
+import sys
 import time
 from typing import Any, Callable, Container, Sequence, TypeVar
 
@@ -24,6 +25,11 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 class BenchError(Exception):
     """A benchmark run that could not produce a valid figure."""
+
+
+def progress(text: str) -> None:
+    """A step of a long benchmark, on stderr, indented under its title."""
+    print(f"  {text}", file=sys.stderr, flush=True)
 
 
 def wait_for(predicate: Callable[[], T | None], timeout_s: float, what: str, *,

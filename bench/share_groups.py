@@ -35,16 +35,12 @@ import uuid
 from pathlib import Path
 
 from bench.cluster import Node
-from bench.common import BenchError, confluent_kafka_modules, table_lines
+from bench.common import BenchError, confluent_kafka_modules, progress, table_lines
 from harness.ports import free_port
 
 VALUE = b"x" * 100
 WARM = b"warm"
 DEADLINE_S = 300.0
-
-
-def _progress(text: str) -> None:
-    print(f"  {text}", file=sys.stderr, flush=True)
 
 
 class Run:
@@ -194,10 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         run = Run(node.bootstrap)
         for i in range(args.runs):
             for n in counts:
-                _progress(f"run {i + 1}: {n} member(s), {args.work_ms} ms a record")
+                progress(f"run {i + 1}: {n} member(s), {args.work_ms} ms a record")
                 slow[n].append(slow_rate(run, n, args.slow_records, args.work_ms,
                                          args.max_poll_records))
-            _progress(f"run {i + 1}: fast consumers, {args.fast_records:,} records")
+            progress(f"run {i + 1}: fast consumers, {args.fast_records:,} records")
             s, c = fast_rates(run, args.fast_records)
             share_fast.append(s)
             classic_fast.append(c)

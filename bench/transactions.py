@@ -40,7 +40,6 @@ import argparse
 import json
 import shutil
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -49,8 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.cluster import Bench, Cluster, Node, report_failure, wait_for
-from bench.common import (BenchError, confluent_kafka_modules, join_group_once, table_lines,
-                          warm_up_consumer, warm_up_producer)
+from bench.common import (BenchError, confluent_kafka_modules, join_group_once, progress,
+                          table_lines, warm_up_consumer, warm_up_producer)
 from broker.events import read_events
 from harness.ports import free_port
 
@@ -67,10 +66,6 @@ TARGETS = {  # (figure, where) -> (text, test)
     ("read_committed/uncommitted", "one broker"): (">= 90%", lambda v: v >= 90),
     ("read_committed/uncommitted", "three nodes"): (">= 90%", lambda v: v >= 90),
 }
-
-
-def _progress(text: str) -> None:
-    print(f"  {text}", file=sys.stderr, flush=True)
 
 
 class Setup:
@@ -307,7 +302,7 @@ def measure(setup: Setup, args: argparse.Namespace, table: Table) -> None:
         table.add("read_committed", setup.where, "rec/s", committed)
         table.add("read_uncommitted", setup.where, "rec/s", uncommitted)
         table.add("read_committed/uncommitted", setup.where, "%", 100 * committed / uncommitted)
-        _progress(f"{setup.where} run {run + 1}: idempotent {idem:,.0f} rec/s, transactional "
+        progress(f"{setup.where} run {run + 1}: idempotent {idem:,.0f} rec/s, transactional "
                   f"{txn:,.0f} rec/s ({100 * txn / idem:.0f}%), commit p99 "
                   f"{_pct(broker, 0.99):.0f} ms, read_committed {committed:,.0f} rec/s "
                   f"({100 * committed / uncommitted:.0f}% of read_uncommitted)")
