@@ -23,8 +23,8 @@ from construct import Container
 
 from protocol.messages import (
     api_versions, cluster, configs, consumer_group, fetch, group, leader_epoch, list_offsets,
-    metadata, offsets, produce, producer_id, quorum, security, share, share_group, share_state,
-    telemetry, topics, transactions,
+    metadata, offsets, produce, producer_id, quorum, security, share, share_group, share_offsets,
+    share_state, telemetry, topics, transactions,
 )
 from protocol.schema import Message
 
@@ -108,7 +108,11 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(share_state.WriteShareGroupStateRequest, share_state.WriteShareGroupStateResponse),
     _api(share_state.DeleteShareGroupStateRequest, share_state.DeleteShareGroupStateResponse),
     _api(share_state.ReadShareGroupStateSummaryRequest,
-         share_state.ReadShareGroupStateSummaryResponse),
+         share_state.ReadShareGroupStateSummaryResponse),    _api(share_offsets.DescribeShareGroupOffsetsRequest,
+         share_offsets.DescribeShareGroupOffsetsResponse),
+    _api(share_offsets.AlterShareGroupOffsetsRequest, share_offsets.AlterShareGroupOffsetsResponse),
+    _api(share_offsets.DeleteShareGroupOffsetsRequest,
+         share_offsets.DeleteShareGroupOffsetsResponse),
 )}
 
 CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
@@ -203,6 +207,9 @@ READ_SHARE_GROUP_STATE = _key(share_state.ReadShareGroupStateRequest)
 WRITE_SHARE_GROUP_STATE = _key(share_state.WriteShareGroupStateRequest)
 DELETE_SHARE_GROUP_STATE = _key(share_state.DeleteShareGroupStateRequest)
 READ_SHARE_GROUP_STATE_SUMMARY = _key(share_state.ReadShareGroupStateSummaryRequest)
+DESCRIBE_SHARE_GROUP_OFFSETS = _key(share_offsets.DescribeShareGroupOffsetsRequest)
+ALTER_SHARE_GROUP_OFFSETS = _key(share_offsets.AlterShareGroupOffsetsRequest)
+DELETE_SHARE_GROUP_OFFSETS = _key(share_offsets.DeleteShareGroupOffsetsRequest)
 
 
 def request_body(api_key: int, version: int, body: dict) -> Container:
