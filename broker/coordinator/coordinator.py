@@ -18,7 +18,7 @@ Which partitions are led here is the only thing replication will change: `begin_
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import uuid
 
@@ -241,6 +241,35 @@ class GroupCoordinator:
                        else f"Group {group_id} not found.")
             body.update(error_code=E.GROUP_ID_NOT_FOUND, error_message=message)
         return body
+
+    def share_state_partitions(self, group_id: str, require_empty: bool = False
+                               ) -> tuple[ErrorCode, str | None, dict[str, frozenset[int]]]:
+        """The topic partitions a share group may have state on, for the offsets admin APIs:
+        (error, message, partitions). `require_empty`: altering or deleting offsets, which a
+        group with members refuses (NON_EMPTY_GROUP), as in Kafka."""
+        error = self.check(group_id)
+        if error != E.NONE:
+            return error, None, {}
+        group = self.share_groups.group(group_id)
+        if group is None:
+            message = (f"Group {group_id} is not a share group." if group_id in self.groups
+                       else f"Group {group_id} not found.")
+            return E.GROUP_ID_NOT_FOUND, message, {}
+        if require_empty and group.members:
+            return E.NON_EMPTY_GROUP, f"Group {group_id} is not empty.", {}
+        return E.NONE, None, dict(group.state_partitions)
+
+    def share_state_partitions_changed(self, group_id: str,
+                                       added: Mapping[str, frozenset[int]],
+                                       removed_topics: list[str]) -> list:
+        """The effects recording that a share group's state now covers `added` too, and no
+        longer `removed_topics` (AlterShareGroupOffsets, DeleteShareGroupOffsets)."""
+        group = self.share_groups.group(group_id)
+        if group is None:
+            return []
+        records = (self.share_groups.add_state_partitions(group, added)
+                   + self.share_groups.remove_state_topics(group, removed_topics))
+        return self._share_encoded([Append(group_id, records)]) if records else []
 
     def share_group_member_epoch(self, group_id: str, member_id: str) -> int | None:
         """The epoch of a member of a share group this coordinator holds, or None: for a

@@ -45,13 +45,17 @@ IdOf = Callable[[str], "uuid.UUID | None"]
 NameOf = Callable[[uuid.UUID], "str | None"]
 
 
-def pairs_by_id(pairs: Pairs, id_of: IdOf) -> list[dict]:
-    """An assignment as a record's topic-partitions field writes it."""
+def pairs_by_id(pairs: Pairs, id_of: IdOf, with_names: bool = False) -> list[dict]:
+    """An assignment as a record's topic-partitions field writes it (`with_names`: with
+    each topic's name too, as ShareGroupStatePartitionMetadata has it)."""
     out = []
     for topic, partitions in pairs:
         topic_id = id_of(topic)
         if topic_id is not None:  # deleted meanwhile: nothing of it is held any more
-            out.append({"topic_id": topic_id, "partitions": list(partitions)})
+            entry: dict = {"topic_id": topic_id, "partitions": list(partitions)}
+            if with_names:
+                entry["topic_name"] = topic
+            out.append(entry)
     return out
 
 

@@ -4,7 +4,7 @@ Owns: `ShareGroups`, a pure state machine over `ShareGroup`s and their `ShareMem
 passed in as `now_ms`, effects returned as broker.coordinator.effects' `Reply`, `Append`,
 `Emit` and `ShareMemberGone`), `simple_assign` (Kafka's SimpleAssignor), the records it
 writes (`ShareGroupEpoch`, `ShareMemberMetadata`, `ShareTargetMember`, `ShareTargetEpoch`,
-`ShareCurrentAssignment`, `ShareTombstone`: the share group records of __consumer_offsets by
+`ShareCurrentAssignment`, `ShareStatePartitions`, `ShareTombstone`: the share group records of __consumer_offsets by
 topic name; broker.coordinator.share_records turns them into Kafka's bytes) and `replay`,
 which rebuilds groups from them on load (what it shares with consumer groups is
 broker.coordinator.server_assigned's). Which records a share consumer is handed, and
@@ -27,6 +27,10 @@ ShareGroupAssignmentBuilder, SimpleAssignor):
 - A group id that names a classic or consumer group is GROUP_ID_NOT_FOUND ("Group g is not
   a share group."), as in Kafka, which does not convert between share and other groups.
 - A full group (group.share.max.size) refuses a new member with GROUP_MAX_SIZE_REACHED.
+- The group's **state partitions** (Kafka's ShareGroupStatePartitionMetadata) are every
+  topic partition it was ever assigned, or given a start offset by AlterShareGroupOffsets,
+  until DeleteShareGroupOffsets or the group's deletion: where the share coordinator may
+  hold its state, which the offsets admin APIs list and delete.
 """
 
 from __future__ import annotations
@@ -111,6 +115,13 @@ class ShareCurrentAssignment:
 
 
 @dataclass(frozen=True)
+class ShareStatePartitions:
+    """The topic partitions whose share-partition state the group may have."""
+    group_id: str
+    partitions: Pairs
+
+
+@dataclass(frozen=True)
 class ShareTombstone:
     """The deletion of one record: `kind` is the record class's name."""
     kind: str
@@ -119,7 +130,7 @@ class ShareTombstone:
 
 
 ShareRecord = (ShareGroupEpoch | ShareMemberMetadata | ShareTargetMember | ShareTargetEpoch
-               | ShareCurrentAssignment | ShareTombstone)
+               | ShareCurrentAssignment | ShareStatePartitions | ShareTombstone)
 
 
 # -- the simple assignor ---------------------------------------------------------------------
@@ -233,6 +244,7 @@ class ShareMember:
 @dataclass
 class ShareGroup(ServerAssignedGroup[ShareMember]):
     group_type: ClassVar[GroupType] = GroupType.SHARE
+    state_partitions: Assignment = field(default_factory=dict)
 
     @property
     def state(self) -> ShareGroupState:
@@ -424,7 +436,36 @@ class ShareGroups(ServerAssignedGroups[ShareGroup, ShareRecord]):
             group.target[mid] = target
         group.target_epoch = group.group_epoch
         records.append(ShareTargetEpoch(group.group_id, group.target_epoch))
-        return records
+        assigned = [(t, ps) for target in new_target.values() for t, ps in target.items()]
+        return records + self.add_state_partitions(group, dict(assigned))
+
+    # -- the state partitions (the offsets admin APIs') ---------------------------------------
+
+    def add_state_partitions(self, group: ShareGroup,
+                             partitions: Mapping[str, frozenset[int]]) -> list[ShareRecord]:
+        """Record that the group may have state on `partitions` too; nothing when it
+        already knew them all."""
+        merged = dict(group.state_partitions)
+        for topic, ps in partitions.items():
+            merged[topic] = merged.get(topic, frozenset()) | frozenset(ps)
+        if merged == group.state_partitions:
+            return []
+        group.state_partitions = {t: ps for t, ps in merged.items() if ps}
+        return [ShareStatePartitions(group.group_id, frozen(group.state_partitions))]
+
+    def remove_state_topics(self, group: ShareGroup, topics: list[str]) -> list[ShareRecord]:
+        """Forget the group's state partitions of `topics` (their state was deleted)."""
+        kept = {t: ps for t, ps in group.state_partitions.items() if t not in topics}
+        if kept == group.state_partitions:
+            return []
+        group.state_partitions = kept
+        return [ShareStatePartitions(group.group_id, frozen(kept))]
+
+    def delete(self, group_id: str) -> list[ShareRecord]:
+        group = self.group(group_id)
+        first = ([ShareTombstone("ShareStatePartitions", group_id)]
+                 if group is not None and group.state_partitions else [])
+        return first + super().delete(group_id)
 
     # -- leaving and fencing --------------------------------------------------------------
 
@@ -484,6 +525,10 @@ class ShareGroups(ServerAssignedGroups[ShareGroup, ShareRecord]):
         gid = record.group_id
         group = self.group(gid)
         if isinstance(record, ShareTombstone):
+            if record.kind == "ShareStatePartitions":
+                if group is not None:
+                    group.state_partitions = {}
+                return
             self._replay_tombstone(group, record.kind, record.member_id)
             return
         if group is None:
@@ -497,6 +542,8 @@ class ShareGroups(ServerAssignedGroups[ShareGroup, ShareRecord]):
                 group.target_epoch = epoch
             case ShareTargetMember(member_id=mid, partitions=parts):
                 group.target[mid] = thawed(parts)
+            case ShareStatePartitions(partitions=parts):
+                group.state_partitions = thawed(parts)
             case ShareMemberMetadata():
                 old = group.members.get(record.member_id) or ShareMember(record.member_id)
                 group.members[record.member_id] = replace(

@@ -5,8 +5,9 @@ offsets_topic, record types 9-15: topics by id).
 Owns `encode` and `decode`. Topic names and ids are mapped through functions the caller
 passes (the broker's metadata image); a record naming a topic since deleted decodes without
 it. ShareGroupPartitionMetadata (type 9) is neither written nor needed, as in Kafka 4.1 (the
-subscribed topics' sizes come from the metadata image), and ShareGroupStatePartitionMetadata
-(type 15) is the share-partition side's: both decode to None here.
+subscribed topics' sizes come from the metadata image): it decodes to None here.
+ShareGroupStatePartitionMetadata (type 15) is `ShareStatePartitions`: its InitializedTopics
+(no topic is ever in DeletingTopics: state is deleted before the record drops a topic).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ _TYPES: dict[str, int] = {
     "ShareTargetEpoch": ot.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
     "ShareTargetMember": ot.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
     "ShareCurrentAssignment": ot.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+    "ShareStatePartitions": ot.SHARE_GROUP_STATE_PARTITION_METADATA,
 }
 _KINDS = {v: k for k, v in _TYPES.items()}
 
@@ -49,6 +51,8 @@ def encode(record: sg.ShareRecord, id_of: IdOf) -> OffsetRecord:
                      "previous_member_epoch": r.previous_member_epoch,
                      "state": sg.STABLE_MEMBER_STATE,
                      "assigned_partitions": pairs_by_id(r.assigned, id_of)}
+        case sg.ShareStatePartitions(partitions=parts):
+            value = {"initialized_topics": pairs_by_id(parts, id_of, with_names=True), "deleting_topics": []}
         case sg.ShareMemberMetadata() as m:
             value = {"rack_id": m.rack_id, "client_id": m.client_id,
                      "client_host": m.client_host,
@@ -60,7 +64,7 @@ def encode(record: sg.ShareRecord, id_of: IdOf) -> OffsetRecord:
 
 def decode(key: ShareGroupKey, value: Any, name_of: NameOf) -> sg.ShareRecord | None:
     """The record a key and decoded value (None: a tombstone) stand for; None for a type
-    membership keeps nothing of (types 9 and 15)."""
+    membership keeps nothing of (type 9)."""
     kind = _KINDS.get(key.type)
     if kind is None:
         return None
@@ -73,6 +77,8 @@ def decode(key: ShareGroupKey, value: Any, name_of: NameOf) -> sg.ShareRecord | 
         return sg.ShareTargetEpoch(g, value.assignment_epoch)
     if kind == "ShareTargetMember":
         return sg.ShareTargetMember(g, m, pairs_by_name(value.topic_partitions, name_of))
+    if kind == "ShareStatePartitions":
+        return sg.ShareStatePartitions(g, pairs_by_name(value.initialized_topics, name_of))
     if kind == "ShareCurrentAssignment":
         return sg.ShareCurrentAssignment(g, m, value.member_epoch, value.previous_member_epoch,
                                          pairs_by_name(value.assigned_partitions, name_of))

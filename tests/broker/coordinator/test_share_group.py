@@ -382,8 +382,9 @@ def test_records_are_kafkas_share_group_types():
     h = Harness()
     h.join("a")
     types = [offsets_topic.decode_key(r.key, kip932=True).type for r in h.records]
-    # member metadata, group epoch, target member, target epoch, current assignment
-    assert types == [10, 11, 13, 12, 14]
+    # member metadata, group epoch, target member, target epoch, the partitions the group
+    # may have share state on (first assigned now), current assignment
+    assert types == [10, 11, 13, 12, 15, 14]
     # readers that know no share groups skip them
     assert all(offsets_topic.decode_key(r.key, kip848=True) is None for r in h.records)
 
@@ -411,3 +412,38 @@ def test_a_load_rebuilds_the_group_its_epochs_and_assignments():
     assert c.on_timers(h.now + 44_999) == []
     fenced = [e for e in c.on_timers(h.now + 45_000) if isinstance(e, ShareMemberGone)]
     assert [e.member_id for e in fenced] == ["c"]
+
+
+# -- the state partitions (the offsets admin APIs') -------------------------------------------
+
+def test_the_partitions_a_group_may_have_state_on_outlive_its_members_and_a_load():
+    h = Harness({"t": 2, "u": 1})
+    h.join("a", ["t"])
+    assert h.c.share_state_partitions(G) == (E.NONE, None, {"t": frozenset({0, 1})})
+    records = len(h.records)
+    h.join("b", ["t"])  # the same partitions again: nothing more written
+    assert not [r for r in h.records[records:]
+                if offsets_topic.decode_key(r.key, kip932=True).type == 15]
+    assert h.c.share_state_partitions(G, require_empty=True)[0] == E.NON_EMPTY_GROUP
+    h.beat("a", -1)
+    h.beat("b", -1)
+    # the group is empty: its state is still there, for the admin to see and reset
+    assert h.c.share_state_partitions(G, require_empty=True)[2] == {"t": frozenset({0, 1})}
+    h.apply(h.c.share_state_partitions_changed(G, {"u": frozenset({0})}, []))
+    h.apply(h.c.share_state_partitions_changed(G, {}, ["t"]))
+    expected = (E.NONE, None, {"u": frozenset({0})})
+    assert h.c.share_state_partitions(G) == expected
+    assert h.reloaded().share_state_partitions(G) == expected
+
+
+def test_state_partitions_of_no_share_group_are_refused_and_deleted_with_the_group():
+    h = Harness()
+    assert h.c.share_state_partitions("nope")[0] == E.GROUP_ID_NOT_FOUND
+    h.join("a")
+    h.beat("a", -1)
+    error, effects = h.c.delete_group(G, h.now)
+    assert error == E.NONE
+    h.apply(effects)
+    assert h.c.share_state_partitions(G)[0] == E.GROUP_ID_NOT_FOUND
+    assert h.reloaded().share_state_partitions(G)[0] == E.GROUP_ID_NOT_FOUND
+    assert h.c.share_state_partitions_changed(G, {"t": frozenset({0})}, []) == []
