@@ -74,12 +74,12 @@ from client.types import Node, TopicPartition
 from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
-    ALTER_USER_SCRAM_CREDENTIALS, CONSUMER_GROUP_DESCRIBE, CREATE_ACLS, CREATE_PARTITIONS,
-    SHARE_GROUP_DESCRIBE,
-    CREATE_TOPICS, DELETE_ACLS, DELETE_GROUPS, DELETE_TOPICS, DESCRIBE_ACLS, DESCRIBE_CLUSTER,
-    DESCRIBE_CONFIGS, DESCRIBE_GROUPS, DESCRIBE_PRODUCERS, DESCRIBE_QUORUM, DESCRIBE_TRANSACTIONS,
+    ALTER_SHARE_GROUP_OFFSETS, ALTER_USER_SCRAM_CREDENTIALS, CONSUMER_GROUP_DESCRIBE, CREATE_ACLS,
+    CREATE_PARTITIONS, CREATE_TOPICS, DELETE_ACLS, DELETE_GROUPS, DELETE_SHARE_GROUP_OFFSETS,
+    DELETE_TOPICS, DESCRIBE_ACLS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, DESCRIBE_GROUPS,
+    DESCRIBE_PRODUCERS, DESCRIBE_QUORUM, DESCRIBE_SHARE_GROUP_OFFSETS, DESCRIBE_TRANSACTIONS,
     DESCRIBE_USER_SCRAM_CREDENTIALS, INCREMENTAL_ALTER_CONFIGS, LIST_GROUPS, LIST_OFFSETS,
-    LIST_TRANSACTIONS, OFFSET_COMMIT, OFFSET_DELETE, WRITE_TXN_MARKERS,
+    LIST_TRANSACTIONS, OFFSET_COMMIT, OFFSET_DELETE, SHARE_GROUP_DESCRIBE, WRITE_TXN_MARKERS,
 )
 from protocol.primitives import ZERO_UUID
 from protocol.sasl import SCRAM_BY_ID, SCRAM_MECHANISMS
@@ -867,6 +867,93 @@ class AdminClient:
         results = await self._retrying(f"OffsetDelete({group_id})", attempt, timeout_ms)
         return {tp: results.get(tp) for tp in wanted}
 
+    # -- share groups' offsets (KIP-932) ---------------------------------------------------
+
+    async def list_share_group_offsets(self, group_id: str,
+                                       partitions: Iterable[TopicPartition] | None = None, *,
+                                       timeout_ms: int | None = None
+                                       ) -> dict[TopicPartition, int | None]:
+        """The share group's start offset on each partition (DescribeShareGroupOffsets):
+        every partition it has state on, or those named; None where it has none. A group
+        that does not exist, or is not a share group, raises GroupIdNotFoundError."""
+        topics: dict[str, list[int]] | None = None
+        if partitions is not None:
+            topics = {}
+            for tp in partitions:
+                topics.setdefault(tp[0], []).append(tp[1])
+        what = f"DescribeShareGroupOffsets for group '{group_id}'"
+
+        async def attempt() -> dict[TopicPartition, int | None]:
+            _, conn = await self._coordinator(group_id)
+            resp = await conn.request(DESCRIBE_SHARE_GROUP_OFFSETS, {"groups": [{
+                "group_id": group_id,
+                "topics": None if topics is None else [
+                    {"topic_name": t, "partitions": ps} for t, ps in topics.items()]}]})
+            g = next((g for g in resp.body.groups if g.group_id == group_id), None)
+            if g is None:
+                raise for_code(ErrorCode.UNKNOWN_SERVER_ERROR, f"{what}: no answer")
+            if g.error_code != ErrorCode.NONE:
+                raise for_code(g.error_code, g.error_message or what)
+            _raise_partition_error(g.topics, what, "topic_name")
+            return dict(sorted(
+                (TopicPartition(t.topic_name, p.partition_index),
+                 p.start_offset if p.start_offset >= 0 else None)
+                for t in g.topics for p in t.partitions))
+
+        return await self._retrying(f"DescribeShareGroupOffsets({group_id})", attempt, timeout_ms)
+
+    async def alter_share_group_offsets(self, group_id: str,
+                                        offsets: Mapping[TopicPartition, int], *,
+                                        timeout_ms: int | None = None) -> None:
+        """Set the share group's start offsets (AlterShareGroupOffsets), which the
+        coordinator accepts only while the group has no members: the records below each
+        are done with, those from it on are delivered again. The first refused
+        partition's error is raised."""
+        topics: dict[str, list[dict]] = {}
+        for tp, offset in offsets.items():
+            if offset < 0:
+                raise ValueError(f"offset must be >= 0, got {offset} for {tp}")
+            topics.setdefault(tp[0], []).append({"partition_index": tp[1],
+                                                 "start_offset": offset})
+        if not topics:
+            return
+        what = f"AlterShareGroupOffsets for group '{group_id}'"
+
+        async def attempt() -> None:
+            _, conn = await self._coordinator(group_id)
+            resp = await conn.request(ALTER_SHARE_GROUP_OFFSETS, {
+                "group_id": group_id,
+                "topics": [{"topic_name": t, "partitions": ps} for t, ps in topics.items()]})
+            code = ErrorCode.of(resp.body.error_code)
+            if code is not ErrorCode.NONE:
+                raise for_code(code, resp.body.error_message or what)
+            _raise_partition_error(resp.body.responses, what, "topic_name")
+
+        await self._retrying(f"AlterShareGroupOffsets({group_id})", attempt, timeout_ms)
+
+    async def delete_share_group_offsets(self, group_id: str, topics: Iterable[str], *,
+                                         timeout_ms: int | None = None) -> None:
+        """Delete the share group's state on whole topics (DeleteShareGroupOffsets): the
+        next member starts there as share.auto.offset.reset says. Only while the group has
+        no members; the first refused topic's error is raised."""
+        names = list(dict.fromkeys(topics))
+        what = f"DeleteShareGroupOffsets for group '{group_id}'"
+
+        async def attempt() -> None:
+            _, conn = await self._coordinator(group_id)
+            resp = await conn.request(DELETE_SHARE_GROUP_OFFSETS, {
+                "group_id": group_id, "topics": [{"topic_name": t} for t in names]})
+            code = ErrorCode.of(resp.body.error_code)
+            if code is not ErrorCode.NONE:
+                raise for_code(code, resp.body.error_message or what)
+            errors = [for_code(t.error_code, f"{what}: {t.topic_name}")
+                      for t in resp.body.responses if t.error_code != ErrorCode.NONE]
+            if errors:  # a final error first: retrying cannot help the others then
+                raise next((e for e in errors if not _should_retry(e)), errors[0])
+
+        if names:
+            await self._retrying(f"DeleteShareGroupOffsets({group_id})", attempt, timeout_ms)
+
     async def delete_groups(self, group_ids: Iterable[str], *,
                             timeout_ms: int | None = None) -> None:
         """DeleteGroups on each group's coordinator: the group and its committed offsets.
@@ -1351,16 +1438,16 @@ def _check_resource_types(resources: Iterable[ConfigResource]) -> None:
                              f"{', '.join(_RESOURCE_TYPES)}, got {r.type!r}")
 
 
-def _raise_partition_error(topics: Any, what: str) -> None:
-    """The first partition error of an OffsetCommit / OffsetDelete answer, raised; a
-    retriable one only when no final one is there."""
+def _raise_partition_error(topics: Any, what: str, name_field: str = "name") -> None:
+    """The first partition error of an OffsetCommit / OffsetDelete / AlterShareGroupOffsets
+    answer, raised; a retriable one only when no final one is there."""
     retry: KafkaError | None = None
     for t in topics:
         for p in t.partitions:
             code = ErrorCode.of(p.error_code)
             if code is ErrorCode.NONE:
                 continue
-            error = for_code(code, f"{what}: {t.name}-{p.partition_index}")
+            error = for_code(code, f"{what}: {getattr(t, name_field)}-{p.partition_index}")
             if not _should_retry(error):
                 raise error
             retry = retry or error

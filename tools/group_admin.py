@@ -171,8 +171,9 @@ async def group_state(admin: AdminClient, group: str) -> str:
         raise
 
 
-async def _partitions(admin: AdminClient, topics: dict[str, list[int] | None] | None,
-                      committed: Mapping[TopicPartition, int]) -> list[TopicPartition]:
+async def resolve_partitions(admin: AdminClient,
+                             topics: dict[str, list[int] | None] | None,
+                             committed: Mapping[TopicPartition, int]) -> list[TopicPartition]:
     """The partitions named (None: the ones the group has committed offsets for); a topic
     or partition that does not exist is an error at once, not a wait for its leader."""
     if topics is None:
@@ -206,7 +207,7 @@ async def reset_offsets(admin: AdminClient, groups: list[str],
             refused.append(GroupActive(group, state))
             continue
         committed = await admin.list_consumer_group_offsets(group)
-        partitions = await _partitions(admin, topics, committed)
+        partitions = await resolve_partitions(admin, topics, committed)
         if not partitions:
             plans[group] = {}
             continue
@@ -224,11 +225,11 @@ async def reset_offsets(admin: AdminClient, groups: list[str],
         for group, plan in plans.items():
             if plan:
                 await admin.alter_consumer_group_offsets(group, plan)
-    _print_plans(plans, out)
+    print_plans(plans, out)
     return plans
 
 
-def _print_plans(plans: Mapping[str, Mapping[TopicPartition, int]], out: TextIO) -> None:
+def print_plans(plans: Mapping[str, Mapping[TopicPartition, int]], out: TextIO) -> None:
     """Kafka's printOffsetsToReset: a blank line, then GROUP TOPIC PARTITION NEW-OFFSET."""
     rows = [(g, tp.topic, str(tp.partition), str(offset))
             for g, plan in plans.items() for tp, offset in sorted(plan.items())]
@@ -263,7 +264,7 @@ async def delete_groups(admin: AdminClient, groups: list[str], out: TextIO,
 
 async def delete_offsets(admin: AdminClient, group: str, topics: dict[str, list[int] | None],
                          out: TextIO, err: TextIO) -> int:
-    partitions = await _partitions(admin, topics, {})
+    partitions = await resolve_partitions(admin, topics, {})
     try:
         results = await admin.delete_consumer_group_offsets(group, partitions)
     except KafkaError as e:

@@ -371,22 +371,7 @@ def add_arguments(parser) -> None:
                         help="a topic, or some of its partitions (repeatable)")
     topics.add_argument("--all-topics", action="store_true",
                         help="every topic the group has committed offsets for")
-    scenario = reset.add_mutually_exclusive_group(required=True)
-    scenario.add_argument("--to-earliest", action="store_true", help="the log start offset")
-    scenario.add_argument("--to-latest", action="store_true", help="the log end offset")
-    scenario.add_argument("--to-current", action="store_true",
-                          help="the committed offset (the log end where there is none)")
-    scenario.add_argument("--to-offset", type=int, metavar="N",
-                          help="offset N, within [earliest, latest]")
-    scenario.add_argument("--shift-by", type=int, metavar="N",
-                          help="the committed offset plus N (may be negative), within "
-                               "[earliest, latest]")
-    scenario.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
-                          help="the first offset at or after that time (local time unless "
-                               "a zone such as Z or +01:00 follows)")
-    mode = reset.add_mutually_exclusive_group()
-    mode.add_argument("--dry-run", action="store_true", help="print the plan (the default)")
-    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    add_reset_arguments(reset, "committed offset")
 
     delete = sub.add_parser("delete", help="delete empty groups and their offsets")
     common(delete)
@@ -412,10 +397,31 @@ def _check(args) -> None:
         args.topic_partitions = (None if getattr(args, "all_topics", False)
                                  else parse_topic_partitions(args.topics))
     if args.groups_command == "reset-offsets":
-        args.spec = _reset_spec(args)
+        args.spec = reset_spec(args)
 
 
-def _reset_spec(args) -> ResetSpec:
+def add_reset_arguments(reset, current: str) -> None:
+    """The reset scenarios and --dry-run/--execute, for this tool's reset-offsets and
+    tools.share_groups' (`current`: what the group's offset is called)."""
+    scenario = reset.add_mutually_exclusive_group(required=True)
+    scenario.add_argument("--to-earliest", action="store_true", help="the log start offset")
+    scenario.add_argument("--to-latest", action="store_true", help="the log end offset")
+    scenario.add_argument("--to-current", action="store_true",
+                          help=f"the {current} (the log end where there is none)")
+    scenario.add_argument("--to-offset", type=int, metavar="N",
+                          help="offset N, within [earliest, latest]")
+    scenario.add_argument("--shift-by", type=int, metavar="N",
+                          help=f"the {current} plus N (may be negative), within "
+                               "[earliest, latest]")
+    scenario.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
+                          help="the first offset at or after that time (local time unless "
+                               "a zone such as Z or +01:00 follows)")
+    mode = reset.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the plan (the default)")
+    mode.add_argument("--execute", action="store_true", help="write the new offsets")
+
+
+def reset_spec(args) -> ResetSpec:
     if args.to_earliest:
         return ResetSpec("earliest")
     if args.to_latest:

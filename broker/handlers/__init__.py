@@ -11,7 +11,8 @@ from __future__ import annotations
 from broker.handlers import (
     acls, api_versions, cluster, configs, consumer_group, describe_producers, fetch, groups,
     leader_epoch, list_offsets, metadata, offsets, produce, producer_id, sasl, scram,
-    share_fetch, share_group, share_state, telemetry, topics, transactions, txn_markers,
+    share_fetch, share_group, share_offsets, share_state, telemetry, topics, transactions,
+    txn_markers,
 )
 from broker.handlers.context import Handler
 from protocol import messages as m
@@ -66,6 +67,9 @@ HANDLERS: dict[int, Handler] = {
     m.DESCRIBE_PRODUCERS: describe_producers.handle,
     m.SHARE_GROUP_HEARTBEAT: share_group.handle_heartbeat,
     m.SHARE_GROUP_DESCRIBE: share_group.handle_describe,
+    m.DESCRIBE_SHARE_GROUP_OFFSETS: share_offsets.handle_describe,
+    m.ALTER_SHARE_GROUP_OFFSETS: share_offsets.handle_alter,
+    m.DELETE_SHARE_GROUP_OFFSETS: share_offsets.handle_delete,
     m.SHARE_FETCH: share_fetch.handle_share_fetch,
     m.SHARE_ACKNOWLEDGE: share_fetch.handle_share_acknowledge,
     m.INITIALIZE_SHARE_GROUP_STATE: share_state.handle_initialize,

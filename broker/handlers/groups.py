@@ -22,6 +22,7 @@ of the batch is answered on its own, with the request's one key type.
 from __future__ import annotations
 
 from broker.coordinator.membership import JoinRequest, group_id_error, join_error, sync_body
+from broker.handlers import share_offsets
 from broker.handlers.context import RequestContext
 from broker.security.acls import AclOperation, ResourceType
 from broker.security.authorize import (
@@ -204,6 +205,15 @@ async def handle_delete_groups(ctx: RequestContext) -> dict:
         if not authorize_group(ctx, AclOperation.DELETE, group_id):
             results.append({"group_id": group_id, "error_code": _DENIED})
             continue
+        # a share group's state goes first (its share coordinators'), then the group, so
+        # a failure leaves the group there to delete again, as Kafka orders it
+        error, _message, state = runtime.coordinator.share_state_partitions(
+            group_id, require_empty=True)
+        if error == ErrorCode.NONE and state:
+            error = await share_offsets.delete_state(ctx, group_id, state)
+            if error != ErrorCode.NONE:
+                results.append({"group_id": group_id, "error_code": error})
+                continue
         error, effects = runtime.coordinator.delete_group(group_id, ctx.broker.now_ms())
         if effects:
             error = runtime.apply_effects(effects) or error

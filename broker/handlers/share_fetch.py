@@ -30,7 +30,7 @@ from broker.handlers.common import current_leader
 from broker.handlers.context import RequestContext
 from broker.security.acls import AclOperation
 from broker.security.authorize import authorize_group, authorize_topic
-from broker.share.session import FINAL_EPOCH, ShareSession
+from broker.share.session import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
 from protocol.errors import ErrorCode
 
 E = ErrorCode
@@ -173,6 +173,8 @@ async def handle_share_fetch(ctx: RequestContext) -> dict:
         return _top_level(opened.error, extra)
     session = opened.session
     assert session is not None
+    if b.share_session_epoch == INITIAL_EPOCH:
+        await shares.revalidate(b.group_id, named)
     answer = _Answer(ctx)
     await _apply_acknowledgements(ctx, answer, b.group_id, b.member_id, acks, True)
     if forgotten:

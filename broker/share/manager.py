@@ -135,6 +135,23 @@ class SharePartitionManager:
         found = partition.log.offset_for_timestamp(timestamp)
         return partition.high_watermark if found is None else found.offset
 
+    async def revalidate(self, group_id: str, partitions: Iterable[tuple[uuid.UUID, int]]
+                         ) -> None:
+        """Drop the share partitions held here whose stored state moved on without this
+        leader: an admin's AlterShareGroupOffsets or DeleteShareGroupOffsets on an empty
+        group, which a leader with nothing to write would never hear of. Asked when a
+        member opens a share session, as every member of a group that was empty does."""
+        for topic_id, index in partitions:
+            key = SharePartitionKey(group_id, topic_id, index)
+            held = self.holders.get(key)
+            if held is None:
+                continue
+            summary = await self.broker.share_coordinator.read_summary(key, held.leader_epoch)
+            if summary["error_code"] == E.NONE and (
+                    summary["state_epoch"] != held.state_epoch or summary["start_offset"] < 0):
+                if self.holders.get(key) is held:
+                    self.drop(key)
+
     def drop(self, key: SharePartitionKey) -> None:
         self.holders.pop(key, None)
 

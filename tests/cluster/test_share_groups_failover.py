@@ -91,3 +91,23 @@ def test_acknowledged_records_survive_the_share_coordinators_kill(make_cluster):
     assert sorted(accepted) == sorted(str(i).encode() for i in range(10))
     assert set(again) == {str(i).encode() for i in range(10, 20)}, \
         "an accepted record was delivered again, or a released one was lost"
+
+
+def test_a_reset_reaches_a_leader_on_another_broker_than_the_coordinator(cluster):
+    """AlterShareGroupOffsets is served by the group's coordinator; the topic partition's
+    leader, elsewhere, still holds the share partition it served. It must find out when the
+    next member opens its share session, not deliver from where it stood."""
+    from tests.cluster import confluent
+    from tests.interop.test_share_group_offsets import consume_all, offsets, until_ok
+    topic = unique("share-reset")
+    create(cluster, topic, 1, min_isr=1)
+    leader = confluent.partitions(cluster.bootstrap, topic)[0].leader
+    group = next(g for g in (unique("workers") for _ in range(100))
+                 if coordinator_of(cluster, g) != leader)
+    start_earliest(cluster.bootstrap, group)
+    produce(cluster.bootstrap, topic, [(None, str(i).encode(), None) for i in range(10)])
+    assert consume_all(cluster.bootstrap, group, topic, 10) == list(range(10))
+    until_ok(cluster.bootstrap, "reset-offsets", "--group", group, "--topic", topic,
+             "--to-offset", "6", "--execute")
+    assert offsets(cluster.bootstrap, group) == {(topic, 0): ("6", "4")}
+    assert consume_all(cluster.bootstrap, group, topic, 4) == [6, 7, 8, 9]
