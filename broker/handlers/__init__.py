@@ -43,6 +43,7 @@ HANDLERS: dict[int, Handler] = {
     m.ELECT_LEADERS: cluster.handle_elect_leaders,
     m.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
     m.DESCRIBE_QUORUM: cluster.handle_describe_quorum,
+    m.ALTER_CONFIGS: configs.handle_alter_configs,
     m.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     m.CONSUMER_GROUP_HEARTBEAT: consumer_group.handle_heartbeat,
     m.CONSUMER_GROUP_DESCRIBE: consumer_group.handle_describe,

@@ -1,5 +1,6 @@
 """DescribeConfigs: a topic's effective configuration, or the broker's; and
-IncrementalAlterConfigs, forwarded to the active controller.
+IncrementalAlterConfigs, forwarded to the active controller, with the legacy AlterConfigs
+as the IncrementalAlterConfigs that replaces the resource's whole set of dynamic configs.
 
 A topic's overrides are those of the committed metadata image (ConfigRecords, read through
 `broker.metadata_cache.topic_configs`), laid over this broker's defaults; a broker is
@@ -46,6 +47,7 @@ from protocol.errors import ErrorCode
 TOPIC, BROKER, GROUP = 2, 4, 32
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations whose outcome is known beforehand
 VISIBILITY_WAIT_S = 5.0
+INCREMENTAL_VERSION = 1  # what a legacy AlterConfigs is forwarded to the controller as
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, GROUP_CONFIG = 2, 3, 8
 _TYPES = {"bool": 1, "str": 2, "int": 3, "long": 5, "double": 6, "list": 7}  # ConfigEntry.ConfigType ids
@@ -234,8 +236,42 @@ async def handle(ctx: RequestContext) -> dict:
     return {"throttle_time_ms": 0, "results": results}
 
 
+async def handle_alter_configs(ctx: RequestContext) -> dict:
+    """The legacy AlterConfigs: each resource's dynamic configs become exactly those given,
+    as Kafka's controller does it (legacyAlterConfigs): the keys given are set, every
+    other key set on the resource now is deleted. It goes to the controller as the
+    IncrementalAlterConfigs that says so."""
+    resources = []
+    for r in ctx.body.resources:
+        given = {c.name: c.value for c in r.configs}
+        configs = [{"name": k, "config_operation": SET, "value": v} for k, v in given.items()]
+        configs += [{"name": k, "config_operation": DELETE, "value": None}
+                    for k in sorted(_dynamic_keys(ctx.broker, r.resource_type, r.resource_name))
+                    if k not in given]
+        resources.append({"resource_type": r.resource_type, "resource_name": r.resource_name,
+                          "configs": configs})
+    version = INCREMENTAL_VERSION
+    body = m.request_body(m.INCREMENTAL_ALTER_CONFIGS, version,
+                          {"resources": resources, "validate_only": ctx.body.validate_only})
+    return await _alter(ctx, body, version)
+
+
+def _dynamic_keys(broker: Broker, resource_type: int, name: str) -> set[str]:
+    cache = broker.metadata_cache
+    if resource_type == TOPIC:
+        return set(cache.topic_configs(name))
+    if resource_type == GROUP:
+        return set(cache.group_configs(name))
+    if resource_type == BROKER:
+        return set(cache.image.broker_configs(name))
+    return set()
+
+
 async def handle_incremental_alter_configs(ctx: RequestContext) -> dict:
-    body = ctx.body
+    return await _alter(ctx, ctx.body, ctx.version)
+
+
+async def _alter(ctx: RequestContext, body: Any, version: int) -> dict:
     refused, wanted = [], []
     for r in body.resources:
         denied = _authorization_error(ctx, AclOperation.ALTER_CONFIGS, r.resource_type,
@@ -251,8 +287,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext) -> dict:
     forwarded = body if not refused else {"resources": wanted,
                                           "validate_only": body.validate_only}
     try:
-        response = await forward(ctx.broker, m.INCREMENTAL_ALTER_CONFIGS, ctx.version,
-                                 forwarded)
+        response = await forward(ctx.broker, m.INCREMENTAL_ALTER_CONFIGS, version, forwarded)
     except ControllerUnavailable:
         return {"throttle_time_ms": 0, "responses": refused + [
             {"error_code": ErrorCode.REQUEST_TIMED_OUT,

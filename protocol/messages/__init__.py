@@ -72,6 +72,7 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(cluster.ElectLeadersRequest, cluster.ElectLeadersResponse),
     _api(cluster.DescribeClusterRequest, cluster.DescribeClusterResponse),
     _api(quorum.DescribeQuorumRequest, quorum.DescribeQuorumResponse),
+    _api(configs.AlterConfigsRequest, configs.AlterConfigsResponse),
     _api(configs.IncrementalAlterConfigsRequest, configs.IncrementalAlterConfigsResponse),
     _api(consumer_group.ConsumerGroupHeartbeatRequest,
          consumer_group.ConsumerGroupHeartbeatResponse),
@@ -152,6 +153,7 @@ DELETE_TOPICS = _key(topics.DeleteTopicsRequest)
 INIT_PRODUCER_ID = _key(producer_id.InitProducerIdRequest)
 OFFSET_FOR_LEADER_EPOCH = _key(leader_epoch.OffsetForLeaderEpochRequest)
 DESCRIBE_CONFIGS = _key(configs.DescribeConfigsRequest)
+ALTER_CONFIGS = _key(configs.AlterConfigsRequest)
 INCREMENTAL_ALTER_CONFIGS = _key(configs.IncrementalAlterConfigsRequest)
 CREATE_PARTITIONS = _key(topics.CreatePartitionsRequest)
 OFFSET_COMMIT = _key(offsets.OffsetCommitRequest)

@@ -1,5 +1,6 @@
 """DescribeConfigs (32): the topic and broker configuration clients ask to see;
-IncrementalAlterConfigs (44): changes to it, key by key (KIP-339)."""
+IncrementalAlterConfigs (44): changes to it, key by key (KIP-339); and the legacy AlterConfigs
+(33), which replaces a resource's whole set of dynamic configs (kafka-python's admin sends it)."""
 
 from protocol.schema import F, Message
 
@@ -58,6 +59,30 @@ IncrementalAlterConfigsRequest = Message(
 
 IncrementalAlterConfigsResponse = Message(
     "IncrementalAlterConfigsResponse", api_key=44, valid="0-1", flexible="1+", fields=[
+        F("throttle_time_ms", "int32"),
+        F("responses", [
+            F("error_code", "int16"),
+            F("error_message", "string", nullable="0+"),
+            F("resource_type", "int8"),
+            F("resource_name", "string"),
+        ]),
+    ])
+
+AlterConfigsRequest = Message(
+    "AlterConfigsRequest", api_key=33, valid="0-2", flexible="2+", fields=[
+        F("resources", [
+            F("resource_type", "int8"),
+            F("resource_name", "string"),
+            F("configs", [
+                F("name", "string"),
+                F("value", "string", nullable="0+"),
+            ]),
+        ]),
+        F("validate_only", "bool"),
+    ])
+
+AlterConfigsResponse = Message(
+    "AlterConfigsResponse", api_key=33, valid="0-2", flexible="2+", fields=[
         F("throttle_time_ms", "int32"),
         F("responses", [
             F("error_code", "int16"),

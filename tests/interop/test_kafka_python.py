@@ -80,3 +80,44 @@ def test_offsets_for_times_and_end_offsets(shared_broker):
         assert consumer.end_offsets([tp])[tp] == 5
     finally:
         consumer.close()
+
+
+def _topic_configs(admin: KafkaAdminClient, name: str) -> dict[str, str]:
+    """The topic's overrides (config source DYNAMIC_TOPIC_CONFIG), as DescribeConfigs
+    lists them."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+    described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)],
+                                       config_filter="Dynamic")
+    [(_type, by_name)] = described.items()
+    return {key: entry["value"] for key, entry in by_name[name].items()
+            if entry.get("config_source") in (1, "DYNAMIC_TOPIC_CONFIG")}
+
+
+def test_legacy_alter_configs_replaces_a_topics_overrides(shared_broker):
+    """kafka-python's alter_configs and reset_configs with incremental=False send the
+    legacy AlterConfigs (33), which makes a resource's dynamic configs exactly the ones
+    given."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+    admin = KafkaAdminClient(bootstrap_servers=shared_broker.bootstrap)
+    try:
+        name = unique("kp-legacy-configs")
+        admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1,
+                                      topic_configs={"retention.ms": "100000",
+                                                     "cleanup.policy": "compact"})])
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, name,
+                                            configs={"retention.ms": "200000"})],
+                            incremental=False, raise_on_unknown=False)
+        # kafka-python sends the other overrides along, as AlterConfigs would drop them
+        expected = {"retention.ms": "200000", "cleanup.policy": "compact"}
+        assert _topic_configs(admin, name) == expected
+        refused = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, name,
+                                                      configs={"retention.ms": "soon"})],
+                                      incremental=False, raise_on_unknown=False)
+        assert "INVALID" in str(refused).upper(), refused
+        assert _topic_configs(admin, name) == expected
+        # a resource sent with no configs has none left
+        admin.reset_configs([ConfigResource(ConfigResourceType.TOPIC, name)],
+                            incremental=False, raise_on_unknown=False)
+        assert _topic_configs(admin, name) == {}
+    finally:
+        admin.close()
