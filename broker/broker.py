@@ -139,6 +139,9 @@ class Broker:
         self.legacy = LegacyMetadata.load(self.data_dir, fs=fs)
         self.logs = LogManager(self.data_dir, on_event=self.events.emit,
                                recovery_threads=config.num_recovery_threads_per_data_dir, fs=fs)
+        # one writer of the checkpoint files at a time: the periodic checkpoint and
+        # DeleteRecords, which makes its new log start offsets durable before answering
+        self.checkpoint_lock = trio.Lock()
         self.metrics = BrokerMetrics()
         self.telemetry = ClientTelemetry(config)
         self.partitions: dict[tuple[str, int], Partition] = {}

@@ -18,7 +18,9 @@ from broker.controller.image import BrokerEndpoint, BrokerRegistration, Metadata
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+SHARE_GROUP_STATE_TOPIC = "__share_group_state"
+# Kafka's Topic.INTERNAL_TOPICS: the coordinators' logs
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC})
 
 
 @dataclass

@@ -146,9 +146,29 @@ class Partition:
                                           isr=isr, log_end_offset=self.log.log_end_offset)
 
     def follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
-                       broker_epoch: int = -1) -> FetchUpdate | None:
+                       broker_epoch: int = -1, log_start_offset: int = -1
+                       ) -> FetchUpdate | None:
         return self.state.on_follower_fetch(replica_id, fetch_offset, self.log.log_end_offset,
-                                            now_ms, broker_epoch)
+                                            now_ms, broker_epoch, log_start_offset)
+
+    # -- the log start offset (DeleteRecords) ---------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """Move the log start offset forward to `offset` (never back): the records below
+        are gone for every reader at once, their segments at the next retention pass.
+        Returns the log start offset."""
+        start = self.log.delete_records_before(offset)
+        self.producers.on_log_start_offset_incremented(start)
+        return start
+
+    def follow_log_start_offset(self, leader_log_start_offset: int) -> bool:
+        """A follower takes its leader's log start offset as far as its own high
+        watermark (Kafka's follower does the same after each fetch); True when it moved."""
+        target = min(leader_log_start_offset, self.high_watermark, self.log.log_end_offset)
+        if target <= self.log.log_start_offset:
+            return False
+        self.delete_records_before(target)
+        return True
 
     def under_min_isr(self) -> bool:
         """The ISR is below min.insync.replicas (capped at the replica count): acks=all

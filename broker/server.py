@@ -433,7 +433,8 @@ async def _checkpoint(broker: Broker) -> None:
     flushed = await blocking.run_disk(broker.fs, fsync_plans, logs.flush_plans())
     for plan in flushed:
         plan.log.flushed(plan)
-    await blocking.run_disk(broker.fs, logs.write_checkpoints, logs.checkpoints())
+    async with broker.checkpoint_lock:
+        await blocking.run_disk(broker.fs, logs.write_checkpoints, logs.checkpoints())
 
 
 async def _metrics_events(broker: Broker) -> None:

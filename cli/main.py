@@ -3,9 +3,9 @@
 Owns argument parsing and dispatch to the subcommands: `serve` (one broker in the
 foreground, broker.main), `bench` (benchmarks, bench.cli), `analyze` (the Spark analysis,
 tools.analyze), `chaos` (the fault harness, bench.chaos.cli), `sim` (the whole-cluster
-simulation, sim.cli), `dump-log` (tools.dump_log),
-`acls` (tools.acls), `groups` (tools.groups), `share-groups` (tools.share_groups), `topics` (tools.topics), `configs`
-(tools.configs), `transactions` (tools.transactions), `cluster` and `metadata-quorum`
+simulation, sim.cli), `dump-log` (tools.dump_log), `delete-records` (tools.delete_records),
+`acls` (tools.acls), `groups` (tools.groups), `share-groups` (tools.share_groups), `topics`
+(tools.topics), `configs` (tools.configs), `transactions` (tools.transactions), `cluster` and `metadata-quorum`
 (tools.cluster), `produce` and `consume` (console producer and consumer on the client
 library), and the one-line failure when an optional dependency is missing (cli.extras). It is the top of the import graph: it may
 import every package, and none imports it, so tools/ and bench/ never need each other for
@@ -47,14 +47,16 @@ def build_parser() -> argparse.ArgumentParser:
         passthrough.add_argument("rest", nargs=argparse.REMAINDER)
         passthrough.set_defaults(func=lambda a, run=run: run(a.rest))
 
-    from tools import (acls, cluster, configs, consume, dump_log, groups, produce,
-                       share_groups, topics, transactions, users)
+    from tools import (acls, cluster, configs, consume, delete_records, dump_log, groups,
+                       produce, share_groups, topics, transactions, users)
     for name, tool, description in (
             ("acls", acls, "add, remove and list ACLs (kafka-acls)"),
+            ("delete-records", delete_records, "delete records below given offsets "
+                                               "(kafka-delete-records)"),
             ("dump-log", dump_log, "print the batches and records of log segments"),
             ("groups", groups, "list, describe, reset and delete consumer groups "
                                "(kafka-consumer-groups)"),
-            ("share-groups", share_groups, "list, describe and delete share groups "
+            ("share-groups", share_groups, "list, describe, reset and delete share groups "
                                            "(kafka-share-groups)"),
             ("topics", topics, "list, describe, create, delete and grow topics (kafka-topics)"),
             ("configs", configs, "describe and change the configs of topics, brokers and "

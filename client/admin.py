@@ -75,7 +75,8 @@ from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
     ALTER_SHARE_GROUP_OFFSETS, ALTER_USER_SCRAM_CREDENTIALS, CONSUMER_GROUP_DESCRIBE, CREATE_ACLS,
-    CREATE_PARTITIONS, CREATE_TOPICS, DELETE_ACLS, DELETE_GROUPS, DELETE_SHARE_GROUP_OFFSETS,
+    CREATE_PARTITIONS, CREATE_TOPICS, DELETE_ACLS, DELETE_GROUPS, DELETE_RECORDS,
+    DELETE_SHARE_GROUP_OFFSETS,
     DELETE_TOPICS, DESCRIBE_ACLS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, DESCRIBE_GROUPS,
     DESCRIBE_PRODUCERS, DESCRIBE_QUORUM, DESCRIBE_SHARE_GROUP_OFFSETS, DESCRIBE_TRANSACTIONS,
     DESCRIBE_USER_SCRAM_CREDENTIALS, INCREMENTAL_ALTER_CONFIGS, LIST_GROUPS, LIST_OFFSETS,
@@ -642,21 +643,77 @@ class AdminClient:
                 raise ValueError(f"offset spec must be latest, earliest or a timestamp, "
                                  f"got {spec!r}")
             timestamps[TopicPartition(tp[0], tp[1])] = ts
-        wanted = list(timestamps)
-        remaining = dict(timestamps)
-        found: dict[TopicPartition, int] = {}
+
+        async def ask(conn: BrokerConnection, tps: list[TopicPartition]
+                      ) -> list[tuple[TopicPartition, ErrorCode, int]]:
+            version = conn.version_for(LIST_OFFSETS)
+            topics: dict[str, list[dict]] = {}
+            for tp in tps:
+                topics.setdefault(tp.topic, []).append({
+                    "partition_index": tp.partition, "timestamp": timestamps[tp],
+                    "max_num_offsets": 1})
+            # timeout_ms (v10+) bounds a broker's lookup in remote storage: Java's
+            # ListOffsetsHandler gives it the call's timeout, as here
+            resp = await conn.request(LIST_OFFSETS, {
+                "replica_id": -1, "isolation_level": 0,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                "timeout_ms": self._op_timeout(timeout_ms)}, version)
+            out = []
+            for t in resp.body.topics:
+                for p in t.partitions:
+                    if version == 0:
+                        offsets = p.get("old_style_offsets") or []
+                        offset = offsets[0] if offsets else -1
+                    else:
+                        offset = p.offset
+                    out.append((TopicPartition(t.name, p.partition_index),
+                                ErrorCode.of(p.error_code), offset))
+            return out
+
+        return await self._on_leaders("ListOffsets", list(timestamps), ask, timeout_ms)
+
+    async def delete_records(self, offsets: Mapping[TopicPartition, int], *,
+                             timeout_ms: int | None = None) -> dict[TopicPartition, int]:
+        """Delete every record below each offset (-1: the high watermark) at the partition
+        leaders (DeleteRecords, Kafka's Admin.deleteRecords); returns each partition's low
+        watermark, the log start offset all its in-sync replicas have reached."""
+        wanted = {TopicPartition(tp[0], tp[1]): o for tp, o in offsets.items()}
+
+        async def ask(conn: BrokerConnection, tps: list[TopicPartition]
+                      ) -> list[tuple[TopicPartition, ErrorCode, int]]:
+            topics: dict[str, list[dict]] = {}
+            for tp in tps:
+                topics.setdefault(tp.topic, []).append({"partition_index": tp.partition,
+                                                        "offset": wanted[tp]})
+            resp = await conn.request(DELETE_RECORDS, {
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                "timeout_ms": self._op_timeout(timeout_ms)})
+            return [(TopicPartition(t.name, p.partition_index), ErrorCode.of(p.error_code),
+                     p.low_watermark) for t in resp.body.topics for p in t.partitions]
+
+        return await self._on_leaders("DeleteRecords", list(wanted), ask, timeout_ms)
+
+    async def _on_leaders(self, what: str, wanted: list[TopicPartition],
+                          ask: Callable[[BrokerConnection, list[TopicPartition]],
+                                        Awaitable[list[tuple[TopicPartition, ErrorCode, T]]]],
+                          timeout_ms: int | None) -> dict[TopicPartition, T]:
+        """A per-partition request to each partition's leader (`ask` sends one leader its
+        partitions and gives each one's error and value), retried with fresh metadata while
+        a partition's error is retriable; the first final error is raised."""
+        remaining = set(wanted)
+        found: dict[TopicPartition, T] = {}
         failed: dict[TopicPartition, KafkaError] = {}
 
         async def attempt() -> None:
             metadata = await self.cluster.maybe_refresh()
             by_leader: dict[int, list[TopicPartition]] = {}
             retry: KafkaError | None = None
-            for tp in list(remaining):
+            for tp in sorted(remaining):
                 if tp.topic not in metadata.topics:
                     code = metadata.topic_errors.get(tp.topic,
                                                      ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                     failed[tp] = for_code(code, f"topic '{tp.topic}'")
-                    del remaining[tp]
+                    remaining.discard(tp)
                     continue
                 leader = metadata.leader_for(tp.topic, tp.partition)
                 if leader is None:
@@ -665,41 +722,23 @@ class AdminClient:
                 by_leader.setdefault(leader, []).append(tp)
             for leader, tps in sorted(by_leader.items()):
                 conn = await self.pool.get(leader)
-                version = conn.version_for(LIST_OFFSETS)
-                topics: dict[str, list[dict]] = {}
-                for tp in tps:
-                    topics.setdefault(tp.topic, []).append({
-                        "partition_index": tp.partition, "timestamp": remaining[tp],
-                        "max_num_offsets": 1})
-                # timeout_ms (v10+) bounds a broker's lookup in remote storage: Java's
-                # ListOffsetsHandler gives it the call's timeout, as here
-                resp = await conn.request(LIST_OFFSETS, {
-                    "replica_id": -1, "isolation_level": 0,
-                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-                    "timeout_ms": self._op_timeout(timeout_ms)}, version)
-                for t in resp.body.topics:
-                    for p in t.partitions:
-                        tp = TopicPartition(t.name, p.partition_index)
-                        if tp not in remaining:
+                for tp, code, value in await ask(conn, tps):
+                    if tp not in remaining:
+                        continue
+                    if code is not ErrorCode.NONE:
+                        error = for_code(code, f"{what} {tp.topic}-{tp.partition}")
+                        if _should_retry(error):
+                            retry = retry or error
                             continue
-                        code = ErrorCode.of(p.error_code)
-                        if code is not ErrorCode.NONE:
-                            error = for_code(code, f"ListOffsets {t.name}-{p.partition_index}")
-                            if _should_retry(error):
-                                retry = retry or error
-                                continue
-                            failed[tp] = error
-                        elif version == 0:
-                            offsets = p.get("old_style_offsets") or []
-                            found[tp] = offsets[0] if offsets else -1
-                        else:
-                            found[tp] = p.offset
-                        del remaining[tp]
+                        failed[tp] = error
+                    else:
+                        found[tp] = value
+                    remaining.discard(tp)
             if remaining:
                 raise retry or for_code(ErrorCode.LEADER_NOT_AVAILABLE,
                                         f"no answer for {len(remaining)} partitions")
 
-        await self._retrying("ListOffsets", attempt, timeout_ms)
+        await self._retrying(what, attempt, timeout_ms)
         for tp in wanted:
             if tp in failed:
                 raise failed[tp]

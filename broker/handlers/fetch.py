@@ -244,7 +244,8 @@ def _follower_fetch(ctx: RequestContext, follower: int, fc: _Context, keys: list
         if fc.previous_use_ms >= 0 and p.read_ms < fc.previous_use_ms:
             partition.state.on_follower_idle_fetch(follower, fc.previous_use_ms,
                                                    session.replica_epoch)
-        broker.replicas.on_follower_fetch(partition, follower, p.fetch_offset, broker_epoch)
+        broker.replicas.on_follower_fetch(partition, follower, p.fetch_offset, broker_epoch,
+                                          p.log_start_offset)
         if follower not in partition.isr:
             fc.rejoining.add(key)
 

@@ -430,6 +430,8 @@ class ReplicaFetcher:
             if p.state.on_follower_high_watermark(answer["high_watermark"], p.log_end_offset) \
                     or records:
                 self.broker.notify_data_arrived(p.topic, p.index)
+            if p.follow_log_start_offset(answer["log_start_offset"]):
+                self._sync(s)  # the leader hears of it at the next fetch (DeleteRecords)
         elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
             leader_start = answer["log_start_offset"]
             if 0 <= p.log_end_offset < leader_start:

@@ -119,13 +119,13 @@ class ReplicaManager:
     # -- the leader side of a follower's fetch ---------------------------------------------
 
     def on_follower_fetch(self, partition: Partition, replica_id: int, fetch_offset: int,
-                          broker_epoch: int) -> bool:
+                          broker_epoch: int, log_start_offset: int = -1) -> bool:
         """False when `replica_id` holds no replica of this partition."""
         update = partition.follower_fetch(replica_id, fetch_offset, self.broker.now_ms(),
-                                          broker_epoch)
+                                          broker_epoch, log_start_offset)
         if update is None:
             return False
-        if update.high_watermark_changed:
+        if update.high_watermark_changed or update.log_start_changed:
             self.broker.notify_data_arrived(partition.topic, partition.index,
                                             high_watermark_only=True)
         if update.expand is not None:

@@ -71,6 +71,7 @@ class ReplicaProgress:
     last_fetch_ms: int = 0
     last_fetch_leader_leo: int = UNKNOWN_OFFSET
     broker_epoch: int = -1  # from the fetch's ReplicaState (v15+); -1 when not sent
+    log_start_offset: int = UNKNOWN_OFFSET  # the follower's own, from its fetches
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +90,7 @@ class FetchUpdate:
     """What a follower's fetch changed at the leader."""
     high_watermark_changed: bool
     expand: PendingIsrChange | None = None
+    log_start_changed: bool = False  # the follower's log start moved (DeleteRecords waits)
 
 
 @dataclass
@@ -216,7 +218,8 @@ class PartitionState:
     # -- followers -------------------------------------------------------------------------
 
     def on_follower_fetch(self, replica_id: int, fetch_offset: int, log_end_offset: int,
-                          now_ms: int, broker_epoch: int = -1) -> FetchUpdate | None:
+                          now_ms: int, broker_epoch: int = -1,
+                          log_start_offset: int = UNKNOWN_OFFSET) -> FetchUpdate | None:
         """A fetch from follower `replica_id` at `fetch_offset`, the leader's LEO being
         `log_end_offset`. None when that broker is not a replica of this partition."""
         progress = self.followers.get(replica_id)
@@ -233,8 +236,20 @@ class PartitionState:
         progress.last_fetch_ms = now_ms
         if broker_epoch >= 0:
             progress.broker_epoch = broker_epoch
+        start_changed = log_start_offset > progress.log_start_offset
+        if start_changed:
+            progress.log_start_offset = log_start_offset
         expand = self.maybe_expand(replica_id)
-        return FetchUpdate(self.maybe_increment_high_watermark(log_end_offset), expand)
+        return FetchUpdate(self.maybe_increment_high_watermark(log_end_offset), expand,
+                           start_changed)
+
+    def low_watermark(self, log_start_offset: int) -> int:
+        """The least log start offset of the in-sync replicas, this leader's being
+        `log_start_offset` (Kafka's lowWatermarkIfLeader): what DeleteRecords answers once
+        it reaches the offset asked. A follower not heard from counts as -1."""
+        followers = [self.followers[r].log_start_offset if r in self.followers
+                     else UNKNOWN_OFFSET for r in self.isr if r != self.node_id]
+        return min([log_start_offset, *followers])
 
     def on_follower_idle_fetch(self, replica_id: int, fetch_ms: int,
                                broker_epoch: int = -1) -> None:
