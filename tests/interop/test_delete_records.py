@@ -14,7 +14,6 @@ import pytest
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import OffsetOutOfRangeError
-from kafka.admin import NewTopic
 
 from tests.interop.librdkafka import create_topic, produce
 from tests.interop.kafkapython import consume_all
