@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import trio
-
 from broker.server import _metrics_events
 from client.connection import BrokerConnection, background_nursery
 from protocol import messages as m
@@ -91,18 +89,20 @@ def _states(inproc) -> list[dict]:
     return inproc.events(type="share_partition_state")
 
 
-async def _next_state(inproc, seen: int) -> dict:
-    """The first share_partition_state event after the `seen` ones: the next sample."""
-    await wait_for(lambda: len(_states(inproc)) > seen, 2 * INTERVAL_MS / 1000,
-                   "the next share_partition_state event")
-    return _states(inproc)[seen]
+async def next_sample(inproc) -> None:
+    """Until the broker's next `metrics` event, and the share partitions' events written
+    with it."""
+    samples = len(inproc.events(type="metrics"))
+    await wait_for(lambda: len(inproc.events(type="metrics")) > samples,
+                   2 * INTERVAL_MS / 1000, "the next metrics event")
 
 
 async def share_scenario(data_dir: Path, check=None) -> None:
     """Two members of share group GROUP read TOPIC-0 (10 records): m1 accepts 0-3,
     releases 4-5, rejects 6 and falls silent on 7-9, whose locks expire; m2 gets 4-5 and
     7-9 again (their second delivery, the limit), accepts 7-9 and leaves holding 4-5, which
-    are archived. `check(inproc, step)` is called after each step."""
+    are archived. After each step the broker samples (its next `metrics` event), then
+    `check(inproc, step)` is called, if given."""
     async with in_process_broker(data_dir, **OVERRIDES) as inproc, \
             background_nursery() as nursery:
         # the broker's periodic `metrics` events, as broker.server runs them
@@ -126,27 +126,30 @@ async def share_scenario(data_dir: Path, check=None) -> None:
             return bool(inproc.broker.shares.holders)
         await wait_for(loaded, 10, "the share partition to load")
         await inproc.produce(TOPIC, [(0, b"r%d" % i) for i in range(10)])
-        check and await check(inproc, "loaded")
+
+        async def step(name: str) -> None:
+            await next_sample(inproc)
+            if check is not None:
+                await check(inproc, name)
+        await step("loaded")
 
         assert await m1.fetch() == [(0, 9, 1)]
-        check and await check(inproc, "acquired")
+        await step("acquired")
         await m1.acknowledge((0, 3, ACCEPT), (4, 5, RELEASE), (6, 6, REJECT))
-        check and await check(inproc, "acknowledged")
+        await step("acknowledged")
 
         await m2.heartbeat()
         await wait_for(lambda: inproc.events(type="share_lock_expired"), 2 * LOCK_MS / 1000,
                        "m1's locks to expire")  # m1 silent on 7-9
         assert await m2.fetch() == [(4, 5, 2), (7, 9, 2)]
         await m2.acknowledge((7, 9, ACCEPT))
-        check and await check(inproc, "redelivered")
+        await step("redelivered")
 
         m2.epoch = -1
         await m2.fetch(max_records=0)  # ends its session: 4-5 go back, at the limit
         await m2.heartbeat(leave=True)
         await m1.heartbeat(leave=True)
-        check and await check(inproc, "left")
-        # the last sample with the final figures, as a running broker's log has it
-        await trio.sleep(2 * INTERVAL_MS / 1000)
+        await step("left")
         for conn in (m1.conn, m2.conn):
             await conn.close()
 
@@ -156,12 +159,11 @@ async def test_the_state_is_sampled_with_the_metrics_and_only_when_it_changed(
     seen: dict[str, dict] = {}
 
     async def check(inproc, step):
-        count = len(_states(inproc))
-        seen[step] = await _next_state(inproc, count)
-        # the sample after it is only written if something changed: none here
-        await trio.sleep(3 * INTERVAL_MS / 1000)
-        assert len(_states(inproc)) == count + 1, step
-        assert len(inproc.events(type="metrics")) > count + 1
+        states = _states(inproc)
+        seen[step] = states[-1]
+        # the next sample writes none: nothing changed
+        await next_sample(inproc)
+        assert len(_states(inproc)) == len(states), step
 
     await share_scenario(tmp_path / "broker", check)
     figures = {step: (e["start_offset"], e["end_offset"], e["in_flight"],
