@@ -746,13 +746,16 @@ class Broker:
     # -- housekeeping -----------------------------------------------------------------------
 
     def emit_metrics(self) -> None:
-        """A `metrics` event: the figures the Prometheus endpoint serves (broker.metrics)."""
+        """A `metrics` event: the figures the Prometheus endpoint serves (broker.metrics);
+        and, sampled at the same times, the share partitions' `share_partition_state`
+        events (broker.share.manager)."""
         try:
             values = figures(self)
         except Exception:  # noqa: BLE001  a bug of ours must not cost the shutdown's events
             log.exception("could not compute the metrics event")
-            return
-        self.events.emit("metrics", **values)
+        else:
+            self.events.emit("metrics", **values)
+        self.shares.emit_state()
 
     def apply_retention(self) -> None:
         for topic, index in self.logs.apply_retention(self.now_ms()):

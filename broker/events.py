@@ -143,6 +143,17 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
     "share_records_archived": {"group_id": "string", "topic": "string", "partition": "long",
                                "member_id": "string", "first_offset": "long",
                                "last_offset": "long", "reason": "string"},
+    # a share partition's figures, written by its leader with each `metrics` event (every
+    # events.metrics.interval.ms and at shutdown) when they changed since its last one:
+    # SPSO and SPEO, the records in flight between them by state, and the totals since the
+    # share partition was loaded (a new leader, or a reload, starts them at 0 again) of
+    # records acquired and of those redelivered (acquired with a delivery count above 1)
+    "share_partition_state": {"group_id": "string", "topic": "string", "partition": "long",
+                              "start_offset": "long", "end_offset": "long",
+                              "in_flight": "long", "available_records": "long",
+                              "acquired_records": "long", "acknowledged_records": "long",
+                              "archived_records": "long", "acquisitions": "long",
+                              "redeliveries": "long"},
     # replication: leader_change is written by the active controller's node as each
     # committed PartitionChangeRecord moves a leadership; isr_change by the partition's
     # leader when the controller commits its AlterPartition; log_truncation by a follower

@@ -20,7 +20,10 @@ and the next request loads it again from what was written; the records acquired 
 are delivered again, which at-least-once delivery allows.
 
 Locks expire on a timer task (`run`), which also writes the archived records of the
-delivery limit. Long-polling fetches wait through `wait_for_records`: an append, a lock
+delivery limit. `emit_state` writes a `share_partition_state` event for each share partition
+whose figures changed since its last one; the broker calls it with its `metrics` event
+(every events.metrics.interval.ms and at shutdown), so a busy share partition costs one
+event per interval, never one per request. Long-polling fetches wait through `wait_for_records`: an append, a lock
 that expired or a record released wakes them.
 """
 
@@ -56,6 +59,8 @@ class Holder:
     state_epoch: int
     state: SharePartition
     lock: trio.Lock = field(default_factory=trio.Lock)
+    # the figures of the last share_partition_state event, which is written only on change
+    reported: tuple[int, ...] | None = None
 
 
 class SharePartitionManager:
@@ -224,11 +229,7 @@ class SharePartitionManager:
             error = held.state.acknowledge(member_id, batches, self.broker.now_ms())
             if error != E.NONE:
                 return error
-            for first, last, reason in held.state.last_archived:
-                self.broker.events.emit(
-                    "share_records_archived", group_id=held.key.group_id, topic=held.topic,
-                    partition=held.partition, member_id=member_id, first_offset=first,
-                    last_offset=last, reason=reason)
+            self._archived(held, member_id)
             error = await self.persist(held)
             self._records_released(held)
             return error
@@ -253,11 +254,42 @@ class SharePartitionManager:
                 continue
             async with held.lock:
                 if held.state.release_member(member_id, self.broker.now_ms()):
+                    self._archived(held, member_id)
                     await self.persist(held)
                     self._records_released(held)
 
+    def _archived(self, held: Holder, member_id: str) -> None:
+        for first, last, reason in held.state.last_archived:
+            self.broker.events.emit(
+                "share_records_archived", group_id=held.key.group_id, topic=held.topic,
+                partition=held.partition, member_id=member_id, first_offset=first,
+                last_offset=last, reason=reason)
+
     def _records_released(self, held: Holder) -> None:
         self.broker.notify_data_arrived(held.topic, held.partition)
+
+    # -- state events ---------------------------------------------------------------------------
+
+    def emit_state(self) -> None:
+        """A `share_partition_state` event per share partition held here whose figures
+        changed since its last one (an idle share partition writes none)."""
+        for held in list(self.holders.values()):
+            sp = held.state
+            counts = sp.state_counts()
+            figures = (sp.start_offset, sp.end_offset, counts["available"],
+                       counts["acquired"], counts["acknowledged"], counts["archived"],
+                       sp.acquisitions, sp.redeliveries)
+            if figures == held.reported:
+                continue
+            held.reported = figures
+            self.broker.events.emit(
+                "share_partition_state", group_id=held.key.group_id, topic=held.topic,
+                partition=held.partition, start_offset=sp.start_offset,
+                end_offset=sp.end_offset, in_flight=sp.in_flight_count(),
+                available_records=counts["available"], acquired_records=counts["acquired"],
+                acknowledged_records=counts["acknowledged"],
+                archived_records=counts["archived"], acquisitions=sp.acquisitions,
+                redeliveries=sp.redeliveries)
 
     # -- lock expiry ----------------------------------------------------------------------------
 

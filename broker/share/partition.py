@@ -30,6 +30,10 @@ state, delivery count, holder and lock deadline are one `_Run`, split only where
 names part of one and joined again when neighbours agree. A consumer that takes and
 accepts whole fetches keeps a handful of runs however many records are in flight.
 
+`state_counts` (in-flight records by state) and the totals `acquisitions` and
+`redeliveries` (records acquired since the share partition was made, and those among them
+delivered before) are what the leader's `share_partition_state` events report.
+
 Also here: `share_partition_config`, the settings one share group's partitions run with,
 and (re-exported from broker.share.offset_reset) `parse_auto_offset_reset`.
 """
@@ -53,6 +57,8 @@ E = ErrorCode
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4  # Kafka's RecordState ids
 GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3  # AcknowledgeType
 _DONE = (ACKNOWLEDGED, ARCHIVED)
+_STATE_NAMES = {AVAILABLE: "available", ACQUIRED: "acquired", ACKNOWLEDGED: "acknowledged",
+                ARCHIVED: "archived"}
 _TYPES = frozenset((GAP, ACCEPT, RELEASE, REJECT))
 
 # Kafka 4.1's defaults for group.share.record.lock.duration.ms, group.share.delivery.count.limit
@@ -155,8 +161,13 @@ class SharePartition:
         self.start_offset = start_offset
         self.end_offset = start_offset
         self._runs: list[_Run] = []  # sorted, contiguous, exactly covering [start, end)
-        # what the last acknowledgement archived: (first, last, why), for the events
+        # what the last acknowledgement or member release archived: (first, last, why), for
+        # the events
         self.last_archived: list[tuple[int, int, str]] = []
+        # records acquired since this share partition was made (loaded), and those of them
+        # delivered before (delivery count > 1): the share_partition_state events' totals
+        self.acquisitions = 0
+        self.redeliveries = 0
 
     @classmethod
     def initial(cls, config: SharePartitionConfig, start_offset: int) -> SharePartition:
@@ -197,6 +208,14 @@ class SharePartition:
 
     def acquired_count(self) -> int:
         return sum(r.size() for r in self._runs if r.state == ACQUIRED)
+
+    def state_counts(self) -> dict[str, int]:
+        """In-flight records by state: available, acquired, acknowledged, archived (the
+        last two only until SPSO moves past them)."""
+        counts = dict.fromkeys(_STATE_NAMES.values(), 0)
+        for r in self._runs:
+            counts[_STATE_NAMES[r.state]] += r.size()
+        return counts
 
     def acquired_by(self, member_id: str) -> int:
         return sum(r.size() for r in self._runs
@@ -258,6 +277,10 @@ class SharePartition:
                 break  # stopped inside the batch: at max_records or the cap
         self._merge(0, touched)  # runs past `touched` were only appended, joined as they came
         self._advance()
+        for first, last, count in taken:
+            self.acquisitions += last - first + 1
+            if count > 1:
+                self.redeliveries += last - first + 1
         return [Acquired(first, last, count) for first, last, count in _joined(taken)]
 
     def _add_gap(self, before: int, cap: int) -> bool:
@@ -341,8 +364,12 @@ class SharePartition:
         return self._give_back(lambda r: r.deadline <= now_ms)
 
     def release_member(self, member_id: str, now_ms: int) -> bool:
-        """A member gone (session closed, left the group): its records go back."""
-        return bool(self._give_back(lambda r: r.member == member_id))
+        """A member gone (session closed, left the group): its records go back, those at
+        the delivery limit archived (in `last_archived`)."""
+        gone = self._give_back(lambda r: r.member == member_id)
+        self.last_archived = [(e.first_offset, e.last_offset, "delivery count limit")
+                              for e in gone if e.archived]
+        return bool(gone)
 
     def _give_back(self, which) -> list[Expired]:
         limit = self.config.delivery_count_limit

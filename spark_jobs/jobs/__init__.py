@@ -21,7 +21,7 @@ __all__ = ["EXTRA_JOBS", "JOBS", "Context", "JobResult", "frame", "load_job", "l
 
 # Order matters only for the report: the lag job first, it answers "is anyone behind?".
 JOBS = ("lag", "rebalances", "throughput", "latency", "isr", "auth", "metrics",
-        "transactions")
+        "transactions", "share_groups")
 # Jobs over inputs other than a data directory, run when those are given: `chaos` charts
 # `minibroker chaos` histories (--chaos).
 EXTRA_JOBS = ("chaos",)

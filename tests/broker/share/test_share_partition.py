@@ -368,3 +368,32 @@ def test_share_partition_config_takes_the_broker_settings_and_the_groups_own():
     broken = {"share.record.lock.duration.ms": "soon", "share.auto.offset.reset": "never"}
     assert share_partition_config(_Broker(settings, broken), "g") \
         == SharePartitionConfig(15_000, 3, 500)
+
+
+def test_state_counts_and_the_acquisition_totals_follow_each_record():
+    p = sp()
+    p.acquire("a", 0, [(0, 5)], 100)
+    assert p.acknowledge("a", [(1, 1, [ACCEPT]), (2, 2, [RELEASE]), (3, 3, [REJECT])],
+                         0) == E.NONE
+    # 0 still held keeps SPSO at 0: what is done stays in flight behind it
+    assert p.state_counts() == {"available": 1, "acquired": 3, "acknowledged": 1,
+                                "archived": 1}
+    assert (p.acquisitions, p.redeliveries) == (6, 0)
+    assert p.acquire("b", 0, [(2, 7)], 100) == [Acquired(2, 2, 2), Acquired(6, 7, 1)]
+    assert (p.acquisitions, p.redeliveries) == (9, 1)
+    p.expire_locks(CONFIG.record_lock_duration_ms)  # every lock: a's and b's
+    assert p.state_counts() == {"available": 6, "acquired": 0, "acknowledged": 1,
+                                "archived": 1}
+    assert sum(p.state_counts().values()) == p.in_flight_count() == 8
+
+
+def test_a_member_gone_at_the_delivery_limit_archives_and_says_so():
+    p = sp()
+    for _ in range(CONFIG.delivery_count_limit - 1):
+        p.acquire("a", 0, [(0, 1)], 10)
+        p.acknowledge("a", [(0, 1, [RELEASE])], 0)
+    p.acquire("a", 0, [(0, 3)], 10)  # 0-1 at the limit now, 2-3 first delivered
+    assert p.release_member("a", 0) is True
+    assert p.last_archived == [(0, 1, "delivery count limit")]
+    assert (p.start_offset, p.next_fetch_offset()) == (2, 2)
+    assert p.release_member("a", 0) is False and p.last_archived == []

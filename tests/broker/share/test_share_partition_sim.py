@@ -49,6 +49,8 @@ class Sim:
         self.accepted: set[int] = set()
         self.archived: set[int] = set()  # rejected or GAP-acknowledged
         self.last_spso = 0
+        # records acquired, and redelivered, since the share partition was made (loaded)
+        self.acquisitions = self.redeliveries = 0
 
     def fail(self, why: str) -> None:
         raise Violation(f"seed {self.seed}: {why}")
@@ -79,6 +81,7 @@ class Sim:
     def failover(self) -> None:
         self.p = self.cls.from_persisted(self.config, *self.p.persisted_state())
         self.holder.clear()  # a lock does not outlive its leader
+        self.acquisitions = self.redeliveries = 0  # the new leader's totals start again
         for m in self.members:
             self.believed[m].clear()
 
@@ -98,6 +101,8 @@ class Sim:
                 if not self.data(o) or o < self.log_start:
                     self.fail(f"{o}, not in the log, delivered")
                 self.deliveries[o] = self.deliveries.get(o, 0) + 1
+                self.acquisitions += 1
+                self.redeliveries += self.deliveries[o] > 1
                 if a.delivery_count != self.deliveries[o]:
                     self.fail(f"{o} delivery {self.deliveries[o]} counted {a.delivery_count}")
                 if a.delivery_count > self.config.delivery_count_limit:
@@ -194,6 +199,13 @@ class Sim:
             self.fail(f"{p.in_flight_count()} in flight")
         if p.acquired_count() != len(self.holder):
             self.fail(f"{p.acquired_count()} acquired, the model holds {len(self.holder)}")
+        counts = p.state_counts()
+        if (counts["acquired"], sum(counts.values())) != (len(self.holder),
+                                                         p.in_flight_count()):
+            self.fail(f"state counts {counts}, {p.in_flight_count()} in flight")
+        if (p.acquisitions, p.redeliveries) != (self.acquisitions, self.redeliveries):
+            self.fail(f"{p.acquisitions} acquisitions, {p.redeliveries} redeliveries: the "
+                      f"model counts {self.acquisitions}, {self.redeliveries}")
         for m in self.members:
             if p.acquired_by(m) != sum(1 for h, _ in self.holder.values() if h == m):
                 self.fail(f"{m} holds {p.acquired_by(m)}, not what the model says")
