@@ -87,11 +87,14 @@ async def test_release_redelivers_at_once_and_reject_never(share_broker):
     topic, group = prepare(share_broker.bootstrap, 10)
     deliveries: Counter = Counter()
     counts: dict[int, list[int]] = {}
+    released_at: list[float] = []
 
     def ack(c, r):
         n = int(r.value)
         deliveries[n] += 1
         counts.setdefault(n, []).append(r.delivery_count)
+        if n == 3:
+            released_at.append(trio.current_time())
         if n == 3 and deliveries[n] == 1:
             c.acknowledge(r, RELEASE)
         elif n == 5:
@@ -106,6 +109,8 @@ async def test_release_redelivers_at_once_and_reject_never(share_broker):
         await poll_for([c], 2, ack)  # nothing more: everything accepted or archived
     assert deliveries[3] == 2 and deliveries[5] == 1
     assert counts[3] == [1, 2]
+    # at once: well within the record lock duration (3 s), which would also bring it back
+    assert released_at[1] - released_at[0] < 1.5
     assert all(deliveries[n] == 1 for n in range(10) if n != 3)
 
 
