@@ -125,7 +125,10 @@ class ShareConsumer:
             finally:
                 body = self.member.leave()
                 if body is not None:
-                    await self._coordinator_request(body, LEAVE_TIMEOUT_MS)
+                    try:
+                        await self._coordinator_request(body, LEAVE_TIMEOUT_MS)
+                    except KafkaError as e:  # the coordinator expires the member instead
+                        log.warning("share group %s: leaving: %s", self.config.group_id, e)
         if budget.cancelled_caught:
             log.warning("share group %s: close did not finish within %d ms; abandoned",
                         self.config.group_id, self.config.close_timeout_ms)

@@ -144,7 +144,13 @@ class ShareFetcher:
             return
         wanted = set(assignment)
         self.cluster.add_topics({tp.topic for tp in wanted})
-        metadata = await self.cluster.maybe_refresh()
+        try:
+            metadata = await self.cluster.maybe_refresh()
+        except KafkaError as e:  # no broker answered: the poll waits and tries again
+            if not e.retriable:
+                raise
+            log.info("ShareFetch: metadata refresh failed: %s", e)
+            return
         by_node: dict[int, list[TopicPartition]] = {}
         for tp in wanted:
             node = metadata.leader_for(tp.topic, tp.partition)
@@ -184,6 +190,8 @@ class ShareFetcher:
         if not leader.session.is_open:
             self._void(leader.acks, "the share session was not open")
             leader.acks = {}
+            if not wanted:
+                return  # nothing to fetch there, nothing left to acknowledge
         acks, leader.acks = leader.acks, {}
         plan = leader.session.plan(wanted, acks)
         ids = self.cluster.metadata.topic_id
