@@ -16,6 +16,7 @@ from client.consumer.share_consumer import AcknowledgeType, ShareConsumer, Share
 from client.producer import Producer, RecordMetadata
 from client.types import ConsumerGroupMetadata, OffsetAndTimestamp, TopicPartition
 
-__all__ = ["AcknowledgeType", "AdminClient", "Consumer", "ConsumerGroupMetadata", "ConsumerRebalanceListener",
-           "ConsumerRecord", "NewTopic", "OffsetAndTimestamp", "Producer", "RecordMetadata",
-           "ShareConsumer", "ShareConsumerRecord", "TopicPartition", "errors"]
+__all__ = ["AcknowledgeType", "AdminClient", "Consumer", "ConsumerGroupMetadata",
+           "ConsumerRebalanceListener", "ConsumerRecord", "NewTopic", "OffsetAndTimestamp",
+           "Producer", "RecordMetadata", "ShareConsumer", "ShareConsumerRecord",
+           "TopicPartition", "errors"]
