@@ -2,6 +2,7 @@
 
 Owns (docs/ARCHITECTURE.md §1): assignors/ (pure partition assignors, present
 now), then membership (the pure member state machine), coordinator, fetcher and the
-consumer itself. This package imports nothing at load time so that importing the pure
+consumer itself; and the KIP-932 share consumer: share_state and share_membership (pure),
+share_fetcher and share_consumer. This package imports nothing at load time so that importing the pure
 assignors never pulls in trio or sockets.
 """

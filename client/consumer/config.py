@@ -27,7 +27,7 @@ from client.config import (
     str_field,
 )
 
-__all__ = ["ConsumerConfig", "ASSIGNORS"]
+__all__ = ["ConsumerConfig", "ShareConsumerConfig", "ASSIGNORS"]
 
 ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
 
@@ -91,3 +91,31 @@ class ConsumerConfig(ClientConfig):
 
 
 register_config("consumer")(ConsumerConfig)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShareConsumerConfig(ClientConfig):
+    """KafkaShareConsumer settings (KIP-932), registered as config kind "share_consumer".
+
+    share_acknowledgement_mode: "implicit" accepts every record a poll returned at the
+    next poll, commit or close; "explicit" wants acknowledge() for each of them first.
+    heartbeat_interval_ms is the first interval only: the broker's answers set the next.
+    max_poll_records bounds a poll and each ShareFetch (MaxRecords, BatchSize)."""
+
+    group_id: str = str_field("")
+    share_acknowledgement_mode: str = choice_field("implicit", ["implicit", "explicit"])
+    fetch_min_bytes: int = int_field(1)
+    fetch_max_wait_ms: int = int_field(500)
+    fetch_max_bytes: int = int_field(52428800, low=1)
+    max_poll_records: int = int_field(500, low=1)
+    heartbeat_interval_ms: int = int_field(5000, low=1)
+    default_api_timeout_ms: int = int_field(60000)
+    close_timeout_ms: int = int_field(30000)
+    client_rack: str = str_field("")
+    key_deserializer: Callable[[bytes], Any] | None = callable_field()
+    value_deserializer: Callable[[bytes], Any] | None = callable_field()
+
+    _client_id_prefix = "share-consumer"
+
+
+register_config("share_consumer")(ShareConsumerConfig)

@@ -1,0 +1,66 @@
+"""Our client's ShareConsumer across a kill -9 of the share coordinator's broker in a
+three-node cluster, as tests/cluster/test_share_groups_failover.py does it with librdkafka's:
+what was accepted before is never delivered again, what was released is delivered to the
+group afterwards."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import trio
+
+from broker.share_coordinator.state import SharePartitionKey
+from client import AcknowledgeType, ShareConsumer
+from harness.raw import call
+from protocol import messages as m
+from tests.cluster.harness import FAST, coordinator_of
+from tests.cluster.test_replication import create
+from tests.cluster.test_share_groups_failover import SHARE_KEY, _topic_id
+from tests.interop.librdkafka import produce
+from tests.interop.test_share_groups_librdkafka import start_earliest
+from tests.util import unique, wait_until
+
+
+async def test_accepted_records_survive_the_share_coordinators_kill(make_cluster):
+    cluster = make_cluster(overrides={**FAST, "group.share.min.record.lock.duration.ms": 1000,
+                                      "group.share.record.lock.duration.ms": 5000})
+    topic, group = unique("share-failover"), unique("workers")
+    create(cluster, topic, 1, min_isr=1)
+    start_earliest(cluster.bootstrap, group)
+    produce(cluster.bootstrap, topic, [(None, str(i).encode(), None) for i in range(20)])
+    accepted: list = []
+    async with ShareConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group,
+                             share_acknowledgement_mode="explicit") as c:
+        with trio.fail_after(60):
+            while len(accepted) < 10:
+                for r in await c.poll(timeout_ms=500):
+                    if int(r.value) < 10:
+                        c.acknowledge(r, AcknowledgeType.ACCEPT)
+                        accepted.append(r.value)
+                    else:
+                        c.acknowledge(r, AcknowledgeType.RELEASE)
+                results = await c.commit()
+                assert all(e is None for e in results.values()), results
+
+    key = SharePartitionKey(group, _topic_id(cluster, topic), 0).coordinator_key()
+    coordinator = coordinator_of(cluster, key, SHARE_KEY)
+    cluster.kill(coordinator)
+
+    def moved() -> bool:
+        body = call(cluster.running()[0].port, m.FIND_COORDINATOR, 3,
+                    {"key": key, "key_type": SHARE_KEY})
+        return body["error_code"] == 0 and body["node_id"] != coordinator
+    wait_until(moved, 30, interval_s=0.1, message="a new share coordinator")
+
+    again: Counter = Counter()
+    bootstrap = ",".join(n.bootstrap for n in cluster.running())
+    async with ShareConsumer(topic, bootstrap_servers=bootstrap, group_id=group) as c:
+        with trio.fail_after(90):
+            while len(again) < 10:
+                again.update(r.value for r in await c.poll(timeout_ms=500))
+        with trio.move_on_after(1.5):
+            while True:
+                again.update(r.value for r in await c.poll(timeout_ms=200))
+    assert sorted(accepted) == sorted(str(i).encode() for i in range(10))
+    assert set(again) == {str(i).encode() for i in range(10, 20)}, \
+        "an accepted record was delivered again, or a released one was lost"
