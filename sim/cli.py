@@ -2,7 +2,7 @@
 line per failing seed.
 
     minibroker sim [--seeds 1-200] [--nodes 3] [--duration-s 30] [--faults kill,pause,...]
-        [--producers 2] [--consumers 2] [--rate 20] [--workload classic|kip848]
+        [--producers 2] [--consumers 2] [--rate 20] [--workload classic|kip848|txn|share]
         [--plant BUG] [--trace SEED]
         [--json FILE] [--stop-at-first] [--jobs N]
 
@@ -63,11 +63,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--producers", type=int, default=2)
     parser.add_argument("--consumers", type=int, default=2)
     parser.add_argument("--rate", type=int, default=20, help="sends a second per producer")
-    parser.add_argument("--workload", default="classic", choices=["classic", "kip848", "txn"],
+    parser.add_argument("--workload", default="classic",
+                        choices=["classic", "kip848", "txn", "share"],
                         help="the consumers' group protocol: classic (JoinGroup, "
                              "roundrobin) or kip848 (ConsumerGroupHeartbeat); txn adds two "
                              "transactional copiers (consume-transform-produce, exactly "
-                             "once) and Jepsen's transactional checkers")
+                             "once) and Jepsen's transactional checkers; share adds two "
+                             "members of a share group (KIP-932) and its checkers")
     parser.add_argument("--plant", choices=sorted(planted.BUGS), default=None,
                         help="switch on a planted bug the checkers must catch")
     parser.add_argument("--trace", type=int, default=None, metavar="SEED",
@@ -88,7 +90,8 @@ def options_of(args: argparse.Namespace) -> Options:
                    faults=faults,
                    producers=args.producers, consumers=args.consumers, rate=args.rate,
                    group_protocol="consumer" if args.workload == "kip848" else "classic",
-                   copiers=2 if args.workload == "txn" else 0)
+                   copiers=2 if args.workload == "txn" else 0,
+                   share_members=2 if args.workload == "share" else 0)
 
 
 def replay_command(seed: int, args: argparse.Namespace) -> str:

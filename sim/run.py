@@ -37,8 +37,11 @@ import trio
 from broker.coordinator.offsets import partition_of
 from broker.coordinator.group_runtime import OFFSETS_TOPIC
 from client import AdminClient, Consumer, NewTopic, TopicPartition
+from client.admin import AlterConfigOp, ConfigResource
 from harness.chaos import checker
 from harness.chaos.history import OK, History
+from harness.chaos.share_workload import (Progress, ShareMember, check_share, share_group_of,
+                                          unfinished)
 from harness.chaos.txn_checker import check_final
 from harness.chaos.txn_workload import TxnCopier, final_txn_read, sink_of, txn_group_of
 from harness.chaos.workload import Counters, Observer, OurGroupConsumer, OurProducer, Settings
@@ -56,6 +59,7 @@ GROUP = "sim-group"
 SETTLE_S = 90.0  # after healing: the cluster whole within this
 CATCH_UP_S = 60.0  # then, the producers stopped: the group committed up to every HW
 FINAL_READ_S = 60.0
+SHARE_DELIVERY_LIMIT = 5  # group.share.delivery.count.limit, the nodes' default
 
 
 @dataclass
@@ -69,6 +73,7 @@ class Options:
     rate: int = 20  # sends a second, per producer
     group_protocol: str = "classic"  # the consumers': or "consumer" (KIP-848)
     copiers: int = 0  # consume-transform-produce copiers, exactly once (transactions)
+    share_members: int = 0  # members of a share group reading the topic too (KIP-932)
 
 
 @dataclass
@@ -137,14 +142,17 @@ async def _workload(seed: int, options: Options, outcome: Outcome, rng: Any) -> 
         await world.as_client("admin", _create_topic, world, TOPIC)
         if options.copiers:
             await world.as_client("admin", _create_topic, world, sink_of(TOPIC))
+        if options.share_members:
+            await world.as_client("admin", _share_from_earliest, world, share_group_of(GROUP))
         heal_at = trio.current_time() + options.duration_s
         faults = schedule(fault_rng(seed), options.nodes, options.faults,
                           trio.current_time() + options.quiet_s, heal_at)
         counters = [Counters() for _ in range(options.producers + options.consumers
-                                              + options.copiers)]
+                                              + options.copiers + options.share_members)]
         producers_stop, consumers_stop = trio.Event(), trio.Event()
         nemesis = Nemesis(world, history)
         behind: dict[int, tuple[int, int]] = {}
+        share_progress = Progress()
         async with trio.open_nursery() as clients:
             async with trio.open_nursery() as producing:
                 for i in range(options.producers):
@@ -161,6 +169,12 @@ async def _workload(seed: int, options: Options, outcome: Outcome, rng: Any) -> 
                                        counters[options.producers + options.consumers + i],
                                        random.Random(f"copier-{seed}-{i}"))
                     clients.start_soon(world.as_client, copier.name, copier.run,
+                                       consumers_stop)
+                for i in range(options.share_members):
+                    member = ShareMember(f"share-{i}", settings, history, counters[
+                        options.producers + options.consumers + options.copiers + i],
+                        share_progress)
+                    clients.start_soon(world.as_client, member.name, member.run,
                                        consumers_stop)
                 observer = Observer(settings, history, counters, lambda: None,
                                     isr_blocks=False)
@@ -180,6 +194,10 @@ async def _workload(seed: int, options: Options, outcome: Outcome, rng: Any) -> 
                     behind = await world.as_client("checker", _caught_up, world,
                                                    trio.current_time() + CATCH_UP_S,
                                                    txn_group_of(GROUP))
+                if options.share_members:
+                    await world.as_client("checker", _share_caught_up, world, history,
+                                          events, share_progress,
+                                          trio.current_time() + CATCH_UP_S)
             consumers_stop.set()
         if not whole:
             outcome.violations["not-whole"] = [f"{SETTLE_S:g} s after healing: "
@@ -212,6 +230,10 @@ async def _workload(seed: int, options: Options, outcome: Outcome, rng: Any) -> 
     if options.copiers:
         for name, found in check_final(history.ops).items():
             outcome.violations[name] = found
+    if options.share_members:
+        for name, found in check_share(history.ops, _archived(events),
+                                       SHARE_DELIVERY_LIMIT).items():
+            outcome.violations[name] = found
     for name, found in invariants.violations.items():
         outcome.violations.setdefault(name, []).extend(found)
     outcome.history = history.ops
@@ -220,6 +242,48 @@ async def _workload(seed: int, options: Options, outcome: Outcome, rng: Any) -> 
     for item in (*history.ops, *events):
         digest.update(json.dumps(item, sort_keys=True, default=str).encode())
     outcome.trace_hash = digest.hexdigest()
+
+
+async def _share_from_earliest(world: World, group: str) -> None:
+    """The share group reads the topic from its start (share.auto.offset.reset), so that
+    every acknowledged send is the group's to accept."""
+    while True:
+        try:
+            async with AdminClient(bootstrap_servers=world.bootstrap) as admin:
+                await admin.incremental_alter_configs({ConfigResource("group", group): [
+                    AlterConfigOp("share.auto.offset.reset", "earliest")]})
+            return
+        except Exception:  # noqa: BLE001  a controller still being elected: ask again
+            await trio.sleep(1)
+
+
+def _archived(events: list[dict[str, Any]]) -> set[tuple[int, int]]:
+    """The records the delivery limit archived, as the leaders' events said."""
+    return {(e["partition"], o) for e in events if e["type"] == "share_records_archived"
+            for o in range(e["first_offset"], e["last_offset"] + 1)}
+
+
+async def _share_caught_up(world: World, history: History, events: list[dict[str, Any]],
+                           progress: Progress, deadline: float) -> None:
+    """Give the share members until `deadline` to be done with every acknowledged send,
+    then record the group's start offsets (a `share_offsets` op, which check_share reads).
+    The start offsets are asked after each accept and each second of simulated time (a
+    record archived, or an accept written whose answer was lost, ends no accept)."""
+    starts: dict[int, int] = {}
+    async with AdminClient(bootstrap_servers=world.bootstrap) as admin:
+        while trio.current_time() < deadline:
+            try:
+                found = await admin.list_share_group_offsets(share_group_of(GROUP),
+                                                              timeout_ms=5000)
+                starts = {tp.partition: o for tp, o in found.items() if o is not None}
+            except Exception:  # noqa: BLE001  a coordinator moving: ask again
+                pass
+            if not unfinished(history.ops, _archived(events), starts):
+                break
+            with trio.move_on_after(1.0):
+                await progress.wait()
+    history.record("checker", OK, "share_offsets",
+                   {"offsets": {str(p): o for p, o in sorted(starts.items())}})
 
 
 def node_overrides(seed: int, options: Options) -> dict[str, str]:

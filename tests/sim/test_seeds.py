@@ -24,7 +24,8 @@ def explain(o: Outcome) -> str:
              f"`minibroker sim --seeds {o.seed} --nodes {o.options.nodes} "
              f"--duration-s {o.options.duration_s:g}"
              + (f" --quiet-s {o.options.quiet_s:g}" if o.options.quiet_s != 5.0 else "")
-             + (" --workload kip848" if o.options.group_protocol == "consumer" else "") + "`"]
+             + (" --workload kip848" if o.options.group_protocol == "consumer" else "")
+             + (" --workload share" if o.options.share_members else "") + "`"]
     lines += [f"  {name}: {found[:3]}" for name, found in sorted(o.violations.items())]
     return "\n".join(lines)
 
