@@ -169,7 +169,7 @@ bench-transactions: venv
 
 # bench/share_groups.py: issue 26's figures, share consumers on one partition (docs/BENCHMARKS.md
 # "Share groups"); BENCH_SHARE_GROUPS_ARGS=--runs 1 for a quick one
-BENCH_SHARE_GROUPS_ARGS ?=
+BENCH_SHARE_GROUPS_ARGS ?= --client both
 bench-share-groups: venv
 	$(VENV)/bin/minibroker bench share-groups $(BENCH_SHARE_GROUPS_ARGS)
 
