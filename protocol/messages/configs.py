@@ -42,23 +42,20 @@ DescribeConfigsResponse = Message(
     ])
 
 
-IncrementalAlterConfigsRequest = Message(
-    "IncrementalAlterConfigsRequest", api_key=44, valid="0-1", flexible="1+", fields=[
+def _alter_request(name: str, api_key: int, valid: str, flexible: str,
+                   config_fields: list[F]) -> Message:
+    return Message(name, api_key=api_key, valid=valid, flexible=flexible, fields=[
         F("resources", [
             F("resource_type", "int8"),
             F("resource_name", "string"),
-            F("configs", [
-                F("name", "string"),
-                # 0 set, 1 delete, 2 append, 3 subtract (Kafka's AlterConfigOp.OpType)
-                F("config_operation", "int8"),
-                F("value", "string", nullable="0+"),
-            ]),
+            F("configs", [F("name", "string"), *config_fields]),
         ]),
         F("validate_only", "bool"),
     ])
 
-IncrementalAlterConfigsResponse = Message(
-    "IncrementalAlterConfigsResponse", api_key=44, valid="0-1", flexible="1+", fields=[
+
+def _alter_response(name: str, api_key: int, valid: str, flexible: str) -> Message:
+    return Message(name, api_key=api_key, valid=valid, flexible=flexible, fields=[
         F("throttle_time_ms", "int32"),
         F("responses", [
             F("error_code", "int16"),
@@ -68,26 +65,17 @@ IncrementalAlterConfigsResponse = Message(
         ]),
     ])
 
-AlterConfigsRequest = Message(
-    "AlterConfigsRequest", api_key=33, valid="0-2", flexible="2+", fields=[
-        F("resources", [
-            F("resource_type", "int8"),
-            F("resource_name", "string"),
-            F("configs", [
-                F("name", "string"),
-                F("value", "string", nullable="0+"),
-            ]),
-        ]),
-        F("validate_only", "bool"),
-    ])
 
-AlterConfigsResponse = Message(
-    "AlterConfigsResponse", api_key=33, valid="0-2", flexible="2+", fields=[
-        F("throttle_time_ms", "int32"),
-        F("responses", [
-            F("error_code", "int16"),
-            F("error_message", "string", nullable="0+"),
-            F("resource_type", "int8"),
-            F("resource_name", "string"),
-        ]),
+IncrementalAlterConfigsRequest = _alter_request(
+    "IncrementalAlterConfigsRequest", 44, "0-1", "1+", [
+        # 0 set, 1 delete, 2 append, 3 subtract (Kafka's AlterConfigOp.OpType)
+        F("config_operation", "int8"),
+        F("value", "string", nullable="0+"),
     ])
+IncrementalAlterConfigsResponse = _alter_response("IncrementalAlterConfigsResponse", 44,
+                                                  "0-1", "1+")
+
+AlterConfigsRequest = _alter_request("AlterConfigsRequest", 33, "0-2", "2+", [
+    F("value", "string", nullable="0+"),
+])
+AlterConfigsResponse = _alter_response("AlterConfigsResponse", 33, "0-2", "2+")

@@ -9,16 +9,13 @@ from collections import Counter
 
 import trio
 
-from broker.share_coordinator.state import SharePartitionKey
 from client import AcknowledgeType, ShareConsumer
-from harness.raw import call
-from protocol import messages as m
-from tests.cluster.harness import FAST, coordinator_of
+from tests.cluster.harness import FAST
 from tests.cluster.test_replication import create
-from tests.cluster.test_share_groups_failover import SHARE_KEY, _topic_id
+from tests.cluster.test_share_groups_failover import kill_share_coordinator
 from tests.interop.librdkafka import produce
 from tests.interop.test_share_groups_librdkafka import start_earliest
-from tests.util import unique, wait_until
+from tests.util import unique
 
 
 async def test_accepted_records_survive_the_share_coordinators_kill(make_cluster):
@@ -42,15 +39,7 @@ async def test_accepted_records_survive_the_share_coordinators_kill(make_cluster
                 results = await c.commit()
                 assert all(e is None for e in results.values()), results
 
-    key = SharePartitionKey(group, _topic_id(cluster, topic), 0).coordinator_key()
-    coordinator = coordinator_of(cluster, key, SHARE_KEY)
-    cluster.kill(coordinator)
-
-    def moved() -> bool:
-        body = call(cluster.running()[0].port, m.FIND_COORDINATOR, 3,
-                    {"key": key, "key_type": SHARE_KEY})
-        return body["error_code"] == 0 and body["node_id"] != coordinator
-    wait_until(moved, 30, interval_s=0.1, message="a new share coordinator")
+    kill_share_coordinator(cluster, group, topic)
 
     again: Counter = Counter()
     bootstrap = ",".join(n.bootstrap for n in cluster.running())

@@ -34,6 +34,20 @@ def _topic_id(cluster, topic: str):
     return body.topics[0].topic_id
 
 
+def kill_share_coordinator(cluster, group: str, topic: str) -> None:
+    """kill -9 the broker whose share coordinator holds the group's state of partition 0,
+    and wait until another one is named for it."""
+    key = SharePartitionKey(group, _topic_id(cluster, topic), 0).coordinator_key()
+    coordinator = coordinator_of(cluster, key, SHARE_KEY)
+    cluster.kill(coordinator)
+
+    def moved() -> bool:
+        body = call(cluster.running()[0].port, m.FIND_COORDINATOR, 3,
+                    {"key": key, "key_type": SHARE_KEY})
+        return body["error_code"] == 0 and body["node_id"] != coordinator
+    wait_until(moved, 30, interval_s=0.1, message="a new share coordinator")
+
+
 def test_acknowledged_records_survive_the_share_coordinators_kill(make_cluster):
     cluster = make_cluster(overrides={**FAST, "group.share.min.record.lock.duration.ms": 1000,
                                       "group.share.record.lock.duration.ms": 5000})
@@ -61,15 +75,7 @@ def test_acknowledged_records_survive_the_share_coordinators_kill(make_cluster):
     finally:
         c.close()
 
-    key = SharePartitionKey(group, _topic_id(cluster, topic), 0).coordinator_key()
-    coordinator = coordinator_of(cluster, key, SHARE_KEY)
-    cluster.kill(coordinator)
-
-    def moved() -> bool:
-        body = call(cluster.running()[0].port, m.FIND_COORDINATOR, 3,
-                    {"key": key, "key_type": SHARE_KEY})
-        return body["error_code"] == 0 and body["node_id"] != coordinator
-    wait_until(moved, 30, interval_s=0.1, message="a new share coordinator")
+    kill_share_coordinator(cluster, group, topic)
 
     again: Counter = Counter()
     c = ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
