@@ -76,9 +76,9 @@ from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
     ALTER_SHARE_GROUP_OFFSETS, ALTER_USER_SCRAM_CREDENTIALS, CONSUMER_GROUP_DESCRIBE, CREATE_ACLS,
     CREATE_PARTITIONS, CREATE_TOPICS, DELETE_ACLS, DELETE_GROUPS, DELETE_RECORDS,
-    DELETE_SHARE_GROUP_OFFSETS,
-    DELETE_TOPICS, DESCRIBE_ACLS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, DESCRIBE_GROUPS,
-    DESCRIBE_PRODUCERS, DESCRIBE_QUORUM, DESCRIBE_SHARE_GROUP_OFFSETS, DESCRIBE_TRANSACTIONS,
+    DELETE_SHARE_GROUP_OFFSETS, DELETE_TOPICS, DESCRIBE_ACLS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS,
+    DESCRIBE_GROUPS, DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS, DESCRIBE_QUORUM,
+    DESCRIBE_SHARE_GROUP_OFFSETS, DESCRIBE_TRANSACTIONS,
     DESCRIBE_USER_SCRAM_CREDENTIALS, INCREMENTAL_ALTER_CONFIGS, LIST_GROUPS, LIST_OFFSETS,
     LIST_TRANSACTIONS, OFFSET_COMMIT, OFFSET_DELETE, SHARE_GROUP_DESCRIBE, WRITE_TXN_MARKERS,
 )
@@ -150,6 +150,29 @@ class TopicDescription:
     topic_id: uuid.UUID | None
     is_internal: bool
     partitions: tuple[PartitionInfo, ...]
+
+
+@dataclass(frozen=True)
+class ReplicaInfo:
+    """One replica in a log directory (Kafka's ReplicaInfo): its size in bytes, how far
+    its log end is behind the high watermark, and whether it is a future replica (one
+    being moved between directories)."""
+
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True)
+class LogDirDescription:
+    """One log directory of a broker (Kafka's LogDirDescription): `error` None when it is
+    online; total and usable bytes -1 when the broker does not say."""
+
+    path: str
+    error: KafkaError | None
+    replicas: dict[TopicPartition, ReplicaInfo]
+    total_bytes: int = -1
+    usable_bytes: int = -1
 
 
 @dataclass(frozen=True)
@@ -1037,6 +1060,43 @@ class AdminClient:
                               for b in body.brokers), key=lambda n: n.node_id)))
 
         return await self._retrying("DescribeCluster", attempt, timeout_ms)
+
+    async def describe_log_dirs(self, broker_ids: Iterable[int] | None = None,
+                                partitions: Iterable[TopicPartition] | None = None, *,
+                                timeout_ms: int | None = None
+                                ) -> dict[int, list[LogDirDescription]]:
+        """Each broker's log directories and the replicas in them (DescribeLogDirs to each
+        broker: every broker of the cluster, or `broker_ids`; every replica, or those of
+        `partitions`)."""
+        metadata = await self._retrying("Metadata", self.cluster.maybe_refresh, timeout_ms)
+        wanted = sorted(metadata.brokers) if broker_ids is None else list(broker_ids)
+        topics: dict[str, list[int]] | None = None
+        if partitions is not None:
+            topics = {}
+            for tp in partitions:
+                topics.setdefault(tp[0], []).append(tp[1])
+        out: dict[int, list[LogDirDescription]] = {}
+        for node_id in wanted:
+            async def attempt(node_id: int = node_id) -> list[LogDirDescription]:
+                conn = await self.pool.get(node_id)
+                resp = await conn.request(DESCRIBE_LOG_DIRS, {"topics": None if topics is None
+                                                              else [{"topic": t, "partitions": ps}
+                                                                    for t, ps in topics.items()]})
+                code = ErrorCode.of(resp.body.get("error_code", 0))
+                if code is not ErrorCode.NONE:
+                    raise for_code(code, f"DescribeLogDirs on broker {node_id}")
+                return [LogDirDescription(
+                    r.log_dir,
+                    None if r.error_code == 0 else for_code(r.error_code, r.log_dir),
+                    {TopicPartition(t.name, p.partition_index):
+                     ReplicaInfo(p.partition_size, p.offset_lag, p.is_future_key)
+                     for t in r.topics for p in t.partitions},
+                    r.get("total_bytes", -1), r.get("usable_bytes", -1))
+                    for r in resp.body.results]
+
+            out[node_id] = await self._retrying(f"DescribeLogDirs({node_id})", attempt,
+                                                timeout_ms)
+        return out
 
     async def describe_quorum(self, *, timeout_ms: int | None = None) -> QuorumInfo:
         """The metadata quorum (KIP-595) as its leader sees it, from DescribeQuorum."""
