@@ -4,7 +4,7 @@ Owns argument parsing and dispatch to the subcommands: `serve` (one broker in th
 foreground, broker.main), `bench` (benchmarks, bench.cli), `analyze` (the Spark analysis,
 tools.analyze), `chaos` (the fault harness, bench.chaos.cli), `sim` (the whole-cluster
 simulation, sim.cli), `dump-log` (tools.dump_log), `delete-records` (tools.delete_records),
-`log-dirs` (tools.log_dirs),
+`log-dirs` (tools.log_dirs), `reassign-partitions` (tools.reassign_partitions),
 `acls` (tools.acls), `groups` (tools.groups), `share-groups` (tools.share_groups), `topics`
 (tools.topics), `configs` (tools.configs), `transactions` (tools.transactions), `cluster` and `metadata-quorum`
 (tools.cluster), `produce` and `consume` (console producer and consumer on the client
@@ -49,13 +49,16 @@ def build_parser() -> argparse.ArgumentParser:
         passthrough.set_defaults(func=lambda a, run=run: run(a.rest))
 
     from tools import (acls, cluster, configs, consume, delete_records, dump_log, groups,
-                       log_dirs, produce, share_groups, topics, transactions, users)
+                       log_dirs, produce, reassign_partitions, share_groups, topics,
+                       transactions, users)
     for name, tool, description in (
             ("acls", acls, "add, remove and list ACLs (kafka-acls)"),
             ("delete-records", delete_records, "delete records below given offsets "
                                                "(kafka-delete-records)"),
             ("dump-log", dump_log, "print the batches and records of log segments"),
             ("log-dirs", log_dirs, "describe the brokers' log directories (kafka-log-dirs)"),
+            ("reassign-partitions", reassign_partitions, "move partitions' replicas between "
+                                                         "brokers (kafka-reassign-partitions)"),
             ("groups", groups, "list, describe, reset and delete consumer groups "
                                "(kafka-consumer-groups)"),
             ("share-groups", share_groups, "list, describe, reset and delete share groups "

@@ -74,13 +74,14 @@ from client.types import Node, TopicPartition
 from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
-    ALTER_SHARE_GROUP_OFFSETS, ALTER_USER_SCRAM_CREDENTIALS, CONSUMER_GROUP_DESCRIBE, CREATE_ACLS,
-    CREATE_PARTITIONS, CREATE_TOPICS, DELETE_ACLS, DELETE_GROUPS, DELETE_RECORDS,
-    DELETE_SHARE_GROUP_OFFSETS, DELETE_TOPICS, DESCRIBE_ACLS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS,
-    DESCRIBE_GROUPS, DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS, DESCRIBE_QUORUM,
-    DESCRIBE_SHARE_GROUP_OFFSETS, DESCRIBE_TRANSACTIONS,
+    ALTER_PARTITION_REASSIGNMENTS, ALTER_SHARE_GROUP_OFFSETS, ALTER_USER_SCRAM_CREDENTIALS,
+    CONSUMER_GROUP_DESCRIBE, CREATE_ACLS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_ACLS,
+    DELETE_GROUPS, DELETE_RECORDS, DELETE_SHARE_GROUP_OFFSETS, DELETE_TOPICS, DESCRIBE_ACLS,
+    DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, DESCRIBE_GROUPS, DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS,
+    DESCRIBE_QUORUM, DESCRIBE_SHARE_GROUP_OFFSETS, DESCRIBE_TRANSACTIONS,
     DESCRIBE_USER_SCRAM_CREDENTIALS, INCREMENTAL_ALTER_CONFIGS, LIST_GROUPS, LIST_OFFSETS,
-    LIST_TRANSACTIONS, OFFSET_COMMIT, OFFSET_DELETE, SHARE_GROUP_DESCRIBE, WRITE_TXN_MARKERS,
+    LIST_PARTITION_REASSIGNMENTS, LIST_TRANSACTIONS, OFFSET_COMMIT, OFFSET_DELETE,
+    SHARE_GROUP_DESCRIBE, WRITE_TXN_MARKERS,
 )
 from protocol.primitives import ZERO_UUID
 from protocol.sasl import SCRAM_BY_ID, SCRAM_MECHANISMS
@@ -1060,6 +1061,66 @@ class AdminClient:
                               for b in body.brokers), key=lambda n: n.node_id)))
 
         return await self._retrying("DescribeCluster", attempt, timeout_ms)
+
+    async def alter_partition_reassignments(
+            self, reassignments: Mapping[TopicPartition, Sequence[int] | None], *,
+            timeout_ms: int | None = None) -> dict[TopicPartition, KafkaError | None]:
+        """Move partitions' replicas to new brokers, or (None) cancel a move in progress
+        (AlterPartitionReassignments, KIP-455). Each partition's outcome: None when the
+        controller took it (the move runs on; list_partition_reassignments follows it)."""
+        topics: dict[str, list[dict]] = {}
+        for tp, replicas in reassignments.items():
+            topics.setdefault(tp[0], []).append({
+                "partition_index": tp[1],
+                "replicas": None if replicas is None else list(replicas)})
+
+        async def attempt() -> dict[TopicPartition, KafkaError | None]:
+            conn = await self.pool.least_loaded()
+            resp = await conn.request(ALTER_PARTITION_REASSIGNMENTS, {
+                "timeout_ms": self._op_timeout(timeout_ms),
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+            code = ErrorCode.of(resp.body.error_code)
+            if code is not ErrorCode.NONE:
+                raise for_code(code, resp.body.error_message or "AlterPartitionReassignments")
+            out: dict[TopicPartition, KafkaError | None] = {}
+            for t in resp.body.responses:
+                for p in t.partitions:
+                    code = ErrorCode.of(p.error_code)
+                    error = (None if code is ErrorCode.NONE else for_code(
+                        code, p.error_message or f"{t.name}-{p.partition_index}"))
+                    if error is not None and _should_retry(error):
+                        raise error
+                    out[TopicPartition(t.name, p.partition_index)] = error
+            return out
+
+        return await self._retrying("AlterPartitionReassignments", attempt, timeout_ms)
+
+    async def list_partition_reassignments(
+            self, partitions: Iterable[TopicPartition] | None = None, *,
+            timeout_ms: int | None = None
+            ) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
+        """The moves in progress (ListPartitionReassignments): each partition's replicas,
+        adding replicas and removing replicas; of `partitions`, or every one."""
+        topics: dict[str, list[int]] | None = None
+        if partitions is not None:
+            topics = {}
+            for tp in partitions:
+                topics.setdefault(tp[0], []).append(tp[1])
+
+        async def attempt() -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
+            conn = await self.pool.least_loaded()
+            resp = await conn.request(LIST_PARTITION_REASSIGNMENTS, {
+                "timeout_ms": self._op_timeout(timeout_ms),
+                "topics": None if topics is None else [
+                    {"name": t, "partition_indexes": ps} for t, ps in topics.items()]})
+            code = ErrorCode.of(resp.body.error_code)
+            if code is not ErrorCode.NONE:
+                raise for_code(code, resp.body.error_message or "ListPartitionReassignments")
+            return {TopicPartition(t.name, p.partition_index):
+                    (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
+                    for t in resp.body.topics for p in t.partitions}
+
+        return await self._retrying("ListPartitionReassignments", attempt, timeout_ms)
 
     async def describe_log_dirs(self, broker_ids: Iterable[int] | None = None,
                                 partitions: Iterable[TopicPartition] | None = None, *,

@@ -19,6 +19,7 @@ from protocol.errors import ErrorCode
 
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 INCREMENTAL_ALTER_CONFIGS, ELECT_LEADERS = 44, 43
+ALTER_PARTITION_REASSIGNMENTS = 45
 BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER = 62, 63, 64
 ALLOCATE_PRODUCER_IDS = 67
 ALTER_PARTITION = 56
@@ -27,6 +28,7 @@ ALTER_USER_SCRAM_CREDENTIALS = 51
 
 ADMIN_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS,
                         INCREMENTAL_ALTER_CONFIGS, ELECT_LEADERS, CREATE_ACLS, DELETE_ACLS,
+                        ALTER_PARTITION_REASSIGNMENTS,
                         ALTER_USER_SCRAM_CREDENTIALS})
 BROKER_APIS = frozenset({BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER,
                          ALLOCATE_PRODUCER_IDS, ALTER_PARTITION})
@@ -43,6 +45,8 @@ def _operation(api_key: int, body: Any, *, own_broker: bool = False):
         return lambda c, now, _off: c.incremental_alter_configs(body, now)
     if api_key == ELECT_LEADERS:
         return lambda c, now, _off: c.elect_leaders(body, now)
+    if api_key == ALTER_PARTITION_REASSIGNMENTS:
+        return lambda c, now, _off: c.alter_partition_reassignments(body, now)
     if api_key == CREATE_ACLS:
         return lambda c, now, _off: c.create_acls(body, now)
     if api_key == DELETE_ACLS:

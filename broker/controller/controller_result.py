@@ -90,6 +90,10 @@ class Batch:
             body["leader"] = change.leader
         if change.replicas is not None:
             body["replicas"] = list(change.replicas)
+        if change.adding_replicas is not None:
+            body["adding_replicas"] = list(change.adding_replicas)
+        if change.removing_replicas is not None:
+            body["removing_replicas"] = list(change.removing_replicas)
         if change.leader_recovery_state != -1:
             body["leader_recovery_state"] = change.leader_recovery_state
         if change.elr is not None:

@@ -111,6 +111,9 @@ class PartitionRegistration:
     leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
     elr: tuple[int, ...] = ()  # eligible leader replicas (KIP-966)
     last_known_elr: tuple[int, ...] = ()  # the last leader, while the ISR is empty
+    # a reassignment in progress (KIP-455): replicas joining, and leaving once they have
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
     @classmethod
     def for_new_partition(cls, replicas: Sequence[int],
@@ -139,6 +142,10 @@ class PartitionRegistration:
             changed = replace(changed, last_known_elr=record.last_known_elr)
         if record.replicas is not None:
             changed = replace(changed, replicas=record.replicas)
+        if record.adding_replicas is not None:
+            changed = replace(changed, adding_replicas=record.adding_replicas)
+        if record.removing_replicas is not None:
+            changed = replace(changed, removing_replicas=record.removing_replicas)
         if record.leader != NO_LEADER_CHANGE:
             changed = replace(changed, leader=record.leader,
                               leader_epoch=self.leader_epoch + 1)

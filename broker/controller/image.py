@@ -249,7 +249,9 @@ class MetadataImage:
                 leader_epoch=body.leader_epoch, partition_epoch=body.partition_epoch,
                 leader_recovery_state=LeaderRecoveryState(body.leader_recovery_state),
                 elr=tuple(body.get("eligible_leader_replicas") or ()),
-                last_known_elr=tuple(body.get("last_known_elr") or ()))
+                last_known_elr=tuple(body.get("last_known_elr") or ()),
+                adding_replicas=tuple(body.get("adding_replicas") or ()),
+                removing_replicas=tuple(body.get("removing_replicas") or ()))
             return
         current = working.get(body.partition_id)
         if current is None:

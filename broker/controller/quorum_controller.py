@@ -215,6 +215,10 @@ class QuorumController:
         del now_ms
         return self.replication.elect_leaders(self.image, body)
 
+    def alter_partition_reassignments(self, body: Any, now_ms: int) -> ControllerResult:
+        del now_ms
+        return self.replication.alter_partition_reassignments(self.image, body)
+
     def alter_partition(self, body: Any, now_ms: int) -> ControllerResult:
         del now_ms
         return self.replication.alter_partition(self.image, body)

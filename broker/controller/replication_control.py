@@ -35,7 +35,7 @@ from dataclasses import replace
 from typing import Any
 
 from broker.config import ConfigError, validate_topic_configs
-from broker.controller import election
+from broker.controller import election, reassignment
 from broker.controller.controller_result import Batch, ControllerResult, Record, error, get
 from broker.controller.election import (
     NO_LEADER, NO_LEADER_CHANGE, LeaderRecoveryState, PartitionRegistration,
@@ -477,9 +477,17 @@ class ReplicationControlManager:
                 topic_id=topic_id, partition_id=p.partition_index),
                 leader_recovery_state=int(recovery))
         batch.change(change)
-        if change is not None and change.leader not in (NO_LEADER_CHANGE, broker_id):
+        # a reassignment's new replicas all in sync now: it completes in the same entry
+        reassignment.maybe_complete(batch, topic_id, p.partition_index, self._min_isr)
+        now = batch.image.topics_by_id[topic_id].partitions.get(p.partition_index)
+        if now is not None and now.leader != broker_id:
             return ErrorCode.NEW_LEADER_ELECTED
         return ErrorCode.NONE
+
+    def alter_partition_reassignments(self, image: MetadataImage,
+                                      body: Any) -> ControllerResult:
+        """AlterPartitionReassignments (KIP-455): broker.controller.reassignment."""
+        return reassignment.alter_partition_reassignments(Batch(image), body, self._min_isr)
 
     # --- a broker's changes of state (its own records are ClusterControlManager's) -------
 

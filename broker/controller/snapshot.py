@@ -57,7 +57,8 @@ def image_records(image: MetadataImage) -> Iterator[tuple[int, int, dict]]:
                 "replicas": list(p.replicas), "isr": list(p.isr), "leader": p.leader,
                 "leader_recovery_state": int(p.leader_recovery_state),
                 "leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch,
-                "directories": [],
+                "directories": [], "adding_replicas": list(p.adding_replicas),
+                "removing_replicas": list(p.removing_replicas),
                 # tagged fields, left out when empty (null reads back as empty)
                 "eligible_leader_replicas": list(p.elr) or None,
                 "last_known_elr": list(p.last_known_elr) or None}

@@ -23,8 +23,8 @@ from construct import Container
 
 from protocol.messages import (
     api_versions, cluster, configs, consumer_group, delete_records, fetch, group, leader_epoch,
-    list_offsets, log_dirs, metadata, offsets, produce, producer_id, quorum, security, share,
-    share_group, share_offsets, share_state, telemetry, topics, transactions,
+    list_offsets, log_dirs, metadata, offsets, produce, producer_id, quorum, reassignment,
+    security, share, share_group, share_offsets, share_state, telemetry, topics, transactions,
 )
 from protocol.schema import Message
 
@@ -73,6 +73,10 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(cluster.DescribeClusterRequest, cluster.DescribeClusterResponse),
     _api(quorum.DescribeQuorumRequest, quorum.DescribeQuorumResponse),
     _api(delete_records.DeleteRecordsRequest, delete_records.DeleteRecordsResponse),
+    _api(reassignment.AlterPartitionReassignmentsRequest,
+         reassignment.AlterPartitionReassignmentsResponse),
+    _api(reassignment.ListPartitionReassignmentsRequest,
+         reassignment.ListPartitionReassignmentsResponse),
     _api(log_dirs.DescribeLogDirsRequest, log_dirs.DescribeLogDirsResponse),
     _api(configs.AlterConfigsRequest, configs.AlterConfigsResponse),
     _api(configs.IncrementalAlterConfigsRequest, configs.IncrementalAlterConfigsResponse),
@@ -156,6 +160,8 @@ INIT_PRODUCER_ID = _key(producer_id.InitProducerIdRequest)
 OFFSET_FOR_LEADER_EPOCH = _key(leader_epoch.OffsetForLeaderEpochRequest)
 DESCRIBE_CONFIGS = _key(configs.DescribeConfigsRequest)
 DELETE_RECORDS = _key(delete_records.DeleteRecordsRequest)
+ALTER_PARTITION_REASSIGNMENTS = _key(reassignment.AlterPartitionReassignmentsRequest)
+LIST_PARTITION_REASSIGNMENTS = _key(reassignment.ListPartitionReassignmentsRequest)
 DESCRIBE_LOG_DIRS = _key(log_dirs.DescribeLogDirsRequest)
 ALTER_CONFIGS = _key(configs.AlterConfigsRequest)
 INCREMENTAL_ALTER_CONFIGS = _key(configs.IncrementalAlterConfigsRequest)

@@ -1,0 +1,93 @@
+"""Partition reassignment (KIP-455) on three nodes with kafka-python's admin client: a
+partition of one replica moves to the two other brokers while a producer writes to it with
+acks=all; the reassignment lists its adding and removing replicas while it runs and
+nothing once done; every acknowledged record is read back from the new replicas, and the
+broker it left no longer holds the replica. Bad requests answer Kafka's codes and change
+nothing."""
+
+from __future__ import annotations
+
+import pytest
+from kafka import KafkaAdminClient
+from kafka import TopicPartition as KTopicPartition
+from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProgressError
+
+from tests.cluster import confluent
+from tests.interop.kafkapython import consume_all
+from tests.interop.librdkafka import create_topic, produce
+from tests.util import unique
+
+pytestmark = pytest.mark.interop
+
+
+def test_a_partition_moves_to_other_brokers_under_writes(cluster):
+    topic = unique("reassign")
+    create_topic(cluster.bootstrap, topic, 1)  # one replica
+    before = confluent.partitions(cluster.bootstrap, topic)[0]
+    [old] = before.replicas
+    target = sorted(b for b in (0, 1, 2) if b != old)
+    sent = produce(cluster.bootstrap, topic, [(None, str(i).encode(), None) for i in range(50)],
+                   acks="all")
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    tp = KTopicPartition(topic, 0)
+    try:
+        assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
+        sent += produce(cluster.bootstrap, topic,
+                        [(None, str(i).encode(), None) for i in range(50, 100)], acks="all")
+
+        def moved():
+            p = confluent.partitions(cluster.bootstrap, topic)[0]
+            done = sorted(p.replicas) == target and not admin.list_partition_reassignments()
+            return p if done and p.leader in target else None
+        after = cluster.wait_for(moved, 60, "the reassignment did not complete")
+        assert sorted(after.isrs) == target
+        # bad requests: refused one by one, nothing changed
+        refused = admin.alter_partition_reassignments({tp: [target[0], target[0]]})
+        assert refused[tp] is InvalidReplicationAssignmentError
+        assert admin.alter_partition_reassignments({tp: [99]})[tp] is InvalidReplicationAssignmentError
+        assert admin.alter_partition_reassignments({tp: None})[tp] is NoReassignmentInProgressError
+        assert sorted(confluent.partitions(cluster.bootstrap, topic)[0].replicas) == target
+    finally:
+        admin.close()
+    got = consume_all(cluster.bootstrap, topic, 1, len(sent))
+    assert sorted(int(m.value) for m in got) == list(range(100))
+    cluster.wait_for(lambda: not (cluster.node(old).data_dir / f"{topic}-0").exists() or None,
+                     30, "the old replica's log was not removed")
+
+
+def test_the_tool_generates_executes_verifies_and_cancels(cluster, tmp_path):
+    import json
+    import subprocess
+    import sys
+    topic = unique("reassign-tool")
+    create_topic(cluster.bootstrap, topic, 2)  # one replica each
+
+    def tool(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "cli", "reassign-partitions", *args,
+                               "--bootstrap-server", cluster.bootstrap],
+                              capture_output=True, text=True, timeout=60)
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"version": 1, "topics": [{"topic": topic}]}))
+    generated = tool("--generate", "--topics-to-move-json-file", str(topics),
+                     "--broker-list", "1,2")
+    assert generated.returncode == 0, generated.stderr
+    proposed = json.loads(generated.stdout.splitlines()[-1])
+    assert {(p["partition"], tuple(p["replicas"])) for p in proposed["partitions"]} == \
+        {(0, (1,)), (1, (2,))}
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(proposed))
+    done = tool("--execute", "--reassignment-json-file", str(plan))
+    assert done.returncode == 0, done.stderr
+    assert f"Successfully started partition reassignment for {topic}-0" in done.stdout
+    cluster.wait_for(lambda: tool("--verify", "--reassignment-json-file",
+                                  str(plan)).returncode == 0 or None, 60, "not completed")
+    assert {i: p.replicas for i, p in confluent.partitions(cluster.bootstrap, topic).items()} \
+        == {0: [1], 1: [2]}
+    cancelled = tool("--cancel", "--reassignment-json-file", str(plan))
+    assert cancelled.returncode == 1 and "NoReassignmentInProgress" in cancelled.stderr, \
+        cancelled.stderr
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [7]}]}))
+    refused = tool("--execute", "--reassignment-json-file", str(plan))
+    assert refused.returncode == 1 and "InvalidReplicaAssignment" in refused.stderr, \
+        refused.stderr

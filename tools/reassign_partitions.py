@@ -1,0 +1,192 @@
+"""`minibroker reassign-partitions`: move partitions' replicas between brokers (KIP-455), in
+the manner of Kafka's kafka-reassign-partitions.sh and with its JSON files, on the client
+library's AdminClient.
+
+    minibroker reassign-partitions --bootstrap-server H:P --generate \\
+        --topics-to-move-json-file topics.json --broker-list 3,4
+    minibroker reassign-partitions --bootstrap-server H:P --execute \\
+        --reassignment-json-file plan.json
+    minibroker reassign-partitions --bootstrap-server H:P --verify --reassignment-json-file plan.json
+    minibroker reassign-partitions --bootstrap-server H:P --cancel --reassignment-json-file plan.json
+
+- `--generate` reads `{"topics": [{"topic": "t"}], "version": 1}` and prints the current
+  assignment and a proposed one spreading each partition's replicas (same count) over the
+  brokers of --broker-list, round-robin from a partition-dependent start, as Kafka's tool
+  proposes without racks. Nothing is changed.
+- `--execute` reads `{"version": 1, "partitions": [{"topic": "t", "partition": 0,
+  "replicas": [3, 4]}]}` ("log_dirs" is accepted and must be "any": one directory per
+  broker), prints the current assignment (to save for a rollback) and starts the moves
+  (AlterPartitionReassignments).
+- `--verify` says for each partition of the file whether its move is done (its replicas
+  are the file's, no move in progress) or still in progress; exit 1 while any runs.
+- `--cancel` cancels the moves of the file's partitions (back to the replicas before).
+
+Exit status 0; 1 with one line on stderr for a file it cannot use, a partition refused
+(INVALID_REPLICA_ASSIGNMENT for an unknown broker or a repeated one, and so on) or a
+cluster it cannot reach.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from client.admin import AdminClient
+from client.types import TopicPartition
+from tools.admin_session import ToolError, open_admin, run_admin_tool
+
+DEFAULT_TIMEOUT_MS = 30_000
+PROG = "minibroker reassign-partitions"
+
+
+def _load(path: str) -> Any:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except OSError as e:
+        raise ToolError(f"cannot read {path}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise ToolError(f"{path} is not JSON: {e}") from None
+
+
+def parse_plan(doc: Any) -> dict[TopicPartition, list[int]]:
+    """A reassignment file -> {partition: replicas}; ToolError says what is wrong."""
+    entries = doc.get("partitions") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise ToolError('the reassignment file needs a non-empty "partitions" list')
+    out: dict[TopicPartition, list[int]] = {}
+    for e in entries:
+        replicas = e.get("replicas") if isinstance(e, dict) else None
+        if (not isinstance(e, dict) or not isinstance(e.get("topic"), str)
+                or not isinstance(e.get("partition"), int) or not isinstance(replicas, list)
+                or not all(isinstance(r, int) for r in replicas)):
+            raise ToolError(f'each partition needs "topic", "partition" and "replicas": {e}')
+        dirs = e.get("log_dirs")
+        if dirs is not None and any(d != "any" for d in dirs):
+            raise ToolError("log_dirs other than \"any\" need several log directories per "
+                            "broker, which minibroker does not have")
+        tp = TopicPartition(e["topic"], e["partition"])
+        if tp in out:
+            raise ToolError(f"partition {tp.topic}-{tp.partition} is listed twice")
+        out[tp] = replicas
+    return out
+
+
+def plan_json(assignment: dict[TopicPartition, list[int]]) -> str:
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": tp.topic, "partition": tp.partition, "replicas": list(r),
+         "log_dirs": ["any"] * len(r)} for tp, r in sorted(assignment.items())]},
+        separators=(",", ":"))
+
+
+def propose(current: dict[TopicPartition, list[int]], brokers: list[int]
+            ) -> dict[TopicPartition, list[int]]:
+    """Each partition's replicas (as many as now) over `brokers`, round-robin from a start
+    that moves with the partition, so leaders spread too."""
+    if not brokers:
+        raise ToolError("--broker-list names no broker")
+    out = {}
+    for tp, replicas in sorted(current.items()):
+        count = len(replicas)
+        if count > len(brokers):
+            raise ToolError(f"{tp.topic}-{tp.partition} has {count} replicas, more than the "
+                            f"{len(brokers)} brokers of --broker-list")
+        start = tp.partition % len(brokers)
+        out[tp] = [brokers[(start + i) % len(brokers)] for i in range(count)]
+    return out
+
+
+async def _current(admin: AdminClient, topics: list[str]) -> dict[TopicPartition, list[int]]:
+    described = await admin.describe_topics(topics)
+    return {TopicPartition(t, p.partition): list(p.replicas)
+            for t, d in described.items() for p in d.partitions}
+
+
+def add_arguments(parser) -> None:
+    parser.description = "Move partitions' replicas between brokers (kafka-reassign-partitions)."
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    action = parser.add_mutually_exclusive_group(required=True)
+    for name in ("generate", "execute", "verify", "cancel"):
+        action.add_argument(f"--{name}", action="store_true")
+    parser.add_argument("--topics-to-move-json-file", metavar="FILE")
+    parser.add_argument("--broker-list", metavar="0,1,2")
+    parser.add_argument("--reassignment-json-file", metavar="FILE")
+    parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_MS, metavar="MS")
+
+
+async def _run(args: Any, out: TextIO) -> None:
+    async with open_admin(args.bootstrap_server, timeout_ms=args.timeout,
+                          client_id="minibroker-reassign-partitions") as admin:
+        if args.generate:
+            current = await _current(admin, args.topics)
+            proposed = propose(current, args.brokers)
+            out.write(f"Current partition replica assignment\n{plan_json(current)}\n\n"
+                      f"Proposed partition reassignment configuration\n{plan_json(proposed)}\n")
+            return
+        plan: dict[TopicPartition, list[int]] = args.plan
+        if args.verify:
+            ongoing = await admin.list_partition_reassignments(list(plan))
+            current = await _current(admin, sorted({tp.topic for tp in plan}))
+            out.write("Status of partition reassignment:\n")
+            running = False
+            for tp, replicas in sorted(plan.items()):
+                done = tp not in ongoing and current.get(tp) == replicas
+                running = running or not done
+                out.write(f"Reassignment of partition {tp.topic}-{tp.partition} is "
+                          f"{'completed' if done else 'still in progress'}.\n")
+            if running:
+                raise ToolError("some reassignments are still in progress")
+            return
+        if args.execute:
+            current = await _current(admin, sorted({tp.topic for tp in plan}))
+            out.write("Current partition replica assignment\n\n"
+                      f"{plan_json({tp: current.get(tp, []) for tp in plan})}\n\n"
+                      "Save this to use as the --reassignment-json-file option during "
+                      "rollback\n")
+            results = await admin.alter_partition_reassignments(plan)
+        else:
+            results = await admin.alter_partition_reassignments(dict.fromkeys(plan))
+        verb = "started" if args.execute else "cancelled"
+        failed = {tp: e for tp, e in results.items() if e is not None}
+        for tp in sorted(set(results) - set(failed)):
+            out.write(f"Successfully {verb} partition reassignment for "
+                      f"{tp.topic}-{tp.partition}\n")
+        if failed:
+            tp, e = sorted(failed.items())[0]
+            raise ToolError(f"{tp.topic}-{tp.partition}: {type(e).__name__}: {e}")
+
+
+def _check(args: Any) -> None:
+    if args.generate:
+        if not args.topics_to_move_json_file or not args.broker_list:
+            raise ToolError("--generate needs --topics-to-move-json-file and --broker-list")
+        doc = _load(args.topics_to_move_json_file)
+        topics = doc.get("topics") if isinstance(doc, dict) else None
+        if not isinstance(topics, list) or not all(
+                isinstance(t, dict) and isinstance(t.get("topic"), str) for t in topics):
+            raise ToolError('the topics file needs "topics": [{"topic": "t"}, ...]')
+        args.topics = [t["topic"] for t in topics]
+        try:
+            args.brokers = [int(b) for b in args.broker_list.split(",") if b.strip()]
+        except ValueError:
+            raise ToolError(f"--broker-list takes broker ids: {args.broker_list!r}") from None
+    else:
+        if not args.reassignment_json_file:
+            raise ToolError("--execute, --verify and --cancel need --reassignment-json-file")
+        args.plan = parse_plan(_load(args.reassignment_json_file))
+
+
+def run(args: Any, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    try:
+        _check(args)
+    except ToolError as e:
+        err.write(f"{PROG}: {e}\n")
+        return 1
+    return run_admin_tool(PROG, _run, args, out, err)
+
+
+def main(args: Any) -> int:
+    return run(args)
