@@ -98,9 +98,13 @@ def one_line(e: BaseException) -> str:
 
 
 def run_admin_tool(prog: str, body: Callable[[Any, TextIO], Awaitable[None]], args: Any,
-                   out: TextIO, err: TextIO) -> int:
-    """trio.run(body, args, out); 0, or 1 after one line on `err` naming the failure."""
+                   out: TextIO, err: TextIO,
+                   check: Callable[[Any], None] | None = None) -> int:
+    """trio.run(body, args, out); 0, or 1 after one line on `err` naming the failure.
+    `check`, run first, reads what the options name (files) into `args`."""
     try:
+        if check is not None:
+            check(args)
         trio.run(body, args, out)
     except (ToolError, ValueError, TypeError) as e:  # the last two: a bad address
         err.write(f"{prog}: {e}\n")

@@ -67,19 +67,17 @@ async def _run(args: Any, out: TextIO) -> None:
             out.write(f"partition: {tp.topic}-{tp.partition}\tlow_watermark: {watermark}\n")
 
 
-def run(args: Any, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    out = sys.stdout if out is None else out
-    err = sys.stderr if err is None else err
+def _check(args: Any) -> None:
     try:
         with open(args.offset_json_file) as f:
             args.offsets = parse_offsets(f.read())
     except OSError as e:
-        err.write(f"{PROG}: cannot read {args.offset_json_file}: {e.strerror}\n")
-        return 1
-    except ToolError as e:
-        err.write(f"{PROG}: {e}\n")
-        return 1
-    return run_admin_tool(PROG, _run, args, out, err)
+        raise ToolError(f"cannot read {args.offset_json_file}: {e.strerror}") from None
+
+
+def run(args: Any, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    return run_admin_tool(PROG, _run, args, sys.stdout if out is None else out,
+                          sys.stderr if err is None else err, check=_check)
 
 
 def main(args: Any) -> int:

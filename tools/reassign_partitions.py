@@ -178,14 +178,8 @@ def _check(args: Any) -> None:
 
 
 def run(args: Any, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    out = sys.stdout if out is None else out
-    err = sys.stderr if err is None else err
-    try:
-        _check(args)
-    except ToolError as e:
-        err.write(f"{PROG}: {e}\n")
-        return 1
-    return run_admin_tool(PROG, _run, args, out, err)
+    return run_admin_tool(PROG, _run, args, sys.stdout if out is None else out,
+                          sys.stderr if err is None else err, check=_check)
 
 
 def main(args: Any) -> int:
