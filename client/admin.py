@@ -916,16 +916,7 @@ class AdminClient:
             code = ErrorCode.of(resp.body.error_code)
             if code is not ErrorCode.NONE:
                 raise for_code(code, what)
-            out: dict[TopicPartition, KafkaError | None] = {}
-            for t in resp.body.topics:
-                for p in t.partitions:
-                    code = ErrorCode.of(p.error_code)
-                    error = (None if code is ErrorCode.NONE
-                             else for_code(code, f"{what}: {t.name}-{p.partition_index}"))
-                    if error is not None and _should_retry(error):
-                        raise error
-                    out[TopicPartition(t.name, p.partition_index)] = error
-            return out
+            return _partition_outcomes(resp.body.topics, what)
 
         results = await self._retrying(f"OffsetDelete({group_id})", attempt, timeout_ms)
         return {tp: results.get(tp) for tp in wanted}
@@ -1082,16 +1073,7 @@ class AdminClient:
             code = ErrorCode.of(resp.body.error_code)
             if code is not ErrorCode.NONE:
                 raise for_code(code, resp.body.error_message or "AlterPartitionReassignments")
-            out: dict[TopicPartition, KafkaError | None] = {}
-            for t in resp.body.responses:
-                for p in t.partitions:
-                    code = ErrorCode.of(p.error_code)
-                    error = (None if code is ErrorCode.NONE else for_code(
-                        code, p.error_message or f"{t.name}-{p.partition_index}"))
-                    if error is not None and _should_retry(error):
-                        raise error
-                    out[TopicPartition(t.name, p.partition_index)] = error
-            return out
+            return _partition_outcomes(resp.body.responses, "AlterPartitionReassignments")
 
         return await self._retrying("AlterPartitionReassignments", attempt, timeout_ms)
 
@@ -1596,6 +1578,21 @@ def _check_resource_types(resources: Iterable[ConfigResource]) -> None:
         if r.type not in _RESOURCE_TYPES:
             raise ValueError(f"config resource type must be one of "
                              f"{', '.join(_RESOURCE_TYPES)}, got {r.type!r}")
+
+
+def _partition_outcomes(topics: Any, what: str) -> dict[TopicPartition, KafkaError | None]:
+    """Each partition's outcome in an answer listing topics by name (None: done); a
+    retriable error is raised, for the caller's `_retrying` to ask again."""
+    out: dict[TopicPartition, KafkaError | None] = {}
+    for t in topics:
+        for p in t.partitions:
+            code = ErrorCode.of(p.error_code)
+            error = (None if code is ErrorCode.NONE else for_code(
+                code, p.get("error_message") or f"{what}: {t.name}-{p.partition_index}"))
+            if error is not None and _should_retry(error):
+                raise error
+            out[TopicPartition(t.name, p.partition_index)] = error
+    return out
 
 
 def _raise_partition_error(topics: Any, what: str, name_field: str = "name") -> None:

@@ -30,7 +30,7 @@ import json
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import trio
 
@@ -247,14 +247,9 @@ async def _workload(seed: int, options: Options, outcome: Outcome, rng: Any) -> 
 async def _share_from_earliest(world: World, group: str) -> None:
     """The share group reads the topic from its start (share.auto.offset.reset), so that
     every acknowledged send is the group's to accept."""
-    while True:
-        try:
-            async with AdminClient(bootstrap_servers=world.bootstrap) as admin:
-                await admin.incremental_alter_configs({ConfigResource("group", group): [
-                    AlterConfigOp("share.auto.offset.reset", "earliest")]})
-            return
-        except Exception:  # noqa: BLE001  a controller still being elected: ask again
-            await trio.sleep(1)
+    await _until_done(world, lambda admin: admin.incremental_alter_configs({
+        ConfigResource("group", group): [AlterConfigOp("share.auto.offset.reset",
+                                                       "earliest")]}))
 
 
 def _archived(events: list[dict[str, Any]]) -> set[tuple[int, int]]:
@@ -347,10 +342,15 @@ async def _observe(invariants: Invariants) -> None:
 
 
 async def _create_topic(world: World, name: str) -> None:
+    await _until_done(world, lambda admin: admin.create_topics([NewTopic(name, PARTITIONS, 3)]))
+
+
+async def _until_done(world: World, operation: Callable[[AdminClient], Awaitable[Any]]) -> None:
+    """An admin operation, asked again each second until it is done."""
     while True:
         try:
             async with AdminClient(bootstrap_servers=world.bootstrap) as admin:
-                await admin.create_topics([NewTopic(name, PARTITIONS, 3)])
+                await operation(admin)
             return
         except Exception:  # noqa: BLE001  a controller still being elected: ask again
             await trio.sleep(1)

@@ -50,7 +50,8 @@ from protocol.errors import ErrorCode
 from tools.admin_session import ToolError, one_line
 
 __all__ = ["GroupActive", "ResetSpec", "parse_topic_partitions", "parse_datetime",
-           "plan_reset", "reset_offsets", "delete_groups", "delete_offsets"]
+           "plan_reset", "plan_offsets", "resolve_partitions", "print_plans", "reset_offsets",
+           "delete_groups", "delete_offsets"]
 
 INACTIVE = ("Empty", "Dead")
 DRY_RUN_WARNING = (
@@ -191,6 +192,22 @@ async def resolve_partitions(admin: AdminClient,
     return sorted(set(out))
 
 
+async def plan_offsets(admin: AdminClient, spec: ResetSpec,
+                       topics: dict[str, list[int] | None] | None,
+                       current: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+    """The new offsets of the partitions named (None: those with a `current` offset): the
+    log's offsets the scenario needs, asked of the leaders, then `plan_reset`. Also
+    tools.share_groups' reset-offsets, over a share group's start offsets."""
+    partitions = await resolve_partitions(admin, topics, current)
+    if not partitions:
+        return {}
+    earliest = await admin.list_offsets(dict.fromkeys(partitions, "earliest"))
+    latest = await admin.list_offsets(dict.fromkeys(partitions, "latest"))
+    by_time = (await admin.list_offsets(dict.fromkeys(partitions, spec.value))
+               if spec.kind == "datetime" else None)
+    return plan_reset(spec, partitions, current, earliest, latest, by_time)
+
+
 async def reset_offsets(admin: AdminClient, groups: list[str],
                         topics: dict[str, list[int] | None] | None, spec: ResetSpec,
                         execute: bool, out: TextIO, err: TextIO | None = None
@@ -207,15 +224,7 @@ async def reset_offsets(admin: AdminClient, groups: list[str],
             refused.append(GroupActive(group, state))
             continue
         committed = await admin.list_consumer_group_offsets(group)
-        partitions = await resolve_partitions(admin, topics, committed)
-        if not partitions:
-            plans[group] = {}
-            continue
-        earliest = await admin.list_offsets(dict.fromkeys(partitions, "earliest"))
-        latest = await admin.list_offsets(dict.fromkeys(partitions, "latest"))
-        by_time = (await admin.list_offsets(dict.fromkeys(partitions, spec.value))
-                   if spec.kind == "datetime" else None)
-        plans[group] = plan_reset(spec, partitions, committed, earliest, latest, by_time)
+        plans[group] = await plan_offsets(admin, spec, topics, committed)
     if refused and not plans:
         raise refused[0]
     for refusal in refused:

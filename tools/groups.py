@@ -46,7 +46,8 @@ from tools.group_admin import (DRY_RUN_WARNING, GroupActive, ResetSpec, delete_g
                                reset_offsets)
 
 __all__ = ["GroupNotFound", "GroupListing", "GroupDescription", "Member", "PartitionRow",
-           "list_groups", "describe_group", "main", "run", "subcommand_first"]
+           "list_groups", "describe_group", "log_end_offsets", "add_reset_arguments",
+           "reset_spec", "main", "run", "subcommand_first"]
 
 MISSING = "-"  # Kafka's MISSING_COLUMN_VALUE
 DEFAULT_TIMEOUT_MS = 5000
@@ -187,14 +188,14 @@ async def _with_offsets(admin: AdminClient, group: str, state: str, protocol_typ
         for topic_partition in m.partitions:
             by_partition[topic_partition] = m
     partitions = sorted(set(by_partition) | {(tp.topic, tp.partition) for tp in committed})
-    ends = await _log_end_offsets(admin, partitions)
+    ends = await log_end_offsets(admin, partitions)
     rows = [PartitionRow(t, p, committed.get(TopicPartition(t, p)), ends.get((t, p)),
                          by_partition.get((t, p))) for t, p in partitions]
     return GroupDescription(group, state, protocol_type, protocol, (coordinator, host, port),
                             members, rows)
 
 
-async def _log_end_offsets(admin: AdminClient, partitions: list[tuple[str, int]]
+async def log_end_offsets(admin: AdminClient, partitions: list[tuple[str, int]]
                            ) -> dict[tuple[str, int], int]:
     """The latest offsets of the partitions that exist and have a leader; the others
     (a topic deleted since the commit, say) are left out and print as "-"."""

@@ -32,7 +32,7 @@ not a share group or has members where it must have none; 2 for bad options.
 from __future__ import annotations
 
 import sys
-from typing import Iterable, TextIO
+from typing import Mapping, TextIO
 
 import trio
 
@@ -41,8 +41,8 @@ from client.errors import KafkaError
 from client.types import TopicPartition
 from tools.admin_session import ToolError, one_line, open_admin
 from tools.group_admin import (DRY_RUN_WARNING, delete_groups, parse_topic_partitions,
-                               plan_reset, print_plans, resolve_partitions)
-from tools.groups import add_reset_arguments, reset_spec
+                               plan_offsets, print_plans)
+from tools.groups import add_reset_arguments, log_end_offsets, reset_spec
 
 DEFAULT_TIMEOUT_MS = 30_000
 
@@ -71,7 +71,7 @@ def print_members(desc: ShareGroupDescription, out: TextIO) -> None:
 
 
 def print_offsets(group: str, offsets: dict[TopicPartition, int | None],
-                  ends: dict[TopicPartition, int], out: TextIO) -> None:
+                  ends: Mapping[tuple[str, int], int], out: TextIO) -> None:
     rows = [["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"]]
     for tp, start in sorted(offsets.items()):
         end = ends.get(tp)
@@ -141,7 +141,8 @@ async def _run(args, out: TextIO, err: TextIO) -> int:
         if command == "describe":
             if not (args.state or args.members):
                 offsets = await admin.list_share_group_offsets(args.group)
-                print_offsets(args.group, offsets, await _log_ends(admin, offsets), out)
+                print_offsets(args.group, offsets,
+                              await log_end_offsets(admin, list(offsets)), out)
                 return 0
             desc = (await admin.describe_share_groups([args.group]))[args.group]
             if args.state:
@@ -159,27 +160,13 @@ async def _run(args, out: TextIO, err: TextIO) -> int:
         return await delete_groups(admin, list(dict.fromkeys(args.groups)), out, err)
 
 
-async def _log_ends(admin: AdminClient, partitions: Iterable[TopicPartition]
-                    ) -> dict[TopicPartition, int]:
-    wanted = list(partitions)
-    return dict(await admin.list_offsets(dict.fromkeys(wanted, "latest"))) if wanted else {}
-
-
 async def _reset_offsets(admin: AdminClient, args, out: TextIO, err: TextIO) -> int:
     """Plan each partition's new start offset from the group's current ones and the log's
     offsets, print the plan, and with --execute write it."""
     topics = None if args.all_topics else parse_topic_partitions(args.topics)
     current = {tp: o for tp, o in (await admin.list_share_group_offsets(args.group)).items()
                if o is not None}
-    partitions = await resolve_partitions(admin, topics, current)
-    spec = reset_spec(args)
-    plan: dict[TopicPartition, int] = {}
-    if partitions:
-        earliest = await admin.list_offsets(dict.fromkeys(partitions, "earliest"))
-        latest = await admin.list_offsets(dict.fromkeys(partitions, "latest"))
-        by_time = (await admin.list_offsets(dict.fromkeys(partitions, spec.value))
-                   if spec.kind == "datetime" else None)
-        plan = plan_reset(spec, partitions, current, earliest, latest, by_time)
+    plan = await plan_offsets(admin, reset_spec(args), topics, current)
     if not (args.execute or args.dry_run):
         err.write(DRY_RUN_WARNING + "\n")
     if args.execute and plan:

@@ -82,10 +82,6 @@ async def _checkpoint_log_starts(ctx: RequestContext) -> None:
                                 {LOG_START_OFFSET_CHECKPOINT: starts})
 
 
-def _low_watermark(partition: Partition) -> int:
-    return partition.state.low_watermark(partition.log_start_offset)
-
-
 async def _wait_for_replicas(ctx: RequestContext, waiting: list[tuple[Partition, int, dict]]
                              ) -> None:
     """Answer each partition once its in-sync replicas' log starts reached the offset, or
@@ -97,10 +93,11 @@ async def _wait_for_replicas(ctx: RequestContext, waiting: list[tuple[Partition,
     while pending:
         still = []
         for partition, offset, out in pending:
+            low = partition.state.low_watermark(partition.log_start_offset)
             if not partition.is_leader:
                 out["error_code"] = E.NOT_LEADER_OR_FOLLOWER
-            elif _low_watermark(partition) >= offset:
-                out["low_watermark"] = _low_watermark(partition)
+            elif low >= offset:
+                out["low_watermark"] = low
             else:
                 still.append((partition, offset, out))
         pending = still

@@ -87,7 +87,7 @@ def _offset(partition: int, start_offset: int, leader_epoch: int, error: E) -> d
 async def handle_alter(ctx: RequestContext) -> dict:
     b = ctx.body
     answer: dict[str, Any] = {"throttle_time_ms": 0, **_group_error(E.NONE), "responses": []}
-    refusal = _empty_group_refusal(ctx, b.group_id, AclOperation.READ)
+    refusal, _held = _empty_group(ctx, b.group_id, AclOperation.READ)
     if refusal is not None:
         return {**answer, **refusal}
     persister = ctx.broker.share_coordinator
@@ -127,10 +127,9 @@ async def handle_alter(ctx: RequestContext) -> dict:
 async def handle_delete(ctx: RequestContext) -> dict:
     b = ctx.body
     answer: dict[str, Any] = {"throttle_time_ms": 0, **_group_error(E.NONE), "responses": []}
-    refusal = _empty_group_refusal(ctx, b.group_id, AclOperation.DELETE)
+    refusal, held = _empty_group(ctx, b.group_id, AclOperation.DELETE)
     if refusal is not None:
         return {**answer, **refusal}
-    _error, _message, held = ctx.broker.groups.coordinator.share_state_partitions(b.group_id)
     deleted = []
     for t in b.topics:
         topic = ctx.broker.metadata_cache.topic(t.topic_name)
@@ -166,13 +165,15 @@ async def delete_state(ctx: RequestContext, group_id: str,
     return first
 
 
-def _empty_group_refusal(ctx: RequestContext, group_id: str,
-                         operation: AclOperation) -> dict | None:
+def _empty_group(ctx: RequestContext, group_id: str, operation: AclOperation
+                 ) -> tuple[dict | None, dict[str, frozenset[int]]]:
+    """(None, the group's state partitions) for an empty share group the principal may
+    `operation`; else (the group-level error, {})."""
     if not authorize_group(ctx, operation, group_id):
-        return _group_error(E.GROUP_AUTHORIZATION_FAILED)
-    error, message, _held = ctx.broker.groups.coordinator.share_state_partitions(
+        return _group_error(E.GROUP_AUTHORIZATION_FAILED), {}
+    error, message, held = ctx.broker.groups.coordinator.share_state_partitions(
         group_id, require_empty=True)
-    return None if error == E.NONE else _group_error(error, message)
+    return (None, held) if error == E.NONE else (_group_error(error, message), {})
 
 
 def _topic_error(ctx: RequestContext, name: str, topic: Any) -> E:

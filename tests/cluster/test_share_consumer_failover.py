@@ -10,21 +10,11 @@ from collections import Counter
 import trio
 
 from client import AcknowledgeType, ShareConsumer
-from tests.cluster.harness import FAST
-from tests.cluster.test_replication import create
-from tests.cluster.test_share_groups_failover import kill_share_coordinator
-from tests.interop.librdkafka import produce
-from tests.interop.test_share_groups_librdkafka import start_earliest
-from tests.util import unique
+from tests.cluster.test_share_groups_failover import kill_share_coordinator, twenty_records
 
 
 async def test_accepted_records_survive_the_share_coordinators_kill(make_cluster):
-    cluster = make_cluster(overrides={**FAST, "group.share.min.record.lock.duration.ms": 1000,
-                                      "group.share.record.lock.duration.ms": 5000})
-    topic, group = unique("share-failover"), unique("workers")
-    create(cluster, topic, 1, min_isr=1)
-    start_earliest(cluster.bootstrap, group)
-    produce(cluster.bootstrap, topic, [(None, str(i).encode(), None) for i in range(20)])
+    cluster, topic, group = twenty_records(make_cluster)
     accepted: list = []
     async with ShareConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group,
                              share_acknowledgement_mode="explicit") as c:

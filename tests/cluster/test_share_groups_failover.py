@@ -48,13 +48,20 @@ def kill_share_coordinator(cluster, group: str, topic: str) -> None:
     wait_until(moved, 30, interval_s=0.1, message="a new share coordinator")
 
 
-def test_acknowledged_records_survive_the_share_coordinators_kill(make_cluster):
+def twenty_records(make_cluster) -> tuple:
+    """A three-node cluster with 5 s locks, one partition of records "0".."19", and a share
+    group reading it from the start: (cluster, topic, group)."""
     cluster = make_cluster(overrides={**FAST, "group.share.min.record.lock.duration.ms": 1000,
                                       "group.share.record.lock.duration.ms": 5000})
     topic, group = unique("share-failover"), unique("workers")
     create(cluster, topic, 1, min_isr=1)
     start_earliest(cluster.bootstrap, group)
     produce(cluster.bootstrap, topic, [(None, str(i).encode(), None) for i in range(20)])
+    return cluster, topic, group
+
+
+def test_acknowledged_records_survive_the_share_coordinators_kill(make_cluster):
+    cluster, topic, group = twenty_records(make_cluster)
     accepted: list = []
     c = ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
                        "share.acknowledgement.mode": "explicit"})
