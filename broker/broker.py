@@ -64,6 +64,7 @@ from broker.partition import Partition
 from broker.storage import REAL, FileSystem
 from broker.replication.leader_epochs import LeaderEpochCache, new_log_cache, open_cache
 from broker.replication.manager import ReplicaManager
+from broker.replication.quota import ReplicationQuotas
 from broker.security.authorize import authorizer_for
 from broker.security.authenticator import ListenerSecurity
 from broker.security.peer import Opener, node_opener
@@ -182,6 +183,8 @@ class Broker:
         # the share partitions this broker leads (KIP-932), and their share sessions
         self.shares = SharePartitionManager(self)
         self.replicas = ReplicaManager(self)
+        # replication throttles (KIP-73), following the image's broker and topic configs
+        self.replication_quotas = ReplicationQuotas(self.node_id, config.values)
         self._checkpointed_hws: dict[tuple[str, int], int] = {}
         self.started_ms = self.now_ms()
         self.clean_start = True
@@ -293,6 +296,7 @@ class Broker:
         old = self.metadata_cache.image
         self.metadata_cache.image = image
         self.metadata_cache.offset = offset
+        self.replication_quotas.follow(image)
         # Topics and topic configs that vanished without a record saying so: a snapshot
         # installed from the leader replaces the image whole, and its records name only what
         # it holds. Diffed first, so that a topic deleted and created again under its name

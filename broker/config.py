@@ -234,6 +234,15 @@ BROKER_PROPERTIES = _props(
          "(MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS).", minimum=0),
     Prop("replica.fetch.backoff.ms", "int", 1000,
          "Pause after a follower's fetch fails.", minimum=0),
+    Prop("leader.replication.throttled.rate", "long", 9223372036854775807,
+         "Bytes/s this broker sends to followers of leader-throttled replicas (KIP-73); "
+         "a dynamic broker config, set by reassign-partitions --throttle.", minimum=0),
+    Prop("follower.replication.throttled.rate", "long", 9223372036854775807,
+         "Bytes/s this broker fetches for follower-throttled replicas (KIP-73).", minimum=0),
+    Prop("replication.quota.window.num", "int", 11,
+         "Windows the replication throttle rates are measured over.", minimum=1),
+    Prop("replication.quota.window.size.seconds", "int", 1,
+         "Length of each replication throttle window.", minimum=1),
     Prop("replica.high.watermark.checkpoint.interval.ms", "long", 5000,
          "How often the high watermarks are written to replication-offset-checkpoint.",
          minimum=1),
@@ -374,6 +383,17 @@ for _p in BROKER_PROPERTIES.values():
     if _p.topic_name:
         TOPIC_PROPERTIES[_p.topic_name] = Prop(_p.topic_name, _p.kind, None, _p.doc, _p.minimum,
                                                _p.choices)
+
+# Topic-level properties with no broker default: which replicas the replication throttles
+# hold back ("*" or partition:broker,..., broker.replication.quota)
+for _name, _doc in (
+        ("leader.replication.throttled.replicas",
+         "Replicas (partition:broker, or *) whose leaders' sends to out-of-sync followers "
+         "count against leader.replication.throttled.rate."),
+        ("follower.replication.throttled.replicas",
+         "Replicas (partition:broker, or *) whose out-of-sync followers' fetches count "
+         "against follower.replication.throttled.rate.")):
+    TOPIC_PROPERTIES[_name] = Prop(_name, "list", None, _doc)
 
 # Group-level properties (KIP-848's group configs, Kafka's GroupConfig), each with the
 # broker property that is its default: set per group with IncrementalAlterConfigs on a
@@ -716,7 +736,12 @@ def _resolve_node_id(raw: dict[str, Any], values: dict[str, Any]) -> None:
 
 def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, Any]:
     """Parse CreateTopics configs; ConfigError names the first bad key."""
-    return _parse_configs(configs, TOPIC_PROPERTIES, "topic")
+    parsed = _parse_configs(configs, TOPIC_PROPERTIES, "topic")
+    from broker.replication.quota import THROTTLED_REPLICAS, parse_throttled_replicas
+    for key in THROTTLED_REPLICAS:
+        if key in parsed:
+            parse_throttled_replicas(",".join(parsed[key]))
+    return parsed
 
 
 def _parse_configs(configs: Mapping[str, str | None], properties: Mapping[str, Prop],

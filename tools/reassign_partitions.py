@@ -17,8 +17,13 @@ library's AdminClient.
   "replicas": [3, 4]}]}` ("log_dirs" is accepted and must be "any": one directory per
   broker), prints the current assignment (to save for a rollback) and starts the moves
   (AlterPartitionReassignments).
+  With `--throttle B` (bytes/s) it first sets the replication throttles of KIP-73, as
+  Kafka's tool: the rate on every broker a move reads from or writes to, and on each
+  topic the replicas read from (leader-throttled) and those added (follower-throttled).
 - `--verify` says for each partition of the file whether its move is done (its replicas
   are the file's, no move in progress) or still in progress; exit 1 while any runs.
+  Once all are done it removes the throttles (every broker's rates, the file's topics'
+  throttled replicas) unless `--preserve-throttles`.
 - `--cancel` cancels the moves of the file's partitions (back to the replicas before).
 
 Exit status 0; 1 with one line on stderr for a file it cannot use, a partition refused
@@ -32,7 +37,9 @@ import json
 import sys
 from typing import Any, TextIO
 
-from client.admin import AdminClient
+from broker.replication.quota import (FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE,
+                                      LEADER_REPLICAS)
+from client.admin import AdminClient, AlterConfigOp, ConfigResource
 from client.types import TopicPartition
 from tools.admin_session import ToolError, open_admin, run_admin_tool
 
@@ -103,6 +110,61 @@ async def _current(admin: AdminClient, topics: list[str]) -> dict[TopicPartition
             for t, d in described.items() for p in d.partitions}
 
 
+def throttles(current: dict[TopicPartition, list[int]], plan: dict[TopicPartition, list[int]]
+              ) -> tuple[dict[str, list[str]], dict[str, list[str]], set[int]]:
+    """What --throttle sets, as Kafka's tool: per topic, the leader-throttled replicas (the
+    current replicas of each partition that moves, which it is read from) and the
+    follower-throttled ones (the replicas it gains), as partition:broker; and the brokers of
+    either side, which get the rate."""
+    leader: dict[str, list[str]] = {}
+    follower: dict[str, list[str]] = {}
+    brokers: set[int] = set()
+    for tp, target in sorted(plan.items()):
+        now = current.get(tp, [])
+        if list(now) == list(target):
+            continue
+        leader.setdefault(tp.topic, []).extend(f"{tp.partition}:{b}" for b in now)
+        follower.setdefault(tp.topic, []).extend(
+            f"{tp.partition}:{b}" for b in target if b not in now)
+        brokers.update(now, target)
+    return leader, follower, brokers
+
+
+async def _set_throttles(admin: AdminClient, current: dict[TopicPartition, list[int]],
+                         plan: dict[TopicPartition, list[int]], rate: int, out: TextIO) -> None:
+    leader, follower, brokers = throttles(current, plan)
+    changes: dict[ConfigResource, list[AlterConfigOp]] = {}
+    for topic in sorted(set(leader) | set(follower)):
+        changes[ConfigResource("topic", topic)] = [
+            AlterConfigOp(LEADER_REPLICAS, ",".join(leader.get(topic, []))),
+            AlterConfigOp(FOLLOWER_REPLICAS, ",".join(follower.get(topic, [])))]
+    for b in sorted(brokers):
+        changes[ConfigResource("broker", str(b))] = [
+            AlterConfigOp(LEADER_RATE, str(rate)), AlterConfigOp(FOLLOWER_RATE, str(rate))]
+    if changes:
+        await admin.incremental_alter_configs(changes)
+    out.write("Warning: You must run --verify periodically, until the reassignment "
+              "completes, to ensure the throttle is removed.\n"
+              f"The inter-broker throttle limit was set to {rate} B/s\n")
+
+
+async def _clear_throttles(admin: AdminClient, topics: list[str], out: TextIO) -> None:
+    """Once every move of the file is done: the throttles off again (Kafka's --verify
+    clears them on every broker of the cluster and the file's topics)."""
+    brokers = [b.node_id for b in (await admin.describe_cluster()).brokers]
+    changes: dict[ConfigResource, list[AlterConfigOp]] = {
+        ConfigResource("broker", str(b)): [AlterConfigOp(LEADER_RATE, op="delete"),
+                                           AlterConfigOp(FOLLOWER_RATE, op="delete")]
+        for b in sorted(brokers)}
+    for topic in topics:
+        changes[ConfigResource("topic", topic)] = [
+            AlterConfigOp(LEADER_REPLICAS, op="delete"),
+            AlterConfigOp(FOLLOWER_REPLICAS, op="delete")]
+    await admin.incremental_alter_configs(changes)
+    out.write(f"Clearing broker-level throttles on brokers {','.join(map(str, brokers))}\n"
+              f"Clearing topic-level throttles on topics {','.join(topics)}\n")
+
+
 def add_arguments(parser) -> None:
     parser.description = "Move partitions' replicas between brokers (kafka-reassign-partitions)."
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
@@ -113,6 +175,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--broker-list", metavar="0,1,2")
     parser.add_argument("--reassignment-json-file", metavar="FILE")
     parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_MS, metavar="MS")
+    parser.add_argument("--throttle", type=int, default=-1, metavar="BYTES_PER_S",
+                        help="with --execute: the replication throttle of the moves")
+    parser.add_argument("--preserve-throttles", action="store_true",
+                        help="with --verify: leave the throttles set once the moves are done")
 
 
 async def _run(args: Any, out: TextIO) -> None:
@@ -137,6 +203,8 @@ async def _run(args: Any, out: TextIO) -> None:
                           f"{'completed' if done else 'still in progress'}.\n")
             if running:
                 raise ToolError("some reassignments are still in progress")
+            if not args.preserve_throttles:
+                await _clear_throttles(admin, sorted({tp.topic for tp in plan}), out)
             return
         if args.execute:
             current = await _current(admin, sorted({tp.topic for tp in plan}))
@@ -144,6 +212,8 @@ async def _run(args: Any, out: TextIO) -> None:
                       f"{plan_json({tp: current.get(tp, []) for tp in plan})}\n\n"
                       "Save this to use as the --reassignment-json-file option during "
                       "rollback\n")
+            if args.throttle >= 0:
+                await _set_throttles(admin, current, plan, args.throttle, out)
             results = await admin.alter_partition_reassignments(plan)
         else:
             results = await admin.alter_partition_reassignments(dict.fromkeys(plan))

@@ -309,23 +309,28 @@ def _read_partition(ctx: RequestContext, follower: int, p: CachedPartition, by_i
     lso = partition.last_stable_offset if partition is not None else -1
     if partition is not None and error == ErrorCode.NONE and rack and partition.is_leader:
         preferred = _preferred_replica(broker, partition, rack, p.fetch_offset)
+    throttled: bool | None = False
     if partition is not None and error == ErrorCode.NONE and preferred < 0:
         leo = partition.log_end_offset
         if follower >= 0:
             end = leo
+            throttled = _leader_throttled(broker, partition, follower)
         else:
             end = min(lso if read_committed else partition.high_watermark, leo)
         limit = min(p.max_bytes, budget)
         try:
             if p.fetch_offset > leo:
                 raise OffsetOutOfRange(p.fetch_offset)
-            if p.fetch_offset < end and (limit > 0 or first):
+            # a throttled follower held back (None) reads nothing now, and again later
+            if throttled is not None and p.fetch_offset < end and (limit > 0 or first):
                 records = partition.log.read(p.fetch_offset, limit, max_offset=end,
                                              min_one_message=first)
                 if read_committed and records and not planted.on(
                         "aborted-transactions-unreported"):
                     aborted = _aborted_transactions(partition, p.fetch_offset, records)
             pending = p.fetch_offset < end
+            if throttled:
+                broker.replication_quotas.leader.record(len(records), trio.current_time())
         except LogError as e:  # out of range, or a segment damaged under us
             error = e.error_code
         except OSError as e:  # the device failed a read (EIO): Kafka's storage error
@@ -342,6 +347,18 @@ def _read_partition(ctx: RequestContext, follower: int, p: CachedPartition, by_i
     if error in _STALE_LEADER and ctx.version >= CURRENT_LEADER_VERSION and p.topic:
         out["current_leader"] = current_leader(broker, p.topic, p.partition)
     return _Read(out, len(records), error, pending or error != ErrorCode.NONE)
+
+
+def _leader_throttled(broker, partition, follower: int) -> bool | None:
+    """Whether a follower's read of this partition counts against the leader's replication
+    throttle (broker.replication.quota): None when it is to be held back now, being
+    throttled, out of the ISR and over the rate."""
+    quota = broker.replication_quotas.leader
+    if not quota.active or not quota.is_throttled(partition.topic, partition.index):
+        return False
+    if follower not in partition.isr and quota.is_exceeded(trio.current_time()):
+        return None
+    return True
 
 
 def _aborted_transactions(partition, fetch_offset: int, records: bytes) -> list[dict]:

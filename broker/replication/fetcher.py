@@ -37,6 +37,10 @@ completes an acks=all produce. Each partition of the answer is handled alone:
   wherever its new leader is);
 - a disk that refuses the append (KAFKA_STORAGE_ERROR) stops fetching the partition.
 An unreachable leader backs the whole fetcher off the same way.
+
+A partition this broker is not in the ISR of and whose follower replication throttle is
+exceeded (broker.replication.quota, KIP-73) sits out the fetches until the rate is back
+under the bound.
 """
 
 from __future__ import annotations
@@ -213,6 +217,7 @@ class ReplicaFetcher:
                         await self._truncate(channel, truncating)
                     if beyond:
                         await self._resolve_out_of_range(channel, beyond)
+                    self._hold_throttled()
                     if self.session.has_work:
                         await self._fetch(channel)
                 except PeerUnavailable as e:
@@ -362,6 +367,22 @@ class ReplicaFetcher:
 
     # -- fetching --------------------------------------------------------------------------
 
+    def _hold_throttled(self) -> None:
+        """Over the follower replication throttle (broker.replication.quota): leave the
+        throttled partitions this broker is not in the ISR of out of the fetches until the
+        rate is back under it (Kafka's shouldFollowerThrottle). The rest go on."""
+        quota = self.broker.replication_quotas.follower
+        if not quota.active:
+            return
+        now = trio.current_time()
+        if not quota.is_exceeded(now):
+            return
+        wait = max(quota.wait_s(now), 0.01)
+        me = self.broker.node_id
+        for key, s in self.partitions.items():
+            if quota.is_throttled(*key) and me not in s.partition.isr and self._fetching(s):
+                self._delay(s, wait)
+
     async def _fetch(self, channel: PeerChannel) -> None:
         config = self.broker.config
         plan = self.session.build()
@@ -427,6 +448,9 @@ class ReplicaFetcher:
                     self._delay(s, backoff)
                     return
                 self._sync(s)  # the next request carries the new fetch offset
+                quota = self.broker.replication_quotas.follower
+                if quota.active and quota.is_throttled(p.topic, p.index):
+                    quota.record(len(records), trio.current_time())
             if p.state.on_follower_high_watermark(answer["high_watermark"], p.log_end_offset) \
                     or records:
                 self.broker.notify_data_arrived(p.topic, p.index)

@@ -91,3 +91,52 @@ def test_the_tool_generates_executes_verifies_and_cancels(cluster, tmp_path):
     refused = tool("--execute", "--reassignment-json-file", str(plan))
     assert refused.returncode == 1 and "InvalidReplicaAssignment" in refused.stderr, \
         refused.stderr
+
+
+def test_a_throttled_move_sets_the_throttles_and_verify_clears_them(cluster, tmp_path):
+    """--execute --throttle sets KIP-73's configs as kafka-reassign-partitions does (the rate
+    on the brokers of the move, the replicas read from and added on the topic); the move
+    completes under it, and --verify clears them once done. confluent-kafka reads them."""
+    import json
+    import subprocess
+    import sys
+    from confluent_kafka.admin import AdminClient, ConfigResource
+    topic = unique("reassign-throttled")
+    create_topic(cluster.bootstrap, topic, 1)
+    [old] = confluent.partitions(cluster.bootstrap, topic)[0].replicas
+    new = (old + 1) % 3
+    payload = b"x" * 10_000
+    sent = produce(cluster.bootstrap, topic, [(None, payload, None)] * 200, acks="all")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [new]}]}))
+
+    def tool(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "cli", "reassign-partitions", *args,
+                               "--reassignment-json-file", str(plan),
+                               "--bootstrap-server", cluster.bootstrap],
+                              capture_output=True, text=True, timeout=60)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+    def configs(kind, name, keys):
+        [future] = admin.describe_configs([ConfigResource(kind, name)]).values()
+        entries = future.result(timeout=30)
+        return {k: entries[k].value for k in keys}
+    throttled = ("leader.replication.throttled.replicas",
+                 "follower.replication.throttled.replicas")
+    rates = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+    started = tool("--execute", "--throttle", "1000000")
+    assert started.returncode == 0, started.stderr
+    assert "The inter-broker throttle limit was set to 1000000 B/s" in started.stdout
+    assert configs("topic", topic, throttled) == {throttled[0]: f"0:{old}",
+                                                  throttled[1]: f"0:{new}"}
+    for broker in (old, new):
+        assert configs("broker", str(broker), rates) == dict.fromkeys(rates, "1000000")
+    verified = cluster.wait_for(
+        lambda: (r := tool("--verify")).returncode == 0 and r or None, 90, "not completed")
+    assert "Clearing broker-level throttles on brokers 0,1,2" in verified.stdout
+    assert configs("topic", topic, throttled) == dict.fromkeys(throttled, None)
+    assert configs("broker", str(new), rates) == dict.fromkeys(rates, "9223372036854775807")
+    assert confluent.partitions(cluster.bootstrap, topic)[0].replicas == [new]
+    got = consume_all(cluster.bootstrap, topic, 1, len(sent))
+    assert len(got) == len(sent) and all(m.value == payload for m in got)

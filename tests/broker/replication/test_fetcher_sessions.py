@@ -17,6 +17,7 @@ from broker.config import BrokerConfig, topic_log_config
 from broker.log.log import PartitionLog
 from broker.partition import Partition
 from broker.replication.fetcher import FETCH_VERSION, ReplicaFetcher
+from broker.replication.quota import ReplicationQuotas
 from protocol.errors import ErrorCode
 from protocol.records import Record, encode_batch
 
@@ -60,7 +61,8 @@ async def fetcher(tmp_path):
         metadata_cache=SimpleNamespace(
             topic=lambda name: SimpleNamespace(topic_id=TOPIC_ID) if name == "t" else None),
         now_ms=lambda: 1_000, notify_data_arrived=lambda topic, index: None,
-        events=SimpleNamespace(emit=lambda *a, **k: None))
+        events=SimpleNamespace(emit=lambda *a, **k: None),
+        replication_quotas=ReplicationQuotas(0, {}))
     f = ReplicaFetcher(broker, LEADER, 0)
     logs = []
     for i in range(PARTITIONS):
@@ -133,3 +135,26 @@ async def test_a_partition_that_leaves_is_forgotten_and_one_backing_off_comes_ba
     fetcher._expire_delays(trio.current_time())
     await fetcher._fetch(leader)
     assert named(leader.requests[2]) == {4: 0}  # added back, and only it
+
+
+async def test_over_its_throttle_a_follower_leaves_out_only_throttled_replicas_not_in_sync(
+        fetcher):
+    """KIP-73: a follower over follower.replication.throttled.rate stops fetching the
+    throttled partitions it is out of the ISR of; in-sync and unthrottled ones go on."""
+    quota = fetcher.broker.replication_quotas.follower
+    quota.bound, quota.throttled = 1_000, {"t": frozenset({5, 6, 7})}
+    for i in (5, 6):  # added by a reassignment: not in the ISR yet (7 is in sync)
+        fetcher.partitions[("t", i)].partition.make_follower(
+            leader_id=LEADER, leader_epoch=3, partition_epoch=1, replicas=(0, 1), isr=(1,))
+    leader = ScriptedLeader()
+    big = encode_batch([Record(0, 0, None, b"x" * 5_000, [])], base_offset=0)
+    leader.answers = [answer(99, {5: big}), answer(99), answer(99)]
+    fetcher._hold_throttled()
+    await fetcher._fetch(leader)  # under the bound: everything is fetched
+    assert set(named(leader.requests[0])) == set(range(PARTITIONS))
+    assert quota.is_exceeded(trio.current_time())  # 5 KB recorded against 1 KB/s
+    fetcher._hold_throttled()
+    await fetcher._fetch(leader)
+    forgotten = leader.requests[1]["forgotten_topics_data"]
+    assert [(t["topic_id"], sorted(t["partitions"])) for t in forgotten] == [(TOPIC_ID, [5, 6])]
+    assert fetcher.partitions[("t", 5)].delayed_until > trio.current_time() + 1
