@@ -24,6 +24,9 @@
     minibroker bench share-groups ...      share consumers on one partition: 1, 2, 4 slow
                                            members; one fast beside a classic consumer
                                            (bench.share_groups)
+    minibroker bench reassignment ...      300 partitions (1 GB) moved onto a new broker under
+                                           a 20 MB/s throttle: move time, acks=all p99 before
+                                           and during (bench.reassignment)
 
 The benchmarks drive other clients and draw charts: they need the `bench` extra. Owns the
 dispatch (`run`) and which of the extra's modules the chosen benchmark imports
@@ -40,7 +43,7 @@ _MODULES = {"groups": "bench.groups", "client": "bench.clients", "rebalance": "b
             "cluster": "bench.cluster", "replication": "bench.replication",
             "compose": "bench.compose", "authorizer": "bench.authorizer",
             "security": "bench.security", "metadata-restart": "bench.metadata_restart",
-            "codec": "bench.codec", "scale": "bench.scale",
+            "codec": "bench.codec", "scale": "bench.scale", "reassignment": "bench.reassignment",
             "transactions": "bench.transactions", "share-groups": "bench.share_groups"}
 
 

@@ -82,6 +82,8 @@ CURRENT_LEADER_VERSION = 12  # the tagged current_leader field
 TOPIC_ID_VERSION = 13  # topics named by id
 REPLICA_STATE_VERSION = 15  # replica_id moves into the tagged ReplicaState
 NO_TOPIC_ID = uuid.UUID(int=0)
+THROTTLE_RETRY_S = 0.005  # the least wait before a throttled read is tried again
+IN_SYNC = 2**31 - 1  # no bound on an in-sync follower's reads of a throttled replica
 _STALE_LEADER = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
                  ErrorCode.UNKNOWN_LEADER_EPOCH)
 
@@ -108,6 +110,8 @@ class _Read:
     size: int
     error: ErrorCode
     pending: bool  # records left beyond the fetch offset, or an error
+    held: bool = False  # held back by the leader's replication throttle
+    throttled: int = 0  # bytes that count against it
 
 
 @dataclass
@@ -124,6 +128,10 @@ class _Context:
     # a follower's partitions it is out of the ISR of: read at each of its fetches until
     # it is back in, so that the leader sees it catch up (Kafka's maybeExpandIsr)
     rejoining: set[Key] = field(default_factory=set)
+    # the leader's replication throttle (broker.replication.quota): what this answer may
+    # still carry of throttled replicas out of the ISR, and those held back for now
+    throttle_budget: int = 2**31 - 1
+    held: set[Key] = field(default_factory=set)
 
 
 def _requested(ctx: RequestContext) -> tuple[list[CachedPartition], list[Key]]:
@@ -186,11 +194,20 @@ async def handle(ctx: RequestContext) -> dict:
     keys = list(session.partitions) if fc.full else list(session.changed)
     session.changed.clear()
     fc.budget = body.get("max_bytes", 2**31 - 1)
+    quota = broker.replication_quotas.leader
+    if follower >= 0 and quota.active:
+        fc.throttle_budget = quota.burst_bytes()
     _read(ctx, follower, fc, keys, allowed, arrival_ms=now_ms)
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     while fc.total < body.min_bytes and not fc.answer_now \
             and trio.current_time() < deadline:
-        woken = await _wait(ctx, fc, deadline)
+        # a replica held back by the throttle is read again once the rate allows, rather
+        # than at the follower's next fetch: the moves go on at the rate, not in bursts
+        now = trio.current_time()
+        retry = now + max(quota.wait_s(now), THROTTLE_RETRY_S) if fc.held else deadline
+        woken = await _wait(ctx, fc, min(deadline, retry))
+        if fc.held and trio.current_time() >= retry:
+            woken = list(dict.fromkeys([*woken, *fc.held]))
         if woken:
             _read(ctx, follower, fc, woken, allowed)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
@@ -280,8 +297,13 @@ def _read(ctx: RequestContext, follower: int, fc: _Context, keys: Any, allowed: 
             fc.budget += earlier.size
         read = _read_partition(ctx, follower, p, session.uses_topic_ids, denied,
                                consumer_may_use_follower, rack, fc.budget, fc.total == 0,
-                               read_committed)
+                               read_committed, fc.throttle_budget)
         fc.budget = max(fc.budget - read.size, 0)
+        fc.throttle_budget = max(fc.throttle_budget - read.throttled, 0)
+        if read.held:
+            fc.held.add(key)
+        else:
+            fc.held.discard(key)
         fc.total += read.size
         fc.answer_now |= (read.error != ErrorCode.NONE
                           or read.out["preferred_read_replica"] >= 0)
@@ -292,7 +314,8 @@ def _read(ctx: RequestContext, follower: int, fc: _Context, keys: Any, allowed: 
 
 def _read_partition(ctx: RequestContext, follower: int, p: CachedPartition, by_id: bool,
                     denied: frozenset[str], may_use_follower: bool, rack: str | None,
-                    budget: int, first: bool, read_committed: bool) -> _Read:
+                    budget: int, first: bool, read_committed: bool,
+                    throttle_budget: int) -> _Read:
     broker = ctx.broker
     partition = None
     if p.topic is None or by_id and _deleted(broker, p):
@@ -309,27 +332,28 @@ def _read_partition(ctx: RequestContext, follower: int, p: CachedPartition, by_i
     lso = partition.last_stable_offset if partition is not None else -1
     if partition is not None and error == ErrorCode.NONE and rack and partition.is_leader:
         preferred = _preferred_replica(broker, partition, rack, p.fetch_offset)
-    throttled: bool | None = False
+    allowance: int | None = None  # bytes the leader's replication throttle allows
     if partition is not None and error == ErrorCode.NONE and preferred < 0:
         leo = partition.log_end_offset
+        limit = min(p.max_bytes, budget)
         if follower >= 0:
             end = leo
-            throttled = _leader_throttled(broker, partition, follower)
+            allowance = _throttle_allowance(broker, partition, follower, throttle_budget)
+            if allowance is not None:
+                limit = min(limit, allowance)
         else:
             end = min(lso if read_committed else partition.high_watermark, leo)
-        limit = min(p.max_bytes, budget)
         try:
             if p.fetch_offset > leo:
                 raise OffsetOutOfRange(p.fetch_offset)
-            # a throttled follower held back (None) reads nothing now, and again later
-            if throttled is not None and p.fetch_offset < end and (limit > 0 or first):
+            if allowance != 0 and p.fetch_offset < end and (limit > 0 or first):
                 records = partition.log.read(p.fetch_offset, limit, max_offset=end,
                                              min_one_message=first)
                 if read_committed and records and not planted.on(
                         "aborted-transactions-unreported"):
                     aborted = _aborted_transactions(partition, p.fetch_offset, records)
             pending = p.fetch_offset < end
-            if throttled:
+            if allowance is not None:
                 broker.replication_quotas.leader.record(len(records), trio.current_time())
         except LogError as e:  # out of range, or a segment damaged under us
             error = e.error_code
@@ -346,19 +370,22 @@ def _read_partition(ctx: RequestContext, follower: int, p: CachedPartition, by_i
     }
     if error in _STALE_LEADER and ctx.version >= CURRENT_LEADER_VERSION and p.topic:
         out["current_leader"] = current_leader(broker, p.topic, p.partition)
-    return _Read(out, len(records), error, pending or error != ErrorCode.NONE)
+    held = allowance == 0 and pending
+    return _Read(out, len(records), error, pending or error != ErrorCode.NONE, held,
+                 len(records) if allowance is not None and allowance < IN_SYNC else 0)
 
 
-def _leader_throttled(broker, partition, follower: int) -> bool | None:
-    """Whether a follower's read of this partition counts against the leader's replication
-    throttle (broker.replication.quota): None when it is to be held back now, being
-    throttled, out of the ISR and over the rate."""
+def _throttle_allowance(broker, partition, follower: int, budget: int) -> int | None:
+    """What a follower's read of this partition may take under the leader's replication
+    throttle (broker.replication.quota): None when the partition is not throttled (its
+    bytes do not count); IN_SYNC for a follower in the ISR (counted, never held back, as
+    in Kafka); otherwise what is left of this answer's share, 0 while over the rate."""
     quota = broker.replication_quotas.leader
     if not quota.active or not quota.is_throttled(partition.topic, partition.index):
-        return False
-    if follower not in partition.isr and quota.is_exceeded(trio.current_time()):
         return None
-    return True
+    if follower in partition.isr:
+        return IN_SYNC
+    return 0 if quota.is_exceeded(trio.current_time()) else budget
 
 
 def _aborted_transactions(partition, fetch_offset: int, records: bytes) -> list[dict]:

@@ -690,13 +690,14 @@ class PartitionLog:
         if plan.truncations == self._truncations:
             self.recovery_point = max(self.recovery_point, min(plan.log_end_offset, self._leo))
 
-    def close(self) -> None:
+    def close(self, *, flush: bool = True) -> None:
         """Flush and close every segment; pending .deleted files are unlinked now. Every
-        segment is closed even if one cannot be flushed; the first OSError is raised."""
+        segment is closed even if one cannot be flushed; the first OSError is raised.
+        `flush=False`: a log about to be deleted, closed without fsyncs."""
         failed: OSError | None = None
         for seg in self.segments:
             try:
-                seg.close()
+                seg.close(flush=flush)
             except OSError as exc:
                 failed = failed or exc
         if failed is not None:

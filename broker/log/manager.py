@@ -362,15 +362,18 @@ class LogManager:
         log = self._logs.pop((topic, partition), None)
         if log is None:
             return False
+        # No fsync on the way out: a deletion runs on the event loop (a reassignment's
+        # last step, a topic deleted), and an fsync behind a busy disk's writeback stalls
+        # every request the broker serves meanwhile. A rename a crash undoes leaves the
+        # directory where it was: a stray log, which the next start deletes again.
         try:
-            log.close()
+            log.close(flush=False)
         except OSError:
-            pass  # being deleted: what could not be sealed or fsynced no longer matters
+            pass  # being deleted: what could not be closed no longer matters
         doomed = os.path.join(
             self.data_dir,
             f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         self.fs.rename(log.directory, doomed)
-        fsync_dir(self.data_dir, self.fs)
         self.fs.rmtree(doomed)
         self._uncleanable.discard((topic, partition))
         if self._cleaner_offsets().pop((topic, partition), None) is not None:

@@ -580,17 +580,21 @@ class LogSegment:
         """The caller fsynced `paths()` itself (`loader.fsync_all`, many segments at once)."""
         self._dirty = False
 
-    def close(self) -> None:
+    def close(self, *, flush: bool = True) -> None:
         """Record the final max timestamp (so a clean reopen knows it), fsync, close.
-        The files are closed even when sealing or fsyncing raises OSError."""
+        The files are closed even when sealing or fsyncing raises OSError. `flush=False`
+        (a segment about to be deleted) only closes the files."""
         if self._file is None:
             return
+        if not flush:
+            self._dirty = False
         try:
-            try:
-                self.repair()
-            except OSError:
-                pass  # the loader cuts a torn tail at the next start
-            self._seal_max_timestamp()
+            if flush:
+                try:
+                    self.repair()
+                except OSError:
+                    pass  # the loader cuts a torn tail at the next start
+                self._seal_max_timestamp()
             self.flush()
         finally:  # a refused fsync must not leak the descriptors
             self._file.close()

@@ -45,6 +45,7 @@ FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 THROTTLED_REPLICAS = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
 UNLIMITED = 2**63 - 1  # Kafka's default rate: Long.MAX_VALUE, no throttle
 ALL = "*"
+BURSTS_PER_S = 10
 
 
 def parse_throttled_replicas(text: str) -> tuple[str, ...]:
@@ -135,6 +136,12 @@ class ReplicationQuota:
 
     def wait_s(self, now: float) -> float:
         return self.rate.wait_s(self.bound, now)
+
+    def burst_bytes(self) -> int:
+        """The most one answer (or fetch) may move of throttled replicas: a tenth of a
+        second's worth, so that a move goes at its rate in small steps, not in bursts of
+        replica.fetch.response.max.bytes that stall the loop and the disk."""
+        return max(self.bound // BURSTS_PER_S, 1)
 
 
 class ReplicationQuotas:
