@@ -1,7 +1,7 @@
 """`minibroker chaos`: seeded fault runs against a three-node cluster, checked.
 
     minibroker chaos [--target processes|docker] [--seeds 1-20 | --seed N]
-        [--duration-s 60] [--faults kill,pause,restart,isolate,ring] [--partitions 3]
+        [--duration-s 60] [--faults kill,pause,restart,isolate,ring,reassign] [--partitions 3]
         [--rate 300] [--out chaos-out] [--json FILE]
 
 Each seed is one run (runner.py) in OUT/seed-N/: history.jsonl, summary.json, run.log and
@@ -21,7 +21,7 @@ import traceback
 from dataclasses import asdict
 from pathlib import Path
 
-from bench.chaos.nemesis import KINDS, PARTITION_KINDS
+from bench.chaos.nemesis import EXTRA_KINDS, KINDS, PARTITION_KINDS
 from bench.chaos.runner import RunConfig, RunResult, Run
 from bench.common import table_lines
 
@@ -50,7 +50,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--duration-s", type=float, default=60.0)
     p.add_argument("--faults", default=None,
-                   help=f"comma-separated, of {','.join(KINDS)} (default: all the target "
+                   help=f"comma-separated, of {','.join(KINDS + EXTRA_KINDS)} (default: all the target "
                         f"can do)")
     p.add_argument("--partitions", type=int, default=3)
     p.add_argument("--rate", type=int, default=300, help="sends a second, per producer")
@@ -77,9 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
     if args.faults:
         kinds = tuple(k.strip() for k in args.faults.split(","))
-        unknown = [k for k in kinds if k not in KINDS]
+        unknown = [k for k in kinds if k not in KINDS + EXTRA_KINDS]
         if unknown:
-            print(f"minibroker chaos: unknown fault(s) {unknown}; choose from {KINDS}",
+            print(f"minibroker chaos: unknown fault(s) {unknown}; choose from {KINDS + EXTRA_KINDS}",
                   file=sys.stderr)
             return 2
         if args.target == "processes" and set(kinds) & set(PARTITION_KINDS):

@@ -18,6 +18,10 @@ The kinds:
               then healed
   ring        every node sees one other: each has a majority, none the same one (Jepsen's
               majorities-ring), then healed; aimed at nobody in particular
+  reassign    a partition moved off the target and back onto it (KIP-455) under a low
+              replication throttle, with the target or the partition's leader killed -9
+              while the moved replica catches up (bench.chaos.reassign); only when named
+              in --faults, so that the default schedules of a seed stay what they were
 
 One fault at a time, with quiet gaps between: with three replicas and
 min.insync.replicas=2 one fault may make writes wait, never lose an acknowledged one.
@@ -33,9 +37,12 @@ from typing import Callable, Sequence
 import trio
 
 from harness.chaos.history import INFO, History
+from bench.chaos.reassign import Mover
 from bench.chaos.targets import Target
+from client import AdminClient
 
 KINDS = ("kill", "pause", "restart", "isolate", "ring")
+EXTRA_KINDS = ("reassign",)  # named in --faults only
 AIMS = ("random", "controller", "leader", "coordinator")
 PARTITION_KINDS = ("isolate", "ring")
 
@@ -63,12 +70,14 @@ def schedule(seed: int, duration_s: float, kinds: Sequence[str], pause_s: float,
             hold = rng.uniform(pause_s, 1.5 * pause_s)
         elif kind == "restart":
             hold = 0.0
+        elif kind == "reassign":  # the kill during the catch-up, and the moves around it
+            hold = rng.uniform(2.0, 5.0)
         else:
             hold = rng.uniform(3.0, 10.0)
         if t + hold + 2.0 > duration_s:
             return faults
         faults.append(Fault(round(t, 3), kind, aim, round(hold, 3), rng.random()))
-        t += hold + (15.0 if kind == "restart" else 0.0) + rng.uniform(*gap_s)
+        t += hold + (15.0 if kind in ("restart", "reassign") else 0.0) + rng.uniform(*gap_s)
 
 
 class Nemesis:
@@ -77,9 +86,12 @@ class Nemesis:
 
     def __init__(self, target: Target, history: History,
                  aimed: Callable[[str], list[int]],
-                 wait_serving: Callable[[int, float], None]) -> None:
+                 wait_serving: Callable[[int, float], None],
+                 mover: Mover | None = None) -> None:
         self.target, self.h, self.aimed, self.wait_serving = target, history, aimed, wait_serving
+        self.mover = mover
         self.injected = 0
+        self.moves_not_done: list[str] = []
 
     async def run(self, faults: list[Fault], started: float) -> None:
         for fault in faults:
@@ -96,6 +108,9 @@ class Nemesis:
         self.injected += 1
         if fault.kind == "restart":
             await self._rolling_restart(detail)
+            return
+        if fault.kind == "reassign":
+            await self._reassign(fault, node, detail)
             return
         self.h.record("nemesis", INFO, "fault", {**detail, "phase": "start"})
         await trio.to_thread.run_sync(self._start, fault.kind, node)
@@ -137,6 +152,40 @@ class Nemesis:
             await trio.to_thread.run_sync(self.target.start_node, node)
             await trio.to_thread.run_sync(self.wait_serving, node, 120.0)
         self.h.record("nemesis", INFO, "fault", {**detail, "phase": "end"})
+
+    async def _reassign(self, fault: Fault, node: int, detail: dict) -> None:
+        mover = self.mover
+        if mover is None:
+            raise ValueError("a reassign fault needs the nemesis's mover")
+        partition = mover.partition_of(fault.pick)
+        detail = {**detail, "partition": partition}
+        async with AdminClient(bootstrap_servers=mover.bootstrap) as admin:
+            before = await mover.replicas(admin, partition)
+            if node not in before or len(before) < 2:
+                self.h.record("nemesis", INFO, "fault", {**detail, "phase": "skipped",
+                                                         "replicas": before})
+                return
+            self.h.record("nemesis", INFO, "fault", {**detail, "phase": "start",
+                                                     "replicas": before})
+            others = [r for r in before if r != node]
+            await mover.start(admin, partition, others)
+            shrunk = await mover.wait_done(admin, partition, others)
+            await mover.throttle(admin, partition, node, on=True)
+            await mover.start(admin, partition, before)
+            leader = await mover.leader(admin, partition)
+            victim = node if fault.pick < 0.5 or leader is None else leader
+            self.h.record("nemesis", INFO, "fault", {**detail, "phase": "moving",
+                                                     "shrunk": shrunk, "killed": victim})
+            await trio.to_thread.run_sync(self.target.kill, victim)
+            await trio.sleep(fault.hold_s)
+            await trio.to_thread.run_sync(self.target.start_node, victim)
+            await trio.to_thread.run_sync(self.wait_serving, victim, 120.0)
+            await mover.throttle(admin, partition, node, on=False)
+            done = await mover.wait_done(admin, partition, before)
+        if not (shrunk and done):
+            self.moves_not_done.append(f"{mover.topic}-{partition} to {before}: shrunk "
+                                       f"{shrunk}, moved back {done}")
+        self.h.record("nemesis", INFO, "fault", {**detail, "phase": "end", "done": done})
 
     def heal_all(self) -> None:
         """Whatever a cut-short fault left behind: the network whole, every node running."""

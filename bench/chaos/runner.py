@@ -31,6 +31,7 @@ from bench.chaos import replicas
 from harness.chaos import checker
 from harness.chaos.history import OK, History
 from bench.chaos.nemesis import PARTITION_KINDS, Nemesis, schedule
+from bench.chaos.reassign import Mover
 from bench.chaos.targets import ProcessTarget, Target
 from harness.chaos.txn_checker import TXN_FAILURES, check_final
 from harness.chaos.txn_workload import TxnCopier, final_txn_read, sink_of, txn_group_of
@@ -274,7 +275,8 @@ class Run:
         consumer_counters = [Counters(), Counters()]
         copier_counters = Counters()
         producers_stop, consumers_stop, observer_stop = trio.Event(), trio.Event(), trio.Event()
-        nemesis = Nemesis(self.target, self.history, self.aimed, self.wait_serving)
+        nemesis = Nemesis(self.target, self.history, self.aimed, self.wait_serving,
+                          Mover(s.bootstrap, self.topic, cfg.partitions))
         h = self.history
 
         async with trio.open_nursery() as nursery:
@@ -302,6 +304,9 @@ class Run:
             await trio.sleep_until(workload_started + cfg.duration_s)
             self.log(f"{nemesis.injected} faults injected; healing")
             await trio.to_thread.run_sync(nemesis.heal_all)
+            # a partition move that never completed is a stall of the cluster's own
+            self.stalled += [f"a reassignment did not complete: {m}"
+                             for m in nemesis.moves_not_done]
             offsets_partition = partition_of(self.group, OFFSETS_PARTITIONS)
             if not await trio.to_thread.run_sync(self.wait_healthy, [self.topic, OFFSETS_TOPIC],
                                                  cfg.settle_s):
