@@ -38,6 +38,7 @@ import tempfile
 import threading
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -172,7 +173,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         moving, latency = f"moving-{uuid.uuid4().hex[:6]}", f"latency-{uuid.uuid4().hex[:6]}"
         for name, count in ((moving, args.partitions), (latency, 1)):
             admin.create_topics([admin_mod.NewTopic(name, count, 3)])[name].result(60)
-            wait_for(lambda n=name, c=count: cluster.shown_everywhere(n, c), 60,
+            wait_for(partial(cluster.shown_everywhere, name, count), 60,
                      f"{name} led everywhere")
         join_group_once(ck, bootstrap, latency, "bench-reassignment")
         progress(f"filling {moving} with {args.megabytes} MB")
@@ -197,7 +198,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         wait_for(lambda: 3 in {b.node_id for b in cluster.metadata(cluster.nodes[0]).brokers}
                  or None, 60, "node 3 registered")
         described = admin.describe_topics(ck.TopicCollection([moving]))[moving].result(30)
-        plan = {"version": 1, "partitions": [
+        plan: dict[str, Any] = {"version": 1, "partitions": [
             {"topic": moving, "partition": p.id, "replicas": [r.id for r in p.replicas[:-1]] + [3]}
             for p in described.partitions]}
         plan_file = base / "plan.json"

@@ -386,11 +386,14 @@ for _p in BROKER_PROPERTIES.values():
 
 # Topic-level properties with no broker default: which replicas the replication throttles
 # hold back ("*" or partition:broker,..., broker.replication.quota)
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+ALL_REPLICAS = "*"
 for _name, _doc in (
-        ("leader.replication.throttled.replicas",
+        (LEADER_REPLICAS,
          "Replicas (partition:broker, or *) whose leaders' sends to out-of-sync followers "
          "count against leader.replication.throttled.rate."),
-        ("follower.replication.throttled.replicas",
+        (FOLLOWER_REPLICAS,
          "Replicas (partition:broker, or *) whose out-of-sync followers' fetches count "
          "against follower.replication.throttled.rate.")):
     TOPIC_PROPERTIES[_name] = Prop(_name, "list", None, _doc)
@@ -737,11 +740,24 @@ def _resolve_node_id(raw: dict[str, Any], values: dict[str, Any]) -> None:
 def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, Any]:
     """Parse CreateTopics configs; ConfigError names the first bad key."""
     parsed = _parse_configs(configs, TOPIC_PROPERTIES, "topic")
-    from broker.replication.quota import THROTTLED_REPLICAS, parse_throttled_replicas
-    for key in THROTTLED_REPLICAS:
+    for key in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
         if key in parsed:
             parse_throttled_replicas(",".join(parsed[key]))
     return parsed
+
+
+def parse_throttled_replicas(text: str) -> tuple[str, ...]:
+    """A throttled-replicas value ("*", or "partition:broker,..."), checked as Kafka's
+    ThrottledReplicaListValidator does; ConfigError says what is wrong."""
+    items = tuple(x.strip() for x in text.split(",") if x.strip())
+    if items == (ALL_REPLICAS,):
+        return items
+    for item in items:
+        p, sep, b = item.partition(":")
+        if not sep or not p.isdigit() or not b.isdigit():
+            raise ConfigError(f"invalid throttled replica {item!r}: expected * or "
+                              "partition:broker, e.g. 0:101,1:102")
+    return items
 
 
 def _parse_configs(configs: Mapping[str, str | None], properties: Mapping[str, Prop],

@@ -35,31 +35,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.config import ConfigError
+from broker.config import (ALL_REPLICAS as ALL, FOLLOWER_REPLICAS, LEADER_REPLICAS,
+                           ConfigError, parse_throttled_replicas)
 from broker.controller.image import TOPIC_RESOURCE
 
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
-LEADER_REPLICAS = "leader.replication.throttled.replicas"
-FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
-THROTTLED_REPLICAS = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
 UNLIMITED = 2**63 - 1  # Kafka's default rate: Long.MAX_VALUE, no throttle
-ALL = "*"
 BURSTS_PER_S = 10
-
-
-def parse_throttled_replicas(text: str) -> tuple[str, ...]:
-    """A throttled-replicas value ("*", or "partition:broker,..."), checked as Kafka's
-    ThrottledReplicaListValidator does; ConfigError says what is wrong."""
-    items = tuple(x.strip() for x in text.split(",") if x.strip())
-    if items == (ALL,):
-        return items
-    for item in items:
-        p, sep, b = item.partition(":")
-        if not sep or not p.isdigit() or not b.isdigit():
-            raise ConfigError(f"invalid throttled replica {item!r}: expected * or "
-                              "partition:broker, e.g. 0:101,1:102")
-    return items
 
 
 def throttled_partitions(value: str | None, broker_id: int) -> frozenset[int] | str | None:
