@@ -196,8 +196,9 @@ def test_a_broker_joins_takes_its_share_and_another_is_decommissioned(make_clust
         assert NEW in confluent.describe_cluster(node.bootstrap)[2]
         with pytest.raises(OSError):  # a broker only: no controller listener
             socket.create_connection((HOST, node.controller_port), timeout=2).close()
-        leader = cluster.wait_controller()
-        assert NEW in [o.replica_id for o in cluster.quorum(leader).observers]
+        cluster.wait_for(lambda: NEW in [o.replica_id for o in cluster.quorum(
+            cluster.wait_controller()).observers] or None, 20,
+            "the active controller's DescribeQuorum to list the new broker as an observer")
         # a new topic's placement uses it
         confluent.create_topic(cluster.bootstrap, JOINED_TOPIC, 4, 3)
         assert any(NEW in p.replicas for p in
@@ -215,9 +216,10 @@ def test_a_broker_joins_takes_its_share_and_another_is_decommissioned(make_clust
         assert sorted(counts.values()) == [4, 4, 5, 5] and len(onto_new) == counts[NEW] == 4
         leaders = Counter(r[0] for r in proposed.values())
         assert max(leaders.values()) <= 2 and leaders[NEW] >= 1
-        assert {i: p.replicas for i, p in confluent.partitions(
+        cluster.wait_for(lambda: {i: p.replicas for i, p in confluent.partitions(
             cluster.bootstrap, TOPIC).items()} == {p: proposed[(TOPIC, p)]
-                                                    for p in range(PARTITIONS)}
+                                                    for p in range(PARTITIONS)} or None, 20,
+            "Metadata to show the proposed replicas")
         assert (node.data_dir / f"{TOPIC}-{onto_new[0][1]}").is_dir()
 
         # decommission a node that is not the active controller: everything moves away
