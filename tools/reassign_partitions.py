@@ -13,7 +13,8 @@ library's AdminClient.
   assignment and a proposed one that spreads the replicas (each partition keeps its count)
   and the preferred leaders evenly over the brokers of --broker-list, on distinct racks
   where the brokers have racks, moving as few replicas as that needs
-  (tools/reassignment_plan.py says the rule). Every broker of the list must be running
+  (tools/reassignment_plan.py says the rule; --disable-rack-aware ignores racks, as
+  Kafka's tool does). Every broker of the list must be running
   (listed by DescribeCluster), none twice. Nothing is changed.
 - `--execute` reads `{"version": 1, "partitions": [{"topic": "t", "partition": 0,
   "replicas": [3, 4]}]}` ("log_dirs" is accepted and must be "any": one directory per
@@ -97,6 +98,8 @@ def add_arguments(parser) -> None:
         action.add_argument(f"--{name}", action="store_true")
     parser.add_argument("--topics-to-move-json-file", metavar="FILE")
     parser.add_argument("--broker-list", metavar="0,1,2")
+    parser.add_argument("--disable-rack-aware", action="store_true",
+                        help="--generate ignores the brokers' racks")
     parser.add_argument("--reassignment-json-file", metavar="FILE")
     parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_MS, metavar="MS")
 
@@ -111,7 +114,8 @@ async def _run(args: Any, out: TextIO) -> None:
             if unknown:
                 raise ToolError(f"--broker-list names brokers that are not running: {unknown}")
             try:
-                proposed = propose(current, args.brokers, live)
+                proposed = propose(current, args.brokers,
+                                   None if args.disable_rack_aware else live)
             except PlanError as refused:
                 raise ToolError(str(refused)) from None
             out.write(f"Current partition replica assignment\n{plan_json(current)}\n\n"

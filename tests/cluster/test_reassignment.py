@@ -71,6 +71,9 @@ def test_the_tool_generates_executes_verifies_and_cancels(cluster, tmp_path):
     generated = tool("--generate", "--topics-to-move-json-file", str(topics),
                      "--broker-list", "1,2")
     assert generated.returncode == 0, generated.stderr
+    # one broker a rack: ignoring racks proposes the same
+    assert tool("--generate", "--topics-to-move-json-file", str(topics), "--broker-list", "1,2",
+                "--disable-rack-aware").stdout == generated.stdout
     current = json.loads(generated.stdout.splitlines()[1])
     proposed = json.loads(generated.stdout.splitlines()[-1])
     before = {p["partition"]: p["replicas"] for p in current["partitions"]}
