@@ -380,6 +380,9 @@ class Broker:
             self.events.emit("broker_fenced", broker_id=body.id, broker_epoch=body.epoch)
         elif record_type == T.UNFENCE_BROKER_RECORD:
             self.events.emit("broker_unfenced", broker_id=body.id, broker_epoch=body.epoch)
+        elif record_type == T.UNREGISTER_BROKER_RECORD:
+            self.events.emit("broker_unregistered", broker_id=body.broker_id,
+                             broker_epoch=body.broker_epoch)
         elif record_type == T.PARTITION_CHANGE_RECORD:
             topic = new.topic_by_id(body.topic_id)
             before = old.topic_by_id(body.topic_id)

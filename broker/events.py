@@ -44,6 +44,7 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
                           "incarnation_id": "string"},
     "broker_fenced": {"broker_id": "long", "broker_epoch": "long"},
     "broker_unfenced": {"broker_id": "long", "broker_epoch": "long"},
+    "broker_unregistered": {"broker_id": "long", "broker_epoch": "long"},
     # the broker whose data directory failed (broker/log_dirs.py), once, when it goes offline
     "log_dir_failure": {"log_dir": "string", "directory_id": "string", "reason": "string",
                         "replicas_held": "array<string>"},

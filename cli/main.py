@@ -78,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
         tool.add_arguments(command)
         command.set_defaults(func=tool.main)
     command = sub.add_parser("cluster", help="the cluster: controller, brokers with racks and "
-                                             "fenced state, the metadata quorum and its lag")
+                                             "fenced state, the metadata quorum and its lag; "
+                                             "unregister a decommissioned broker")
     cluster.add_arguments(command)
     command.set_defaults(func=cluster.main)
     command = sub.add_parser("metadata-quorum", help="the metadata quorum's status or "

@@ -24,6 +24,7 @@ Owns: `AdminClient` and the plain dataclasses it takes and returns (`NewTopic`,
         await admin.delete_topics(["orders"])
         await admin.describe_cluster()    # cluster id, active controller, brokers and racks
         await admin.describe_quorum()     # the metadata quorum: leader, epoch, voters' lag
+        await admin.unregister_broker(3)  # a decommissioned (stopped) broker's registration
         await admin.create_acls([AclBinding(2, "orders", 3, "User:alice", "*", 3, 3)])
         await admin.describe_acls(AclBindingFilter(resource_type=2))  # [AclBinding]
         await admin.delete_acls([AclBindingFilter(principal="User:alice")])  # what went
@@ -49,7 +50,8 @@ ListOffsets to each partition's leader, the ACL calls to the controller Metadata
 connection and of a broker to that broker, IncrementalAlterConfigs to the least-loaded
 connection (the broker forwards it to the active controller), DescribeCluster and DescribeQuorum to the
 least-loaded connection (a broker answers DescribeQuorum from the active controller, as
-Kafka's Admin.describeMetadataQuorum expects). ListTransactions goes to every broker,
+Kafka's Admin.describeMetadataQuorum expects), and so does UnregisterBroker (the broker
+forwards it to the active controller, as for Kafka's Admin.unregisterBroker). ListTransactions goes to every broker,
 DescribeTransactions to each transactional id's coordinator (FindCoordinator key type 1),
 DescribeProducers and the ABORT marker of abort_transaction (WriteTxnMarkers) to each
 partition's leader.
@@ -81,7 +83,7 @@ from protocol.messages import (
     DESCRIBE_QUORUM, DESCRIBE_SHARE_GROUP_OFFSETS, DESCRIBE_TRANSACTIONS,
     DESCRIBE_USER_SCRAM_CREDENTIALS, INCREMENTAL_ALTER_CONFIGS, LIST_GROUPS, LIST_OFFSETS,
     LIST_PARTITION_REASSIGNMENTS, LIST_TRANSACTIONS, OFFSET_COMMIT, OFFSET_DELETE,
-    SHARE_GROUP_DESCRIBE, WRITE_TXN_MARKERS,
+    SHARE_GROUP_DESCRIBE, UNREGISTER_BROKER, WRITE_TXN_MARKERS,
 )
 from protocol.primitives import ZERO_UUID
 from protocol.sasl import SCRAM_BY_ID, SCRAM_MECHANISMS
@@ -1052,6 +1054,21 @@ class AdminClient:
                               for b in body.brokers), key=lambda n: n.node_id)))
 
         return await self._retrying("DescribeCluster", attempt, timeout_ms)
+
+    async def unregister_broker(self, broker_id: int, *,
+                                timeout_ms: int | None = None) -> None:
+        """Remove a broker's registration (UnregisterBroker, Kafka's Admin.unregisterBroker):
+        the last step of decommissioning, once its replicas were moved away and the node
+        stopped (a node still running registers again). BrokerIdNotRegisteredError for an
+        id the controller does not know."""
+        async def attempt() -> None:
+            conn = await self.pool.least_loaded()
+            body = (await conn.request(UNREGISTER_BROKER, {"broker_id": broker_id})).body
+            code = ErrorCode.of(body.error_code)
+            if code is not ErrorCode.NONE:
+                raise for_code(code, body.get("error_message") or f"broker {broker_id}")
+
+        await self._retrying("UnregisterBroker", attempt, timeout_ms)
 
     async def alter_partition_reassignments(
             self, reassignments: Mapping[TopicPartition, Sequence[int] | None], *,

@@ -1,8 +1,8 @@
 """The KRaft metadata records of __cluster_metadata, and the frame each record value wears.
 
 Owns: the declarations of the metadata records the controller writes (TopicRecord,
-PartitionRecord, PartitionChangeRecord, RegisterBrokerRecord, FenceBrokerRecord,
-UnfenceBrokerRecord, BrokerRegistrationChangeRecord, ConfigRecord, ProducerIdsRecord,
+PartitionRecord, PartitionChangeRecord, RegisterBrokerRecord, UnregisterBrokerRecord,
+FenceBrokerRecord, UnfenceBrokerRecord, BrokerRegistrationChangeRecord, ConfigRecord, ProducerIdsRecord,
 RemoveTopicRecord, FeatureLevelRecord, NoOpRecord; for security UserScramCredentialRecord,
 RemoveUserScramCredentialRecord, AccessControlEntryRecord and RemoveAccessControlEntryRecord),
 their record types, and `encode_metadata_record` / `decode_metadata_record`.
@@ -55,6 +55,13 @@ RegisterBrokerRecord = Message(
         F("fenced", "bool", default=True),
         F("in_controlled_shutdown", "bool", "1+", default=False),
         F("log_dirs", "[]uuid", "3+", tag=0),
+    ])
+
+# an unregistered broker's registration goes, at the epoch it had (kafka-cluster.sh unregister)
+UnregisterBrokerRecord = Message(
+    "UnregisterBrokerRecord", api_key=1, valid="0", flexible="0+", fields=[
+        F("broker_id", "int32"),
+        F("broker_epoch", "int64"),
     ])
 
 
@@ -198,6 +205,7 @@ class MetadataRecordType(enum.IntEnum):
     """Kafka's `MetadataRecordType` numbers for the records we declare."""
 
     REGISTER_BROKER_RECORD = 0
+    UNREGISTER_BROKER_RECORD = 1
     TOPIC_RECORD = 2
     PARTITION_RECORD = 3
     CONFIG_RECORD = 4
@@ -217,7 +225,7 @@ class MetadataRecordType(enum.IntEnum):
 
 METADATA_RECORDS: dict[MetadataRecordType, Message] = {
     MetadataRecordType(m.api_key): m for m in (
-        RegisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord, PartitionChangeRecord,
+        RegisterBrokerRecord, UnregisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord, PartitionChangeRecord,
         FenceBrokerRecord, UnfenceBrokerRecord, RemoveTopicRecord, FeatureLevelRecord,
         ProducerIdsRecord, BrokerRegistrationChangeRecord, NoOpRecord,
         UserScramCredentialRecord, RemoveUserScramCredentialRecord, AccessControlEntryRecord,

@@ -1,7 +1,9 @@
-"""`minibroker cluster describe` and `minibroker metadata-quorum describe`: the cluster and
-its metadata quorum, on the client library's AdminClient (DescribeCluster, DescribeQuorum).
+"""`minibroker cluster describe|unregister` and `minibroker metadata-quorum describe`: the
+cluster and its metadata quorum, on the client library's AdminClient (DescribeCluster,
+DescribeQuorum, UnregisterBroker).
 
     minibroker cluster describe --bootstrap-server 127.0.0.1:9092
+    minibroker cluster unregister --bootstrap-server 127.0.0.1:9092 --id 3
     minibroker metadata-quorum --bootstrap-server 127.0.0.1:9092 describe --status
     minibroker metadata-quorum --bootstrap-server 127.0.0.1:9092 describe --replication
 
@@ -20,6 +22,11 @@ table of brokers (Id, Host:Port, Rack, State) and the quorum's status and replic
 table. A broker DescribeCluster lists is unfenced (Kafka lists only those); a node the
 quorum names (a voter or an observer) that it does not list is shown as fenced, which for
 a voter can also mean a controller-only node: DescribeCluster v0-1 does not say which.
+
+`cluster unregister --id N` removes broker N's registration, as kafka-cluster.sh unregister
+does, and prints "Broker N is no longer registered.": the last step of decommissioning a
+broker (docs/BROKER.md, "Adding and removing brokers"), once its replicas were moved away
+and the node stopped. An id the controller does not know is BROKER_ID_NOT_REGISTERED.
 
 Exit status 0; 1 with one line on stderr, "minibroker cluster: ERROR_NAME: detail", when no
 bootstrap server answers or the broker answers a Kafka error; 2 on a bad option.
@@ -138,6 +145,11 @@ async def _describe(admin: AdminClient, args, out: TextIO) -> None:
         out.write(line.rstrip() + "\n")
 
 
+async def _unregister(admin: AdminClient, args, out: TextIO) -> None:
+    await admin.unregister_broker(args.id)
+    out.write(f"Broker {args.id} is no longer registered.\n")
+
+
 async def _quorum(admin: AdminClient, args, out: TextIO) -> None:
     quorum = await admin.describe_quorum()
     if args.replication:
@@ -166,6 +178,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     desc = sub.add_parser("describe", help="cluster id, controller, brokers with racks and "
                                            "fenced state, the quorum and its lag")
     _common(desc)
+    unregister = sub.add_parser("unregister", help="remove a decommissioned broker's "
+                                                   "registration (kafka-cluster unregister)")
+    _common(unregister)
+    unregister.add_argument("--id", type=int, required=True, metavar="N",
+                            help="the broker id to unregister")
 
 
 def add_quorum_arguments(parser: argparse.ArgumentParser) -> None:
@@ -189,6 +206,8 @@ async def _run(args, out: TextIO) -> None:
                           client_id="minibroker-cluster") as admin:
         if getattr(args, "status", False) or getattr(args, "replication", False):
             await _quorum(admin, args, out)
+        elif args.cluster_command == "unregister":
+            await _unregister(admin, args, out)
         else:
             await _describe(admin, args, out)
 

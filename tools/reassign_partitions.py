@@ -10,9 +10,12 @@ library's AdminClient.
     minibroker reassign-partitions --bootstrap-server H:P --cancel --reassignment-json-file plan.json
 
 - `--generate` reads `{"topics": [{"topic": "t"}], "version": 1}` and prints the current
-  assignment and a proposed one spreading each partition's replicas (same count) over the
-  brokers of --broker-list, round-robin from a partition-dependent start, as Kafka's tool
-  proposes without racks. Nothing is changed.
+  assignment and a proposed one that spreads the replicas (each partition keeps its count)
+  and the preferred leaders evenly over the brokers of --broker-list, on distinct racks
+  where the brokers have racks, moving as few replicas as that needs
+  (tools/reassignment_plan.py says the rule; --disable-rack-aware ignores racks, as
+  Kafka's tool does). Every broker of the list must be running
+  (listed by DescribeCluster), none twice. Nothing is changed.
 - `--execute` reads `{"version": 1, "partitions": [{"topic": "t", "partition": 0,
   "replicas": [3, 4]}]}` ("log_dirs" is accepted and must be "any": one directory per
   broker), prints the current assignment (to save for a rollback) and starts the moves
@@ -42,6 +45,7 @@ from broker.replication.quota import (FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_R
 from client.admin import AdminClient, AlterConfigOp, ConfigResource
 from client.types import TopicPartition
 from tools.admin_session import ToolError, open_admin, run_admin_tool
+from tools.reassignment_plan import PlanError, propose
 
 DEFAULT_TIMEOUT_MS = 30_000
 PROG = "minibroker reassign-partitions"
@@ -85,23 +89,6 @@ def plan_json(assignment: dict[TopicPartition, list[int]]) -> str:
         {"topic": tp.topic, "partition": tp.partition, "replicas": list(r),
          "log_dirs": ["any"] * len(r)} for tp, r in sorted(assignment.items())]},
         separators=(",", ":"))
-
-
-def propose(current: dict[TopicPartition, list[int]], brokers: list[int]
-            ) -> dict[TopicPartition, list[int]]:
-    """Each partition's replicas (as many as now) over `brokers`, round-robin from a start
-    that moves with the partition, so leaders spread too."""
-    if not brokers:
-        raise ToolError("--broker-list names no broker")
-    out = {}
-    for tp, replicas in sorted(current.items()):
-        count = len(replicas)
-        if count > len(brokers):
-            raise ToolError(f"{tp.topic}-{tp.partition} has {count} replicas, more than the "
-                            f"{len(brokers)} brokers of --broker-list")
-        start = tp.partition % len(brokers)
-        out[tp] = [brokers[(start + i) % len(brokers)] for i in range(count)]
-    return out
 
 
 async def _current(admin: AdminClient, topics: list[str]) -> dict[TopicPartition, list[int]]:
@@ -173,6 +160,8 @@ def add_arguments(parser) -> None:
         action.add_argument(f"--{name}", action="store_true")
     parser.add_argument("--topics-to-move-json-file", metavar="FILE")
     parser.add_argument("--broker-list", metavar="0,1,2")
+    parser.add_argument("--disable-rack-aware", action="store_true",
+                        help="--generate ignores the brokers' racks")
     parser.add_argument("--reassignment-json-file", metavar="FILE")
     parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_MS, metavar="MS")
     parser.add_argument("--throttle", type=int, default=-1, metavar="BYTES_PER_S",
@@ -186,7 +175,15 @@ async def _run(args: Any, out: TextIO) -> None:
                           client_id="minibroker-reassign-partitions") as admin:
         if args.generate:
             current = await _current(admin, args.topics)
-            proposed = propose(current, args.brokers)
+            live = {b.node_id: b.rack for b in (await admin.describe_cluster()).brokers}
+            unknown = sorted(set(args.brokers) - set(live))
+            if unknown:
+                raise ToolError(f"--broker-list names brokers that are not running: {unknown}")
+            try:
+                proposed = propose(current, args.brokers,
+                                   None if args.disable_rack_aware else live)
+            except PlanError as refused:
+                raise ToolError(str(refused)) from None
             out.write(f"Current partition replica assignment\n{plan_json(current)}\n\n"
                       f"Proposed partition reassignment configuration\n{plan_json(proposed)}\n")
             return
@@ -241,6 +238,10 @@ def _check(args: Any) -> None:
             args.brokers = [int(b) for b in args.broker_list.split(",") if b.strip()]
         except ValueError:
             raise ToolError(f"--broker-list takes broker ids: {args.broker_list!r}") from None
+        if not args.brokers:
+            raise ToolError("--broker-list names no broker")
+        if len(set(args.brokers)) != len(args.brokers):
+            raise ToolError(f"--broker-list repeats a broker: {args.broker_list}")
     else:
         if not args.reassignment_json_file:
             raise ToolError("--execute, --verify and --cancel need --reassignment-json-file")

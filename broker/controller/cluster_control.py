@@ -2,10 +2,10 @@
 (Kafka's ClusterControlManager and BrokerHeartbeatManager).
 
 Owns `ClusterControlManager`, which turns BrokerRegistration, BrokerHeartbeat and
-UnregisterBroker into RegisterBrokerRecord, FenceBrokerRecord and UnfenceBrokerRecord (and,
-through ReplicationControlManager, what each change of state does to the broker's
-partitions), and `BrokerHeartbeatManager`, the controller memory that is not in the log:
-each broker's session deadline (a heartbeat refreshes it; an expired one is fenced), the
+UnregisterBroker into RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord and
+UnregisterBrokerRecord (and, through ReplicationControlManager, what each change of state
+does to the broker's partitions), and `BrokerHeartbeatManager`, the controller memory that
+is not in the log: each broker's session deadline (a heartbeat refreshes it; an expired one is fenced), the
 metadata offset each broker last reported and the offset at which each controlled shutdown
 began. A new active controller (`activate`) gives every registered broker a fresh session,
 as Kafka does, rather than fence brokers whose heartbeats went to the old one.
@@ -202,17 +202,22 @@ class ClusterControlManager:
                              "is_fenced": fenced, "should_shut_down": shut_down})
 
     def unregister_broker(self, image: MetadataImage, body: Any) -> ControllerResult:
-        """UnregisterBroker. UnregisterBrokerRecord is not declared, so the registration
-        stays, fenced, and leaves every leadership and ISR: the effect on partitions is
-        Kafka's."""
+        """UnregisterBroker (Kafka's ReplicationControlManager.unregisterBroker): the broker
+        leaves every ISR, ELR and leadership, then UnregisterBrokerRecord removes its
+        registration. Like Kafka it refuses only an id not registered
+        (BROKER_ID_NOT_REGISTERED): a broker still running finds its epoch stale at its
+        next heartbeat and registers again, so the node is stopped first."""
         broker = image.brokers.get(body.broker_id)
         if broker is None:
             return ControllerResult((), error(ErrorCode.BROKER_ID_NOT_REGISTERED,
                                               f"Broker ID {body.broker_id} is not registered."))
         batch = Batch(image)
-        if not broker.fenced:
-            self._fence(batch, broker.broker_id)
+        self.replication.handle_broker_unregistered(batch, broker.broker_id)
+        batch.add(T.UNREGISTER_BROKER_RECORD, 0, {"broker_id": broker.broker_id,
+                                                  "broker_epoch": broker.epoch})
         self.heartbeats.sessions.pop(broker.broker_id, None)
+        self.heartbeats.metadata_offsets.pop(broker.broker_id, None)
+        self.heartbeats.shutdown_offsets.pop(broker.broker_id, None)
         return batch.result(error(ErrorCode.NONE))
 
     def fence_stale_brokers(self, image: MetadataImage,

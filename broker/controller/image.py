@@ -293,6 +293,18 @@ class MetadataImage:
             log_dirs=tuple(body.get("log_dirs") or ()))
         return replace(self, brokers=_with(self.brokers, broker.broker_id, broker))
 
+    def _unregister_broker(self, body: Any) -> MetadataImage:
+        """Kafka's ClusterControlManager.replay(UnregisterBrokerRecord): the registration
+        at that epoch goes; the partitions keep naming the broker among their replicas."""
+        broker = self.brokers.get(body.broker_id)
+        what = f"unregister broker {body.broker_id}"
+        if broker is None:
+            raise MetadataImageError(f"cannot {what}: not registered")
+        if broker.epoch != body.broker_epoch:
+            raise MetadataImageError(f"cannot {what} at epoch {body.broker_epoch}: its "
+                                     f"registration has epoch {broker.epoch}")
+        return replace(self, brokers=_without(self.brokers, broker.broker_id))
+
     def _change_broker_registration(self, body: Any) -> MetadataImage:
         """Kafka's ClusterControlManager.replay(BrokerRegistrationChangeRecord)."""
         broker = self.brokers.get(body.broker_id)
@@ -419,6 +431,7 @@ MetadataImage.EMPTY = MetadataImage(
 
 _HANDLERS = {
     T.REGISTER_BROKER_RECORD: MetadataImage._register_broker,
+    T.UNREGISTER_BROKER_RECORD: MetadataImage._unregister_broker,
     T.FENCE_BROKER_RECORD: MetadataImage._fence_broker,
     T.UNFENCE_BROKER_RECORD: MetadataImage._unfence_broker,
     T.BROKER_REGISTRATION_CHANGE_RECORD: MetadataImage._change_broker_registration,

@@ -63,6 +63,7 @@ E = ErrorCode
 RETRY_BACKOFF_BASE_MS = 100  # KafkaRaftClient's base for the candidate's election backoff
 CHECK_QUORUM_TIMEOUT_FACTOR = 1.5  # LeaderState's, times the fetch timeout
 SNAPSHOT_CHUNK_BYTES = 8 * 1024 * 1024  # KafkaRaftClient's MAX_FETCH_SIZE_BYTES
+OBSERVER_SESSION_TIMEOUT_MS = 300_000  # LeaderState's: an observer silent this long is dropped
 
 
 class IllegalStateError(RuntimeError):
@@ -322,6 +323,10 @@ class LeaderState:
     begin_resend_deadline: int
     high_watermark: int | None = None  # unknown until an entry of this epoch commits
     end_offsets: dict[int, int] = field(default_factory=dict)  # voter -> fetch offset
+    # observer (a broker-only node) -> fetch offset, for DescribeQuorum's observers, and
+    # when it last fetched: one silent for OBSERVER_SESSION_TIMEOUT_MS is forgotten
+    observer_offsets: dict[int, int] = field(default_factory=dict)
+    observer_fetched_ms: dict[int, int] = field(default_factory=dict)
     fetched_voters: set[int] = field(default_factory=set)  # since the check-quorum reset
     acked: set[int] = field(default_factory=set)  # voters that know this epoch's leader
     parked: dict[int, ParkedFetch] = field(default_factory=dict)
@@ -946,6 +951,12 @@ class RaftNode:
         if source in st.end_offsets:
             st.end_offsets[source] = req.fetch_offset
             advanced = self._maybe_update_high_watermark(out)  # answers the parked ones
+        elif source >= 0 and source != self.node_id:
+            st.observer_offsets[source] = req.fetch_offset
+            st.observer_fetched_ms[source] = now_ms
+            for gone in [o for o, at in st.observer_fetched_ms.items()
+                         if at + OBSERVER_SESSION_TIMEOUT_MS < now_ms]:
+                del st.observer_offsets[gone], st.observer_fetched_ms[gone]
         parked = ParkedFetch(cid, req, now_ms + req.max_wait_ms)
         # hold an empty answer (Kafka's fetch purgatory), unless its sender has yet to learn
         # the high watermark: this very fetch moved it, or another voter's did since our last

@@ -329,7 +329,8 @@ def describe_quorum_response(node: raft.RaftNode, *, now_ms: int | None = None,
                              last_fetch_ms: Mapping[int, int] | None = None,
                              last_caught_up_ms: Mapping[int, int] | None = None) -> dict:
     """The DescribeQuorum answer of `node` (any version's fields). Only the leader knows
-    the voters' progress; any other node answers NOT_LEADER_OR_FOLLOWER with the leader it
+    the voters' progress, and the observers' (the brokers that fetched from it while it
+    led); any other node answers NOT_LEADER_OR_FOLLOWER with the leader it
     knows, as Kafka does. Timestamps are the runtime's to track (the node keeps none): it
     passes the last fetch and last caught-up times it saw per voter, and `now_ms` stands
     for the leader's own (-1 where unknown)."""
@@ -352,6 +353,10 @@ def describe_quorum_response(node: raft.RaftNode, *, now_ms: int | None = None,
                 "replica_id": voter, "replica_directory_id": ZERO_UUID, "log_end_offset": end,
                 "last_fetch_timestamp": -1 if seen is None else seen,
                 "last_caught_up_timestamp": -1 if up is None else up})
+        partition["observers"] = [{
+            "replica_id": observer, "replica_directory_id": ZERO_UUID, "log_end_offset": end,
+            "last_fetch_timestamp": -1, "last_caught_up_timestamp": -1}
+            for observer, end in sorted(st.observer_offsets.items())]
         partition["high_watermark"] = (st.high_watermark if st.high_watermark is not None
                                        else -1)
     return {"error_code": E.NONE, "error_message": None,

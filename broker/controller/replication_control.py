@@ -512,6 +512,13 @@ class ReplicationControlManager:
         self._remove_from_partitions(batch, broker_id, election.unclean_shutdown,
                                      elr_too=True)
 
+    def handle_broker_unregistered(self, batch: Batch, broker_id: int) -> None:
+        """Kafka's handleBrokerUnregistered: before its UnregisterBrokerRecord, the broker
+        leaves every ISR and ELR and any leadership. It stays among the replicas of the
+        partitions that name it, which a reassignment is for."""
+        self._remove_from_partitions(batch, broker_id, election.unclean_shutdown,
+                                     elr_too=True)
+
     def _remove_from_partitions(self, batch: Batch, broker_id: int,
                                 rule: Callable[..., election.PartitionChangeRecord | None],
                                 *, elr_too: bool = False) -> None:

@@ -43,6 +43,7 @@ HANDLERS: dict[int, Handler] = {
     m.ELECT_LEADERS: cluster.handle_elect_leaders,
     m.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
     m.DESCRIBE_QUORUM: cluster.handle_describe_quorum,
+    m.UNREGISTER_BROKER: cluster.handle_unregister_broker,
     m.ALTER_CONFIGS: configs.handle_alter_configs,
     m.DELETE_RECORDS: delete_records.handle,
     m.DESCRIBE_LOG_DIRS: log_dirs.handle,

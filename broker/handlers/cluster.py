@@ -1,4 +1,4 @@
-"""Cluster APIs on the client listener: DescribeCluster and ElectLeaders.
+"""Cluster APIs on the client listener: DescribeCluster, ElectLeaders and UnregisterBroker.
 
 DescribeCluster (KIP-700) names the live brokers with their endpoint on the client's
 listener and rack, the cluster id and the active controller (as Metadata names it: this
@@ -7,7 +7,10 @@ only broker endpoints (endpoint_type 1) are served here, as on a Kafka broker, s
 for controllers (2, KIP-919) gets UNSUPPORTED_ENDPOINT_TYPE. ElectLeaders (KIP-460) is
 forwarded to the active controller; a successful election is awaited in this broker's image
 (within the request's timeout, capped) so that the client's next Metadata sees the new
-leaders. No controller in time: REQUEST_TIMED_OUT.
+leaders. UnregisterBroker (kafka-cluster.sh unregister, `minibroker cluster unregister`)
+needs ALTER on the cluster and is forwarded to the active controller, which answers
+BROKER_ID_NOT_REGISTERED for an id it does not know. No controller in time:
+REQUEST_TIMED_OUT.
 """
 
 from __future__ import annotations
@@ -69,6 +72,18 @@ async def handle_elect_leaders(ctx: RequestContext) -> dict:
 
         if not done(ctx.broker.metadata_cache):
             await ctx.broker.wait_for_metadata(done, timeout_s)
+    return {"throttle_time_ms": 0, **dict(response)}
+
+
+async def handle_unregister_broker(ctx: RequestContext) -> dict:
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Cluster authorization failed."}
+    try:
+        response = await forward(ctx.broker, m.UNREGISTER_BROKER, ctx.version, ctx.body)
+    except ControllerUnavailable:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.REQUEST_TIMED_OUT,
+                "error_message": "No controller answered within the request timeout."}
     return {"throttle_time_ms": 0, **dict(response)}
 
 

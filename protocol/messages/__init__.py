@@ -120,6 +120,8 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(share_offsets.AlterShareGroupOffsetsRequest, share_offsets.AlterShareGroupOffsetsResponse),
     _api(share_offsets.DeleteShareGroupOffsetsRequest,
          share_offsets.DeleteShareGroupOffsetsResponse),
+    # Kafka's listeners: broker and controller (kafka-cluster.sh unregister asks a broker)
+    _api(cluster.UnregisterBrokerRequest, cluster.UnregisterBrokerResponse),
 )}
 
 CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
@@ -129,7 +131,6 @@ CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
     _api(quorum.FetchSnapshotRequest, quorum.FetchSnapshotResponse),
     _api(cluster.BrokerRegistrationRequest, cluster.BrokerRegistrationResponse),
     _api(cluster.BrokerHeartbeatRequest, cluster.BrokerHeartbeatResponse),
-    _api(cluster.UnregisterBrokerRequest, cluster.UnregisterBrokerResponse),
     _api(cluster.AllocateProducerIdsRequest, cluster.AllocateProducerIdsResponse),
     _api(cluster.AlterPartitionRequest, cluster.AlterPartitionResponse),
 )}

@@ -71,9 +71,29 @@ def test_the_tool_generates_executes_verifies_and_cancels(cluster, tmp_path):
     generated = tool("--generate", "--topics-to-move-json-file", str(topics),
                      "--broker-list", "1,2")
     assert generated.returncode == 0, generated.stderr
+    # one broker a rack: ignoring racks proposes the same
+    assert tool("--generate", "--topics-to-move-json-file", str(topics), "--broker-list", "1,2",
+                "--disable-rack-aware").stdout == generated.stdout
+    current = json.loads(generated.stdout.splitlines()[1])
     proposed = json.loads(generated.stdout.splitlines()[-1])
-    assert {(p["partition"], tuple(p["replicas"])) for p in proposed["partitions"]} == \
-        {(0, (1,)), (1, (2,))}
+    before = {p["partition"]: p["replicas"] for p in current["partitions"]}
+    after = {p["partition"]: p["replicas"] for p in proposed["partitions"]}
+    # one replica on each of 1 and 2, and a partition already on one of them stays
+    assert sorted(after.values()) == [[1], [2]]
+    assert all(after[i] == r for i, r in before.items() if r[0] in (1, 2)
+               and sum(q == r for q in before.values()) == 1)
+    for brokers, said in (("1,7", "not running: [7]"), ("1,1", "repeats a broker")):
+        refused = tool("--generate", "--topics-to-move-json-file", str(topics),
+                       "--broker-list", brokers)
+        assert refused.returncode == 1 and said in refused.stderr, refused
+    # a two-replica topic onto one broker: its replication factor does not fit
+    wide = unique("reassign-wide")
+    confluent.create_topic(cluster.bootstrap, wide, 1, 2)
+    topics_wide = tmp_path / "wide.json"
+    topics_wide.write_text(json.dumps({"version": 1, "topics": [{"topic": wide}]}))
+    refused = tool("--generate", "--topics-to-move-json-file", str(topics_wide),
+                   "--broker-list", "1")
+    assert refused.returncode == 1 and "more than the 1 brokers" in refused.stderr, refused
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(proposed))
     done = tool("--execute", "--reassignment-json-file", str(plan))
@@ -82,7 +102,7 @@ def test_the_tool_generates_executes_verifies_and_cancels(cluster, tmp_path):
     cluster.wait_for(lambda: tool("--verify", "--reassignment-json-file",
                                   str(plan)).returncode == 0 or None, 60, "not completed")
     assert {i: p.replicas for i, p in confluent.partitions(cluster.bootstrap, topic).items()} \
-        == {0: [1], 1: [2]}
+        == after
     cancelled = tool("--cancel", "--reassignment-json-file", str(plan))
     assert cancelled.returncode == 1 and "NoReassignmentInProgress" in cancelled.stderr, \
         cancelled.stderr

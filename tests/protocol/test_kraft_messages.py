@@ -18,7 +18,7 @@ from protocol import versions
 from protocol.errors import DecodeError
 from tests.protocol.samples import _sample
 from protocol.messages import (APIS, CONTROLLER_APIS, DESCRIBE_CLUSTER, DESCRIBE_QUORUM, ELECT_LEADERS,
-                               quorum)
+                               UNREGISTER_BROKER, quorum)
 from protocol.messages import cluster as cluster_messages
 from protocol.schema import Message
 
@@ -26,7 +26,7 @@ METADATA_TOPIC = "__cluster_metadata"
 
 
 # declared with the control plane and served to clients: the broker has their handlers
-SERVED_CLUSTER_APIS = (ELECT_LEADERS, DESCRIBE_CLUSTER, DESCRIBE_QUORUM)
+SERVED_CLUSTER_APIS = (ELECT_LEADERS, DESCRIBE_CLUSTER, DESCRIBE_QUORUM, UNREGISTER_BROKER)
 
 
 def _edge_cases():
@@ -41,11 +41,11 @@ def _edge_cases():
 def test_the_registry_holds_every_control_plane_api_and_none_is_advertised():
     assert {a.name for a in CONTROLLER_APIS.values()} >= {
         "Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "FetchSnapshot",
-        "BrokerRegistration", "BrokerHeartbeat", "UnregisterBroker", "AllocateProducerIds"}
+        "BrokerRegistration", "BrokerHeartbeat", "AllocateProducerIds"}
     advertised = {key for key, _low, _high in versions.advertised()}
     assert advertised and not advertised & CONTROLLER_APIS.keys()
     assert {APIS[k].name for k in SERVED_CLUSTER_APIS} == {"ElectLeaders", "DescribeCluster",
-                                                          "DescribeQuorum"}
+                                                          "DescribeQuorum", "UnregisterBroker"}
     assert advertised >= set(SERVED_CLUSTER_APIS)
     assert not versions.is_implemented(quorum.VoteRequest.api_key or 0, 0)
 

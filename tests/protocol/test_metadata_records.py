@@ -27,6 +27,7 @@ SAMPLES: dict[T, dict] = {
                       "max_supported_version": 20}],
         "rack": "rack-2", "fenced": False, "in_controlled_shutdown": True,
         "log_dirs": [DIR_A, DIR_B]},
+    T.UNREGISTER_BROKER_RECORD: {"broker_id": 3, "broker_epoch": 43},
     T.TOPIC_RECORD: {"name": "orders", "topic_id": TOPIC_ID},
     T.PARTITION_RECORD: {
         "partition_id": 4, "topic_id": TOPIC_ID, "replicas": [1, 2, 3], "isr": [1, 2],
@@ -156,7 +157,7 @@ def test_unknown_frame_version_is_refused(frame_version: int):
         mr.decode_metadata_record(encode_uvarint(frame_version) + value[1:])
 
 
-@pytest.mark.parametrize("record_type", [1, 6, 21, 300])
+@pytest.mark.parametrize("record_type", [6, 13, 21, 300])
 def test_unknown_record_type_is_refused(record_type: int):
     with pytest.raises(DecodeError, match="unknown metadata record type"):
         mr.decode_metadata_record(b"\x01" + encode_uvarint(record_type) + b"\x00\x00")

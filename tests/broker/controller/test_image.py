@@ -258,6 +258,8 @@ def test_replaying_the_same_records_gives_the_same_image():
     (partition(AUDIT, 0, [0]), "no such topic"),
     (wire(T.REMOVE_TOPIC_RECORD, topic_id=AUDIT), "no such topic"),
     (wire(T.FENCE_BROKER_RECORD, id=7, epoch=1), "not registered"),
+    (wire(T.UNREGISTER_BROKER_RECORD, broker_id=7, broker_epoch=1), "not registered"),
+    (wire(T.UNREGISTER_BROKER_RECORD, broker_id=1, broker_epoch=3), "has epoch 11"),
     (wire(T.UNFENCE_BROKER_RECORD, id=1, epoch=3), "has epoch 11"),
     (wire(T.BROKER_REGISTRATION_CHANGE_RECORD, broker_id=7, broker_epoch=1), "not registered"),
     (wire(T.BROKER_REGISTRATION_CHANGE_RECORD, broker_id=1, broker_epoch=3), "has epoch 11"),
@@ -270,6 +272,13 @@ def test_a_record_naming_what_the_image_lacks_is_refused(record, message):
     image = replay(cluster_records())
     with pytest.raises(MetadataImageError, match=message):
         replay([record], image)
+
+
+def test_an_unregistered_broker_leaves_the_image_but_stays_among_the_replicas():
+    image = replay([wire(T.UNREGISTER_BROKER_RECORD, broker_id=1, broker_epoch=11)],
+                   replay(cluster_records()))
+    assert sorted(image.brokers) == [0, 2] and image.active_broker_ids() == {0, 2}
+    assert all(1 in p.replicas for p in image.partitions("orders").values())
 
 
 def test_an_unknown_record_type_is_refused():

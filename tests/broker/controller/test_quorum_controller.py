@@ -20,6 +20,7 @@ from broker.controller.activation import BOOTSTRAP_METADATA_VERSION
 from broker.controller.config_control import APPEND, DELETE, SET, SUBTRACT
 from broker.controller.controller_result import ControllerResult
 from broker.controller.quorum_controller import NO_DEADLINE, ControllerSettings, QuorumController
+from broker.controller.snapshot import encode_snapshot, load_snapshot
 from protocol.errors import ErrorCode
 from protocol.messages.cluster import (
     BrokerHeartbeatRequest, BrokerRegistrationRequest, ElectLeadersRequest,
@@ -516,18 +517,63 @@ def test_a_fenced_broker_asking_to_shut_down_may_go_at_once():
     assert response["should_shut_down"] is True and response["is_fenced"] is True
 
 
-def test_unregister_fences_and_moves_leadership():
+def unregister(c: Cluster, broker_id: int) -> Any:
+    body = wire(UnregisterBrokerRequest, 0, {"broker_id": broker_id})
+    result = c.controller.unregister_broker(body, c.now)
+    return result, c.apply(result)
+
+
+def test_unregister_removes_the_registration_after_the_isrs_and_leaderships():
+    c = Cluster()
+    c.start(1, 2, 3)
+    c.create("t", 3, 2)
+    held = {p for p in range(3) if 1 in c.partition("t", p).replicas}
+    epoch = c.image.brokers[1].epoch
+    result, response = unregister(c, 1)
+    assert response["error_code"] == 0
+    # Kafka's order: every partition change first, the UnregisterBrokerRecord last
+    assert [t for t, _, _ in result.records][-1] == T.UNREGISTER_BROKER_RECORD
+    assert dict(result.records[-1][2]) == {"broker_id": 1, "broker_epoch": epoch}
+    assert 1 not in c.image.brokers
+    for p in range(3):
+        partition = c.partition("t", p)
+        assert 1 not in partition.isr and 1 not in partition.elr and partition.leader != 1
+        assert partition.leader != NO_LEADER
+    # the replicas still name it: moving them away is a reassignment's job
+    assert {p for p in range(3) if 1 in c.partition("t", p).replicas} == held
+    # a standby replaying the log and a snapshot agree
+    assert MetadataImage.EMPTY.replay(c.log) == c.image
+    assert load_snapshot(encode_snapshot(c.image))[0] == c.image
+
+
+def test_unregistering_an_unknown_broker_answers_its_code_and_changes_nothing():
     c = Cluster()
     c.start(1, 2)
-    c.create("t", 2, 2)
-    body = wire(UnregisterBrokerRequest, 0, {"broker_id": 1})
-    assert c.apply(c.controller.unregister_broker(body, c.now))["error_code"] == 0
-    assert c.image.brokers[1].fenced
-    assert set(leaders(c, "t").values()) == {2}
-    unknown = c.controller.unregister_broker(
-        wire(UnregisterBrokerRequest, 0, {"broker_id": 9}), c.now)
-    assert unknown.response["error_code"] == ErrorCode.BROKER_ID_NOT_REGISTERED
-    assert unknown.records == ()
+    before = c.image
+    result, response = unregister(c, 9)
+    assert response["error_code"] == ErrorCode.BROKER_ID_NOT_REGISTERED
+    assert result.records == () and c.image == before
+    unregister(c, 2)
+    again, response = unregister(c, 2)  # twice: the second finds nothing
+    assert response["error_code"] == ErrorCode.BROKER_ID_NOT_REGISTERED and again.records == ()
+
+
+def test_an_unregistered_broker_is_placed_nowhere_and_may_register_again():
+    c = Cluster()
+    c.start(1, 2, 3)
+    c.create("old", 1, 3)
+    epoch = c.image.brokers[3].epoch
+    unregister(c, 3)
+    # a broker still running learns at its next heartbeat, and registers again
+    assert c.heartbeat(3, epoch=epoch)["error_code"] == ErrorCode.STALE_BROKER_EPOCH
+    created = c.create("t", 4, 2)
+    assert created["error_code"] == 0
+    assert all(3 not in c.partition("t", p).replicas for p in range(4))
+    assert c.create("three", 1, 3)["error_code"] == ErrorCode.INVALID_REPLICATION_FACTOR
+    assert c.register(3, generation=1)["error_code"] == 0
+    assert c.heartbeat(3)["is_fenced"] is False
+    # the partition that still names it is its again, to catch up and rejoin the ISR
+    assert 3 in c.partition("old", 0).replicas and 3 not in c.partition("old", 0).isr
 
 
 # --- CreateTopics ---------------------------------------------------------------------------

@@ -195,6 +195,23 @@ def test_describe_quorum_on_the_leader_reports_voters_and_high_watermark():
             assert voters[2].last_fetch_timestamp == -1
 
 
+def test_describe_quorum_lists_the_observers_that_fetch_until_they_fall_silent():
+    node = _leader_of_three()
+    end = node.log.end_offset
+    node.receive(7, 100, raft.FetchRequest(7, node.epoch, end - 2, node.epoch,
+                                           max_wait_ms=0), 20)
+    got = _response_over_the_wire(DESCRIBE_QUORUM, 2, codec.describe_quorum_response(node))
+    p = got.topics[0].partitions[0]
+    assert [(o.replica_id, o.log_end_offset) for o in p.observers] == [(7, end - 2)]
+    assert 7 not in {v.replica_id for v in p.current_voters}
+    # another observer fetching long after the first fell silent: the first is forgotten
+    later = 20 + raft.OBSERVER_SESSION_TIMEOUT_MS + 1
+    node.receive(8, 101, raft.FetchRequest(8, node.epoch, end, node.epoch, max_wait_ms=0),
+                 later)
+    p = codec.describe_quorum_response(node)["topics"][0]["partitions"][0]
+    assert [o["replica_id"] for o in p["observers"]] == [8]
+
+
 def test_describe_quorum_elsewhere_names_the_leader_with_an_error():
     node = raft.RaftNode(1, raft.QuorumConfig((0, 1, 2)), random.Random(0),
                          ElectionState(3, leader_id=0, voters=(0, 1, 2)))

@@ -266,3 +266,16 @@ async def test_client_telemetry_asks_nothing_and_listing_needs_describe_configs(
     answer = await call_as(broker, "User:bob", m.GET_TELEMETRY_SUBSCRIPTIONS, 0,
                            {"client_instance_id": uuid.UUID(int=0)})
     assert answer["error_code"] == E.NONE and answer["requested_metrics"] == [""]
+
+
+async def test_unregister_broker_needs_alter_on_the_cluster():
+    broker = cluster(grant("kafka-cluster", Op.ALTER, rtype=Res.CLUSTER, principal="User:ops"))
+    controller = broker.controller_channel
+    controller.respond = lambda key, version, body: {
+        "throttle_time_ms": 0, "error_code": 0, "error_message": None}
+    refused = await call_as(broker, ALICE, m.UNREGISTER_BROKER, 0, {"broker_id": 1})
+    assert refused["error_code"] == E.CLUSTER_AUTHORIZATION_FAILED
+    assert controller.requests == []  # nothing reached the controller
+    done = await call_as(broker, "User:ops", m.UNREGISTER_BROKER, 0, {"broker_id": 1})
+    assert done["error_code"] == E.NONE
+    assert [k for k, _, _ in controller.requests] == [m.UNREGISTER_BROKER]

@@ -1,5 +1,5 @@
-"""DescribeCluster from the image, ElectLeaders forwarded, InitProducerId from the
-controller's producer id blocks."""
+"""DescribeCluster from the image, ElectLeaders and UnregisterBroker forwarded,
+InitProducerId from the controller's producer id blocks."""
 
 from __future__ import annotations
 
@@ -65,6 +65,24 @@ async def test_elect_leaders_without_a_controller_times_out():
         == [E.REQUEST_TIMED_OUT, E.REQUEST_TIMED_OUT]
     body = await call(broker, m.ELECT_LEADERS, 0, {"topic_partitions": None, "timeout_ms": 1})
     assert body["replica_election_results"] == []
+
+
+async def test_unregister_broker_is_forwarded_and_answers_the_controllers_code():
+    broker = FakeBroker(cluster())
+    controller = broker.controller_channel
+    controller.respond = lambda key, version, body: {
+        "throttle_time_ms": 0, "error_code": E.BROKER_ID_NOT_REGISTERED,
+        "error_message": f"Broker ID {body.broker_id} is not registered."}
+    body = await call(broker, m.UNREGISTER_BROKER, 0, {"broker_id": 7})
+    assert (body["error_code"], body["error_message"]) == (
+        E.BROKER_ID_NOT_REGISTERED, "Broker ID 7 is not registered.")
+    assert controller.requests[0][:2] == (m.UNREGISTER_BROKER, 0)
+    assert controller.requests[0][2].broker_id == 7
+
+
+async def test_unregister_broker_without_a_controller_times_out():
+    body = await call(FakeBroker(cluster()), m.UNREGISTER_BROKER, 0, {"broker_id": 1})
+    assert body["error_code"] == E.REQUEST_TIMED_OUT
 
 
 async def test_init_producer_id_asks_the_controller():
