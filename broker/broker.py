@@ -419,9 +419,16 @@ class Broker:
                                                    if t == old.name])
             return
         gone = []
+        # a replay shares the registrations no record changed: only the partitions a record
+        # touched are followed again, so one partition's move in a topic of thousands costs
+        # one partition's work on every broker, not the topic's
+        unchanged = old.partitions if old is not None else {}
         for index, registration in new.partitions.items():
             key = (new.name, index)
             local = self.partitions.get(key)
+            if (local is not None and unchanged.get(index) is registration
+                    and self.node_id in registration.replicas):
+                continue
             if self.node_id not in registration.replicas:
                 if local is not None:
                     gone.append(index)

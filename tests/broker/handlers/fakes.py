@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import trio
 
+from broker.replication.quota import ReplicationQuotas
 from broker.config import BrokerConfig
 from broker.controller.image import TOPIC_RESOURCE, MetadataImage
 from broker.controller_channel import ControllerUnavailable
@@ -137,6 +138,7 @@ class FakeBroker:
         self.groups = GroupRuntime(self)
         self.now = 1_000_000
         self.fetch_sessions = FetchSessionCache()
+        self.replication_quotas = ReplicationQuotas(node_id, self.config.values)
 
     def now_ms(self) -> int:
         return self.now
