@@ -77,7 +77,8 @@ SNAPSHOT_INTERVAL_MS = 3_600_000
 APPEND_CHUNK = REPLAY_SLICE
 
 _RESPONSES = (raft.VoteResponse, raft.BeginQuorumEpochResponse, raft.EndQuorumEpochResponse,
-              raft.FetchResponse, raft.FetchSnapshotResponse)
+              raft.FetchResponse, raft.FetchSnapshotResponse, raft.AddRaftVoterResponse,
+              raft.RemoveRaftVoterResponse, raft.UpdateRaftVoterResponse)
 
 
 class NotController(Exception):

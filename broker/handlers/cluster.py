@@ -7,14 +7,15 @@ only broker endpoints (endpoint_type 1) are served here, as on a Kafka broker, s
 for controllers (2, KIP-919) gets UNSUPPORTED_ENDPOINT_TYPE. ElectLeaders (KIP-460) is
 forwarded to the active controller; a successful election is awaited in this broker's image
 (within the request's timeout, capped) so that the client's next Metadata sees the new
-leaders. No controller in time: REQUEST_TIMED_OUT.
+leaders. No controller in time: REQUEST_TIMED_OUT. AddRaftVoter and RemoveRaftVoter
+(KIP-853) are forwarded to the quorum's leader the same way.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from broker.controller import raft_codec
+from broker.controller import raft_codec, voter_api
 from broker.controller_channel import ControllerUnavailable
 from broker.handlers.common import forward
 from broker.handlers.context import RequestContext
@@ -122,3 +123,18 @@ def describe_quorum(broker) -> dict:
         {"name": "CONTROLLER", "host": host, "port": port}]}
         for node_id, (host, port) in sorted(broker.addresses.voters.items())]
     return out
+
+
+async def handle_raft_voter_change(ctx: RequestContext) -> dict:
+    """AddRaftVoter and RemoveRaftVoter (KIP-853) on the client listener: forwarded to the
+    quorum's leader, as Kafka's brokers forward them to the active controller. They need
+    ALTER on the cluster."""
+    key = ctx.request.api_key
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return voter_api.error_body(key, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                    "Cluster authorization failed.")
+    try:
+        return await forward(ctx.broker, key, ctx.version, ctx.body)
+    except ControllerUnavailable:
+        return voter_api.error_body(key, ErrorCode.REQUEST_TIMED_OUT,
+                                    "No controller answered within the request timeout.")

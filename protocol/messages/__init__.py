@@ -120,6 +120,8 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(share_offsets.AlterShareGroupOffsetsRequest, share_offsets.AlterShareGroupOffsetsResponse),
     _api(share_offsets.DeleteShareGroupOffsetsRequest,
          share_offsets.DeleteShareGroupOffsetsResponse),
+    _api(quorum.AddRaftVoterRequest, quorum.AddRaftVoterResponse),
+    _api(quorum.RemoveRaftVoterRequest, quorum.RemoveRaftVoterResponse),
 )}
 
 CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
@@ -132,6 +134,7 @@ CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
     _api(cluster.UnregisterBrokerRequest, cluster.UnregisterBrokerResponse),
     _api(cluster.AllocateProducerIdsRequest, cluster.AllocateProducerIdsResponse),
     _api(cluster.AlterPartitionRequest, cluster.AlterPartitionResponse),
+    _api(quorum.UpdateRaftVoterRequest, quorum.UpdateRaftVoterResponse),
 )}
 
 # Client APIs declared, at every version Kafka defines as stable, but not served yet: no
@@ -183,6 +186,9 @@ BEGIN_QUORUM_EPOCH = _key(quorum.BeginQuorumEpochRequest)
 END_QUORUM_EPOCH = _key(quorum.EndQuorumEpochRequest)
 DESCRIBE_QUORUM = _key(quorum.DescribeQuorumRequest)
 FETCH_SNAPSHOT = _key(quorum.FetchSnapshotRequest)
+ADD_RAFT_VOTER = _key(quorum.AddRaftVoterRequest)
+REMOVE_RAFT_VOTER = _key(quorum.RemoveRaftVoterRequest)
+UPDATE_RAFT_VOTER = _key(quorum.UpdateRaftVoterRequest)
 DESCRIBE_CLUSTER = _key(cluster.DescribeClusterRequest)
 BROKER_REGISTRATION = _key(cluster.BrokerRegistrationRequest)
 BROKER_HEARTBEAT = _key(cluster.BrokerHeartbeatRequest)
