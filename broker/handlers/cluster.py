@@ -119,6 +119,12 @@ def describe_quorum(broker) -> dict:
     runtime = broker.runtime
     # DescribeQuorum's timestamps are wall-clock milliseconds (the runtime's clock is trio's)
     out = raft_codec.describe_quorum_response(runtime.node, now_ms=broker.now_ms())
+    if runtime.node.config.bootstrap_voters is not None:
+        # a dynamic quorum: the endpoints the voter set holds (KIP-853)
+        out["nodes"] = [{"node_id": v.voter_id, "listeners": [
+            {"name": e.name, "host": e.host, "port": e.port} for e in v.endpoints]}
+            for v in runtime.node.voter_set.voters]
+        return out
     out["nodes"] = [{"node_id": node_id, "listeners": [
         {"name": "CONTROLLER", "host": host, "port": port}]}
         for node_id, (host, port) in sorted(broker.addresses.voters.items())]
