@@ -202,14 +202,14 @@ class NodeAddresses:
         if bootstrap_text:
             bootstrap = parse_bootstrap_servers(bootstrap_text)
             voters = parse_voters(voters_text) if voters_text else {}
-            controller = None
+            own: Endpoint | None = None
             if "controller" in roles:
                 if own_controller:
-                    controller = own_controller[0]
+                    own = own_controller[0]
                 elif node_id in voters:
                     host, port = voters[node_id]
-                    controller = Endpoint(controller_name, host, port,
-                                          protocols.get(controller_name, "PLAINTEXT"))
+                    own = Endpoint(controller_name, host, port,
+                                   protocols.get(controller_name, "PLAINTEXT"))
                 else:
                     raise ConfigError("controller.quorum.bootstrap.servers: a controller that "
                                       "joins the quorum needs a controller listener in "
@@ -219,7 +219,7 @@ class NodeAddresses:
                                   "process.roles has no controller role")
             client = ordinary[0] if ordinary else None
             return cls(node_id, "broker" in roles, "controller" in roles, client,
-                       tuple(advertised), inter, controller, voters, False, tuple(ordinary),
+                       tuple(advertised), inter, own, voters, False, tuple(ordinary),
                        protocols, controller_name, tuple(bootstrap))
         if voters_text is None:
             if roles != {"broker", "controller"}:

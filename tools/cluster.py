@@ -37,7 +37,8 @@ from typing import TextIO
 
 from client.admin import AdminClient, ClusterDescription, QuorumInfo, ReplicaState
 from tools.admin_session import open_admin, run_admin_tool
-from tools.quorum_change import add_change_arguments, format_directory_id, run_change
+from tools.quorum_change import (add_change_arguments, format_directory_id, new_controller,
+                                 run_change)
 
 __all__ = ["add_arguments", "add_quorum_arguments", "broker_rows", "describe_lines", "main",
            "quorum_main", "replication_rows", "run", "status_lines"]
@@ -192,6 +193,8 @@ def add_quorum_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _run(args, out: TextIO) -> None:
+    if args.cluster_command == "add-controller":
+        args.new_controller = new_controller(args)  # a bad file or option before connecting
     async with open_admin(args.bootstrap_server, timeout_ms=args.timeout,
                           client_id="minibroker-cluster") as admin:
         if args.cluster_command in ("add-controller", "remove-controller"):

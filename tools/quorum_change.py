@@ -20,7 +20,8 @@ quorum started with has the zero directory id, AAAAAAAAAAAAAAAAAAAAAA (`describe
 --replication` shows each voter's). Prints one line on success; a refusal exits 1 with
 Kafka's error (DUPLICATE_VOTER, VOTER_NOT_FOUND, ...).
 
-Owns: `add_change_arguments`, `controller_from_properties`, `run_change`.
+Owns: `add_change_arguments`, `controller_from_properties`, `new_controller` (the
+controller to add, from the file or the options), `run_change`.
 """
 
 from __future__ import annotations
@@ -74,10 +75,13 @@ def _endpoint(text: str, listener: str) -> tuple[str, str, int]:
 def controller_from_properties(path: Path) -> tuple[int, uuid.UUID, tuple[str, str, int]]:
     """(node id, directory id, controller endpoint) of the controller whose properties file
     is `path`: its meta.properties gives the directory id."""
-    props = _read_properties(path)
-    node_id = int(props.get("node.id") or props["broker.id"])
-    log_dir = (props.get("log.dirs") or props.get("log.dir") or "").split(",")[0].strip()
-    meta = _read_properties(Path(log_dir) / "meta.properties")
+    try:
+        props = _read_properties(path)
+        node_id = int(props.get("node.id") or props.get("broker.id") or "")
+        log_dir = (props.get("log.dirs") or props.get("log.dir") or "").split(",")[0].strip()
+        meta = _read_properties(Path(log_dir) / "meta.properties")
+    except OSError as e:  # one line, as any bad option: not a traceback
+        raise ValueError(f"--command-config: cannot read {e.filename}: {e.strerror}") from None
     if "directory.id" not in meta:
         raise ValueError(f"{log_dir}/meta.properties has no directory.id: start the "
                          "controller once before adding it")
@@ -107,7 +111,7 @@ def add_change_arguments(sub, common) -> None:
                         metavar="DIR_ID")
 
 
-def _new_controller(args) -> tuple[int, uuid.UUID, tuple[str, str, int]]:
+def new_controller(args) -> tuple[int, uuid.UUID, tuple[str, str, int]]:
     node_id, directory_id, endpoint = None, None, None
     config = getattr(args, "controller_config", None)  # --command-config, as Kafka's tool
     if config:
@@ -124,7 +128,8 @@ def _new_controller(args) -> tuple[int, uuid.UUID, tuple[str, str, int]]:
 
 async def run_change(admin: AdminClient, args, out: TextIO) -> None:
     if args.cluster_command == "add-controller":
-        node_id, directory_id, endpoint = _new_controller(args)
+        node_id, directory_id, endpoint = getattr(args, "new_controller", None) or \
+            new_controller(args)
         await admin.add_raft_voter(node_id, directory_id, [endpoint], timeout_ms=args.timeout)
         out.write(f"Added controller {node_id} with directory id "
                   f"{format_directory_id(directory_id)} and endpoint "
