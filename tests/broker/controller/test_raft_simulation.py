@@ -3,6 +3,9 @@ messages, network partitions, crashes and restarts, over many schedules, with th
 invariants of tests/broker/controller/raft_sim.py checked after every step (Kafka's
 RaftEventSimulationTest is the model). Each run prints how many schedules and steps it ran
 (visible with `pytest -s`). The soak variant runs ten times as many, behind `make soak`.
+The same adversary runs KIP-853's voter changes too (a dynamic quorum with observers, an
+administrator's good and bad AddRaftVoter and RemoveRaftVoter requests), with the checks
+raft_sim.py lists for them, and two planted voter-change bugs it must catch.
 """
 
 from __future__ import annotations
