@@ -25,7 +25,14 @@ The rules, as Kafka's KRaft applies them:
   Only a majority of pre-votes makes it a candidate; refused by a majority, or timed out, it
   goes back to following the leader it knew (or waits unattached). So a voter that was cut
   off, or whose process stalled past its timers, cannot unseat a healthy leader.
-- Static voters; a candidate bumps the epoch, votes for itself and asks the others. A voter
+- The voters: controller.quorum.voters (kraft.version 0), or in a dynamic quorum (KIP-853,
+  kraft.version 1) the latest VotersRecord entry in the log, uncommitted ones included,
+  which the first leader writes from the bootstrap voter set and AddRaftVoter,
+  RemoveRaftVoter and UpdateRaftVoter change on the leader, one voter per record, a record
+  only once the previous one and an entry of the leader's epoch have committed; a voter is
+  added only once it has fetched up to the leader's log end as an observer, and a leader
+  whose own removal commits resigns. Majorities are counted among the voters in force.
+- A candidate bumps the epoch, votes for itself and asks the others. A voter
   grants at most one vote per epoch (persisted before it answers), and only to a candidate
   whose log is at least as up to date as its own, comparing (last epoch, end offset).
 - Any request or response carrying a higher epoch makes the node step down to that epoch;
