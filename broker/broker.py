@@ -127,7 +127,12 @@ class Broker:
                                segment_bytes=config.events_segment_bytes,
                                retention_files=config.events_retention_files, clock=clock,
                                fs=fs)
+        # a dynamic quorum's nodes share their bootstrap servers, a joining controller has
+        # no voters to name
         derived = (None if self.addresses.single_node
+                   else cluster_id_for_voters("bootstrap:" + ",".join(
+                       f"{h}:{p}" for h, p in self.addresses.bootstrap))
+                   if self.addresses.dynamic
                    else cluster_id_for_voters(format_voters(self.addresses.voters)))
         self.metadata_cache = MetadataCache(load_cluster_id(self.data_dir, self.node_id, derived,
                                                             fs=fs))
@@ -249,7 +254,9 @@ class Broker:
             transport = PeerTransport(self.node_id, self.addresses.voters, self.cluster_id,
                                       nursery,
                                       self.config.controller_quorum_request_timeout_ms / 1000,
-                                      opener=self.controller_opener)
+                                      opener=self.controller_opener,
+                                      bootstrap=self.addresses.bootstrap,
+                                      resolve=self._voter_address)
             self.runtime.transport = transport
             self.controller_channel.set_peers(transport.controller_peer)
         if self.addresses.is_broker:
@@ -283,6 +290,18 @@ class Broker:
         """Wake every `wait_for_metadata` to look at the metadata again."""
         self._metadata_changed.set()
         self._metadata_changed = trio.Event()
+
+    def _voter_address(self, node_id: int) -> tuple[str, int] | None:
+        """Where a voter of a dynamic quorum serves controller traffic: its endpoint in the
+        voter set the log holds (KIP-853)."""
+        assert self.runtime is not None
+        voter = self.runtime.node.voter_set.get(node_id)
+        if voter is None or not voter.endpoints:
+            return None
+        name = self.addresses.controller_listener_name
+        endpoint = next((e for e in voter.endpoints if e.name.upper() == name),
+                        voter.endpoints[0])
+        return endpoint.host, endpoint.port
 
     def _on_quorum_leader(self, leader: int, epoch: int) -> None:
         self.metadata_cache.controller_id = leader

@@ -75,6 +75,11 @@ BROKER_PROPERTIES = _props(
          "broker, controller, or both (a combined node)."),
     Prop("controller.quorum.voters", "str", None,
          "The metadata quorum's voters, ID@HOST:PORT,... (KIP-595); unset: this node alone."),
+    Prop("controller.quorum.bootstrap.servers", "str", None,
+         "Controllers to find the quorum through, HOST:PORT,... (KIP-853): a dynamic quorum "
+         "(kraft.version 1) whose voters AddRaftVoter and RemoveRaftVoter change; with "
+         "controller.quorum.voters too, those are its initial voters, else this node joins "
+         "as an observer."),
     Prop("controller.listener.names", "list", ("CONTROLLER",),
          "Listeners that carry controller traffic."),
     Prop("inter.broker.listener.name", "str", None,
@@ -506,6 +511,7 @@ class BrokerConfig:
     broker_id = _Typed(int)
     process_roles = _Typed(tuple)
     controller_quorum_voters = _Nullable(str)
+    controller_quorum_bootstrap_servers = _Nullable(str)
     controller_listener_names = _Typed(tuple)
     inter_broker_listener_name = _Nullable(str)
     listener_security_protocol_map = _Typed(str)

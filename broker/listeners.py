@@ -19,6 +19,11 @@ The rules, as Kafka's KafkaConfig applies them:
   own entry in `controller.quorum.voters`.
 - With no voters configured the node is its own single voter (a single-node cluster) and
   needs no controller listener: its controller is reached in process.
+- `controller.quorum.bootstrap.servers` (KIP-853, `parse_bootstrap_servers`) makes the
+  quorum dynamic: `bootstrap` holds those addresses, and `voters` only the initial voters
+  (from controller.quorum.voters, as `kafka-storage format --initial-controllers` gives
+  them), empty on a node that joins later; such a controller needs a controller listener
+  in `listeners`, which is the endpoint AddRaftVoter names.
 """
 
 from __future__ import annotations
@@ -93,6 +98,15 @@ def parse_voters(text: str) -> dict[int, tuple[str, int]]:
     return voters
 
 
+def parse_bootstrap_servers(text: str) -> list[tuple[str, int]]:
+    """`HOST:PORT,...` (controller.quorum.bootstrap.servers) -> [(host, port)]."""
+    out = [_host_port(item, "controller.quorum.bootstrap.servers")
+           for item in (x.strip() for x in text.split(",")) if item]
+    if not out:
+        raise ConfigError("controller.quorum.bootstrap.servers is empty")
+    return out
+
+
 def format_voters(voters: dict[int, tuple[str, int]]) -> str:
     return ",".join(f"{i}@{h}:{p}" for i, (h, p) in sorted(voters.items()))
 
@@ -144,6 +158,12 @@ class NodeAddresses:
     # the first of controller.listener.names: the listener other voters serve controller
     # traffic on, so its protocol is what this node speaks to them
     controller_listener_name: str = "CONTROLLER"
+    # controller.quorum.bootstrap.servers: a dynamic quorum (kraft.version 1) when not empty
+    bootstrap: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def dynamic(self) -> bool:
+        return bool(self.bootstrap)
 
     def protocol_of(self, listener: str) -> str:
         return self.protocols.get(listener.upper(), "PLAINTEXT")
@@ -178,6 +198,29 @@ class NodeAddresses:
             raise ConfigError(f"inter.broker.listener.name: {inter} is not among the "
                               "advertised listeners")
         voters_text = config.controller_quorum_voters
+        bootstrap_text = config.controller_quorum_bootstrap_servers
+        if bootstrap_text:
+            bootstrap = parse_bootstrap_servers(bootstrap_text)
+            voters = parse_voters(voters_text) if voters_text else {}
+            own: Endpoint | None = None
+            if "controller" in roles:
+                if own_controller:
+                    own = own_controller[0]
+                elif node_id in voters:
+                    host, port = voters[node_id]
+                    own = Endpoint(controller_name, host, port,
+                                   protocols.get(controller_name, "PLAINTEXT"))
+                else:
+                    raise ConfigError("controller.quorum.bootstrap.servers: a controller that "
+                                      "joins the quorum needs a controller listener in "
+                                      f"listeners ({controller_name}://HOST:PORT)")
+            elif node_id in voters:
+                raise ConfigError(f"controller.quorum.voters names this node ({node_id}) but "
+                                  "process.roles has no controller role")
+            client = ordinary[0] if ordinary else None
+            return cls(node_id, "broker" in roles, "controller" in roles, client,
+                       tuple(advertised), inter, own, voters, False, tuple(ordinary),
+                       protocols, controller_name, tuple(bootstrap))
         if voters_text is None:
             if roles != {"broker", "controller"}:
                 raise ConfigError("controller.quorum.voters is required unless the node is "

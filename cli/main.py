@@ -164,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
         from tools.groups import subcommand_first
         argv = ["groups", *subcommand_first(argv[1:])]
     args = build_parser().parse_args(argv)
+    if getattr(args, "cluster_command", None) == "add-controller":
+        # kafka-metadata-quorum's add-controller reads the new controller's own properties
+        # (node.id, log.dirs, listeners) from --command-config
+        args.controller_config, command_config = command_config, None
     if command_config is not None:
         from tools.admin_session import ToolError, client_settings, load_command_config
         try:

@@ -83,7 +83,8 @@ from protocol.messages import (
     DESCRIBE_QUORUM, DESCRIBE_SHARE_GROUP_OFFSETS, DESCRIBE_TRANSACTIONS,
     DESCRIBE_USER_SCRAM_CREDENTIALS, INCREMENTAL_ALTER_CONFIGS, LIST_GROUPS, LIST_OFFSETS,
     LIST_PARTITION_REASSIGNMENTS, LIST_TRANSACTIONS, OFFSET_COMMIT, OFFSET_DELETE,
-    SHARE_GROUP_DESCRIBE, UNREGISTER_BROKER, WRITE_TXN_MARKERS,
+    SHARE_GROUP_DESCRIBE, UNREGISTER_BROKER, WRITE_TXN_MARKERS, ADD_RAFT_VOTER,
+    REMOVE_RAFT_VOTER,
 )
 from protocol.primitives import ZERO_UUID
 from protocol.sasl import SCRAM_BY_ID, SCRAM_MECHANISMS
@@ -319,6 +320,7 @@ class ReplicaState:
     log_end_offset: int
     last_fetch_timestamp: int | None
     last_caught_up_timestamp: int | None
+    directory_id: uuid.UUID | None = None  # DescribeQuorum v2 (KIP-853); None before
 
 
 @dataclass(frozen=True)
@@ -1187,6 +1189,35 @@ class AdminClient:
 
         return await self._retrying("DescribeQuorum", attempt, timeout_ms)
 
+    async def add_raft_voter(self, voter_id: int, directory_id: uuid.UUID,
+                             endpoints: Sequence[tuple[str, str, int]], *,
+                             timeout_ms: int | None = None) -> None:
+        """AddRaftVoter (KIP-853): make the controller `voter_id` (whose metadata log
+        directory has `directory_id`, reachable at the (listener name, host, port)
+        `endpoints`) a voter. It must be running and caught up as an observer first; the
+        leader answers REQUEST_TIMED_OUT until it is, which is retried to the deadline."""
+        body = {"cluster_id": None, "timeout_ms": self.config.request_timeout_ms,
+                "voter_id": voter_id, "voter_directory_id": directory_id,
+                "listeners": [{"name": n, "host": h, "port": p} for n, h, p in endpoints]}
+        await self._voter_change("AddRaftVoter", ADD_RAFT_VOTER, body, timeout_ms)
+
+    async def remove_raft_voter(self, voter_id: int, directory_id: uuid.UUID, *,
+                                timeout_ms: int | None = None) -> None:
+        """RemoveRaftVoter (KIP-853): `voter_id` of `directory_id` votes no more."""
+        body = {"cluster_id": None, "voter_id": voter_id, "voter_directory_id": directory_id}
+        await self._voter_change("RemoveRaftVoter", REMOVE_RAFT_VOTER, body, timeout_ms)
+
+    async def _voter_change(self, what: str, api_key: int, body: dict,
+                            timeout_ms: int | None) -> None:
+        async def attempt() -> None:
+            conn = await self.pool.least_loaded()
+            resp = await conn.request(api_key, body)
+            code = ErrorCode.of(resp.body.error_code)
+            if code is not ErrorCode.NONE:
+                raise for_code(code, resp.body.get("error_message") or what)
+
+        await self._retrying(what, attempt, timeout_ms)
+
     # -- ACLs ----------------------------------------------------------------------------
 
     async def create_acls(self, bindings: Iterable[AclBinding], *,
@@ -1653,7 +1684,8 @@ def _replica_state(r: Any) -> ReplicaState:
         return ms if ms >= 0 else None
     return ReplicaState(r.replica_id, r.log_end_offset,
                         known(r.get("last_fetch_timestamp", -1)),
-                        known(r.get("last_caught_up_timestamp", -1)))
+                        known(r.get("last_caught_up_timestamp", -1)),
+                        r.get("replica_directory_id"))
 
 
 def _config_entry(c: Any) -> ConfigEntry:

@@ -29,6 +29,8 @@ class ControlRecordType(IntEnum):
     LEADER_CHANGE = 2
     SNAPSHOT_HEADER = 3
     SNAPSHOT_FOOTER = 4
+    KRAFT_VERSION = 5  # KIP-853: KRaftVersionRecord
+    KRAFT_VOTERS = 6  # KIP-853: VotersRecord
 
 
 CONTROL_KEY_VERSION = 0

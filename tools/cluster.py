@@ -7,13 +7,15 @@ DescribeQuorum, UnregisterBroker).
     minibroker metadata-quorum --bootstrap-server 127.0.0.1:9092 describe --status
     minibroker metadata-quorum --bootstrap-server 127.0.0.1:9092 describe --replication
 
+(`metadata-quorum add-controller` and `remove-controller` are tools.quorum_change's.)
+
 `metadata-quorum` prints what Kafka's kafka-metadata-quorum.sh prints:
 - `--status`: "Key:<spaces>value" lines, ClusterId, LeaderId, LeaderEpoch, HighWatermark,
   MaxFollowerLag (entries the furthest voter is behind the leader), MaxFollowerLagTimeMs
   (how much earlier that voter was last caught up than the leader; -1 unknown),
   CurrentVoters and CurrentObservers as [id,...];
 - `--replication`: a table, one row per voter then per observer, leader first: NodeId,
-  LogEndOffset, Lag (entries behind the leader's log end), LastFetchTimestamp,
+  DirectoryId (Kafka's base64 form; AAAAAAAAAAAAAAAAAAAAAA where none is known), LogEndOffset, Lag (entries behind the leader's log end), LastFetchTimestamp,
   LastCaughtUpTimestamp (ms since the epoch, -1 unknown) and Status (Leader, Follower,
   Observer).
 
@@ -36,16 +38,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+import uuid
 from typing import TextIO
 
 
 from client.admin import AdminClient, ClusterDescription, QuorumInfo, ReplicaState
 from tools.admin_session import open_admin, run_admin_tool
+from tools.quorum_change import (add_change_arguments, format_directory_id, new_controller,
+                                 run_change)
 
 __all__ = ["add_arguments", "add_quorum_arguments", "broker_rows", "describe_lines", "main",
            "quorum_main", "replication_rows", "run", "status_lines"]
 
 DEFAULT_TIMEOUT_MS = 10000
+ZERO_DIRECTORY = uuid.UUID(int=0)  # a voter of a static quorum, or one it started with
 NO_RACK = "-"
 
 
@@ -86,12 +92,13 @@ def replication_rows(quorum: QuorumInfo) -> list[list[str]]:
     """kafka-metadata-quorum's --replication table, the header first: the leader, the other
     voters by id, then the observers by id."""
     def row(r: ReplicaState, status: str) -> list[str]:
-        return [str(r.replica_id), str(r.log_end_offset), str(quorum.lag(r)),
+        return [str(r.replica_id), format_directory_id(r.directory_id or ZERO_DIRECTORY),
+                str(r.log_end_offset), str(quorum.lag(r)),
                 _ms(r.last_fetch_timestamp), _ms(r.last_caught_up_timestamp), status]
 
     voters = sorted(quorum.voters, key=lambda r: (r.replica_id != quorum.leader_id, r.replica_id))
-    rows = [["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp",
-             "Status"]]
+    rows = [["NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp",
+             "LastCaughtUpTimestamp", "Status"]]
     rows += [row(r, "Leader" if r.replica_id == quorum.leader_id else "Follower") for r in voters]
     rows += [row(r, "Observer") for r in sorted(quorum.observers, key=lambda r: r.replica_id)]
     return rows
@@ -199,12 +206,17 @@ def add_quorum_arguments(parser: argparse.ArgumentParser) -> None:
                        help="leader, epoch, high watermark, voters, observers, max lag")
     which.add_argument("--replication", action="store_true",
                        help="each voter's and observer's log end offset, lag and status")
+    add_change_arguments(sub, _common)
 
 
 async def _run(args, out: TextIO) -> None:
+    if args.cluster_command == "add-controller":
+        args.new_controller = new_controller(args)  # a bad file or option before connecting
     async with open_admin(args.bootstrap_server, timeout_ms=args.timeout,
                           client_id="minibroker-cluster") as admin:
-        if getattr(args, "status", False) or getattr(args, "replication", False):
+        if args.cluster_command in ("add-controller", "remove-controller"):
+            await run_change(admin, args, out)
+        elif getattr(args, "status", False) or getattr(args, "replication", False):
             await _quorum(admin, args, out)
         elif args.cluster_command == "unregister":
             await _unregister(admin, args, out)

@@ -23,7 +23,8 @@ directory's segments. A directory's ``quorum-state`` and snapshot files come fir
 (``broker.controller.metadata_log``), then under each batch the Raft entry it holds (offset,
 epoch, control flag) and each metadata record of that entry as Kafka's decoder prints
 one: ``{"type":"TOPIC_RECORD","version":0,"data":{...}}`` with camelCase field names and
-Uuids in base64.
+Uuids in base64; a dynamic quorum's VotersRecord entry (KIP-853) prints its voters, each
+with its directory id and endpoints.
 
 The file is read with plain Python and never written, so a live segment can be dumped: the
 file's size is taken once when it is opened (as Kafka's FileRecords does) and a partial
@@ -425,11 +426,20 @@ class _Printer:
             return
         e = found[0]
         records = decode_metadata_entry(e.record, e.control)
+        voters = None if e.voters is None else [
+            {"voterId": v.voter_id, "voterDirectoryId": _json_value(v.directory_id),
+             "endpoints": [f"{p.name}://{p.host}:{p.port}" for p in v.endpoints]}
+            for v in e.voters.voters]
         if self.as_json:
-            self.emit({"type": "entry", "file": str(path), "offset": e.offset,
-                       "epoch": e.epoch, "isControl": e.control, "records": records})
+            entry = {"type": "entry", "file": str(path), "offset": e.offset,
+                     "epoch": e.epoch, "isControl": e.control, "records": records}
+            if voters is not None:
+                entry["voters"] = voters  # KIP-853's VotersRecord
+            self.emit(entry)
             return
-        kind = " LeaderChange" if e.control else f" records: {len(records)}"
+        kind = (" LeaderChange" if e.control and voters is None
+                else " KRaftVoters: " + json.dumps(voters, separators=(",", ":"))
+                if voters is not None else f" records: {len(records)}")
         self.line(f"| offset: {e.offset} epoch: {e.epoch} isControl: {_bool(e.control)}{kind}")
         self.payloads(records)
 

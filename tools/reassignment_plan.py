@@ -9,17 +9,21 @@ one moves as few as it can while spreading them evenly):
    now keep the R % n larger shares. A replica on a broker outside the list always moves;
    a broker over its share gives up the excess, and every other replica stays where it is.
    So the number of replicas moved is the least that reaches an even spread.
-2. Which replicas move off a broker over its share: first one whose rack repeats in its
-   partition, then one it is not the preferred leader of, then in partition order.
-3. Where each freed place goes: a broker of the list not already in the partition and
-   under its share, preferring one whose rack the partition does not have yet (when every
-   broker has a rack), then the one furthest below its share, then the lowest id; if no
-   broker under its share can take it, the least loaded one that can.
+2. Which replicas move off a broker over its share: first from a partition that has given
+   up fewest places so far (so that the places freed can all be filled), then one whose
+   rack repeats in its partition, then one it is not the preferred leader of, then in
+   partition order.
+3. Where each freed place goes: a matching of the places to the room under the brokers'
+   shares (augmenting paths: a place taken early is moved aside when another broker can
+   take it and a later place needs its broker), each to a broker not already in the
+   partition, preferring one whose rack the partition does not have yet (when every broker
+   has a rack), then the one with most room, then the lowest id; a place the matching
+   cannot fill goes to the least loaded broker that can take it.
 4. Preferred leaders (the first replica; reordering a partition's replicas copies no data):
    each broker leads at most ceil(P / n) of the P partitions. A partition keeps its first
    replica while that broker is under the cap; the others are led by whichever of their
-   replicas leads fewest so far; then a broker leading two more than one of its followers
-   hands it a leadership, until none does.
+   replicas leads fewest so far; then a broker over the cap passes leaderships along
+   chains of replicas (augmenting paths) to brokers under it, until none is over.
 
 A partition keeps its replication factor; one with more replicas than the list has brokers
 is refused (PlanError), as Kafka's tool refuses it.
@@ -66,21 +70,31 @@ def propose(current: Mapping[K, Sequence[int]], brokers: Sequence[int],
     def rack_taken(replicas: list[int], broker: int) -> bool:
         return rack_aware and racks.get(broker) in {racks.get(b) for b in replicas}
 
-    for key in order:  # rule 3 for the places of replicas off the list
-        replicas = kept[key]
-        while len(replicas) < len(current[key]):
-            free = [b for b in brokers if b not in replicas]
-            best = min(free, key=lambda b: (counts[b] >= shares[b], rack_taken(replicas, b),
-                                            counts[b] - shares[b], b))
-            replicas.append(best)
-            counts[best] += 1
-
-    while True:  # rules 2 and 3: one replica at a time from over its share to under it
+    # rule 2: each broker over its share gives up its excess
+    index = {k: i for i, k in enumerate(order)}
+    under = [b for b in brokers if counts[b] < shares[b]]
+    for src in brokers:
+        while counts[src] > shares[src]:
+            key = min((k for k in order if src in kept[k]), key=lambda k: (
+                len(current[k]) - len(kept[k]),
+                all(b in kept[k] for b in under),  # nowhere for the place to go
+                not rack_taken([b for b in kept[k] if b != src], src),
+                current[k][:1] == [src], index[k]))
+            kept[key].remove(src)
+            counts[src] -= 1
+    # rule 3: the freed places (off the list, or given up) to brokers under their share
+    slots = [key for key in order for _ in range(len(current[key]) - len(kept[key]))]
+    room = {b: shares[b] - counts[b] for b in brokers}
+    placed = _place(slots, kept, room, brokers, rack_taken)
+    for key, broker in placed:
+        kept[key].append(broker)
+        counts[broker] += 1
+    while True:  # what the matching could not place evenly: one replica at a time
         over = sorted((b for b in brokers if counts[b] > shares[b]),
                       key=lambda b: (shares[b] - counts[b], b))
-        under = sorted((b for b in brokers if counts[b] < shares[b]),
+        spare = sorted((b for b in brokers if counts[b] < shares[b]),
                        key=lambda b: (counts[b] - shares[b], b))
-        move = next(((src, dst, key) for src in over for dst in under
+        move = next(((src, dst, key) for src in over for dst in spare
                      for key in _movable(kept, order, current, src, dst, rack_taken)), None)
         if move is None:
             break
@@ -89,6 +103,51 @@ def propose(current: Mapping[K, Sequence[int]], brokers: Sequence[int],
         counts[src] -= 1
         counts[dst] += 1
     return _balance_leaders(current, kept, brokers)
+
+
+def _place(slots: list[K], kept: dict[K, list[int]], room: dict[int, int],
+           brokers: Sequence[int], rack_taken) -> list[tuple[K, int]]:
+    """Rule 3 as a matching of the free places to the brokers' room (augmenting paths, so
+    that an early place taking a broker a later one needed is moved aside when another
+    broker can take it): each place gets a broker not yet in its partition, preferring one
+    whose rack the partition lacks, then the one with most room, then the lowest id. A
+    place no matching reaches goes to the least loaded broker that can take it."""
+    owner: list[int | None] = [None] * len(slots)
+
+    def taken(i: int) -> set[int]:
+        key = slots[i]
+        return set(kept[key]) | {b for j, b in enumerate(owner)
+                                 if j != i and slots[j] == key and b is not None}
+
+    def candidates(i: int) -> list[int]:
+        used = taken(i)
+        return sorted((b for b in brokers if b not in used),
+                      key=lambda b: (rack_taken(kept[slots[i]], b), -room[b], b))
+
+    def augment(i: int, visited: set[int]) -> bool:
+        for b in candidates(i):
+            if b in visited:
+                continue
+            visited.add(b)
+            if room[b] > 0:
+                owner[i] = b
+                room[b] -= 1
+                return True
+            for j in range(len(slots)):
+                if owner[j] == b and j != i:
+                    owner[j] = None
+                    if augment(j, visited):
+                        owner[i] = b
+                        return True
+                    owner[j] = b
+        return False
+
+    for i in range(len(slots)):
+        if not augment(i, set()):
+            b = min(candidates(i), key=lambda b: (-room[b], b))
+            owner[i] = b
+            room[b] -= 1
+    return [(slots[i], b) for i, b in enumerate(owner) if b is not None]
 
 
 def _movable(kept, order, current, src: int, dst: int, rack_taken) -> list:
@@ -118,17 +177,41 @@ def _balance_leaders(current: Mapping[K, Sequence[int]], proposed: dict[K, list[
     for key in undecided:
         replicas = proposed[key]
         _lead(replicas, min(replicas, key=lambda b: (leads[b], replicas.index(b))), leads)
-    # then hand a leadership from a broker leading two more than one of its followers
-    # (each hand-over lowers the sum of squared counts, so this ends)
+    # then, while a broker leads more than the cap, move one of its leaderships along a
+    # chain of replicas (each partition of the chain led by the next broker of it) to a
+    # broker under the cap: an augmenting path, as in a bipartite matching, which finds a
+    # way whenever one exists (a greedy hand-over to a follower does not)
     while True:
-        handover = next(((key, b) for b in sorted(brokers, key=lambda b: (leads[b], b))
-                         for key, replicas in proposed.items()
-                         if b in replicas[1:] and leads[replicas[0]] > leads[b] + 1), None)
-        if handover is None:
+        over = [b for b in brokers if leads[b] > cap]
+        if not over or not _shift_leadership(proposed, leads, over[0], cap):
             return proposed
-        key, broker = handover
-        leads[proposed[key][0]] -= 1
-        _lead(proposed[key], broker, leads)
+
+
+def _shift_leadership(proposed: dict[K, list[int]], leads: Counter, start: int,
+                      cap: int) -> bool:
+    """Breadth-first from `start`: a partition led by a broker on the way passes its
+    leadership to another of its replicas; at a broker under `cap` the chain is carried
+    out (every broker on it leads as many as before, but `start` one fewer)."""
+    came_from: dict[int, tuple[int, K] | None] = {start: None}
+    queue = [start]
+    for broker in queue:
+        for key, replicas in proposed.items():
+            if replicas[0] != broker:
+                continue
+            for other in replicas[1:]:
+                if other in came_from:
+                    continue
+                came_from[other] = (broker, key)
+                if leads[other] < cap:
+                    node: int = other
+                    while (step := came_from[node]) is not None:
+                        previous, k = step
+                        leads[previous] -= 1
+                        _lead(proposed[k], node, leads)
+                        node = previous
+                    return True
+                queue.append(other)
+    return False
 
 
 def _lead(replicas: list[int], broker: int, leads: Counter) -> None:

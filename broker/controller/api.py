@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.controller.runtime import NotController, QuorumRuntime
+from broker.controller.voter_api import VOTER_APIS, handle_voter_change
 from protocol.errors import ErrorCode
 
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
@@ -26,10 +27,12 @@ ALTER_PARTITION = 56
 CREATE_ACLS, DELETE_ACLS = 30, 31
 ALTER_USER_SCRAM_CREDENTIALS = 51
 
+# AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter go to the Raft leader's node rather
+# than to the controller's state machine (voter_api)
 ADMIN_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS,
                         INCREMENTAL_ALTER_CONFIGS, ELECT_LEADERS, CREATE_ACLS, DELETE_ACLS,
                         ALTER_PARTITION_REASSIGNMENTS,
-                        ALTER_USER_SCRAM_CREDENTIALS})
+                        ALTER_USER_SCRAM_CREDENTIALS}) | VOTER_APIS
 BROKER_APIS = frozenset({BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER,
                          ALLOCATE_PRODUCER_IDS, ALTER_PARTITION})
 
@@ -74,6 +77,8 @@ async def handle(runtime: QuorumRuntime, api_key: int, body: Any, *,
     # this node id was an earlier run of this process, so it is certainly gone, and its
     # unexpired session (a restarted controller gives every broker a fresh one) must not
     # keep it out. Whether it stopped cleanly is still its previous_broker_epoch's to say.
+    if api_key in VOTER_APIS:
+        return await handle_voter_change(runtime, api_key, body)
     own_broker = (in_process and api_key == BROKER_REGISTRATION
                   and body.broker_id == runtime.node.node_id)
     try:

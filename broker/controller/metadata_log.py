@@ -26,6 +26,10 @@ A snapshot file is, all integers big-endian:
     data_size   int64    must be exactly the file's size minus the 30-byte header
     crc         uint32   CRC-32C of the 26 bytes before it and of the data
     data        data_size bytes, the image (opaque here)
+    voters      version 1 only: the rest of the file, the VotersRecord of the voter set at
+                the snapshot's end (a dynamic quorum's, KIP-853), covered by the CRC too
+
+A static quorum's snapshots stay version 0, byte for byte what they were.
 
 Why one segment, rewritten rather than rolled: the metadata log is small (the image is
 snapshotted), and one file makes truncation a single ftruncate at a remembered position.
@@ -68,6 +72,7 @@ from broker.controller import quorum_state
 from broker.controller.quorum_state import ElectionState
 from broker.controller.raft_batches import batches_to_entries, entry_to_batch
 from broker.controller.raft_log import Entry, RaftLog, Snapshot, SnapshotId
+from broker.controller.voter_set import VoterSetError, decode_voters, encode_voters
 from broker.storage import REAL, FileHandle, FileSystem, read_file, write_atomically
 from protocol.batch_walk import CORRUPT, BatchWalk
 from broker import planted
@@ -80,6 +85,7 @@ SNAPSHOTS_KEPT = 2
 
 SNAPSHOT_MAGIC = b"MBMS"
 SNAPSHOT_VERSION = 0
+SNAPSHOT_VERSION_VOTERS = 1
 _SNAPSHOT_HEAD = struct.Struct(">4shqiq")  # magic, version, end_offset, epoch, data_size
 _SNAPSHOT_CRC = struct.Struct(">I")
 SNAPSHOT_HEADER_SIZE = _SNAPSHOT_HEAD.size + _SNAPSHOT_CRC.size  # 30
@@ -135,10 +141,12 @@ def list_snapshots(directory: Path, fs: FileSystem = REAL) -> list[tuple[Snapsho
 
 def encode_snapshot(snapshot: Snapshot) -> bytes:
     sid = snapshot.snapshot_id
-    head = _SNAPSHOT_HEAD.pack(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, sid.end_offset, sid.epoch,
+    version = SNAPSHOT_VERSION if snapshot.voters is None else SNAPSHOT_VERSION_VOTERS
+    voters = b"" if snapshot.voters is None else encode_voters(snapshot.voters)
+    head = _SNAPSHOT_HEAD.pack(SNAPSHOT_MAGIC, version, sid.end_offset, sid.epoch,
                                len(snapshot.data))
-    crc = crc32c(snapshot.data, crc32c(head))
-    return head + _SNAPSHOT_CRC.pack(crc) + snapshot.data
+    crc = crc32c(voters, crc32c(snapshot.data, crc32c(head)))
+    return head + _SNAPSHOT_CRC.pack(crc) + snapshot.data + voters
 
 
 def write_snapshot_file(directory: Path, snapshot: Snapshot, fs: FileSystem = REAL) -> Path:
@@ -163,27 +171,40 @@ def read_snapshot_file(path: str | os.PathLike, fs: FileSystem = REAL) -> Snapsh
                 raise SnapshotError(f"{path.name}: the file shrank while it was read")
             magic, version, end_offset, epoch, data_size = _SNAPSHOT_HEAD.unpack_from(header)
             (crc,) = _SNAPSHOT_CRC.unpack_from(header, _SNAPSHOT_HEAD.size)
-            if magic != SNAPSHOT_MAGIC or version != SNAPSHOT_VERSION:
+            if magic != SNAPSHOT_MAGIC or version not in (SNAPSHOT_VERSION,
+                                                          SNAPSHOT_VERSION_VOTERS):
                 raise SnapshotError(f"{path.name}: not a snapshot file (magic {magic!r}, "
                                     f"version {version})")
             # the size is checked against the file before anything is read from it
-            if data_size != size - SNAPSHOT_HEADER_SIZE:
+            body_size = size - SNAPSHOT_HEADER_SIZE
+            if data_size != body_size if version == SNAPSHOT_VERSION else not (
+                    0 <= data_size < body_size):
                 raise SnapshotError(f"{path.name}: header says {data_size} bytes of data, the "
-                                    f"file holds {size - SNAPSHOT_HEADER_SIZE}")
-            data = f.pread(data_size, SNAPSHOT_HEADER_SIZE)
+                                    f"file holds {body_size}")
+            body = f.pread(body_size, SNAPSHOT_HEADER_SIZE)
         finally:
             f.close()
     except OSError as e:
         raise SnapshotError(f"{path.name}: cannot read: {e.strerror or e}") from None
-    if len(data) != data_size:
+    if len(body) != body_size:
         raise SnapshotError(f"{path.name}: the file shrank while it was read")
-    if crc32c(data, crc32c(header[:_SNAPSHOT_HEAD.size])) != crc:
+    data, voters_bytes = body[:data_size], body[data_size:]
+    check = crc32c(data, crc32c(header[:_SNAPSHOT_HEAD.size]))
+    if version == SNAPSHOT_VERSION_VOTERS:
+        check = crc32c(voters_bytes, check)
+    if check != crc:
         raise SnapshotError(f"{path.name}: CRC-32C does not match")
+    voters = None
+    if version == SNAPSHOT_VERSION_VOTERS:
+        try:
+            voters = decode_voters(voters_bytes)
+        except VoterSetError as e:
+            raise SnapshotError(f"{path.name}: {e}") from None
     sid = SnapshotId(end_offset, epoch)
     m = SNAPSHOT_NAME.match(path.name)
     if m and SnapshotId(int(m.group(1)), int(m.group(2))) != sid:
         raise SnapshotError(f"{path.name}: holds snapshot {sid}, not the one its name gives")
-    return Snapshot(sid, data)
+    return Snapshot(sid, data, voters)
 
 
 # -- segment scanning ------------------------------------------------------------------------

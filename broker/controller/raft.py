@@ -25,7 +25,14 @@ The rules, as Kafka's KRaft applies them:
   Only a majority of pre-votes makes it a candidate; refused by a majority, or timed out, it
   goes back to following the leader it knew (or waits unattached). So a voter that was cut
   off, or whose process stalled past its timers, cannot unseat a healthy leader.
-- Static voters; a candidate bumps the epoch, votes for itself and asks the others. A voter
+- The voters: controller.quorum.voters (kraft.version 0), or in a dynamic quorum (KIP-853,
+  kraft.version 1) the latest VotersRecord entry in the log, uncommitted ones included,
+  which the first leader writes from the bootstrap voter set and AddRaftVoter,
+  RemoveRaftVoter and UpdateRaftVoter change on the leader, one voter per record, a record
+  only once the previous one and an entry of the leader's epoch have committed; a voter is
+  added only once it has fetched up to the leader's log end as an observer, and a leader
+  whose own removal commits resigns. Majorities are counted among the voters in force.
+- A candidate bumps the epoch, votes for itself and asks the others. A voter
   grants at most one vote per epoch (persisted before it answers), and only to a candidate
   whose log is at least as up to date as its own, comparing (last epoch, end offset).
 - Any request or response carrying a higher epoch makes the node step down to that epoch;
@@ -56,6 +63,8 @@ from typing import Any, Callable, Union
 from broker.controller.quorum_state import NO_ID, ElectionState
 from broker.controller.raft_log import (Entry, RaftLog, Snapshot, SnapshotId,
                                         ValidationKind)
+from broker.controller.voter_set import (KRAFT_VERSION_RECONFIG, KRAFT_VERSION_STATIC, Voter,
+                                         VoterSet, VoterSetError, decode_voters, encode_voters)
 from protocol.errors import ErrorCode
 from broker import planted
 
@@ -178,10 +187,52 @@ class FetchSnapshotResponse:
     unaligned_records: bytes = b""
 
 
+@dataclass(frozen=True)
+class AddRaftVoterRequest:
+    """KIP-853: add `voter` (its id, directory id and endpoints) to the voter set."""
+    voter: Voter
+    timeout_ms: int = 30_000
+
+
+@dataclass(frozen=True)
+class AddRaftVoterResponse:
+    error_code: ErrorCode
+    error_message: str | None = None
+
+
+@dataclass(frozen=True)
+class RemoveRaftVoterRequest:
+    voter_id: int
+    directory_id: Any  # uuid.UUID
+
+
+@dataclass(frozen=True)
+class RemoveRaftVoterResponse:
+    error_code: ErrorCode
+    error_message: str | None = None
+
+
+@dataclass(frozen=True)
+class UpdateRaftVoterRequest:
+    """A voter tells the leader its endpoints (and kraft.version range) changed."""
+    current_leader_epoch: int
+    voter: Voter
+
+
+@dataclass(frozen=True)
+class UpdateRaftVoterResponse:
+    error_code: ErrorCode
+    current_leader: LeaderIdAndEpoch
+
+
 Request = Union[VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest,
-                FetchSnapshotRequest]
+                FetchSnapshotRequest, AddRaftVoterRequest, RemoveRaftVoterRequest,
+                UpdateRaftVoterRequest]
 Response = Union[VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse, FetchResponse,
-                 FetchSnapshotResponse]
+                 FetchSnapshotResponse, AddRaftVoterResponse, RemoveRaftVoterResponse,
+                 UpdateRaftVoterResponse]
+VOTER_CHANGE_RESPONSES = {AddRaftVoterRequest: AddRaftVoterResponse,
+                          RemoveRaftVoterRequest: RemoveRaftVoterResponse}
 
 
 # -- effects ----------------------------------------------------------------------------------
@@ -249,10 +300,19 @@ class QuorumConfig:
     retry_backoff_ms: int = 20  # controller.quorum.retry.backoff.ms
     fetch_max_wait_ms: int = 500  # KafkaRaftClient.MAX_FETCH_WAIT_MS
     fetch_max_bytes: int = 8 * 1024 * 1024  # KafkaRaftClient.MAX_BATCH_SIZE_BYTES
+    # kraft.version 1 (KIP-853, controller.quorum.bootstrap.servers): the voter set the
+    # quorum starts with, as Kafka's bootstrap checkpoint holds it (empty on a controller
+    # that joins later as an observer); the log's VotersRecords take over from it. None:
+    # kraft.version 0, `voters` is the static controller.quorum.voters.
+    bootstrap_voters: VoterSet | None = None
 
     @property
     def majority(self) -> int:
         return len(self.voters) // 2 + 1
+
+    @property
+    def kraft_version(self) -> int:
+        return KRAFT_VERSION_STATIC if self.bootstrap_voters is None else KRAFT_VERSION_RECONFIG
 
 
 @dataclass
@@ -316,17 +376,34 @@ class ParkedFetch:
 
 
 @dataclass
+class VoterChange:
+    """The one voter change a leader has under way (Kafka's AddVoterHandlerState,
+    RemoveVoterHandlerState and UpdateVoterHandlerState): answered once its VotersRecord at
+    `offset` commits, or with REQUEST_TIMED_OUT at `deadline`."""
+    source: int
+    correlation_id: int
+    request: Any
+    offset: int
+    deadline: int
+
+
+@dataclass
 class LeaderState:
     epoch: int
     epoch_start_offset: int
     check_quorum_deadline: int
     begin_resend_deadline: int
     high_watermark: int | None = None  # unknown until an entry of this epoch commits
-    end_offsets: dict[int, int] = field(default_factory=dict)  # voter -> fetch offset
-    # observer (a broker-only node) -> fetch offset, for DescribeQuorum's observers, and
-    # when it last fetched: one silent for OBSERVER_SESSION_TIMEOUT_MS is forgotten
-    observer_offsets: dict[int, int] = field(default_factory=dict)
+    # every replica that fetched, voter or observer -> its fetch offset (-1: not yet)
+    end_offsets: dict[int, int] = field(default_factory=dict)
+    # replica -> when a fetch of it last reached our log end offset (Kafka's
+    # lastCaughtUpTimestamp): a new voter is added only if it caught up lately
+    caught_up_at: dict[int, int] = field(default_factory=dict)
+    # when each observer (not a voter) last fetched: one silent for
+    # OBSERVER_SESSION_TIMEOUT_MS is forgotten, as Kafka's DescribeQuorum forgets it
     observer_fetched_ms: dict[int, int] = field(default_factory=dict)
+    change: VoterChange | None = None
+    resign_requested: bool = False  # this leader's removal committed: hand over
     fetched_voters: set[int] = field(default_factory=set)  # since the check-quorum reset
     acked: set[int] = field(default_factory=set)  # voters that know this epoch's leader
     parked: dict[int, ParkedFetch] = field(default_factory=dict)
@@ -386,8 +463,49 @@ class RaftNode:
         return isinstance(self.state, LeaderState)
 
     @property
+    def voters(self) -> tuple[int, ...]:
+        """The voter ids in force: the log's latest VotersRecord (committed or not, as
+        KIP-853 has it), else the bootstrap voter set, else controller.quorum.voters."""
+        voters = self.log.voters
+        if voters is not None:
+            return voters.ids
+        if self.config.bootstrap_voters is not None:
+            return self.config.bootstrap_voters.ids
+        return self.config.voters
+
+    @property
+    def voter_set(self) -> VoterSet:
+        voters = self.log.voters or self.config.bootstrap_voters
+        if voters is not None:
+            return voters
+        return VoterSet.of(Voter(i) for i in self.config.voters)
+
+    @property
+    def _majority(self) -> int:
+        return len(self.voters) // 2 + 1
+
+    @property
     def is_voter(self) -> bool:
-        return self.node_id in self.config.voters
+        return self.node_id in self.voters
+
+    @property
+    def may_stand(self) -> bool:
+        """Whether this node may stand for election: a voter, or a voter that a VotersRecord
+        not known to be committed removed. Raft's dissertation (4.1, Figure 4.6) keeps such a
+        node standing, its votes counted among the new voters only: a leader that removed
+        itself and lost its leadership before the removal committed may be the one whose
+        log holds it, and the remaining voters' stale logs could not win without it."""
+        if self.is_voter:
+            return True
+        offset = self.log.voters_offset
+        if offset < self.high_watermark:
+            return False
+        before = self.log.voters_at(offset) or self.config.bootstrap_voters
+        return before is not None and self.node_id in before.ids
+
+    def _votes(self, granted: set[int]) -> int:
+        """The votes that count: those of the voters in force (ours only if we are one)."""
+        return len(granted & set(self.voters))
 
     @property
     def role(self) -> str:
@@ -409,8 +527,12 @@ class RaftNode:
             return min(st.election_deadline, st.resend_deadline)
         if isinstance(st, LeaderState):
             deadlines = [st.begin_resend_deadline] + [p.deadline for p in st.parked.values()]
-            if len(self.config.voters) > 1:
+            if len(self.voters) > 1 or not self.is_voter:
                 deadlines.append(st.check_quorum_deadline)
+            if st.change is not None:
+                deadlines.append(st.change.deadline)
+            if st.resign_requested:
+                deadlines.append(0)
             return min(deadlines)
         return min(st.election_deadline, st.resend_deadline)
 
@@ -431,7 +553,7 @@ class RaftNode:
             others = set(self._others())
             self.state = ResignedState(es.epoch, now_ms + self._election_timeout(), (), others)
             self._send_end_quorum_epoch(now_ms, out)
-        elif es.voted_id == self.node_id and self.is_voter:
+        elif es.voted_id == self.node_id and self.may_stand:
             self.state = CandidateState(es.epoch, now_ms + self._election_timeout(),
                                         granted={self.node_id})
             self._send_vote_requests(now_ms, out)
@@ -451,13 +573,13 @@ class RaftNode:
         st = self.state
         if isinstance(st, UnattachedState):
             if now_ms >= st.election_deadline:
-                if self.is_voter:
+                if self.may_stand:
                     self._to_prospective(now_ms, out)
                 else:  # a non-voter waits to hear of a leader
                     st.election_deadline = now_ms + self._election_timeout()
         elif isinstance(st, FollowerState):
             if now_ms >= st.fetch_deadline:
-                if self.is_voter:
+                if self.may_stand:
                     self._to_prospective(now_ms, out)
                 else:
                     self._to_unattached(st.epoch, now_ms, out)
@@ -477,9 +599,14 @@ class RaftNode:
             elif now_ms >= st.resend_deadline:
                 self._send_vote_requests(now_ms, out)
         elif isinstance(st, LeaderState):
-            if len(self.config.voters) > 1 and now_ms >= st.check_quorum_deadline:
+            if st.resign_requested or (
+                    (len(self.voters) > 1 or not self.is_voter)
+                    and now_ms >= st.check_quorum_deadline):
                 self._to_resigned(now_ms, out)
                 return out
+            if st.change is not None and now_ms >= st.change.deadline:
+                self._answer_change(E.REQUEST_TIMED_OUT, "timed out waiting for the voter "
+                                    "change to commit", out)
             for replica, parked in list(st.parked.items()):
                 if now_ms >= parked.deadline:
                     del st.parked[replica]
@@ -488,7 +615,7 @@ class RaftNode:
                 self._send_begin_quorum_epoch(now_ms, out)
         else:
             if now_ms >= st.election_deadline:
-                if self.is_voter:
+                if self.may_stand:
                     self._to_prospective(now_ms, out)
                 else:  # no longer a voter: a later epoch must not name it leader again
                     self._to_unattached(st.epoch + 1, now_ms, out)
@@ -513,7 +640,9 @@ class RaftNode:
         if not self.log.start_offset < end_offset <= self.high_watermark:
             raise ValueError(f"snapshot end {end_offset} is not in ({self.log.start_offset}, "
                              f"high watermark {self.high_watermark}]")
-        snapshot = Snapshot(SnapshotId(end_offset, self.log.epoch_at(end_offset - 1)), data)
+        voters = self.log.voters_at(end_offset) or self.config.bootstrap_voters
+        snapshot = Snapshot(SnapshotId(end_offset, self.log.epoch_at(end_offset - 1)), data,
+                            voters)
         self.log.take_snapshot(snapshot)
         return [SnapshotTaken(snapshot)]
 
@@ -522,7 +651,10 @@ class RaftNode:
         learned of a leader from a voter's DescribeQuorum answer: follow it and fetch. Voters
         learn leaders from the quorum's own messages and ignore this."""
         out: list = []
-        if (not self.is_voter and leader_id in self.config.voters and epoch >= self.epoch
+        # a dynamic quorum's observer may not know its leader's VotersRecord yet
+        known = (leader_id in self.voters if self.config.kraft_version == KRAFT_VERSION_STATIC
+                 else leader_id not in (NO_ID, self.node_id))
+        if (not self.is_voter and known and epoch >= self.epoch
                 and self.leader_id != leader_id):
             self._maybe_transition(leader_id, epoch, now_ms, out)
         return out
@@ -532,7 +664,7 @@ class RaftNode:
         process there): a follower of it stands at once rather than after the rest of its
         fetch timeout. Only liveness depends on when it stands, never safety."""
         st = self.state
-        if isinstance(st, FollowerState) and st.leader_id == leader_id and self.is_voter:
+        if isinstance(st, FollowerState) and st.leader_id == leader_id and self.may_stand:
             st.fetch_deadline = min(st.fetch_deadline, now_ms)
             return self.tick(now_ms)
         return []
@@ -556,18 +688,22 @@ class RaftNode:
 
     def _persist(self, out: list, epoch: int, leader_id: int = NO_ID,
                  voted_id: int = NO_ID) -> None:
-        state = ElectionState(epoch, leader_id, voted_id, self.config.voters)
+        # a dynamic quorum's voters live in the log (quorum-state v1 names none)
+        voters = self.config.voters if self.config.kraft_version == KRAFT_VERSION_STATIC else ()
+        state = ElectionState(epoch, leader_id, voted_id, voters)
         if state != self.election:
             self.election = state
             out.append(PersistElectionState(state))
 
-    def _leave_state(self) -> None:
+    def _leave_state(self, out: list) -> None:
         st = self.state
         if isinstance(st, LeaderState):
             st.parked.clear()  # their fetchers time out and learn the new epoch
+            if st.change is not None:
+                self._answer_change(E.NOT_LEADER_OR_FOLLOWER, "the leader changed", out)
 
     def _to_unattached(self, epoch: int, now_ms: int, out: list) -> None:
-        self._leave_state()
+        self._leave_state(out)
         if isinstance(self.state, UnattachedState):
             # Raft's rule: only hearing from a leader or granting a vote restarts the
             # election timer. A voter that restarted it on every higher epoch could be kept
@@ -585,7 +721,7 @@ class RaftNode:
         self._persist(out, epoch, voted_id=candidate_id)
 
     def _to_follower(self, epoch: int, leader_id: int, now_ms: int, out: list) -> None:
-        self._leave_state()
+        self._leave_state(out)
         voted = self.election.voted_id if self.election.epoch == epoch else NO_ID
         self.state = FollowerState(epoch, leader_id, now_ms + self.config.fetch_timeout_ms)
         self._persist(out, epoch, leader_id, voted)
@@ -600,14 +736,14 @@ class RaftNode:
         retries = st.retries + 1 if isinstance(st, CandidateState) else 1
         leader_id = st.leader_id if isinstance(st, FollowerState) else NO_ID
         before = self.leader_id
-        self._leave_state()
+        self._leave_state(out)
         es = self.election
         voted = es.voted_id if es.epoch == self.epoch else NO_ID
         self.state = ProspectiveState(self.epoch, now_ms + self._election_timeout(), leader_id,
                                       voted, retries, granted={self.node_id})
         if before != leader_id:
             out.append(LeaderChanged(leader_id, self.epoch))  # a resigned leader leads no more
-        if len(self.state.granted) >= self.config.majority:
+        if self._votes(self.state.granted) >= self._majority:
             self._to_candidate(now_ms, out)
         else:
             self._send_vote_requests(now_ms, out)
@@ -626,7 +762,7 @@ class RaftNode:
     def _to_candidate(self, now_ms: int, out: list) -> None:
         st = self.state
         retries = st.retries if isinstance(st, (CandidateState, ProspectiveState)) else 1
-        self._leave_state()
+        self._leave_state(out)
         epoch = self.epoch + 1
         self.state = CandidateState(epoch, now_ms + self._election_timeout(), retries,
                                     granted={self.node_id})
@@ -637,13 +773,13 @@ class RaftNode:
 
     def _maybe_elect_alone(self, now_ms: int, out: list) -> None:
         # the only voter need not wait for an election timeout (KafkaRaftClient does the same)
-        if self.config.voters == (self.node_id,) and not isinstance(
+        if self.voters == (self.node_id,) and not isinstance(
                 self.state, (LeaderState, CandidateState)):
             self._to_candidate(now_ms, out)
 
     def _maybe_become_leader(self, now_ms: int, out: list) -> bool:
         st = self.state
-        if not isinstance(st, CandidateState) or len(st.granted) < self.config.majority:
+        if not isinstance(st, CandidateState) or self._votes(st.granted) < self._majority:
             return False
         epoch = st.epoch
         start = self.log.end_offset
@@ -655,7 +791,14 @@ class RaftNode:
             acked={self.node_id})
         self._persist(out, epoch, self.node_id, self.node_id)
         out.append(LeaderChanged(self.node_id, epoch))
-        self._leader_append((Entry(start, epoch, b"", control=True),), now_ms, out)
+        entries = [Entry(start, epoch, b"", control=True)]
+        if self.config.bootstrap_voters is not None and self.log.voters is None:
+            # the first leader of a dynamic quorum writes the bootstrap voter set into the
+            # log (LeaderState.appendStartOfEpochControlRecords), after which the log is
+            # where every node reads it
+            entries.append(Entry(start + 1, epoch, b"", control=True,
+                                 voters=self.config.bootstrap_voters))
+        self._leader_append(tuple(entries), now_ms, out)
         self._send_begin_quorum_epoch(now_ms, out)
         return True
 
@@ -663,7 +806,7 @@ class RaftNode:
         st = self.state
         assert isinstance(st, LeaderState)
         successors = tuple(sorted(self._others(), key=lambda v: -st.end_offsets.get(v, -1)))
-        self._leave_state()
+        self._leave_state(out)
         self.state = ResignedState(st.epoch, now_ms + self._election_timeout(), successors,
                                    set(self._others()))
         self._send_end_quorum_epoch(now_ms, out)
@@ -703,7 +846,7 @@ class RaftNode:
         return int(self.config.fetch_timeout_ms * CHECK_QUORUM_TIMEOUT_FACTOR)
 
     def _others(self) -> list[int]:
-        return [v for v in self.config.voters if v != self.node_id]
+        return [v for v in self.voters if v != self.node_id]
 
     def _correlation_id(self) -> int:
         self._next_correlation_id += 1
@@ -760,7 +903,10 @@ class RaftNode:
             return E.FENCED_LEADER_EPOCH
         if remote_id < 0:
             return E.INVALID_REQUEST
-        if not self.is_voter or remote_id not in self.config.voters:
+        if self.config.kraft_version == KRAFT_VERSION_STATIC and (
+                not self.is_voter or remote_id not in self.voters):
+            # a dynamic quorum takes these from anyone: the receiver may not have the
+            # latest VotersRecord yet, and only the sender's voter set counts the answer
             return E.INCONSISTENT_VOTER_SET
         return E.NONE
 
@@ -798,7 +944,7 @@ class RaftNode:
             return
         if resp.error_code != E.NONE or not isinstance(st, CandidateState):
             return
-        if resp.leader_epoch != st.epoch or source not in self.config.voters:
+        if resp.leader_epoch != st.epoch or source not in self.voters:
             return
         if resp.vote_granted:
             st.granted.add(source)
@@ -806,7 +952,7 @@ class RaftNode:
             self._maybe_become_leader(now_ms, out)
         else:
             st.rejected.add(source)
-            lost = len(self.config.voters) - len(st.rejected) < self.config.majority
+            lost = len(self.voters) - len(st.rejected) < self._majority
             if lost and st.backoff_until is None:
                 st.backoff_until = now_ms + self._election_backoff(st.retries)
 
@@ -815,7 +961,7 @@ class RaftNode:
         assert isinstance(st, ProspectiveState)
         # only answers to this round's pre-votes count: a late answer to the real vote of
         # an election we lost at this epoch says nothing of the voters' leader now
-        if cid not in st.in_flight or source not in self.config.voters:
+        if cid not in st.in_flight or source not in self.voters:
             return
         st.in_flight.discard(cid)
         if resp.error_code != E.NONE or resp.leader_epoch != st.epoch:
@@ -823,11 +969,11 @@ class RaftNode:
         if resp.vote_granted:
             st.granted.add(source)
             st.rejected.discard(source)
-            if len(st.granted) >= self.config.majority:
+            if self._votes(st.granted) >= self._majority:
                 self._to_candidate(now_ms, out)
         else:
             st.rejected.add(source)
-            if len(self.config.voters) - len(st.rejected) < self.config.majority:
+            if len(self.voters) - len(st.rejected) < self._majority:
                 self._prospective_lost(now_ms, out)
 
     # -- BeginQuorumEpoch and EndQuorumEpoch ----------------------------------------------
@@ -930,10 +1076,10 @@ class RaftNode:
             return
         st = self.state
         assert isinstance(st, LeaderState)
-        if source in st.end_offsets:
+        if source in self.voters:
             st.acked.add(source)  # it fetches from us: it knows this epoch's leader
             st.fetched_voters.add(source)
-            if len(st.fetched_voters) + 1 >= self.config.majority:
+            if len(st.fetched_voters) + int(self.is_voter) >= self._majority:
                 st.check_quorum_deadline = now_ms + self._check_quorum_timeout()
                 st.fetched_voters.clear()
         validation = self.log.validate_offset_and_epoch(req.fetch_offset, req.last_fetched_epoch)
@@ -947,16 +1093,20 @@ class RaftNode:
                 snapshot_id=validation.at)))
             return
         st.parked.pop(source, None)  # a newer fetch supersedes it; its sender moved on
+        if req.fetch_offset >= self.log.end_offset:
+            st.caught_up_at[source] = now_ms
+        st.end_offsets[source] = req.fetch_offset
         advanced = False
-        if source in st.end_offsets:
-            st.end_offsets[source] = req.fetch_offset
+        if source in self.voters:
             advanced = self._maybe_update_high_watermark(out)  # answers the parked ones
         elif source >= 0 and source != self.node_id:
-            st.observer_offsets[source] = req.fetch_offset
             st.observer_fetched_ms[source] = now_ms
             for gone in [o for o, at in st.observer_fetched_ms.items()
                          if at + OBSERVER_SESSION_TIMEOUT_MS < now_ms]:
-                del st.observer_offsets[gone], st.observer_fetched_ms[gone]
+                del st.observer_fetched_ms[gone]
+                if gone not in self.voters:  # an observer added since is a voter now
+                    st.end_offsets.pop(gone, None)
+                    st.caught_up_at.pop(gone, None)
         parked = ParkedFetch(cid, req, now_ms + req.max_wait_ms)
         # hold an empty answer (Kafka's fetch purgatory), unless its sender has yet to learn
         # the high watermark: this very fetch moved it, or another voter's did since our last
@@ -1000,8 +1150,10 @@ class RaftNode:
     def _maybe_update_high_watermark(self, out: list) -> bool:
         st = self.state
         assert isinstance(st, LeaderState)
-        offsets = sorted([self.log.end_offset, *st.end_offsets.values()], reverse=True)
-        replicated = offsets[len(self.config.voters) // 2]
+        # over the voters in force, the leader among them unless it is being removed
+        offsets = sorted([self.log.end_offset if v == self.node_id else st.end_offsets.get(v, -1)
+                          for v in self.voters], reverse=True)
+        replicated = offsets[len(offsets) // 2]
         if self._may_commit_to(st, replicated) and (
                 st.high_watermark is None or replicated > st.high_watermark):
             st.high_watermark = replicated
@@ -1009,6 +1161,7 @@ class RaftNode:
                 self.high_watermark = replicated
                 self._high_watermark_told = True
                 out.append(HighWatermark(replicated))
+            self._voter_change_committed(out)
             self._answer_parked(out)
             return True
         return False
@@ -1026,16 +1179,31 @@ class RaftNode:
         snapshot = self.log.snapshot
         if error == E.NONE and (snapshot is None or snapshot.snapshot_id != req.snapshot_id):
             error = E.SNAPSHOT_NOT_FOUND
-        if error == E.NONE and snapshot is not None and not 0 <= req.position <= len(
-                snapshot.data):
+        payload = self._snapshot_payload(snapshot) if snapshot is not None else b""
+        if error == E.NONE and snapshot is not None and not 0 <= req.position <= len(payload):
             error = E.POSITION_OUT_OF_RANGE
         if error != E.NONE or snapshot is None:
             out.append(Send(source, cid, FetchSnapshotResponse(error, self._leader_info())))
             return
-        chunk = snapshot.data[req.position:req.position + max(1, req.max_bytes)]
+        chunk = payload[req.position:req.position + max(1, req.max_bytes)]
         out.append(Send(source, cid, FetchSnapshotResponse(
-            E.NONE, self._leader_info(), snapshot.snapshot_id, len(snapshot.data),
+            E.NONE, self._leader_info(), snapshot.snapshot_id, len(payload),
             req.position, chunk)))
+
+    def _snapshot_payload(self, snapshot: Snapshot) -> bytes:
+        """The bytes FetchSnapshot serves: the image, and in a dynamic quorum the voter set
+        before it (a length and a VotersRecord), as Kafka's snapshots hold their
+        VotersRecord ahead of the metadata records."""
+        if self.config.kraft_version == KRAFT_VERSION_STATIC:
+            return snapshot.data
+        voters = encode_voters(snapshot.voters or self.voter_set)
+        return len(voters).to_bytes(4, "big") + voters + snapshot.data
+
+    def _snapshot_from_payload(self, snapshot_id: SnapshotId, payload: bytes) -> Snapshot:
+        if self.config.kraft_version == KRAFT_VERSION_STATIC:
+            return Snapshot(snapshot_id, payload)
+        size = int.from_bytes(payload[:4], "big")
+        return Snapshot(snapshot_id, payload[4 + size:], decode_voters(payload[4:4 + size]))
 
     # -- Fetch: the follower's side -------------------------------------------------------
 
@@ -1121,7 +1289,12 @@ class RaftNode:
             return
         st.snapshot_bytes += resp.unaligned_records
         if len(st.snapshot_bytes) >= resp.size:
-            snapshot = Snapshot(resp.snapshot_id, bytes(st.snapshot_bytes))
+            try:
+                snapshot = self._snapshot_from_payload(resp.snapshot_id, bytes(st.snapshot_bytes))
+            except VoterSetError:  # not what a leader of ours sends: fetch it again
+                st.fetching_snapshot, st.snapshot_bytes = None, bytearray()
+                self._send_fetch(now_ms, out)
+                return
             st.fetching_snapshot, st.snapshot_bytes = None, bytearray()
             self.log.install_snapshot(snapshot)
             out.append(InstallSnapshot(snapshot))
@@ -1132,7 +1305,130 @@ class RaftNode:
                 out.append(HighWatermark(self.high_watermark))
         self._send_fetch(now_ms, out)
 
+    # -- KIP-853: AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter on the leader -------------
+
+    def _voter_change_error(self, now_ms: int) -> tuple[ErrorCode, str] | None:
+        """Why no voter change may start now (the checks Kafka's AddVoterHandler,
+        RemoveVoterHandler and UpdateVoterHandler share), or None."""
+        st = self.state
+        if not isinstance(st, LeaderState):
+            return E.NOT_LEADER_OR_FOLLOWER, f"node {self.node_id} is not the leader"
+        if st.change is not None:
+            return (E.REQUEST_TIMED_OUT, "timed out waiting for the leader to finish the "
+                    "previous voter change")
+        if st.high_watermark is None:
+            # until an entry of its epoch commits, the leader cannot know that no earlier
+            # leader's uncommitted voter change survives (the single-server change bug)
+            return (E.REQUEST_TIMED_OUT, "timed out waiting for the leader to establish its "
+                    "high watermark")
+        if self.config.kraft_version < KRAFT_VERSION_RECONFIG:
+            return (E.UNSUPPORTED_VERSION, "the quorum does not support changing voters: "
+                    "kraft.version is 0 (started with controller.quorum.voters)")
+        if self.log.voters_offset >= st.high_watermark:
+            return (E.REQUEST_TIMED_OUT, f"timed out waiting for the voter change at offset "
+                    f"{self.log.voters_offset} to commit (high watermark {st.high_watermark})")
+        return None
+
+    def _start_change(self, source: int, cid: int, request: Any, voters: VoterSet,
+                      timeout_ms: int, now_ms: int, out: list) -> None:
+        """Append the new voter set, in force at once, and answer when it commits."""
+        st = self.state
+        assert isinstance(st, LeaderState)
+        offset = self.log.end_offset
+        st.change = VoterChange(source, cid, request, offset, now_ms + timeout_ms)
+        self._leader_append((Entry(offset, st.epoch, b"", control=True, voters=voters),),
+                            now_ms, out)
+
+    def _answer_change(self, error: ErrorCode, message: str | None, out: list) -> None:
+        st = self.state
+        assert isinstance(st, LeaderState) and st.change is not None
+        change, st.change = st.change, None
+        out.append(Send(change.source, change.correlation_id,
+                        self._change_response(change.request, error, message)))
+
+    def _change_response(self, request: Any, error: ErrorCode, message: str | None) -> Any:
+        if isinstance(request, UpdateRaftVoterRequest):
+            return UpdateRaftVoterResponse(error, self._leader_info())
+        return VOTER_CHANGE_RESPONSES[type(request)](error, message)
+
+    def _voter_change_committed(self, out: list) -> None:
+        st = self.state
+        assert isinstance(st, LeaderState)
+        if st.high_watermark is None or st.high_watermark <= self.log.voters_offset:
+            return
+        if st.change is not None:
+            self._answer_change(E.NONE, None, out)
+        if not self.is_voter:
+            # our own removal committed: resign so that a voter leads (RemoveVoterHandler)
+            st.resign_requested = True
+
+    def _on_add_raft_voter_request(self, source, cid, req: AddRaftVoterRequest, now_ms,
+                                   out) -> None:
+        refused = self._voter_change_error(now_ms)
+        voter = req.voter
+        if refused is None and voter.voter_id < 0:
+            refused = E.INVALID_REQUEST, f"voter id {voter.voter_id} is not a node id"
+        if refused is None and not voter.endpoints:
+            refused = E.INVALID_REQUEST, "the new voter has no endpoint"
+        if refused is None and voter.voter_id in self.voters:
+            refused = (E.DUPLICATE_VOTER, f"voter {voter.voter_id} is already one of the "
+                       f"voters {list(self.voters)}")
+        st = self.state
+        if refused is None and isinstance(st, LeaderState):
+            caught_up = st.caught_up_at.get(voter.voter_id)
+            if caught_up is None or now_ms - caught_up > self.config.fetch_timeout_ms:
+                # it must fetch as an observer first, or it would hold the high watermark
+                # back (LeaderState.isReplicaCaughtUp)
+                refused = (E.REQUEST_TIMED_OUT, f"node {voter.voter_id} has not caught up "
+                           f"with the leader's log as an observer")
+        if refused is not None:
+            out.append(Send(source, cid, AddRaftVoterResponse(*refused)))
+            return
+        voters = self.voter_set.add(voter)
+        assert voters is not None
+        self._start_change(source, cid, req, voters, req.timeout_ms, now_ms, out)
+
+    def _on_remove_raft_voter_request(self, source, cid, req: RemoveRaftVoterRequest, now_ms,
+                                      out) -> None:
+        refused = self._voter_change_error(now_ms)
+        voters = None
+        if refused is None:
+            voters = self.voter_set.remove(req.voter_id, req.directory_id)
+            if voters is None:
+                refused = (E.VOTER_NOT_FOUND, f"cannot remove voter {req.voter_id} "
+                           f"(directory {req.directory_id}) from the voters "
+                           f"{list(self.voters)}")
+        if refused is not None or voters is None:
+            out.append(Send(source, cid, RemoveRaftVoterResponse(*(refused or (E.NONE, None)))))
+            return
+        self._start_change(source, cid, req, voters, self.config.request_timeout_ms, now_ms,
+                           out)
+
+    def _on_update_raft_voter_request(self, source, cid, req: UpdateRaftVoterRequest, now_ms,
+                                      out) -> None:
+        refused = self._voter_change_error(now_ms)
+        error: ErrorCode | None = refused[0] if refused else None
+        if error is None and req.current_leader_epoch not in (-1, self.epoch):
+            error = (E.FENCED_LEADER_EPOCH if req.current_leader_epoch < self.epoch
+                     else E.UNKNOWN_LEADER_EPOCH)
+        voters = None
+        if error is None:
+            voters = self.voter_set.update(req.voter)
+            if voters is None:
+                error = E.VOTER_NOT_FOUND
+            elif not req.voter.endpoints:
+                error = E.INVALID_REQUEST
+        if error is not None or voters is None:
+            out.append(Send(source, cid, UpdateRaftVoterResponse(error or E.NONE,
+                                                                 self._leader_info())))
+            return
+        self._start_change(source, cid, req, voters, self.config.request_timeout_ms, now_ms,
+                           out)
+
     _HANDLERS: dict[type, Callable[..., None]] = {
+        AddRaftVoterRequest: _on_add_raft_voter_request,
+        RemoveRaftVoterRequest: _on_remove_raft_voter_request,
+        UpdateRaftVoterRequest: _on_update_raft_voter_request,
         VoteRequest: _on_vote_request,
         VoteResponse: _on_vote_response,
         BeginQuorumEpochRequest: _on_begin_quorum_epoch_request,

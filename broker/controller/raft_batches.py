@@ -13,7 +13,10 @@ BaseOffset is the entry's Raft offset (one offset per entry, so LastOffsetDelta 
 PartitionLeaderEpoch its epoch, and its single record's value the payload. A control
 entry (the first entry of a leader's epoch) is a control batch. The payload is a count
 and then each framed metadata record (`protocol.metadata_records`) with its length, all
-unsigned varints.
+unsigned varints. An entry holding a voter set (KIP-853) is a control batch of one
+VotersRecord (control type 6). Kafka writes a KRaftVersionRecord (type 5) beside it; here
+an entry is one offset and one record, and kraft.version 1 goes without saying wherever a
+VotersRecord is (a static quorum, kraft.version 0, never writes one).
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from __future__ import annotations
 from typing import Iterable
 
 from broker.controller.raft_log import Entry
+from broker.controller.voter_set import VoterSetError, decode_voters, encode_voters
+from protocol.control_records import ControlRecordType, decode_control_type, encode_control_key
 from protocol.batch_walk import BatchWalk
-from protocol.record_errors import CorruptRecordError
+from protocol.record_errors import CorruptRecordError, InvalidRecordError
 from protocol.primitives import uvarint_bytes
 from protocol.records import Record, decode_batch, encode_batch
 
@@ -71,6 +76,11 @@ def unpack_records(payload: bytes) -> list[bytes]:
 
 
 def entry_to_batch(entry: Entry, timestamp_ms: int = 0) -> bytes:
+    if entry.voters is not None:
+        return encode_batch([
+            Record(entry.offset, timestamp_ms, encode_control_key(ControlRecordType.KRAFT_VOTERS),
+                   encode_voters(entry.voters))],
+            base_offset=entry.offset, partition_leader_epoch=entry.epoch, is_control=True)
     key = LEADER_CHANGE_KEY if entry.control else None
     return encode_batch([Record(entry.offset, timestamp_ms, key, entry.record)],
                         base_offset=entry.offset, partition_leader_epoch=entry.epoch,
@@ -92,6 +102,17 @@ def batches_to_entries(buf: bytes) -> list[Entry]:
             break
         if len(records) != 1:
             break  # not a batch this module wrote
+        record = records[0]
+        if header.is_control and record.key != LEADER_CHANGE_KEY:
+            try:
+                if decode_control_type(record.key) != ControlRecordType.KRAFT_VOTERS:
+                    break
+                voters = decode_voters(record.value or b"")
+            except (VoterSetError, InvalidRecordError):
+                break
+            out.append(Entry(header.base_offset, header.partition_leader_epoch, b"", True,
+                             voters))
+            continue
         out.append(Entry(header.base_offset, header.partition_leader_epoch,
-                         records[0].value or b"", header.is_control))
+                         record.value or b"", header.is_control))
     return out

@@ -343,20 +343,26 @@ def describe_quorum_response(node: raft.RaftNode, *, now_ms: int | None = None,
         partition["error_code"] = E.NOT_LEADER_OR_FOLLOWER
     else:
         fetched, caught_up = last_fetch_ms or {}, last_caught_up_ms or {}
-        for voter in node.config.voters:
-            if voter == node.node_id:
+        voter_set = node.voter_set
+        # the voters in force (KIP-853: the latest VotersRecord), then every other replica
+        # that fetched: the observers (brokers, controllers not yet added, ones removed)
+        replicas = [(v, "current_voters") for v in node.voters] + [
+            (r, "observers") for r in sorted(st.end_offsets) if r not in node.voters]
+        if not node.is_voter:
+            replicas.append((node.node_id, "observers"))  # a leader removing itself
+        for replica, kind in replicas:
+            if replica == node.node_id:
                 end, seen, up = node.log.end_offset, now_ms, now_ms
             else:
-                end = st.end_offsets.get(voter, -1)
-                seen, up = fetched.get(voter), caught_up.get(voter)
-            partition["current_voters"].append({
-                "replica_id": voter, "replica_directory_id": ZERO_UUID, "log_end_offset": end,
+                end = st.end_offsets.get(replica, -1)
+                seen, up = fetched.get(replica), caught_up.get(replica)
+            voter = voter_set.get(replica)
+            partition[kind].append({
+                "replica_id": replica,
+                "replica_directory_id": voter.directory_id if voter else ZERO_UUID,
+                "log_end_offset": end,
                 "last_fetch_timestamp": -1 if seen is None else seen,
                 "last_caught_up_timestamp": -1 if up is None else up})
-        partition["observers"] = [{
-            "replica_id": observer, "replica_directory_id": ZERO_UUID, "log_end_offset": end,
-            "last_fetch_timestamp": -1, "last_caught_up_timestamp": -1}
-            for observer, end in sorted(st.observer_offsets.items())]
         partition["high_watermark"] = (st.high_watermark if st.high_watermark is not None
                                        else -1)
     return {"error_code": E.NONE, "error_message": None,

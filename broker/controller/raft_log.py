@@ -2,7 +2,8 @@
 snapshot, and the epoch lookups that fetch validation and truncation need.
 
 Owns: `Entry`, `SnapshotId`, `Snapshot`, `RaftLog` (Kafka's ReplicatedLog as
-KafkaMetadataLog implements it, with the leader epoch cache of LeaderEpochFileCache) and
+KafkaMetadataLog implements it, with the leader epoch cache of LeaderEpochFileCache, and
+the history of voter sets Kafka's KRaftControlRecordStateMachine reads off the log) and
 `validate_offset_and_epoch`'s answer. It is plain memory: the runtime mirrors the effects
 `broker.controller.raft` returns onto the `__cluster_metadata` segments and rebuilds a
 `RaftLog` from them at start-up.
@@ -17,6 +18,8 @@ import bisect
 import enum
 from dataclasses import dataclass
 
+from broker.controller.voter_set import VoterSet
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -26,6 +29,9 @@ class Entry:
     # the first entry of a leader's epoch, Kafka's LeaderChangeMessage control record; it is
     # what lets the leader commit (KafkaRaftClient appends it on becoming leader)
     control: bool = False
+    # a control entry holding KIP-853's KRaftVersionRecord and VotersRecord: the voter set
+    # from this offset on, in force as soon as it is appended (committed or not)
+    voters: VoterSet | None = None
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,9 @@ class SnapshotId:
 class Snapshot:
     snapshot_id: SnapshotId
     data: bytes  # the image, opaque to Raft
+    # the voter set at the snapshot's end (kraft.version 1), as Kafka's snapshots carry
+    # their VotersRecord; None in a static quorum
+    voters: VoterSet | None = None
 
 
 class ValidationKind(enum.Enum):
@@ -66,6 +75,8 @@ class RaftLog:
         # (epoch, first offset) for each epoch present, as LeaderEpochFileCache; the first
         # item stands for what lies below start_offset (the snapshot's epoch, or 0)
         self._epochs: list[tuple[int, int]] = [(base_epoch, self.start_offset)]
+        # (offset, voter set) of every VotersRecord entry present, oldest first
+        self._voter_history: list[tuple[int, VoterSet]] = []
         self.append(list(entries))
 
     # -- reading --------------------------------------------------------------------------
@@ -77,6 +88,27 @@ class RaftLog:
     @property
     def last_fetched_epoch(self) -> int:
         return self.entries[-1].epoch if self.entries else self._epochs[0][0]
+
+    @property
+    def voters(self) -> VoterSet | None:
+        """The latest voter set in the log, uncommitted or not, else the snapshot's; None
+        when neither has one (a static quorum, kraft.version 0)."""
+        if self._voter_history:
+            return self._voter_history[-1][1]
+        return self.snapshot.voters if self.snapshot is not None else None
+
+    @property
+    def voters_offset(self) -> int:
+        """The offset of the latest VotersRecord entry; -1 when the voter set comes from
+        the snapshot or the configuration (committed either way)."""
+        return self._voter_history[-1][0] if self._voter_history else -1
+
+    def voters_at(self, end_offset: int) -> VoterSet | None:
+        """The voter set in force below `end_offset` (what a snapshot there carries)."""
+        for offset, voters in reversed(self._voter_history):
+            if offset < end_offset:
+                return voters
+        return self.snapshot.voters if self.snapshot is not None else None
 
     def epoch_at(self, offset: int) -> int:
         """The epoch of the entry at `offset`; the snapshot's epoch for start_offset - 1."""
@@ -135,6 +167,8 @@ class RaftLog:
                 raise ValueError(f"entry epoch {entry.epoch} below the log's {last}")
             if entry.epoch > last:
                 self._epochs.append((entry.epoch, entry.offset))
+            if entry.voters is not None:
+                self._voter_history.append((entry.offset, entry.voters))
             self.entries.append(entry)
 
     def truncate_to(self, offset: int) -> None:
@@ -143,6 +177,8 @@ class RaftLog:
         del self.entries[offset - self.start_offset:]
         while len(self._epochs) > 1 and self._epochs[-1][1] >= offset:
             self._epochs.pop()
+        while self._voter_history and self._voter_history[-1][0] >= offset:
+            self._voter_history.pop()
 
     def truncate_to_end_offset(self, diverging: SnapshotId) -> int:
         """Where a follower cuts its log when the leader says its epoch `diverging.epoch`
@@ -162,6 +198,7 @@ class RaftLog:
             raise ValueError(f"snapshot epoch {snapshot.snapshot_id.epoch} is not the epoch "
                              f"of entry {end - 1}")
         del self.entries[:end - self.start_offset]
+        self._voter_history = [(o, v) for o, v in self._voter_history if o >= end]
         self.start_offset = end
         self.snapshot = snapshot
         self._epochs = [(snapshot.snapshot_id.epoch, end)] + [
@@ -171,6 +208,7 @@ class RaftLog:
     def install_snapshot(self, snapshot: Snapshot) -> None:
         """A follower replaces its whole log by a snapshot fetched from the leader."""
         self.entries = []
+        self._voter_history = []
         self.snapshot = snapshot
         self.start_offset = snapshot.snapshot_id.end_offset
         self._epochs = [(snapshot.snapshot_id.epoch, self.start_offset)]

@@ -77,7 +77,8 @@ SNAPSHOT_INTERVAL_MS = 3_600_000
 APPEND_CHUNK = REPLAY_SLICE
 
 _RESPONSES = (raft.VoteResponse, raft.BeginQuorumEpochResponse, raft.EndQuorumEpochResponse,
-              raft.FetchResponse, raft.FetchSnapshotResponse)
+              raft.FetchResponse, raft.FetchSnapshotResponse, raft.AddRaftVoterResponse,
+              raft.RemoveRaftVoterResponse, raft.UpdateRaftVoterResponse)
 
 
 class NotController(Exception):
@@ -103,7 +104,9 @@ class Transport(Protocol):
 
     async def send(self, destination: int, message: Any) -> Any: ...
 
-    async def describe_leader(self, voter: int) -> tuple[int, int]: ...
+    async def describe_leader(self, voter: Any) -> tuple[int, int]: ...
+
+    def discovery_targets(self, voters: tuple[int, ...]) -> list[Any]: ...
 
 
 class LogStore(Protocol):
@@ -206,7 +209,8 @@ class QuorumRuntime:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             self._apply(self.node.start(self.now_ms()))
-            if not self.node.is_voter and self.transport is not None:
+            if self.transport is not None and (
+                    not self.node.is_voter or self.node.config.bootstrap_voters is not None):
                 nursery.start_soon(self._find_leader)
             task_status.started()
             while True:
@@ -246,13 +250,14 @@ class QuorumRuntime:
 
     async def _find_leader(self) -> None:
         """An observer hears of leaders from nobody (BeginQuorumEpoch goes to voters only):
-        while it knows none, it asks the voters in turn with DescribeQuorum."""
+        while it knows none, it asks the voters in turn with DescribeQuorum, and in a
+        dynamic quorum the bootstrap servers too (a voter removed becomes an observer)."""
         assert self.transport is not None
-        voters = list(self.node.config.voters)
         turn = 0
         while True:
-            if self.node.leader_id < 0:
-                voter = voters[turn % len(voters)]
+            targets = self.transport.discovery_targets(self.node.voters)
+            if self.node.leader_id < 0 and not self.node.is_voter and targets:
+                voter = targets[turn % len(targets)]
                 turn += 1
                 try:
                     leader, epoch = await self.transport.describe_leader(voter)

@@ -1,8 +1,9 @@
 """Assembling one node's quorum from its configuration: the metadata log store, the Raft
 node, the controller (on controller nodes) and the runtime that drives them.
 
-Owns: `build_quorum` and `check_voters`, the refusal of a data directory whose quorum was
-formed with other voters than the ones configured now.
+Owns: `build_quorum`, `check_voters`, the refusal of a data directory whose quorum was
+formed with other voters than the ones configured now, and `bootstrap_voter_set`, the
+initial voter set of a dynamic quorum (controller.quorum.bootstrap.servers, KIP-853).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from broker.controller.metadata_log import METADATA_LOG_DIR, MetadataLogStore
 from broker.controller.quorum_controller import ControllerSettings, QuorumController
 from broker.controller.raft import QuorumConfig, RaftNode
 from broker.controller.runtime import QuorumRuntime
+from broker.controller.voter_set import Endpoint, Voter, VoterSet
 from broker.listeners import NodeAddresses
 from broker.storage import REAL, FileSystem
 
@@ -28,9 +30,22 @@ def check_voters(persisted: tuple[int, ...], configured: tuple[int, ...]) -> Non
             f"{','.join(map(str, sorted(persisted)))}")
 
 
+def bootstrap_voter_set(addresses: NodeAddresses) -> VoterSet:
+    """The voters a dynamic quorum starts with: controller.quorum.voters's, each with its
+    controller endpoint. Every initial node must build the same set (the first leader writes
+    its own into the log), so none names a directory id: like voters that came from a static
+    configuration in Kafka, theirs is the zero id, which RemoveRaftVoter then names."""
+    return VoterSet.of(
+        Voter(i, endpoints=(Endpoint(addresses.controller_listener_name, host, port),))
+        for i, (host, port) in addresses.voters.items())
+
+
 def controller_settings(c: BrokerConfig, addresses: NodeAddresses) -> ControllerSettings:
+    # the voter count caps the internal topics' replication factor (a small cluster); a
+    # controller that joins a dynamic quorum knows its bootstrap servers, not the voters
+    voters = tuple(sorted(addresses.voters)) or tuple(range(len(addresses.bootstrap)))
     return ControllerSettings(
-        node_id=addresses.node_id, voters=tuple(sorted(addresses.voters)),
+        node_id=addresses.node_id, voters=voters,
         default_num_partitions=c.num_partitions,
         default_replication_factor=c.default_replication_factor,
         offsets_topic_replication_factor=c.offsets_topic_replication_factor,
@@ -52,7 +67,7 @@ def build_quorum(config: BrokerConfig, addresses: NodeAddresses, legacy: Any,
     the file system `fs`)."""
     voters = tuple(sorted(addresses.voters))
     store = MetadataLogStore.open(os.path.join(config.log_dirs, METADATA_LOG_DIR), fs)
-    if store.election is not None:
+    if store.election is not None and not addresses.dynamic:
         check_voters(tuple(store.election.voters), voters)
     quorum = QuorumConfig(
         voters=voters,
@@ -60,7 +75,8 @@ def build_quorum(config: BrokerConfig, addresses: NodeAddresses, legacy: Any,
         fetch_timeout_ms=config.controller_quorum_fetch_timeout_ms,
         election_backoff_max_ms=config.controller_quorum_election_timeout_ms,
         request_timeout_ms=config.controller_quorum_request_timeout_ms,
-        retry_backoff_ms=config.controller_quorum_retry_backoff_ms)
+        retry_backoff_ms=config.controller_quorum_retry_backoff_ms,
+        bootstrap_voters=bootstrap_voter_set(addresses) if addresses.dynamic else None)
     node = RaftNode(addresses.node_id, quorum, random.Random(), election=store.election,
                     log=store.raft_log)
     controller = None

@@ -44,6 +44,8 @@ HANDLERS: dict[int, Handler] = {
     m.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
     m.DESCRIBE_QUORUM: cluster.handle_describe_quorum,
     m.UNREGISTER_BROKER: cluster.handle_unregister_broker,
+    m.ADD_RAFT_VOTER: cluster.handle_raft_voter_change,
+    m.REMOVE_RAFT_VOTER: cluster.handle_raft_voter_change,
     m.ALTER_CONFIGS: configs.handle_alter_configs,
     m.DELETE_RECORDS: delete_records.handle,
     m.DESCRIBE_LOG_DIRS: log_dirs.handle,

@@ -10,14 +10,15 @@ forwarded to the active controller; a successful election is awaited in this bro
 leaders. UnregisterBroker (kafka-cluster.sh unregister, `minibroker cluster unregister`)
 needs ALTER on the cluster and is forwarded to the active controller, which answers
 BROKER_ID_NOT_REGISTERED for an id it does not know. No controller in time:
-REQUEST_TIMED_OUT.
+REQUEST_TIMED_OUT. AddRaftVoter and
+RemoveRaftVoter (KIP-853) are forwarded to the quorum's leader the same way.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from broker.controller import raft_codec
+from broker.controller import raft_codec, voter_api
 from broker.controller_channel import ControllerUnavailable
 from broker.handlers.common import forward
 from broker.handlers.context import RequestContext
@@ -133,7 +134,28 @@ def describe_quorum(broker) -> dict:
     runtime = broker.runtime
     # DescribeQuorum's timestamps are wall-clock milliseconds (the runtime's clock is trio's)
     out = raft_codec.describe_quorum_response(runtime.node, now_ms=broker.now_ms())
+    if runtime.node.config.bootstrap_voters is not None:
+        # a dynamic quorum: the endpoints the voter set holds (KIP-853)
+        out["nodes"] = [{"node_id": v.voter_id, "listeners": [
+            {"name": e.name, "host": e.host, "port": e.port} for e in v.endpoints]}
+            for v in runtime.node.voter_set.voters]
+        return out
     out["nodes"] = [{"node_id": node_id, "listeners": [
         {"name": "CONTROLLER", "host": host, "port": port}]}
         for node_id, (host, port) in sorted(broker.addresses.voters.items())]
     return out
+
+
+async def handle_raft_voter_change(ctx: RequestContext) -> dict:
+    """AddRaftVoter and RemoveRaftVoter (KIP-853) on the client listener: forwarded to the
+    quorum's leader, as Kafka's brokers forward them to the active controller. They need
+    ALTER on the cluster."""
+    key = ctx.request.api_key
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return voter_api.error_body(key, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                    "Cluster authorization failed.")
+    try:
+        return await forward(ctx.broker, key, ctx.version, ctx.body)
+    except ControllerUnavailable:
+        return voter_api.error_body(key, ErrorCode.REQUEST_TIMED_OUT,
+                                    "No controller answered within the request timeout.")

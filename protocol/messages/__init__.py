@@ -122,6 +122,8 @@ APIS: dict[int, Api] = {a.key: a for a in (
          share_offsets.DeleteShareGroupOffsetsResponse),
     # Kafka's listeners: broker and controller (kafka-cluster.sh unregister asks a broker)
     _api(cluster.UnregisterBrokerRequest, cluster.UnregisterBrokerResponse),
+    _api(quorum.AddRaftVoterRequest, quorum.AddRaftVoterResponse),
+    _api(quorum.RemoveRaftVoterRequest, quorum.RemoveRaftVoterResponse),
 )}
 
 CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
@@ -133,6 +135,7 @@ CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
     _api(cluster.BrokerHeartbeatRequest, cluster.BrokerHeartbeatResponse),
     _api(cluster.AllocateProducerIdsRequest, cluster.AllocateProducerIdsResponse),
     _api(cluster.AlterPartitionRequest, cluster.AlterPartitionResponse),
+    _api(quorum.UpdateRaftVoterRequest, quorum.UpdateRaftVoterResponse),
 )}
 
 # Client APIs declared, at every version Kafka defines as stable, but not served yet: no
@@ -184,6 +187,9 @@ BEGIN_QUORUM_EPOCH = _key(quorum.BeginQuorumEpochRequest)
 END_QUORUM_EPOCH = _key(quorum.EndQuorumEpochRequest)
 DESCRIBE_QUORUM = _key(quorum.DescribeQuorumRequest)
 FETCH_SNAPSHOT = _key(quorum.FetchSnapshotRequest)
+ADD_RAFT_VOTER = _key(quorum.AddRaftVoterRequest)
+REMOVE_RAFT_VOTER = _key(quorum.RemoveRaftVoterRequest)
+UPDATE_RAFT_VOTER = _key(quorum.UpdateRaftVoterRequest)
 DESCRIBE_CLUSTER = _key(cluster.DescribeClusterRequest)
 BROKER_REGISTRATION = _key(cluster.BrokerRegistrationRequest)
 BROKER_HEARTBEAT = _key(cluster.BrokerHeartbeatRequest)

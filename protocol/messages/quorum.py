@@ -1,5 +1,8 @@
 """The KRaft quorum's own RPCs (KIP-595, KIP-630, KIP-836, KIP-853): Vote (52),
-BeginQuorumEpoch (53), EndQuorumEpoch (54), DescribeQuorum (55), FetchSnapshot (59).
+BeginQuorumEpoch (53), EndQuorumEpoch (54), DescribeQuorum (55), FetchSnapshot (59), and
+KIP-853's changes of the voter set, AddRaftVoter (80), RemoveRaftVoter (81) and
+UpdateRaftVoter (82); with the two control records that carry the voter set in the
+metadata log, VotersRecord and KRaftVersionRecord (Kafka's data messages of the same names).
 
 Owns their declarations only. Voters send them to each other on the controller listener
 (the metadata log itself is replicated with Fetch, api key 1); DescribeQuorum is also what
@@ -214,4 +217,90 @@ FetchSnapshotResponse = Message(
             ]),
         ]),
         F("node_endpoints", _NODE_ENDPOINTS, "1+", tag=0),
+    ])
+
+
+# -- KIP-853: changing the voter set ----------------------------------------------------------
+
+_VOTER_LISTENERS = [
+    F("name", "string"),
+    F("host", "string"),
+    F("port", "uint16"),
+]
+
+AddRaftVoterRequest = Message(
+    "AddRaftVoterRequest", api_key=80, valid="0", flexible="0+", fields=[
+        F("cluster_id", "string", nullable="0+"),
+        F("timeout_ms", "int32"),
+        F("voter_id", "int32"),
+        F("voter_directory_id", "uuid"),
+        F("listeners", _VOTER_LISTENERS),
+    ])
+
+AddRaftVoterResponse = Message(
+    "AddRaftVoterResponse", api_key=80, valid="0", flexible="0+", fields=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("error_message", "string", nullable="0+"),
+    ])
+
+RemoveRaftVoterRequest = Message(
+    "RemoveRaftVoterRequest", api_key=81, valid="0", flexible="0+", fields=[
+        F("cluster_id", "string", nullable="0+"),
+        F("voter_id", "int32"),
+        F("voter_directory_id", "uuid"),
+    ])
+
+RemoveRaftVoterResponse = Message(
+    "RemoveRaftVoterResponse", api_key=81, valid="0", flexible="0+", fields=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("error_message", "string", nullable="0+"),
+    ])
+
+_KRAFT_VERSION_FEATURE = [
+    F("min_supported_version", "int16"),
+    F("max_supported_version", "int16"),
+]
+
+UpdateRaftVoterRequest = Message(
+    "UpdateRaftVoterRequest", api_key=82, valid="0", flexible="0+", fields=[
+        F("cluster_id", "string", nullable="0+"),
+        F("current_leader_epoch", "int32"),
+        F("voter_id", "int32"),
+        F("voter_directory_id", "uuid"),
+        F("listeners", _VOTER_LISTENERS),
+        F("k_raft_version_feature", Struct(_KRAFT_VERSION_FEATURE)),
+    ])
+
+UpdateRaftVoterResponse = Message(
+    "UpdateRaftVoterResponse", api_key=82, valid="0", flexible="0+", fields=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("current_leader", Struct([
+            F("leader_id", "int32", default=-1),
+            F("leader_epoch", "int32", default=-1),
+            F("host", "string"),
+            F("port", "int32"),
+        ]), tag=0),
+    ])
+
+# The control records of `__cluster_metadata` that hold the voter set (KIP-853): the
+# kraft.version in force, and the whole voter set, each voter's id, directory id, endpoints
+# and the kraft.version range it supports.
+KRaftVersionRecord = Message(
+    "KRaftVersionRecord", valid="0", flexible="0+", fields=[
+        F("version", "int16"),
+        F("k_raft_version", "int16"),
+    ])
+
+VotersRecord = Message(
+    "VotersRecord", valid="0", flexible="0+", fields=[
+        F("version", "int16"),
+        F("voters", [
+            F("voter_id", "int32"),
+            F("voter_directory_id", "uuid"),
+            F("endpoints", _VOTER_LISTENERS),
+            F("k_raft_version_feature", Struct(_KRAFT_VERSION_FEATURE)),
+        ]),
     ])

@@ -187,3 +187,28 @@ def test_the_controllers_no_op_records_are_printed(tmp_path):
             encode_metadata_record(T.NO_OP_RECORD, 0, {})]))])
     lines = run_dump(tmp_path)
     assert '|   payload: {"type":"NO_OP_RECORD","version":0,"data":{}}' in lines, lines
+
+
+def test_a_voters_record_and_a_snapshot_with_voters_are_dumped(tmp_path):
+    """A dynamic quorum's VotersRecord entry (KIP-853) prints its voters; a snapshot that
+    carries the voter set (file version 1) reads back with it."""
+    from broker.controller.metadata_log import read_snapshot_file
+    from broker.controller.voter_set import Endpoint, Voter, VoterSet
+
+    voters = VoterSet.of([Voter(0, uuid.UUID(int=0), (Endpoint("CONTROLLER", "h0", 9192),)),
+                          Voter(3, TOPIC_ID, (Endpoint("CONTROLLER", "h3", 9195),))])
+    directory = tmp_path / "__cluster_metadata-0"
+    with MetadataLogStore.open(directory) as store:
+        store.append([Entry(0, 1, b"", control=True), Entry(1, 1, b"", True, voters),
+                      topic_entry(2, 1)])
+        store.take_snapshot(Snapshot(SnapshotId(3, 1), snapshot_data(), voters))
+    snapshot = read_snapshot_file(directory / "00000000000000000003-0000000001.checkpoint")
+    assert snapshot.voters == voters and snapshot.data == snapshot_data()
+    lines = run_dump(directory / SEGMENT)
+    line = next(x for x in lines if x.startswith("| offset: 1 "))
+    assert line.startswith("| offset: 1 epoch: 1 isControl: true KRaftVoters: ")
+    assert '"voterId":3,"voterDirectoryId":"%s"' % TOPIC_ID_B64 in line
+    assert '"endpoints":["CONTROLLER://h3:9195"]' in line
+    entries = [json.loads(x) for x in run_dump(directory / SEGMENT, as_json=True)]
+    [voters_entry] = [e for e in entries if e.get("voters")]
+    assert [v["voterId"] for v in voters_entry["voters"]] == [0, 3]

@@ -98,3 +98,30 @@ def test_each_listener_carries_its_security_protocol():
     assert a.controller == Endpoint("CONTROLLER", "h", 5, "SSL")
     assert a.protocol_of(a.inter_broker) == "SASL_SSL"
     assert a.protocol_of(a.controller_listener_name) == "SSL"
+
+
+BOOTSTRAP = "127.0.0.1:9100,127.0.0.1:9101,127.0.0.1:9102"
+
+
+def test_bootstrap_servers_with_voters_make_a_dynamic_quorum_of_those_voters():
+    a = resolve(**{"broker.id": "1", "listeners": "127.0.0.1:9093",
+                   "controller.quorum.voters": VOTERS,
+                   "controller.quorum.bootstrap.servers": BOOTSTRAP})
+    assert a.dynamic and a.bootstrap == (("127.0.0.1", 9100), ("127.0.0.1", 9101),
+                                         ("127.0.0.1", 9102))
+    assert sorted(a.voters) == [0, 1, 2]
+    assert a.controller == Endpoint("CONTROLLER", "127.0.0.1", 9101)
+
+
+def test_a_controller_joining_by_bootstrap_servers_needs_its_own_controller_listener():
+    a = resolve(**{"node.id": "3", "process.roles": "controller",
+                   "listeners": "CONTROLLER://127.0.0.1:9103",
+                   "controller.quorum.bootstrap.servers": BOOTSTRAP})
+    assert a.dynamic and a.voters == {} and a.is_controller and not a.is_broker
+    assert a.controller == Endpoint("CONTROLLER", "127.0.0.1", 9103)
+    with pytest.raises(ConfigError, match="controller listener"):
+        resolve(**{"node.id": "3", "process.roles": "controller",
+                   "controller.quorum.bootstrap.servers": BOOTSTRAP})
+    with pytest.raises(ConfigError, match="bootstrap.servers"):
+        resolve(**{"node.id": "3", "listeners": "127.0.0.1:9092",
+                   "controller.quorum.bootstrap.servers": "nohostport"})

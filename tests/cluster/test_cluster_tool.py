@@ -91,10 +91,10 @@ def test_metadata_quorum_status_and_replication(cluster):
     # the bootstrap server after the action works too
     replication = tool("metadata-quorum", "describe", "--replication",
                        "--bootstrap-server", bootstrap).splitlines()
-    assert replication[0].split() == ["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp",
-                                      "LastCaughtUpTimestamp", "Status"]
+    assert replication[0].split() == ["NodeId", "DirectoryId", "LogEndOffset", "Lag",
+                                      "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"]
     rows = [line.split() for line in replication[1:]]
-    assert rows[0][0] == str(leader) and rows[0][-1] == "Leader" and rows[0][2] == "0"
+    assert rows[0][0] == str(leader) and rows[0][-1] == "Leader" and rows[0][3] == "0"
     assert sorted(r[0] for r in rows) == ["0", "1", "2"]
     assert {r[-1] for r in rows[1:]} == {"Follower"}
 

@@ -17,7 +17,8 @@ import pytest
 from protocol import versions
 from protocol.errors import DecodeError
 from tests.protocol.samples import _sample
-from protocol.messages import (APIS, CONTROLLER_APIS, DESCRIBE_CLUSTER, DESCRIBE_QUORUM, ELECT_LEADERS,
+from protocol.messages import (ADD_RAFT_VOTER, APIS, CONTROLLER_APIS, DESCRIBE_CLUSTER,
+                               DESCRIBE_QUORUM, ELECT_LEADERS, REMOVE_RAFT_VOTER,
                                UNREGISTER_BROKER, quorum)
 from protocol.messages import cluster as cluster_messages
 from protocol.schema import Message
@@ -26,7 +27,8 @@ METADATA_TOPIC = "__cluster_metadata"
 
 
 # declared with the control plane and served to clients: the broker has their handlers
-SERVED_CLUSTER_APIS = (ELECT_LEADERS, DESCRIBE_CLUSTER, DESCRIBE_QUORUM, UNREGISTER_BROKER)
+SERVED_CLUSTER_APIS = (ELECT_LEADERS, DESCRIBE_CLUSTER, DESCRIBE_QUORUM, UNREGISTER_BROKER,
+                       ADD_RAFT_VOTER, REMOVE_RAFT_VOTER)
 
 
 def _edge_cases():
@@ -45,7 +47,10 @@ def test_the_registry_holds_every_control_plane_api_and_none_is_advertised():
     advertised = {key for key, _low, _high in versions.advertised()}
     assert advertised and not advertised & CONTROLLER_APIS.keys()
     assert {APIS[k].name for k in SERVED_CLUSTER_APIS} == {"ElectLeaders", "DescribeCluster",
-                                                          "DescribeQuorum", "UnregisterBroker"}
+                                                          "DescribeQuorum", "UnregisterBroker",
+                                                          "AddRaftVoter",
+                                                          "RemoveRaftVoter"}
+    assert "UpdateRaftVoter" in {a.name for a in CONTROLLER_APIS.values()}
     assert advertised >= set(SERVED_CLUSTER_APIS)
     assert not versions.is_implemented(quorum.VoteRequest.api_key or 0, 0)
 
@@ -231,3 +236,56 @@ def test_hostile_lengths_are_refused_without_allocating(message, version, raw):
     finally:
         tracemalloc.stop()
     assert peak < 256 * 1024
+
+
+def test_add_raft_voter_request_v0_bytes():
+    # Kafka's AddRaftVoterRequest v0 (KIP-853), flexible throughout: written out by hand
+    directory = uuid.UUID(int=0x0102)
+    body = {"cluster_id": None, "timeout_ms": 30000, "voter_id": 3,
+            "voter_directory_id": directory,
+            "listeners": [{"name": "CONTROLLER", "host": "h", "port": 9093}]}
+    expected = (b"\x00"  # null compact string
+                + (30000).to_bytes(4, "big") + (3).to_bytes(4, "big") + directory.bytes
+                + b"\x02"  # one listener
+                + bytes([len("CONTROLLER") + 1]) + b"CONTROLLER" + b"\x02h"
+                + (9093).to_bytes(2, "big") + b"\x00"  # the listener's tagged fields
+                + b"\x00")  # the request's
+    assert quorum.AddRaftVoterRequest.build(body, 0) == expected
+    assert quorum.AddRaftVoterRequest.parse(expected, 0).listeners[0].port == 9093
+
+
+def test_remove_raft_voter_and_its_answer_bytes():
+    body = {"cluster_id": "c", "voter_id": 1, "voter_directory_id": uuid.UUID(int=0)}
+    assert quorum.RemoveRaftVoterRequest.build(body, 0) == (
+        b"\x02c" + (1).to_bytes(4, "big") + bytes(16) + b"\x00")
+    answer = {"throttle_time_ms": 0, "error_code": 127, "error_message": "no such voter"}
+    assert quorum.RemoveRaftVoterResponse.build(answer, 0) == (
+        bytes(4) + (127).to_bytes(2, "big") + bytes([len("no such voter") + 1])
+        + b"no such voter" + b"\x00")
+
+
+def test_update_raft_voter_response_carries_the_leader_as_a_tagged_field():
+    plain = quorum.UpdateRaftVoterResponse.build({"throttle_time_ms": 0, "error_code": 0}, 0)
+    assert plain == bytes(4) + bytes(2) + b"\x00"  # no current_leader given: no tag
+    tagged = quorum.UpdateRaftVoterResponse.build({
+        "throttle_time_ms": 0, "error_code": 0,
+        "current_leader": {"leader_id": 2, "leader_epoch": 5, "host": "h", "port": 9093}}, 0)
+    leader = (2).to_bytes(4, "big") + (5).to_bytes(4, "big") + b"\x02h" + (9093).to_bytes(4, "big") + b"\x00"
+    assert tagged == bytes(6) + b"\x01" + b"\x00" + bytes([len(leader)]) + leader
+
+
+def test_voters_record_and_kraft_version_record_bytes():
+    from protocol.messages.quorum import KRaftVersionRecord, VotersRecord
+    assert KRaftVersionRecord.build({"version": 0, "k_raft_version": 1}, 0) == (
+        b"\x00\x00" + b"\x00\x01" + b"\x00")
+    directory = uuid.UUID(int=9)
+    body = {"version": 0, "voters": [{
+        "voter_id": 3, "voter_directory_id": directory,
+        "endpoints": [{"name": "C", "host": "h", "port": 1}],
+        "k_raft_version_feature": {"min_supported_version": 0, "max_supported_version": 1}}]}
+    assert VotersRecord.build(body, 0) == (
+        b"\x00\x00" + b"\x02" + (3).to_bytes(4, "big") + directory.bytes
+        + b"\x02" + b"\x02C" + b"\x02h" + (1).to_bytes(2, "big") + b"\x00"
+        + b"\x00\x00" + b"\x00\x01" + b"\x00"  # the feature struct and its tagged fields
+        + b"\x00"  # the voter's
+        + b"\x00")  # the record's

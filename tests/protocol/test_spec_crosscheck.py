@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from protocol import consumer_protocol, metadata_records
-from protocol.messages import (APIS, CONTROLLER_APIS, PENDING_APIS, offsets_topic, share_state,
+from protocol.messages import (APIS, CONTROLLER_APIS, PENDING_APIS, offsets_topic, quorum, share_state,
                                transaction_log)
 from protocol.schema import F, Message, Struct, Versions
 
@@ -49,6 +49,8 @@ DATA_MESSAGES = [
     (transaction_log.TransactionLogValue, "transaction-coordinator"),
     (share_state.ShareSnapshotKey, "share-coordinator"),
     (share_state.ShareSnapshotValue, "share-coordinator"),
+    (quorum.VotersRecord, "clients"),
+    (quorum.KRaftVersionRecord, "clients"),
     (share_state.ShareUpdateKey, "share-coordinator"),
     (share_state.ShareUpdateValue, "share-coordinator"),
 ]

@@ -9,6 +9,8 @@ from client.admin import ClusterDescription, QuorumInfo, ReplicaState
 from client.types import Node
 from tools.cluster import broker_rows, describe_lines, replication_rows, status_lines, table
 
+Z = "AAAAAAAAAAAAAAAAAAAAAA"  # the zero directory id: a replica whose id is not known
+
 QUORUM = QuorumInfo(
     leader_id=1, leader_epoch=7, high_watermark=40,
     voters=(ReplicaState(0, 40, 1_000_900, 1_000_900),
@@ -53,12 +55,12 @@ def test_status_with_an_unknown_catch_up_time_and_without_a_leader():
 
 def test_replication_rows_leader_first_then_followers_then_observers():
     assert replication_rows(QUORUM) == [
-        ["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp",
-         "Status"],
-        ["1", "42", "0", "1001000", "1001000", "Leader"],
-        ["0", "40", "2", "1000900", "1000900", "Follower"],
-        ["2", "30", "12", "990000", "985000", "Follower"],
-        ["5", "41", "1", "-1", "-1", "Observer"],
+        ["NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp",
+         "LastCaughtUpTimestamp", "Status"],
+        ["1", Z, "42", "0", "1001000", "1001000", "Leader"],
+        ["0", Z, "40", "2", "1000900", "1000900", "Follower"],
+        ["2", Z, "30", "12", "990000", "985000", "Follower"],
+        ["5", Z, "41", "1", "-1", "-1", "Observer"],
     ]
 
 
@@ -83,5 +85,5 @@ def test_describe_prints_the_cluster_brokers_and_quorum():
     assert "  2   -               -       fenced" in lines
     assert "Quorum:" in lines
     assert "  LeaderEpoch:            7" in lines
-    assert any(line.split() == ["1", "42", "0", "1001000", "1001000", "Leader"]
+    assert any(line.split() == ["1", Z, "42", "0", "1001000", "1001000", "Leader"]
                for line in lines)

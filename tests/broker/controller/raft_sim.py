@@ -23,6 +23,17 @@ snapshot or fault) and raises `Violation` when:
 After the chaos phase the network heals and every crashed node restarts; the schedule then fails
 unless an entry appended after healing is committed and every node's high watermark covers
 it within `liveness_bound_ms` of virtual time.
+
+With `SimConfig.membership` the quorum is a dynamic one (KIP-853, kraft.version 1): some
+nodes start as observers, which find the leader as the runtime's observers do (asking a
+node they can reach who leads), and an administrator sends the leader AddRaftVoter and
+RemoveRaftVoter requests at random, sometimes bad ones (an unknown voter, a wrong
+directory id, the last voter, a duplicate). Then also:
+- every VotersRecord a leader appends differs from the voter set before it by one voter,
+  and is appended only once the previous one and an entry of its epoch have committed;
+- a bad request is answered with Kafka's error (VOTER_NOT_FOUND, DUPLICATE_VOTER) and
+  appends nothing; a good one that is answered NONE has its VotersRecord committed;
+- a leader whose removal has committed resigns within its next tick.
 """
 
 from __future__ import annotations
@@ -35,14 +46,19 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable
 
+import uuid
+
 from broker.controller.quorum_state import ElectionState
-from broker.controller.raft import (AppendEntries, BeginQuorumEpochResponse,
+from broker.controller.raft import (AddRaftVoterRequest, AppendEntries, BeginQuorumEpochResponse,
                                     EndQuorumEpochResponse, FetchResponse,
                                     FetchSnapshotResponse, IllegalStateError,
                                     InstallSnapshot, NotLeaderError, PersistElectionState,
-                                    QuorumConfig, RaftNode, Send, SnapshotTaken, TruncateTo,
+                                    LeaderState, QuorumConfig, RaftNode,
+                                    RemoveRaftVoterRequest, Send, SnapshotTaken, TruncateTo,
                                     VoteRequest, VoteResponse)
-from broker.controller.raft_log import RaftLog, Snapshot
+from broker.controller.raft_log import Entry, RaftLog, Snapshot
+from broker.controller.voter_set import Endpoint, Voter, VoterSet
+from protocol.errors import ErrorCode
 
 RESPONSES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse, FetchResponse,
              FetchSnapshotResponse)
@@ -63,10 +79,28 @@ def decode_image(data: bytes) -> tuple[Item, ...]:
     return tuple((e, r.encode(), c) for e, r, c in json.loads(data))
 
 
+ADMIN = -2  # the administrator's "node id": its requests and answers skip the network
+
+
+def entry_record(e: Entry) -> bytes:
+    """What the checker compares of an entry: its record, or the voter set it holds."""
+    if e.voters is not None:
+        return b"voters:" + ",".join(map(str, e.voters.ids)).encode()
+    return e.record
+
+
+def directory_of(node_id: int) -> uuid.UUID:
+    return uuid.UUID(int=1000 + node_id)
+
+
+def sim_voter(node_id: int) -> Voter:
+    return Voter(node_id, directory_of(node_id), (Endpoint("CONTROLLER", f"n{node_id}", 9093),))
+
+
 def item_at(log: RaftLog, offset: int) -> Item:
     if offset >= log.start_offset:
         e = log.entries[offset - log.start_offset]
-        return (e.epoch, e.record, e.control)
+        return (e.epoch, entry_record(e), e.control)
     assert log.snapshot is not None
     return decode_image(log.snapshot.data)[offset]
 
@@ -118,12 +152,13 @@ class InvariantChecker:
         if isinstance(effect, AppendEntries):
             prev = log.last_fetched_epoch
             for entry in effect.entries:
+                record = entry_record(entry)
                 seen = self.entry_ids.setdefault((entry.offset, entry.epoch),
-                                                 (entry.record, entry.control, prev))
-                if seen != (entry.record, entry.control, prev):
+                                                 (record, entry.control, prev))
+                if seen != (record, entry.control, prev):
                     raise Violation(f"log matching: node {node_id} appended a different entry "
                                     f"at offset {entry.offset} epoch {entry.epoch}: "
-                                    f"{(entry.record, entry.control, prev)} vs {seen}")
+                                    f"{(record, entry.control, prev)} vs {seen}")
                 prev = entry.epoch
         elif isinstance(effect, TruncateTo):
             self._check_removed(node_id, log, effect.offset)
@@ -194,6 +229,9 @@ class SimConfig:
     commit_bound_ms: int = 15_000  # healing to a new entry committed (by a majority)
     catch_up_bound_ms: int = 30_000  # healing to every node's high watermark covering it
     max_steps: int = 200_000
+    # a dynamic quorum (kraft.version 1): `observers` more nodes, and voter changes
+    membership: bool = False
+    observers: int = 0
 
 
 @dataclass
@@ -206,6 +244,7 @@ class SimResult:
     commit_ms: int  # from healing to a new entry committed
     catch_up_ms: int  # from healing to every node's high watermark covering one
     counts: Counter[str]  # the disk effects the nodes asked for, by kind
+    final_voters: tuple[int, ...] = ()  # the leader's voter set at the end
 
 
 class Simulation:
@@ -215,7 +254,7 @@ class Simulation:
         self.config = config
         self.rng = random.Random(seed)
         self.node_factory = node_factory
-        ids = list(range(config.voters))
+        ids = list(range(config.voters + (config.observers if config.membership else 0)))
         # this schedule's network: how lossy, how late, how often it duplicates
         self.drop = self.rng.choice([0.0, 0.02, 0.1, 0.25])
         self.duplicate = self.rng.choice([0.0, 0.05])
@@ -225,9 +264,13 @@ class Simulation:
         # would be wrong. Only on a fast network: one entry per round trip over a slow one
         # would take minutes to catch up after healing.
         fetch_max_bytes = self.rng.choice([1, 8, 1 << 20]) if self.max_delay <= 10 else 1 << 20
-        self.quorum = QuorumConfig(tuple(ids), election_timeout_ms=1000,
+        initial = tuple(ids[:config.voters])
+        bootstrap = (VoterSet.of(sim_voter(i) for i in initial) if config.membership
+                     else None)
+        self.quorum = QuorumConfig(initial, election_timeout_ms=1000,
                                    fetch_timeout_ms=2000, request_timeout_ms=1000,
-                                   fetch_max_wait_ms=500, fetch_max_bytes=fetch_max_bytes)
+                                   fetch_max_wait_ms=500, fetch_max_bytes=fetch_max_bytes,
+                                   bootstrap_voters=bootstrap)
         self.disks = {i: Disk(ElectionState(voters=self.quorum.voters)) for i in ids}
         self.nodes: dict[int, RaftNode | None] = {i: None for i in ids}
         self.incarnation = {i: 0 for i in ids}
@@ -245,6 +288,10 @@ class Simulation:
         self._first_post_heal_record: int | None = None
         self._committed_at: int | None = None
         self._roles: dict[int, str | None] = {}
+        self._admin_cid = 0
+        # cid -> (leader asked, request, its log end offset and voters when asked)
+        self._admin_pending: dict[int, tuple[int, object, int, tuple[int, ...]]] = {}
+        self._removed_leader_since: dict[int, int] = {}
 
     # -- the event queue ------------------------------------------------------------------
 
@@ -269,6 +316,9 @@ class Simulation:
         self._push(self.rng.randrange(500, 2500), "snapshot")
         self._push(self.rng.randrange(200, 1500), "fault")
         self._push(self.config.chaos_ms, "heal")
+        if self.config.membership:
+            self._push(self.rng.randrange(500, 3000), "voter_change")
+            self._push(100, "discover")
         while True:
             at, _, event = heapq.heappop(self._queue)
             self.now = at
@@ -290,14 +340,17 @@ class Simulation:
                                 f"{exc}") from exc
             if self._healed_at is None:
                 self._maybe_crash_a_new_voter()
+            self._check_removed_leaders()
             if self._healed_at is not None:
                 if self._committed_at is None and self._post_heal_committed():
                     self._committed_at = self.now
                 if self._live():
+                    leaders = [n for n in self.nodes.values() if n is not None and n.is_leader]
                     return SimResult(self.seed, self.steps, len(self.checker.committed),
                                      self.checker.leader_elections, self.restarts,
                                      self._committed_at - self._healed_at,
-                                     self.now - self._healed_at, self.checker.counts)
+                                     self.now - self._healed_at, self.checker.counts,
+                                     leaders[0].voters if leaders else ())
                 since = self.now - self._healed_at
                 if self._committed_at is None and since > self.config.commit_bound_ms:
                     raise Violation(f"seed {self.seed}: no new entry committed within "
@@ -371,6 +424,9 @@ class Simulation:
     # -- the network ----------------------------------------------------------------------
 
     def _send(self, source: int, send: Send, request: tuple | None) -> None:
+        if send.destination == ADMIN:
+            self._admin_answer(source, send.correlation_id, send.message)
+            return
         if isinstance(send.message, RESPONSES):
             key = (source, send.destination, send.correlation_id)
             if request is not None and request[:2] == (send.destination, send.correlation_id):
@@ -483,6 +539,110 @@ class Simulation:
         if self.nodes[node_id] is None:
             self.restarts += 1
             self._start(node_id)
+
+    # -- KIP-853: the administrator's voter changes, and observers finding the leader -----
+
+    def _on_discover(self) -> None:
+        """A node that is no voter hears of leaders from nobody: as the runtime's observers
+        ask a node they reach (DescribeQuorum), each asks one it can reach now."""
+        self._push(self.now + self.rng.randrange(100, 400), "discover")
+        for node_id, node in self.nodes.items():
+            if node is None or node.is_voter or node.leader_id >= 0:
+                continue
+            peers = [n for i, n in self.nodes.items() if n is not None and i != node_id
+                     and self.group[i] == self.group[node_id] and n.is_leader]
+            if peers:
+                peer = peers[0]
+                self._apply(node_id, node.observe_leader(peer.node_id, peer.epoch, self.now))
+
+    def _on_voter_change(self) -> None:
+        if self._healed_at is not None:
+            return
+        self._push(self.now + self.rng.randrange(300, 2000), "voter_change")
+        leaders = [n for n in self.nodes.values() if n is not None and n.is_leader]
+        if not leaders:
+            return
+        node = leaders[0]
+        voters = node.voters
+        others = [i for i in self.nodes if i not in voters]
+        choice = self.rng.random()
+        request: object
+        if choice < 0.4 and others:
+            request = AddRaftVoterRequest(sim_voter(self.rng.choice(others)), 2000)
+        elif choice < 0.75 and len(voters) > 1:
+            victim = self.rng.choice(voters)
+            request = RemoveRaftVoterRequest(victim, directory_of(victim))
+        elif choice < 0.82:
+            request = AddRaftVoterRequest(sim_voter(self.rng.choice(voters)), 2000)  # duplicate
+        elif choice < 0.89 and others:
+            missing = self.rng.choice(others)  # not a voter
+            request = RemoveRaftVoterRequest(missing, directory_of(missing))
+        elif choice < 0.95:
+            victim = self.rng.choice(voters)  # the right id, another directory
+            request = RemoveRaftVoterRequest(victim, uuid.UUID(int=7))
+        elif len(voters) == 1:
+            request = RemoveRaftVoterRequest(voters[0], directory_of(voters[0]))  # the last
+        else:
+            return
+        self._admin_cid += 1
+        cid = self._admin_cid
+        before_end, before_voters = node.log.end_offset, node.voters
+        st = node.state
+        assert isinstance(st, LeaderState)
+        before_hw, before_voters_offset = st.high_watermark, node.log.voters_offset
+        self._admin_pending[cid] = (node.node_id, request, before_end, before_voters)
+        effects = node.receive(ADMIN, cid, request, self.now)
+        appended = [e for effect in effects if isinstance(effect, AppendEntries)
+                    for e in effect.entries if e.voters is not None]
+        if appended:
+            self.checker.counts["VotersRecordAppended"] += 1
+            changed = set(appended[0].voters.ids) ^ set(before_voters)  # type: ignore[union-attr]
+            if len(appended) != 1 or len(changed) != 1:
+                raise Violation(f"leader {node.node_id} changed the voters {before_voters} "
+                                f"to {appended[0].voters.ids} at once")  # type: ignore[union-attr]
+            if before_hw is None or before_voters_offset >= before_hw:
+                raise Violation(f"leader {node.node_id} appended a VotersRecord with the one at "
+                                f"{before_voters_offset} uncommitted (hw {before_hw})")
+        elif node.log.end_offset != before_end:
+            raise Violation(f"a refused voter change appended to node {node.node_id}'s log")
+        self._apply(node.node_id, effects)
+
+    def _check_removed_leaders(self) -> None:
+        """A leader whose own removal has committed hands over at once."""
+        for node_id, node in self.nodes.items():
+            removed = (node is not None and node.is_leader and not node.is_voter
+                       and node.high_watermark > node.log.voters_offset)
+            if not removed:
+                self._removed_leader_since.pop(node_id, None)
+                continue
+            if node_id not in self._removed_leader_since:
+                self.checker.counts["RemovedLeaderResigned"] += 1  # it must, within 50 ms
+            since = self._removed_leader_since.setdefault(node_id, self.now)
+            if self.now - since > 50:
+                raise Violation(f"node {node_id} still leads {self.now - since} ms after its "
+                                f"removal committed")
+
+    def _admin_answer(self, source: int, cid: int, message) -> None:
+        node_id, request, offset, voters = self._admin_pending.pop(cid)
+        code = message.error_code
+        self.checker.counts[f"VoterChange{code.name}"] += 1
+        expected = None
+        if isinstance(request, RemoveRaftVoterRequest) and (
+                request.directory_id != directory_of(request.voter_id)
+                or request.voter_id not in voters or voters == (request.voter_id,)):
+            expected = ErrorCode.VOTER_NOT_FOUND  # unknown, another directory, or the last
+        if isinstance(request, AddRaftVoterRequest) and request.voter.voter_id in voters:
+            expected = ErrorCode.DUPLICATE_VOTER
+        # REQUEST_TIMED_OUT: a change still under way, or the epoch's first commit awaited
+        if expected is not None and code not in (expected, ErrorCode.REQUEST_TIMED_OUT):
+            raise Violation(f"{request} to voters {voters} answered {code.name}, "
+                            f"not {expected.name}")
+        if code == ErrorCode.NONE:
+            node = self.nodes[node_id]
+            assert node is not None
+            if node.high_watermark <= offset:
+                raise Violation(f"a voter change answered before its VotersRecord at {offset} "
+                                f"committed on node {node_id}")
 
     def _on_heal(self) -> None:
         self._healed_at = self.now

@@ -3,6 +3,9 @@ messages, network partitions, crashes and restarts, over many schedules, with th
 invariants of tests/broker/controller/raft_sim.py checked after every step (Kafka's
 RaftEventSimulationTest is the model). Each run prints how many schedules and steps it ran
 (visible with `pytest -s`). The soak variant runs ten times as many, behind `make soak`.
+The same adversary runs KIP-853's voter changes too (a dynamic quorum with observers, an
+administrator's good and bad AddRaftVoter and RemoveRaftVoter requests), with the checks
+raft_sim.py lists for them, and two planted voter-change bugs it must catch.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from collections import Counter
 import pytest
 
 from broker.controller.raft import RaftNode, VoteRequest
+from broker.controller.voter_set import Voter, VoterSet
 from tests.broker.controller.raft_sim import SimConfig, SimResult, Simulation, Violation
 
 CI_SCHEDULES = 300  # per quorum size; about a second or two each on a quiet machine
@@ -144,3 +148,90 @@ def test_a_schedule_replays_exactly_from_its_seed():
     first, again = (Simulation(42, SimConfig(voters=5)).run() for _ in range(2))
     assert first == again
     assert Simulation(43, SimConfig(voters=5)).run() != first
+
+
+# -- KIP-853: voter changes under the same adversary ------------------------------------------
+
+MEMBERSHIP_CI_SCHEDULES = 150
+
+
+def run_membership(voters: int, observers: int, seeds: range, node_factory=RaftNode):
+    config = SimConfig(voters=voters, membership=True, observers=observers,
+                       commit_bound_ms=COMMIT_BOUND_MS, catch_up_bound_ms=CATCH_UP_BOUND_MS)
+    return [Simulation(seed, config, node_factory).run() for seed in seeds]
+
+
+def check_membership(voters: int, observers: int, results: list[SimResult]) -> None:
+    counts: Counter = Counter()
+    for r in results:
+        counts.update(r.counts)
+    sizes = Counter(len(r.final_voters) for r in results)
+    print(f"\nraft simulation with voter changes, {voters} voters + {observers} observers: "
+          f"{len(results)} schedules, {sum(r.steps for r in results)} steps, "
+          f"{counts['VotersRecordAppended']} VotersRecords appended, answers "
+          f"{ {k.removeprefix('VoterChange'): v for k, v in counts.items() if k.startswith('VoterChange')} }, "
+          f"{counts['RemovedLeaderResigned']} leaders resigned after removing themselves, "
+          f"final voter set sizes {dict(sorted(sizes.items()))}")
+    assert max(r.commit_ms for r in results) <= COMMIT_BOUND_MS
+    assert max(r.catch_up_ms for r in results) <= CATCH_UP_BOUND_MS
+    # the schedules did change the quorum, both ways, refused bad requests, and moved the
+    # leadership off a leader that removed itself
+    assert counts["VoterChangeNONE"] > len(results) // 2
+    assert counts["VoterChangeVOTER_NOT_FOUND"] > 0 and counts["VoterChangeDUPLICATE_VOTER"] > 0
+    assert counts["VoterChangeREQUEST_TIMED_OUT"] > 0
+    assert counts["RemovedLeaderResigned"] > 0
+    assert len(sizes) >= 3  # voter sets grew and shrank
+    assert counts["InstallSnapshot"] > 0
+
+
+@pytest.mark.parametrize("voters, observers", [(3, 2), (5, 2), (1, 3)])
+def test_voter_changes_keep_the_invariants_under_faults(voters, observers):
+    check_membership(voters, observers,
+                     run_membership(voters, observers, range(MEMBERSHIP_CI_SCHEDULES)))
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("voters, observers", [(3, 2), (5, 2), (1, 3)])
+def test_soak_voter_changes_under_faults(voters, observers):
+    seeds = range(2_000_000, 2_000_000 + SOAK_SCHEDULES)
+    check_membership(voters, observers, run_membership(voters, observers, seeds))
+
+
+class CountsObserversTowardsTheHighWatermark(RaftNode):
+    """A planted bug: the leader counts every replica that fetches, observers too (as if a
+    voter it added were a voter before its VotersRecord)."""
+
+    def _maybe_update_high_watermark(self, out):
+        voters = self.voters
+        st = self.state
+        try:
+            self.log._voter_history.append((-1, VoterSet.of(  # type: ignore[attr-defined]
+                Voter(i) for i in {*voters, *st.end_offsets})))  # type: ignore[union-attr]
+            return super()._maybe_update_high_watermark(out)
+        finally:
+            self.log._voter_history.pop()  # type: ignore[attr-defined]
+
+
+class ChangesVotersBeforeItsEpochCommits(RaftNode):
+    """A planted bug: the leader starts a voter change before an entry of its own epoch has
+    committed (the bug in Raft's original single-server change)."""
+
+    def _voter_change_error(self, now_ms):
+        refused = super()._voter_change_error(now_ms)
+        return None if refused and "high watermark" in refused[1] else refused
+
+
+@pytest.mark.parametrize("broken, expect", [
+    (CountsObserversTowardsTheHighWatermark, "committed"),
+    (ChangesVotersBeforeItsEpochCommits, "uncommitted"),
+])
+def test_the_checker_catches_a_planted_voter_change_bug(broken, expect):
+    caught = []
+    for seed in range(40):
+        try:
+            run_membership(3, 2, range(seed, seed + 1), broken)
+        except Violation as violation:
+            caught.append(str(violation))
+    print(f"\nplanted bug {broken.__name__}: caught in {len(caught)} of 40 schedules")
+    assert len(caught) >= 5
+    assert any(expect in message for message in caught)
