@@ -186,16 +186,42 @@ async def handle(ctx: RequestContext) -> dict:
     keys = list(session.partitions) if fc.full else list(session.changed)
     session.changed.clear()
     fc.budget = body.get("max_bytes", 2**31 - 1)
+    quotas = broker.metadata_cache.image.client_quotas if follower < 0 else None
+    if quotas:
+        window_max = broker.quotas.fetch.max_value_in_window(quotas, ctx.user, ctx.client_id)
+        if window_max is not None:
+            fc.budget = min(fc.budget, max(int(window_max), 1))
     _read(ctx, follower, fc, keys, allowed, arrival_ms=now_ms)
-    deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
+    started = trio.current_time()
+    deadline = started + max(body.max_wait_ms, 0) / 1000
     while fc.total < body.min_bytes and not fc.answer_now \
             and trio.current_time() < deadline:
         woken = await _wait(ctx, fc, deadline)
         if woken:
             _read(ctx, follower, fc, woken, allowed)
+    ctx.waited_s += trio.current_time() - started
+    if quotas and _throttled(ctx, fc, quotas):
+        return {"throttle_time_ms": ctx.throttle_ms, "error_code": ErrorCode.NONE,
+                "session_id": session.id if fc.cached else 0, "responses": []}
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
             "session_id": session.id if fc.cached else 0,
             "responses": _answer(ctx, fc)}
+
+
+def _throttled(ctx: RequestContext, fc: _Context, quotas: Any) -> bool:
+    """Record the records' bytes against consumer_byte_rate; over the quota, take them
+    back and answer without them, as Kafka's getThrottledResponse does: the session reads
+    the same partitions again at the next fetch, and the client asks again from the same
+    offsets once its throttle time has passed."""
+    fetch = ctx.broker.quotas.fetch
+    ctx.throttle_ms = fetch.record(quotas, ctx.user, ctx.client_id, fc.total,
+                                   ctx.broker.now_ms())
+    if ctx.throttle_ms <= 0:
+        return False
+    fetch.unrecord(quotas, ctx.user, ctx.client_id, fc.total)
+    if fc.cached:
+        fc.session.changed.update(fc.reads)
+    return True
 
 
 async def _wait(ctx: RequestContext, fc: _Context, deadline: float) -> list[Key]:
