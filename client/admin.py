@@ -1309,7 +1309,7 @@ class AdminClient:
             if body.error_code != ErrorCode.NONE:
                 raise for_code(body.error_code, body.error_message)
             return {tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity)):
-                    {v.key: v.value for v in entry.values} for entry in body.entries or ()}
+                    {v.key: v.value for v in entry["values"]} for entry in body.entries or ()}
 
         return await self._retrying("DescribeClientQuotas", attempt, timeout_ms)
 
