@@ -14,6 +14,7 @@
 #   make bench-scale  3,000 partitions: idle cost, latency beside them, creating them, a restart (BENCH_SCALE_ARGS=--quick)
 #   make bench-transactions  transactional produce, commit latency, read_committed (BENCH_TRANSACTIONS_ARGS=...)
 #   make bench-share-groups  share consumers on one partition: 1, 2, 4 slow members; fast beside classic
+#   make bench-quotas  a quota-throttled producer and consumer against their quota (BENCH_QUOTAS_ARGS=...)
 #   make coverage  the test suite under coverage.py: branch coverage of broker/, client/, protocol/
 #   make soak      run the tests marked `soak`
 #   make chaos     20 seeded 60 s fault runs on three local processes, checked (CHAOS_SEEDS=, CHAOS_ARGS=)
@@ -44,7 +45,7 @@ DATA_DIR    ?= ./data
 BROKER_ID   ?= 0
 PYTEST_ARGS ?=
 
-.PHONY: help venv sysdeps run certs lint test prepare-test test-image coverage bench bench-cluster bench-replication bench-authorizer bench-security bench-scale bench-transactions bench-share-groups soak clean chaos sim \
+.PHONY: help venv sysdeps run certs lint test prepare-test test-image coverage bench bench-cluster bench-replication bench-authorizer bench-security bench-scale bench-transactions bench-share-groups bench-quotas soak clean chaos sim \
 	chaos-docker \
 	distclean image cluster cluster-down compose-v2 cluster-data cluster-analyze \
 	bench-compose
@@ -172,6 +173,12 @@ bench-transactions: venv
 BENCH_SHARE_GROUPS_ARGS ?= --client both
 bench-share-groups: venv
 	$(VENV)/bin/minibroker bench share-groups $(BENCH_SHARE_GROUPS_ARGS)
+
+# bench/quotas.py: issue 27's figure, a throttled client's rate against its quota over 30 s
+# (docs/BENCHMARKS.md "Client quotas"); BENCH_QUOTAS_ARGS=--seconds 10 for a quick one
+BENCH_QUOTAS_ARGS ?=
+bench-quotas: venv
+	$(VENV)/bin/minibroker bench quotas $(BENCH_QUOTAS_ARGS)
 
 # pytest exits 5 when the marker selects no test: say so and succeed.
 soak: venv

@@ -24,6 +24,8 @@
     minibroker bench share-groups ...      share consumers on one partition: 1, 2, 4 slow
                                            members; one fast beside a classic consumer
                                            (bench.share_groups)
+    minibroker bench quotas ...            a quota-throttled producer and consumer against
+                                           their quota, beside unthrottled ones (bench.quotas)
 
 The benchmarks drive other clients and draw charts: they need the `bench` extra. Owns the
 dispatch (`run`) and which of the extra's modules the chosen benchmark imports
@@ -41,7 +43,8 @@ _MODULES = {"groups": "bench.groups", "client": "bench.clients", "rebalance": "b
             "compose": "bench.compose", "authorizer": "bench.authorizer",
             "security": "bench.security", "metadata-restart": "bench.metadata_restart",
             "codec": "bench.codec", "scale": "bench.scale",
-            "transactions": "bench.transactions", "share-groups": "bench.share_groups"}
+            "transactions": "bench.transactions", "share-groups": "bench.share_groups",
+            "quotas": "bench.quotas"}
 
 
 def _option(argv: list[str], name: str) -> str | None:

@@ -110,7 +110,7 @@ class Rate:
         """Kafka's Rate.windowSize: the span of the samples, padded to `num - 1` whole
         windows, at least 1 ms."""
         self._purge(now_ms)
-        elapsed = now_ms - self.samples[0][0] if self.samples else 0
+        elapsed = now_ms - int(self.samples[0][0]) if self.samples else 0
         full = elapsed // self.window_ms
         if full < self.num - 1:
             elapsed += (self.num - 1 - full) * self.window_ms

@@ -82,11 +82,12 @@ def image_records(image: MetadataImage) -> Iterator[tuple[int, int, dict]]:
             "operation": a.operation, "permission_type": a.permission_type}
     def by_entity(item: tuple) -> list:  # a default (None) entity before the named ones
         return [(t, n is not None, n or "") for t, n in item[0]]
+
     for entity, quotas in sorted(image.client_quotas.items(), key=by_entity):
-        for key, value in sorted(quotas.items()):
+        for quota_key, quota_value in sorted(quotas.items()):
             yield T.CLIENT_QUOTA_RECORD, 0, {
                 "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
-                "key": key, "value": value, "remove": False}
+                "key": quota_key, "value": quota_value, "remove": False}
 
 
 def encode_snapshot(image: MetadataImage) -> bytes:

@@ -173,7 +173,7 @@ async def handle_create_topics(ctx: RequestContext) -> dict:
         refused += [_topic_error(n, ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
                     for n in dict.fromkeys(t.name for t in wanted if t.name in throttled)]
         wanted = [t for t in wanted if t.name not in throttled]
-        denied = denied | throttled
+        denied = denied | frozenset(n for n in throttled if n is not None)
     if not wanted:
         return {"throttle_time_ms": ctx.throttle_ms, "topics": refused}
     forwarded = body if not denied else {
@@ -301,7 +301,7 @@ async def handle_create_partitions(ctx: RequestContext) -> dict:
         refused += [{"name": n, **_error(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)}
                     for n in dict.fromkeys(t.name for t in wanted if t.name in throttled)]
         wanted = [t for t in wanted if t.name not in throttled]
-        denied = denied | throttled
+        denied = denied | frozenset(n for n in throttled if n is not None)
     if not wanted:
         return {"throttle_time_ms": ctx.throttle_ms, "results": refused}
     forwarded = body if not denied else {

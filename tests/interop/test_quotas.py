@@ -120,7 +120,7 @@ def test_librdkafka_is_told_its_throttle_time_and_another_client_is_not(shared_b
         delivered = []
         # 1 MB: far more than the 200 kB the first ten seconds of a 20 kB/s quota allow
         for _ in range(100):
-            p.produce(topic, value, on_delivery=lambda err, msg: delivered.append(err))
+            p.produce(topic, value, on_delivery=lambda err, msg, out=delivered: out.append(err))
             p.poll(0)
         assert p.flush(60) == 0
         p.poll(0.5)  # throttle events are served by poll
