@@ -3,7 +3,8 @@ to a request, how fast its client has been going, and how long it must be thrott
 
 Owns `Rate` (Kafka's `Rate` over a `SampledStat`: `quota.window.num` samples of
 `quota.window.size.seconds`), `ClientQuotaManager` (Kafka's `ClientQuotaManager` for one
-quota key: producer_byte_rate, consumer_byte_rate, request_percentage or
+quota key: producer_byte_rate, consumer_byte_rate, request_percentage),
+`ControllerMutationQuotaManager` with its `TokenBucket` (KIP-599's, for
 controller_mutation_rate), `resolve` (the quota that applies to a user and client id) and
 `BrokerQuotas` (the four managers of one broker). Pure: the time is an argument, the quotas
 are the metadata image's `client_quotas`.
@@ -29,7 +30,10 @@ Throttling. A request's value is recorded first, then the rate is measured over 
 samples kept; above the quota, the throttle time is Kafka's QuotaUtils.throttleTime,
 (rate - quota) / quota * window, the window being the time the samples span (at least
 `window.num - 1` whole samples, so a new client's first burst is measured over that much).
-The time is capped at the whole window (a quota of 0 would be infinite). The server answers
+The time is capped at the whole window (a quota of 0 would be infinite).
+controller_mutation_rate is Kafka's TokenBucket instead (KIP-599): a burst of
+`controller.quota.window.num` windows' worth of credit refilling at the quota, the throttle
+time being how long the missing credit takes to come back. The server answers
 with it in `throttle_time_ms` and reads nothing more from that connection until it has
 passed (broker/server.py). With no quota in the image nothing is recorded at all.
 
@@ -198,6 +202,72 @@ class ClientQuotaManager:
             del self.rates[sensor]
 
 
+class TokenBucket:
+    """Kafka's TokenBucket (KIP-599), which bounds controller mutations: credit refills
+    at the quota up to a burst of `window.num` windows' worth, each mutation takes its
+    count, and below zero the client is over."""
+
+    __slots__ = ("tokens", "last_ms")
+
+    def __init__(self) -> None:
+        self.tokens: float | None = None  # full at the first use
+        self.last_ms = 0
+
+    def refill(self, quota: float, burst_s: float, now_ms: int) -> float:
+        burst = quota * burst_s
+        if self.tokens is None:
+            self.tokens = burst
+        else:
+            self.tokens = min(burst, self.tokens + quota * (now_ms - self.last_ms) / 1000)
+        self.last_ms = now_ms
+        return self.tokens
+
+
+class ControllerMutationQuotaManager(ClientQuotaManager):
+    """controller_mutation_rate on Kafka's TokenBucket rather than a sampled rate: the
+    throttle time is how long the missing credit takes to refill."""
+
+    def __init__(self, key: str, window_num: int, window_size_ms: int) -> None:
+        super().__init__(key, window_num, window_size_ms)
+        self.buckets: dict[SensorKey, TokenBucket] = {}
+
+    def _bucket(self, quotas: Quotas, user: str,
+                client_id: str) -> tuple[float, TokenBucket] | None:
+        found = resolve(quotas, self.key, user, client_id) if quotas else None
+        if found is None:
+            return None
+        limit, sensor = found
+        bucket = self.buckets.get(sensor)
+        if bucket is None:
+            bucket = self.buckets[sensor] = TokenBucket()
+        return limit, bucket
+
+    def record(self, quotas: Quotas, user: str, client_id: str, value: float,
+               now_ms: int) -> int:
+        found = self._bucket(quotas, user, client_id)
+        if found is None:
+            return 0
+        limit, bucket = found
+        burst_s = self.window_num * self.window_size_ms / 1000
+        bucket.tokens = bucket.refill(limit, burst_s, now_ms) - value
+        return self._bucket_throttle(limit, bucket.tokens)
+
+    def check(self, quotas: Quotas, user: str, client_id: str, now_ms: int) -> int:
+        found = self._bucket(quotas, user, client_id)
+        if found is None:
+            return 0
+        limit, bucket = found
+        tokens = bucket.refill(limit, self.window_num * self.window_size_ms / 1000, now_ms)
+        return self._bucket_throttle(limit, tokens)
+
+    def _bucket_throttle(self, limit: float, tokens: float) -> int:
+        if tokens >= 0:
+            return 0
+        if limit <= 0:
+            return self.max_throttle_ms
+        return round(-tokens / limit * 1000)
+
+
 class BrokerQuotas:
     """A broker's client quota managers, one per quota key."""
 
@@ -209,7 +279,7 @@ class BrokerQuotas:
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, window_num, window_size_ms)
         # Kafka's ClientRequestQuotaManager throttles for one window at most
         self.request.max_throttle_ms = window_size_ms
-        self.controller_mutation = ClientQuotaManager(
+        self.controller_mutation = ControllerMutationQuotaManager(
             CONTROLLER_MUTATION_RATE, controller_window_num, controller_window_size_ms)
 
 

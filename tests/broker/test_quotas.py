@@ -78,3 +78,17 @@ def test_request_quota_throttles_one_window_at_most_and_kip_219_versions():
     assert client_throttles(m.PRODUCE, 6) and not client_throttles(m.PRODUCE, 5)
     assert client_throttles(m.FETCH, 8) and not client_throttles(m.FETCH, 7)
     assert client_throttles(m.ALTER_CLIENT_QUOTAS, 0)
+
+
+def test_controller_mutations_spend_a_token_bucket_as_kip_599_does():
+    quotas = BrokerQuotas(controller_window_num=10, controller_window_size_ms=1000)
+    manager = quotas.controller_mutation
+    limits = {(("user", None),): {"controller_mutation_rate": 2.0}}
+    # a burst of 10 windows at 2 a second: 20 partitions at once, the 21st overdraws
+    assert manager.record(limits, "u", "c", 20, now_ms=1_000) == 0
+    assert manager.check(limits, "u", "c", now_ms=1_000) == 0
+    assert manager.record(limits, "u", "c", 4, now_ms=1_000) == 2_000  # 4 missing at 2/s
+    assert manager.check(limits, "u", "c", now_ms=2_000) == 1_000
+    assert manager.check(limits, "u", "c", now_ms=3_000) == 0
+    # another user has a bucket of its own (a default is a budget per user)
+    assert manager.record(limits, "v", "c", 20, now_ms=3_000) == 0
