@@ -20,6 +20,13 @@ request but ApiVersions is served, with frames capped at sasl.server.max.receive
 it has. A refused handshake or login, a request before the login, or a TLS ClientHello on a
 listener without TLS closes that connection with one log line and an `auth_failure` event.
 
+Client quotas (broker/quotas.py): a request's handling time counts against its client's
+request_percentage, and an answer some quota throttles carries the throttle time in
+throttle_time_ms; the connection then reads nothing more until that time has passed
+(Kafka's muted channel), the answer going out first to a client that throttles itself
+(KIP-219) and after the time to an older one. With no quota in the metadata image this
+costs one test per request.
+
 Housekeeping (event flush, checkpoints, retention, compaction) survives storage faults: a
 step the file system refuses is logged and retried at its next turn, never fatal; an
 offline log directory (broker/log_dirs.py) gets no checkpoint, retention or cleaning.
@@ -33,6 +40,7 @@ import logging
 import math
 import signal
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -346,11 +354,12 @@ class Server:
         self._idle = trio.Event() if self.in_flight == 1 else self._idle
         response: bytes | None = None
         error = ""
+        handling = time.perf_counter()
         try:
             ctx = RequestContext(self.broker, request, peer, listener, principal, connection)
             body = await self.handlers[request.api_key](ctx)
             if self.counts_bytes and self.broker.metadata_cache.image.client_quotas:
-                self._throttle(ctx, body, started, connection)
+                self._throttle(ctx, body, handling, connection)
             if body is None:  # acks=0 produce: no response at all
                 return None
             if request.api_key == FETCH and self.counts_bytes:
@@ -381,7 +390,7 @@ class Server:
                     request_bytes=request.size,
                     response_bytes=len(response) if response is not None else 0, error=error)
 
-    def _throttle(self, ctx: RequestContext, body: Any, started: float,
+    def _throttle(self, ctx: RequestContext, body: Any, handling: float,
                   connection: object) -> None:
         """Client quotas on an answered request (broker.quotas): its handling time
         counted against request_percentage, and the longest throttle time any quota calls
@@ -390,7 +399,9 @@ class Server:
         throttle = ctx.throttle_ms
         if (request.api_key not in REQUEST_QUOTA_EXEMPT
                 and not (request.api_key == FETCH and fetch_replica_id(request.body) >= 0)):
-            handled_s = max(trio.current_time() - started - ctx.waited_s, 0.0)
+            # the processor's time, as Kafka counts its threads' (on the perf counter,
+            # not the run's clock, which a simulation's virtual time stands still on)
+            handled_s = max(time.perf_counter() - handling - ctx.waited_s, 0.0)
             throttle = max(throttle, self.broker.quotas.request.record(
                 self.broker.metadata_cache.image.client_quotas, ctx.user, ctx.client_id,
                 handled_s * 100, self.broker.now_ms()))

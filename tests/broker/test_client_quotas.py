@@ -15,7 +15,7 @@ from client.config import ClientConfig
 from client.connection import BrokerConnection, background_nursery
 from client.errors import KafkaError
 from protocol.errors import ErrorCode as E
-from protocol.messages import CREATE_TOPICS, FETCH, PRODUCE
+from protocol.messages import CREATE_TOPICS, FETCH, METADATA, PRODUCE
 from protocol.records import Record, encode_batch
 from tests.inproc import InProcessBroker
 
@@ -181,3 +181,21 @@ async def test_create_topics_over_the_controller_mutation_rate(inproc, autojump_
         asked = trio.current_time()
         throttle, error = await create("m3", 1)
         assert error == E.NONE and trio.current_time() - asked > 1
+
+
+async def test_request_percentage_throttles_any_request_of_its_client(inproc, autojump_clock):
+    async with AdminClient(inproc.bootstrap) as admin:
+        # a millionth of a thread: any request's handling time is over it
+        await admin.alter_client_quotas([ClientQuotaAlteration(
+            {"user": None, "client-id": "busy"}, {"request_percentage": 0.0001})])
+    async with background_nursery() as nursery:
+        busy = await _connect(nursery, inproc, "busy")
+        idle = await _connect(nursery, inproc, "idle")
+        for conn, throttled in ((busy, True), (idle, False)):
+            throttles = []
+            for _ in range(3):
+                resp = await conn.request(METADATA, {"topics": None}, 9)
+                throttles.append(resp.body.throttle_time_ms)
+            # capped at one window, as Kafka's ClientRequestQuotaManager caps it
+            assert (max(throttles) > 0 and max(throttles) <= 1000) if throttled else \
+                throttles == [0, 0, 0]
