@@ -15,7 +15,9 @@ from client.config import ClientConfig
 from client.connection import BrokerConnection, background_nursery
 from client.errors import KafkaError
 from protocol.errors import ErrorCode as E
-from protocol.messages import CREATE_TOPICS, FETCH, METADATA, PRODUCE
+from protocol.messages import (
+    CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, FETCH, METADATA, PRODUCE,
+)
 from protocol.records import Record, encode_batch
 from tests.inproc import InProcessBroker
 
@@ -199,3 +201,46 @@ async def test_request_percentage_throttles_any_request_of_its_client(inproc, au
             # capped at one window, as Kafka's ClientRequestQuotaManager caps it
             assert (max(throttles) > 0 and max(throttles) <= 1000) if throttled else \
                 throttles == [0, 0, 0]
+
+
+async def test_an_old_produce_version_gets_its_answer_after_the_throttle_time(
+        inproc, autojump_clock):
+    """Before KIP-219 (Produce v5 and older) the client does not wait by itself: the broker
+    holds the answer back for the throttle time instead."""
+    await inproc.create_topic("old", 1)
+    async with AdminClient(inproc.bootstrap) as admin:
+        await admin.alter_client_quotas([ClientQuotaAlteration({"client-id": "old"},
+                                                               {P: 1000})])
+    async with background_nursery() as nursery:
+        conn = await _connect(nursery, inproc, "old")
+        asked = trio.current_time()
+        throttle, error = await _produce(conn, "old", _batch(20_000), version=5)
+        assert error == E.NONE and throttle > 0
+        assert trio.current_time() - asked >= throttle / 1000 * 0.99
+
+
+async def test_partitions_created_and_deleted_count_against_the_mutation_rate(
+        inproc, autojump_clock):
+    await inproc.create_topic("grow", 1)
+    await inproc.create_topic("gone", 40)
+    async with AdminClient(inproc.bootstrap) as admin:
+        await admin.alter_client_quotas([ClientQuotaAlteration(
+            {"client-id": "ops"}, {"controller_mutation_rate": 1})])
+    async with background_nursery() as nursery:
+        first = await _connect(nursery, inproc, "ops")
+        second = await _connect(nursery, inproc, "ops")
+        # CreatePartitions v2 is permissive: the 29 new partitions go through, with a
+        # throttle time for the overdraft of an 11-partition burst
+        resp = await first.request(CREATE_PARTITIONS, {
+            "topics": [{"name": "grow", "count": 30, "assignments": None}],
+            "timeout_ms": 10_000, "validate_only": False}, 2)
+        assert resp.body.results[0].error_code == E.NONE
+        assert resp.body.throttle_time_ms > 0
+        assert await inproc.broker.wait_for_metadata(
+            lambda c: c.partition_count("grow") == 30, 10)
+        # DeleteTopics v5 is strict: while overdrawn a deletion is refused
+        resp = await second.request(DELETE_TOPICS, {"topic_names": ["gone"],
+                                                    "timeout_ms": 10_000}, 5)
+        assert resp.body.responses[0].error_code == E.THROTTLING_QUOTA_EXCEEDED
+        assert resp.body.throttle_time_ms > 0
+        assert inproc.broker.metadata_cache.topic("gone") is not None
