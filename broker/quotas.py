@@ -248,6 +248,14 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         if found is None:
             return 0
         limit, bucket = found
+        self._records += 1
+        if self._records % self.PURGE_EVERY == 0:
+            # a bucket not overdrawn and untouched for a whole burst's time is full
+            # again: as good as a new one
+            idle = now_ms - self.max_throttle_ms
+            for sensor in [k for k, b in self.buckets.items()
+                           if b.last_ms < idle and (b.tokens or 0) >= 0]:
+                del self.buckets[sensor]
         burst_s = self.window_num * self.window_size_ms / 1000
         bucket.tokens = bucket.refill(limit, burst_s, now_ms) - value
         return self._bucket_throttle(limit, bucket.tokens)
