@@ -15,6 +15,7 @@
 #   make bench-transactions  transactional produce, commit latency, read_committed (BENCH_TRANSACTIONS_ARGS=...)
 #   make bench-share-groups  share consumers on one partition: 1, 2, 4 slow members; fast beside classic
 #   make bench-reassignment  300 partitions (1 GB) moved onto a new broker under a 20 MB/s throttle
+#   make bench-quotas  a quota-throttled producer and consumer against their quota (BENCH_QUOTAS_ARGS=...)
 #   make coverage  the test suite under coverage.py: branch coverage of broker/, client/, protocol/
 #   make soak      run the tests marked `soak`
 #   make chaos     20 seeded 60 s fault runs on three local processes, checked (CHAOS_SEEDS=, CHAOS_ARGS=)
@@ -45,7 +46,7 @@ DATA_DIR    ?= ./data
 BROKER_ID   ?= 0
 PYTEST_ARGS ?=
 
-.PHONY: help venv sysdeps run certs lint test prepare-test test-image coverage bench bench-cluster bench-replication bench-authorizer bench-security bench-scale bench-transactions bench-share-groups bench-reassignment soak clean chaos sim \
+.PHONY: help venv sysdeps run certs lint test prepare-test test-image coverage bench bench-cluster bench-replication bench-authorizer bench-security bench-scale bench-transactions bench-share-groups bench-reassignment bench-quotas soak clean chaos sim \
 	chaos-docker \
 	distclean image cluster cluster-down compose-v2 cluster-data cluster-analyze \
 	bench-compose
@@ -179,6 +180,12 @@ bench-share-groups: venv
 BENCH_REASSIGNMENT_ARGS ?=
 bench-reassignment: venv
 	$(VENV)/bin/minibroker bench reassignment $(BENCH_REASSIGNMENT_ARGS)
+
+# bench/quotas.py: issue 27's figure, a throttled client's rate against its quota over 30 s
+# (docs/BENCHMARKS.md "Client quotas"); BENCH_QUOTAS_ARGS=--seconds 10 for a quick one
+BENCH_QUOTAS_ARGS ?=
+bench-quotas: venv
+	$(VENV)/bin/minibroker bench quotas $(BENCH_QUOTAS_ARGS)
 
 # pytest exits 5 when the marker selects no test: say so and succeed.
 soak: venv

@@ -27,6 +27,8 @@
     minibroker bench reassignment ...      300 partitions (1 GB) moved onto a new broker under
                                            a 20 MB/s throttle: move time, acks=all p99 before
                                            and during (bench.reassignment)
+    minibroker bench quotas ...            a quota-throttled producer and consumer against
+                                           their quota, beside unthrottled ones (bench.quotas)
 
 The benchmarks drive other clients and draw charts: they need the `bench` extra. Owns the
 dispatch (`run`) and which of the extra's modules the chosen benchmark imports
@@ -44,7 +46,8 @@ _MODULES = {"groups": "bench.groups", "client": "bench.clients", "rebalance": "b
             "compose": "bench.compose", "authorizer": "bench.authorizer",
             "security": "bench.security", "metadata-restart": "bench.metadata_restart",
             "codec": "bench.codec", "scale": "bench.scale", "reassignment": "bench.reassignment",
-            "transactions": "bench.transactions", "share-groups": "bench.share_groups"}
+            "transactions": "bench.transactions", "share-groups": "bench.share_groups",
+            "quotas": "bench.quotas"}
 
 
 def _option(argv: list[str], name: str) -> str | None:

@@ -60,6 +60,7 @@ from broker.telemetry import ClientTelemetry
 from broker.metadata import (LEGACY_FILE, LegacyMetadata, cluster_id_for_voters,
                              load_cluster_id, load_directory_id)
 from broker.metadata_cache import MetadataCache
+from broker.quotas import BrokerQuotas
 from broker.partition import Partition
 from broker.storage import REAL, FileSystem
 from broker.replication.leader_epochs import LeaderEpochCache, new_log_cache, open_cache
@@ -138,6 +139,11 @@ class Broker:
                                                             fs=fs))
         # None without authorizer.class.name: every request is allowed, as before ACLs
         self.authorizer = authorizer_for(config)
+        # client quotas' rates (the quotas themselves are the image's client_quotas)
+        self.quotas = BrokerQuotas(config.quota_window_num,
+                                   config.quota_window_size_seconds * 1000,
+                                   config.controller_quota_window_num,
+                                   config.controller_quota_window_size_seconds * 1000)
         self.log_dirs = LogDirFailureChannel(str(self.data_dir),
                                              load_directory_id(self.data_dir, fs=fs),
                                              can_fail_over=self._another_broker_can_lead)

@@ -178,6 +178,14 @@ BROKER_PROPERTIES = _props(
     Prop("connections.max.idle.ms", "long", 600000,
          "Close a connection with no request in flight that sends nothing for this long; "
          "-1 never.", minimum=-1),
+    Prop("quota.window.num", "int", 11,
+         "Samples kept in memory for client quotas' byte and request rates.", minimum=1),
+    Prop("quota.window.size.seconds", "int", 1,
+         "The time span of each client quota sample.", minimum=1),
+    Prop("controller.quota.window.num", "int", 11,
+         "Samples kept in memory for controller mutation quotas.", minimum=1),
+    Prop("controller.quota.window.size.seconds", "int", 1,
+         "The time span of each controller mutation quota sample.", minimum=1),
     Prop("log.segment.bytes", "int", 1073741824, "Segment size before a roll.", minimum=14,
          topic_name="segment.bytes"),
     Prop("log.roll.ms", "long", None, "Segment age before a roll (overrides log.roll.hours).",
@@ -557,6 +565,10 @@ class BrokerConfig:
     delete_topic_enable = _Typed(bool)
     socket_request_max_bytes = _Typed(int)
     connections_max_idle_ms = _Typed(int)
+    quota_window_num = _Typed(int)
+    quota_window_size_seconds = _Typed(int)
+    controller_quota_window_num = _Typed(int)
+    controller_quota_window_size_seconds = _Typed(int)
     log_retention_ms = _Nullable(int)
     log_retention_minutes = _Nullable(int)
     log_retention_hours = _Typed(int)

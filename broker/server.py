@@ -20,6 +20,13 @@ request but ApiVersions is served, with frames capped at sasl.server.max.receive
 it has. A refused handshake or login, a request before the login, or a TLS ClientHello on a
 listener without TLS closes that connection with one log line and an `auth_failure` event.
 
+Client quotas (broker/quotas.py): a request's handling time counts against its client's
+request_percentage, and an answer some quota throttles carries the throttle time in
+throttle_time_ms; the connection then reads nothing more until that time has passed
+(Kafka's muted channel), the answer going out first to a client that throttles itself
+(KIP-219) and after the time to an older one. With no quota in the metadata image this
+costs one test per request.
+
 Housekeeping (event flush, checkpoints, retention, compaction) survives storage faults: a
 step the file system refuses is logged and retried at its next turn, never fatal; an
 offline log directory (broker/log_dirs.py) gets no checkpoint, retention or cleaning.
@@ -33,6 +40,7 @@ import logging
 import math
 import signal
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +57,7 @@ from broker.handlers.controller import CONTROLLER_HANDLERS, CONTROLLER_LISTENER_
 from broker.handlers.context import ANONYMOUS, CloseConnection, RequestContext
 from broker.log.log import fsync_plans
 from broker.metrics import fetch_replica_id, request_name, serve_metrics
+from broker.quotas import REQUEST_QUOTA_EXEMPT, client_throttles
 from broker.security.authenticator import ListenerSecurity, SaslGate
 from broker.security.tls import drain_decrypted, principal_from_cert
 from protocol import framing
@@ -92,6 +101,10 @@ class _Session:
     security: ListenerSecurity | None
     gate: SaslGate | None  # set while a SASL listener's connection has not logged in
     principal: str
+    # client quotas: the throttle time of the request just answered, and whether its
+    # client waits it out itself (KIP-219); the loop mutes the connection for it
+    throttle_ms: int = 0
+    client_throttles: bool = True
 
 
 class ListenError(Exception):
@@ -253,9 +266,22 @@ class Server:
                     return
                 if response is not None:
                     outbox.append(response)
+                if session.throttle_ms:
+                    await self._mute(stream, session, outbox)
             if outbox:
                 await stream.send_all(b"".join(outbox) if len(outbox) > 1 else outbox[0])
                 outbox.clear()
+
+    async def _mute(self, stream: trio.abc.Stream, session: _Session,
+                    outbox: list[bytes]) -> None:
+        """Read nothing more from a throttled client until its throttle time has passed
+        (Kafka's muted channel): a client that throttles itself has its answer at once,
+        an older one only when the time is up."""
+        throttle_s, session.throttle_ms = session.throttle_ms / 1000, 0
+        if session.client_throttles and outbox:
+            await stream.send_all(b"".join(outbox))
+            outbox.clear()
+        await timeouts.sleep(throttle_s)
 
     async def _authenticate(self, stream: trio.abc.Stream, conn: ServerConnection,
                             session: _Session, outbox: list[bytes]) -> bool:
@@ -328,9 +354,12 @@ class Server:
         self._idle = trio.Event() if self.in_flight == 1 else self._idle
         response: bytes | None = None
         error = ""
+        handling = time.perf_counter()
         try:
-            body = await self.handlers[request.api_key](
-                RequestContext(self.broker, request, peer, listener, principal, connection))
+            ctx = RequestContext(self.broker, request, peer, listener, principal, connection)
+            body = await self.handlers[request.api_key](ctx)
+            if self.counts_bytes and self.broker.metadata_cache.image.client_quotas:
+                self._throttle(ctx, body, handling, connection)
             if body is None:  # acks=0 produce: no response at all
                 return None
             if request.api_key == FETCH and self.counts_bytes:
@@ -360,6 +389,30 @@ class Server:
                     latency_ms=round(latency_ms, 3),
                     request_bytes=request.size,
                     response_bytes=len(response) if response is not None else 0, error=error)
+
+    def _throttle(self, ctx: RequestContext, body: Any, handling: float,
+                  connection: object) -> None:
+        """Client quotas on an answered request (broker.quotas): its handling time
+        counted against request_percentage, and the longest throttle time any quota calls
+        for put in the answer's throttle_time_ms and on the connection to be muted for."""
+        request = ctx.request
+        throttle = ctx.throttle_ms
+        if (request.api_key not in REQUEST_QUOTA_EXEMPT
+                and not (request.api_key == FETCH and fetch_replica_id(request.body) >= 0)):
+            # the processor's time, as Kafka counts its threads' (on the perf counter,
+            # not the run's clock, which a simulation's virtual time stands still on)
+            handled_s = max(time.perf_counter() - handling - ctx.waited_s, 0.0)
+            throttle = max(throttle, self.broker.quotas.request.record(
+                self.broker.metadata_cache.image.client_quotas, ctx.user, ctx.client_id,
+                handled_s * 100, self.broker.now_ms()))
+        if throttle <= 0:
+            return
+        if body is not None:
+            body["throttle_time_ms"] = throttle
+        if isinstance(connection, _Session):
+            connection.throttle_ms = throttle
+            connection.client_throttles = client_throttles(request.api_key,
+                                                           request.api_version)
 
     def _topic_name(self, topic_id) -> str | None:
         """A Fetch answer's topic id (v13+) as its name, for BytesOut's topic label."""

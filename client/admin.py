@@ -54,7 +54,8 @@ Kafka's Admin.describeMetadataQuorum expects), and so does UnregisterBroker (the
 forwards it to the active controller, as for Kafka's Admin.unregisterBroker). ListTransactions goes to every broker,
 DescribeTransactions to each transactional id's coordinator (FindCoordinator key type 1),
 DescribeProducers and the ABORT marker of abort_transaction (WriteTxnMarkers) to each
-partition's leader.
+partition's leader. DescribeClientQuotas and AlterClientQuotas go to the least-loaded
+connection (the broker forwards an alteration to the active controller).
 """
 
 from __future__ import annotations
@@ -76,10 +77,10 @@ from client.types import Node, TopicPartition
 from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
-    ALTER_PARTITION_REASSIGNMENTS, ALTER_SHARE_GROUP_OFFSETS, ALTER_USER_SCRAM_CREDENTIALS,
-    CONSUMER_GROUP_DESCRIBE, CREATE_ACLS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_ACLS,
+    ALTER_CLIENT_QUOTAS, ALTER_PARTITION_REASSIGNMENTS, ALTER_SHARE_GROUP_OFFSETS,
+    ALTER_USER_SCRAM_CREDENTIALS, CONSUMER_GROUP_DESCRIBE, CREATE_ACLS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_ACLS,
     DELETE_GROUPS, DELETE_RECORDS, DELETE_SHARE_GROUP_OFFSETS, DELETE_TOPICS, DESCRIBE_ACLS,
-    DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, DESCRIBE_GROUPS, DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS,
+    DESCRIBE_CLIENT_QUOTAS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, DESCRIBE_GROUPS, DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS,
     DESCRIBE_QUORUM, DESCRIBE_SHARE_GROUP_OFFSETS, DESCRIBE_TRANSACTIONS,
     DESCRIBE_USER_SCRAM_CREDENTIALS, INCREMENTAL_ALTER_CONFIGS, LIST_GROUPS, LIST_OFFSETS,
     LIST_PARTITION_REASSIGNMENTS, LIST_TRANSACTIONS, OFFSET_COMMIT, OFFSET_DELETE,
@@ -1336,6 +1337,53 @@ class AdminClient:
 
         await self._retrying("AlterUserScramCredentials", attempt, timeout_ms)
 
+    # -- client quotas (KIP-546) ---------------------------------------------------------
+
+    async def describe_client_quotas(
+            self, components: Iterable[ClientQuotaFilterComponent] = (), *,
+            strict: bool = False, timeout_ms: int | None = None
+    ) -> dict[QuotaEntity, dict[str, float]]:
+        """The quotas of every entity the filter matches (Kafka's ClientQuotaFilter: no
+        component and not strict matches every entity), by entity: ((entity type, name or
+        None for the default), ...) sorted by type."""
+        wanted = [{"entity_type": c.entity_type, "match_type": c.match_type, "match": c.match}
+                  for c in components]
+
+        async def attempt() -> dict[QuotaEntity, dict[str, float]]:
+            conn = await self.pool.least_loaded()
+            resp = await conn.request(DESCRIBE_CLIENT_QUOTAS,
+                                      {"components": wanted, "strict": strict})
+            body = resp.body
+            if body.error_code != ErrorCode.NONE:
+                raise for_code(body.error_code, body.error_message)
+            return {tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity)):
+                    {v.key: v.value for v in entry["values"]} for entry in body.entries or ()}
+
+        return await self._retrying("DescribeClientQuotas", attempt, timeout_ms)
+
+    async def alter_client_quotas(self, alterations: Iterable[ClientQuotaAlteration], *,
+                                  validate_only: bool = False,
+                                  timeout_ms: int | None = None) -> None:
+        """Set (a number) or remove (None) quota keys of entities; the first refused entry
+        is raised (INVALID_REQUEST for an unknown key or a negative value...), the others
+        took effect."""
+        entries = [{"entity": [{"entity_type": t, "entity_name": n}
+                               for t, n in a.entity.items()],
+                    "ops": [{"key": k, "value": 0.0 if v is None else float(v),
+                             "remove": v is None} for k, v in a.ops.items()]}
+                   for a in alterations]
+
+        async def attempt() -> None:
+            conn = await self.pool.least_loaded()
+            resp = await conn.request(ALTER_CLIENT_QUOTAS,
+                                      {"entries": entries, "validate_only": validate_only})
+            for r in resp.body.entries:
+                if r.error_code != ErrorCode.NONE:
+                    entity = ",".join(f"{e.entity_type}={e.entity_name}" for e in r.entity)
+                    raise for_code(r.error_code, f"{entity}: {r.error_message}")
+
+        await self._retrying("AlterClientQuotas", attempt, timeout_ms)
+
     # -- transactions ------------------------------------------------------------------
 
     async def list_transactions(self, *, state_filters: Iterable[str] = (),
@@ -1562,6 +1610,39 @@ class AdminClient:
             budget_ms=self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms,
             backoff_s=self.config.retry_backoff_s, should_retry=_should_retry,
             on_retry=on_retry, max_retries=self.config.retries)
+
+
+# a client quota entity: ((entity type, name or None for the default), ...) sorted by type
+QuotaEntity = tuple[tuple[str, str | None], ...]
+
+
+@dataclass(frozen=True)
+class ClientQuotaFilterComponent:
+    """One component of a DescribeClientQuotas filter (Kafka's ClientQuotaFilterComponent):
+    match_type 0 the entity named `match`, 1 the default entity, 2 any entity of the type."""
+    entity_type: str  # "user", "client-id" or "ip"
+    match: str | None = None
+    match_type: int = 0
+
+    @classmethod
+    def of_entity(cls, entity_type: str, name: str) -> ClientQuotaFilterComponent:
+        return cls(entity_type, name, 0)
+
+    @classmethod
+    def of_default_entity(cls, entity_type: str) -> ClientQuotaFilterComponent:
+        return cls(entity_type, None, 1)
+
+    @classmethod
+    def of_entity_type(cls, entity_type: str) -> ClientQuotaFilterComponent:
+        return cls(entity_type, None, 2)
+
+
+@dataclass(frozen=True)
+class ClientQuotaAlteration:
+    """Quota keys to set (a number) or remove (None) on one entity (Kafka's
+    ClientQuotaAlteration); the entity maps entity types to names, None the default."""
+    entity: Mapping[str, str | None]
+    ops: Mapping[str, float | None]
 
 
 @dataclass(frozen=True)

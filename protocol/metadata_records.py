@@ -4,7 +4,8 @@ Owns: the declarations of the metadata records the controller writes (TopicRecor
 PartitionRecord, PartitionChangeRecord, RegisterBrokerRecord, UnregisterBrokerRecord,
 FenceBrokerRecord, UnfenceBrokerRecord, BrokerRegistrationChangeRecord, ConfigRecord, ProducerIdsRecord,
 RemoveTopicRecord, FeatureLevelRecord, NoOpRecord; for security UserScramCredentialRecord,
-RemoveUserScramCredentialRecord, AccessControlEntryRecord and RemoveAccessControlEntryRecord),
+RemoveUserScramCredentialRecord, AccessControlEntryRecord and RemoveAccessControlEntryRecord;
+for quotas ClientQuotaRecord),
 their record types, and `encode_metadata_record` / `decode_metadata_record`.
 
 A metadata record is the value of a record in a __cluster_metadata batch, framed as Kafka's
@@ -198,6 +199,18 @@ RemoveAccessControlEntryRecord = Message(
         F("id", "uuid"),
     ])
 
+# One quota key of one entity set (remove false) or removed (remove true), KIP-546.
+ClientQuotaRecord = Message(
+    "ClientQuotaRecord", api_key=14, valid="0", flexible="0+", fields=[
+        F("entity", [
+            F("entity_type", "string"),
+            F("entity_name", "string", nullable="0+"),  # null: the default entity
+        ]),
+        F("key", "string"),
+        F("value", "float64"),
+        F("remove", "bool"),
+    ])
+
 NoOpRecord = Message("NoOpRecord", api_key=20, valid="0", flexible="0+", fields=[])
 
 
@@ -215,6 +228,7 @@ class MetadataRecordType(enum.IntEnum):
     REMOVE_TOPIC_RECORD = 9
     USER_SCRAM_CREDENTIAL_RECORD = 11
     FEATURE_LEVEL_RECORD = 12
+    CLIENT_QUOTA_RECORD = 14
     PRODUCER_IDS_RECORD = 15
     BROKER_REGISTRATION_CHANGE_RECORD = 17
     ACCESS_CONTROL_ENTRY_RECORD = 18
@@ -229,7 +243,7 @@ METADATA_RECORDS: dict[MetadataRecordType, Message] = {
         FenceBrokerRecord, UnfenceBrokerRecord, RemoveTopicRecord, FeatureLevelRecord,
         ProducerIdsRecord, BrokerRegistrationChangeRecord, NoOpRecord,
         UserScramCredentialRecord, RemoveUserScramCredentialRecord, AccessControlEntryRecord,
-        RemoveAccessControlEntryRecord)
+        RemoveAccessControlEntryRecord, ClientQuotaRecord)
     if m.api_key is not None
 }
 

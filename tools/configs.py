@@ -23,7 +23,8 @@ Owns the options (Kafka's `--entity-type topics|brokers|groups` with `--entity-n
   a config that is not set dynamically is refused before anything is sent ("Invalid
   config(s): k").
 
-Users' SCRAM credentials are `minibroker users` (kafka-configs --entity-type users).
+Client quotas (`--entity-type users|clients|ips`, two of them for a user's client id) are
+tools.quotas'. Users' SCRAM credentials are `minibroker users`.
 Exit status 0; 1 with one line on stderr when the broker refuses (INVALID_CONFIG,
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST for a resource type it does not serve) or
 cannot be reached; 2 on bad options.
@@ -36,7 +37,9 @@ import sys
 from typing import Any, TextIO
 
 from client.admin import AdminClient, AlterConfigOp, ConfigEntry, ConfigResource
+from tools import quotas
 from tools.admin_session import ToolError, open_admin, run_admin_tool
+from tools.quotas import QUOTA_ENTITY_TYPES, quota_entity
 
 __all__ = ["add_arguments", "describe_lines", "main", "parse_add_config", "resolve_entity",
            "run"]
@@ -81,9 +84,28 @@ def parse_add_config(text: str) -> dict[str, str]:
     return out
 
 
-def resolve_entity(args: argparse.Namespace) -> tuple[str, list[str] | None]:
+def resolve_entity(args: argparse.Namespace) -> tuple[str, list[Any] | None]:
     """(resource type, names) from Kafka's two spellings; names None: every entity of the
-    type; the broker name "" is the cluster-wide default. ValueError on a bad mix."""
+    type; the broker name "" is the cluster-wide default. A client quota entity (every
+    --entity-type users, clients or ips) is ("quota", tools.quotas.quota_entity's pairs).
+    ValueError on a bad mix."""
+    types, names = args.entity_type or [], args.entity_name or []
+    if types and all(t in QUOTA_ENTITY_TYPES for t in types):
+        if any(v is not None for v in (args.topic, args.broker, args.group)) \
+                or args.broker_defaults:
+            raise ValueError("--topic, --broker, --broker-defaults and --group are not "
+                             "quota entities")
+        if any(k.upper().startswith("SCRAM-") for text in args.add_config
+               for k in parse_add_config(text)):
+            raise ValueError("users' SCRAM credentials: use `minibroker users`")
+        return "quota", quota_entity(types, names)
+    if len(types) > 1:
+        raise ValueError("only client quotas (users, clients) take several --entity-type")
+    if len(names) > 1:
+        raise ValueError("one --entity-name (or --entity-default) for topics, brokers, groups")
+    args = argparse.Namespace(**{**vars(args), "entity_type": types[0] if types else None,
+                                 "entity_name": names[0] if names else None,
+                                 "entity_default": bool(names) and names[0] is None})
     shorthands: list[tuple[str, str]] = [
         (t, v) for t, v in (("topic", args.topic), ("broker", args.broker),
                             ("group", args.group)) if v is not None]
@@ -98,11 +120,9 @@ def resolve_entity(args: argparse.Namespace) -> tuple[str, list[str] | None]:
         return shorthands[0][0], [shorthands[0][1]]
     if args.entity_type is None:
         raise ValueError("--entity-type (topics, brokers or groups) is required")
-    if args.entity_type == "users":
-        raise ValueError("users' SCRAM credentials: use `minibroker users`")
     if args.entity_type not in ENTITY_TYPES:
-        raise ValueError(f"--entity-type must be topics, brokers or groups, got "
-                         f"{args.entity_type!r}")
+        raise ValueError(f"--entity-type must be topics, brokers, groups, users, clients or "
+                         f"ips, got {args.entity_type!r}")
     kind = ENTITY_TYPES[args.entity_type]
     if args.entity_default:
         if kind != "broker":
@@ -167,6 +187,9 @@ async def _names(admin: AdminClient, kind: str) -> list[str]:
 
 async def describe(admin: AdminClient, args: Any, out: TextIO) -> None:
     kind, names = args.resolved
+    if kind == "quota":
+        await quotas.describe(admin, names, out)
+        return
     if names is None:
         names = await _names(admin, kind)
     resources = [ConfigResource(kind, n) for n in names]
@@ -178,8 +201,7 @@ async def describe(admin: AdminClient, args: Any, out: TextIO) -> None:
 
 async def alter(admin: AdminClient, args: Any, out: TextIO) -> None:
     kind, names = args.resolved
-    assert names is not None and len(names) == 1
-    resource = ConfigResource(kind, names[0])
+    assert names is not None
     to_set: dict[str, str] = {}
     for text in args.add_config:
         to_set.update(parse_add_config(text))
@@ -187,6 +209,11 @@ async def alter(admin: AdminClient, args: Any, out: TextIO) -> None:
                  if k.strip()]
     if not to_set and not to_delete:
         raise ToolError("--alter needs --add-config or --delete-config")
+    if kind == "quota":
+        await quotas.alter(admin, args.entity_type, names, to_set, to_delete, out)
+        return
+    assert len(names) == 1
+    resource = ConfigResource(kind, names[0])
     if to_delete:
         current = (await admin.describe_configs([resource]))[resource]
         own = _own_source(kind, resource.name)
@@ -201,7 +228,8 @@ async def alter(admin: AdminClient, args: Any, out: TextIO) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = ("Describe and change the dynamic configs of topics, brokers and "
-                          "groups (kafka-configs). Users' SCRAM credentials: minibroker users.")
+                          "groups, and client quotas of users and client ids (kafka-configs). "
+                          "Users' SCRAM credentials: minibroker users.")
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
                         help="a broker to start from (comma-separated for several)")
     parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_MS, metavar="MS",
@@ -209,11 +237,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true", help="list the configs")
     action.add_argument("--alter", action="store_true", help="change the configs")
-    parser.add_argument("--entity-type", choices=[*ENTITY_TYPES, "users"], default=None)
-    parser.add_argument("--entity-name", default=None, metavar="NAME",
-                        help="the topic, the broker id or the group")
-    parser.add_argument("--entity-default", action="store_true",
-                        help="the cluster-wide default of brokers")
+    # a client quota names a user and a client id: two --entity-type, each paired in order
+    # with an --entity-name or --entity-default, as kafka-configs.sh pairs them
+    parser.add_argument("--entity-type", choices=[*ENTITY_TYPES, *QUOTA_ENTITY_TYPES],
+                        action="append", default=None)
+    parser.add_argument("--entity-name", action="append", default=None, metavar="NAME",
+                        help="the topic, the broker id, the group, the user, the client id")
+    parser.add_argument("--entity-default", action="append_const", const=None,
+                        dest="entity_name",
+                        help="the cluster-wide default of brokers, or the default user or "
+                             "client id of a quota")
     parser.add_argument("--topic", default=None, metavar="T",
                         help="= --entity-type topics --entity-name T")
     parser.add_argument("--broker", default=None, metavar="ID",

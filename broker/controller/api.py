@@ -26,13 +26,14 @@ ALLOCATE_PRODUCER_IDS = 67
 ALTER_PARTITION = 56
 CREATE_ACLS, DELETE_ACLS = 30, 31
 ALTER_USER_SCRAM_CREDENTIALS = 51
+ALTER_CLIENT_QUOTAS = 49
 
 # AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter go to the Raft leader's node rather
 # than to the controller's state machine (voter_api)
 ADMIN_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS,
                         INCREMENTAL_ALTER_CONFIGS, ELECT_LEADERS, CREATE_ACLS, DELETE_ACLS,
                         ALTER_PARTITION_REASSIGNMENTS,
-                        ALTER_USER_SCRAM_CREDENTIALS}) | VOTER_APIS
+                        ALTER_USER_SCRAM_CREDENTIALS, ALTER_CLIENT_QUOTAS}) | VOTER_APIS
 BROKER_APIS = frozenset({BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER,
                          ALLOCATE_PRODUCER_IDS, ALTER_PARTITION})
 
@@ -56,6 +57,8 @@ def _operation(api_key: int, body: Any, *, own_broker: bool = False):
         return lambda c, now, _off: c.delete_acls(body, now)
     if api_key == ALTER_USER_SCRAM_CREDENTIALS:
         return lambda c, now, _off: c.alter_user_scram_credentials(body, now)
+    if api_key == ALTER_CLIENT_QUOTAS:
+        return lambda c, now, _off: c.alter_client_quotas(body, now)
     if api_key == BROKER_REGISTRATION:
         return lambda c, now, offset: c.register_broker(body, now, offset,
                                                         own_broker=own_broker)
@@ -121,6 +124,11 @@ def not_controller(api_key: int, body: Any) -> dict:
         users = dict.fromkeys(a.name for a in [*body.deletions, *body.upsertions])
         out["results"] = [{"user": u, "error_code": code, "error_message": None}
                           for u in users]
+    elif api_key == ALTER_CLIENT_QUOTAS:
+        out["entries"] = [{"error_code": code, "error_message": None,
+                           "entity": [{"entity_type": e.entity_type,
+                                       "entity_name": e.entity_name} for e in entry.entity]}
+                          for entry in body.entries]
     else:
         out["error_code"] = code
     return out
@@ -132,7 +140,7 @@ def is_not_controller(api_key: int, response: Any) -> bool:
         return any(i.get("error_code") == ErrorCode.NOT_CONTROLLER for i in items or [])
     if response.get("error_code") == ErrorCode.NOT_CONTROLLER:
         return True
-    for key in ("topics", "responses", "results", "filter_results"):
+    for key in ("topics", "responses", "results", "filter_results", "entries"):
         if coded(response.get(key)):
             return True
     return False

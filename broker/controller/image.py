@@ -22,7 +22,10 @@ or `replay` over many), after Kafka's `MetadataImage` and the deltas that produc
   0 removing the feature); NoOpRecord changes nothing;
 - SCRAM credentials by (user, mechanism) (UserScramCredentialRecord replaces one,
   RemoveUserScramCredentialRecord drops it) and ACLs by id (AccessControlEntryRecord,
-  RemoveAccessControlEntryRecord): what every broker authenticates and authorizes with.
+  RemoveAccessControlEntryRecord): what every broker authenticates and authorizes with;
+- client quotas (KIP-546) by entity, a sorted tuple of (entity type, name) pairs, a None
+  name being the type's default entity (`QuotaEntity`): ClientQuotaRecord sets or removes
+  one key, and an entity left without keys goes, as in Kafka's ClientQuotaControlManager.
 
 A record naming a topic, partition or broker the image does not hold raises
 `MetadataImageError`: the log is inconsistent and replaying past it would hide that.
@@ -167,6 +170,14 @@ class AclBinding:
     permission_type: int
 
 
+# A client quota entity: ((entity type, name or None for the default), ...), sorted by type
+QuotaEntity = tuple[tuple[str, str | None], ...]
+
+
+def quota_entity(pairs: Iterable[tuple[str, str | None]]) -> QuotaEntity:
+    return tuple(sorted(pairs, key=lambda pair: pair[0]))
+
+
 @dataclass(frozen=True)
 class MetadataImage:
     """The whole cluster's metadata after some prefix of the metadata log."""
@@ -182,6 +193,8 @@ class MetadataImage:
     scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(
         default_factory=lambda: _frozen({}))
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: _frozen({}))
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(
+        default_factory=lambda: _frozen({}))
 
     # --- replay -------------------------------------------------------------------------
 
@@ -493,6 +506,22 @@ def _remove_acl(acls: dict, body: Any) -> None:
         raise MetadataImageError(f"cannot remove ACL {body.id}: no such ACL")
 
 
+def _set_client_quota(quotas: dict, body: Any) -> None:
+    """A ClientQuotaRecord on the working copy of `client_quotas`, copied and frozen again
+    as `_set_config` does configs."""
+    entity = quota_entity((e.entity_type, e.entity_name) for e in body.entity)
+    entries = quotas.get(entity)
+    entries = {} if entries is None else dict(entries)
+    if body.remove:
+        entries.pop(body.key, None)
+    else:
+        entries[body.key] = body.value
+    if entries:
+        quotas[entity] = entries
+    else:
+        quotas.pop(entity, None)
+
+
 _PARTITION_RECORDS = frozenset({T.PARTITION_RECORD, T.PARTITION_CHANGE_RECORD})
 
 _BULK: dict[int, tuple[str, Callable[[dict, Any], None]]] = {
@@ -501,6 +530,8 @@ _BULK: dict[int, tuple[str, Callable[[dict, Any], None]]] = {
     T.ACCESS_CONTROL_ENTRY_RECORD: ("acls", _add_acl),
     T.REMOVE_ACCESS_CONTROL_ENTRY_RECORD: ("acls", _remove_acl),
     T.CONFIG_RECORD: ("configs", _set_config),
+    T.CLIENT_QUOTA_RECORD: ("client_quotas", _set_client_quota),
 }
 # how a working copy becomes an image's mapping again (default: frozen as it is)
-_FREEZE: dict[str, Callable[[dict], Mapping]] = {"configs": _freeze_configs}
+_FREEZE: dict[str, Callable[[dict], Mapping]] = {"configs": _freeze_configs,
+                                                  "client_quotas": _freeze_configs}

@@ -13,7 +13,8 @@ managers, each a module of its own:
   what a broker's changes of state do to its partitions;
 - `config_control` (ConfigurationControlManager): IncrementalAlterConfigs;
 - `scram_control` (ScramControlManager), `acl_control` (AclControlManager),
-  `producer_id_control` (ProducerIdControlManager);
+  `quota_control` (ClientQuotaControlManager), `producer_id_control`
+  (ProducerIdControlManager);
 - `activation` (ActivationRecordsGenerator): the bootstrap and migration records.
 
 Every request becomes a `ControllerResult` (controller_result.py): the metadata records to
@@ -49,7 +50,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.controller import (
-    acl_control, activation, config_control, producer_id_control, scram_control,
+    acl_control, activation, config_control, producer_id_control, quota_control,
+    scram_control,
 )
 from broker.controller.activation import LegacySource
 from broker.controller.cluster_control import ClusterControlManager
@@ -242,6 +244,12 @@ class QuorumController:
         del now_ms
         return self._records_result(
             *scram_control.alter_user_scram_credentials(self.image, body))
+
+    # --- client quotas (broker.controller.quota_control) ------------------------------
+
+    def alter_client_quotas(self, body: Any, now_ms: int) -> ControllerResult:
+        del now_ms
+        return self._records_result(*quota_control.alter_client_quotas(self.image, body))
 
     # --- ACLs (the records and answers are broker.controller.acl_control's) ------------
 

@@ -9,7 +9,7 @@ a count, then each framed metadata record (`protocol.metadata_records`) with its
 `dump-log` and the replay code read both alike. The records are written at the versions the
 controller writes, in an order the replay accepts: feature levels first (metadata.version
 leads, as in Kafka), then brokers, topics with their partitions, configs, the producer id
-block, SCRAM credentials and ACLs. A field the image does not keep (a registration's
+block, SCRAM credentials, ACLs and client quotas. A field the image does not keep (a registration's
 supported features, the broker that took the last producer id block) is written as
 Kafka's snapshot writers write it: empty, or -1.
 
@@ -80,6 +80,14 @@ def image_records(image: MetadataImage) -> Iterator[tuple[int, int, dict]]:
             "id": acl_id, "resource_type": a.resource_type, "resource_name": a.resource_name,
             "pattern_type": a.pattern_type, "principal": a.principal, "host": a.host,
             "operation": a.operation, "permission_type": a.permission_type}
+    def by_entity(item: tuple) -> list:  # a default (None) entity before the named ones
+        return [(t, n is not None, n or "") for t, n in item[0]]
+
+    for entity, quotas in sorted(image.client_quotas.items(), key=by_entity):
+        for quota_key, quota_value in sorted(quotas.items()):
+            yield T.CLIENT_QUOTA_RECORD, 0, {
+                "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+                "key": quota_key, "value": quota_value, "remove": False}
 
 
 def encode_snapshot(image: MetadataImage) -> bytes:

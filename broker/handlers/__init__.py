@@ -11,7 +11,7 @@ from __future__ import annotations
 from broker.handlers import (
     acls, api_versions, cluster, configs, consumer_group, delete_records, describe_producers,
     fetch, groups, leader_epoch, list_offsets, log_dirs, metadata, offsets, produce,
-    producer_id, reassignment, sasl, scram, share_fetch, share_group, share_offsets,
+    producer_id, quotas, reassignment, sasl, scram, share_fetch, share_group, share_offsets,
     share_state, telemetry, topics, transactions, txn_markers,
 )
 from broker.handlers.context import Handler
@@ -61,6 +61,8 @@ HANDLERS: dict[int, Handler] = {
     m.SASL_AUTHENTICATE: sasl.handle_authenticate,
     m.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.handle_describe,
     m.ALTER_USER_SCRAM_CREDENTIALS: scram.handle_alter,
+    m.DESCRIBE_CLIENT_QUOTAS: quotas.handle_describe,
+    m.ALTER_CLIENT_QUOTAS: quotas.handle_alter,
     m.DESCRIBE_TOPIC_PARTITIONS: metadata.handle_describe_topic_partitions,
     m.GET_TELEMETRY_SUBSCRIPTIONS: telemetry.handle_get_subscriptions,
     m.PUSH_TELEMETRY: telemetry.handle_push,

@@ -32,6 +32,21 @@ class RequestContext:
     # the connection the request came on (an opaque token): share sessions belong to the
     # connection that opened them and end when it closes
     connection: object = None
+    # client quotas: the throttle time the handler found (the server answers with it in
+    # throttle_time_ms and mutes the connection for it), and the time it spent waiting on
+    # others (a fetch's long poll, replicas, the controller), which request_percentage
+    # does not count as handling (on time.perf_counter, as the server measures handling)
+    throttle_ms: int = 0
+    waited_s: float = 0.0
+
+    @property
+    def user(self) -> str:
+        """The principal's name, as a user quota names it (broker.quotas)."""
+        return self.principal.partition(":")[2] or self.principal
+
+    @property
+    def client_id(self) -> str:
+        return self.request.header.client_id or ""
 
     @property
     def listener_name(self) -> str:

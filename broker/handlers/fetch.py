@@ -56,6 +56,7 @@ current_leader_epoch older or newer than ours is FENCED_LEADER_EPOCH or UNKNOWN_
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -194,9 +195,14 @@ async def handle(ctx: RequestContext) -> dict:
     keys = list(session.partitions) if fc.full else list(session.changed)
     session.changed.clear()
     fc.budget = body.get("max_bytes", 2**31 - 1)
-    quota = broker.replication_quotas.leader
-    if follower >= 0 and quota.active:
-        fc.throttle_budget = quota.burst_bytes()
+    throttle = broker.replication_quotas.leader  # KIP-73's, for followers
+    if follower >= 0 and throttle.active:
+        fc.throttle_budget = throttle.burst_bytes()
+    quotas = broker.metadata_cache.image.client_quotas if follower < 0 else None  # KIP-546's
+    if quotas:
+        window_max = broker.quotas.fetch.max_value_in_window(quotas, ctx.user, ctx.client_id)
+        if window_max is not None:
+            fc.budget = min(fc.budget, max(int(window_max), 1))
     _read(ctx, follower, fc, keys, allowed, arrival_ms=now_ms)
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     while fc.total < body.min_bytes and not fc.answer_now \
@@ -204,15 +210,36 @@ async def handle(ctx: RequestContext) -> dict:
         # a replica held back by the throttle is read again once the rate allows, rather
         # than at the follower's next fetch: the moves go on at the rate, not in bursts
         now = trio.current_time()
-        retry = now + max(quota.wait_s(now), THROTTLE_RETRY_S) if fc.held else deadline
+        retry = now + max(throttle.wait_s(now), THROTTLE_RETRY_S) if fc.held else deadline
+        waiting = time.perf_counter()  # request_percentage does not count the long poll
         woken = await _wait(ctx, fc, min(deadline, retry))
+        ctx.waited_s += time.perf_counter() - waiting
         if fc.held and trio.current_time() >= retry:
             woken = list(dict.fromkeys([*woken, *fc.held]))
         if woken:
             _read(ctx, follower, fc, woken, allowed)
+    if quotas and _throttled(ctx, fc, quotas):
+        return {"throttle_time_ms": ctx.throttle_ms, "error_code": ErrorCode.NONE,
+                "session_id": session.id if fc.cached else 0, "responses": []}
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
             "session_id": session.id if fc.cached else 0,
             "responses": _answer(ctx, fc)}
+
+
+def _throttled(ctx: RequestContext, fc: _Context, quotas: Any) -> bool:
+    """Record the records' bytes against consumer_byte_rate; over the quota, take them
+    back and answer without them, as Kafka's getThrottledResponse does: the session reads
+    the same partitions again at the next fetch, and the client asks again from the same
+    offsets once its throttle time has passed."""
+    fetch = ctx.broker.quotas.fetch
+    ctx.throttle_ms = fetch.record(quotas, ctx.user, ctx.client_id, fc.total,
+                                   ctx.broker.now_ms())
+    if ctx.throttle_ms <= 0:
+        return False
+    fetch.unrecord(quotas, ctx.user, ctx.client_id, fc.total)
+    if fc.cached:
+        fc.session.changed.update(fc.reads)
+    return True
 
 
 async def _wait(ctx: RequestContext, fc: _Context, deadline: float) -> list[Key]:

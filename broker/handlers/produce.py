@@ -35,6 +35,7 @@ go there without a Metadata round trip.
 from __future__ import annotations
 
 import struct
+import time
 
 import trio
 
@@ -123,7 +124,13 @@ async def handle(ctx: RequestContext) -> dict | None:
     for topic, index in appended:
         ctx.broker.notify_data_arrived(topic, index)
     if body.acks == -1 and awaiting:
+        waiting = time.perf_counter()
         await _wait_for_replicas(ctx, awaiting)
+        ctx.waited_s += time.perf_counter() - waiting
+    quotas = ctx.broker.metadata_cache.image.client_quotas
+    if quotas:  # producer_byte_rate counts the whole request, as Kafka's does
+        ctx.throttle_ms = ctx.broker.quotas.produce.record(
+            quotas, ctx.user, ctx.client_id, ctx.request.size, ctx.broker.now_ms())
     if body.acks == 0:
         failed = [(r["name"], pr["index"], ErrorCode(pr["error_code"]).name)
                   for r in responses for pr in r["partition_responses"] if pr["error_code"]]

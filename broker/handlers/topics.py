@@ -76,6 +76,43 @@ async def _await_visible(ctx: RequestContext, predicate: Callable[[MetadataCache
                                        deadline - trio.current_time())
 
 
+# -- controller_mutation_rate (KIP-599) --------------------------------------------------------
+
+# the versions from which a topic over the quota is refused with THROTTLING_QUOTA_EXCEEDED
+# (strict); before them every topic goes through and only the throttle time says (permissive)
+STRICT_MUTATION_QUOTA = {m.CREATE_TOPICS: 6, m.DELETE_TOPICS: 5, m.CREATE_PARTITIONS: 3}
+THROTTLED = "The throttling quota has been exceeded."
+
+
+def _mutation_quota(ctx: RequestContext, permits: list[tuple[str | None, int]]) -> set[str | None]:
+    """Count each topic's partitions created or deleted against the principal's
+    controller_mutation_rate, as Kafka's ControllerMutationQuotaManager does: a strict
+    quota (newer versions) refuses a topic while the rate is already over the quota and
+    lets the one that crosses it through; a permissive one refuses nothing. Returns the
+    topics refused, and leaves the throttle time in `ctx.throttle_ms`."""
+    quotas = ctx.broker.metadata_cache.image.client_quotas
+    if not quotas or ctx.body.get("validate_only", False):
+        return set()
+    manager = ctx.broker.quotas.controller_mutation
+    user, client_id = ctx.user, ctx.client_id
+    strict = ctx.version >= STRICT_MUTATION_QUOTA[ctx.request.api_key]
+    refused: set[str | None] = set()
+    for name, count in permits:
+        now_ms = ctx.broker.now_ms()
+        if strict and manager.check(quotas, user, client_id, now_ms) > 0:
+            refused.add(name)
+            continue
+        manager.record(quotas, user, client_id, count, now_ms)
+    ctx.throttle_ms = manager.check(quotas, user, client_id, ctx.broker.now_ms())
+    return refused
+
+
+def _partitions_asked(ctx: RequestContext, t: Any) -> int:
+    if t.get("assignments"):
+        return len(t.assignments)
+    return t.num_partitions if t.num_partitions > 0 else ctx.broker.config.num_partitions
+
+
 # -- CreateTopics ------------------------------------------------------------------------------
 
 def _requested_configs(t) -> dict[str, Any] | None:
@@ -131,8 +168,14 @@ async def handle_create_topics(ctx: RequestContext) -> dict:
     refused = [_topic_error(n, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
                for n in dict.fromkeys(t.name for t in body.topics if t.name in denied)]
     wanted = [t for t in body.topics if t.name not in denied]
+    throttled = _mutation_quota(ctx, [(t.name, _partitions_asked(ctx, t)) for t in wanted])
+    if throttled:
+        refused += [_topic_error(n, ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
+                    for n in dict.fromkeys(t.name for t in wanted if t.name in throttled)]
+        wanted = [t for t in wanted if t.name not in throttled]
+        denied = denied | frozenset(n for n in throttled if n is not None)
     if not wanted:
-        return {"throttle_time_ms": 0, "topics": refused}
+        return {"throttle_time_ms": ctx.throttle_ms, "topics": refused}
     forwarded = body if not denied else {
         "topics": wanted, "timeout_ms": body.timeout_ms,
         "validate_only": body.get("validate_only", False)}
@@ -150,7 +193,7 @@ async def handle_create_topics(ctx: RequestContext) -> dict:
     for out in results:
         if out["error_code"] == ErrorCode.NONE:
             _complete_created(ctx, out, by_name.get(out["name"]))
-    return {"throttle_time_ms": response.get("throttle_time_ms", 0), "topics": results}
+    return {"throttle_time_ms": ctx.throttle_ms, "topics": results}
 
 
 # -- DeleteTopics ------------------------------------------------------------------------------
@@ -191,6 +234,15 @@ async def handle_delete_topics(ctx: RequestContext) -> dict:
             forwarded.append((name, topic_id))
         results.append({"name": name, "topic_id": topic_id or ZERO_UUID,
                         **(refusal or _error(ErrorCode.NONE))})
+    throttled = _mutation_quota(ctx, [(n if n is not None else str(i),
+                                       _partition_count(cache, n, i)) for n, i in forwarded])
+    if throttled:
+        forwarded = [(n, i) for n, i in forwarded
+                     if (n if n is not None else str(i)) not in throttled]
+        for out in results:
+            key = out["name"] if out["name"] is not None else str(out["topic_id"])
+            if out["error_code"] == ErrorCode.NONE and key in throttled:
+                out.update(_error(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED))
     if forwarded:
         if ctx.version >= TOPIC_IDS:
             request: dict = {"topics": [{"name": n, "topic_id": i} for n, i in forwarded],
@@ -219,7 +271,12 @@ async def handle_delete_topics(ctx: RequestContext) -> dict:
         if deleted:
             await _await_visible(ctx, lambda c: all(_gone(c, n, i) for n, i in deleted),
                                  body.timeout_ms)
-    return {"throttle_time_ms": 0, "responses": results}
+    return {"throttle_time_ms": ctx.throttle_ms, "responses": results}
+
+
+def _partition_count(cache: MetadataCache, name: str | None, topic_id: Any) -> int:
+    info = cache.topic(name) if name is not None else cache.topic_by_id(topic_id)
+    return len(info.partitions) if info is not None else 0
 
 
 def _gone(cache: MetadataCache, name: str | None, topic_id: Any) -> bool:
@@ -237,8 +294,16 @@ async def handle_create_partitions(ctx: RequestContext) -> dict:
                                     "Authorization failed.")}
                for n in dict.fromkeys(t.name for t in body.topics if t.name in denied)]
     wanted = [t for t in body.topics if t.name not in denied]
+    cache = ctx.broker.metadata_cache
+    throttled = _mutation_quota(ctx, [(t.name, max(t.count - cache.partition_count(t.name), 0))
+                                      for t in wanted])
+    if throttled:
+        refused += [{"name": n, **_error(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)}
+                    for n in dict.fromkeys(t.name for t in wanted if t.name in throttled)]
+        wanted = [t for t in wanted if t.name not in throttled]
+        denied = denied | frozenset(n for n in throttled if n is not None)
     if not wanted:
-        return {"throttle_time_ms": 0, "results": refused}
+        return {"throttle_time_ms": ctx.throttle_ms, "results": refused}
     forwarded = body if not denied else {
         "topics": wanted, "timeout_ms": body.timeout_ms, "validate_only": body.validate_only}
     response = await _forward(ctx, m.CREATE_PARTITIONS, forwarded)
@@ -254,4 +319,4 @@ async def handle_create_partitions(ctx: RequestContext) -> dict:
         await _await_visible(
             ctx, lambda c: all(c.partition_count(n) >= count for n, count in grown),
             body.timeout_ms, tuple(n for n, _ in grown))
-    return {"throttle_time_ms": response.get("throttle_time_ms", 0), "results": results}
+    return {"throttle_time_ms": ctx.throttle_ms, "results": results}

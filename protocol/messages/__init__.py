@@ -23,8 +23,9 @@ from construct import Container
 
 from protocol.messages import (
     api_versions, cluster, configs, consumer_group, delete_records, fetch, group, leader_epoch,
-    list_offsets, log_dirs, metadata, offsets, produce, producer_id, quorum, reassignment,
-    security, share, share_group, share_offsets, share_state, telemetry, topics, transactions,
+    list_offsets, log_dirs, metadata, offsets, produce, producer_id, quorum, quotas,
+    reassignment, security, share, share_group, share_offsets, share_state, telemetry, topics,
+    transactions,
 )
 from protocol.schema import Message
 
@@ -92,6 +93,8 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(security.DescribeUserScramCredentialsRequest,
          security.DescribeUserScramCredentialsResponse),
     _api(security.AlterUserScramCredentialsRequest, security.AlterUserScramCredentialsResponse),
+    _api(quotas.DescribeClientQuotasRequest, quotas.DescribeClientQuotasResponse),
+    _api(quotas.AlterClientQuotasRequest, quotas.AlterClientQuotasResponse),
     _api(metadata.DescribeTopicPartitionsRequest, metadata.DescribeTopicPartitionsResponse),
     _api(telemetry.GetTelemetrySubscriptionsRequest, telemetry.GetTelemetrySubscriptionsResponse),
     _api(telemetry.PushTelemetryRequest, telemetry.PushTelemetryResponse),
@@ -205,6 +208,8 @@ SASL_HANDSHAKE = _key(security.SaslHandshakeRequest)
 SASL_AUTHENTICATE = _key(security.SaslAuthenticateRequest)
 DESCRIBE_USER_SCRAM_CREDENTIALS = _key(security.DescribeUserScramCredentialsRequest)
 ALTER_USER_SCRAM_CREDENTIALS = _key(security.AlterUserScramCredentialsRequest)
+DESCRIBE_CLIENT_QUOTAS = _key(quotas.DescribeClientQuotasRequest)
+ALTER_CLIENT_QUOTAS = _key(quotas.AlterClientQuotasRequest)
 DESCRIBE_TOPIC_PARTITIONS = _key(metadata.DescribeTopicPartitionsRequest)
 GET_TELEMETRY_SUBSCRIPTIONS = _key(telemetry.GetTelemetrySubscriptionsRequest)
 PUSH_TELEMETRY = _key(telemetry.PushTelemetryRequest)

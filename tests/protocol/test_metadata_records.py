@@ -59,6 +59,10 @@ SAMPLES: dict[T, dict] = {
         "pattern_type": 4, "principal": "User:alice", "host": "*", "operation": 3,
         "permission_type": 3},
     T.REMOVE_ACCESS_CONTROL_ENTRY_RECORD: {"id": uuid.UUID(int=5)},
+    T.CLIENT_QUOTA_RECORD: {
+        "entity": [{"entity_type": "user", "entity_name": "alice"},
+                   {"entity_type": "client-id", "entity_name": None}],
+        "key": "producer_byte_rate", "value": 1024.5, "remove": True},
 }
 
 

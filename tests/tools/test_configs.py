@@ -55,9 +55,25 @@ def test_entity_options_in_both_spellings():
                       "broker is its id"),
                      (("--describe", "--entity-type", "topics", "--entity-default"),
                       "brokers only"),
-                     (("--describe", "--entity-type", "users"), "minibroker users")]:
+                     (("--alter", "--entity-type", "users", "--entity-name", "u",
+                       "--add-config", "SCRAM-SHA-256=[password=p]"), "minibroker users"),
+                     (("--describe", "--entity-type", "users", "--entity-type", "users"),
+                      "given twice"),
+                     (("--describe", "--entity-type", "ips", "--entity-type", "users"),
+                      "cannot be combined"),
+                     (("--describe", "--entity-type", "clients", "--entity-name", "a",
+                       "--entity-name", "b"), "more --entity-name"),
+                     (("--describe", "--entity-type", "topics", "--entity-type", "clients"),
+                      "only client quotas")]:
         with pytest.raises(ValueError, match=why):
             resolved(*bad)
+    # client quotas: types and names (or defaults) paired in order, a missing name: any
+    assert resolved("--describe", "--entity-type", "users") == ("quota", [("user", True)])
+    assert resolved("--alter", "--entity-type", "users", "--entity-name", "alice",
+                    "--entity-type", "clients", "--entity-default") == (
+        "quota", [("user", "alice"), ("client-id", None)])
+    assert resolved("--alter", "--entity-type", "clients", "--entity-default") == (
+        "quota", [("client-id", None)])
     err = io.StringIO()
     assert configs.run(_args("--describe"), io.StringIO(), err) == 2
     assert err.getvalue().startswith("minibroker configs: --entity-type")
@@ -200,3 +216,13 @@ async def test_group_configs_are_described_altered_and_applied(inproc, autojump_
         assert await _tool(admin, "--describe", "--group", "g") == \
             "Dynamic configs for group g are:\n"
         assert coordinator.session_timeout_ms("g") == 45000
+
+
+def test_quota_describe_lines_as_kafka_configs_prints_them():
+    from tools.quotas import describe_line
+    assert describe_line((("client-id", "c1"),), {"producer_byte_rate": 1024.0}) == \
+        "Quota configs for client-id 'c1' are producer_byte_rate=1024.0"
+    assert describe_line((("client-id", None), ("user", "alice")),
+                         {"request_percentage": 50.0, "consumer_byte_rate": 2048.0}) == (
+        "Quota configs for user-principal 'alice', the default client-id are "
+        "request_percentage=50.0, consumer_byte_rate=2048.0")
