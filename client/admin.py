@@ -4,7 +4,8 @@ Owns: `AdminClient` and the plain dataclasses it takes and returns (`NewTopic`,
 `CreatedTopic`, `TopicListing`, `TopicDescription`, `PartitionInfo`, `ConfigResource`,
 `ConfigEntry`, `GroupListing`, `GroupDescription`, `MemberDescription`,
 `ConsumerGroupDescription`, `ConsumerGroupMemberDescription`, `ClusterDescription`,
-`QuorumInfo`, `ReplicaState`, `AclBinding`, `AclBindingFilter`, `TransactionListing`,
+`QuorumInfo`, `ReplicaState`, `FeatureUpdate`, `FeatureMetadata`, `AclBinding`,
+`AclBindingFilter`, `TransactionListing`,
 `TransactionDescription`, `ProducerState`).
 
     async with AdminClient(bootstrap_servers="127.0.0.1:9092") as admin:
@@ -24,6 +25,8 @@ Owns: `AdminClient` and the plain dataclasses it takes and returns (`NewTopic`,
         await admin.delete_topics(["orders"])
         await admin.describe_cluster()    # cluster id, active controller, brokers and racks
         await admin.describe_quorum()     # the metadata quorum: leader, epoch, voters' lag
+        await admin.describe_features()   # FeatureMetadata: finalized levels, supported ranges
+        await admin.update_features({"group.version": FeatureUpdate(0, "safe_downgrade")})
         await admin.create_acls([AclBinding(2, "orders", 3, "User:alice", "*", 3, 3)])
         await admin.describe_acls(AclBindingFilter(resource_type=2))  # [AclBinding]
         await admin.delete_acls([AclBindingFilter(principal="User:alice")])  # what went
@@ -75,19 +78,19 @@ from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
     ALTER_PARTITION_REASSIGNMENTS, ALTER_SHARE_GROUP_OFFSETS, ALTER_USER_SCRAM_CREDENTIALS,
-    CONSUMER_GROUP_DESCRIBE, CREATE_ACLS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_ACLS,
-    DELETE_GROUPS, DELETE_RECORDS, DELETE_SHARE_GROUP_OFFSETS, DELETE_TOPICS, DESCRIBE_ACLS,
-    DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, DESCRIBE_GROUPS, DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS,
-    DESCRIBE_QUORUM, DESCRIBE_SHARE_GROUP_OFFSETS, DESCRIBE_TRANSACTIONS,
+    API_VERSIONS, CONSUMER_GROUP_DESCRIBE, CREATE_ACLS, CREATE_PARTITIONS, CREATE_TOPICS,
+    DELETE_ACLS, DELETE_GROUPS, DELETE_RECORDS, DELETE_SHARE_GROUP_OFFSETS, DELETE_TOPICS,
+    DESCRIBE_ACLS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, DESCRIBE_GROUPS, DESCRIBE_LOG_DIRS,
+    DESCRIBE_PRODUCERS, DESCRIBE_QUORUM, DESCRIBE_SHARE_GROUP_OFFSETS, DESCRIBE_TRANSACTIONS,
     DESCRIBE_USER_SCRAM_CREDENTIALS, INCREMENTAL_ALTER_CONFIGS, LIST_GROUPS, LIST_OFFSETS,
     LIST_PARTITION_REASSIGNMENTS, LIST_TRANSACTIONS, OFFSET_COMMIT, OFFSET_DELETE,
-    SHARE_GROUP_DESCRIBE, WRITE_TXN_MARKERS,
+    SHARE_GROUP_DESCRIBE, UPDATE_FEATURES, WRITE_TXN_MARKERS,
 )
 from protocol.primitives import ZERO_UUID
 from protocol.sasl import SCRAM_BY_ID, SCRAM_MECHANISMS
 
 __all__ = ["AclBinding", "AclBindingFilter", "AdminClient", "AlterConfigOp", "ClusterDescription", "ConfigEntry", "ConfigResource", "CreatedTopic",
-           "ConsumerGroupDescription", "ConsumerGroupMemberDescription", "GroupDescription", "GroupListing", "MemberDescription", "NewTopic", "PartitionInfo",
+           "ConsumerGroupDescription", "ConsumerGroupMemberDescription", "FeatureMetadata", "FeatureUpdate", "GroupDescription", "GroupListing", "MemberDescription", "NewTopic", "PartitionInfo",
            "ProducerState", "QuorumInfo", "ReplicaState", "ScramCredentialInfo", "TopicDescription",
            "TopicListing", "TransactionDescription", "TransactionListing",
            "UserScramCredentialDeletion", "UserScramCredentialUpsertion"]
@@ -294,6 +297,29 @@ class GroupDescription:
     protocol: str  # the chosen assignor ("range", "cooperative-sticky", ...) when stable
     members: tuple[MemberDescription, ...]
     coordinator: int
+
+
+@dataclass(frozen=True)
+class FeatureUpdate:
+    """One UpdateFeatures change (Kafka's FeatureUpdate): the new level, and how it may
+    move: "upgrade", "safe_downgrade" or "unsafe_downgrade"."""
+
+    max_version_level: int
+    upgrade_type: str = "upgrade"
+
+    TYPES: ClassVar[dict[str, int]] = {"upgrade": 1, "safe_downgrade": 2,
+                                       "unsafe_downgrade": 3}
+
+
+@dataclass(frozen=True)
+class FeatureMetadata:
+    """What describe_features reads from ApiVersions v3+ (Kafka's FeatureMetadata): the
+    cluster's finalized levels and their epoch (None when unknown), and the ranges the
+    broker asked supports."""
+
+    finalized: dict[str, int]
+    finalized_epoch: int | None
+    supported: dict[str, tuple[int, int]]
 
 
 @dataclass(frozen=True)
@@ -1140,6 +1166,56 @@ class AdminClient:
             out[node_id] = await self._retrying(f"DescribeLogDirs({node_id})", attempt,
                                                 timeout_ms)
         return out
+
+    async def describe_features(self, *, timeout_ms: int | None = None) -> FeatureMetadata:
+        """The cluster's finalized feature levels and a broker's supported ranges, from
+        ApiVersions v3+ (KIP-584; Kafka's Admin.describeFeatures)."""
+        async def attempt() -> FeatureMetadata:
+            conn = await self.pool.least_loaded()
+            resp = await conn.request(API_VERSIONS, {
+                "client_software_name": "minibroker-admin", "client_software_version": "1"})
+            if resp.api_version < 3:
+                raise IncompatibleBrokerVersion("the broker does not report features "
+                                                "(ApiVersions v3+)")
+            body = resp.body
+            if body.error_code != ErrorCode.NONE:
+                raise for_code(body.error_code, "ApiVersions")
+            epoch = body.finalized_features_epoch
+            return FeatureMetadata(
+                {f.name: f.max_version_level for f in body.finalized_features or []},
+                epoch if epoch >= 0 else None,
+                {f.name: (f.min_version, f.max_version) for f in body.supported_features or []})
+
+        return await self._retrying("DescribeFeatures", attempt, timeout_ms)
+
+    async def update_features(self, updates: Mapping[str, FeatureUpdate], *,
+                              validate_only: bool = False,
+                              timeout_ms: int | None = None) -> None:
+        """Finalize feature levels (UpdateFeatures, KIP-584/KIP-778): all or none; the
+        controller's refusal (INVALID_UPDATE_VERSION with its reason) is raised."""
+        unknown = [u.upgrade_type for u in updates.values()
+                   if u.upgrade_type not in FeatureUpdate.TYPES]
+        if unknown:
+            raise ValueError(f"unknown upgrade type {unknown[0]!r}: one of "
+                             f"{', '.join(FeatureUpdate.TYPES)}")
+
+        async def attempt() -> None:
+            conn = await self.pool.least_loaded()
+            resp = await conn.request(UPDATE_FEATURES, {
+                "timeout_ms": self._op_timeout(timeout_ms), "validate_only": validate_only,
+                "feature_updates": [
+                    {"feature": name, "max_version_level": u.max_version_level,
+                     "allow_downgrade": u.upgrade_type != "upgrade",
+                     "upgrade_type": FeatureUpdate.TYPES[u.upgrade_type]}
+                    for name, u in updates.items()]})
+            body = resp.body
+            if body.error_code != ErrorCode.NONE:
+                raise for_code(body.error_code, body.error_message or "UpdateFeatures")
+            for r in body.get("results") or []:
+                if r.error_code != ErrorCode.NONE:
+                    raise for_code(r.error_code, r.error_message or f"UpdateFeatures {r.feature}")
+
+        await self._retrying("UpdateFeatures", attempt, timeout_ms)
 
     async def describe_quorum(self, *, timeout_ms: int | None = None) -> QuorumInfo:
         """The metadata quorum (KIP-595) as its leader sees it, from DescribeQuorum."""

@@ -25,10 +25,11 @@ ALLOCATE_PRODUCER_IDS = 67
 ALTER_PARTITION = 56
 CREATE_ACLS, DELETE_ACLS = 30, 31
 ALTER_USER_SCRAM_CREDENTIALS = 51
+UPDATE_FEATURES = 57
 
 ADMIN_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS,
                         INCREMENTAL_ALTER_CONFIGS, ELECT_LEADERS, CREATE_ACLS, DELETE_ACLS,
-                        ALTER_PARTITION_REASSIGNMENTS,
+                        ALTER_PARTITION_REASSIGNMENTS, UPDATE_FEATURES,
                         ALTER_USER_SCRAM_CREDENTIALS})
 BROKER_APIS = frozenset({BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER,
                          ALLOCATE_PRODUCER_IDS, ALTER_PARTITION})
@@ -53,6 +54,8 @@ def _operation(api_key: int, body: Any, *, own_broker: bool = False):
         return lambda c, now, _off: c.delete_acls(body, now)
     if api_key == ALTER_USER_SCRAM_CREDENTIALS:
         return lambda c, now, _off: c.alter_user_scram_credentials(body, now)
+    if api_key == UPDATE_FEATURES:
+        return lambda c, now, _off: c.update_features(body, now)
     if api_key == BROKER_REGISTRATION:
         return lambda c, now, offset: c.register_broker(body, now, offset,
                                                         own_broker=own_broker)

@@ -21,8 +21,10 @@ or `replay` over many), after Kafka's `MetadataImage` and the deltas that produc
 - the next producer id block (ProducerIdsRecord) and feature levels (FeatureLevelRecord, level
   0 removing the feature); NoOpRecord changes nothing;
 - SCRAM credentials by (user, mechanism) (UserScramCredentialRecord replaces one,
-  RemoveUserScramCredentialRecord drops it) and ACLs by id (AccessControlEntryRecord,
-  RemoveAccessControlEntryRecord): what every broker authenticates and authorizes with.
+  RemoveUserScramCredentialRecord drops it), delegation tokens by id
+  (DelegationTokenRecord adds or renews one, RemoveDelegationTokenRecord drops it) and ACLs
+  by id (AccessControlEntryRecord, RemoveAccessControlEntryRecord): what every broker
+  authenticates and authorizes with.
 
 A record naming a topic, partition or broker the image does not hold raises
 `MetadataImageError`: the log is inconsistent and replaying past it would hide that.
@@ -153,6 +155,21 @@ class ScramCredential:
 
 
 @dataclass(frozen=True)
+class DelegationToken:
+    """One delegation token as DelegationTokenRecord carries it (Kafka's TokenInformation):
+    principals as "User:name" strings, times in epoch milliseconds. Its HMAC is not kept:
+    it is computed from the token id and the cluster's secret (broker.security.tokens)."""
+
+    token_id: str
+    owner: str
+    requester: str
+    renewers: tuple[str, ...]
+    issue_timestamp: int
+    max_timestamp: int
+    expiration_timestamp: int
+
+
+@dataclass(frozen=True)
 class AclBinding:
     """One access control entry on one resource pattern, as AccessControlEntryRecord
     carries it (Kafka's AclBinding; the numbers are Kafka's ResourceType, PatternType,
@@ -182,6 +199,8 @@ class MetadataImage:
     scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(
         default_factory=lambda: _frozen({}))
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: _frozen({}))
+    delegation_tokens: Mapping[str, DelegationToken] = field(
+        default_factory=lambda: _frozen({}))
 
     # --- replay -------------------------------------------------------------------------
 
@@ -480,6 +499,18 @@ def _remove_acl(acls: dict, body: Any) -> None:
         raise MetadataImageError(f"cannot remove ACL {body.id}: no such ACL")
 
 
+def _set_delegation_token(tokens: dict, body: Any) -> None:
+    tokens[body.token_id] = DelegationToken(
+        body.token_id, body.owner, body.requester, tuple(body.renewers),
+        body.issue_timestamp, body.max_timestamp, body.expiration_timestamp)
+
+
+def _remove_delegation_token(tokens: dict, body: Any) -> None:
+    # Kafka's DelegationTokenControlManager tolerates removing a token already gone (an
+    # expiry and an ExpireDelegationToken may both name it)
+    tokens.pop(body.token_id, None)
+
+
 _PARTITION_RECORDS = frozenset({T.PARTITION_RECORD, T.PARTITION_CHANGE_RECORD})
 
 _BULK: dict[int, tuple[str, Callable[[dict, Any], None]]] = {
@@ -488,6 +519,8 @@ _BULK: dict[int, tuple[str, Callable[[dict, Any], None]]] = {
     T.ACCESS_CONTROL_ENTRY_RECORD: ("acls", _add_acl),
     T.REMOVE_ACCESS_CONTROL_ENTRY_RECORD: ("acls", _remove_acl),
     T.CONFIG_RECORD: ("configs", _set_config),
+    T.DELEGATION_TOKEN_RECORD: ("delegation_tokens", _set_delegation_token),
+    T.REMOVE_DELEGATION_TOKEN_RECORD: ("delegation_tokens", _remove_delegation_token),
 }
 # how a working copy becomes an image's mapping again (default: frozen as it is)
 _FREEZE: dict[str, Callable[[dict], Mapping]] = {"configs": _freeze_configs}

@@ -14,6 +14,8 @@ managers, each a module of its own:
 - `config_control` (ConfigurationControlManager): IncrementalAlterConfigs;
 - `scram_control` (ScramControlManager), `acl_control` (AclControlManager),
   `producer_id_control` (ProducerIdControlManager);
+- `features` (FeatureControlManager): UpdateFeatures, and the levels a new cluster
+  finalizes;
 - `activation` (ActivationRecordsGenerator): the bootstrap and migration records.
 
 Every request becomes a `ControllerResult` (controller_result.py): the metadata records to
@@ -49,7 +51,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.controller import (
-    acl_control, activation, config_control, producer_id_control, scram_control,
+    acl_control, activation, config_control, features, producer_id_control, scram_control,
 )
 from broker.controller.activation import LegacySource
 from broker.controller.cluster_control import ClusterControlManager
@@ -242,6 +244,13 @@ class QuorumController:
         del now_ms
         return self._records_result(
             *scram_control.alter_user_scram_credentials(self.image, body))
+
+    # --- feature levels (broker.controller.features) ------------------------------------
+
+    def update_features(self, body: Any, now_ms: int) -> ControllerResult:
+        del now_ms
+        return self._records_result(
+            *features.update_features(self.image, body, self.settings.node_id))
 
     # --- ACLs (the records and answers are broker.controller.acl_control's) ------------
 

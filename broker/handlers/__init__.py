@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from broker.handlers import (
     acls, api_versions, cluster, configs, consumer_group, delete_records, describe_producers,
-    fetch, groups, leader_epoch, list_offsets, log_dirs, metadata, offsets, produce,
+    features, fetch, groups, leader_epoch, list_offsets, log_dirs, metadata, offsets, produce,
     producer_id, reassignment, sasl, scram, share_fetch, share_group, share_offsets,
     share_state, telemetry, topics, transactions, txn_markers,
 )
@@ -46,6 +46,7 @@ HANDLERS: dict[int, Handler] = {
     m.ALTER_CONFIGS: configs.handle_alter_configs,
     m.DELETE_RECORDS: delete_records.handle,
     m.DESCRIBE_LOG_DIRS: log_dirs.handle,
+    m.UPDATE_FEATURES: features.handle,
     m.ALTER_PARTITION_REASSIGNMENTS: reassignment.handle_alter,
     m.LIST_PARTITION_REASSIGNMENTS: reassignment.handle_list,
     m.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,

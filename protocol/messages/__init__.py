@@ -22,9 +22,10 @@ from typing import NamedTuple
 from construct import Container
 
 from protocol.messages import (
-    api_versions, cluster, configs, consumer_group, delete_records, fetch, group, leader_epoch,
-    list_offsets, log_dirs, metadata, offsets, produce, producer_id, quorum, reassignment,
-    security, share, share_group, share_offsets, share_state, telemetry, topics, transactions,
+    api_versions, cluster, configs, consumer_group, delegation_tokens, delete_records, features,
+    fetch, group, leader_epoch, list_offsets, log_dirs, metadata, offsets, produce, producer_id,
+    quorum, reassignment, security, share, share_group, share_offsets, share_state, telemetry,
+    topics, transactions,
 )
 from protocol.schema import Message
 
@@ -78,6 +79,7 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(reassignment.ListPartitionReassignmentsRequest,
          reassignment.ListPartitionReassignmentsResponse),
     _api(log_dirs.DescribeLogDirsRequest, log_dirs.DescribeLogDirsResponse),
+    _api(features.UpdateFeaturesRequest, features.UpdateFeaturesResponse),
     _api(configs.AlterConfigsRequest, configs.AlterConfigsResponse),
     _api(configs.IncrementalAlterConfigsRequest, configs.IncrementalAlterConfigsResponse),
     _api(consumer_group.ConsumerGroupHeartbeatRequest,
@@ -136,7 +138,16 @@ CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
 
 # Client APIs declared, at every version Kafka defines as stable, but not served yet: no
 # handler, not advertised, refused by the client-facing listener like any unknown key.
-PENDING_APIS: dict[int, Api] = {}
+PENDING_APIS: dict[int, Api] = {a.key: a for a in (
+    _api(delegation_tokens.CreateDelegationTokenRequest,
+         delegation_tokens.CreateDelegationTokenResponse),
+    _api(delegation_tokens.RenewDelegationTokenRequest,
+         delegation_tokens.RenewDelegationTokenResponse),
+    _api(delegation_tokens.ExpireDelegationTokenRequest,
+         delegation_tokens.ExpireDelegationTokenResponse),
+    _api(delegation_tokens.DescribeDelegationTokenRequest,
+         delegation_tokens.DescribeDelegationTokenResponse),
+)}
 assert not APIS.keys() & CONTROLLER_APIS.keys(), "an API is either served or not"
 assert not (APIS.keys() | CONTROLLER_APIS.keys()) & PENDING_APIS.keys(), "an API is in one place"
 
@@ -163,6 +174,11 @@ DELETE_RECORDS = _key(delete_records.DeleteRecordsRequest)
 ALTER_PARTITION_REASSIGNMENTS = _key(reassignment.AlterPartitionReassignmentsRequest)
 LIST_PARTITION_REASSIGNMENTS = _key(reassignment.ListPartitionReassignmentsRequest)
 DESCRIBE_LOG_DIRS = _key(log_dirs.DescribeLogDirsRequest)
+UPDATE_FEATURES = _key(features.UpdateFeaturesRequest)
+CREATE_DELEGATION_TOKEN = _key(delegation_tokens.CreateDelegationTokenRequest)
+RENEW_DELEGATION_TOKEN = _key(delegation_tokens.RenewDelegationTokenRequest)
+EXPIRE_DELEGATION_TOKEN = _key(delegation_tokens.ExpireDelegationTokenRequest)
+DESCRIBE_DELEGATION_TOKEN = _key(delegation_tokens.DescribeDelegationTokenRequest)
 ALTER_CONFIGS = _key(configs.AlterConfigsRequest)
 INCREMENTAL_ALTER_CONFIGS = _key(configs.IncrementalAlterConfigsRequest)
 CREATE_PARTITIONS = _key(topics.CreatePartitionsRequest)

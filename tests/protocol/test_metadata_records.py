@@ -58,6 +58,11 @@ SAMPLES: dict[T, dict] = {
         "pattern_type": 4, "principal": "User:alice", "host": "*", "operation": 3,
         "permission_type": 3},
     T.REMOVE_ACCESS_CONTROL_ENTRY_RECORD: {"id": uuid.UUID(int=5)},
+    T.DELEGATION_TOKEN_RECORD: {
+        "owner": "User:alice", "requester": "User:bob", "renewers": ["User:carol"],
+        "issue_timestamp": 1000, "max_timestamp": 9000, "expiration_timestamp": 5000,
+        "token_id": "tok-1"},
+    T.REMOVE_DELEGATION_TOKEN_RECORD: {"token_id": "tok-1"},
 }
 
 
