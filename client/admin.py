@@ -4,7 +4,8 @@ Owns: `AdminClient` and the plain dataclasses it takes and returns (`NewTopic`,
 `CreatedTopic`, `TopicListing`, `TopicDescription`, `PartitionInfo`, `ConfigResource`,
 `ConfigEntry`, `GroupListing`, `GroupDescription`, `MemberDescription`,
 `ConsumerGroupDescription`, `ConsumerGroupMemberDescription`, `ClusterDescription`,
-`QuorumInfo`, `ReplicaState`, `FeatureUpdate`, `FeatureMetadata`, `AclBinding`,
+`QuorumInfo`, `ReplicaState`, `FeatureUpdate`, `FeatureMetadata`, `DelegationToken`,
+`AclBinding`,
 `AclBindingFilter`, `TransactionListing`,
 `TransactionDescription`, `ProducerState`).
 
@@ -27,6 +28,10 @@ Owns: `AdminClient` and the plain dataclasses it takes and returns (`NewTopic`,
         await admin.describe_quorum()     # the metadata quorum: leader, epoch, voters' lag
         await admin.describe_features()   # FeatureMetadata: finalized levels, supported ranges
         await admin.update_features({"group.version": FeatureUpdate(0, "safe_downgrade")})
+        token = await admin.create_delegation_token(renewers=["User:bob"])  # over SASL/mTLS
+        await admin.renew_delegation_token(token.hmac)   # the new expiry
+        await admin.describe_delegation_token()          # [DelegationToken]
+        await admin.expire_delegation_token(token.hmac)  # -1: at once
         await admin.create_acls([AclBinding(2, "orders", 3, "User:alice", "*", 3, 3)])
         await admin.describe_acls(AclBindingFilter(resource_type=2))  # [AclBinding]
         await admin.delete_acls([AclBindingFilter(principal="User:alice")])  # what went
@@ -78,19 +83,21 @@ from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
     ALTER_PARTITION_REASSIGNMENTS, ALTER_SHARE_GROUP_OFFSETS, ALTER_USER_SCRAM_CREDENTIALS,
-    API_VERSIONS, CONSUMER_GROUP_DESCRIBE, CREATE_ACLS, CREATE_PARTITIONS, CREATE_TOPICS,
-    DELETE_ACLS, DELETE_GROUPS, DELETE_RECORDS, DELETE_SHARE_GROUP_OFFSETS, DELETE_TOPICS,
-    DESCRIBE_ACLS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, DESCRIBE_GROUPS, DESCRIBE_LOG_DIRS,
+    API_VERSIONS, CONSUMER_GROUP_DESCRIBE, CREATE_ACLS, CREATE_DELEGATION_TOKEN,
+    CREATE_PARTITIONS, CREATE_TOPICS, DELETE_ACLS, DELETE_GROUPS, DELETE_RECORDS,
+    DELETE_SHARE_GROUP_OFFSETS, DELETE_TOPICS, DESCRIBE_ACLS, DESCRIBE_CLUSTER,
+    DESCRIBE_CONFIGS, DESCRIBE_DELEGATION_TOKEN, DESCRIBE_GROUPS, DESCRIBE_LOG_DIRS,
     DESCRIBE_PRODUCERS, DESCRIBE_QUORUM, DESCRIBE_SHARE_GROUP_OFFSETS, DESCRIBE_TRANSACTIONS,
-    DESCRIBE_USER_SCRAM_CREDENTIALS, INCREMENTAL_ALTER_CONFIGS, LIST_GROUPS, LIST_OFFSETS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS, EXPIRE_DELEGATION_TOKEN, INCREMENTAL_ALTER_CONFIGS,
+    LIST_GROUPS, LIST_OFFSETS,
     LIST_PARTITION_REASSIGNMENTS, LIST_TRANSACTIONS, OFFSET_COMMIT, OFFSET_DELETE,
-    SHARE_GROUP_DESCRIBE, UPDATE_FEATURES, WRITE_TXN_MARKERS,
+    RENEW_DELEGATION_TOKEN, SHARE_GROUP_DESCRIBE, UPDATE_FEATURES, WRITE_TXN_MARKERS,
 )
 from protocol.primitives import ZERO_UUID
 from protocol.sasl import SCRAM_BY_ID, SCRAM_MECHANISMS
 
 __all__ = ["AclBinding", "AclBindingFilter", "AdminClient", "AlterConfigOp", "ClusterDescription", "ConfigEntry", "ConfigResource", "CreatedTopic",
-           "ConsumerGroupDescription", "ConsumerGroupMemberDescription", "FeatureMetadata", "FeatureUpdate", "GroupDescription", "GroupListing", "MemberDescription", "NewTopic", "PartitionInfo",
+           "ConsumerGroupDescription", "ConsumerGroupMemberDescription", "DelegationToken", "FeatureMetadata", "FeatureUpdate", "GroupDescription", "GroupListing", "MemberDescription", "NewTopic", "PartitionInfo",
            "ProducerState", "QuorumInfo", "ReplicaState", "ScramCredentialInfo", "TopicDescription",
            "TopicListing", "TransactionDescription", "TransactionListing",
            "UserScramCredentialDeletion", "UserScramCredentialUpsertion"]
@@ -107,6 +114,12 @@ _RESOURCE_TYPES = {"topic": 2, "broker": 4, "group": 32}
 _DEFAULT_CONFIG_SOURCE = 5
 # The KRaft metadata log, the one partition DescribeQuorum describes
 _METADATA_TOPIC = "__cluster_metadata"
+
+
+def _principal(principal: str) -> tuple[str, str]:
+    """"User:alice" -> ("User", "alice"); a bare name is a User."""
+    kind, sep, name = principal.partition(":")
+    return (kind, name) if sep else ("User", principal)
 
 
 # -- what goes in and comes out ----------------------------------------------------------
@@ -320,6 +333,22 @@ class FeatureMetadata:
     finalized: dict[str, int]
     finalized_epoch: int | None
     supported: dict[str, tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class DelegationToken:
+    """A delegation token (KIP-48; Kafka's DelegationToken and TokenInformation): log in
+    with SCRAM as `token_id`, the password `base64(hmac)`, and `tokenauth="true"` in
+    sasl_jaas_config. Principals as "User:name", times in epoch milliseconds."""
+
+    token_id: str
+    hmac: bytes
+    owner: str
+    requester: str
+    renewers: tuple[str, ...]
+    issue_timestamp_ms: int
+    expiry_timestamp_ms: int
+    max_timestamp_ms: int
 
 
 @dataclass(frozen=True)
@@ -1216,6 +1245,81 @@ class AdminClient:
                     raise for_code(r.error_code, r.error_message or f"UpdateFeatures {r.feature}")
 
         await self._retrying("UpdateFeatures", attempt, timeout_ms)
+
+    async def create_delegation_token(self, *, renewers: Iterable[str] = (),
+                                      max_lifetime_ms: int = -1, owner: str | None = None,
+                                      timeout_ms: int | None = None) -> DelegationToken:
+        """CreateDelegationToken: a token for this connection's principal, or for `owner`
+        ("User:name", which needs CREATE_TOKENS on that user); `renewers` may renew it;
+        max_lifetime_ms -1 takes the broker's delegation.token.max.lifetime.ms."""
+        renewer_list = [dict(zip(("principal_type", "principal_name"), _principal(r)))
+                        for r in renewers]
+        owner_type, owner_name = _principal(owner) if owner else (None, None)
+
+        async def attempt() -> DelegationToken:
+            conn = await self.pool.least_loaded()
+            resp = await conn.request(CREATE_DELEGATION_TOKEN, {
+                "owner_principal_type": owner_type, "owner_principal_name": owner_name,
+                "renewers": renewer_list, "max_lifetime_ms": max_lifetime_ms})
+            b = resp.body
+            if b.error_code != ErrorCode.NONE:
+                raise for_code(b.error_code, "CreateDelegationToken")
+            requester = (f"{b.token_requester_principal_type}:{b.token_requester_principal_name}"
+                         if b.get("token_requester_principal_name") else "")
+            return DelegationToken(
+                b.token_id, bytes(b.hmac), f"{b.principal_type}:{b.principal_name}", requester,
+                tuple(f"{r['principal_type']}:{r['principal_name']}" for r in renewer_list),
+                b.issue_timestamp_ms, b.expiry_timestamp_ms, b.max_timestamp_ms)
+
+        return await self._retrying("CreateDelegationToken", attempt, timeout_ms)
+
+    async def renew_delegation_token(self, hmac: bytes, *, renew_period_ms: int = -1,
+                                     timeout_ms: int | None = None) -> int:
+        """RenewDelegationToken: the token's new expiry (epoch ms)."""
+        return await self._token_change(RENEW_DELEGATION_TOKEN, "RenewDelegationToken", {
+            "hmac": hmac, "renew_period_ms": renew_period_ms}, timeout_ms)
+
+    async def expire_delegation_token(self, hmac: bytes, *, expiry_time_period_ms: int = -1,
+                                      timeout_ms: int | None = None) -> int:
+        """ExpireDelegationToken: expire the token after the period, at once (removed)
+        when it is negative; the new expiry (epoch ms)."""
+        return await self._token_change(EXPIRE_DELEGATION_TOKEN, "ExpireDelegationToken", {
+            "hmac": hmac, "expiry_time_period_ms": expiry_time_period_ms}, timeout_ms)
+
+    async def _token_change(self, api_key: int, what: str, body: dict,
+                            timeout_ms: int | None) -> int:
+        async def attempt() -> int:
+            conn = await self.pool.least_loaded()
+            resp = await conn.request(api_key, body)
+            if resp.body.error_code != ErrorCode.NONE:
+                raise for_code(resp.body.error_code, what)
+            return resp.body.expiry_timestamp_ms
+
+        return await self._retrying(what, attempt, timeout_ms)
+
+    async def describe_delegation_token(self, owners: Iterable[str] | None = None, *,
+                                        timeout_ms: int | None = None
+                                        ) -> list[DelegationToken]:
+        """DescribeDelegationToken: the tokens of `owners` ("User:name"; None: every owner)
+        this principal owns, may renew or may describe."""
+        owner_list = (None if owners is None else
+                      [dict(zip(("principal_type", "principal_name"), _principal(o)))
+                       for o in owners])
+
+        async def attempt() -> list[DelegationToken]:
+            conn = await self.pool.least_loaded()
+            resp = await conn.request(DESCRIBE_DELEGATION_TOKEN, {"owners": owner_list})
+            b = resp.body
+            if b.error_code != ErrorCode.NONE:
+                raise for_code(b.error_code, "DescribeDelegationToken")
+            return [DelegationToken(
+                t.token_id, bytes(t.hmac), f"{t.principal_type}:{t.principal_name}",
+                (f"{t.token_requester_principal_type}:{t.token_requester_principal_name}"
+                 if t.get("token_requester_principal_name") else ""),
+                tuple(f"{r.principal_type}:{r.principal_name}" for r in t.renewers),
+                t.issue_timestamp, t.expiry_timestamp, t.max_timestamp) for t in b.tokens]
+
+        return await self._retrying("DescribeDelegationToken", attempt, timeout_ms)
 
     async def describe_quorum(self, *, timeout_ms: int | None = None) -> QuorumInfo:
         """The metadata quorum (KIP-595) as its leader sees it, from DescribeQuorum."""

@@ -22,10 +22,10 @@ from typing import NamedTuple
 from construct import Container
 
 from protocol.messages import (
-    api_versions, cluster, configs, consumer_group, delegation_tokens, delete_records, features,
-    fetch, group, leader_epoch, list_offsets, log_dirs, metadata, offsets, produce, producer_id,
-    quorum, reassignment, security, share, share_group, share_offsets, share_state, telemetry,
-    topics, transactions,
+    api_versions, cluster, configs, consumer_group, delegation_tokens, delete_records, envelope,
+    features, fetch, group, leader_epoch, list_offsets, log_dirs, metadata, offsets, produce,
+    producer_id, quorum, reassignment, security, share, share_group, share_offsets, share_state,
+    telemetry, topics, transactions,
 )
 from protocol.schema import Message
 
@@ -80,6 +80,14 @@ APIS: dict[int, Api] = {a.key: a for a in (
          reassignment.ListPartitionReassignmentsResponse),
     _api(log_dirs.DescribeLogDirsRequest, log_dirs.DescribeLogDirsResponse),
     _api(features.UpdateFeaturesRequest, features.UpdateFeaturesResponse),
+    _api(delegation_tokens.CreateDelegationTokenRequest,
+         delegation_tokens.CreateDelegationTokenResponse),
+    _api(delegation_tokens.RenewDelegationTokenRequest,
+         delegation_tokens.RenewDelegationTokenResponse),
+    _api(delegation_tokens.ExpireDelegationTokenRequest,
+         delegation_tokens.ExpireDelegationTokenResponse),
+    _api(delegation_tokens.DescribeDelegationTokenRequest,
+         delegation_tokens.DescribeDelegationTokenResponse),
     _api(configs.AlterConfigsRequest, configs.AlterConfigsResponse),
     _api(configs.IncrementalAlterConfigsRequest, configs.IncrementalAlterConfigsResponse),
     _api(consumer_group.ConsumerGroupHeartbeatRequest,
@@ -134,20 +142,12 @@ CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
     _api(cluster.UnregisterBrokerRequest, cluster.UnregisterBrokerResponse),
     _api(cluster.AllocateProducerIdsRequest, cluster.AllocateProducerIdsResponse),
     _api(cluster.AlterPartitionRequest, cluster.AlterPartitionResponse),
+    _api(envelope.EnvelopeRequest, envelope.EnvelopeResponse),
 )}
 
 # Client APIs declared, at every version Kafka defines as stable, but not served yet: no
 # handler, not advertised, refused by the client-facing listener like any unknown key.
-PENDING_APIS: dict[int, Api] = {a.key: a for a in (
-    _api(delegation_tokens.CreateDelegationTokenRequest,
-         delegation_tokens.CreateDelegationTokenResponse),
-    _api(delegation_tokens.RenewDelegationTokenRequest,
-         delegation_tokens.RenewDelegationTokenResponse),
-    _api(delegation_tokens.ExpireDelegationTokenRequest,
-         delegation_tokens.ExpireDelegationTokenResponse),
-    _api(delegation_tokens.DescribeDelegationTokenRequest,
-         delegation_tokens.DescribeDelegationTokenResponse),
-)}
+PENDING_APIS: dict[int, Api] = {}
 assert not APIS.keys() & CONTROLLER_APIS.keys(), "an API is either served or not"
 assert not (APIS.keys() | CONTROLLER_APIS.keys()) & PENDING_APIS.keys(), "an API is in one place"
 
@@ -205,6 +205,7 @@ BROKER_HEARTBEAT = _key(cluster.BrokerHeartbeatRequest)
 UNREGISTER_BROKER = _key(cluster.UnregisterBrokerRequest)
 ALLOCATE_PRODUCER_IDS = _key(cluster.AllocateProducerIdsRequest)
 ALTER_PARTITION = _key(cluster.AlterPartitionRequest)
+ENVELOPE = _key(envelope.EnvelopeRequest)
 CONSUMER_GROUP_HEARTBEAT = _key(consumer_group.ConsumerGroupHeartbeatRequest)
 CONSUMER_GROUP_DESCRIBE = _key(consumer_group.ConsumerGroupDescribeRequest)
 DESCRIBE_ACLS = _key(security.DescribeAclsRequest)
