@@ -226,7 +226,7 @@ class Broker:
                              segments_recovered=r.segments_recovered,
                              log_end_offset=r.log_end_offset, duration_ms=r.duration_ms)
         self.runtime = build_quorum(self.config, self.addresses, self.legacy, self.events.emit,
-                                    self.fs)
+                                    self.fs, self.now_ms)
         self.runtime.listeners.append(self.apply_metadata)
         self.runtime.leader_listeners.append(self._on_quorum_leader)
         self.controller_channel.runtime = self.runtime

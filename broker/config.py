@@ -129,6 +129,16 @@ BROKER_PROPERTIES = _props(
          "Principals allowed everything, separated by semicolons (User:admin;User:broker)."),
     Prop("allow.everyone.if.no.acl.found", "bool", False,
          "With an authorizer: allow an operation on a resource that no ACL matches."),
+    Prop("delegation.token.secret.key", "str", None,
+         "The secret delegation tokens' HMACs are keyed with, the same on every node; unset: "
+         "delegation tokens are off (DELEGATION_TOKEN_AUTH_DISABLED)."),
+    Prop("delegation.token.max.lifetime.ms", "int", 604800000,
+         "The longest a delegation token lives, renewals included.", minimum=1),
+    Prop("delegation.token.expiry.time.ms", "int", 86400000,
+         "How long a delegation token lives from its creation or last renewal.", minimum=1),
+    Prop("delegation.token.expiry.check.interval.ms", "int", 3600000,
+         "How often the controller removes the delegation tokens whose expiry passed.",
+         minimum=1),
     Prop("broker.rack", "str", None, "This broker's rack, for rack-aware replica placement."),
     Prop("controller.quorum.election.timeout.ms", "int", 1000,
          "Time without a leader before a voter stands for election.", minimum=1),
@@ -632,6 +642,10 @@ class BrokerConfig:
     authorizer_class_name = _Typed(str)
     super_users = _Typed(str)
     allow_everyone_if_no_acl_found = _Typed(bool)
+    delegation_token_secret_key = _Nullable(str)
+    delegation_token_max_lifetime_ms = _Typed(int)
+    delegation_token_expiry_time_ms = _Typed(int)
+    delegation_token_expiry_check_interval_ms = _Typed(int)
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]

@@ -47,6 +47,7 @@ import trio
 
 from broker import timeouts
 from broker.config import BrokerConfig
+from broker.controller import features
 from broker.controller_channel import ControllerChannel, ControllerUnavailable
 from broker.listeners import SECURITY_PROTOCOL_IDS, NodeAddresses
 from broker.log_dirs import LogDirFailureChannel
@@ -56,7 +57,6 @@ from protocol.messages import BROKER_HEARTBEAT, BROKER_REGISTRATION, request_bod
 
 log = logging.getLogger("minibroker.lifecycle")
 
-METADATA_VERSION = ("metadata.version", 1, 21)
 # the first versions with previous_broker_epoch (KIP-966) and offline_log_dirs
 REGISTRATION_VERSION, HEARTBEAT_VERSION = 3, 1
 # how soon a registration refused as a duplicate is tried again (Kafka backs off from 100 ms
@@ -105,8 +105,9 @@ class BrokerLifecycle:
             "listeners": [{"name": e.name, "host": e.host, "port": e.port,
                            "security_protocol": SECURITY_PROTOCOL_IDS[e.security_protocol]}
                           for e in self.addresses.advertised],
-            "features": [{"name": METADATA_VERSION[0], "min_supported_version": METADATA_VERSION[1],
-                          "max_supported_version": METADATA_VERSION[2]}],
+            "features": [{"name": name, "min_supported_version": low,
+                          "max_supported_version": high}
+                         for name, (low, high) in features.SUPPORTED.items()],
             "rack": self.config.broker_rack, "is_migrating_zk_broker": False,
             "log_dirs": self.log_dirs.dir_ids() if self.log_dirs is not None else [],
             "previous_broker_epoch": self.previous_broker_epoch,

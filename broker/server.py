@@ -105,6 +105,9 @@ class _Session:
     # client waits it out itself (KIP-219); the loop mutes the connection for it
     throttle_ms: int = 0
     client_throttles: bool = True
+    # logged in with a delegation token, which may not ask for tokens itself (Kafka's
+    # KafkaPrincipal.tokenAuthenticated)
+    token_authenticated: bool = False
 
 
 class ListenError(Exception):
@@ -150,7 +153,9 @@ class Server:
                 if secured is None:
                     return
                 stream, principal = secured
-            gate = (SaslGate(security, lambda: self.broker.metadata_cache.image)
+            gate = (SaslGate(security, lambda: self.broker.metadata_cache.image,
+                             self.broker.config.delegation_token_secret_key,
+                             self.broker.now_ms)
                     if security is not None and security.uses_sasl else None)
             # before a SASL login a frame may be no larger than sasl.server.max.receive.size
             max_frame = (gate.security.max_receive_size if gate is not None
@@ -340,6 +345,7 @@ class Server:
                 self._login_failed(session, gate, answer.failure)
                 return False
         session.principal = gate.principal
+        session.token_authenticated = gate.token_authenticated
         session.gate = None
         conn.max_frame = self.broker.config.socket_request_max_bytes
         log.debug("%s authenticated as %s with %s on listener %s", session.peer,

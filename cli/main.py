@@ -5,6 +5,7 @@ foreground, broker.main), `bench` (benchmarks, bench.cli), `analyze` (the Spark 
 tools.analyze), `chaos` (the fault harness, bench.chaos.cli), `sim` (the whole-cluster
 simulation, sim.cli), `dump-log` (tools.dump_log), `delete-records` (tools.delete_records),
 `log-dirs` (tools.log_dirs), `reassign-partitions` (tools.reassign_partitions),
+`features` (tools.features), `delegation-tokens` (tools.delegation_tokens),
 `acls` (tools.acls), `groups` (tools.groups), `share-groups` (tools.share_groups), `topics`
 (tools.topics), `configs` (tools.configs), `transactions` (tools.transactions), `cluster` and `metadata-quorum`
 (tools.cluster), `produce` and `consume` (console producer and consumer on the client
@@ -48,14 +49,19 @@ def build_parser() -> argparse.ArgumentParser:
         passthrough.add_argument("rest", nargs=argparse.REMAINDER)
         passthrough.set_defaults(func=lambda a, run=run: run(a.rest))
 
-    from tools import (acls, cluster, configs, consume, delete_records, dump_log, groups,
-                       log_dirs, produce, reassign_partitions, share_groups, topics,
-                       transactions, users)
+    from tools import (acls, cluster, configs, consume, delegation_tokens, delete_records,
+                       dump_log, features, groups, log_dirs, produce, reassign_partitions,
+                       share_groups, topics, transactions, users)
     for name, tool, description in (
             ("acls", acls, "add, remove and list ACLs (kafka-acls)"),
             ("delete-records", delete_records, "delete records below given offsets "
                                                "(kafka-delete-records)"),
             ("dump-log", dump_log, "print the batches and records of log segments"),
+            ("delegation-tokens", delegation_tokens, "create, renew, expire and describe "
+                                                     "delegation tokens "
+                                                     "(kafka-delegation-tokens)"),
+            ("features", features, "describe, upgrade and downgrade the cluster's feature "
+                                   "levels (kafka-features)"),
             ("log-dirs", log_dirs, "describe the brokers' log directories (kafka-log-dirs)"),
             ("reassign-partitions", reassign_partitions, "move partitions' replicas between "
                                                          "brokers (kafka-reassign-partitions)"),

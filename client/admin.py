@@ -4,7 +4,9 @@ Owns: `AdminClient` and the plain dataclasses it takes and returns (`NewTopic`,
 `CreatedTopic`, `TopicListing`, `TopicDescription`, `PartitionInfo`, `ConfigResource`,
 `ConfigEntry`, `GroupListing`, `GroupDescription`, `MemberDescription`,
 `ConsumerGroupDescription`, `ConsumerGroupMemberDescription`, `ClusterDescription`,
-`QuorumInfo`, `ReplicaState`, `AclBinding`, `AclBindingFilter`, `TransactionListing`,
+`QuorumInfo`, `ReplicaState`, `FeatureUpdate`, `FeatureMetadata`, `DelegationToken`,
+`AclBinding`,
+`AclBindingFilter`, `TransactionListing`,
 `TransactionDescription`, `ProducerState`).
 
     async with AdminClient(bootstrap_servers="127.0.0.1:9092") as admin:
@@ -25,6 +27,12 @@ Owns: `AdminClient` and the plain dataclasses it takes and returns (`NewTopic`,
         await admin.describe_cluster()    # cluster id, active controller, brokers and racks
         await admin.describe_quorum()     # the metadata quorum: leader, epoch, voters' lag
         await admin.unregister_broker(3)  # a decommissioned (stopped) broker's registration
+        await admin.describe_features()   # FeatureMetadata: finalized levels, supported ranges
+        await admin.update_features({"group.version": FeatureUpdate(0, "safe_downgrade")})
+        token = await admin.create_delegation_token(renewers=["User:bob"])  # over SASL/mTLS
+        await admin.renew_delegation_token(token.hmac)   # the new expiry
+        await admin.describe_delegation_token()          # [DelegationToken]
+        await admin.expire_delegation_token(token.hmac)  # -1: at once
         await admin.create_acls([AclBinding(2, "orders", 3, "User:alice", "*", 3, 3)])
         await admin.describe_acls(AclBindingFilter(resource_type=2))  # [AclBinding]
         await admin.delete_acls([AclBindingFilter(principal="User:alice")])  # what went
@@ -77,21 +85,23 @@ from client.types import Node, TopicPartition
 from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
-    ALTER_CLIENT_QUOTAS, ALTER_PARTITION_REASSIGNMENTS, ALTER_SHARE_GROUP_OFFSETS,
-    ALTER_USER_SCRAM_CREDENTIALS, CONSUMER_GROUP_DESCRIBE, CREATE_ACLS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_ACLS,
-    DELETE_GROUPS, DELETE_RECORDS, DELETE_SHARE_GROUP_OFFSETS, DELETE_TOPICS, DESCRIBE_ACLS,
-    DESCRIBE_CLIENT_QUOTAS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, DESCRIBE_GROUPS, DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS,
+    ADD_RAFT_VOTER, ALTER_CLIENT_QUOTAS, ALTER_PARTITION_REASSIGNMENTS,
+    ALTER_SHARE_GROUP_OFFSETS, ALTER_USER_SCRAM_CREDENTIALS, API_VERSIONS,
+    CONSUMER_GROUP_DESCRIBE, CREATE_ACLS, CREATE_DELEGATION_TOKEN, CREATE_PARTITIONS,
+    CREATE_TOPICS, DELETE_ACLS, DELETE_GROUPS, DELETE_RECORDS, DELETE_SHARE_GROUP_OFFSETS,
+    DELETE_TOPICS, DESCRIBE_ACLS, DESCRIBE_CLIENT_QUOTAS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS,
+    DESCRIBE_DELEGATION_TOKEN, DESCRIBE_GROUPS, DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS,
     DESCRIBE_QUORUM, DESCRIBE_SHARE_GROUP_OFFSETS, DESCRIBE_TRANSACTIONS,
-    DESCRIBE_USER_SCRAM_CREDENTIALS, INCREMENTAL_ALTER_CONFIGS, LIST_GROUPS, LIST_OFFSETS,
-    LIST_PARTITION_REASSIGNMENTS, LIST_TRANSACTIONS, OFFSET_COMMIT, OFFSET_DELETE,
-    SHARE_GROUP_DESCRIBE, UNREGISTER_BROKER, WRITE_TXN_MARKERS, ADD_RAFT_VOTER,
-    REMOVE_RAFT_VOTER,
+    DESCRIBE_USER_SCRAM_CREDENTIALS, EXPIRE_DELEGATION_TOKEN, INCREMENTAL_ALTER_CONFIGS,
+    LIST_GROUPS, LIST_OFFSETS, LIST_PARTITION_REASSIGNMENTS, LIST_TRANSACTIONS, OFFSET_COMMIT,
+    OFFSET_DELETE, REMOVE_RAFT_VOTER, RENEW_DELEGATION_TOKEN, SHARE_GROUP_DESCRIBE,
+    UNREGISTER_BROKER, UPDATE_FEATURES, WRITE_TXN_MARKERS,
 )
 from protocol.primitives import ZERO_UUID
 from protocol.sasl import SCRAM_BY_ID, SCRAM_MECHANISMS
 
 __all__ = ["AclBinding", "AclBindingFilter", "AdminClient", "AlterConfigOp", "ClusterDescription", "ConfigEntry", "ConfigResource", "CreatedTopic",
-           "ConsumerGroupDescription", "ConsumerGroupMemberDescription", "GroupDescription", "GroupListing", "MemberDescription", "NewTopic", "PartitionInfo",
+           "ConsumerGroupDescription", "ConsumerGroupMemberDescription", "DelegationToken", "FeatureMetadata", "FeatureUpdate", "GroupDescription", "GroupListing", "MemberDescription", "NewTopic", "PartitionInfo",
            "ProducerState", "QuorumInfo", "ReplicaState", "ScramCredentialInfo", "TopicDescription",
            "TopicListing", "TransactionDescription", "TransactionListing",
            "UserScramCredentialDeletion", "UserScramCredentialUpsertion"]
@@ -108,6 +118,12 @@ _RESOURCE_TYPES = {"topic": 2, "broker": 4, "group": 32}
 _DEFAULT_CONFIG_SOURCE = 5
 # The KRaft metadata log, the one partition DescribeQuorum describes
 _METADATA_TOPIC = "__cluster_metadata"
+
+
+def _principal(principal: str) -> tuple[str, str]:
+    """"User:alice" -> ("User", "alice"); a bare name is a User."""
+    kind, sep, name = principal.partition(":")
+    return (kind, name) if sep else ("User", principal)
 
 
 # -- what goes in and comes out ----------------------------------------------------------
@@ -298,6 +314,45 @@ class GroupDescription:
     protocol: str  # the chosen assignor ("range", "cooperative-sticky", ...) when stable
     members: tuple[MemberDescription, ...]
     coordinator: int
+
+
+@dataclass(frozen=True)
+class FeatureUpdate:
+    """One UpdateFeatures change (Kafka's FeatureUpdate): the new level, and how it may
+    move: "upgrade", "safe_downgrade" or "unsafe_downgrade"."""
+
+    max_version_level: int
+    upgrade_type: str = "upgrade"
+
+    TYPES: ClassVar[dict[str, int]] = {"upgrade": 1, "safe_downgrade": 2,
+                                       "unsafe_downgrade": 3}
+
+
+@dataclass(frozen=True)
+class FeatureMetadata:
+    """What describe_features reads from ApiVersions v3+ (Kafka's FeatureMetadata): the
+    cluster's finalized levels and their epoch (None when unknown), and the ranges the
+    broker asked supports."""
+
+    finalized: dict[str, int]
+    finalized_epoch: int | None
+    supported: dict[str, tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class DelegationToken:
+    """A delegation token (KIP-48; Kafka's DelegationToken and TokenInformation): log in
+    with SCRAM as `token_id`, the password `base64(hmac)`, and `tokenauth="true"` in
+    sasl_jaas_config. Principals as "User:name", times in epoch milliseconds."""
+
+    token_id: str
+    hmac: bytes
+    owner: str
+    requester: str
+    renewers: tuple[str, ...]
+    issue_timestamp_ms: int
+    expiry_timestamp_ms: int
+    max_timestamp_ms: int
 
 
 @dataclass(frozen=True)
@@ -1160,6 +1215,131 @@ class AdminClient:
             out[node_id] = await self._retrying(f"DescribeLogDirs({node_id})", attempt,
                                                 timeout_ms)
         return out
+
+    async def describe_features(self, *, timeout_ms: int | None = None) -> FeatureMetadata:
+        """The cluster's finalized feature levels and a broker's supported ranges, from
+        ApiVersions v3+ (KIP-584; Kafka's Admin.describeFeatures)."""
+        async def attempt() -> FeatureMetadata:
+            conn = await self.pool.least_loaded()
+            resp = await conn.request(API_VERSIONS, {
+                "client_software_name": "minibroker-admin", "client_software_version": "1"})
+            if resp.api_version < 3:
+                raise IncompatibleBrokerVersion("the broker does not report features "
+                                                "(ApiVersions v3+)")
+            body = resp.body
+            if body.error_code != ErrorCode.NONE:
+                raise for_code(body.error_code, "ApiVersions")
+            epoch = body.finalized_features_epoch
+            return FeatureMetadata(
+                {f.name: f.max_version_level for f in body.finalized_features or []},
+                epoch if epoch >= 0 else None,
+                {f.name: (f.min_version, f.max_version) for f in body.supported_features or []})
+
+        return await self._retrying("DescribeFeatures", attempt, timeout_ms)
+
+    async def update_features(self, updates: Mapping[str, FeatureUpdate], *,
+                              validate_only: bool = False,
+                              timeout_ms: int | None = None) -> None:
+        """Finalize feature levels (UpdateFeatures, KIP-584/KIP-778): all or none; the
+        controller's refusal (INVALID_UPDATE_VERSION with its reason) is raised."""
+        unknown = [u.upgrade_type for u in updates.values()
+                   if u.upgrade_type not in FeatureUpdate.TYPES]
+        if unknown:
+            raise ValueError(f"unknown upgrade type {unknown[0]!r}: one of "
+                             f"{', '.join(FeatureUpdate.TYPES)}")
+
+        async def attempt() -> None:
+            conn = await self.pool.least_loaded()
+            resp = await conn.request(UPDATE_FEATURES, {
+                "timeout_ms": self._op_timeout(timeout_ms), "validate_only": validate_only,
+                "feature_updates": [
+                    {"feature": name, "max_version_level": u.max_version_level,
+                     "allow_downgrade": u.upgrade_type != "upgrade",
+                     "upgrade_type": FeatureUpdate.TYPES[u.upgrade_type]}
+                    for name, u in updates.items()]})
+            body = resp.body
+            if body.error_code != ErrorCode.NONE:
+                raise for_code(body.error_code, body.error_message or "UpdateFeatures")
+            for r in body.get("results") or []:
+                if r.error_code != ErrorCode.NONE:
+                    raise for_code(r.error_code, r.error_message or f"UpdateFeatures {r.feature}")
+
+        await self._retrying("UpdateFeatures", attempt, timeout_ms)
+
+    async def create_delegation_token(self, *, renewers: Iterable[str] = (),
+                                      max_lifetime_ms: int = -1, owner: str | None = None,
+                                      timeout_ms: int | None = None) -> DelegationToken:
+        """CreateDelegationToken: a token for this connection's principal, or for `owner`
+        ("User:name", which needs CREATE_TOKENS on that user); `renewers` may renew it;
+        max_lifetime_ms -1 takes the broker's delegation.token.max.lifetime.ms."""
+        renewer_list = [dict(zip(("principal_type", "principal_name"), _principal(r)))
+                        for r in renewers]
+        owner_type, owner_name = _principal(owner) if owner else (None, None)
+
+        async def attempt() -> DelegationToken:
+            conn = await self.pool.least_loaded()
+            resp = await conn.request(CREATE_DELEGATION_TOKEN, {
+                "owner_principal_type": owner_type, "owner_principal_name": owner_name,
+                "renewers": renewer_list, "max_lifetime_ms": max_lifetime_ms})
+            b = resp.body
+            if b.error_code != ErrorCode.NONE:
+                raise for_code(b.error_code, "CreateDelegationToken")
+            requester = (f"{b.token_requester_principal_type}:{b.token_requester_principal_name}"
+                         if b.get("token_requester_principal_name") else "")
+            return DelegationToken(
+                b.token_id, bytes(b.hmac), f"{b.principal_type}:{b.principal_name}", requester,
+                tuple(f"{r['principal_type']}:{r['principal_name']}" for r in renewer_list),
+                b.issue_timestamp_ms, b.expiry_timestamp_ms, b.max_timestamp_ms)
+
+        return await self._retrying("CreateDelegationToken", attempt, timeout_ms)
+
+    async def renew_delegation_token(self, hmac: bytes, *, renew_period_ms: int = -1,
+                                     timeout_ms: int | None = None) -> int:
+        """RenewDelegationToken: the token's new expiry (epoch ms)."""
+        return await self._token_change(RENEW_DELEGATION_TOKEN, "RenewDelegationToken", {
+            "hmac": hmac, "renew_period_ms": renew_period_ms}, timeout_ms)
+
+    async def expire_delegation_token(self, hmac: bytes, *, expiry_time_period_ms: int = -1,
+                                      timeout_ms: int | None = None) -> int:
+        """ExpireDelegationToken: expire the token after the period, at once (removed)
+        when it is negative; the new expiry (epoch ms)."""
+        return await self._token_change(EXPIRE_DELEGATION_TOKEN, "ExpireDelegationToken", {
+            "hmac": hmac, "expiry_time_period_ms": expiry_time_period_ms}, timeout_ms)
+
+    async def _token_change(self, api_key: int, what: str, body: dict,
+                            timeout_ms: int | None) -> int:
+        async def attempt() -> int:
+            conn = await self.pool.least_loaded()
+            resp = await conn.request(api_key, body)
+            if resp.body.error_code != ErrorCode.NONE:
+                raise for_code(resp.body.error_code, what)
+            return resp.body.expiry_timestamp_ms
+
+        return await self._retrying(what, attempt, timeout_ms)
+
+    async def describe_delegation_token(self, owners: Iterable[str] | None = None, *,
+                                        timeout_ms: int | None = None
+                                        ) -> list[DelegationToken]:
+        """DescribeDelegationToken: the tokens of `owners` ("User:name"; None: every owner)
+        this principal owns, may renew or may describe."""
+        owner_list = (None if owners is None else
+                      [dict(zip(("principal_type", "principal_name"), _principal(o)))
+                       for o in owners])
+
+        async def attempt() -> list[DelegationToken]:
+            conn = await self.pool.least_loaded()
+            resp = await conn.request(DESCRIBE_DELEGATION_TOKEN, {"owners": owner_list})
+            b = resp.body
+            if b.error_code != ErrorCode.NONE:
+                raise for_code(b.error_code, "DescribeDelegationToken")
+            return [DelegationToken(
+                t.token_id, bytes(t.hmac), f"{t.principal_type}:{t.principal_name}",
+                (f"{t.token_requester_principal_type}:{t.token_requester_principal_name}"
+                 if t.get("token_requester_principal_name") else ""),
+                tuple(f"{r.principal_type}:{r.principal_name}" for r in t.renewers),
+                t.issue_timestamp, t.expiry_timestamp, t.max_timestamp) for t in b.tokens]
+
+        return await self._retrying("DescribeDelegationToken", attempt, timeout_ms)
 
     async def describe_quorum(self, *, timeout_ms: int | None = None) -> QuorumInfo:
         """The metadata quorum (KIP-595) as its leader sees it, from DescribeQuorum."""

@@ -335,11 +335,13 @@ class BrokerConnection:
         if credentials is not None:
             await self._sasl_login(*credentials)
 
-    async def _sasl_login(self, mechanism: str, username: str, password: str) -> None:
-        """SaslHandshake v1, then the mechanism's tokens in SaslAuthenticate requests."""
+    async def _sasl_login(self, mechanism: str, username: str, password: str,
+                          token_auth: bool = False) -> None:
+        """SaslHandshake v1, then the mechanism's tokens in SaslAuthenticate requests
+        (`token_auth`: a delegation token's SCRAM login, KIP-48)."""
         version = pick_version(SASL_AUTHENTICATE,
                                *self.api_versions.get(SASL_AUTHENTICATE, (0, 1))) or 0
-        login = SaslLogin(mechanism, username, password, version)
+        login = SaslLogin(mechanism, username, password, version, token_auth=token_auth)
         try:
             while (request := login.request()) is not None:
                 login.response((await self._roundtrip(*request)).body)

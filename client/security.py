@@ -5,7 +5,9 @@ certificates trusted, `ssl_truststore_location` or `ssl_truststore_certificates`
 system's; a PEM key store for mutual TLS; the host name check unless
 `ssl_endpoint_identification_algorithm` is empty), `sasl_credentials` (the mechanism and
 the username/password, from `sasl_username`/`sasl_password` as librdkafka spells them or
-from `sasl_jaas_config` as Java does) and `SecurityConfigError`.
+from `sasl_jaas_config` as Java does, whose `tokenauth="true"` logs in with a delegation
+token: the username is the token id, the password its HMAC in base64) and
+`SecurityConfigError`.
 
 BrokerConnection wraps the stream in TLS right after connecting, and logs in with
 SaslHandshake v1 and SaslAuthenticate right after ApiVersions, before it reports ready.
@@ -51,11 +53,12 @@ def tls_context(config: ClientConfig) -> ssl.SSLContext | None:
     return ctx
 
 
-def sasl_credentials(config: ClientConfig) -> tuple[str, str, str] | None:
-    """(mechanism, username, password) on a SASL listener, else None."""
+def sasl_credentials(config: ClientConfig) -> tuple[str, str, str, bool] | None:
+    """(mechanism, username, password, token_auth) on a SASL listener, else None."""
     if config.security_protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
         return None
     username, password = config.sasl_username, config.sasl_password
+    token_auth = False
     if config.sasl_jaas_config:
         try:
             options = parse_jaas(config.sasl_jaas_config)[1]
@@ -63,7 +66,10 @@ def sasl_credentials(config: ClientConfig) -> tuple[str, str, str] | None:
             raise SecurityConfigError(f"sasl_jaas_config: {e}") from None
         username = options.get("username", username)
         password = options.get("password", password)
+        token_auth = options.get("tokenauth", "").lower() == "true"
     if not username or password is None:
         raise SecurityConfigError(f"security_protocol {config.security_protocol} needs "
                                   "sasl_username and sasl_password (or sasl_jaas_config)")
-    return config.sasl_mechanism, username, password
+    if token_auth and config.sasl_mechanism not in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        raise SecurityConfigError("tokenauth (a delegation token) needs a SCRAM sasl_mechanism")
+    return config.sasl_mechanism, username, password, token_auth

@@ -182,6 +182,24 @@ RemoveUserScramCredentialRecord = Message(
         F("mechanism", "int8"),
     ])
 
+# a delegation token (KIP-48) as the controller issued it; the HMAC is not kept, since every
+# node computes it again from the token id and delegation.token.secret.key
+DelegationTokenRecord = Message(
+    "DelegationTokenRecord", api_key=10, valid="0", flexible="0+", fields=[
+        F("owner", "string"),
+        F("requester", "string"),
+        F("renewers", "[]string"),
+        F("issue_timestamp", "int64"),
+        F("max_timestamp", "int64"),
+        F("expiration_timestamp", "int64"),
+        F("token_id", "string"),
+    ])
+
+RemoveDelegationTokenRecord = Message(
+    "RemoveDelegationTokenRecord", api_key=26, valid="0", flexible="0+", fields=[
+        F("token_id", "string"),
+    ])
+
 AccessControlEntryRecord = Message(
     "AccessControlEntryRecord", api_key=18, valid="0", flexible="0+", fields=[
         F("id", "uuid"),
@@ -226,6 +244,7 @@ class MetadataRecordType(enum.IntEnum):
     FENCE_BROKER_RECORD = 7
     UNFENCE_BROKER_RECORD = 8
     REMOVE_TOPIC_RECORD = 9
+    DELEGATION_TOKEN_RECORD = 10
     USER_SCRAM_CREDENTIAL_RECORD = 11
     FEATURE_LEVEL_RECORD = 12
     CLIENT_QUOTA_RECORD = 14
@@ -235,6 +254,7 @@ class MetadataRecordType(enum.IntEnum):
     REMOVE_ACCESS_CONTROL_ENTRY_RECORD = 19
     NO_OP_RECORD = 20
     REMOVE_USER_SCRAM_CREDENTIAL_RECORD = 22
+    REMOVE_DELEGATION_TOKEN_RECORD = 26
 
 
 METADATA_RECORDS: dict[MetadataRecordType, Message] = {
@@ -243,7 +263,8 @@ METADATA_RECORDS: dict[MetadataRecordType, Message] = {
         FenceBrokerRecord, UnfenceBrokerRecord, RemoveTopicRecord, FeatureLevelRecord,
         ProducerIdsRecord, BrokerRegistrationChangeRecord, NoOpRecord,
         UserScramCredentialRecord, RemoveUserScramCredentialRecord, AccessControlEntryRecord,
-        RemoveAccessControlEntryRecord, ClientQuotaRecord)
+        RemoveAccessControlEntryRecord, ClientQuotaRecord, DelegationTokenRecord,
+        RemoveDelegationTokenRecord)
     if m.api_key is not None
 }
 

@@ -9,6 +9,11 @@ client side of either (`SaslClient`), the client's whole login as Kafka requests
 nonces are handed in by the caller (or drawn from `secrets`), credentials are looked up
 through a function the caller gives.
 
+Delegation tokens (KIP-48) log in with SCRAM: the client-first message carries the
+extension `tokenauth=true` after the nonce, the user name is the token id and the password
+the token's HMAC in base64 (`token_password`); the server then looks the token up rather
+than a user (`ScramServer`'s `token_lookup`) and the connection is the token owner's.
+
 Kafka's rules kept here: a SCRAM credential has 4096 to 16384 iterations (ScramMechanism's
 minimum; AlterUserScramCredentials refuses more); the server's nonce extends the client's,
 and a client-final message that does not repeat the combined nonce, or the channel-binding
@@ -132,17 +137,45 @@ def _text(token: bytes) -> str:
         raise SaslError("the token is not UTF-8") from None
 
 
+TOKEN_AUTH = "tokenauth"  # the SCRAM extension of a delegation token login
+
+
+def token_password(hmac_bytes: bytes) -> str:
+    """A delegation token's SCRAM password: its HMAC in base64, as Kafka's clients send it."""
+    return _b64(hmac_bytes)
+
+
+def _extensions(parts: list[str]) -> dict[str, str]:
+    """The `key=value` extensions after the nonce of a client-first message (Kafka's
+    ScramExtensions)."""
+    out = {}
+    for part in parts:
+        key, sep, value = part.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z]+", key):
+            raise SaslError(f"malformed SCRAM attribute (extension) {part[:40]!r}")
+        out[key] = value
+    return out
+
+
 class ScramServer:
     """The broker's half of one SCRAM exchange: `step` takes each client token and returns
-    the answer; `complete` once the client proved its password (then `username`)."""
+    the answer; `complete` once the client proved its password (then `username`, and for
+    a delegation token `token_owner`: the token's owner, whom the connection acts as).
+
+    `token_lookup`, when given, answers a `tokenauth=true` login: the token id -> the
+    token's secret and its owner's principal name, None when there is no such live token.
+    Without it a token login fails as an unknown user would."""
 
     def __init__(self, mechanism: ScramMechanism,
-                 lookup: Callable[[str], ScramSecret | None], nonce: str | None = None):
+                 lookup: Callable[[str], ScramSecret | None], nonce: str | None = None,
+                 token_lookup: Callable[[str], tuple[ScramSecret, str] | None] | None = None):
         self.mechanism = mechanism
         self._lookup = lookup
+        self._token_lookup = token_lookup
         self._server_nonce = nonce or new_nonce()
         self._state = "first"
         self.username: str | None = None
+        self.token_owner: str | None = None
         self.complete = False
 
     def step(self, token: bytes) -> bytes:
@@ -160,7 +193,9 @@ class ScramServer:
             raise SaslError("invalid SCRAM client-first message (channel binding is not "
                             "supported)" if gs2.startswith("p") else
                             "invalid SCRAM client-first message")
-        attrs = _attributes(bare, "nr")
+        parts = bare.split(",")
+        attrs = _attributes(",".join(parts[:2]), "nr")
+        extensions = _extensions(parts[2:])
         username = _username(attrs[0][1])
         if authzid and authzid != f"a={attrs[0][1]}":
             raise SaslError("the authorization id is not the user name")
@@ -168,7 +203,14 @@ class ScramServer:
         if not username or not _valid_nonce(client_nonce):
             raise SaslError("invalid SCRAM client-first message")
         self.username = username
-        secret = self._lookup(username)
+        secret: ScramSecret | None
+        if extensions.get(TOKEN_AUTH, "").lower() == "true":
+            found = None if self._token_lookup is None else self._token_lookup(username)
+            if found is None:
+                raise SaslError(f"unknown or expired delegation token {username!r}")
+            secret, self.token_owner = found
+        else:
+            secret = self._lookup(username)
         if secret is None:
             raise SaslError(f"unknown user {username!r} for {self.mechanism.name}")
         if secret.iterations < MIN_ITERATIONS:
@@ -220,11 +262,13 @@ class ScramClient:
     """A node's or client's half of one SCRAM exchange."""
 
     def __init__(self, mechanism: ScramMechanism, username: str, password: str,
-                 nonce: str | None = None):
+                 nonce: str | None = None, token_auth: bool = False):
         self.mechanism = mechanism
         self.username, self.password = username, password
         self._nonce = nonce or new_nonce()
         self._bare = f"n={_saslname(username)},r={self._nonce}"
+        if token_auth:  # a delegation token: the username is its id, the password its HMAC
+            self._bare += f",{TOKEN_AUTH}=true"
         self._expected_signature = b""
 
     def first_message(self) -> bytes:
@@ -301,12 +345,16 @@ class SaslClient:
     """The client side of a mechanism as a sequence of tokens: `start()` is the first,
     `challenge(server_token)` the next, or None once the exchange is complete."""
 
-    def __init__(self, mechanism: str, username: str, password: str):
+    def __init__(self, mechanism: str, username: str, password: str,
+                 token_auth: bool = False):
         self.mechanism = mechanism
         if mechanism == PLAIN:
+            if token_auth:
+                raise SaslError("delegation tokens log in with SCRAM, not PLAIN")
             self._scram: ScramClient | None = None
         elif mechanism in SCRAM_MECHANISMS:
-            self._scram = ScramClient(SCRAM_MECHANISMS[mechanism], username, password)
+            self._scram = ScramClient(SCRAM_MECHANISMS[mechanism], username, password,
+                                      token_auth=token_auth)
         else:
             raise SaslError(f"unsupported SASL mechanism {mechanism}")
         self.username, self.password = username, password
@@ -346,9 +394,9 @@ class SaslLogin:
     mechanism's checks. Our client and a node logging in to another node both run it."""
 
     def __init__(self, mechanism: str, username: str, password: str,
-                 authenticate_version: int = 1):
+                 authenticate_version: int = 1, token_auth: bool = False):
         self.mechanism = mechanism
-        self._client = SaslClient(mechanism, username, password)
+        self._client = SaslClient(mechanism, username, password, token_auth=token_auth)
         self._version = authenticate_version
         self._next: tuple[int, int, dict] | None = (SASL_HANDSHAKE, 1,
                                                      {"mechanism": mechanism})

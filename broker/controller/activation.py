@@ -1,9 +1,9 @@
 """The records a controller writes when it becomes active (Kafka's
 ActivationRecordsGenerator).
 
-Owns `activation_records`: on a new cluster, the FeatureLevelRecord that bootstraps
-metadata.version (the one feature there is; no UpdateFeatures is served, so Kafka's
-FeatureControlManager has nothing else to own here), and, once, the migration of a data
+Owns `activation_records`: on a new cluster, the FeatureLevelRecords that bootstrap
+metadata.version and the other features (broker.controller.features chooses the levels),
+and, once, the migration of a data
 directory from before the cluster: its topics as single-replica partitions led by this
 node, their configs and its producer-id limit (`LegacySource`, which
 broker.metadata.LegacyMetadata satisfies). Both are skipped when the image already has
@@ -16,13 +16,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from broker.controller import features
 from broker.controller.config_control import render_config_value
 from broker.controller.controller_result import Record
 from broker.controller.image import TOPIC_RESOURCE, MetadataImage
 from protocol.metadata_records import MetadataRecordType as T
-
-METADATA_VERSION = "metadata.version"
-BOOTSTRAP_METADATA_VERSION = 21  # Kafka 3.9-IV0
 
 
 class LegacyTopicSource(Protocol):
@@ -52,10 +50,7 @@ def activation_records(image: MetadataImage, node_id: int,
                        legacy: LegacySource | None) -> list[Record]:
     """The bootstrap records a new cluster (or a migrated data dir) needs; none when the
     image has them."""
-    records: list[Record] = []
-    if METADATA_VERSION not in image.features:
-        records.append((int(T.FEATURE_LEVEL_RECORD), 0, {
-            "name": METADATA_VERSION, "feature_level": BOOTSTRAP_METADATA_VERSION}))
+    records = features.bootstrap_records(image)
     if legacy is not None and not image.topics_by_id:
         records += _migration_records(image, node_id, legacy)
     return records

@@ -2,9 +2,11 @@
 and the NOT_CONTROLLER answer a node gives when it is not the active controller.
 
 Owns: `ADMIN_APIS` / `BROKER_APIS` (the APIs the active controller answers: the admin ones
-brokers forward for clients, and the broker life-cycle ones), `handle`, which runs one of
-them on a QuorumRuntime, and `not_controller`, the error answer shaped for each API so
-the sender (a broker's ControllerChannel) knows to look for the new leader and retry.
+brokers forward for clients, and the broker life-cycle ones), `ENVELOPE_APIS` (those
+that act for the client's principal, which a broker forwards inside an Envelope, KIP-590,
+as Kafka does: the delegation token APIs), `handle`, which runs one of them on a
+QuorumRuntime, and `not_controller`, the error answer shaped for each API so the sender
+(a broker's ControllerChannel) knows to look for the new leader and retry.
 
 The same path serves a request that came over the controller listener and one that a
 combined node's broker hands to its own controller in process.
@@ -16,7 +18,8 @@ from typing import Any
 
 from broker.controller.runtime import NotController, QuorumRuntime
 from broker.controller.voter_api import VOTER_APIS, handle_voter_change
-from protocol.errors import ErrorCode
+from protocol import envelope
+from protocol.errors import ErrorCode, ProtocolError
 
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 INCREMENTAL_ALTER_CONFIGS, ELECT_LEADERS = 44, 43
@@ -27,12 +30,17 @@ ALTER_PARTITION = 56
 CREATE_ACLS, DELETE_ACLS = 30, 31
 ALTER_USER_SCRAM_CREDENTIALS = 51
 ALTER_CLIENT_QUOTAS = 49
+UPDATE_FEATURES = 57
+ENVELOPE = 58
+CREATE_DELEGATION_TOKEN, RENEW_DELEGATION_TOKEN, EXPIRE_DELEGATION_TOKEN = 38, 39, 40
+ENVELOPE_APIS = frozenset({CREATE_DELEGATION_TOKEN, RENEW_DELEGATION_TOKEN,
+                           EXPIRE_DELEGATION_TOKEN})
 
 # AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter go to the Raft leader's node rather
 # than to the controller's state machine (voter_api)
 ADMIN_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS,
                         INCREMENTAL_ALTER_CONFIGS, ELECT_LEADERS, CREATE_ACLS, DELETE_ACLS,
-                        ALTER_PARTITION_REASSIGNMENTS,
+                        ALTER_PARTITION_REASSIGNMENTS, UPDATE_FEATURES, ENVELOPE,
                         ALTER_USER_SCRAM_CREDENTIALS, ALTER_CLIENT_QUOTAS}) | VOTER_APIS
 BROKER_APIS = frozenset({BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER,
                          ALLOCATE_PRODUCER_IDS, ALTER_PARTITION})
@@ -59,6 +67,8 @@ def _operation(api_key: int, body: Any, *, own_broker: bool = False):
         return lambda c, now, _off: c.alter_user_scram_credentials(body, now)
     if api_key == ALTER_CLIENT_QUOTAS:
         return lambda c, now, _off: c.alter_client_quotas(body, now)
+    if api_key == UPDATE_FEATURES:
+        return lambda c, now, _off: c.update_features(body, now)
     if api_key == BROKER_REGISTRATION:
         return lambda c, now, offset: c.register_broker(body, now, offset,
                                                         own_broker=own_broker)
@@ -73,6 +83,37 @@ def _operation(api_key: int, body: Any, *, own_broker: bool = False):
     raise ValueError(f"api {api_key} is not a controller operation")
 
 
+def _operation_for(api_key: int, body: Any, principal: str):
+    """An Envelope's request: an operation acting for the client's principal."""
+    if api_key == CREATE_DELEGATION_TOKEN:
+        return lambda c, now, _off: c.create_delegation_token(body, principal, now)
+    if api_key == RENEW_DELEGATION_TOKEN:
+        return lambda c, now, _off: c.renew_delegation_token(body, principal, now)
+    if api_key == EXPIRE_DELEGATION_TOKEN:
+        return lambda c, now, _off: c.expire_delegation_token(body, principal, now)
+    raise ValueError(f"api {api_key} is not forwarded in an Envelope")
+
+
+async def _handle_envelope(runtime: QuorumRuntime, body: Any) -> dict:
+    """Kafka's ControllerApis.handleEnvelopeRequest: the wrapped request run for the
+    principal it carries; a request that does not decode, or is not one that needs a
+    principal, is INVALID_REQUEST."""
+    try:
+        request, principal, _token = envelope.unwrap_request(body)
+    except ProtocolError:
+        return {"error_code": ErrorCode.INVALID_REQUEST, "response_data": None}
+    if request.api_key not in ENVELOPE_APIS or request.body is None:
+        return {"error_code": ErrorCode.INVALID_REQUEST, "response_data": None}
+    try:
+        response = await runtime.submit(_operation_for(request.api_key, request.body,
+                                                       principal))
+    except NotController:
+        return not_controller(ENVELOPE, body)
+    response.setdefault("throttle_time_ms", 0)
+    return {"error_code": ErrorCode.NONE,
+            "response_data": envelope.wrap_response(request, response)}
+
+
 async def handle(runtime: QuorumRuntime, api_key: int, body: Any, *,
                  in_process: bool = False) -> dict:
     """Run one controller API; `in_process` when this node's own broker asks."""
@@ -84,6 +125,8 @@ async def handle(runtime: QuorumRuntime, api_key: int, body: Any, *,
         return await handle_voter_change(runtime, api_key, body)
     own_broker = (in_process and api_key == BROKER_REGISTRATION
                   and body.broker_id == runtime.node.node_id)
+    if api_key == ENVELOPE:
+        return await _handle_envelope(runtime, body)
     try:
         response = await runtime.submit(_operation(api_key, body, own_broker=own_broker))
     except NotController:

@@ -21,8 +21,10 @@ or `replay` over many), after Kafka's `MetadataImage` and the deltas that produc
 - the next producer id block (ProducerIdsRecord) and feature levels (FeatureLevelRecord, level
   0 removing the feature); NoOpRecord changes nothing;
 - SCRAM credentials by (user, mechanism) (UserScramCredentialRecord replaces one,
-  RemoveUserScramCredentialRecord drops it) and ACLs by id (AccessControlEntryRecord,
-  RemoveAccessControlEntryRecord): what every broker authenticates and authorizes with;
+  RemoveUserScramCredentialRecord drops it), delegation tokens by id
+  (DelegationTokenRecord adds or renews one, RemoveDelegationTokenRecord drops it) and ACLs
+  by id (AccessControlEntryRecord, RemoveAccessControlEntryRecord): what every broker
+  authenticates and authorizes with;
 - client quotas (KIP-546) by entity, a sorted tuple of (entity type, name) pairs, a None
   name being the type's default entity (`QuotaEntity`): ClientQuotaRecord sets or removes
   one key, and an entity left without keys goes, as in Kafka's ClientQuotaControlManager.
@@ -156,6 +158,21 @@ class ScramCredential:
 
 
 @dataclass(frozen=True)
+class DelegationToken:
+    """One delegation token as DelegationTokenRecord carries it (Kafka's TokenInformation):
+    principals as "User:name" strings, times in epoch milliseconds. Its HMAC is not kept:
+    it is computed from the token id and the cluster's secret (broker.security.tokens)."""
+
+    token_id: str
+    owner: str
+    requester: str
+    renewers: tuple[str, ...]
+    issue_timestamp: int
+    max_timestamp: int
+    expiration_timestamp: int
+
+
+@dataclass(frozen=True)
 class AclBinding:
     """One access control entry on one resource pattern, as AccessControlEntryRecord
     carries it (Kafka's AclBinding; the numbers are Kafka's ResourceType, PatternType,
@@ -194,6 +211,8 @@ class MetadataImage:
         default_factory=lambda: _frozen({}))
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: _frozen({}))
     client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(
+        default_factory=lambda: _frozen({}))
+    delegation_tokens: Mapping[str, DelegationToken] = field(
         default_factory=lambda: _frozen({}))
 
     # --- replay -------------------------------------------------------------------------
@@ -522,6 +541,18 @@ def _set_client_quota(quotas: dict, body: Any) -> None:
         quotas.pop(entity, None)
 
 
+def _set_delegation_token(tokens: dict, body: Any) -> None:
+    tokens[body.token_id] = DelegationToken(
+        body.token_id, body.owner, body.requester, tuple(body.renewers),
+        body.issue_timestamp, body.max_timestamp, body.expiration_timestamp)
+
+
+def _remove_delegation_token(tokens: dict, body: Any) -> None:
+    # Kafka's DelegationTokenControlManager tolerates removing a token already gone (an
+    # expiry and an ExpireDelegationToken may both name it)
+    tokens.pop(body.token_id, None)
+
+
 _PARTITION_RECORDS = frozenset({T.PARTITION_RECORD, T.PARTITION_CHANGE_RECORD})
 
 _BULK: dict[int, tuple[str, Callable[[dict, Any], None]]] = {
@@ -531,6 +562,8 @@ _BULK: dict[int, tuple[str, Callable[[dict, Any], None]]] = {
     T.REMOVE_ACCESS_CONTROL_ENTRY_RECORD: ("acls", _remove_acl),
     T.CONFIG_RECORD: ("configs", _set_config),
     T.CLIENT_QUOTA_RECORD: ("client_quotas", _set_client_quota),
+    T.DELEGATION_TOKEN_RECORD: ("delegation_tokens", _set_delegation_token),
+    T.REMOVE_DELEGATION_TOKEN_RECORD: ("delegation_tokens", _remove_delegation_token),
 }
 # how a working copy becomes an image's mapping again (default: frozen as it is)
 _FREEZE: dict[str, Callable[[dict], Mapping]] = {"configs": _freeze_configs,

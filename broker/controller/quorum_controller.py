@@ -15,6 +15,11 @@ managers, each a module of its own:
 - `scram_control` (ScramControlManager), `acl_control` (AclControlManager),
   `quota_control` (ClientQuotaControlManager), `producer_id_control`
   (ProducerIdControlManager);
+- `delegation_token_control` (DelegationTokenControlManager): CreateDelegationToken,
+  RenewDelegationToken, ExpireDelegationToken, which act for the forwarding client's
+  principal, and the periodic removal of expired tokens;
+- `features` (FeatureControlManager): UpdateFeatures, and the levels a new cluster
+  finalizes;
 - `activation` (ActivationRecordsGenerator): the bootstrap and migration records.
 
 Every request becomes a `ControllerResult` (controller_result.py): the metadata records to
@@ -43,15 +48,16 @@ declarations' field names, so the runtime encodes them at the request's version.
 
 from __future__ import annotations
 
+import base64
 import random
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from broker.controller import (
-    acl_control, activation, config_control, producer_id_control, quota_control,
-    scram_control,
+    acl_control, activation, config_control, delegation_token_control, features,
+    producer_id_control, quota_control, scram_control,
 )
 from broker.controller.activation import LegacySource
 from broker.controller.cluster_control import ClusterControlManager
@@ -89,16 +95,26 @@ class ControllerSettings:
     delete_topic_enable: bool = True
     # metadata.max.idle.interval.ms (KIP-835): 0 writes no NoOpRecords
     max_idle_interval_ms: int = 500
+    # delegation tokens (KIP-48): no secret key, no tokens
+    delegation_token_secret_key: str | None = None
+    delegation_token_max_lifetime_ms: int = 604800000
+    delegation_token_expiry_time_ms: int = 86400000
+    delegation_token_expiry_check_interval_ms: int = 3600000
 
 
 class QuorumController:
     """The active controller's state machine (see the module docstring)."""
 
     def __init__(self, settings: ControllerSettings, rng: random.Random,
-                 image: MetadataImage = MetadataImage.EMPTY) -> None:
+                 image: MetadataImage = MetadataImage.EMPTY,
+                 wall_clock_ms: Callable[[], int] | None = None) -> None:
         self.settings = settings
         self.rng = rng
         self.image = image
+        # delegation tokens carry dates (epoch ms) that every node and client compares with
+        # its own wall clock, where `now_ms` is the runtime's monotonic clock; injected, so
+        # that a test or the simulation decides it (None: now_ms is the wall clock)
+        self.wall_clock_ms = wall_clock_ms
         self.replication = ReplicationControlManager(
             rng, default_num_partitions=settings.default_num_partitions,
             default_replication_factor=settings.default_replication_factor,
@@ -117,6 +133,7 @@ class QuorumController:
         self.cluster = ClusterControlManager(settings.session_timeout_ms, self.replication)
         self._next_rebalance_ms: int | None = None
         self._next_no_op_ms: int | None = None
+        self._next_token_sweep_ms: int | None = None
 
     # --- the log --------------------------------------------------------------------
 
@@ -132,6 +149,7 @@ class QuorumController:
         self.cluster.heartbeats.reset()
         self._next_rebalance_ms = None
         self._next_no_op_ms = None
+        self._next_token_sweep_ms = None
 
     def activate(self, now_ms: int,
                  legacy: LegacySource | None = None) -> ControllerResult | None:
@@ -143,6 +161,8 @@ class QuorumController:
                                    if s.auto_leader_rebalance_enable else None)
         self._next_no_op_ms = (now_ms + s.max_idle_interval_ms
                                if s.max_idle_interval_ms > 0 else None)
+        self._next_token_sweep_ms = (now_ms + s.delegation_token_expiry_check_interval_ms
+                                     if s.delegation_token_secret_key else None)
         records = activation.activation_records(self.image, s.node_id, legacy)
         return self._records_result(records, None) if records else None
 
@@ -185,6 +205,12 @@ class QuorumController:
             self.replication.balance_partition_leaders(batch)
             if batch.records:
                 results.append(batch.result(None))
+        if self._next_token_sweep_ms is not None and now_ms >= self._next_token_sweep_ms:
+            self._next_token_sweep_ms = (now_ms
+                                         + self.settings.delegation_token_expiry_check_interval_ms)
+            swept = delegation_token_control.sweep_expired(image, self._wall(now_ms))
+            if swept:
+                results.append(self._records_result(swept, None))
         if self._next_no_op_ms is not None and now_ms >= self._next_no_op_ms:
             self._next_no_op_ms = now_ms + self.settings.max_idle_interval_ms
             results.append(ControllerResult((NO_OP,), None))
@@ -197,6 +223,8 @@ class QuorumController:
             deadlines.append(self._next_rebalance_ms)
         if self._next_no_op_ms is not None:
             deadlines.append(self._next_no_op_ms)
+        if self._next_token_sweep_ms is not None:
+            deadlines.append(self._next_token_sweep_ms)
         return min(deadlines, default=NO_DEADLINE)
 
     # --- topics and partitions (broker.controller.replication_control) -----------------
@@ -250,6 +278,39 @@ class QuorumController:
     def alter_client_quotas(self, body: Any, now_ms: int) -> ControllerResult:
         del now_ms
         return self._records_result(*quota_control.alter_client_quotas(self.image, body))
+
+    # --- delegation tokens (broker.controller.delegation_token_control) -----------------
+
+    def create_delegation_token(self, body: Any, principal: str,
+                                now_ms: int) -> ControllerResult:
+        return self._records_result(*delegation_token_control.create(
+            self.image, body, principal, self._wall(now_ms), self.settings,
+            self._new_token_id))
+
+    def renew_delegation_token(self, body: Any, principal: str,
+                               now_ms: int) -> ControllerResult:
+        return self._records_result(*delegation_token_control.renew(
+            self.image, body, principal, self._wall(now_ms), self.settings))
+
+    def expire_delegation_token(self, body: Any, principal: str,
+                                now_ms: int) -> ControllerResult:
+        return self._records_result(*delegation_token_control.expire(
+            self.image, body, principal, self._wall(now_ms), self.settings))
+
+    def _wall(self, now_ms: int) -> int:
+        return now_ms if self.wall_clock_ms is None else self.wall_clock_ms()
+
+    def _new_token_id(self) -> str:
+        """Kafka's Uuid.randomUuid().toString(): 16 random bytes, URL-safe base64."""
+        raw = uuid.UUID(int=self.rng.getrandbits(128), version=4).bytes
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    # --- feature levels (broker.controller.features) ------------------------------------
+
+    def update_features(self, body: Any, now_ms: int) -> ControllerResult:
+        del now_ms
+        return self._records_result(
+            *features.update_features(self.image, body, self.settings.node_id))
 
     # --- ACLs (the records and answers are broker.controller.acl_control's) ------------
 

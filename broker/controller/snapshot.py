@@ -9,8 +9,9 @@ a count, then each framed metadata record (`protocol.metadata_records`) with its
 `dump-log` and the replay code read both alike. The records are written at the versions the
 controller writes, in an order the replay accepts: feature levels first (metadata.version
 leads, as in Kafka), then brokers, topics with their partitions, configs, the producer id
-block, SCRAM credentials, ACLs and client quotas. A field the image does not keep (a registration's
-supported features, the broker that took the last producer id block) is written as
+block, SCRAM credentials, delegation tokens, ACLs and client quotas. A field the image does
+not keep (a registration's supported features, the broker that took the last producer id
+block) is written as
 Kafka's snapshot writers write it: empty, or -1.
 
 Pure: no I/O. Encoding a large image is CPU work the runtime does in a worker thread.
@@ -75,6 +76,11 @@ def image_records(image: MetadataImage) -> Iterator[tuple[int, int, dict]]:
             "name": c.user, "mechanism": c.mechanism, "salt": c.salt,
             "stored_key": c.stored_key, "server_key": c.server_key,
             "iterations": c.iterations}
+    for token_id, t in sorted(image.delegation_tokens.items()):
+        yield T.DELEGATION_TOKEN_RECORD, 0, {
+            "owner": t.owner, "requester": t.requester, "renewers": list(t.renewers),
+            "issue_timestamp": t.issue_timestamp, "max_timestamp": t.max_timestamp,
+            "expiration_timestamp": t.expiration_timestamp, "token_id": token_id}
     for acl_id, a in sorted(image.acls.items()):
         yield T.ACCESS_CONTROL_ENTRY_RECORD, 0, {
             "id": acl_id, "resource_type": a.resource_type, "resource_name": a.resource_name,

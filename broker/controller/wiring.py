@@ -58,13 +58,18 @@ def controller_settings(c: BrokerConfig, addresses: NodeAddresses) -> Controller
         auto_leader_rebalance_enable=c.auto_leader_rebalance_enable,
         leader_imbalance_check_interval_ms=c.leader_imbalance_check_interval_seconds * 1000,
         leader_imbalance_per_broker_percentage=c.leader_imbalance_per_broker_percentage,
-        max_idle_interval_ms=c.metadata_max_idle_interval_ms)
+        max_idle_interval_ms=c.metadata_max_idle_interval_ms,
+        delegation_token_secret_key=c.delegation_token_secret_key,
+        delegation_token_max_lifetime_ms=c.delegation_token_max_lifetime_ms,
+        delegation_token_expiry_time_ms=c.delegation_token_expiry_time_ms,
+        delegation_token_expiry_check_interval_ms=c.delegation_token_expiry_check_interval_ms)
 
 
 def build_quorum(config: BrokerConfig, addresses: NodeAddresses, legacy: Any,
-                 emit: Callable[..., None], fs: FileSystem = REAL) -> QuorumRuntime:
+                 emit: Callable[..., None], fs: FileSystem = REAL,
+                 wall_clock_ms: Callable[[], int] | None = None) -> QuorumRuntime:
     """The quorum of the node `addresses` describes, on `config`'s data directory (on
-    the file system `fs`)."""
+    the file system `fs`); `wall_clock_ms`, the node's clock, dates delegation tokens."""
     voters = tuple(sorted(addresses.voters))
     store = MetadataLogStore.open(os.path.join(config.log_dirs, METADATA_LOG_DIR), fs)
     if store.election is not None and not addresses.dynamic:
@@ -81,7 +86,8 @@ def build_quorum(config: BrokerConfig, addresses: NodeAddresses, legacy: Any,
                     log=store.raft_log)
     controller = None
     if addresses.is_controller:
-        controller = QuorumController(controller_settings(config, addresses), random.Random())
+        controller = QuorumController(controller_settings(config, addresses), random.Random(),
+                                      wall_clock_ms=wall_clock_ms)
     return QuorumRuntime(
         node, store, controller, None, legacy=legacy, on_controller_event=emit,
         snapshot_max_bytes=config.metadata_log_max_record_bytes_between_snapshots,

@@ -9,10 +9,10 @@ Kafka error codes inside the body; a handler raises only on our own bugs.
 from __future__ import annotations
 
 from broker.handlers import (
-    acls, api_versions, cluster, configs, consumer_group, delete_records, describe_producers,
-    fetch, groups, leader_epoch, list_offsets, log_dirs, metadata, offsets, produce,
-    producer_id, quotas, reassignment, sasl, scram, share_fetch, share_group, share_offsets,
-    share_state, telemetry, topics, transactions, txn_markers,
+    acls, api_versions, cluster, configs, consumer_group, delegation_tokens, delete_records,
+    describe_producers, features, fetch, groups, leader_epoch, list_offsets, log_dirs,
+    metadata, offsets, produce, producer_id, quotas, reassignment, sasl, scram, share_fetch,
+    share_group, share_offsets, share_state, telemetry, topics, transactions, txn_markers,
 )
 from broker.handlers.context import Handler
 from protocol import messages as m
@@ -49,6 +49,11 @@ HANDLERS: dict[int, Handler] = {
     m.ALTER_CONFIGS: configs.handle_alter_configs,
     m.DELETE_RECORDS: delete_records.handle,
     m.DESCRIBE_LOG_DIRS: log_dirs.handle,
+    m.UPDATE_FEATURES: features.handle,
+    m.CREATE_DELEGATION_TOKEN: delegation_tokens.handle_create,
+    m.RENEW_DELEGATION_TOKEN: delegation_tokens.handle_renew,
+    m.EXPIRE_DELEGATION_TOKEN: delegation_tokens.handle_expire,
+    m.DESCRIBE_DELEGATION_TOKEN: delegation_tokens.handle_describe,
     m.ALTER_PARTITION_REASSIGNMENTS: reassignment.handle_alter,
     m.LIST_PARTITION_REASSIGNMENTS: reassignment.handle_list,
     m.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,

@@ -12,7 +12,9 @@ The gate's states, as Kafka's:
   closes the connection unanswered;
 - after SaslHandshake v1: SaslAuthenticate requests carry the tokens; after v0 (KIP-43
   clients) the tokens come as bare length-prefixed frames with no request header;
-- complete: the principal is `User:<name>` and every API is served.
+- complete: the principal is `User:<name>` and every API is served. A SCRAM login with
+  the `tokenauth=true` extension is a delegation token's (broker.security.tokens): the
+  name is the token id, and the principal the token's owner, marked token-authenticated.
 An unknown mechanism answers UNSUPPORTED_SASL_MECHANISM with the enabled ones, a failed
 exchange SASL_AUTHENTICATION_FAILED with a message; either closes the connection
 (`GateAnswer.failure` says why, for the broker's log and its auth_failure event; the client
@@ -26,6 +28,7 @@ from typing import Any, Callable
 
 from broker.config import BrokerConfig, ConfigError
 from broker.listeners import Endpoint
+from broker.security.tokens import token_lookup
 from protocol.errors import ErrorCode
 from protocol.messages import API_VERSIONS
 from protocol.sasl import (
@@ -105,13 +108,18 @@ class GateAnswer:
 class SaslGate:
     """One SASL listener connection's authentication (see the module docstring)."""
 
-    def __init__(self, security: ListenerSecurity, image_of: Callable[[], Any]):
+    def __init__(self, security: ListenerSecurity, image_of: Callable[[], Any],
+                 token_secret: str | None = None,
+                 now_ms: Callable[[], int] | None = None):
         self.security = security
         self._image_of = image_of
+        self._token_secret = token_secret  # delegation.token.secret.key; None: no tokens
+        self._now_ms = now_ms or (lambda: 0)
         self.state = "handshake"  # -> authenticate -> complete | failed
         self.bare_tokens = False
         self.mechanism = ""
         self.username = ""
+        self.token_authenticated = False
         self._server: PlainServer | ScramServer | None = None
 
     @property
@@ -147,7 +155,10 @@ class SaslGate:
             self._server = PlainServer(self.security.plain_users)
         else:
             scram = SCRAM_MECHANISMS[mechanism]
-            self._server = ScramServer(scram, scram_lookup(self._image_of, scram.id))
+            self._server = ScramServer(
+                scram, scram_lookup(self._image_of, scram.id),
+                token_lookup=token_lookup(self._image_of, self._token_secret, self._now_ms,
+                                          scram))
         self.state = "authenticate"
         self.bare_tokens = version == 0
         return GateAnswer({"error_code": ErrorCode.NONE, "mechanisms": enabled})
@@ -162,7 +173,9 @@ class SaslGate:
             return b"", str(e)
         if self._server.complete:
             assert self._server.username is not None
-            self.username = self._server.username
+            owner = getattr(self._server, "token_owner", None)
+            self.username = owner if owner is not None else self._server.username
+            self.token_authenticated = owner is not None
             self.state = "complete"
         return reply, None
 

@@ -22,10 +22,10 @@ from typing import NamedTuple
 from construct import Container
 
 from protocol.messages import (
-    api_versions, cluster, configs, consumer_group, delete_records, fetch, group, leader_epoch,
-    list_offsets, log_dirs, metadata, offsets, produce, producer_id, quorum, quotas,
-    reassignment, security, share, share_group, share_offsets, share_state, telemetry, topics,
-    transactions,
+    api_versions, cluster, configs, consumer_group, delegation_tokens, delete_records, envelope,
+    features, fetch, group, leader_epoch, list_offsets, log_dirs, metadata, offsets, produce,
+    producer_id, quorum, quotas, reassignment, security, share, share_group, share_offsets,
+    share_state, telemetry, topics, transactions,
 )
 from protocol.schema import Message
 
@@ -79,6 +79,15 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(reassignment.ListPartitionReassignmentsRequest,
          reassignment.ListPartitionReassignmentsResponse),
     _api(log_dirs.DescribeLogDirsRequest, log_dirs.DescribeLogDirsResponse),
+    _api(features.UpdateFeaturesRequest, features.UpdateFeaturesResponse),
+    _api(delegation_tokens.CreateDelegationTokenRequest,
+         delegation_tokens.CreateDelegationTokenResponse),
+    _api(delegation_tokens.RenewDelegationTokenRequest,
+         delegation_tokens.RenewDelegationTokenResponse),
+    _api(delegation_tokens.ExpireDelegationTokenRequest,
+         delegation_tokens.ExpireDelegationTokenResponse),
+    _api(delegation_tokens.DescribeDelegationTokenRequest,
+         delegation_tokens.DescribeDelegationTokenResponse),
     _api(configs.AlterConfigsRequest, configs.AlterConfigsResponse),
     _api(configs.IncrementalAlterConfigsRequest, configs.IncrementalAlterConfigsResponse),
     _api(consumer_group.ConsumerGroupHeartbeatRequest,
@@ -139,6 +148,7 @@ CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
     _api(cluster.AllocateProducerIdsRequest, cluster.AllocateProducerIdsResponse),
     _api(cluster.AlterPartitionRequest, cluster.AlterPartitionResponse),
     _api(quorum.UpdateRaftVoterRequest, quorum.UpdateRaftVoterResponse),
+    _api(envelope.EnvelopeRequest, envelope.EnvelopeResponse),
 )}
 
 # Client APIs declared, at every version Kafka defines as stable, but not served yet: no
@@ -170,6 +180,11 @@ DELETE_RECORDS = _key(delete_records.DeleteRecordsRequest)
 ALTER_PARTITION_REASSIGNMENTS = _key(reassignment.AlterPartitionReassignmentsRequest)
 LIST_PARTITION_REASSIGNMENTS = _key(reassignment.ListPartitionReassignmentsRequest)
 DESCRIBE_LOG_DIRS = _key(log_dirs.DescribeLogDirsRequest)
+UPDATE_FEATURES = _key(features.UpdateFeaturesRequest)
+CREATE_DELEGATION_TOKEN = _key(delegation_tokens.CreateDelegationTokenRequest)
+RENEW_DELEGATION_TOKEN = _key(delegation_tokens.RenewDelegationTokenRequest)
+EXPIRE_DELEGATION_TOKEN = _key(delegation_tokens.ExpireDelegationTokenRequest)
+DESCRIBE_DELEGATION_TOKEN = _key(delegation_tokens.DescribeDelegationTokenRequest)
 ALTER_CONFIGS = _key(configs.AlterConfigsRequest)
 INCREMENTAL_ALTER_CONFIGS = _key(configs.IncrementalAlterConfigsRequest)
 CREATE_PARTITIONS = _key(topics.CreatePartitionsRequest)
@@ -199,6 +214,7 @@ BROKER_HEARTBEAT = _key(cluster.BrokerHeartbeatRequest)
 UNREGISTER_BROKER = _key(cluster.UnregisterBrokerRequest)
 ALLOCATE_PRODUCER_IDS = _key(cluster.AllocateProducerIdsRequest)
 ALTER_PARTITION = _key(cluster.AlterPartitionRequest)
+ENVELOPE = _key(envelope.EnvelopeRequest)
 CONSUMER_GROUP_HEARTBEAT = _key(consumer_group.ConsumerGroupHeartbeatRequest)
 CONSUMER_GROUP_DESCRIBE = _key(consumer_group.ConsumerGroupDescribeRequest)
 DESCRIBE_ACLS = _key(security.DescribeAclsRequest)

@@ -3,21 +3,28 @@ replicate over INTERNAL (SASL_SSL, PLAIN as the JAAS admin), voters and broker-t
 traffic go over CONTROLLER (SSL with ssl.client.auth=required: each node presents its
 certificate). PLAINTEXT stays for the harness's observations. A client logs in with
 SCRAM-SHA-512 on INTERNAL and its acks=all writes to a topic that needs all three replicas
-in sync are acknowledged: replication works through the secured listeners.
+in sync are acknowledged: replication works through the secured listeners. Delegation
+tokens created through every node (those not the active controller forward them in an
+Envelope over the mutual-TLS controller listener) log in on another node as their owner.
 """
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import sys
 import uuid
 
+import trio
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from client import AdminClient as OurAdmin
+from client.errors import KafkaError
+from harness.certs import make_certs
 from tests.cluster.harness import FAST, HOST, Cluster, free_port
 from tests.interop.conftest import REPO_ROOT
-from harness.certs import make_certs
+from tests.util import wait_until
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
               'username="admin" password="admin-secret" user_admin="admin-secret";')
@@ -35,6 +42,7 @@ def test_a_cluster_replicates_over_sasl_ssl_and_elects_over_mutual_tls(tmp_path)
         "listener.name.controller.ssl.client.auth": "required",
         "listener.name.internal.plain.sasl.jaas.config": PLAIN_JAAS,
         "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "delegation.token.secret.key": "cluster-token-secret",
     })
     internal = {}
     for node in cluster.nodes:
@@ -68,3 +76,35 @@ def test_a_cluster_replicates_over_sasl_ssl_and_elects_over_mutual_tls(tmp_path)
         partitions = cluster.partitions(0, topic)
         assert sorted(partitions) == [0, 1, 2]
         assert all(sorted(p.isr_nodes) == [0, 1, 2] for p in partitions.values())
+
+        # a token created through each node, logged in with on the next one
+        tls = {"security_protocol": "SASL_SSL",
+               "ssl_truststore_location": str(certs / "ca.pem"),
+               "sasl_mechanism": "SCRAM-SHA-512", "default_api_timeout_ms": 10_000}
+        nodes = sorted(internal)
+        for i, node in enumerate(nodes):
+            token = trio.run(_create_token, f"{HOST}:{internal[node]}", tls)
+            assert token.owner == "User:alice"
+            other = f"{HOST}:{internal[nodes[(i + 1) % len(nodes)]]}"
+            jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+                    f'username="{token.token_id}" '
+                    f'password="{base64.b64encode(token.hmac).decode()}" tokenauth="true";')
+            # the other node logs the token in once the metadata reached it
+            login = {**tls, "sasl_jaas_config": jaas}
+            wait_until(lambda other=other, login=login: trio.run(_logs_in, other, login),
+                       20, message=f"a login with the token made through node {node}")
+
+
+async def _create_token(bootstrap: str, tls: dict):
+    async with OurAdmin(bootstrap_servers=bootstrap, sasl_username="alice",
+                        sasl_password="alice-secret", **tls) as admin:
+        return await admin.create_delegation_token()
+
+
+async def _logs_in(bootstrap: str, settings: dict) -> bool:
+    try:
+        async with OurAdmin(bootstrap_servers=bootstrap, **settings) as admin:
+            await admin.describe_cluster(timeout_ms=3000)
+            return True
+    except KafkaError:
+        return False

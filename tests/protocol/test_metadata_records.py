@@ -63,6 +63,11 @@ SAMPLES: dict[T, dict] = {
         "entity": [{"entity_type": "user", "entity_name": "alice"},
                    {"entity_type": "client-id", "entity_name": None}],
         "key": "producer_byte_rate", "value": 1024.5, "remove": True},
+    T.DELEGATION_TOKEN_RECORD: {
+        "owner": "User:alice", "requester": "User:bob", "renewers": ["User:carol"],
+        "issue_timestamp": 1000, "max_timestamp": 9000, "expiration_timestamp": 5000,
+        "token_id": "tok-1"},
+    T.REMOVE_DELEGATION_TOKEN_RECORD: {"token_id": "tok-1"},
 }
 
 

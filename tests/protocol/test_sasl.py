@@ -221,3 +221,36 @@ def test_sasl_login_runs_handshake_then_tokens_and_reports_refusals():
         wrong.response(Body(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
                             error_message="Invalid username or password", auth_bytes=b""))
     assert e.value.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
+def test_a_delegation_token_logs_in_with_the_tokenauth_extension():
+    """KIP-48: client-first `n,,n=<token id>,r=<nonce>,tokenauth=true`, the password the
+    token's HMAC in base64; the server looks the token up, not a user of that name."""
+    from broker.security.tokens import token_hmac, token_scram_secret
+    from protocol.sasl import token_password
+
+    token_id, key = "tok-1", "secret-key"
+    tokens = {token_id: (token_scram_secret(SHA512, key, token_id), "alice")}
+    srv = ScramServer(SHA512, lambda name: None, "srvnonce", token_lookup=tokens.get)
+    client = SaslClient("SCRAM-SHA-512", token_id, token_password(token_hmac(key, token_id)),
+                        token_auth=True)
+    first = client.start()
+    assert first.decode().startswith("n,,n=tok-1,r=") and first.endswith(b",tokenauth=true")
+    token = first
+    while token is not None:
+        token = client.challenge(srv.step(token))
+    assert srv.complete and srv.token_owner == "alice"
+
+    # without the extension the token id is looked up as a user name, and is none
+    srv = ScramServer(SHA512, lambda name: None, "srvnonce", token_lookup=tokens.get)
+    with pytest.raises(SaslError, match="unknown user"):
+        exchange(srv, SaslClient("SCRAM-SHA-512", token_id, "whatever"))
+    # a wrong HMAC fails like a wrong password
+    srv = ScramServer(SHA512, lambda name: None, "srvnonce", token_lookup=tokens.get)
+    with pytest.raises(SaslError, match="wrong password"):
+        exchange(srv, SaslClient("SCRAM-SHA-512", token_id, "bm90LXRoZS1obWFj",
+                                 token_auth=True))
+    # an unknown or expired token
+    srv = ScramServer(SHA512, lambda name: None, "srvnonce", token_lookup={}.get)
+    with pytest.raises(SaslError, match="delegation token"):
+        exchange(srv, SaslClient("SCRAM-SHA-512", token_id, "x", token_auth=True))

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from protocol import consumer_protocol, metadata_records
-from protocol.messages import (APIS, CONTROLLER_APIS, PENDING_APIS, offsets_topic, quorum, share_state,
-                               transaction_log)
+from protocol.messages import (APIS, CONTROLLER_APIS, PENDING_APIS, envelope, offsets_topic,
+                               quorum, share_state, transaction_log)
 from protocol.schema import F, Message, Struct, Versions
 
 # ../shared/kafka-spec beside the checkout; a worktree sits one level deeper, so look upward
@@ -36,6 +36,7 @@ pytestmark = pytest.mark.skipif(not SPEC.is_dir(), reason="../shared/kafka-spec 
 DATA_MESSAGES = [
     (consumer_protocol.ConsumerProtocolSubscription, "clients"),
     (consumer_protocol.ConsumerProtocolAssignment, "clients"),
+    (envelope.DefaultPrincipalData, "clients"),
     (offsets_topic.OffsetCommitKey, "group-coordinator"),
     (offsets_topic.OffsetCommitValue, "group-coordinator"),
     (offsets_topic.GroupMetadataKey, "group-coordinator"),

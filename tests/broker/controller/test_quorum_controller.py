@@ -16,7 +16,7 @@ from construct import Container
 from broker.controller.election import NO_LEADER, LeaderRecoveryState
 from broker.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from broker.metadata import LegacyMetadata, LegacyTopic
-from broker.controller.activation import BOOTSTRAP_METADATA_VERSION
+from broker.controller.features import BOOTSTRAP
 from broker.controller.config_control import APPEND, DELETE, SET, SUBTRACT
 from broker.controller.controller_result import ControllerResult
 from broker.controller.quorum_controller import NO_DEADLINE, ControllerSettings, QuorumController
@@ -165,7 +165,7 @@ def leaders(cluster: Cluster, name: str) -> dict[int, int]:
 
 def test_activation_bootstraps_the_metadata_version_once():
     c = Cluster()
-    assert c.image.features == {"metadata.version": BOOTSTRAP_METADATA_VERSION}
+    assert c.image.features == BOOTSTRAP
     assert c.controller.activate(c.now) is None
     assert c.controller.next_deadline() == c.now + 300_000  # the first rebalance check
 
