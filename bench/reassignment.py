@@ -7,7 +7,8 @@ broker under a replication throttle, on three local nodes and a fourth that join
 1. Three combined nodes (bench.cluster's, the issue's pinned command); a consumer group
    joins once so that __consumer_offsets exists (50 partitions, RF 3).
 2. A topic of --partitions partitions, RF 3, filled with --megabytes of --record-size values
-   (acks=all, confluent-kafka), and a one-partition RF 3 topic for latency.
+   (acks=all, confluent-kafka), and a one-partition RF 3 topic for latency; then os.sync(),
+   so that the fill's dirty pages are not written back during the measurements.
 3. Before: a producer at --rate records/s, acks=all, linger.ms=5, for --before-seconds;
    each record's latency from produce() to its delivery callback: p50, p99.
 4. A fourth node joins with `process.roles=broker` (the pinned serve command). Each
@@ -82,6 +83,7 @@ class PacedProducer:
 
     def run_for(self, seconds: float) -> list[float]:
         self.latencies = []
+        self.timeline = []
         send_paced(self.producer, self.topic, self.rate, seconds, self._delivered)
         self.producer.flush(60)
         return self.latencies
@@ -184,9 +186,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         topics = [moving, latency, "__consumer_offsets"]
         wait_for(lambda: _under_replicated(admin, topics) == 0 or None, SETTLE_TIMEOUT_S,
                  "every ISR full before the move")
+        # the fill leaves gigabytes of dirty pages whose writeback stalls every write (the
+        # brokers' appends too) for seconds: written out before anything is measured
+        progress("sync")
+        os.sync()
         producer = PacedProducer(ck, bootstrap, latency, args.rate)
         progress(f"latency before, {args.before_seconds} s")
         before = producer.run_for(args.before_seconds)
+        out["timeline_before"] = producer.timeline
 
         progress("a fourth node joins (process.roles=broker)")
         voters = ",".join(f"{n.node_id}@{HOST}:{n.controller_port}" for n in cluster.nodes)

@@ -87,9 +87,13 @@ def tool(*args: str, ok: bool = True) -> subprocess.CompletedProcess:
     return done
 
 
+THROTTLE = 5_000_000  # bytes/s: the join's move under KIP-73's throttles, as an operator's
+
+
 def reassign(cluster: Cluster, bootstrap: str, files: Path, topics: list[str],
-             brokers: list[int]) -> tuple[dict, dict]:
-    """--generate, then --execute the proposal, then --verify until done: (current,
+             brokers: list[int], throttle: int | None = None) -> tuple[dict, dict]:
+    """--generate, then --execute the proposal (under a replication throttle of `throttle`
+    bytes/s if given), then --verify until done, which then clears the throttle: (current,
     proposed) as {(topic, partition): replicas}; the files are written under `files`."""
     files.mkdir()
     topics_file = files / "topics.json"
@@ -104,12 +108,16 @@ def reassign(cluster: Cluster, bootstrap: str, files: Path, topics: list[str],
         for line in (out[1], out[4]))
     plan = files / "plan.json"
     plan.write_text(out[4])
-    tool("reassign-partitions", "--bootstrap-server", bootstrap, "--execute",
-         "--reassignment-json-file", str(plan))
-    cluster.wait_for(lambda: tool("reassign-partitions", "--bootstrap-server", bootstrap,
-                                  "--verify", "--reassignment-json-file", str(plan),
-                                  ok=False).returncode == 0 or None,
-                     60, f"the reassignment onto {brokers} to complete")
+    limit = [] if throttle is None else ["--throttle", str(throttle)]
+    started = tool("reassign-partitions", "--bootstrap-server", bootstrap, "--execute",
+                   "--reassignment-json-file", str(plan), *limit)
+    if throttle is not None:
+        assert f"throttle limit was set to {throttle} B/s" in started.stdout
+    verified = cluster.wait_for(lambda: (r := tool(
+        "reassign-partitions", "--bootstrap-server", bootstrap, "--verify",
+        "--reassignment-json-file", str(plan), ok=False)).returncode == 0 and r or None,
+        60, f"the reassignment onto {brokers} to complete")
+    assert "Clearing broker-level throttles" in verified.stdout
     return current, proposed
 
 
@@ -206,7 +214,7 @@ def test_a_broker_joins_takes_its_share_and_another_is_decommissioned(make_clust
 
         # --generate spreads the replicas evenly onto it, moving only its share
         current, proposed = reassign(cluster, cluster.bootstrap, tmp_path / "join", [TOPIC],
-                                     [0, 1, 2, NEW])
+                                     [0, 1, 2, NEW], throttle=THROTTLE)
         load.wait_for_more(cluster, 100, "acknowledgements after the move")
         moved = [(tp, set(proposed[tp]) - set(current[tp])) for tp in current]
         assert all(added <= {NEW} for _, added in moved)
