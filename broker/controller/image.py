@@ -87,6 +87,10 @@ def _ints(values: Iterable[int] | None) -> tuple[int, ...] | None:
     return None if values is None else tuple(values)
 
 
+def _uuids(values: Iterable[uuid.UUID] | None) -> tuple[uuid.UUID, ...] | None:
+    return None if values is None else tuple(values)
+
+
 @dataclass(frozen=True)
 class BrokerEndpoint:
     """One of a broker's listeners, as RegisterBrokerRecord lists them."""
@@ -251,7 +255,8 @@ class MetadataImage:
                 elr=tuple(body.get("eligible_leader_replicas") or ()),
                 last_known_elr=tuple(body.get("last_known_elr") or ()),
                 adding_replicas=tuple(body.get("adding_replicas") or ()),
-                removing_replicas=tuple(body.get("removing_replicas") or ()))
+                removing_replicas=tuple(body.get("removing_replicas") or ()),
+                directories=tuple(body.get("directories") or ()))
             return
         current = working.get(body.partition_id)
         if current is None:
@@ -264,7 +269,8 @@ class MetadataImage:
             adding_replicas=_ints(body.adding_replicas),
             leader_recovery_state=body.leader_recovery_state,
             elr=_ints(body.get("eligible_leader_replicas")),
-            last_known_elr=_ints(body.get("last_known_elr"))))
+            last_known_elr=_ints(body.get("last_known_elr")),
+            directories=_uuids(body.get("directories"))))
 
     def _with_partitions(self, partitions: dict[uuid.UUID, dict[int, PartitionRegistration]]
                          ) -> MetadataImage:

@@ -51,7 +51,7 @@ def build_quorum(config: BrokerConfig, addresses: NodeAddresses, legacy: Any,
     """The quorum of the node `addresses` describes, on `config`'s data directory (on
     the file system `fs`)."""
     voters = tuple(sorted(addresses.voters))
-    store = MetadataLogStore.open(os.path.join(config.log_dirs, METADATA_LOG_DIR), fs)
+    store = MetadataLogStore.open(os.path.join(config.data_dirs[0], METADATA_LOG_DIR), fs)
     if store.election is not None:
         check_voters(tuple(store.election.voters), voters)
     quorum = QuorumConfig(

@@ -46,6 +46,7 @@ HANDLERS: dict[int, Handler] = {
     m.ALTER_CONFIGS: configs.handle_alter_configs,
     m.DELETE_RECORDS: delete_records.handle,
     m.DESCRIBE_LOG_DIRS: log_dirs.handle,
+    m.ALTER_REPLICA_LOG_DIRS: log_dirs.handle_alter,
     m.ALTER_PARTITION_REASSIGNMENTS: reassignment.handle_alter,
     m.LIST_PARTITION_REASSIGNMENTS: reassignment.handle_list,
     m.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,

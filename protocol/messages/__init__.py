@@ -78,6 +78,7 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(reassignment.ListPartitionReassignmentsRequest,
          reassignment.ListPartitionReassignmentsResponse),
     _api(log_dirs.DescribeLogDirsRequest, log_dirs.DescribeLogDirsResponse),
+    _api(log_dirs.AlterReplicaLogDirsRequest, log_dirs.AlterReplicaLogDirsResponse),
     _api(configs.AlterConfigsRequest, configs.AlterConfigsResponse),
     _api(configs.IncrementalAlterConfigsRequest, configs.IncrementalAlterConfigsResponse),
     _api(consumer_group.ConsumerGroupHeartbeatRequest,
@@ -132,6 +133,7 @@ CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
     _api(cluster.UnregisterBrokerRequest, cluster.UnregisterBrokerResponse),
     _api(cluster.AllocateProducerIdsRequest, cluster.AllocateProducerIdsResponse),
     _api(cluster.AlterPartitionRequest, cluster.AlterPartitionResponse),
+    _api(cluster.AssignReplicasToDirsRequest, cluster.AssignReplicasToDirsResponse),
 )}
 
 # Client APIs declared, at every version Kafka defines as stable, but not served yet: no
@@ -163,6 +165,7 @@ DELETE_RECORDS = _key(delete_records.DeleteRecordsRequest)
 ALTER_PARTITION_REASSIGNMENTS = _key(reassignment.AlterPartitionReassignmentsRequest)
 LIST_PARTITION_REASSIGNMENTS = _key(reassignment.ListPartitionReassignmentsRequest)
 DESCRIBE_LOG_DIRS = _key(log_dirs.DescribeLogDirsRequest)
+ALTER_REPLICA_LOG_DIRS = _key(log_dirs.AlterReplicaLogDirsRequest)
 ALTER_CONFIGS = _key(configs.AlterConfigsRequest)
 INCREMENTAL_ALTER_CONFIGS = _key(configs.IncrementalAlterConfigsRequest)
 CREATE_PARTITIONS = _key(topics.CreatePartitionsRequest)
@@ -189,6 +192,7 @@ BROKER_HEARTBEAT = _key(cluster.BrokerHeartbeatRequest)
 UNREGISTER_BROKER = _key(cluster.UnregisterBrokerRequest)
 ALLOCATE_PRODUCER_IDS = _key(cluster.AllocateProducerIdsRequest)
 ALTER_PARTITION = _key(cluster.AlterPartitionRequest)
+ASSIGN_REPLICAS_TO_DIRS = _key(cluster.AssignReplicasToDirsRequest)
 CONSUMER_GROUP_HEARTBEAT = _key(consumer_group.ConsumerGroupHeartbeatRequest)
 CONSUMER_GROUP_DESCRIBE = _key(consumer_group.ConsumerGroupDescribeRequest)
 DESCRIBE_ACLS = _key(security.DescribeAclsRequest)
