@@ -1,0 +1,170 @@
+"""Several log directories on one running broker (JBOD, issue 27): a replica moved between
+them with AlterReplicaLogDirs while it takes writes, DescribeLogDirs during and after the
+move, bad moves answered with Kafka's codes, the directory recorded with the controller
+(AssignReplicasToDirs), and one failed directory taken offline alone: its leaderships
+move, the other directory's partitions go on."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from broker.broker import Broker
+from broker.replication import alter_log_dirs
+from protocol.errors import ErrorCode
+from protocol.messages import ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS
+
+from .faults import FaultyDisk
+from .test_log_dirs import PEER, SLOW_HEARTBEATS, _add_peer, _create, _moved_away
+from .test_server_faults import Client, _batch, _create_topic, _fetch, _produce, _until
+
+
+@pytest.fixture
+def jbod(running, tmp_path):
+    """start(**overrides) -> (broker, client, [d0, d1]): a broker on two log directories."""
+
+    async def start(**overrides):
+        dirs = [str(tmp_path / "d0"), str(tmp_path / "d1")]
+        broker, _server, port = await running(**{"log.dirs": ",".join(dirs), **overrides})
+        return broker, await Client.connect(port), dirs
+
+    return start
+
+
+async def _describe(client: Client, topic: str) -> dict[str, tuple[int, dict]]:
+    """{log dir: (error, {(partition, is_future): (size, lag)})} for one topic."""
+    body = await client.call(DESCRIBE_LOG_DIRS, 4, {"topics": None})
+    return {r.log_dir: (r.error_code, {(p.partition_index, p.is_future_key):
+                                       (p.partition_size, p.offset_lag)
+                                       for t in r.topics if t.name == topic
+                                       for p in t.partitions})
+            for r in body.results}
+
+
+async def _alter(client: Client, path: str, topic: str, partitions: list[int]) -> dict[int, int]:
+    body = await client.call(ALTER_REPLICA_LOG_DIRS, 2, {"dirs": [
+        {"path": path, "topics": [{"name": topic, "partitions": partitions}]}]})
+    return {p.partition_index: p.error_code for t in body.results for p in t.partitions}
+
+
+def _offsets_served(fetched) -> list[int]:
+    from protocol.records import iter_batch_headers
+    return [o for _pos, h in iter_batch_headers(bytes(fetched.records))
+            for o in range(h.base_offset, h.last_offset + 1)]
+
+
+async def test_a_replica_moves_while_it_takes_writes_and_loses_nothing(jbod, monkeypatch):
+    monkeypatch.setattr(alter_log_dirs, "CHUNK_BYTES", 200)  # one batch a step: a long move
+    broker, client, (d0, d1) = await jbod()
+    assert await _create_topic(client, "m", 1) == ErrorCode.NONE
+    await _until(lambda: broker.partition("m", 0) is not None)
+    source = broker.logs.dir_of("m", 0)
+    target = d1 if source == d0 else d0
+    acked = 0
+    for i in range(60):
+        [(code, _)] = (await _produce(client, "m", {0: _batch(seed=i)})).values()
+        assert code == ErrorCode.NONE
+        acked += 3
+    assert await _alter(client, target, "m", [0]) == {0: ErrorCode.NONE}
+
+    # the future replica is there, behind, in the target directory; the current one serves
+    described = await _describe(client, "m")
+    assert set(described) == {os.path.abspath(d0), os.path.abspath(d1)}
+    _, in_target = described[os.path.abspath(target)]
+    (size, lag), = [v for (p, future), v in in_target.items() if future and p == 0]
+    assert 0 < lag <= acked
+    # writes go on during the move, and every one is acknowledged
+    while broker.log_dir_moves.moves_done == 0:
+        [(code, _)] = (await _produce(client, "m", {0: _batch(seed=7)})).values()
+        assert code == ErrorCode.NONE
+        acked += 3
+    for i in range(5):
+        [(code, _)] = (await _produce(client, "m", {0: _batch(seed=i)})).values()
+        assert code == ErrorCode.NONE
+        acked += 3
+    assert broker.logs.dir_of("m", 0) == target
+    assert not os.path.exists(os.path.join(source, "m-0"))
+    described = await _describe(client, "m")
+    assert described[os.path.abspath(target)][1] == {
+        (0, False): (broker.partition("m", 0).log.size, 0)}
+    assert described[os.path.abspath(source)][1] == {}
+    offsets: list[int] = []
+    while len(offsets) < acked:
+        fetched = await _fetch(client, "m", 0, len(offsets))
+        assert fetched.error_code == ErrorCode.NONE
+        offsets += _offsets_served(fetched)
+    assert offsets == list(range(acked))
+    # the controller has the new directory (AssignReplicasToDirs)
+    target_id = broker.log_dirs.dir_of(target).directory_id
+    assert await broker.wait_for_metadata(
+        lambda c: c.partition("m", 0).directory_of(0) == target_id, 5)
+
+
+async def test_bad_moves_answer_kafkas_codes_and_change_nothing(jbod):
+    broker, client, (d0, d1) = await jbod()
+    assert await _create_topic(client, "b", 1) == ErrorCode.NONE
+    await _until(lambda: broker.partition("b", 0) is not None)
+    here = broker.logs.dir_of("b", 0)
+    assert await _alter(client, "/no/such/dir", "b", [0]) == {0: ErrorCode.LOG_DIR_NOT_FOUND}
+    assert await _alter(client, d1, "nope", [0]) == {0: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert await _alter(client, d1, "b", [5]) == {5: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert await _alter(client, here, "b", [0]) == {0: ErrorCode.NONE}  # already there
+    assert broker.logs.futures == {} and broker.logs.dir_of("b", 0) == here
+    assert sorted(n for d in (d0, d1) for n in os.listdir(d) if n.startswith("b-")) == ["b-0"]
+
+
+async def test_a_failed_directory_goes_offline_alone(jbod, monkeypatch):
+    broker, client, (d0, d1) = await jbod(**SLOW_HEARTBEATS)
+    await _add_peer(broker)
+    await _create(client, "t", [[0, PEER], [0, PEER]])
+    await _until(lambda: broker.partition("t", 0) is not None
+                 and broker.partition("t", 1) is not None)
+    dirs = {i: broker.logs.dir_of("t", i) for i in (0, 1)}
+    assert set(dirs.values()) == {d0, d1}  # one partition in each: fewest partitions first
+    ids = {i: broker.log_dirs.dir_of(dirs[i]).directory_id for i in (0, 1)}
+    assert await broker.wait_for_metadata(  # each replica's directory is recorded
+        lambda c: all(c.partition("t", i).directory_of(0) == ids[i] for i in (0, 1)), 5)
+
+    FaultyDisk(monkeypatch, broker.partition("t", 0).log.directory, "eio")
+    assert await _produce(client, "t", {0: _batch(seed=1)}, acks=1) == {
+        0: (ErrorCode.KAFKA_STORAGE_ERROR, -1)}
+    assert broker.lifecycle._heartbeat()["offline_log_dirs"] == [ids[0]]
+    # t-0's leadership moves to the peer at once and this broker leaves its ISR; t-1 stays
+    assert await broker.wait_for_metadata(_moved_away(broker, "t", range(1)), 5)
+    me = broker.metadata_cache.broker(0)
+    assert me.log_dirs == (ids[1],) and not me.fenced
+    p1 = broker.metadata_cache.partition("t", 1)
+    assert p1.leader == 0 and 0 in p1.isr
+    assert await _produce(client, "t", {1: _batch(seed=2)}, acks=1) == {1: (ErrorCode.NONE, 0)}
+    assert (await _fetch(client, "t", 0)).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert (await _fetch(client, "t", 1)).error_code == ErrorCode.NONE
+    described = await _describe(client, "t")
+    assert described[os.path.abspath(dirs[0])] == (ErrorCode.KAFKA_STORAGE_ERROR, {})
+    assert described[os.path.abspath(dirs[1])][0] == ErrorCode.NONE
+    # a move into the failed directory is refused, as is one of the offline replica
+    assert await _alter(client, dirs[0], "t", [1]) == {1: ErrorCode.KAFKA_STORAGE_ERROR}
+    assert await _alter(client, dirs[1], "t", [0]) == {0: ErrorCode.KAFKA_STORAGE_ERROR}
+    # new partitions go to the directory still online
+    await _create(client, "u", [[0], [0]])
+    await _until(lambda: broker.partition("u", 1) is not None)
+    assert {broker.logs.dir_of("u", i) for i in (0, 1)} == {dirs[1]}
+
+
+async def test_log_dir_and_data_dir_name_one_directory(tmp_path):
+    from broker.config import BrokerConfig, ConfigError
+    assert BrokerConfig.load({"log.dir": "/a"}).data_dirs == ("/a",)
+    assert BrokerConfig.load({"log.dir": "/a", "log.dirs": "/b, /c"}).data_dirs == ("/b", "/c")
+    with pytest.raises(ConfigError, match="twice"):
+        BrokerConfig.load({"log.dirs": "/b,/b/"})
+    with pytest.raises(ConfigError, match="no directory"):
+        BrokerConfig.load({"log.dirs": " , "})
+    config = BrokerConfig.load(**{"log.dirs": f"{tmp_path}/x,{tmp_path}/y",
+                                  "listeners": "127.0.0.1:1"})
+    broker = Broker(config)
+    ids = broker.log_dirs.dir_ids()
+    assert len(set(ids)) == 2
+    for d in ("x", "y"):
+        props = dict(line.split("=", 1) for line in
+                     (tmp_path / d / "meta.properties").read_text().splitlines())
+        assert props["cluster.id"] == broker.cluster_id and props["node.id"] == "0"
