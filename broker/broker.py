@@ -64,6 +64,8 @@ from broker.metadata_cache import MetadataCache
 from broker.partition import Partition
 from broker.storage import REAL, FileSystem
 from broker.replication.leader_epochs import LeaderEpochCache, new_log_cache, open_cache
+from broker.replication.alter_log_dirs import ReplicaAlterLogDirs
+from broker.replication.directory_assignments import DirectoryAssignments
 from broker.replication.manager import ReplicaManager
 from broker.security.authorize import authorizer_for
 from broker.security.authenticator import ListenerSecurity
@@ -154,9 +156,7 @@ class Broker:
         self.metrics = BrokerMetrics()
         self.telemetry = ClientTelemetry(config)
         self.partitions: dict[tuple[str, int], Partition] = {}
-        from broker.replication.alter_log_dirs import ReplicaAlterLogDirs
         self.log_dir_moves = ReplicaAlterLogDirs(self)
-        from broker.replication.directory_assignments import DirectoryAssignments
         self.dir_assignments = DirectoryAssignments(self)
         # partitions whose log is being made off the event loop (by topic id), and of those
         # the ones no worker has taken up yet; until `_log_maker` runs (a Broker that was

@@ -179,10 +179,10 @@ class LogDirs:
         for m in self.online():  # a directory left by a failed creation: used again
             if self.fs.exists(os.path.join(m.data_dir, name)):
                 return m
-        m = self.choose_dir()
-        if m is None:
+        chosen = self.choose_dir()
+        if chosen is None:
             raise OSError(f"no log directory is online (of {', '.join(self.paths)})")
-        return m
+        return chosen
 
     def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None, *,
                       topic_id: uuid.UUID | None = None) -> PartitionLog:

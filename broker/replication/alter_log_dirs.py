@@ -25,15 +25,15 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
 from broker.replication.leader_epochs import relocate_cache
 from protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from broker.broker import Broker
+# the broker (broker.broker.Broker) is typed loosely: it imports this module
+Broker = Any
 
 log = logging.getLogger("minibroker.alter_log_dirs")
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
@@ -27,8 +27,8 @@ from broker.controller_channel import ControllerUnavailable
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from broker.broker import Broker
+# the broker (broker.broker.Broker) is typed loosely: it imports this module
+Broker = Any
 
 log = logging.getLogger("minibroker.directory_assignments")
 
