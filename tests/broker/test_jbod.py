@@ -13,7 +13,8 @@ import pytest
 from broker.broker import Broker
 from broker.replication import alter_log_dirs
 from protocol.errors import ErrorCode
-from protocol.messages import ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS
+from broker.log.manager import LOG_START_OFFSET_CHECKPOINT, read_checkpoint
+from protocol.messages import ALTER_REPLICA_LOG_DIRS, DELETE_RECORDS, DESCRIBE_LOG_DIRS
 
 from .faults import FaultyDisk
 from .test_log_dirs import PEER, SLOW_HEARTBEATS, _add_peer, _create, _moved_away
@@ -154,6 +155,27 @@ async def test_a_failed_directory_goes_offline_alone(jbod, monkeypatch):
     await _create(client, "u", [[0], [0]])
     await _until(lambda: broker.partition("u", 1) is not None)
     assert {broker.logs.dir_of("u", i) for i in (0, 1)} == {dirs[1]}
+
+
+async def test_delete_records_checkpoints_each_directorys_log_starts(jbod):
+    """DeleteRecords makes the new log start durable before answering: in the checkpoint
+    file of the directory that holds each partition."""
+    broker, client, (d0, d1) = await jbod()
+    assert await _create_topic(client, "dr", 2) == ErrorCode.NONE
+    await _until(lambda: all(broker.partition("dr", i) is not None for i in (0, 1)))
+    assert {broker.logs.dir_of("dr", i) for i in (0, 1)} == {d0, d1}
+    for i in (0, 1):
+        for seed in range(3):
+            await _produce(client, "dr", {i: _batch(seed=seed)})
+    body = await client.call(DELETE_RECORDS, 2, {"topics": [{"name": "dr", "partitions": [
+        {"partition_index": 0, "offset": 3}, {"partition_index": 1, "offset": 6}]}],
+        "timeout_ms": 5000})
+    assert [(p.partition_index, p.error_code, p.low_watermark)
+            for p in body.topics[0].partitions] == [(0, 0, 3), (1, 0, 6)]
+    for i, start in ((0, 3), (1, 6)):
+        written = read_checkpoint(os.path.join(broker.logs.dir_of("dr", i),
+                                               LOG_START_OFFSET_CHECKPOINT))
+        assert written[("dr", i)] == start
 
 
 async def test_log_dir_and_data_dir_name_one_directory(tmp_path):

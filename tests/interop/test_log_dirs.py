@@ -130,3 +130,48 @@ def test_kafka_python_moves_a_replica_while_librdkafka_produces(two_dir_broker):
     [b] = json.loads(done.stdout.splitlines()[2])["brokers"]
     assert {d["logDir"]: [p["partition"] for p in d["partitions"]] for d in b["logDirs"]} == {
         source: [], target: [f"{topic}-0"]}
+
+
+def test_reassign_partitions_moves_replicas_by_their_log_dirs(two_dir_broker, tmp_path):
+    """kafka-reassign-partitions.sh's file with "log_dirs": --execute starts the moves
+    (AlterReplicaLogDirs), --verify says when each replica is in its directory; a path the
+    broker does not have fails with one line and moves nothing."""
+    broker, d0, d1 = two_dir_broker
+    topic = unique("reassign-dirs")
+    create_topic(broker.bootstrap, topic, 2)
+    produce(broker.bootstrap, topic, [(None, b"v" * 50, None, p) for p in (0, 1) * 100])
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        before = _where(admin, topic)
+        # each partition to the directory it is not in
+        targets = {p: (d1 if (p, False) in before[d0] else d0) for p in (0, 1)}
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": topic, "partition": p, "replicas": [0], "log_dirs": [targets[p]]}
+            for p in (0, 1)]}))
+
+        def tool(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run([sys.executable, "-m", "cli", "reassign-partitions",
+                                   "--bootstrap-server", broker.bootstrap, *args],
+                                  capture_output=True, text=True, timeout=60)
+
+        done = tool("--execute", "--reassignment-json-file", str(plan))
+        assert done.returncode == 0, done.stderr
+        assert "Successfully started log directory move for: " in done.stdout
+        assert f"{topic}-0-0" in done.stdout and f"{topic}-1-0" in done.stdout
+
+        def verified() -> bool:
+            return tool("--verify", "--reassignment-json-file", str(plan)).returncode == 0
+        wait_until(verified, 30, interval_s=0.5, message="--verify to report the moves done")
+        out = tool("--verify", "--reassignment-json-file", str(plan)).stdout
+        assert f"Reassignment of replica {topic}-0-0 is completed." in out
+        after = _where(admin, topic)
+        assert all((p, False) in after[targets[p]] for p in (0, 1))
+
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": topic, "partition": 0, "replicas": [0], "log_dirs": ["/not/ours"]}]}))
+        done = tool("--execute", "--reassignment-json-file", str(plan))
+        assert done.returncode == 1 and "LogDirNotFound" in done.stderr, done.stderr
+        assert _where(admin, topic) == after
+    finally:
+        admin.close()
