@@ -142,6 +142,10 @@ async def test_a_failed_directory_goes_offline_alone(jbod, monkeypatch):
     assert me.log_dirs == (ids[1],) and not me.fenced
     p1 = broker.metadata_cache.partition("t", 1)
     assert p1.leader == 0 and 0 in p1.isr
+    # Metadata names the replica in the failed directory offline, not the other one
+    cache = broker.metadata_cache
+    assert cache.offline_replicas(cache.partition("t", 0)) == [0]
+    assert cache.offline_replicas(p1) == []
     assert await _produce(client, "t", {1: _batch(seed=2)}, acks=1) == {1: (ErrorCode.NONE, 0)}
     assert (await _fetch(client, "t", 0)).error_code == ErrorCode.KAFKA_STORAGE_ERROR
     assert (await _fetch(client, "t", 1)).error_code == ErrorCode.NONE
