@@ -116,11 +116,12 @@ class BrokerRegistration:
 
     @property
     def has_online_dir(self) -> bool:
-        """Whether it can host replicas. Partitions are not assigned to directories here
-        (PartitionRecord.directories stays unset) and a broker has one, so its replicas live
-        or die with it. Kafka likewise takes a registration naming no directory (an older
-        broker) to have them online; unlike Kafka, whose broker halts when its last
-        directory fails, ours stays up with none (`LOST_DIR` alone)."""
+        """Whether it can host replicas: some directory online. A replica in a failed
+        directory of a broker that has others is offline on its own
+        (PartitionRegistration.directory_of, MetadataCache.offline_replicas). Kafka likewise
+        takes a registration naming no directory (an older broker) to have them online;
+        unlike Kafka, whose broker halts when its last directory fails, ours stays up with
+        none (`LOST_DIR` alone)."""
         return self.log_dirs != (LOST_DIR,)
 
     @property

@@ -7,7 +7,8 @@ registration it applies (Broker._follow) and after every move between directorie
 (PartitionRegistration.directory_of) with the one that holds it; where they differ it
 queues an assignment, and `run` sends what is queued in one AssignReplicasToDirs to the
 active controller, again after a pause when the controller cannot be reached or refuses
-the request as a whole. The controller records it as a PartitionChangeRecord; when a
+the request as a whole (dropped instead when it names a directory the registration does
+not list: one that failed meanwhile). The controller records it as a PartitionChangeRecord; when a
 directory later fails, that is how it knows which leaderships to move
 (ReplicationControlManager.handle_directories_offline). A broker with one directory sends
 none: every replica it has is in that directory, and its heartbeat naming it offline takes
@@ -71,6 +72,10 @@ class DirectoryAssignments:
                 batch = dict(list(self.pending.items())[:BATCH])
                 for key in batch:
                     del self.pending[key]
+                offline = set(self.broker.log_dirs.offline_dir_ids())
+                batch = {k: d for k, d in batch.items() if d not in offline}
+                if not batch:
+                    continue
                 if not await self._send(batch):
                     for key, directory in batch.items():
                         self.pending.setdefault(key, directory)
@@ -94,6 +99,11 @@ class DirectoryAssignments:
                         "again", len(batch), e)
             return False
         code = response.get("error_code", 0)
+        if code == ErrorCode.INVALID_REQUEST:
+            # a directory the registration does not list (it failed meanwhile): dropped;
+            # the next registration applied here queues what is still out of place
+            log.warning("AssignReplicasToDirs refused: %s; dropped", ErrorCode(code).name)
+            return True
         if code != ErrorCode.NONE:
             log.warning("AssignReplicasToDirs refused: %s", ErrorCode(code).name)
             return False
