@@ -29,6 +29,7 @@ from typing import Any
 
 import trio
 
+from broker.log.errors import KafkaStorageError
 from broker.replication.leader_epochs import relocate_cache
 from protocol.errors import ErrorCode
 
@@ -99,7 +100,7 @@ class ReplicaAlterLogDirs:
                 for topic, index in list(self.broker.logs.futures):
                     try:
                         self._step(topic, index)
-                    except OSError as e:
+                    except (OSError, KafkaStorageError) as e:
                         self._failed(topic, index, e)
                     await trio.lowlevel.checkpoint()  # requests go between chunks
 
@@ -118,7 +119,12 @@ class ReplicaAlterLogDirs:
             # retention or DeleteRecords passed the copy: what is missing is gone anyway
             future.truncate_fully_and_start_at(current.log_start_offset)
         if future.log_end_offset < current.log_end_offset:
-            data = current.read(future.log_end_offset, CHUNK_BYTES, min_one_message=True)
+            try:
+                data = current.read(future.log_end_offset, CHUNK_BYTES, min_one_message=True)
+            except (OSError, KafkaStorageError) as e:  # the source's fault, not the target's
+                self.cancel(topic, index)
+                broker.log_dirs.storage_failed(f"{topic}-{index}: {e}", current.directory)
+                return
             if data:
                 future.append_as_follower(data, now_ms=broker.now_ms())
         if future.log_end_offset >= current.log_end_offset:
@@ -144,7 +150,8 @@ class ReplicaAlterLogDirs:
                            source=str(source), target=target,
                            log_end_offset=new.log_end_offset)
 
-    def _failed(self, topic: str, index: int, error: OSError) -> None:
+    def _failed(self, topic: str, index: int, error: Exception) -> None:
+        """Writing the copy (or swapping it in) failed: the target directory's fault."""
         broker = self.broker
         target = broker.logs.future_dir(topic, index)
         log.error("moving %s-%d to %s failed: %s", topic, index, target, error)

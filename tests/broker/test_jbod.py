@@ -62,6 +62,10 @@ def _offsets_served(fetched) -> list[int]:
 
 async def test_a_replica_moves_while_it_takes_writes_and_loses_nothing(jbod, monkeypatch):
     monkeypatch.setattr(alter_log_dirs, "CHUNK_BYTES", 200)  # one batch a step: a long move
+    held = [True]  # the copy waits until the test has seen the future replica
+    step = alter_log_dirs.ReplicaAlterLogDirs._step
+    monkeypatch.setattr(alter_log_dirs.ReplicaAlterLogDirs, "_step",
+                        lambda self, t, i: None if held[0] else step(self, t, i))
     broker, client, (d0, d1) = await jbod()
     assert await _create_topic(client, "m", 1) == ErrorCode.NONE
     await _until(lambda: broker.partition("m", 0) is not None)
@@ -78,8 +82,8 @@ async def test_a_replica_moves_while_it_takes_writes_and_loses_nothing(jbod, mon
     described = await _describe(client, "m")
     assert set(described) == {d0, d1}
     _, in_target = described[target]
-    (size, lag), = [v for (p, future), v in in_target.items() if future and p == 0]
-    assert 0 < lag <= acked
+    assert in_target == {(0, True): (0, acked)}  # nothing copied yet: the whole log behind
+    held[0] = False
     # writes go on during the move, and every one is acknowledged
     while broker.log_dir_moves.moves_done == 0:
         [(code, _)] = (await _produce(client, "m", {0: _batch(seed=7)})).values()
@@ -159,6 +163,28 @@ async def test_a_failed_directory_goes_offline_alone(jbod, monkeypatch):
     await _create(client, "u", [[0], [0]])
     await _until(lambda: broker.partition("u", 1) is not None)
     assert {broker.logs.dir_of("u", i) for i in (0, 1)} == {dirs[1]}
+
+
+async def test_a_target_directory_that_fails_mid_move_drops_the_move(jbod, monkeypatch):
+    """The copy's writes fail: the move is dropped, the target directory goes offline (a
+    peer can take over what it held: nothing), and the replica serves on where it was."""
+    monkeypatch.setattr(alter_log_dirs, "CHUNK_BYTES", 200)
+    broker, client, (d0, d1) = await jbod(**SLOW_HEARTBEATS)
+    await _add_peer(broker)
+    await _create(client, "f", [[0]])
+    await _until(lambda: broker.partition("f", 0) is not None)
+    source = broker.logs.dir_of("f", 0)
+    target = d1 if source == d0 else d0
+    for i in range(30):
+        await _produce(client, "f", {0: _batch(seed=i)}, acks=1)
+    assert await _alter(client, target, "f", [0]) == {0: ErrorCode.NONE}
+    FaultyDisk(monkeypatch, target, "eio")
+    await _until(lambda: broker.log_dirs.is_offline(target))
+    await _until(lambda: not broker.logs.futures)
+    assert broker.logs.dir_of("f", 0) == source and broker.log_dir_moves.moves_done == 0
+    assert await _produce(client, "f", {0: _batch(seed=99)}, acks=1) == {0: (ErrorCode.NONE, 90)}
+    assert broker.lifecycle._heartbeat()["offline_log_dirs"] == [
+        broker.log_dirs.dir_of(target).directory_id]
 
 
 async def test_delete_records_checkpoints_each_directorys_log_starts(jbod):
