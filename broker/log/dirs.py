@@ -108,7 +108,7 @@ class LogDirs:
 
         def key(item: tuple[int, LogManager]) -> tuple[int, int, int]:
             order, m = item
-            count = len(m.partitions()) + self._pending.get(m.data_dir, 0)
+            count = m.partition_count() + self._pending.get(m.data_dir, 0)
             return count, -disk_usage(m.data_dir, self.fs.threaded)[1], order
         return min(enumerate(candidates), key=key)[1]
 

@@ -349,6 +349,9 @@ class LogManager:
     def partitions(self) -> list[TopicPartition]:
         return sorted(self._logs)
 
+    def partition_count(self) -> int:
+        return len(self._logs)
+
     def logs(self) -> Iterable[PartitionLog]:
         return list(self._logs.values())
 
