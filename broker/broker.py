@@ -123,8 +123,8 @@ class Broker:
         self.controller_opener = None if self.addresses.single_node else node_opener(
             config, self.addresses, self.addresses.controller_listener_name,
             "sasl.mechanism.controller.protocol", f"minibroker-{self.node_id}", dial)
-        # log.dirs, in order; the first also holds the metadata log, the event log, the
-        # HW checkpoint and meta.properties' cluster id (Kafka's metadata.log.dir default)
+        # log.dirs, in order; the first also holds the metadata log, the event log and the
+        # cluster id the others must share (Kafka's metadata.log.dir default)
         self.data_dirs = config.data_dirs
         self.data_dir = self.data_dirs[0]
         self._clock = clock

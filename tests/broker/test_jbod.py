@@ -12,6 +12,7 @@ import pytest
 
 from broker.broker import Broker
 from broker.replication import alter_log_dirs
+from broker.replication.manager import HW_CHECKPOINT_FILE
 from protocol.errors import ErrorCode
 from broker.log.manager import LOG_START_OFFSET_CHECKPOINT, read_checkpoint
 from protocol.messages import ALTER_REPLICA_LOG_DIRS, DELETE_RECORDS, DESCRIBE_LOG_DIRS
@@ -187,9 +188,10 @@ async def test_a_target_directory_that_fails_mid_move_drops_the_move(jbod, monke
         broker.log_dirs.dir_of(target).directory_id]
 
 
-async def test_delete_records_checkpoints_each_directorys_log_starts(jbod):
+async def test_checkpoints_are_kept_per_directory(jbod):
     """DeleteRecords makes the new log start durable before answering: in the checkpoint
-    file of the directory that holds each partition."""
+    file of the directory that holds each partition; the HW checkpoint is per directory
+    too."""
     broker, client, (d0, d1) = await jbod()
     assert await _create_topic(client, "dr", 2) == ErrorCode.NONE
     await _until(lambda: all(broker.partition("dr", i) is not None for i in (0, 1)))
@@ -206,6 +208,13 @@ async def test_delete_records_checkpoints_each_directorys_log_starts(jbod):
         written = read_checkpoint(os.path.join(broker.logs.dir_of("dr", i),
                                                LOG_START_OFFSET_CHECKPOINT))
         assert written[("dr", i)] == start
+    # the high watermarks too go to the directory of each partition, as Kafka keeps them
+    broker.replicas.write_checkpoint()
+    for i in (0, 1):
+        written = read_checkpoint(os.path.join(broker.logs.dir_of("dr", i),
+                                               HW_CHECKPOINT_FILE))
+        assert written == {("dr", i): 9}
+    assert broker.replicas.read_checkpoint() == {("dr", 0): 9, ("dr", 1): 9}
 
 
 async def test_log_dir_and_data_dir_name_one_directory(tmp_path):
