@@ -13,8 +13,8 @@ disk, count first spreads them and still prefers room between equals.
 
 Moving a replica (AlterReplicaLogDirs, KIP-113): `make_future_log` makes
 ``<topic>-<partition>.<uuid>-future`` in the target directory; the copy fills it
-(broker/replication/alter_log_dirs.py); `replace_current_with_future` swaps it in: both
-logs closed after a flush, the future directory renamed to the partition's own name (two
+(broker/replication/alter_log_dirs.py); `replace_current_with_future` swaps it in: the
+current log's aborted-transaction index entries copied over, both logs closed after a flush, the future directory renamed to the partition's own name (two
 directories of the partition now exist, with the same batches), then the old one renamed
 ``-delete`` and removed, and the new log opened again. A crash between the two renames
 leaves duplicates: `open` keeps the one with the higher log end offset (they are equal
@@ -303,6 +303,12 @@ class LogDirs:
         topic_id = read_partition_metadata(current.directory, fs=self.fs)
         log_start = current.log_start_offset
         cleaned = source.cleaner_checkpoint(topic, partition)
+        # the copy took the batches; the aborted transactions' index goes with them, or a
+        # read_committed fetch of the moved log would return aborted records
+        for seg in current.segments:
+            for txn in seg.txn_index.all_aborted_txns():
+                if future.log_start_offset <= txn.last_offset < future.log_end_offset:
+                    future.append_aborted_txn(txn, unless_present=True)
         future.close()
         final = os.path.join(target.data_dir, partition_dir_name(topic, partition))
         self.fs.rename(future.directory, final)

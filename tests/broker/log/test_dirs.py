@@ -12,6 +12,8 @@ from broker.log.manager import (
     FUTURE_DIR_SUFFIX, RECOVERY_POINT_CHECKPOINT, read_checkpoint, read_partition_metadata,
 )
 
+from protocol.aborted_txn import AbortedTxn
+
 from .helpers import make_batch
 
 TOPIC_ID = uuid.UUID(int=1234)
@@ -81,9 +83,12 @@ def test_a_future_replica_swaps_in_with_the_same_batches(tmp_path):
     future = logs.make_future_log("t", 0, d1, current.config, TOPIC_ID)
     assert os.path.basename(future.directory).endswith(FUTURE_DIR_SUFFIX)
     assert logs.future_dir("t", 0) == d1
+    aborted = AbortedTxn(producer_id=7, first_offset=3, last_offset=5, last_stable_offset=3)
+    current.append_aborted_txn(aborted)  # (its marker stands at offset 5)
     batches = current.read(0, 1 << 20)
     future.append_as_follower(batches, now_ms=0)
     moved = logs.replace_current_with_future("t", 0)
+    assert moved.collect_aborted_txns(0, 9) == [aborted]  # read_committed still skips it
     assert moved.directory == os.path.join(d1, "t-0") and logs.dir_of("t", 0) == d1
     assert moved.read(0, 1 << 20) == batches
     assert moved.log_end_offset == 9 and not os.path.exists(os.path.join(d0, "t-0"))
