@@ -653,6 +653,8 @@ class Broker:
                                   reason, partition.log.directory))
         partition.state.restore_high_watermark(
             self._checkpointed_hws.get((plog.topic, plog.partition), 0), plog.log_end_offset)
+        # a move between log directories found at start resumes (alter_log_dirs.py)
+        partition.future_log = self.logs.futures.get((plog.topic, plog.partition))
         self.partitions[(plog.topic, plog.partition)] = partition
         return partition
 

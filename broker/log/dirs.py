@@ -19,7 +19,8 @@ directories of the partition now exist, with the same batches), then the old one
 ``-delete`` and removed, and the new log opened again. A crash between the two renames
 leaves duplicates: `open` keeps the one with the higher log end offset (they are equal
 when the crash came between the renames) and deletes the other. A ``-future`` directory
-found at start is an unfinished move, removed: the move is not resumed.
+found at start is an unfinished move: it resumes (`futures`, recovered whole) when the
+partition is in another directory, else it is removed.
 
 An offline directory (`is_offline(path)`, broker/log_dirs.py's channel) gets no new
 partition, checkpoint, flush, retention or cleaning, and its logs are left as they are.
@@ -119,7 +120,36 @@ class LogDirs:
         for m in self.managers:
             reports += m.open(now_ms=now_ms)
         self._resolve_duplicates()
+        self._resume_futures()
         return reports
+
+    def _resume_futures(self) -> None:
+        """The future replicas found at start: a move resumes (its log recovered whole,
+        since the copy's recovery point is not checkpointed) when the partition's current
+        log is in another directory and of the same topic; else the copy is removed."""
+        for m in self.managers:
+            for tp, path in m.future_dirs:
+                holder = self._holder(*tp)
+                current = holder.get(*tp) if holder is not None else None
+                future_id = read_partition_metadata(path, fs=self.fs)
+                current_id = (read_partition_metadata(current.directory, fs=self.fs)
+                              if current is not None else None)
+                if (current is None or holder is m or tp in self.futures
+                        or (future_id is not None and current_id is not None
+                            and future_id != current_id)):
+                    self.fs.rmtree(path)
+                    continue
+                try:
+                    self.futures[tp] = PartitionLog.open(
+                        path, tp[0], tp[1], current.config, clean_shutdown=False, now_ms=None,
+                        fs=self.fs)
+                except OSError as exc:
+                    self.warnings.append(f"could not resume moving {tp[0]}-{tp[1]} to "
+                                         f"{m.data_dir}: {exc}")
+                    self.fs.rmtree(path)
+                    continue
+                self._pending[m.data_dir] = self._pending.get(m.data_dir, 0) + 1
+            m.future_dirs = []
 
     def _resolve_duplicates(self) -> None:
         seen: dict[TopicPartition, LogManager] = {}
@@ -365,11 +395,15 @@ class LogDirs:
     def close(self, broker_epoch: int = -1) -> None:
         """Each online directory as `LogManager.close` (flushed, checkpointed, marked
         clean); an offline one's logs are closed as they can be and get no marker. Moves
-        in progress are dropped. The first error is raised after every directory had its
-        turn."""
-        for tp in list(self.futures):
-            self.abandon_future(*tp)
+        in progress are closed (flushed), to resume at the next start. The first error is
+        raised after every directory had its turn."""
         failed: OSError | None = None
+        for future in list(self.futures.values()):
+            try:
+                future.close()
+            except OSError as exc:
+                failed = failed or exc
+        self.futures.clear()
         for m in self.managers:
             try:
                 if self._is_offline(m.data_dir):

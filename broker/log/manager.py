@@ -182,6 +182,9 @@ class LogManager:
         # skipped until restart (Kafka's uncleanable partitions).
         self._cleaner_checkpoints: dict[TopicPartition, int] | None = None
         self._uncleanable: set[TopicPartition] = set()
+        # the future replicas `open` found here (a move into this directory, dirs.py),
+        # left for LogDirs to resume or remove
+        self.future_dirs: list[tuple[TopicPartition, str]] = []
 
     # ------------------------------------------------------------------ start-up
 
@@ -211,10 +214,15 @@ class LogManager:
             path = os.path.join(self.data_dir, name)
             if not fs.isdir(path):
                 continue
-            if name.endswith(DELETE_DIR_SUFFIX) or name.endswith(FUTURE_DIR_SUFFIX):
-                # a topic delete the crash interrupted, or a move between directories
-                # (dirs.py), which is not resumed
-                fs.rmtree(path)
+            if name.endswith(DELETE_DIR_SUFFIX):
+                fs.rmtree(path)  # a topic delete the crash interrupted
+                continue
+            if name.endswith(FUTURE_DIR_SUFFIX):
+                future = parse_partition_dir(name.rsplit(".", 1)[0])
+                if future is None:
+                    fs.rmtree(path)
+                else:
+                    self.future_dirs.append((future, path))
                 continue
             tp = parse_partition_dir(name)
             if tp is None or tp[0] == METADATA_LOG_TOPIC:

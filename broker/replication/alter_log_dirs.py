@@ -14,8 +14,9 @@ checkpoint is written in the new directory and the producer state snapshotted th
 
 What Kafka does that this does not: its copy runs on a thread of its own, throttled by
 replica.alter.log.dirs.io.max.bytes.per.second (here: `CHUNK_BYTES` per event-loop turn,
-unthrottled), and a move survives a restart (here the future log is removed at start and
-the replica stays where it was: the move must be asked for again). The new directory is
+unthrottled). A move survives a restart, as Kafka's: the future log is loaded at start
+(LogDirs.open, recovered whole) and the copy goes on from its end once the partition is
+open (Broker._partition hands it to the partition). The new directory is
 reported to the controller after the swap (AssignReplicasToDirs, through
 directory_assignments.py), not when the future log is made as Kafka 3.7+ does: until the
 swap, a failure of the source directory is what must move the leadership.
@@ -93,6 +94,10 @@ class ReplicaAlterLogDirs:
 
     async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
+        # moves found at start (LogDirs.open) resume once the replicas have their image
+        await self.broker.first_publish.wait()
+        if self.broker.logs.futures:
+            self._wanted.set()
         while True:
             await self._wanted.wait()
             self._wanted = trio.Event()

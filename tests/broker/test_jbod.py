@@ -6,11 +6,16 @@ move, the other directory's partitions go on."""
 
 from __future__ import annotations
 
+import functools
 import os
 
 import pytest
+import trio
 
 from broker.broker import Broker
+from broker.config import BrokerConfig
+from broker.server import serve
+from harness.ports import free_port
 from broker.replication import alter_log_dirs
 from broker.replication.manager import HW_CHECKPOINT_FILE
 from protocol.errors import ErrorCode
@@ -110,6 +115,45 @@ async def test_a_replica_moves_while_it_takes_writes_and_loses_nothing(jbod, mon
     target_id = broker.log_dirs.dir_of(target).directory_id
     assert await broker.wait_for_metadata(
         lambda c: c.partition("m", 0).directory_of(0) == target_id, 5)
+
+
+async def _serving(nursery, dirs: list[str]) -> tuple[Broker, Client]:
+    port = free_port()
+    broker = Broker(BrokerConfig.load(**{"log.dirs": ",".join(dirs),
+                                         "listeners": f"127.0.0.1:{port}"}))
+    broker.open()
+    await nursery.start(functools.partial(serve, broker, install_signal_handlers=False))
+    return broker, await Client.connect(port)
+
+
+async def test_a_move_resumes_after_a_restart(tmp_path, monkeypatch):
+    """A clean stop in the middle of a move keeps the future replica; the next start
+    loads it and the copy goes on to the swap (as Kafka resumes its future logs)."""
+    held = [True]
+    step = alter_log_dirs.ReplicaAlterLogDirs._step
+    monkeypatch.setattr(alter_log_dirs.ReplicaAlterLogDirs, "_step",
+                        lambda self, t, i: None if held[0] else step(self, t, i))
+    dirs = [str(tmp_path / "d0"), str(tmp_path / "d1")]
+    async with trio.open_nursery() as nursery:
+        broker, client = await _serving(nursery, dirs)
+        assert await _create_topic(client, "r", 1) == ErrorCode.NONE
+        await _until(lambda: broker.partition("r", 0) is not None)
+        source = broker.logs.dir_of("r", 0)
+        target = dirs[1] if source == dirs[0] else dirs[0]
+        for i in range(10):
+            await _produce(client, "r", {0: _batch(seed=i)})
+        assert await _alter(client, target, "r", [0]) == {0: ErrorCode.NONE}
+        nursery.cancel_scope.cancel()  # serve closes the broker: a clean stop
+    async with trio.open_nursery() as nursery:
+        broker, client = await _serving(nursery, dirs)
+        assert list(broker.logs.futures) == [("r", 0)] and broker.logs.dir_of("r", 0) == source
+        assert broker.partition("r", 0).future_log is broker.logs.futures[("r", 0)]
+        held[0] = False
+        await _until(lambda: broker.log_dir_moves.moves_done == 1)
+        assert broker.logs.dir_of("r", 0) == target and not broker.logs.futures
+        fetched = await _fetch(client, "r", 0)
+        assert _offsets_served(fetched) == list(range(30))
+        nursery.cancel_scope.cancel()
 
 
 async def test_bad_moves_answer_kafkas_codes_and_change_nothing(jbod):

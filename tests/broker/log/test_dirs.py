@@ -119,15 +119,24 @@ def test_a_crash_between_the_renames_keeps_one_copy(tmp_path):
     assert again.warnings and "both" in again.warnings[0]
 
 
-def test_an_unfinished_move_is_removed_at_start(tmp_path):
+def test_an_unfinished_move_resumes_at_start(tmp_path):
+    """A future replica found at start is loaded (recovered whole) to go on copying, when
+    the partition is in another directory; a stray one (no such partition, or in the
+    partition's own directory) is removed."""
     logs, (d0, d1) = _dirs(tmp_path)
-    current = logs.get_or_create("t", 0)
-    _fill(current, 1)
-    future = logs.make_future_log("t", 0, d1, current.config, None)
+    current = logs.get_or_create("t", 0, topic_id=TOPIC_ID)
+    _fill(current, 3)
+    future = logs.make_future_log("t", 0, d1, current.config, TOPIC_ID)
+    future.append_as_follower(current.read(0, 100), now_ms=0)  # one batch of three copied
     future_path = future.directory
-    logs.close()  # a clean stop drops the move too
-    assert not os.path.exists(future_path)
-    os.makedirs(future_path)  # as a crash would have left it
+    stray = [os.path.join(d1, f"gone-0.{'a' * 32}-future"),
+             os.path.join(d0, f"t-0.{'b' * 32}-future")]
+    logs.close()
+    for path in stray:
+        os.makedirs(path)
     again = LogDirs([d0, d1])
     again.open(now_ms=0)
-    assert not os.path.exists(future_path) and again.dir_of("t", 0) == d0
+    assert list(again.futures) == [("t", 0)] and again.future_dir("t", 0) == d1
+    assert again.futures[("t", 0)].log_end_offset == 3
+    assert again.dir_of("t", 0) == d0 and again.get("t", 0).log_end_offset == 9
+    assert os.path.exists(future_path) and not any(os.path.exists(p) for p in stray)
