@@ -53,17 +53,20 @@ from broker.listeners import Endpoint, NodeAddresses, format_voters
 from broker.log.config import LogConfig
 from broker.log.errors import KafkaStorageError
 from broker.log.log import PartitionLog
-from broker.log.manager import LogManager, read_partition_metadata
-from broker.log_dirs import LogDirFailureChannel
+from broker.log.dirs import LogDirs
+from broker.log.manager import read_partition_metadata
+from broker.log_dirs import LogDir, LogDirFailureChannel
 from broker.metrics import BrokerMetrics, figures
 from broker.telemetry import ClientTelemetry
 from broker.metadata import (LEGACY_FILE, LegacyMetadata, cluster_id_for_voters,
-                             load_cluster_id, load_directory_id)
+                             load_cluster_id, load_log_dir_ids)
 from broker.metadata_cache import MetadataCache
 from broker.quotas import BrokerQuotas
 from broker.partition import Partition
 from broker.storage import REAL, FileSystem
 from broker.replication.leader_epochs import LeaderEpochCache, new_log_cache, open_cache
+from broker.replication.alter_log_dirs import ReplicaAlterLogDirs
+from broker.replication.directory_assignments import DirectoryAssignments
 from broker.replication.manager import ReplicaManager
 from broker.replication.quota import ReplicationQuotas
 from broker.security.authorize import authorizer_for
@@ -122,7 +125,10 @@ class Broker:
         self.controller_opener = None if self.addresses.single_node else node_opener(
             config, self.addresses, self.addresses.controller_listener_name,
             "sasl.mechanism.controller.protocol", f"minibroker-{self.node_id}", dial)
-        self.data_dir = config.log_dirs
+        # log.dirs, in order; the first also holds the metadata log, the event log and the
+        # cluster id the others must share (Kafka's metadata.log.dir default)
+        self.data_dirs = config.data_dirs
+        self.data_dir = self.data_dirs[0]
         self._clock = clock
         self.events = EventLog(self.data_dir, self.node_id,
                                segment_bytes=config.events_segment_bytes,
@@ -144,19 +150,26 @@ class Broker:
                                    config.quota_window_size_seconds * 1000,
                                    config.controller_quota_window_num,
                                    config.controller_quota_window_size_seconds * 1000)
-        self.log_dirs = LogDirFailureChannel(str(self.data_dir),
-                                             load_directory_id(self.data_dir, fs=fs),
-                                             can_fail_over=self._another_broker_can_lead)
+        self.log_dirs = LogDirFailureChannel(
+            list(zip(self.data_dirs, load_log_dir_ids(self.data_dirs, self.node_id,
+                                                      self.cluster_id, fs=fs))),
+            can_fail_over=self._another_broker_can_lead)
         self.log_dirs.listeners.append(self._log_dir_failed)
         self.legacy = LegacyMetadata.load(self.data_dir, fs=fs)
-        self.logs = LogManager(self.data_dir, on_event=self.events.emit,
-                               recovery_threads=config.num_recovery_threads_per_data_dir, fs=fs)
+        self.logs = LogDirs(self.data_dirs, on_event=self.events.emit,
+                            recovery_threads=config.num_recovery_threads_per_data_dir, fs=fs,
+                            is_offline=self.log_dirs.is_offline)
+        # replicas of an offline log directory (Kafka's HostedPartition.Offline): not
+        # served, not fetched, not made again elsewhere, until a restart
+        self.offline_partitions: dict[tuple[str, int], Partition] = {}
         # one writer of the checkpoint files at a time: the periodic checkpoint and
         # DeleteRecords, which makes its new log start offsets durable before answering
         self.checkpoint_lock = trio.Lock()
         self.metrics = BrokerMetrics()
         self.telemetry = ClientTelemetry(config)
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.log_dir_moves = ReplicaAlterLogDirs(self)
+        self.dir_assignments = DirectoryAssignments(self)
         # partitions whose log is being made off the event loop (by topic id), and of those
         # the ones no worker has taken up yet; until `_log_maker` runs (a Broker that was
         # never started), logs are made inline as the metadata is applied
@@ -267,6 +280,9 @@ class Broker:
             self.controller_channel.set_peers(transport.controller_peer)
         if self.addresses.is_broker:
             await nursery.start(self._log_maker)
+        await nursery.start(self.log_dir_moves.run)
+        if self.addresses.is_broker:
+            await nursery.start(self.dir_assignments.run)
         await nursery.start(self.runtime.run)
         await nursery.start(self.groups.run)
         await nursery.start(self.transactions.run)
@@ -451,6 +467,10 @@ class Broker:
         for index, registration in new.partitions.items():
             key = (new.name, index)
             local = self.partitions.get(key)
+            if key in self.offline_partitions:
+                if self.node_id not in registration.replicas:
+                    gone.append(index)
+                continue  # its directory failed: nothing until a restart
             if (local is not None and unchanged.get(index) is registration
                     and self.node_id in registration.replicas):
                 continue
@@ -484,6 +504,7 @@ class Broker:
         a new leadership, and group coordination moves with `__consumer_offsets`."""
         was_leader, epoch, isr = local.is_leader, local.leader_epoch, local.isr
         self.replicas.apply_registration(local, registration, self.now_ms())
+        self.dir_assignments.check(topic, local.index, registration)
         # A new ISR counts as a change too: a follower the controller dropped from it (its
         # broker fenced) is caught up on an idle partition, so its incremental fetches do
         # not name that partition again, and the leader would never look at its offset to
@@ -666,9 +687,13 @@ class Broker:
 
     def _partition(self, plog: PartitionLog, epochs: Any) -> Partition:
         partition = Partition(plog.topic, plog.partition, plog, node_id=self.node_id,
-                              epochs=epochs, on_storage_failure=self.log_dirs.storage_failed)
+                              epochs=epochs,
+                              on_storage_failure=lambda reason: self.log_dirs.storage_failed(
+                                  reason, partition.log.directory))
         partition.state.restore_high_watermark(
             self._checkpointed_hws.get((plog.topic, plog.partition), 0), plog.log_end_offset)
+        # a move between log directories found at start resumes (alter_log_dirs.py)
+        partition.future_log = self.logs.futures.get((plog.topic, plog.partition))
         self.partitions[(plog.topic, plog.partition)] = partition
         return partition
 
@@ -677,6 +702,11 @@ class Broker:
         effort: a directory the file system will not let go is named in the log."""
         for index in indexes:
             partition = self.partitions.pop((topic, index), None)
+            if (topic, index) in self.offline_partitions:
+                # its directory failed: the files stay until a restart deletes them as stray
+                del self.offline_partitions[(topic, index)]
+                self.notify_data_arrived(topic, index)
+                continue
             self.replicas.forget(topic, index)
             if topic in self.coordinators and partition is not None and partition.is_leader:
                 self.coordinators[topic].on_partition_leadership(index, False)
@@ -772,15 +802,28 @@ class Broker:
     def _another_broker_can_lead(self) -> bool:
         return bool(self.metadata_cache.image.active_broker_ids() - {self.node_id})
 
-    def _log_dir_failed(self, reason: str) -> None:
-        """The data directory went offline: say so once, and answer the fetches waiting
-        on its partitions now (KAFKA_STORAGE_ERROR) rather than at their max_wait."""
-        hosted = sorted(self.partitions)
-        self.events.emit("log_dir_failure", log_dir=self.log_dirs.path,
-                         directory_id=str(self.log_dirs.directory_id), reason=reason,
+    def _log_dir_failed(self, directory: LogDir, reason: str) -> None:
+        """A log directory went offline (Kafka's ReplicaManager.handleLogDirFailure): its
+        partitions stop being served, fetched and moved, coordinators hosted on them stop,
+        and the fetches waiting on them answer now (KAFKA_STORAGE_ERROR) rather than at
+        their max_wait. Partitions in other directories go on."""
+        hosted = sorted(key for key, p in self.partitions.items()
+                        if directory.holds(p.log.directory))
+        self.events.emit("log_dir_failure", log_dir=directory.path,
+                         directory_id=str(directory.directory_id), reason=reason,
                          replicas_held=[f"{t}-{i}" for t, i in hosted])
         for topic, index in hosted:
+            partition = self.partitions.pop((topic, index))
+            self.offline_partitions[(topic, index)] = partition
+            self.replicas.forget(topic, index)
+            self.log_dir_moves.cancel(topic, index)
+            if topic in self.coordinators and partition.is_leader:
+                self.coordinators[topic].on_partition_leadership(index, False)
             self.notify_data_arrived(topic, index)
+        for key in list(self.logs.futures):  # moves into the failed directory
+            future_dir = self.logs.future_dir(*key)
+            if future_dir is not None and directory.holds(future_dir):
+                self.log_dir_moves.cancel(*key)
 
     # -- housekeeping -----------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ are validated against the same table and resolved with `topic_log_config`.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Generic, Mapping, TypeVar, overload
 
@@ -176,7 +177,10 @@ BROKER_PROPERTIES = _props(
          "minibroker: longest a controlled shutdown waits for the controller.", minimum=0),
     Prop("listeners", "str", "PLAINTEXT://127.0.0.1:9092", "Where the broker listens."),
     Prop("advertised.listeners", "str", None, "Address given to clients; defaults to listeners."),
-    Prop("log.dirs", "str", "./data", "The data directory."),
+    Prop("log.dirs", "str", "./data",
+         "The log directories, separated by commas; the first also holds the metadata log "
+         "and the event log."),
+    Prop("log.dir", "str", None, "The one log directory, when log.dirs is not set."),
     Prop("num.partitions", "int", 1, "Partitions of an auto-created topic.", minimum=1),
     Prop("default.replication.factor", "int", 1, "Replication factor of auto-created topics.",
          minimum=1),
@@ -569,6 +573,7 @@ class BrokerConfig:
     listeners = _Typed(str)
     advertised_listeners = _Nullable(str)
     log_dirs = _Typed(str)
+    log_dir = _Nullable(str)
     num_partitions = _Typed(int)
     default_replication_factor = _Typed(int)
     auto_create_topics_enable = _Typed(bool)
@@ -671,6 +676,7 @@ class BrokerConfig:
                 raise ConfigError(f"unknown config key {key!r}")
             values[key] = prop.parse(value)
         _resolve_node_id(raw, values)
+        _resolve_log_dirs(raw, values)
         _check_share_group_bounds(values)
         roles = values["process.roles"]
         if not roles or set(roles) - {"broker", "controller"}:
@@ -685,6 +691,12 @@ class BrokerConfig:
         if name in own:
             return own[name]
         return self.values.get(name)
+
+    @property
+    def data_dirs(self) -> tuple[str, ...]:
+        """The log directories `log.dirs` names (or `log.dir`), in order; the first is the
+        metadata log's and the event log's (Kafka's metadata.log.dir defaults to it)."""
+        return split_log_dirs(self.log_dirs)
 
     @property
     def retention_ms(self) -> int:
@@ -755,6 +767,21 @@ def _listener_property(key: str, value: Any) -> tuple[str, str, Any]:
         raise ConfigError(f"unknown config key {key!r}: only security properties (ssl.*, "
                           "sasl.*, <mechanism>.sasl.jaas.config) may be set per listener")
     return listener.upper(), name, prop.parse(value)
+
+
+def split_log_dirs(text: str) -> tuple[str, ...]:
+    return tuple(d.strip() for d in text.split(",") if d.strip())
+
+
+def _resolve_log_dirs(raw: dict[str, Any], values: dict[str, Any]) -> None:
+    """log.dirs wins over log.dir, as in Kafka; each directory once, none empty."""
+    if raw.get("log.dirs") is None and values["log.dir"] is not None:
+        values["log.dirs"] = values["log.dir"]
+    dirs = split_log_dirs(values["log.dirs"])
+    if not dirs:
+        raise ConfigError("log.dirs names no directory")
+    if len({os.path.normpath(os.path.abspath(d)) for d in dirs}) != len(dirs):
+        raise ConfigError(f"log.dirs names a directory twice: {values['log.dirs']!r}")
 
 
 def _resolve_node_id(raw: dict[str, Any], values: dict[str, Any]) -> None:

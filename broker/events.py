@@ -45,9 +45,13 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
     "broker_fenced": {"broker_id": "long", "broker_epoch": "long"},
     "broker_unfenced": {"broker_id": "long", "broker_epoch": "long"},
     "broker_unregistered": {"broker_id": "long", "broker_epoch": "long"},
-    # the broker whose data directory failed (broker/log_dirs.py), once, when it goes offline
+    # a broker's log directory failed (broker/log_dirs.py), once, when it goes offline;
+    # replicas_held: the replicas that were in it
     "log_dir_failure": {"log_dir": "string", "directory_id": "string", "reason": "string",
                         "replicas_held": "array<string>"},
+    # a replica moved between two log directories of its broker (AlterReplicaLogDirs)
+    "log_dir_move": {"topic": "string", "partition": "long", "source": "string",
+                     "target": "string", "log_end_offset": "long"},
     "segment_roll": {"topic": "string", "partition": "long", "base_offset": "long"},
     "segment_delete": {"topic": "string", "partition": "long", "base_offset": "long",
                        "reason": "string"},

@@ -96,7 +96,7 @@ class BrokerLifecycle:
         self._registration_refused = False
         self.log_dirs = log_dirs
         if log_dirs is not None:
-            log_dirs.listeners.append(lambda _reason: self.heartbeat_soon())
+            log_dirs.listeners.append(lambda _dir, _reason: self.heartbeat_soon())
 
     def _registration(self) -> dict:
         return {

@@ -1,14 +1,16 @@
-"""The broker's log directory and its failure (Kafka's LogDirFailureChannel; KIP-858).
+"""The broker's log directories and their failure (Kafka's LogDirFailureChannel; KIP-858).
 
-Owns: `LogDirFailureChannel`, which holds the data directory's id (meta.properties'
-directory.id, which the broker registers with the controller) and whether it is offline.
-A storage error is reported here (`storage_failed`, hooked into Partition's failed
-appends, failed log creation and reads that hit EIO). Taking the directory offline
-(`mark_offline`) tells the `listeners`: the broker writes the `log_dir_failure` event and
-its lifecycle sends a heartbeat at once, whose offline_log_dirs makes the controller move
-the directory's leaderships to in-sync replicas on other brokers. From then until a
-restart, every partition of the directory answers KAFKA_STORAGE_ERROR to Produce and
-Fetch (handlers/common.py's lookup), as Kafka's offline partitions do.
+Owns: `LogDirFailureChannel`, which holds each log directory (`LogDir`: its path, its id
+from meta.properties' directory.id, which the broker registers with the controller) and
+whether it is offline. A storage error is reported here with the path it hit
+(`storage_failed`, hooked into Partition's failed appends, failed log creation and reads
+that hit EIO). Taking a directory offline (`mark_offline`) tells the `listeners`: the
+broker writes the `log_dir_failure` event, stops serving the directory's partitions (they
+answer KAFKA_STORAGE_ERROR, as Kafka's offline partitions do) and its lifecycle sends a
+heartbeat at once, whose offline_log_dirs makes the controller move the directory's
+leaderships to in-sync replicas on other brokers and take this broker out of those
+partitions' ISRs. The other directories go on serving. From then until a restart, the
+directory gets no new partition, checkpoint, retention or cleaning.
 
 The policy: offline when leadership can move, recover in place when it cannot.
 
@@ -34,49 +36,84 @@ directory online, as in Kafka.
 from __future__ import annotations
 
 import logging
+import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 log = logging.getLogger("minibroker.log_dirs")
 
 
-class LogDirFailureChannel:
-    """One data directory (log.dirs names one) and whether it has failed."""
+class LogDir:
+    """One log directory (one entry of log.dirs)."""
 
-    def __init__(self, path: str, directory_id: uuid.UUID, *,
-                 can_fail_over: Callable[[], bool] = lambda: True) -> None:
+    def __init__(self, path: str, directory_id: uuid.UUID) -> None:
         self.path = path
         self.directory_id = directory_id
         self.reason: str | None = None  # why it went offline
-        # called once, with the reason, when the directory goes offline
-        self.listeners: list[Callable[[str], object]] = []
-        self._can_fail_over = can_fail_over
 
     @property
     def offline(self) -> bool:
         return self.reason is not None
 
+    def holds(self, path: str) -> bool:
+        """Whether `path` is this directory or something directly in it."""
+        norm, mine = os.path.normpath(path), os.path.normpath(self.path)
+        return norm == mine or os.path.dirname(norm) == mine
+
+
+class LogDirFailureChannel:
+    """The log directories (log.dirs, in order) and which of them have failed."""
+
+    def __init__(self, dirs: Sequence[tuple[str, uuid.UUID]], *,
+                 can_fail_over: Callable[[], bool] = lambda: True) -> None:
+        self.dirs = [LogDir(path, directory_id) for path, directory_id in dirs]
+        # called once per directory, with it and the reason, when it goes offline
+        self.listeners: list[Callable[[LogDir, str], object]] = []
+        self._can_fail_over = can_fail_over
+
+    @property
+    def path(self) -> str:
+        """The first directory: the metadata log's and the event log's."""
+        return self.dirs[0].path
+
+    def dir_of(self, path: str) -> LogDir | None:
+        """The directory `path` (a log directory, or a partition's directory) is in."""
+        return next((d for d in self.dirs if d.holds(path)), None)
+
+    def by_id(self, directory_id: uuid.UUID) -> LogDir | None:
+        return next((d for d in self.dirs if d.directory_id == directory_id), None)
+
+    def is_offline(self, path: str) -> bool:
+        d = self.dir_of(path)
+        return d is not None and d.offline
+
+    @property
+    def all_offline(self) -> bool:
+        return all(d.offline for d in self.dirs)
+
     def dir_ids(self) -> list[uuid.UUID]:
         """Every directory of this broker, online or not (BrokerRegistration.log_dirs)."""
-        return [self.directory_id]
+        return [d.directory_id for d in self.dirs]
 
     def offline_dir_ids(self) -> list[uuid.UUID]:
         """The failed ones (BrokerHeartbeat.offline_log_dirs)."""
-        return [self.directory_id] if self.offline else []
+        return [d.directory_id for d in self.dirs if d.offline]
 
-    def storage_failed(self, reason: str) -> bool:
-        """The file system refused a write or a read of this directory; whether that took
-        it offline (see the module docstring for when it does)."""
-        if self.offline or not self._can_fail_over():
+    def storage_failed(self, reason: str, path: str | None = None) -> bool:
+        """The file system refused a write or a read under `path` (None: the first
+        directory); whether that took its directory offline (see the module docstring
+        for when it does)."""
+        directory = self.dirs[0] if path is None else self.dir_of(path)
+        if directory is None or directory.offline or not self._can_fail_over():
             return False
-        return self.mark_offline(reason)
+        return self.mark_offline(directory, reason)
 
-    def mark_offline(self, reason: str) -> bool:
+    def mark_offline(self, directory: LogDir, reason: str) -> bool:
         """Take the directory offline until the broker restarts; False if it already was."""
-        if self.offline:
+        if directory.offline:
             return False
-        self.reason = reason
-        log.error("log directory %s is offline until restart: %s", self.path, reason)
+        directory.reason = reason
+        log.error("log directory %s is offline until restart: %s", directory.path, reason)
         for listener in self.listeners:
-            listener(reason)
+            listener(directory, reason)
         return True

@@ -25,7 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--broker-id", type=int, default=None, help="broker.id (default 0)")
     parser.add_argument("--listen", default=None, metavar="HOST:PORT",
                         help="listener address (default 127.0.0.1:9092)")
-    parser.add_argument("--data-dir", default=None, help="log.dirs (default ./data)")
+    parser.add_argument("--data-dir", default=None,
+                        help="log.dirs: a directory, or several separated by commas "
+                             "(default ./data)")
     parser.add_argument("--config", default=None, metavar="FILE",
                         help="a server.properties-style file")
     parser.add_argument("-o", dest="override", action="append", default=[],

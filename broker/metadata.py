@@ -25,9 +25,10 @@ import os
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from broker.config import ConfigError
 from broker.controller.image import is_reserved_dir
 from broker.log.manager import base64_uuid
 from broker.storage import REAL, FileSystem, read_file, write_atomically
@@ -66,6 +67,25 @@ def load_directory_id(data_dir: str | os.PathLike, *, fs: FileSystem = REAL) -> 
         directory_id = uuid.uuid4()
     _write_properties(path, {**props, "directory.id": base64_uuid(directory_id)}, fs)
     return directory_id
+
+
+def load_log_dir_ids(data_dirs: Sequence[str], node_id: int, cluster_id: str, *,
+                     fs: FileSystem = REAL) -> list[uuid.UUID]:
+    """Each log directory's directory.id, in order (the first's cluster.id is `cluster_id`,
+    read already). Every directory gets Kafka's meta.properties: cluster.id, node.id and
+    its own directory.id. A directory of another cluster, or two directories with one id
+    (one copied from the other), refuse the start, as Kafka's do."""
+    ids = []
+    for data_dir in data_dirs:
+        found = load_cluster_id(data_dir, node_id, cluster_id, fs=fs)
+        if found != cluster_id:
+            raise ConfigError(f"log directory {data_dir} belongs to cluster {found}, "
+                              f"{data_dirs[0]} to {cluster_id}")
+        ids.append(load_directory_id(data_dir, fs=fs))
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"two of the log directories {', '.join(data_dirs)} have the same "
+                          "directory.id in meta.properties (one copied from another?)")
+    return ids
 
 
 def _read_properties(path: Path, fs: FileSystem) -> dict[str, str]:

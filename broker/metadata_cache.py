@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from broker.controller.election import NO_LEADER, PartitionRegistration
-from broker.controller.image import BrokerEndpoint, BrokerRegistration, MetadataImage, TopicImage
+from broker.controller.image import (
+    BrokerEndpoint, BrokerRegistration, MetadataImage, TopicImage, is_reserved_dir,
+)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -90,11 +92,23 @@ class MetadataCache:
 
     def offline_replicas(self, partition: PartitionRegistration,
                          online: frozenset[int] | None = None) -> list[int]:
-        """Replicas on a fenced broker, or on one whose log directory failed (Kafka's);
-        `online` is `online_broker_ids()` when the caller has it already."""
+        """Replicas on a fenced broker, or on one whose log directories all failed, or in
+        a directory of their broker that failed (Kafka's: the metadata places the replica
+        there, PartitionRecord.directories); `online` is `online_broker_ids()` when the
+        caller has it already."""
         if online is None:
             online = self.online_broker_ids()
-        return [r for r in partition.replicas if r not in online]
+        return [r for r in partition.replicas
+                if r not in online or self._in_offline_dir(partition, r)]
+
+    def _in_offline_dir(self, partition: PartitionRegistration, replica: int) -> bool:
+        if not partition.directories:
+            return False
+        directory = partition.directory_of(replica)
+        broker = self.image.brokers.get(replica)
+        return (directory is not None and not is_reserved_dir(directory)
+                and broker is not None and bool(broker.log_dirs)
+                and directory not in broker.log_dirs)
 
 
 def is_internal(topic: str) -> bool:

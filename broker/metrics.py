@@ -212,7 +212,7 @@ def figures(broker: Broker) -> dict[str, Any]:
         "under_replicated_partitions": under_replicated,
         "under_min_isr_partitions": under_min_isr,
         "at_min_isr_partitions": at_min_isr,
-        "offline_replicas": partitions if broker.log_dirs.offline else 0,
+        "offline_replicas": len(broker.offline_partitions),
         "isr_shrinks": m.isr_shrinks,
         "isr_expands": m.isr_expands,
         "fetch_sessions": sessions,

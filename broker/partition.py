@@ -81,6 +81,9 @@ class Partition:
         self._verifications: dict[int, object] = {}  # producer id -> KIP-890 guard
         self.storage_failures = 0  # appends refused by the file system since the last success
         self.on_storage_failure = on_storage_failure  # told why, at each refused append
+        # the copy of this replica being made in another log directory (AlterReplicaLogDirs,
+        # broker/replication/alter_log_dirs.py), truncated with the log
+        self.future_log: PartitionLog | None = None
         self._rebuild_producer_state()
 
     @property
@@ -373,6 +376,8 @@ class Partition:
         state is rebuilt from what remains (Kafka's UnifiedLog.truncateTo, with
         ProducerStateManager.truncateAndReload: the snapshots past the new end go)."""
         removed = self.log.truncate_to(offset)
+        if self.future_log is not None:  # a move to another directory follows the log
+            self.future_log.truncate_to(offset)
         # even when no batch goes: an epoch this replica began as leader at its log end,
         # with nothing written in it, must not outlive the leadership
         self.epochs.truncate_from_end(self.log.log_end_offset)
@@ -385,6 +390,8 @@ class Partition:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """The leader's log starts past everything here: start over, empty, at `offset`."""
         self.log.truncate_fully_and_start_at(offset)
+        if self.future_log is not None:
+            self.future_log.truncate_fully_and_start_at(offset)
         self.epochs.clear()
         self.state.on_truncation(offset)
         self.state.high_watermark = offset

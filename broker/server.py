@@ -517,8 +517,8 @@ async def _housekeeping(broker: Broker) -> None:
     while True:
         await timeouts.sleep(0.5)
         broker.events.flush()  # buffered, best effort; flushed often so tools see events promptly
-        if broker.log_dirs.offline:
-            continue  # a failed directory is left alone until restart, as Kafka does
+        if broker.log_dirs.all_offline:
+            continue  # a failed directory is left alone until restart, as Kafka does (LogDirs)
         now = trio.current_time()
         if now >= next_checkpoint:
             # an unclean restart then rescans only what was written since

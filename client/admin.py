@@ -85,7 +85,7 @@ from client.types import Node, TopicPartition
 from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
-    ADD_RAFT_VOTER, ALTER_CLIENT_QUOTAS, ALTER_PARTITION_REASSIGNMENTS,
+    ADD_RAFT_VOTER, ALTER_CLIENT_QUOTAS, ALTER_PARTITION_REASSIGNMENTS, ALTER_REPLICA_LOG_DIRS,
     ALTER_SHARE_GROUP_OFFSETS, ALTER_USER_SCRAM_CREDENTIALS, API_VERSIONS,
     CONSUMER_GROUP_DESCRIBE, CREATE_ACLS, CREATE_DELEGATION_TOKEN, CREATE_PARTITIONS,
     CREATE_TOPICS, DELETE_ACLS, DELETE_GROUPS, DELETE_RECORDS, DELETE_SHARE_GROUP_OFFSETS,
@@ -1340,6 +1340,36 @@ class AdminClient:
                 t.issue_timestamp, t.expiry_timestamp, t.max_timestamp) for t in b.tokens]
 
         return await self._retrying("DescribeDelegationToken", attempt, timeout_ms)
+
+    async def alter_replica_log_dirs(self, moves: dict[tuple[TopicPartition, int], str], *,
+                                     timeout_ms: int | None = None
+                                     ) -> dict[tuple[TopicPartition, int], KafkaError | None]:
+        """Move replicas between the log directories of their brokers (Kafka's
+        alterReplicaLogDirs): {(partition, broker id): absolute directory path} -> the same
+        keys, None where the move was accepted (it then runs in the background; see
+        `describe_log_dirs`' future replicas), else the error (LogDirNotFound,
+        KafkaStorageError, ReplicaNotAvailable, UnknownTopicOrPartition, ...)."""
+        by_broker: dict[int, dict[str, dict[str, list[int]]]] = {}
+        for (tp, broker_id), path in moves.items():
+            by_broker.setdefault(broker_id, {}).setdefault(path, {}).setdefault(
+                tp[0], []).append(tp[1])
+        out: dict[tuple[TopicPartition, int], KafkaError | None] = {}
+        for node_id, dirs in sorted(by_broker.items()):
+            body = {"dirs": [{"path": path, "topics": [
+                {"name": t, "partitions": ps} for t, ps in topics.items()]}
+                for path, topics in dirs.items()]}
+
+            async def attempt(node_id: int = node_id, body: dict = body) -> Any:
+                conn = await self.pool.get(node_id)
+                return await conn.request(ALTER_REPLICA_LOG_DIRS, body)
+
+            resp = await self._retrying(f"AlterReplicaLogDirs({node_id})", attempt, timeout_ms)
+            for t in resp.body.results:
+                for p in t.partitions:
+                    out[(TopicPartition(t.topic_name, p.partition_index), node_id)] = (
+                        None if p.error_code == 0
+                        else for_code(p.error_code, f"{t.topic_name}-{p.partition_index}"))
+        return out
 
     async def describe_quorum(self, *, timeout_ms: int | None = None) -> QuorumInfo:
         """The metadata quorum (KIP-595) as its leader sees it, from DescribeQuorum."""

@@ -107,7 +107,7 @@ class ClusterNode(BrokerProcess):
                "--broker-id", str(self.node_id)]
         if "listeners" not in self.overrides:
             cmd += ["--listen", self.bootstrap]
-        cmd += ["--data-dir", str(self.data_dir),
+        cmd += ["--data-dir", str(self.data_dir), *self.args,  # args: e.g. a --data-dir a,b
                 "-o", f"process.roles={self.roles}",
                 "-o", f"controller.quorum.voters={self.voters}"]
         if self.rack is not None:

@@ -17,16 +17,20 @@ library's AdminClient.
   Kafka's tool does). Every broker of the list must be running
   (listed by DescribeCluster), none twice. Nothing is changed.
 - `--execute` reads `{"version": 1, "partitions": [{"topic": "t", "partition": 0,
-  "replicas": [3, 4]}]}` ("log_dirs" is accepted and must be "any": one directory per
-  broker), prints the current assignment (to save for a rollback) and starts the moves
-  (AlterPartitionReassignments).
-  With `--throttle B` (bytes/s) it first sets the replication throttles of KIP-73, as
-  Kafka's tool: the rate on every broker a move reads from or writes to, and on each
-  topic the replicas read from (leader-throttled) and those added (follower-throttled).
+  "replicas": [3, 4], "log_dirs": ["any", "/data/b"]}]}`, prints the current assignment
+  (to save for a rollback) and starts the moves (AlterPartitionReassignments). "log_dirs"
+  (optional, one absolute path or "any" per replica) moves the replica to that log
+  directory of its broker (AlterReplicaLogDirs), as Kafka's tool does: a replica the
+  broker does not have yet (it joins with this reassignment) is asked again until it
+  has it or --timeout passes. With `--throttle B` (bytes/s) it first sets the replication
+  throttles of KIP-73, as Kafka's tool: the rate on every broker a move reads from or
+  writes to, and on each topic the replicas read from (leader-throttled) and those added
+  (follower-throttled).
 - `--verify` says for each partition of the file whether its move is done (its replicas
-  are the file's, no move in progress) or still in progress; exit 1 while any runs.
-  Once all are done it removes the throttles (every broker's rates, the file's topics'
-  throttled replicas) unless `--preserve-throttles`.
+  are the file's, no move in progress) or still in progress, and for each replica given a
+  log directory whether it is there (DescribeLogDirs: in that directory, no future
+  replica left); exit 1 while any runs. Once all are done it removes the throttles (every
+  broker's rates, the file's topics' throttled replicas) unless `--preserve-throttles`.
 - `--cancel` cancels the moves of the file's partitions (back to the replicas before).
 
 Exit status 0; 1 with one line on stderr for a file it cannot use, a partition refused
@@ -38,11 +42,15 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any, TextIO
+
+import trio
 
 from broker.replication.quota import (FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE,
                                       LEADER_REPLICAS)
 from client.admin import AdminClient, AlterConfigOp, ConfigResource
+from protocol.errors import ErrorCode
 from client.types import TopicPartition
 from tools.admin_session import ToolError, open_admin, run_admin_tool
 from tools.reassignment_plan import PlanError, propose
@@ -74,13 +82,74 @@ def parse_plan(doc: Any) -> dict[TopicPartition, list[int]]:
                 or not all(isinstance(r, int) for r in replicas)):
             raise ToolError(f'each partition needs "topic", "partition" and "replicas": {e}')
         dirs = e.get("log_dirs")
-        if dirs is not None and any(d != "any" for d in dirs):
-            raise ToolError("log_dirs other than \"any\" need several log directories per "
-                            "broker, which minibroker does not have")
+        if dirs is not None and (
+                not isinstance(dirs, list) or len(dirs) != len(replicas)
+                or not all(isinstance(d, str) and (d == "any" or d.startswith("/"))
+                           for d in dirs)):
+            raise ToolError(f'"log_dirs" needs one absolute path or "any" per replica: {e}')
         tp = TopicPartition(e["topic"], e["partition"])
         if tp in out:
             raise ToolError(f"partition {tp.topic}-{tp.partition} is listed twice")
         out[tp] = replicas
+    return out
+
+
+def parse_log_dirs(doc: Any) -> dict[tuple[TopicPartition, int], str]:
+    """The file's log directory moves: {(partition, broker): path}, "any" left out (the
+    file is checked by `parse_plan` first)."""
+    out = {}
+    for e in doc["partitions"]:
+        for broker, path in zip(e["replicas"], e.get("log_dirs") or []):
+            if path != "any":
+                out[(TopicPartition(e["topic"], e["partition"]), broker)] = path
+    return out
+
+
+async def _move_log_dirs(admin: AdminClient, moves: dict[tuple[TopicPartition, int], str],
+                         timeout_ms: int, out: TextIO) -> None:
+    """AlterReplicaLogDirs for each replica move, asked again while its broker does not
+    have the replica yet (REPLICA_NOT_AVAILABLE), as Kafka's tool does."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    left = dict(moves)
+    while left:
+        results = await admin.alter_replica_log_dirs(left, timeout_ms=timeout_ms)
+        waiting = {k: left[k] for k, e in results.items()
+                   if e is not None and e.code == ErrorCode.REPLICA_NOT_AVAILABLE}
+        failed = {k: e for k, e in results.items() if e is not None and k not in waiting}
+        started = sorted(k for k, e in results.items() if e is None)
+        if started:
+            out.write("Successfully started log directory move for: " + ",".join(
+                f"{tp.topic}-{tp.partition}-{b}" for tp, b in started) + "\n")
+        if failed:
+            (tp, b), e = sorted(failed.items())[0]
+            raise ToolError(f"moving {tp.topic}-{tp.partition} on broker {b} to {moves[(tp, b)]}"
+                            f": {type(e).__name__}: {e}")
+        left = waiting
+        if left:
+            if time.monotonic() >= deadline:
+                (tp, b), _ = sorted(left.items())[0]
+                raise ToolError(f"broker {b} still has no replica of {tp.topic}-{tp.partition} "
+                                "to move between its log directories")
+            await trio.sleep(0.2)
+
+
+async def _log_dirs_done(admin: AdminClient, moves: dict[tuple[TopicPartition, int], str]
+                         ) -> dict[tuple[TopicPartition, int], str | None]:
+    """Each replica move -> None when done, else where the replica is now."""
+    brokers = sorted({b for _, b in moves})
+    described = await admin.describe_log_dirs(brokers, [tp for tp, _ in moves])
+    out: dict[tuple[TopicPartition, int], str | None] = {}
+    for (tp, b), path in moves.items():
+        where, future = None, False
+        for d in described.get(b, []):
+            info = d.replicas.get(tp)
+            if info is None:
+                continue
+            if info.is_future:
+                future = True
+            else:
+                where = d.path
+        out[(tp, b)] = None if where == path and not future else (where or "nowhere")
     return out
 
 
@@ -198,6 +267,12 @@ async def _run(args: Any, out: TextIO) -> None:
                 running = running or not done
                 out.write(f"Reassignment of partition {tp.topic}-{tp.partition} is "
                           f"{'completed' if done else 'still in progress'}.\n")
+            if args.log_dirs:
+                for (tp, b), where in sorted((await _log_dirs_done(admin, args.log_dirs)).items()):
+                    running = running or where is not None
+                    out.write(f"Reassignment of replica {tp.topic}-{tp.partition}-{b} is "
+                              + ("completed.\n" if where is None else
+                                 f"still in progress (current log directory {where}).\n"))
             if running:
                 raise ToolError("some reassignments are still in progress")
             if not args.preserve_throttles:
@@ -212,16 +287,23 @@ async def _run(args: Any, out: TextIO) -> None:
             if args.throttle >= 0:
                 await _set_throttles(admin, current, plan, args.throttle, out)
             results = await admin.alter_partition_reassignments(plan)
+            _report(results, "started", out)
+            if args.log_dirs:
+                await _move_log_dirs(admin, args.log_dirs, args.timeout, out)
+            return
         else:
             results = await admin.alter_partition_reassignments(dict.fromkeys(plan))
-        verb = "started" if args.execute else "cancelled"
-        failed = {tp: e for tp, e in results.items() if e is not None}
-        for tp in sorted(set(results) - set(failed)):
-            out.write(f"Successfully {verb} partition reassignment for "
-                      f"{tp.topic}-{tp.partition}\n")
-        if failed:
-            tp, e = sorted(failed.items())[0]
-            raise ToolError(f"{tp.topic}-{tp.partition}: {type(e).__name__}: {e}")
+        _report(results, "cancelled", out)
+
+
+def _report(results: dict[TopicPartition, Any], verb: str, out: TextIO) -> None:
+    failed = {tp: e for tp, e in results.items() if e is not None}
+    for tp in sorted(set(results) - set(failed)):
+        out.write(f"Successfully {verb} partition reassignment for "
+                  f"{tp.topic}-{tp.partition}\n")
+    if failed:
+        tp, e = sorted(failed.items())[0]
+        raise ToolError(f"{tp.topic}-{tp.partition}: {type(e).__name__}: {e}")
 
 
 def _check(args: Any) -> None:
@@ -245,7 +327,9 @@ def _check(args: Any) -> None:
     else:
         if not args.reassignment_json_file:
             raise ToolError("--execute, --verify and --cancel need --reassignment-json-file")
-        args.plan = parse_plan(_load(args.reassignment_json_file))
+        doc = _load(args.reassignment_json_file)
+        args.plan = parse_plan(doc)
+        args.log_dirs = parse_log_dirs(doc)
 
 
 def run(args: Any, out: TextIO | None = None, err: TextIO | None = None) -> int:

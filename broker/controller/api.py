@@ -27,6 +27,7 @@ ALTER_PARTITION_REASSIGNMENTS = 45
 BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER = 62, 63, 64
 ALLOCATE_PRODUCER_IDS = 67
 ALTER_PARTITION = 56
+ASSIGN_REPLICAS_TO_DIRS = 73
 CREATE_ACLS, DELETE_ACLS = 30, 31
 ALTER_USER_SCRAM_CREDENTIALS = 51
 ALTER_CLIENT_QUOTAS = 49
@@ -43,7 +44,7 @@ ADMIN_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS,
                         ALTER_PARTITION_REASSIGNMENTS, UPDATE_FEATURES, ENVELOPE,
                         ALTER_USER_SCRAM_CREDENTIALS, ALTER_CLIENT_QUOTAS}) | VOTER_APIS
 BROKER_APIS = frozenset({BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER,
-                         ALLOCATE_PRODUCER_IDS, ALTER_PARTITION})
+                         ALLOCATE_PRODUCER_IDS, ALTER_PARTITION, ASSIGN_REPLICAS_TO_DIRS})
 
 
 def _operation(api_key: int, body: Any, *, own_broker: bool = False):
@@ -80,6 +81,8 @@ def _operation(api_key: int, body: Any, *, own_broker: bool = False):
         return lambda c, now, _off: c.allocate_producer_ids(body.broker_id, body.broker_epoch)
     if api_key == ALTER_PARTITION:
         return lambda c, now, _off: c.alter_partition(body, now)
+    if api_key == ASSIGN_REPLICAS_TO_DIRS:
+        return lambda c, now, _off: c.assign_replicas_to_dirs(body, now)
     raise ValueError(f"api {api_key} is not a controller operation")
 
 

@@ -100,6 +100,8 @@ class Batch:
             body["eligible_leader_replicas"] = list(change.elr)
         if change.last_known_elr is not None:
             body["last_known_elr"] = list(change.last_known_elr)
+        if change.directories is not None:
+            body["directories"] = list(change.directories)
         self.add(T.PARTITION_CHANGE_RECORD, PARTITION_CHANGE_VERSION, body)
 
     def result(self, response: Any) -> ControllerResult:

@@ -59,6 +59,8 @@ from dataclasses import dataclass, replace
 
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2
+# Kafka's DirectoryId.UNASSIGNED: a replica whose broker has not named its directory yet
+UNASSIGNED_DIR = uuid.UUID(int=0)
 
 
 class LeaderRecoveryState(enum.IntEnum):
@@ -88,6 +90,7 @@ class PartitionChangeRecord:
     leader_recovery_state: int = -1
     elr: tuple[int, ...] | None = None
     last_known_elr: tuple[int, ...] | None = None
+    directories: tuple[uuid.UUID, ...] | None = None  # KIP-858, one per replica
 
 
 def new_partition_isr(replicas: Sequence[int], active: Collection[int]) -> tuple[int, ...]:
@@ -114,6 +117,15 @@ class PartitionRegistration:
     # a reassignment in progress (KIP-455): replicas joining, and leaving once they have
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
+    # the log directory of each replica, in replica order (KIP-858); empty when none is
+    # known, UNASSIGNED_DIR for a replica whose broker has not said (image.py)
+    directories: tuple[uuid.UUID, ...] = ()
+
+    def directory_of(self, broker_id: int) -> uuid.UUID | None:
+        """The directory the metadata places `broker_id`'s replica in, if it says."""
+        if broker_id not in self.replicas or len(self.directories) != len(self.replicas):
+            return None
+        return self.directories[self.replicas.index(broker_id)]
 
     @classmethod
     def for_new_partition(cls, replicas: Sequence[int],
@@ -142,6 +154,14 @@ class PartitionRegistration:
             changed = replace(changed, last_known_elr=record.last_known_elr)
         if record.replicas is not None:
             changed = replace(changed, replicas=record.replicas)
+            if record.directories is None and self.directories:
+                # Kafka's rule: a replica that stays keeps its directory, a new one has
+                # none yet until its broker assigns it
+                known = dict(zip(self.replicas, self.directories))
+                changed = replace(changed, directories=tuple(
+                    known.get(r, UNASSIGNED_DIR) for r in record.replicas))
+        if record.directories is not None:
+            changed = replace(changed, directories=record.directories)
         if record.adding_replicas is not None:
             changed = replace(changed, adding_replicas=record.adding_replicas)
         if record.removing_replicas is not None:

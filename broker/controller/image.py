@@ -92,6 +92,10 @@ def _ints(values: Iterable[int] | None) -> tuple[int, ...] | None:
     return None if values is None else tuple(values)
 
 
+def _uuids(values: Iterable[uuid.UUID] | None) -> tuple[uuid.UUID, ...] | None:
+    return None if values is None else tuple(values)
+
+
 @dataclass(frozen=True)
 class BrokerEndpoint:
     """One of a broker's listeners, as RegisterBrokerRecord lists them."""
@@ -117,11 +121,12 @@ class BrokerRegistration:
 
     @property
     def has_online_dir(self) -> bool:
-        """Whether it can host replicas. Partitions are not assigned to directories here
-        (PartitionRecord.directories stays unset) and a broker has one, so its replicas live
-        or die with it. Kafka likewise takes a registration naming no directory (an older
-        broker) to have them online; unlike Kafka, whose broker halts when its last
-        directory fails, ours stays up with none (`LOST_DIR` alone)."""
+        """Whether it can host replicas: some directory online. A replica in a failed
+        directory of a broker that has others is offline on its own
+        (PartitionRegistration.directory_of, MetadataCache.offline_replicas). Kafka likewise
+        takes a registration naming no directory (an older broker) to have them online;
+        unlike Kafka, whose broker halts when its last directory fails, ours stays up with
+        none (`LOST_DIR` alone)."""
         return self.log_dirs != (LOST_DIR,)
 
     @property
@@ -283,7 +288,8 @@ class MetadataImage:
                 elr=tuple(body.get("eligible_leader_replicas") or ()),
                 last_known_elr=tuple(body.get("last_known_elr") or ()),
                 adding_replicas=tuple(body.get("adding_replicas") or ()),
-                removing_replicas=tuple(body.get("removing_replicas") or ()))
+                removing_replicas=tuple(body.get("removing_replicas") or ()),
+                directories=tuple(body.get("directories") or ()))
             return
         current = working.get(body.partition_id)
         if current is None:
@@ -296,7 +302,8 @@ class MetadataImage:
             adding_replicas=_ints(body.adding_replicas),
             leader_recovery_state=body.leader_recovery_state,
             elr=_ints(body.get("eligible_leader_replicas")),
-            last_known_elr=_ints(body.get("last_known_elr"))))
+            last_known_elr=_ints(body.get("last_known_elr")),
+            directories=_uuids(body.get("directories"))))
 
     def _with_partitions(self, partitions: dict[uuid.UUID, dict[int, PartitionRegistration]]
                          ) -> MetadataImage:

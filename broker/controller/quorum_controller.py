@@ -253,6 +253,10 @@ class QuorumController:
         del now_ms
         return self.replication.alter_partition(self.image, body)
 
+    def assign_replicas_to_dirs(self, body: Any, now_ms: int) -> ControllerResult:
+        del now_ms
+        return self.replication.assign_replicas_to_dirs(self.image, body)
+
     # --- configs (broker.controller.config_control) ----------------------------------
 
     def incremental_alter_configs(self, body: Any, now_ms: int) -> ControllerResult:

@@ -8,9 +8,12 @@ leaves the ISRs, into the ELRs), registered again after a clean shutdown over a 
 registration (the same), registered again after an unclean shutdown (Kafka's
 handleBrokerUncleanShutdown: it leaves the ISRs and the ELRs, since it lost what it had
 not fsynced), in controlled shutdown, unfenced (leaderless partitions it can lead elect
-it), or left with no log directory online (KIP-858, handleDirectoriesOffline: a
-BrokerRegistrationChangeRecord lists the directories left, LOST_DIR when none is, and when
-none is the broker leaves every ISR and leadership by the fencing rule). It also runs the
+it), or with a log directory offline (KIP-858, handleDirectoriesOffline: a
+BrokerRegistrationChangeRecord lists the directories left, LOST_DIR when none is; when
+none is the broker leaves every ISR and leadership by the fencing rule, else only those
+of the partitions the metadata places in the failed directory). AssignReplicasToDirs
+records which directory holds each replica (PartitionRecord/PartitionChangeRecord
+directories; a replica that joins has UNASSIGNED_DIR until its broker says). It also runs the
 automatic preferred-leader rebalance, the unclean election that turning
 unclean.leader.election.enable on sets off, and the clearing of the eligible leader
 replicas (KIP-966) of a topic whose min.insync.replicas changes; and decides whether
@@ -521,11 +524,15 @@ class ReplicationControlManager:
 
     def _remove_from_partitions(self, batch: Batch, broker_id: int,
                                 rule: Callable[..., election.PartitionChangeRecord | None],
-                                *, elr_too: bool = False) -> None:
+                                *, elr_too: bool = False,
+                                only: Callable[[PartitionRegistration], bool] | None = None
+                                ) -> None:
         active = batch.image.active_broker_ids() - {broker_id}
         for topic in list(batch.image.topics_by_id.values()):
             unclean = self._unclean_enabled(batch.image, topic.name)
             for pid, partition in sorted(topic.partitions.items()):
+                if only is not None and not only(partition):
+                    continue
                 if (broker_id in partition.isr or partition.leader == broker_id
                         or (elr_too and broker_id in partition.elr)):
                     batch.change(rule(partition, topic.topic_id, pid, broker_id, active,
@@ -536,18 +543,75 @@ class ReplicationControlManager:
     def handle_directories_offline(self, batch: Batch, broker: BrokerRegistration,
                                    offline: Sequence[uuid.UUID]) -> None:
         """Kafka's handleDirectoriesOffline: the directories of `offline` that the
-        registration still has online go offline (see the module docstring). Replicas are
-        not assigned to directories, so a broker with a directory still online keeps its
-        replicas."""
+        registration still has online go offline (see the module docstring). The
+        broker's replicas the metadata places in one of them (PartitionRecord.directories,
+        from its AssignReplicasToDirs) leave the ISR and the ELR, and their leaderships
+        move, as after an unclean shutdown (their log is gone until it restarts); its
+        replicas in directories still online stay as they are."""
         newly = [d for d in broker.log_dirs if d in offline and not is_reserved_dir(d)]
         if not newly:
             return
         online = [d for d in broker.log_dirs if d not in offline]
         if not online:
             self.handle_broker_fenced(batch, broker.broker_id)
+        else:
+            lost = set(newly)
+            self._remove_from_partitions(
+                batch, broker.broker_id, election.unclean_shutdown, elr_too=True,
+                only=lambda p: p.directory_of(broker.broker_id) in lost)
         batch.add(T.BROKER_REGISTRATION_CHANGE_RECORD, REGISTRATION_CHANGE_VERSION, {
             "broker_id": broker.broker_id, "broker_epoch": broker.epoch,
             "log_dirs": online or [LOST_DIR]})
+
+    def assign_replicas_to_dirs(self, image: MetadataImage, body: Any) -> ControllerResult:
+        """AssignReplicasToDirs (KIP-858): a broker names the log directory of each of its
+        replicas; each assignment that changes the partition's directories is a
+        PartitionChangeRecord of `directories` alone. Per partition: UNKNOWN_TOPIC_ID,
+        UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER for a broker holding no replica
+        of it; the whole request STALE_BROKER_EPOCH for an old registration, and
+        INVALID_REQUEST for a directory the broker did not register."""
+        batch = Batch(image)
+        broker = image.brokers.get(body.broker_id)
+        code = ErrorCode.NONE
+        if broker is None or broker.epoch != body.broker_epoch:
+            code = ErrorCode.STALE_BROKER_EPOCH
+        elif any(d.id not in broker.log_dirs and d.id not in (LOST_DIR,)
+                 for d in body.directories):
+            code = ErrorCode.INVALID_REQUEST
+        answer: list[dict] = []
+        for d in body.directories:
+            topics = []
+            for t in d.topics:
+                parts = []
+                for p in t.partitions:
+                    error = code
+                    if code == ErrorCode.NONE:
+                        error = self._assign_dir(batch, body.broker_id, d.id, t.topic_id,
+                                                 p.partition_index)
+                    parts.append({"partition_index": p.partition_index, "error_code": error})
+                topics.append({"topic_id": t.topic_id, "partitions": parts})
+            answer.append({"id": d.id, "topics": topics})
+        return batch.result({"error_code": code, "directories": answer})
+
+    @staticmethod
+    def _assign_dir(batch: Batch, broker_id: int, directory: uuid.UUID,
+                    topic_id: uuid.UUID, index: int) -> ErrorCode:
+        topic = batch.image.topic_by_id(topic_id)
+        if topic is None:
+            return ErrorCode.UNKNOWN_TOPIC_ID
+        partition = topic.partitions.get(index)
+        if partition is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if broker_id not in partition.replicas:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if partition.directory_of(broker_id) == directory:
+            return ErrorCode.NONE
+        dirs = (list(partition.directories) if len(partition.directories) == len(partition.replicas)
+                else [election.UNASSIGNED_DIR] * len(partition.replicas))
+        dirs[partition.replicas.index(broker_id)] = directory
+        batch.change(election.PartitionChangeRecord(topic_id=topic_id, partition_id=index,
+                                                    directories=tuple(dirs)))
+        return ErrorCode.NONE
 
     def handle_broker_unfenced(self, batch: Batch, broker_id: int) -> None:
         """Kafka's handleBrokerUnfenced: after its unfence is written, leaderless

@@ -32,8 +32,8 @@ METADATA_VERSION = "metadata.version"
 # the versions the controller writes (cluster_control's REGISTER_BROKER_VERSION: v3
 # carries log_dirs, v1 in_controlled_shutdown)
 REGISTER_BROKER_VERSION = 3
-# PartitionRecord v2 carries KIP-966's eligible leader replicas and last known ELR (v1's
-# directories stay empty: replicas are not assigned to directories)
+# PartitionRecord v2 carries KIP-966's eligible leader replicas and last known ELR (and v1's
+# directories: each replica's log directory, empty while none has been assigned)
 PARTITION_VERSION = 2
 
 
@@ -58,7 +58,8 @@ def image_records(image: MetadataImage) -> Iterator[tuple[int, int, dict]]:
                 "replicas": list(p.replicas), "isr": list(p.isr), "leader": p.leader,
                 "leader_recovery_state": int(p.leader_recovery_state),
                 "leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch,
-                "directories": [], "adding_replicas": list(p.adding_replicas),
+                "directories": list(p.directories),
+                "adding_replicas": list(p.adding_replicas),
                 "removing_replicas": list(p.removing_replicas),
                 # tagged fields, left out when empty (null reads back as empty)
                 "eligible_leader_replicas": list(p.elr) or None,

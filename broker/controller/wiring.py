@@ -71,7 +71,7 @@ def build_quorum(config: BrokerConfig, addresses: NodeAddresses, legacy: Any,
     """The quorum of the node `addresses` describes, on `config`'s data directory (on
     the file system `fs`); `wall_clock_ms`, the node's clock, dates delegation tokens."""
     voters = tuple(sorted(addresses.voters))
-    store = MetadataLogStore.open(os.path.join(config.log_dirs, METADATA_LOG_DIR), fs)
+    store = MetadataLogStore.open(os.path.join(config.data_dirs[0], METADATA_LOG_DIR), fs)
     if store.election is not None and not addresses.dynamic:
         check_voters(tuple(store.election.voters), voters)
     quorum = QuorumConfig(

@@ -209,7 +209,8 @@ class CoordinatorRuntime:
         `producer` (id, epoch) when given, presenting its KIP-890 `verification` guard;
         (index, the offset after them)."""
         partition = self.broker.partition(self.topic, index)
-        if partition is None or not partition.is_leader or self.broker.log_dirs.offline:
+        if (partition is None or not partition.is_leader
+                or self.broker.log_dirs.is_offline(partition.log.directory)):
             # leadership moved while the request waited, or is about to: its log failed
             raise AppendFailed(ErrorCode.NOT_COORDINATOR)
         if partition.under_min_isr():

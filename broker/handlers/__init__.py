@@ -54,6 +54,7 @@ HANDLERS: dict[int, Handler] = {
     m.RENEW_DELEGATION_TOKEN: delegation_tokens.handle_renew,
     m.EXPIRE_DELEGATION_TOKEN: delegation_tokens.handle_expire,
     m.DESCRIBE_DELEGATION_TOKEN: delegation_tokens.handle_describe,
+    m.ALTER_REPLICA_LOG_DIRS: log_dirs.handle_alter,
     m.ALTER_PARTITION_REASSIGNMENTS: reassignment.handle_alter,
     m.LIST_PARTITION_REASSIGNMENTS: reassignment.handle_list,
     m.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,

@@ -31,15 +31,18 @@ def lookup(broker: Broker, topic: str, index: int, current_leader_epoch: int = -
     (a replica here on an offline log directory, or whose log the disk still refuses to
     make), FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (KIP-320)."""
     partition = broker.partition(topic, index)
-    if broker.log_dirs.offline and _replica_here(broker, partition, topic, index):
+    if (topic, index) in broker.offline_partitions:
         return None, ErrorCode.KAFKA_STORAGE_ERROR
     if partition is None:
         if broker.metadata_cache.partition(topic, index) is None:
             return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if broker.log_dirs.all_offline and _replica_here(broker, partition, topic, index):
+            return None, ErrorCode.KAFKA_STORAGE_ERROR
         try:
             partition = broker.reopen_partition(topic, index)
         except KafkaStorageError as e:
-            broker.log_dirs.storage_failed(str(e))
+            broker.log_dirs.storage_failed(str(e), broker.logs.dir_of(topic, index)
+                                           or _chosen_dir(broker))
             return None, ErrorCode.KAFKA_STORAGE_ERROR
         if partition is None:
             return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -56,6 +59,12 @@ def _replica_here(broker: Broker, partition: Partition | None, topic: str,
         return True
     registration = broker.metadata_cache.partition(topic, index)
     return registration is not None and broker.node_id in registration.replicas
+
+
+def _chosen_dir(broker: Broker) -> str | None:
+    """Where a replica whose log could not be made was to go: that directory failed."""
+    m = broker.logs.choose_dir()
+    return m.data_dir if m is not None else None
 
 
 def check_leader_epoch(partition: Partition, current_leader_epoch: int) -> ErrorCode:

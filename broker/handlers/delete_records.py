@@ -77,9 +77,9 @@ async def _checkpoint_log_starts(ctx: RequestContext) -> None:
     broker = ctx.broker
     logs = broker.logs
     async with broker.checkpoint_lock:
-        starts = logs.checkpoints()[LOG_START_OFFSET_CHECKPOINT]
-        await blocking.run_disk(broker.fs, logs.write_checkpoints,
-                                {LOG_START_OFFSET_CHECKPOINT: starts})
+        starts = {path: {LOG_START_OFFSET_CHECKPOINT: files[LOG_START_OFFSET_CHECKPOINT]}
+                  for path, files in logs.checkpoints().items()}  # each log directory's
+        await blocking.run_disk(broker.fs, logs.write_checkpoints, starts)
 
 
 async def _wait_for_replicas(ctx: RequestContext, waiting: list[tuple[Partition, int, dict]]

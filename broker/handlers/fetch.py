@@ -386,7 +386,8 @@ def _read_partition(ctx: RequestContext, follower: int, p: CachedPartition, by_i
             error = e.error_code
         except OSError as e:  # the device failed a read (EIO): Kafka's storage error
             error = ErrorCode.KAFKA_STORAGE_ERROR
-            broker.log_dirs.storage_failed(f"{p.topic}-{p.partition}: {e}")
+            broker.log_dirs.storage_failed(f"{p.topic}-{p.partition}: {e}",
+                                           partition.log.directory)
     out: dict[str, Any] = {
         "partition_index": p.partition, "error_code": error,
         "high_watermark": partition.high_watermark if partition else -1,

@@ -58,6 +58,7 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 PARTITION_METADATA_FILE = "partition.metadata"
 DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"  # a replica being moved here from another directory (dirs.py)
 _CHECKPOINT_VERSION = 0
 
 
@@ -181,6 +182,9 @@ class LogManager:
         # skipped until restart (Kafka's uncleanable partitions).
         self._cleaner_checkpoints: dict[TopicPartition, int] | None = None
         self._uncleanable: set[TopicPartition] = set()
+        # the future replicas `open` found here (a move into this directory, dirs.py),
+        # left for LogDirs to resume or remove
+        self.future_dirs: list[tuple[TopicPartition, str]] = []
 
     # ------------------------------------------------------------------ start-up
 
@@ -212,6 +216,13 @@ class LogManager:
                 continue
             if name.endswith(DELETE_DIR_SUFFIX):
                 fs.rmtree(path)  # a topic delete the crash interrupted
+                continue
+            if name.endswith(FUTURE_DIR_SUFFIX):
+                future = parse_partition_dir(name.rsplit(".", 1)[0])
+                if future is None:
+                    fs.rmtree(path)
+                else:
+                    self.future_dirs.append((future, path))
                 continue
             tp = parse_partition_dir(name)
             if tp is None or tp[0] == METADATA_LOG_TOPIC:
@@ -346,6 +357,9 @@ class LogManager:
     def partitions(self) -> list[TopicPartition]:
         return sorted(self._logs)
 
+    def partition_count(self) -> int:
+        return len(self._logs)
+
     def logs(self) -> Iterable[PartitionLog]:
         return list(self._logs.values())
 
@@ -429,6 +443,11 @@ class LogManager:
         """The first offset of the partition's log not yet cleaned (0 if never)."""
         return self._cleaner_offsets().get((topic, partition), 0)
 
+    def set_cleaner_checkpoint(self, topic: str, partition: int, offset: int) -> None:
+        """A partition moved here from another directory keeps its cleaned range."""
+        self._cleaner_offsets()[(topic, partition)] = offset
+        self._write_cleaner_checkpoint()
+
     def _cleaner_offsets(self) -> dict[TopicPartition, int]:
         if self._cleaner_checkpoints is None:
             self._cleaner_checkpoints = self._read_checkpoint_or_empty(CLEANER_OFFSET_CHECKPOINT)
@@ -466,6 +485,16 @@ class LogManager:
         log.flush.offset.checkpoint.interval.ms; the broker does it on a timer, off the
         event loop, through `checkpoints` and `write_checkpoints`)."""
         self.write_checkpoints(self.checkpoints())
+
+    def close_offline(self) -> None:
+        """Close the logs of a failed directory as far as it lets us: no checkpoint and no
+        marker, so the next start recovers it as after a crash."""
+        for log in self._logs.values():
+            try:
+                log.close()
+            except OSError:
+                pass
+        self._logs.clear()
 
     def close(self, broker_epoch: int = -1) -> None:
         """Clean shutdown: flush and close every log, checkpoint, then write the marker,

@@ -203,8 +203,7 @@ class ReplicaFetcher:
                 self._expire_delays(now)
                 truncating = self._waiting(self._truncating, now)
                 beyond = self._waiting(self._out_of_range, now)
-                if (self.broker.log_dirs.offline  # nothing may be written there until a restart
-                        or now < self._paused_until
+                if (now < self._paused_until
                         or not (truncating or beyond or self.session.has_work)):
                     await self._wait_for_work()
                     continue

@@ -354,3 +354,13 @@ def _checkpointed(path: str, entries: list[EpochEntry], fs: FileSystem) -> Leade
     return LeaderEpochCache(entries,
                             store=lambda new: write_checkpoint(path, new, sync=False, fs=fs),
                             flush=lambda new: write_checkpoint(path, new, fs=fs))
+
+
+def relocate_cache(cache: LeaderEpochCache, partition_dir: str | os.PathLike, *,
+                   fs: FileSystem = REAL) -> LeaderEpochCache:
+    """The same entries persisting to the checkpoint of `partition_dir`, written there now
+    (a replica moved to another log directory: broker/replication/alter_log_dirs.py)."""
+    path = os.path.join(partition_dir, CHECKPOINT_FILE)
+    entries = list(cache.entries)
+    write_checkpoint(path, entries, fs=fs)
+    return _checkpointed(path, entries, fs)

@@ -313,32 +313,54 @@ class ReplicaManager:
     # -- the high-watermark checkpoint ---------------------------------------------------------
 
     def read_checkpoint(self) -> dict[tuple[str, int], int]:
-        """The HWs written at the last checkpoint; {} when there is none or it is damaged
-        (the HWs then start at 0 and catch up with the first fetches)."""
-        path = os.path.join(self.broker.data_dir, HW_CHECKPOINT_FILE)
-        try:
-            return read_checkpoint(path, fs=self.broker.fs)
-        except (OSError, CheckpointError) as e:
-            log.warning("ignoring %s (%s)", path, e)
-            return {}
+        """The HWs written at the last checkpoint, from every log directory's file (Kafka
+        keeps one per directory); {} for a directory with none or a damaged one (the HWs
+        then start at 0 and catch up with the first fetches). A partition found in two
+        (moved between directories since one was written) takes the higher: the HW is
+        capped at the log end offset when it is restored."""
+        out: dict[tuple[str, int], int] = {}
+        for directory in self.broker.data_dirs:
+            path = os.path.join(directory, HW_CHECKPOINT_FILE)
+            try:
+                found = read_checkpoint(path, fs=self.broker.fs)
+            except (OSError, CheckpointError) as e:
+                log.warning("ignoring %s (%s)", path, e)
+                continue
+            for key, hw in found.items():
+                out[key] = max(hw, out.get(key, hw))
+        return out
 
     def _changed_hws(self) -> dict[tuple[str, int], int] | None:
         hws = {key: p.high_watermark for key, p in self.broker.partitions.items()}
         return None if hws == self._checkpointed else hws
 
-    def _write(self, hws: dict[tuple[str, int], int]) -> bool:
-        path = os.path.join(self.broker.data_dir, HW_CHECKPOINT_FILE)
-        try:
-            write_checkpoint(path, hws, fs=self.broker.fs)
-        except OSError as e:
-            log.warning("cannot write %s (%s)", path, e)
-            return False
-        return True
+    def _by_dir(self, hws: dict[tuple[str, int], int]) -> dict[str, dict[tuple[str, int], int]]:
+        """The HWs by the online log directory holding each partition (on the event loop:
+        the log directories' maps are not read from a worker thread)."""
+        broker = self.broker
+        out: dict[str, dict[tuple[str, int], int]] = {
+            m.data_dir: {} for m in broker.logs.online()}
+        for key, hw in hws.items():
+            directory = broker.logs.dir_of(*key)
+            if directory in out:
+                out[directory][key] = hw
+        return out
+
+    def _write(self, by_dir: dict[str, dict[tuple[str, int], int]]) -> bool:
+        ok = True
+        for directory, hws in by_dir.items():
+            path = os.path.join(directory, HW_CHECKPOINT_FILE)
+            try:
+                write_checkpoint(path, hws, fs=self.broker.fs)
+            except OSError as e:
+                log.warning("cannot write %s (%s)", path, e)
+                ok = False
+        return ok
 
     def write_checkpoint(self) -> None:
         """Write the checkpoint now, on the calling thread (at shutdown)."""
         hws = self._changed_hws()
-        if hws is not None and self._write(hws):
+        if hws is not None and self._write(self._by_dir(hws)):
             self._checkpointed = hws
 
     async def _checkpoint_loop(self) -> None:
@@ -348,7 +370,8 @@ class ReplicaManager:
         while True:
             await timeouts.sleep(period)
             hws = self._changed_hws()
-            if hws is not None and await blocking.run_disk(self.broker.fs, self._write, hws):
+            if hws is not None and await blocking.run_disk(self.broker.fs, self._write,
+                                                           self._by_dir(hws)):
                 self._checkpointed = hws
 
     # -- background work -------------------------------------------------------------------

@@ -88,6 +88,7 @@ APIS: dict[int, Api] = {a.key: a for a in (
          delegation_tokens.ExpireDelegationTokenResponse),
     _api(delegation_tokens.DescribeDelegationTokenRequest,
          delegation_tokens.DescribeDelegationTokenResponse),
+    _api(log_dirs.AlterReplicaLogDirsRequest, log_dirs.AlterReplicaLogDirsResponse),
     _api(configs.AlterConfigsRequest, configs.AlterConfigsResponse),
     _api(configs.IncrementalAlterConfigsRequest, configs.IncrementalAlterConfigsResponse),
     _api(consumer_group.ConsumerGroupHeartbeatRequest,
@@ -149,6 +150,7 @@ CONTROLLER_APIS: dict[int, Api] = {a.key: a for a in (
     _api(cluster.AlterPartitionRequest, cluster.AlterPartitionResponse),
     _api(quorum.UpdateRaftVoterRequest, quorum.UpdateRaftVoterResponse),
     _api(envelope.EnvelopeRequest, envelope.EnvelopeResponse),
+    _api(cluster.AssignReplicasToDirsRequest, cluster.AssignReplicasToDirsResponse),
 )}
 
 # Client APIs declared, at every version Kafka defines as stable, but not served yet: no
@@ -185,6 +187,7 @@ CREATE_DELEGATION_TOKEN = _key(delegation_tokens.CreateDelegationTokenRequest)
 RENEW_DELEGATION_TOKEN = _key(delegation_tokens.RenewDelegationTokenRequest)
 EXPIRE_DELEGATION_TOKEN = _key(delegation_tokens.ExpireDelegationTokenRequest)
 DESCRIBE_DELEGATION_TOKEN = _key(delegation_tokens.DescribeDelegationTokenRequest)
+ALTER_REPLICA_LOG_DIRS = _key(log_dirs.AlterReplicaLogDirsRequest)
 ALTER_CONFIGS = _key(configs.AlterConfigsRequest)
 INCREMENTAL_ALTER_CONFIGS = _key(configs.IncrementalAlterConfigsRequest)
 CREATE_PARTITIONS = _key(topics.CreatePartitionsRequest)
@@ -215,6 +218,7 @@ UNREGISTER_BROKER = _key(cluster.UnregisterBrokerRequest)
 ALLOCATE_PRODUCER_IDS = _key(cluster.AllocateProducerIdsRequest)
 ALTER_PARTITION = _key(cluster.AlterPartitionRequest)
 ENVELOPE = _key(envelope.EnvelopeRequest)
+ASSIGN_REPLICAS_TO_DIRS = _key(cluster.AssignReplicasToDirsRequest)
 CONSUMER_GROUP_HEARTBEAT = _key(consumer_group.ConsumerGroupHeartbeatRequest)
 CONSUMER_GROUP_DESCRIBE = _key(consumer_group.ConsumerGroupDescribeRequest)
 DESCRIBE_ACLS = _key(security.DescribeAclsRequest)

@@ -1,6 +1,6 @@
 """Cluster membership and leadership RPCs: ElectLeaders (43), DescribeCluster (60),
 BrokerRegistration (62), BrokerHeartbeat (63), UnregisterBroker (64), AllocateProducerIds (67),
-AlterPartition (56).
+AlterPartition (56), AssignReplicasToDirs (73).
 
 Owns their declarations only. A broker registers with the active controller (KIP-631) and
 keeps its session alive with heartbeats, which also carry controlled shutdown
@@ -10,6 +10,8 @@ names the brokers, or with v1's endpoint_type 2 the controllers (KIP-919), and t
 controller. A broker asks the active controller for a block of producer ids with
 AllocateProducerIds (KIP-730) and hands them out to InitProducerId. A partition leader asks
 it to shrink or expand the ISR with AlterPartition (KIP-497; broker epochs from v3, KIP-903).
+A broker with several log directories tells it which directory holds each of its replicas
+with AssignReplicasToDirs (KIP-858).
 Every version Kafka defines is declared.
 """
 
@@ -175,6 +177,37 @@ AlterPartitionResponse = Message(
                 F("isr", "[]int32"),
                 F("leader_recovery_state", "int8", "1+"),
                 F("partition_epoch", "int32"),
+            ]),
+        ]),
+    ])
+
+AssignReplicasToDirsRequest = Message(
+    "AssignReplicasToDirsRequest", api_key=73, valid="0", flexible="0+", fields=[
+        F("broker_id", "int32"),
+        F("broker_epoch", "int64", default=-1),
+        F("directories", [
+            F("id", "uuid"),
+            F("topics", [
+                F("topic_id", "uuid"),
+                F("partitions", [
+                    F("partition_index", "int32"),
+                ]),
+            ]),
+        ]),
+    ])
+
+AssignReplicasToDirsResponse = Message(
+    "AssignReplicasToDirsResponse", api_key=73, valid="0", flexible="0+", fields=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("directories", [
+            F("id", "uuid"),
+            F("topics", [
+                F("topic_id", "uuid"),
+                F("partitions", [
+                    F("partition_index", "int32"),
+                    F("error_code", "int16"),
+                ]),
             ]),
         ]),
     ])

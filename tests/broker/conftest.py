@@ -15,12 +15,13 @@ from harness.ports import free_port
 @pytest.fixture
 async def running(tmp_path, nursery):
     """start(**overrides) -> (broker, server, port): a broker served in the test's nursery,
-    on a loopback port, with its data under tmp_path/data."""
+    on a loopback port, with its data under tmp_path/data (or the log.dirs given)."""
 
     async def start(**overrides):
         port = free_port()
+        log_dirs = str(overrides.pop("log.dirs", tmp_path / "data"))  # several: JBOD
         config = BrokerConfig.load({k: str(v) for k, v in overrides.items()},
-                                   **{"log.dirs": str(tmp_path / "data"),
+                                   **{"log.dirs": log_dirs,
                                       "listeners": f"127.0.0.1:{port}"})
         broker = Broker(config)
         broker.open()

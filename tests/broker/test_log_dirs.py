@@ -39,20 +39,32 @@ SLOW_HEARTBEATS = {"broker.heartbeat.interval.ms": "20000",
 
 
 def test_the_channel_goes_offline_once_and_tells_its_listeners():
-    told: list[str] = []
-    channel = LogDirFailureChannel("/data", uuid.UUID(int=500))
-    channel.listeners.append(told.append)
-    assert (channel.offline, channel.offline_dir_ids()) == (False, [])
-    assert channel.storage_failed("ENOSPC") is True
-    assert channel.storage_failed("EIO") is False and channel.mark_offline("EIO") is False
-    assert (channel.offline, channel.reason, told) == (True, "ENOSPC", ["ENOSPC"])
+    told: list[tuple[str, str]] = []
+    channel = LogDirFailureChannel([("/data", uuid.UUID(int=500))])
+    channel.listeners.append(lambda d, reason: told.append((d.path, reason)))
+    [data] = channel.dirs
+    assert (data.offline, channel.offline_dir_ids()) == (False, [])
+    assert channel.storage_failed("ENOSPC", "/data/orders-0") is True
+    assert channel.storage_failed("EIO") is False and channel.mark_offline(data, "EIO") is False
+    assert (data.offline, data.reason, told) == (True, "ENOSPC", [("/data", "ENOSPC")])
     assert channel.offline_dir_ids() == channel.dir_ids() == [uuid.UUID(int=500)]
+    assert channel.all_offline and channel.is_offline("/data/orders-0")
+
+
+def test_one_directory_of_several_goes_offline_alone():
+    channel = LogDirFailureChannel([("/d1", uuid.UUID(int=500)), ("/d2", uuid.UUID(int=501))])
+    assert channel.storage_failed("EIO", "/d2/orders-3") is True
+    assert channel.offline_dir_ids() == [uuid.UUID(int=501)]
+    assert channel.dir_ids() == [uuid.UUID(int=500), uuid.UUID(int=501)]
+    assert channel.is_offline("/d2/orders-3") and not channel.is_offline("/d1/orders-3")
+    assert not channel.all_offline and channel.path == "/d1"
+    assert channel.storage_failed("EIO", "/elsewhere/x-0") is False  # not one of ours
 
 
 def test_a_broker_with_no_one_to_take_over_keeps_the_directory_online():
-    alone = LogDirFailureChannel("/data", uuid.UUID(int=500), can_fail_over=lambda: False)
+    alone = LogDirFailureChannel([("/data", uuid.UUID(int=500))], can_fail_over=lambda: False)
     assert alone.storage_failed("ENOSPC") is False
-    assert not alone.offline and alone.offline_dir_ids() == []
+    assert not alone.all_offline and alone.offline_dir_ids() == []
 
 
 def test_the_directory_id_is_made_once_and_kept_in_meta_properties(tmp_path):
@@ -125,13 +137,13 @@ async def test_a_failed_write_takes_the_directory_offline_and_its_leaderships_mo
     await _create(client, "elsewhere", [[1]])
     assert await _produce(client, "t", {0: _batch(), 1: _batch()}, acks=1) == {
         0: (ErrorCode.NONE, 0), 1: (ErrorCode.NONE, 0)}
-    directory_id = broker.log_dirs.directory_id
+    directory_id = broker.log_dirs.dirs[0].directory_id
     assert broker.metadata_cache.broker(0).log_dirs == (directory_id,)  # registered
 
     disk = FaultyDisk(monkeypatch, broker.partition("t", 0).log.directory, "eio")
     assert await _produce(client, "t", {0: _batch(seed=1)}, acks=1) == {
         0: (ErrorCode.KAFKA_STORAGE_ERROR, -1)}
-    assert broker.log_dirs.offline
+    assert broker.log_dirs.all_offline
     assert broker.lifecycle._heartbeat()["offline_log_dirs"] == [directory_id]
 
     # the heartbeat goes at once, not 20 s later: both leaderships move to broker 1
@@ -168,7 +180,7 @@ async def test_a_read_the_device_fails_takes_the_directory_offline(served, monke
 
     monkeypatch.setattr(broker.partition("r", 0).log, "read", eio)
     assert (await _fetch(client, "r", 0)).error_code == ErrorCode.KAFKA_STORAGE_ERROR
-    assert broker.log_dirs.offline
+    assert broker.log_dirs.all_offline
     assert await broker.wait_for_metadata(_moved_away(broker, "r", range(1)), 5)
 
 
@@ -177,10 +189,10 @@ async def test_a_log_the_disk_refuses_to_make_takes_the_directory_offline(served
     await _add_peer(broker)
     FaultyDisk(monkeypatch, os.path.join(broker.data_dir, "nope-0"), "readonly")
     await _create(client, "nope", [[0, 1]])
-    assert broker.partition("nope", 0) is None and not broker.log_dirs.offline
+    assert broker.partition("nope", 0) is None and not broker.log_dirs.all_offline
     assert await _produce(client, "nope", {0: _batch()}, acks=1) == {
         0: (ErrorCode.KAFKA_STORAGE_ERROR, -1)}  # made again on demand, refused again
-    assert broker.log_dirs.offline and "nope-0" in str(broker.log_dirs.reason)
+    assert broker.log_dirs.all_offline and "nope-0" in str(broker.log_dirs.dirs[0].reason)
     assert await broker.wait_for_metadata(_moved_away(broker, "nope", range(1)), 5)
 
 
@@ -221,7 +233,7 @@ async def test_alone_a_full_disk_costs_requests_not_the_directory(served, monkey
     for _ in range(3):
         assert await _produce(client, "t", {0: _batch()}, acks=1) == {
             0: (ErrorCode.KAFKA_STORAGE_ERROR, -1)}
-    assert not broker.log_dirs.offline
+    assert not broker.log_dirs.all_offline
     assert broker.lifecycle._heartbeat()["offline_log_dirs"] == []
     disk.heal()
     assert await _produce(client, "t", {0: _batch()}, acks=1) == {0: (ErrorCode.NONE, 0)}
@@ -239,6 +251,6 @@ async def test_an_offline_directory_gets_no_checkpoint_retention_or_cleaning(ser
     await trio.sleep(301)  # past every interval: checkpoint 60 s, retention 300 s
     assert set(calls) == {"write_checkpoints", "apply_retention", "clean_compacted"}
     calls.clear()
-    broker.log_dirs.mark_offline("EIO")
+    broker.log_dirs.mark_offline(broker.log_dirs.dirs[0], "EIO")
     await trio.sleep(301)
     assert calls == []

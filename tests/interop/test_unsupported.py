@@ -1,7 +1,7 @@
 """What the broker does not support yet is refused at once: a share-group coordinator key
 gets INVALID_REQUEST on a connection that stays up, and an API the broker does not
-advertise (AlterReplicaLogDirs here) is refused by the client itself, from ApiVersions,
-before anything is sent. An idempotent producer gets its producer id.
+advertise (AllocateProducerIds, a controller API, here) is refused by the client itself,
+from ApiVersions, before anything is sent. An idempotent producer gets its producer id.
 """
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ from __future__ import annotations
 import time
 
 import pytest
+import trio
 from confluent_kafka import Producer
-from kafka.admin import KafkaAdminClient
-from kafka.errors import IncompatibleBrokerVersion
 
-from protocol.messages import FIND_COORDINATOR
+from client.connection import open_connection
+from client.errors import IncompatibleBrokerVersion
+from protocol.messages import ALLOCATE_PRODUCER_IDS, FIND_COORDINATOR
 from tests.interop.raw import Raw
 from tests.util import unique
 
@@ -46,15 +47,19 @@ def test_a_malformed_share_coordinator_key_gets_invalid_request_on_the_same_conn
 
 
 def test_an_api_not_advertised_is_refused_by_the_client_at_once(shared_broker):
-    """AlterReplicaLogDirs (one log directory per broker): kafka-python's admin refuses it
-    from ApiVersions. confluent-kafka 2.16's admin calls are all served now (DeleteRecords
-    and the legacy AlterConfigs were the last), so librdkafka has nothing left to refuse."""
-    topic = unique("replica-dirs")
-    kp_admin = KafkaAdminClient(bootstrap_servers=shared_broker.bootstrap)
-    try:
-        started = time.monotonic()
-        with pytest.raises(IncompatibleBrokerVersion, match="AlterReplicaLogDirs"):
-            kp_admin.alter_replica_log_dirs({(topic, 0, 0): "/elsewhere"})
-        assert time.monotonic() - started < PROMPT_S
-    finally:
-        kp_admin.close()
+    """AllocateProducerIds (67) is a controller API, never advertised on a client listener:
+    our client refuses it from ApiVersions, before anything is sent. (Every admin call of
+    kafka-python and confluent-kafka 2.16 is served now: AlterReplicaLogDirs, then
+    UnregisterBroker, were this test's example until they were.)"""
+    async def attempt() -> None:
+        async with open_connection(shared_broker.host, shared_broker.port) as conn:
+            started = time.monotonic()
+            with pytest.raises(IncompatibleBrokerVersion, match="does not serve api key 67"):
+                await conn.request(ALLOCATE_PRODUCER_IDS, {"broker_id": 7, "broker_epoch": 1})
+            assert time.monotonic() - started < PROMPT_S
+            # the connection is still usable: nothing went on the wire
+            response = await conn.request(FIND_COORDINATOR, {"key_type": 0,
+                                                             "coordinator_keys": ["g"]})
+            assert response.body.coordinators[0].key == "g"
+
+    trio.run(attempt)

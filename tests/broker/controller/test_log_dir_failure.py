@@ -11,7 +11,10 @@ from broker.controller.election import NO_LEADER
 from broker.controller.image import LOST_DIR
 from broker.controller.replication_control import PREFERRED_ELECTION, UNCLEAN_ELECTION
 from protocol.errors import ErrorCode
-from protocol.messages.cluster import BrokerHeartbeatRequest, BrokerRegistrationRequest
+from broker.controller.election import UNASSIGNED_DIR, PartitionChangeRecord
+from protocol.messages.cluster import (
+    AssignReplicasToDirsRequest, BrokerHeartbeatRequest, BrokerRegistrationRequest,
+)
 from protocol.metadata_records import MetadataRecordType as T
 
 from .test_quorum_controller import Cluster, incarnation, leaders, wire
@@ -169,3 +172,80 @@ def test_registrations_with_reserved_duplicate_or_taken_directories_are_refused(
     assert c.register(2, log_dirs=[dir_of(1)])["error_code"] == invalid
     assert 2 not in c.image.brokers
     assert c.register(2, log_dirs=[dir_of(2), dir_of(2, generation=1)])["error_code"] == 0
+
+
+# -- several directories a broker (JBOD): AssignReplicasToDirs, one directory offline ------
+
+
+def assign(c: DirCluster, broker_id: int, directory: uuid.UUID,
+           partitions: dict[str, list[int]]) -> dict:
+    body = wire(AssignReplicasToDirsRequest, 0, {
+        "broker_id": broker_id, "broker_epoch": c.image.brokers[broker_id].epoch,
+        "directories": [{"id": directory, "topics": [
+            {"topic_id": c.image.topic(t).topic_id,
+             "partitions": [{"partition_index": i} for i in ps]}
+            for t, ps in partitions.items()]}]})
+    return c.apply(c.controller.assign_replicas_to_dirs(body, c.now))
+
+
+def codes(answer: dict) -> list[int]:
+    return [p["error_code"] for d in answer["directories"] for t in d["topics"]
+            for p in t["partitions"]]
+
+
+def test_assignments_record_each_replicas_directory():
+    c = DirCluster()
+    a, b = dir_of(1), dir_of(1, generation=1)
+    c.register(1, log_dirs=[a, b])
+    c.heartbeat(1)
+    c.start(2)
+    c.create("t", assignments=[[1, 2], [2, 1]])
+    assert c.partition("t", 0).directories == ()  # none said yet
+    answer = assign(c, 1, b, {"t": [0, 1]})
+    assert answer["error_code"] == 0 and codes(answer) == [0, 0]
+    assert c.partition("t", 0).directory_of(1) == b and c.partition("t", 1).directory_of(1) == b
+    assert c.partition("t", 0).directory_of(2) == UNASSIGNED_DIR
+    epoch = c.partition("t", 0).partition_epoch
+    assert codes(assign(c, 1, b, {"t": [0]})) == [0]  # the same again: no record
+    assert c.partition("t", 0).partition_epoch == epoch
+    assert codes(assign(c, 1, a, {"t": [0]})) == [0]  # moved
+    assert c.partition("t", 0).directory_of(1) == a
+    assert c.standby_image() == c.image  # replayed alike, and kept by snapshots
+    # new replicas (a reassignment's) start unassigned; those that stay keep theirs
+    p = c.partition("t", 0).merge(PartitionChangeRecord(
+        topic_id=c.image.topic("t").topic_id, partition_id=0, replicas=(3, 1)))
+    assert p.directories == (UNASSIGNED_DIR, a)
+
+
+def test_bad_assignments_are_refused_and_change_nothing():
+    c = DirCluster()
+    a = dir_of(1)
+    c.start(1, 2)
+    c.create("t", assignments=[[2]])
+    before = c.image
+    assert codes(assign(c, 1, a, {"t": [0, 7]})) == [ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    answer = assign(c, 1, uuid.uuid4(), {"t": [0]})  # a directory it did not register
+    assert answer["error_code"] == ErrorCode.INVALID_REQUEST
+    assert c.image == before
+
+
+def test_one_directory_of_two_offline_moves_only_its_replicas():
+    c = DirCluster()
+    a, b = dir_of(1), dir_of(1, generation=1)
+    c.register(1, log_dirs=[a, b])
+    c.heartbeat(1)
+    c.start(2, 3)
+    c.create("t", assignments=[[1, 2, 3], [1, 3, 2], [2, 1, 3]])
+    assign(c, 1, a, {"t": [0, 2]})
+    assign(c, 1, b, {"t": [1]})
+    result = c.heartbeat_result(1, [a])
+    response = c.apply(result)
+    assert response["is_fenced"] is False
+    assert c.image.brokers[1].log_dirs == (b,)
+    assert 1 in c.image.active_broker_ids()
+    # t-0 (led there) moves; t-2 (a follower there) leaves the ISR; t-1 (in b) stays
+    assert leaders(c, "t") == {0: 2, 1: 1, 2: 2}
+    assert [1 in c.partition("t", p).isr for p in range(3)] == [False, True, False]
+    assert 1 not in c.partition("t", 0).elr
+    assert c.standby_image() == c.image

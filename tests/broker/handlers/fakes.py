@@ -125,7 +125,11 @@ class FakeBroker:
         self.metadata_cache = MetadataCache(CLUSTER_ID, MetadataImage.EMPTY.replay(records),
                                             controller_id=controller_id)
         self.partitions: dict[tuple[str, int], Any] = {}
-        self.log_dirs = LogDirFailureChannel("fake-data-dir", uuid.UUID(int=1000 + node_id))
+        self.log_dirs = LogDirFailureChannel([("fake-data-dir", uuid.UUID(int=1000 + node_id))])
+        # as Broker._log_dir_failed: the one directory's replicas stop being served
+        self.offline_partitions: dict[tuple[str, int], Any] = {}
+        self.log_dirs.listeners.append(lambda _dir, _reason: (
+            self.offline_partitions.update(self.partitions), self.partitions.clear()))
         self.metrics = BrokerMetrics()
         self.telemetry = ClientTelemetry(self.config)
         self.controller_channel = FakeController(self)

@@ -111,7 +111,7 @@ async def test_every_replica_on_an_offline_log_directory_answers_storage_error()
     """As Kafka's offline partitions: led here or not, and whatever the client's epoch;
     a partition with no replica here is still someone else's."""
     b = broker()
-    b.log_dirs.mark_offline("EIO")
+    b.log_dirs.mark_offline(b.log_dirs.dirs[0], "EIO")
     body = await call(b, m.PRODUCE, 9, produce("orders", 0))
     assert body["responses"][0]["partition_responses"][0]["error_code"] == E.KAFKA_STORAGE_ERROR
     for index, epoch, error in [(0, -1, E.KAFKA_STORAGE_ERROR), (0, 2, E.KAFKA_STORAGE_ERROR),
