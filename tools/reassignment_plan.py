@@ -22,8 +22,9 @@ one moves as few as it can while spreading them evenly):
 4. Preferred leaders (the first replica; reordering a partition's replicas copies no data):
    each broker leads at most ceil(P / n) of the P partitions. A partition keeps its first
    replica while that broker is under the cap; the others are led by whichever of their
-   replicas leads fewest so far; then a broker over the cap passes leaderships along
-   chains of replicas (augmenting paths) to brokers under it, until none is over.
+   replicas leads fewest so far; then a broker over the cap, or leading two more than one
+   it can reach, passes a leadership along a chain of replicas (an augmenting path) to
+   it, until none does.
 
 A partition keeps its replication factor; one with more replicas than the list has brokers
 is refused (PlanError), as Kafka's tool refuses it.
@@ -177,21 +178,26 @@ def _balance_leaders(current: Mapping[K, Sequence[int]], proposed: dict[K, list[
     for key in undecided:
         replicas = proposed[key]
         _lead(replicas, min(replicas, key=lambda b: (leads[b], replicas.index(b))), leads)
-    # then, while a broker leads more than the cap, move one of its leaderships along a
-    # chain of replicas (each partition of the chain led by the next broker of it) to a
-    # broker under the cap: an augmenting path, as in a bipartite matching, which finds a
-    # way whenever one exists (a greedy hand-over to a follower does not)
+    # then, while a broker leads more than the cap, or two more than another it can reach,
+    # move one of its leaderships along a chain of replicas (each partition of the chain
+    # led by the next broker of it): an augmenting path, as in a bipartite matching, which
+    # finds a way whenever one exists (a hand-over to a direct follower does not). Each
+    # shift lowers the sum of squared counts, so this ends.
     while True:
-        over = [b for b in brokers if leads[b] > cap]
-        if not over or not _shift_leadership(proposed, leads, over[0], cap):
+        for start in sorted(brokers, key=lambda b: (-leads[b], b)):
+            floor = cap if leads[start] > cap else leads[start] - 1
+            if _shift_leadership(proposed, leads, start, floor):
+                break
+        else:
             return proposed
 
 
 def _shift_leadership(proposed: dict[K, list[int]], leads: Counter, start: int,
-                      cap: int) -> bool:
+                      floor: int) -> bool:
     """Breadth-first from `start`: a partition led by a broker on the way passes its
-    leadership to another of its replicas; at a broker under `cap` the chain is carried
-    out (every broker on it leads as many as before, but `start` one fewer)."""
+    leadership to another of its replicas; at a broker leading fewer than `floor` the chain
+    is carried out (every broker on it leads as many as before, `start` one fewer and the
+    last one more)."""
     came_from: dict[int, tuple[int, K] | None] = {start: None}
     queue = [start]
     for broker in queue:
@@ -202,7 +208,7 @@ def _shift_leadership(proposed: dict[K, list[int]], leads: Counter, start: int,
                 if other in came_from:
                     continue
                 came_from[other] = (broker, key)
-                if leads[other] < cap:
+                if leads[other] < floor:
                     node: int = other
                     while (step := came_from[node]) is not None:
                         previous, k = step

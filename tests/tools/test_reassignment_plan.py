@@ -118,3 +118,12 @@ def test_a_place_taken_early_is_moved_aside_for_one_that_needs_its_broker():
     proposed = propose(current, [0, 1, 2, 4])
     assert moved(current, proposed) == 4
     assert spread(proposed, [0, 1, 2, 4]) == (3, 3)
+
+
+def test_a_new_broker_leads_even_when_no_one_is_over_the_cap():
+    """Six partitions on 0-2 lead two each, the cap for four brokers (ceil(6/4) = 2): the
+    new broker is still handed a leadership, as one leading two more than another would."""
+    current = three_brokers(6, 3)
+    proposed = propose(current, [0, 1, 2, 3])
+    low, high = leader_spread(proposed, [0, 1, 2, 3])
+    assert (low, high) == (1, 2)
