@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from functools import partial
@@ -60,51 +60,68 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(int(q * len(ordered)), len(ordered) - 1)] if ordered else float("nan")
 
 
-class PacedProducer:
-    """A producer at a fixed rate in a thread until stopped: each record's latency."""
+def _paced(bootstrap: str, topic: str, rate: int, seconds: float | None,
+           stop: Any, results: Any) -> None:
+    """A producer at `rate` records/s, acks=all, for `seconds` or until `stop` is set: each
+    record's (send time, latency) put on `results` at the end. Run in a process of its own,
+    so that the bench's polling of the moves (Python work under the GIL) does not delay the
+    delivery callbacks it measures."""
+    ck, _ = confluent_kafka_modules()
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                            "linger.ms": LINGER_MS})
+    producer.list_topics(topic, timeout=30)
+    timeline: list[tuple[float, float]] = []
+    errors: list[str] = []
 
-    def __init__(self, ck: Any, bootstrap: str, topic: str, rate: int):
-        self.producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                                     "linger.ms": LINGER_MS})
-        self.producer.list_topics(topic, timeout=30)
-        self.topic, self.rate = topic, rate
-        self.latencies: list[float] = []
+    def delivered(sent: float, err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+        else:
+            timeline.append((sent, time.perf_counter() - sent))
+
+    if seconds is not None:
+        send_paced(producer, topic, rate, seconds, delivered)
+    else:
+        while not stop.is_set():
+            send_paced(producer, topic, rate, 1.0, delivered)
+    producer.flush(60)
+    results.put((timeline, errors))
+
+
+class PacedProducer:
+    """`_paced` in a process of its own: a fixed rate for a while, or until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: int):
+        self.bootstrap, self.topic, self.rate = bootstrap, topic, rate
+        self._mp = multiprocessing.get_context("spawn")
         self.timeline: list[tuple[float, float]] = []  # (sent, latency) for --json
         self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._stop = self._mp.Event()
+        self._results = self._mp.Queue()
+        self._process: Any = None
 
-    def _delivered(self, sent: float, err: Any, _msg: Any) -> None:
-        if err is not None:
-            self.errors.append(str(err))
-        else:
-            self.latencies.append(time.perf_counter() - sent)
-            self.timeline.append((sent, self.latencies[-1]))
+    def _start(self, seconds: float | None) -> None:
+        self._stop.clear()
+        self._process = self._mp.Process(target=_paced, args=(
+            self.bootstrap, self.topic, self.rate, seconds, self._stop, self._results))
+        self._process.start()
+
+    def _collect(self) -> list[float]:
+        timeline, errors = self._results.get(timeout=180)
+        self._process.join(30)
+        self.timeline, self.errors = timeline, self.errors + errors
+        return [latency for _, latency in timeline]
 
     def run_for(self, seconds: float) -> list[float]:
-        self.latencies = []
-        self.timeline = []
-        send_paced(self.producer, self.topic, self.rate, seconds, self._delivered)
-        self.producer.flush(60)
-        return self.latencies
+        self._start(seconds)
+        return self._collect()
 
     def start(self) -> None:
-        self.latencies = []
-        self.timeline = []
-        self._stop.clear()
-
-        def loop() -> None:
-            while not self._stop.is_set():
-                send_paced(self.producer, self.topic, self.rate, 1.0, self._delivered)
-        self._thread = threading.Thread(target=loop, daemon=True)
-        self._thread.start()
+        self._start(None)
 
     def stop(self) -> list[float]:
         self._stop.set()
-        assert self._thread is not None
-        self._thread.join(30)
-        self.producer.flush(60)
-        return self.latencies
+        return self._collect()
 
 
 def _tool(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
@@ -190,7 +207,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # brokers' appends too) for seconds: written out before anything is measured
         progress("sync")
         os.sync()
-        producer = PacedProducer(ck, bootstrap, latency, args.rate)
+        producer = PacedProducer(bootstrap, latency, args.rate)
         progress(f"latency before, {args.before_seconds} s")
         before = producer.run_for(args.before_seconds)
         out["timeline_before"] = producer.timeline

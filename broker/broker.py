@@ -711,7 +711,7 @@ class Broker:
             if topic in self.coordinators and partition is not None and partition.is_leader:
                 self.coordinators[topic].on_partition_leadership(index, False)
             try:
-                self.logs.delete_partition(topic, index)
+                self.logs.delete_partition(topic, index, background=True)
             except OSError as e:
                 log.error("could not finish deleting %s-%d (%s); if its directory is still "
                           "there, remove it before creating the topic again", topic, index, e)

@@ -266,10 +266,12 @@ class LogDirs:
 
     delete = delete_topic
 
-    def delete_partition(self, topic: str, partition: int) -> bool:
+    def delete_partition(self, topic: str, partition: int, *,
+                         background: bool = False) -> bool:
         self.abandon_future(topic, partition)
         m = self._holder(topic, partition)
-        return m.delete_partition(topic, partition) if m is not None else False
+        return (m.delete_partition(topic, partition, background=background)
+                if m is not None else False)
 
     def cleaner_checkpoint(self, topic: str, partition: int) -> int:
         m = self._holder(topic, partition)

@@ -182,6 +182,8 @@ class LogManager:
         # skipped until restart (Kafka's uncleanable partitions).
         self._cleaner_checkpoints: dict[TopicPartition, int] | None = None
         self._uncleanable: set[TopicPartition] = set()
+        # deleted replicas' directories are removed by this worker (created on first need)
+        self._deleter: concurrent.futures.ThreadPoolExecutor | None = None
         # the future replicas `open` found here (a move into this directory, dirs.py),
         # left for LogDirs to resume or remove
         self.future_dirs: list[tuple[TopicPartition, str]] = []
@@ -372,7 +374,8 @@ class LogManager:
 
     delete = delete_topic
 
-    def delete_partition(self, topic: str, partition: int) -> bool:
+    def delete_partition(self, topic: str, partition: int, *,
+                         background: bool = False) -> bool:
         log = self._logs.pop((topic, partition), None)
         if log is None:
             return False
@@ -388,7 +391,16 @@ class LogManager:
             self.data_dir,
             f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         self.fs.rename(log.directory, doomed)
-        self.fs.rmtree(doomed)
+        # Unlinking a replica's segments (megabytes to gigabytes) is the disk's work, not
+        # the loop's: with `background`, a worker thread does it; the rename has already
+        # taken the directory out of the way, and one a crash leaves is removed at start.
+        if background and self.fs.threaded:
+            if self._deleter is None:
+                self._deleter = concurrent.futures.ThreadPoolExecutor(
+                    1, thread_name_prefix="log-delete")
+            self._deleter.submit(self.fs.rmtree, doomed)
+        else:
+            self.fs.rmtree(doomed)
         self._uncleanable.discard((topic, partition))
         if self._cleaner_offsets().pop((topic, partition), None) is not None:
             # A re-created partition must not inherit the old one's cleaned range.
@@ -502,6 +514,9 @@ class LogManager:
         be flushed (OSError) every log is still closed, no marker is written -- the next
         start recovers what was not flushed, and registers as after a crash -- and the
         error raised."""
+        if self._deleter is not None:  # the deletions under way finish first
+            self._deleter.shutdown(wait=True)
+            self._deleter = None
         failed: OSError | None = None
         for log in self._logs.values():
             try:

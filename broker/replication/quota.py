@@ -121,9 +121,10 @@ class ReplicationQuota:
         return self.rate.wait_s(self.bound, now)
 
     def burst_bytes(self) -> int:
-        """The most one answer (or fetch) may move of throttled replicas: a tenth of a
-        second's worth, so that a move goes at its rate in small steps, not in bursts of
-        replica.fetch.response.max.bytes that stall the loop and the disk."""
+        """The most one answer may carry of throttled replicas: a tenth of a second's worth
+        (at least one batch goes), so that a move goes at its rate in steps, not in bursts
+        of replica.fetch.response.max.bytes that stall the loop (a fiftieth measured worse:
+        more round trips for the same bytes)."""
         return max(self.bound // BURSTS_PER_S, 1)
 
 
