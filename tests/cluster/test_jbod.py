@@ -11,7 +11,6 @@ test fails saying so, it is never skipped).
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ from tests.cluster.harness import FAST, Cluster
 from tests.cluster.test_replication import (
     History, check_history, producer, read_all, wait_full_isr,
 )
-from tests.util import unique
+from tests.util import mounted_tmpfs, unique
 
 pytestmark = pytest.mark.interop
 
@@ -32,16 +31,8 @@ VALUE_PAD = "x" * 8000  # big records: the 3 MiB tmpfs fills within a few hundre
 
 @pytest.fixture
 def small_tmpfs(tmp_path: Path):
-    mountpoint = tmp_path / "disk"
-    mountpoint.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mountpoint)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.fail(f"this test needs `mount -t tmpfs` (root): {done.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path, "3m") as mountpoint:
         yield mountpoint
-    finally:
-        subprocess.run(["umount", "-l", str(mountpoint)], check=True)
 
 
 def _described(bootstrap: str, broker_id: int) -> dict[str, tuple[int, set[int]]]:

@@ -23,23 +23,15 @@ from confluent_kafka import KafkaError, Producer
 
 from tests.interop.conftest import REPO_ROOT, BrokerProcess, free_port
 from tests.interop.librdkafka import consume_all, create_topic
-from tests.util import wait_until
+from tests.util import mounted_tmpfs, wait_until
 
 VALUE = b"v" * 8192
 
 
 @pytest.fixture
 def small_tmpfs(tmp_path: Path):
-    mountpoint = tmp_path / "disk"
-    mountpoint.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mountpoint)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.fail(f"this test needs `mount -t tmpfs` (root): {done.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path, "2m") as mountpoint:
         yield mountpoint
-    finally:
-        subprocess.run(["umount", "-l", str(mountpoint)], check=True)
 
 
 def _produce_one(producer: Producer, partition: int):
