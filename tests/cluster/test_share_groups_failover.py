@@ -112,11 +112,19 @@ def test_a_reset_reaches_a_leader_on_another_broker_than_the_coordinator(cluster
     next member opens its share session, not deliver from where it stood."""
     from tests.cluster import confluent
     from tests.interop.test_share_group_offsets import consume_all, offsets, until_ok
-    topic = unique("share-reset")
-    create(cluster, topic, 1, min_isr=1)
-    leader = confluent.partitions(cluster.bootstrap, topic)[0].leader
-    group = next(g for g in (unique("workers") for _ in range(100))
-                 if coordinator_of(cluster, g) != leader)
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from tests.cluster.test_replication import wait_full_isr
+    topic, group = unique("share-reset"), unique("workers")
+    # the partition's preferred leader is not the group's coordinator, whichever node leads
+    # __consumer_offsets after the tests before (their kills move leaderships around)
+    coordinator = coordinator_of(cluster, group)
+    replicas = [(coordinator + i) % 3 for i in (1, 2, 0)]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[replicas],
+                                  config={"min.insync.replicas": "1"})])[topic].result(30)
+    wait_full_isr(cluster, topic, 1)
+    cluster.wait_for(lambda: confluent.partitions(cluster.bootstrap, topic)[0].leader
+                     == replicas[0] or None, 30, "the preferred replica leading")
     start_earliest(cluster.bootstrap, group)
     produce(cluster.bootstrap, topic, [(None, str(i).encode(), None) for i in range(10)])
     assert consume_all(cluster.bootstrap, group, topic, 10) == list(range(10))
