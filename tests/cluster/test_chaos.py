@@ -24,6 +24,18 @@ SEED = 45  # a kill, a pause and a rolling restart within DURATION_S (asserted b
 DURATION_S = 30.0
 
 
+def _summary_or_fail(capsys, run_dir) -> str:
+    """The run's printed table; a run that raised before writing its summary fails the test
+    with what it printed (its traceback goes to stderr) and its own log."""
+    captured = capsys.readouterr()
+    if not (run_dir / "summary.json").exists():
+        log = run_dir / "run.log"
+        pytest.fail("the chaos run wrote no summary:\n" + captured.out[-3000:]
+                    + captured.err[-5000:]
+                    + (log.read_text()[-3000:] if log.exists() else ""))
+    return captured.out
+
+
 def test_the_ci_seed_schedules_every_process_fault():
     kinds = {f.kind for f in schedule(SEED, DURATION_S, ("kill", "pause", "restart"), 6.0)}
     assert kinds == {"kill", "pause", "restart"}
@@ -32,7 +44,7 @@ def test_the_ci_seed_schedules_every_process_fault():
 def test_one_seeded_run_loses_duplicates_and_reorders_nothing(tmp_path, capsys):
     status = chaos_main(["--seed", str(SEED), "--duration-s", f"{DURATION_S:g}",
                          "--out", str(tmp_path)])
-    out = capsys.readouterr().out
+    out = _summary_or_fail(capsys, tmp_path / f"seed-{SEED}")
     summary = json.loads((tmp_path / f"seed-{SEED}" / "summary.json").read_text())
     failures = {name: r for name, r in summary["results"].items()
                 if name in checker.FAILURES + TXN_FAILURES + ("replica-divergence",)
@@ -67,7 +79,7 @@ def test_a_reassignment_under_faults_completes_and_loses_nothing(tmp_path, capsy
     status = chaos_main(["--seed", str(REASSIGN_SEED), "--duration-s",
                          f"{REASSIGN_DURATION_S:g}", "--faults", "reassign",
                          "--out", str(tmp_path)])
-    out = capsys.readouterr().out
+    out = _summary_or_fail(capsys, tmp_path / f"seed-{REASSIGN_SEED}")
     summary = json.loads((tmp_path / f"seed-{REASSIGN_SEED}" / "summary.json").read_text())
     failures = {name: r for name, r in summary["results"].items()
                 if name in checker.FAILURES + TXN_FAILURES + ("replica-divergence",)
