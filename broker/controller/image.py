@@ -335,24 +335,25 @@ class MetadataImage:
     def _unregister_broker(self, body: Any) -> MetadataImage:
         """Kafka's ClusterControlManager.replay(UnregisterBrokerRecord): the registration
         at that epoch goes; the partitions keep naming the broker among their replicas."""
-        broker = self.brokers.get(body.broker_id)
-        what = f"unregister broker {body.broker_id}"
+        broker = self._registration(body.broker_id, body.broker_epoch,
+                                    f"unregister broker {body.broker_id}")
+        return replace(self, brokers=_without(self.brokers, broker.broker_id))
+
+    def _registration(self, broker_id: int, epoch: int, what: str) -> BrokerRegistration:
+        """The broker's registration a record names by id and epoch; MetadataImageError,
+        saying it cannot do `what`, when there is none at that epoch."""
+        broker = self.brokers.get(broker_id)
         if broker is None:
             raise MetadataImageError(f"cannot {what}: not registered")
-        if broker.epoch != body.broker_epoch:
-            raise MetadataImageError(f"cannot {what} at epoch {body.broker_epoch}: its "
-                                     f"registration has epoch {broker.epoch}")
-        return replace(self, brokers=_without(self.brokers, broker.broker_id))
+        if broker.epoch != epoch:
+            raise MetadataImageError(f"cannot {what} at epoch {epoch}: its registration "
+                                     f"has epoch {broker.epoch}")
+        return broker
 
     def _change_broker_registration(self, body: Any) -> MetadataImage:
         """Kafka's ClusterControlManager.replay(BrokerRegistrationChangeRecord)."""
-        broker = self.brokers.get(body.broker_id)
         what = f"change the registration of broker {body.broker_id}"
-        if broker is None:
-            raise MetadataImageError(f"cannot {what}: not registered")
-        if broker.epoch != body.broker_epoch:
-            raise MetadataImageError(f"cannot {what} at epoch {body.broker_epoch}: its "
-                                     f"registration has epoch {broker.epoch}")
+        broker = self._registration(body.broker_id, body.broker_epoch, what)
         fenced = body.get("fenced", 0)
         shutdown = body.get("in_controlled_shutdown", 0)
         if fenced not in (-1, 0, 1) or shutdown not in (0, 1):
@@ -369,13 +370,7 @@ class MetadataImage:
 
     def _set_fenced(self, body: Any, fenced: bool) -> MetadataImage:
         action = "fence" if fenced else "unfence"
-        broker = self.brokers.get(body.id)
-        if broker is None:
-            raise MetadataImageError(f"cannot {action} broker {body.id}: not registered")
-        if broker.epoch != body.epoch:
-            raise MetadataImageError(
-                f"cannot {action} broker {body.id} at epoch {body.epoch}: "
-                f"its registration has epoch {broker.epoch}")
+        broker = self._registration(body.id, body.epoch, f"{action} broker {body.id}")
         changed = replace(broker, fenced=fenced)
         return replace(self, brokers=_with(self.brokers, broker.broker_id, changed))
 
