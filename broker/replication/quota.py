@@ -78,20 +78,23 @@ class ThrottledRate:
         while self._windows and self._windows[0][0] <= now - self.samples * self.window_s:
             self._windows.popleft()
 
-    def rate(self, now: float) -> float:
+    def _measured(self, now: float) -> tuple[float, float]:
+        """The bytes of the windows kept, and the time since the oldest began."""
         self._expire(now)
         if not self._windows:
-            return 0.0
-        total = sum(w[1] for w in self._windows)
-        return total / max(now - self._windows[0][0], self.window_s)
+            return 0.0, 0.0
+        return sum(w[1] for w in self._windows), now - self._windows[0][0]
+
+    def rate(self, now: float) -> float:
+        total, span = self._measured(now)
+        return total / max(span, self.window_s)
 
     def wait_s(self, bound: float, now: float) -> float:
         """How long until the rate is back at `bound` if nothing more is recorded."""
-        self._expire(now)
-        if not self._windows or bound <= 0:
+        total, span = self._measured(now)
+        if bound <= 0:
             return 0.0
-        total = sum(w[1] for w in self._windows)
-        return max(total / bound - max(now - self._windows[0][0], 0.0), 0.0)
+        return max(total / bound - span, 0.0)
 
 
 @dataclass
